@@ -1,0 +1,42 @@
+/* h5data — token datasets in HDF5: open, validate, read windows as int32.
+ *
+ * Accepted: an integer dataset (unsigned or signed, 1 to 8 bytes: uint8, uint16,
+ * int32, int64, ...) of rank 1 (a token stream) or rank 2 ([sequences, length]).
+ * Anything else (float, string, compound, rank 0 or >2, empty) is refused with one line
+ * naming the file and dataset. The vocabulary size is read from an integer attribute
+ * `vocab_size` on the dataset, else on the file's root group (0 when neither has one).
+ *
+ * Rank 1 is seen as one row of n tokens: rows = 1, row_len = n.
+ * All functions report their own errors (file, dataset and, for bad tokens, the index)
+ * and hold h5lock while they call HDF5. Memory use does not depend on the dataset size. */
+#ifndef GT_H5DATA_H
+#define GT_H5DATA_H
+
+#include <stdint.h>
+
+typedef struct h5data h5data;
+
+/* Opens path read-only and the dataset at `dataset` (e.g. "/train/tokens"). */
+h5data *h5data_open(const char *path, const char *dataset);
+void h5data_close(h5data *d);
+
+int64_t h5data_rows(const h5data *d);     /* 1 for a 1-D dataset */
+int64_t h5data_row_len(const h5data *d);  /* tokens per row */
+int h5data_rank(const h5data *d);         /* 1 or 2 */
+/* The vocab_size attribute, or 0 when there is none. */
+int64_t h5data_vocab_attr(const h5data *d);
+/* Name of the stored type, e.g. "uint16", "int64". */
+const char *h5data_type_name(const h5data *d);
+const char *h5data_path(const h5data *d);
+const char *h5data_name(const h5data *d);
+
+/* Streams the whole dataset in bounded blocks and fails, naming file, dataset and the
+ * first offending index ([i] or [row, col]), if any token is < 0 or >= vocab_size. */
+int h5data_check_range(h5data *d, int64_t vocab_size);
+
+/* Reads `count` consecutive tokens of row `row` starting at column `col` into dst as
+ * int32. Tokens are range-checked against vocab_size (if > 0) as they are read. */
+int h5data_read(h5data *d, int64_t row, int64_t col, int64_t count, int32_t *dst,
+                int64_t vocab_size);
+
+#endif

@@ -1,0 +1,69 @@
+/* config — the run configuration of `gentrain train`: parse, validate, print.
+ *
+ * Sources, later ones winning: built-in defaults, `--config FILE` (lines `key = value`,
+ * `#` starts a comment, blank lines ignored), then `--key value` / `--key=value` on the
+ * command line. Every key is declared once in the key table in config.c (name, type,
+ * default, allowed range, one-line help); parsing, validation, --help and printing are
+ * all driven by that table, so a new key is one table row.
+ *
+ * Errors: an unknown key, a value that does not parse or is out of range, or an
+ * inconsistent combination (n_embd % n_head != 0, min_lr > lr, ...) is reported as one
+ * line naming the key and where it came from ("file.cfg:12", "command line"), and the
+ * function returns -1. */
+#ifndef GT_CONFIG_H
+#define GT_CONFIG_H
+
+#include <stdint.h>
+#include <stdio.h>
+
+#define GT_PATH_MAX 4096
+#define GT_NAME_MAX 256
+
+typedef struct gt_config {
+    /* data */
+    char data[GT_PATH_MAX];          /* HDF5 token file */
+    char train_dataset[GT_NAME_MAX]; /* dataset path inside it, default /train/tokens */
+    char val_dataset[GT_NAME_MAX];   /* default /val/tokens; "" or "none" = no eval */
+    /* model */
+    int n_layer, n_head, n_embd, block_size;
+    int vocab_size;                  /* 0 = take the dataset's vocab_size attribute */
+    /* optimisation */
+    int batch_size;
+    int64_t steps, warmup_steps;
+    double lr, min_lr, beta1, beta2, weight_decay, grad_clip;
+    /* evaluation, logging, output */
+    int64_t eval_every;              /* 0 = only at the end */
+    int eval_batches;
+    uint64_t seed;
+    int threads;                     /* 0 = OMP_NUM_THREADS if set, else all cores */
+    char out[GT_PATH_MAX];           /* run folder; "" = do not save */
+    char log[GT_PATH_MAX];           /* JSON Lines metrics file; "" = none */
+    double peak_gflops;              /* for MFU; 0 = estimate from the CPU */
+} gt_config;
+
+/* Built-in defaults (a small model that trains in minutes on a laptop). */
+void config_defaults(gt_config *c);
+
+/* Sets one key from its text value. origin names where it came from, for errors. */
+int config_set(gt_config *c, const char *key, const char *value, const char *origin);
+
+/* Applies every `key = value` line of a config file / of a text (origin names it). */
+int config_load_file(gt_config *c, const char *path);
+int config_load_text(gt_config *c, const char *text, const char *origin);
+
+/* Parses argv[first..argc): `--config FILE` is applied first wherever it appears, then
+ * every `--key value` / `--key=value` in order. Positional arguments are errors. */
+int config_parse_args(gt_config *c, int argc, char **argv, int first);
+
+/* Cross-key checks (ranges are checked by config_set). Returns 0 or -1. */
+int config_validate(const gt_config *c);
+
+/* Writes the effective config as `key = value` lines (re-readable by config_load_text). */
+void config_print(const gt_config *c, FILE *f);
+/* Same text into a malloc'd string (caller frees); NULL on failure (reported). */
+char *config_to_text(const gt_config *c);
+
+/* Prints the key table (name, default, help) for `gentrain train --help`. */
+void config_print_help(FILE *f);
+
+#endif

@@ -1,0 +1,86 @@
+/* kernels_cpu — the layers of a GPT-2 decoder on the CPU in FP32: forward and backward,
+ * OpenMP over rows/heads, AVX2+FMA inner loops where the CPU has them (chosen at run
+ * time), OpenBLAS sgemm for every matrix product.
+ *
+ * Conventions (shared with every backend):
+ *  - Row-major. N = B*T rows. Weights of a linear layer are [OC, C] (out, in), as in
+ *    PyTorch's nn.Linear: out = inp @ w^T + bias.
+ *  - Every backward ACCUMULATES (+=) into its d-outputs (dinp, dweight, dbias), so
+ *    callers zero gradients once per step and residual branches simply add up.
+ *  - Results are deterministic for a given thread count: no atomics on floats, every
+ *    reduction has a fixed order.
+ *  - Kernels cannot fail; they never allocate. Scratch is passed in.
+ *  - The SIMD path and the portable path give the same results within float rounding;
+ *    kernels_set_simd() forces one of them (tests compare both). */
+#ifndef GT_KERNELS_CPU_H
+#define GT_KERNELS_CPU_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+/* SIMD path selection. */
+enum kernels_simd { KERNELS_SIMD_AUTO = 0, KERNELS_SIMD_PORTABLE = 1, KERNELS_SIMD_AVX2 = 2 };
+/* Forces a path (AUTO: AVX2+FMA if the CPU has them). Returns the path now in use;
+ * asking for AVX2 on a CPU without it falls back to PORTABLE. The environment variable
+ * GENTRAIN_SIMD=portable|avx2 sets the initial choice. */
+enum kernels_simd kernels_set_simd(enum kernels_simd want);
+/* "avx2+fma" or "portable". */
+const char *kernels_simd_name(void);
+
+/* out[B,T,C] = wte[inp[b,t], :] + wpe[t, :]; inp holds token ids < V (checked by caller). */
+void encoder_forward(float *out, const int32_t *inp, const float *wte, const float *wpe,
+                     int B, int T, int C);
+/* dwte[V,C] += scatter of dout rows by token; dwpe[T,C] += sum over b of dout[b,t,:]. */
+void encoder_backward(float *dwte, float *dwpe, const float *dout, const int32_t *inp,
+                      int B, int T, int C);
+
+/* out[N,C] = (inp - mean) * rstd * w + b over each row; saves mean[N], rstd[N].
+ * eps = 1e-5. */
+void layernorm_forward(float *out, float *mean, float *rstd, const float *inp,
+                       const float *w, const float *b, size_t N, int C);
+/* dinp[N,C] += ..., dw[C] += ..., db[C] += ... */
+void layernorm_backward(float *dinp, float *dw, float *db, const float *dout,
+                        const float *inp, const float *w, const float *mean,
+                        const float *rstd, size_t N, int C);
+
+/* out[N,OC] = inp[N,C] @ w[OC,C]^T + bias[OC] (bias may be NULL). */
+void matmul_forward(float *out, const float *inp, const float *w, const float *bias,
+                    size_t N, int C, int OC);
+/* dinp[N,C] += dout @ w; dw[OC,C] += dout^T @ inp; dbias[OC] += column sums of dout.
+ * dinp or dbias may be NULL (not needed). */
+void matmul_backward(float *dinp, float *dw, float *dbias, const float *dout,
+                     const float *inp, const float *w, size_t N, int C, int OC);
+
+/* Causal multi-head self-attention.
+ * qkv[B,T,3C] holds q | k | v, each [C] = NH heads of hs = C/NH.
+ * att[B,NH,T,T]: softmax(q k^T / sqrt(hs)) with the causal mask (entries above the
+ * diagonal are 0). out[B,T,C]: att @ v, heads concatenated. */
+void attention_forward(float *out, float *att, const float *qkv, int B, int T, int C,
+                       int NH);
+/* Floats of scratch attention_backward needs for `threads` OpenMP threads. */
+size_t attention_scratch_floats(int T, int threads);
+/* dqkv[B,T,3C] += gradient from dout[B,T,C]; uses att and qkv from the forward. */
+void attention_backward(float *dqkv, const float *dout, const float *qkv,
+                        const float *att, float *scratch, int B, int T, int C, int NH);
+
+/* GELU, tanh approximation (as GPT-2): out[N] = gelu(inp[N]). */
+void gelu_forward(float *out, const float *inp, size_t N);
+/* dinp[N] += gelu'(inp) * dout. */
+void gelu_backward(float *dinp, const float *inp, const float *dout, size_t N);
+
+/* out[N] = a[N] + b[N]. */
+void residual_forward(float *out, const float *a, const float *b, size_t N);
+/* da[N] += dout; db[N] += dout. */
+void residual_backward(float *da, float *db, const float *dout, size_t N);
+
+/* losses[N] = -log softmax(logits[n,:])[targets[n]], with logits [N,V] (FP32 math,
+ * max-subtracted). Targets are < V. */
+void crossentropy_forward(float *losses, const float *logits, const int32_t *targets,
+                          size_t N, int V);
+/* Same losses, and logits is overwritten IN PLACE by
+ * dloss_scale * (softmax(logits) - onehot(target)), the gradient of
+ * dloss_scale * sum(losses) with respect to the logits. */
+void crossentropy_forward_backward(float *losses, float *logits, const int32_t *targets,
+                                   size_t N, int V, float dloss_scale);
+
+#endif

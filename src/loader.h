@@ -1,0 +1,28 @@
+/* loader — a background thread that reads training batches ahead of the step.
+ *
+ * The thread owns the training h5data while it runs and fills a ring of `depth` batch
+ * buffers, batch s holding samples g = s*B .. s*B+B-1 of the window order (windows.h).
+ * loader_next hands the step its batch; the buffer stays valid until the next call.
+ * Memory: depth * B * (T+1) int32, whatever the dataset size. A read error in the thread
+ * is reported there and returned by the next loader_next. */
+#ifndef GT_LOADER_H
+#define GT_LOADER_H
+
+#include <stdint.h>
+
+#include "../io/h5data.h"
+#include "windows.h"
+
+typedef struct loader loader;
+
+/* Starts the thread at batch first_step. `data` must stay open until loader_stop. */
+loader *loader_start(h5data *data, const token_windows *w, uint64_t seed, int B, int T,
+                     int64_t vocab_size, int64_t first_step, int depth);
+/* Waits for the next batch. inputs/targets point at [B,T] int32 each; wait_s gets the
+ * seconds spent waiting. Returns 0, or -1 if the thread failed (already reported). */
+int loader_next(loader *l, const int32_t **inputs, const int32_t **targets,
+                double *wait_s);
+/* Stops and joins the thread, frees the ring. */
+void loader_stop(loader *l);
+
+#endif

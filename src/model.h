@@ -1,0 +1,88 @@
+/* model — a GPT-2 shaped decoder: parameter layout, initialisation, forward, backward.
+ *
+ * Architecture: token + learned position embeddings; n_layer pre-LayerNorm blocks
+ * (x += attn(ln_1(x)); x += mlp(ln_2(x))) with causal multi-head attention and a GELU
+ * MLP of width 4C; final LayerNorm; output projection tied to the token embedding.
+ *
+ * Memory: all parameters live in ONE flat FP32 buffer (and the gradients in a second
+ * of the same layout), so zeroing, reducing, clipping, updating and saving are single
+ * loops. The layout is per layer, contiguous (a pipeline stage is one slice):
+ *   wte[V,C] wpe[maxT,C] | per layer: ln_1.w ln_1.b attn.c_attn.w[3C,C] .b[3C]
+ *   attn.c_proj.w[C,C] .b[C] ln_2.w ln_2.b mlp.c_fc.w[4C,C] .b[4C] mlp.c_proj.w[C,4C]
+ *   .b[C] | ln_f.w ln_f.b
+ * gpt_params() lists every tensor with its GPT-2 style name ("transformer.h.3.attn.
+ * c_attn.weight"), shape, offset and whether weight decay applies (matrices only). */
+#ifndef GT_MODEL_H
+#define GT_MODEL_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "backend.h"
+
+typedef struct gpt_shape {
+    int vocab_size;  /* V */
+    int block_size;  /* maxT */
+    int n_layer;     /* L */
+    int n_head;      /* NH */
+    int n_embd;      /* C */
+} gpt_shape;
+
+typedef struct gpt_param_info {
+    char name[64];      /* GPT-2 style name, e.g. "transformer.h.0.ln_1.weight" */
+    int ndim;           /* 1 or 2 */
+    int64_t shape[2];
+    size_t offset;      /* into the flat buffer, in floats */
+    size_t numel;
+    int decay;          /* 1: AdamW weight decay applies (2-D matrices) */
+} gpt_param_info;
+
+typedef struct gpt_acts gpt_acts; /* activation buffers for one (B,T), model.c */
+
+typedef struct gpt_model {
+    gpt_shape shape;
+    const gt_backend *be;
+    size_t n_params;
+    float *params;           /* [n_params] */
+    float *grads;            /* [n_params], allocated by gpt_alloc_grads */
+    gpt_param_info *info;    /* [n_info] */
+    int n_info;
+    gpt_acts *acts;          /* for the largest (B,T) asked so far */
+    int act_B, act_T;        /* capacity of acts */
+    int threads;             /* OpenMP threads the kernels use (scratch sizing) */
+} gpt_model;
+
+/* Checks the shape (positive, n_embd % n_head == 0) and allocates parameters (not
+ * initialised) and the parameter table. Returns 0 or -1 (reported). */
+int gpt_create(gpt_model *m, gpt_shape shape, const gt_backend *be, int threads);
+/* GPT-2 initialisation from seed: N(0, 0.02) for matrices and embeddings, residual
+ * projections (attn.c_proj, mlp.c_proj) scaled by 1/sqrt(2*n_layer), biases 0,
+ * LayerNorm weights 1. Deterministic for a seed, whatever the thread count. */
+void gpt_init_weights(gpt_model *m, uint64_t seed);
+int gpt_alloc_grads(gpt_model *m);
+/* Makes room for activations of batches up to B x T (T <= block_size). */
+int gpt_alloc_acts(gpt_model *m, int B, int T);
+void gpt_free(gpt_model *m);
+
+/* Forward on inputs[B,T] (token ids < V, T <= block_size, acts allocated for it).
+ * With targets[B,T]: returns the mean cross-entropy loss. Without (NULL): returns 0 and
+ * leaves logits for gpt_logits().
+ * With want_grad != 0 (targets required) it also leaves d(mean loss)/d(logits) ready
+ * for gpt_backward (same call computes loss and logit gradient in place). */
+float gpt_forward(gpt_model *m, const int32_t *inputs, const int32_t *targets, int B,
+                  int T, int want_grad);
+/* Logits [B,T,V] of the last forward without targets. */
+const float *gpt_logits(const gpt_model *m);
+/* Zeros the parameter gradients. */
+void gpt_zero_grad(gpt_model *m);
+/* Backward of the last gpt_forward(..., want_grad=1): grads += d(mean loss)/d(params). */
+void gpt_backward(gpt_model *m);
+
+/* Floating point operations of one training step (forward + backward) on B x T
+ * tokens, counting matrix products and attention products as computed. */
+double gpt_flops_per_step(const gpt_shape *s, int B, int T);
+
+/* Index of the named tensor in m->info, or -1. */
+int gpt_find_param(const gpt_model *m, const char *name);
+
+#endif

@@ -1,0 +1,28 @@
+/* sample — text generation from a saved model (`gentrain sample`).
+ *
+ * Loads a model file (or the newest model in a run folder), encodes the prompt as
+ * bytes, and generates `tokens` tokens one at a time from the model's distribution over
+ * the last block_size tokens, with temperature and top-k. Deterministic for a seed and
+ * thread count. Prints prompt + continuation to stdout. */
+#ifndef GT_SAMPLE_H
+#define GT_SAMPLE_H
+
+#include <stdint.h>
+
+#include "config.h"
+
+typedef struct sample_options {
+    char checkpoint[GT_PATH_MAX]; /* model file or run folder (required) */
+    char prompt[GT_PATH_MAX];     /* default "\n" */
+    int tokens;                   /* default 256 */
+    double temperature;           /* > 0, default 1.0 */
+    int top_k;                    /* 0 = no cut, default 0 */
+    uint64_t seed;                /* default 1337 */
+    int threads;                  /* 0 = OMP_NUM_THREADS, else all cores */
+} sample_options;
+
+void sample_defaults(sample_options *o);
+/* Generates and prints; 0 or -1 (reported). */
+int sample_run(const sample_options *o);
+
+#endif

@@ -1,0 +1,107 @@
+/* util — see util.h. */
+#include "util.h"
+
+#include <errno.h>
+#include <stdarg.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+static void vreport(const char *kind, const char *fmt, va_list ap)
+{
+    /* One write per line so lines from several ranks/threads do not interleave. */
+    char line[2048];
+    int n = snprintf(line, sizeof line, "gentrain: %s: ", kind);
+    if (n < 0 || (size_t)n >= sizeof line) n = 0;
+    int m = vsnprintf(line + n, sizeof line - (size_t)n, fmt, ap);
+    size_t len = (m < 0) ? (size_t)n : strnlen(line, sizeof line - 1);
+    if (len >= sizeof line - 1) len = sizeof line - 2;
+    line[len] = '\n';
+    fwrite(line, 1, len + 1, stderr);
+    fflush(stderr);
+}
+
+void gt_error(const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    vreport("error", fmt, ap);
+    va_end(ap);
+}
+
+void gt_warn(const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    vreport("warning", fmt, ap);
+    va_end(ap);
+}
+
+void *gt_malloc(size_t nbytes, const char *what)
+{
+    void *p = NULL;
+    if (nbytes == 0) nbytes = 1;
+    int rc = posix_memalign(&p, 64, nbytes);
+    if (rc != 0 || !p) {
+        gt_error("out of memory allocating %s (%zu bytes)", what, nbytes);
+        return NULL;
+    }
+    return p;
+}
+
+void *gt_calloc(size_t nbytes, const char *what)
+{
+    void *p = gt_malloc(nbytes, what);
+    if (p) memset(p, 0, nbytes);
+    return p;
+}
+
+double gt_now(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+int gt_strlcpy(char *dst, const char *src, size_t cap)
+{
+    size_t n = strlen(src);
+    if (n >= cap) return -1;
+    memcpy(dst, src, n + 1);
+    return 0;
+}
+
+int gt_mkdirs(const char *path)
+{
+    char buf[4096];
+    if (gt_strlcpy(buf, path, sizeof buf) != 0) {
+        gt_error("path too long: %.64s...", path);
+        return -1;
+    }
+    for (char *p = buf + 1;; p++) {
+        char c = *p;
+        if (c == '/' || c == '\0') {
+            *p = '\0';
+            if (mkdir(buf, 0777) != 0 && errno != EEXIST) {
+                gt_error("cannot create directory %s: %s", buf, strerror(errno));
+                return -1;
+            }
+            *p = c;
+            if (c == '\0') break;
+        }
+    }
+    struct stat st;
+    if (stat(path, &st) != 0 || !S_ISDIR(st.st_mode)) {
+        gt_error("%s exists and is not a directory", path);
+        return -1;
+    }
+    return 0;
+}
+
+int gt_num_cores(void)
+{
+    long n = sysconf(_SC_NPROCESSORS_ONLN);
+    return n > 0 ? (int)n : 1;
+}

@@ -1,0 +1,43 @@
+/* util — small helpers every module shares: error reporting, checked allocation,
+ * monotonic time, path helpers.
+ *
+ * Contract: every user-visible failure is reported once, as one line on stderr of the
+ * form "gentrain: error: <what went wrong, naming the file/key/dataset>", by the
+ * function that detected it; callers only propagate the -1 / NULL. Warnings likewise
+ * start with "gentrain: warning: ". */
+#ifndef GT_UTIL_H
+#define GT_UTIL_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+
+#if defined(__GNUC__)
+#define GT_PRINTF(a, b) __attribute__((format(printf, a, b)))
+#else
+#define GT_PRINTF(a, b)
+#endif
+
+/* Prints "gentrain: error: <fmt...>\n" to stderr. */
+void gt_error(const char *fmt, ...) GT_PRINTF(1, 2);
+/* Prints "gentrain: warning: <fmt...>\n" to stderr. */
+void gt_warn(const char *fmt, ...) GT_PRINTF(1, 2);
+
+/* malloc/calloc that report "out of memory allocating <what> (<n> bytes)" and
+ * return NULL on failure. 64-byte aligned (SIMD loads, cache lines); free with free(). */
+void *gt_malloc(size_t nbytes, const char *what);
+void *gt_calloc(size_t nbytes, const char *what);
+
+/* Monotonic wall-clock seconds. */
+double gt_now(void);
+
+/* Copies src into dst[cap]; returns -1 (without printing) if it does not fit. */
+int gt_strlcpy(char *dst, const char *src, size_t cap);
+
+/* mkdir -p; reports and returns -1 on failure (names the path). */
+int gt_mkdirs(const char *path);
+
+/* Number of online CPU cores (>= 1). */
+int gt_num_cores(void);
+
+#endif
