@@ -3,8 +3,9 @@
  * The thread owns the training h5data while it runs and fills a ring of `depth` batch
  * buffers, batch s holding samples g = s*B .. s*B+B-1 of the window order (windows.h).
  * loader_next hands the step its batch; the buffer stays valid until the next call.
- * Memory: depth * B * (T+1) int32, whatever the dataset size. A read error in the thread
- * is reported there and returned by the next loader_next. */
+ * Memory: about depth * 2 * B * T int32 (inputs and targets), whatever the dataset
+ * size. A read error in the thread is reported there and returned by the next
+ * loader_next, after the batches read before it. */
 #ifndef GT_LOADER_H
 #define GT_LOADER_H
 

@@ -1,6 +1,11 @@
 /* util — see util.h. */
 #include "util.h"
 
+#include <cblas.h>
+#ifdef _OPENMP
+#include <omp.h>
+#endif
+
 #include <errno.h>
 #include <stdarg.h>
 #include <stdlib.h>
@@ -104,4 +109,20 @@ int gt_num_cores(void)
 {
     long n = sysconf(_SC_NPROCESSORS_ONLN);
     return n > 0 ? (int)n : 1;
+}
+
+int gt_resolve_threads(int requested)
+{
+    int n = requested;
+    if (n <= 0) {
+        const char *env = getenv("OMP_NUM_THREADS");
+        n = env ? atoi(env) : 0;
+    }
+    if (n <= 0) n = gt_num_cores();
+#ifdef _OPENMP
+    omp_set_num_threads(n);
+#endif
+    /* The OpenMP build of OpenBLAS sizes its work from this, not from OpenMP's setting. */
+    openblas_set_num_threads(n);
+    return n;
 }

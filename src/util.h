@@ -40,4 +40,8 @@ int gt_mkdirs(const char *path);
 /* Number of online CPU cores (>= 1). */
 int gt_num_cores(void);
 
+/* Threads to use: `requested` if > 0, else OMP_NUM_THREADS if set, else all cores.
+ * Also applies the choice to OpenMP (omp_set_num_threads) and OpenBLAS. */
+int gt_resolve_threads(int requested);
+
 #endif

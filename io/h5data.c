@@ -1,0 +1,428 @@
+/* h5data — see h5data.h.
+ *
+ * Tokens are read with H5Dread in the stored type's native twin (no HDF5 conversion
+ * work, byte order aside), then range-checked and widened to int32 in one pass. Reads
+ * go through a scratch buffer of at most BLOCK elements, so memory never depends on
+ * the dataset size. Uncompressed datasets are opened with HDF5's chunk cache off: the
+ * loader reads short windows at random offsets, and HDF5 then reads just those bytes
+ * instead of whole chunks. */
+#include "h5data.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+#include "../src/util.h"
+#include "h5lock.h"
+#include "h5util.h"
+
+#define BLOCK ((int64_t)1 << 20) /* elements per read when streaming */
+#define MAX_CACHE ((size_t)64 << 20)
+
+struct h5data {
+    hid_t file, dset, fspace, memtype;
+    char *path, *name;
+    int rank;
+    int64_t rows, row_len;
+    int64_t vocab; /* attribute, 0 when none */
+    size_t esize;  /* bytes per stored element (1..8) */
+    int is_signed;
+    char type_name[48];
+    void *buf; /* scratch, buf_cap elements of esize bytes */
+    int64_t buf_cap;
+};
+
+static hid_t native_int(size_t size, int is_signed)
+{
+    switch (size) {
+    case 1: return is_signed ? H5T_NATIVE_INT8 : H5T_NATIVE_UINT8;
+    case 2: return is_signed ? H5T_NATIVE_INT16 : H5T_NATIVE_UINT16;
+    case 4: return is_signed ? H5T_NATIVE_INT32 : H5T_NATIVE_UINT32;
+    default: return is_signed ? H5T_NATIVE_INT64 : H5T_NATIVE_UINT64;
+    }
+}
+
+/* Reads the vocab_size attribute of the dataset, else of the root group. */
+static int read_vocab(h5data *d)
+{
+    char why[160];
+    int64_t v = 0;
+    int rc = h5io_attr_int(d->dset, "vocab_size", &v, why, sizeof why);
+    if (rc < 0) {
+        gt_error("%s:%s: attribute vocab_size %s", d->path, d->name, why);
+        return -1;
+    }
+    const char *where = "dataset";
+    if (rc == 0) {
+        where = "root";
+        hid_t root = H5Gopen2(d->file, "/", H5P_DEFAULT);
+        if (root < 0) {
+            gt_error("%s: cannot open the root group", d->path);
+            return -1;
+        }
+        rc = h5io_attr_int(root, "vocab_size", &v, why, sizeof why);
+        H5Gclose(root);
+        if (rc < 0) {
+            gt_error("%s: root attribute vocab_size %s", d->path, why);
+            return -1;
+        }
+    }
+    if (rc == 1 && v <= 0) {
+        gt_error("%s:%s: %s attribute vocab_size = %lld; it must be positive", d->path,
+                 d->name, where, (long long)v);
+        return -1;
+    }
+    d->vocab = rc == 1 ? v : 0;
+    return 0;
+}
+
+/* Chunk cache for reading: off for unfiltered data (direct partial reads), else room
+ * for a few chunks. Returns a dataset access property list, or H5P_DEFAULT. */
+static hid_t make_dapl(hid_t dset, size_t esize)
+{
+    hid_t dcpl = H5Dget_create_plist(dset);
+    if (dcpl < 0) return H5P_DEFAULT;
+    hid_t dapl = H5P_DEFAULT;
+    if (H5Pget_layout(dcpl) == H5D_CHUNKED) {
+        int nf = H5Pget_nfilters(dcpl);
+        hsize_t cd[H5S_MAX_RANK];
+        int cr = H5Pget_chunk(dcpl, H5S_MAX_RANK, cd);
+        size_t chunk_bytes = esize;
+        for (int i = 0; i < cr; i++) chunk_bytes *= (size_t)cd[i];
+        size_t nbytes = 0;
+        if (nf > 0) {
+            nbytes = 4 * chunk_bytes;
+            if (nbytes < ((size_t)1 << 20)) nbytes = (size_t)1 << 20;
+            if (nbytes > MAX_CACHE) nbytes = MAX_CACHE;
+        }
+        if (nf >= 0 && cr > 0) {
+            dapl = H5Pcreate(H5P_DATASET_ACCESS);
+            if (dapl < 0 || H5Pset_chunk_cache(dapl, H5D_CHUNK_CACHE_NSLOTS_DEFAULT, nbytes,
+                                               H5D_CHUNK_CACHE_W0_DEFAULT) < 0) {
+                if (dapl >= 0) H5Pclose(dapl);
+                dapl = H5P_DEFAULT;
+            }
+        }
+    }
+    H5Pclose(dcpl);
+    return dapl;
+}
+
+static void free_handles(h5data *d)
+{
+    if (d->fspace >= 0) H5Sclose(d->fspace);
+    if (d->dset >= 0) H5Dclose(d->dset);
+    if (d->file >= 0) H5Fclose(d->file);
+    d->fspace = d->dset = d->file = -1;
+}
+
+static void free_data(h5data *d)
+{
+    free(d->path);
+    free(d->name);
+    free(d->buf);
+    free(d);
+}
+
+h5data *h5data_open(const char *path, const char *dataset)
+{
+    h5data *d = calloc(1, sizeof *d);
+    if (!d) {
+        gt_error("out of memory opening %s", path);
+        return NULL;
+    }
+    d->file = d->dset = d->fspace = -1;
+    hid_t type = -1, dapl = H5P_DEFAULT;
+    char why[160], list[1024], tn[48], shape[128];
+    size_t nl = strlen(dataset);
+    d->path = strdup(path);
+    d->name = malloc(nl + 2);
+    if (!d->path || !d->name) {
+        gt_error("out of memory opening %s", path);
+        free_data(d);
+        return NULL;
+    }
+    snprintf(d->name, nl + 2, "%s%s", dataset[0] == '/' ? "" : "/", dataset);
+
+    h5lock_acquire();
+    if ((d->file = h5io_open_read(path, why, sizeof why)) < 0) {
+        gt_error("cannot open %s: %s", path, why);
+        goto fail;
+    }
+    H5I_type_t kind = h5io_object_kind(d->file, d->name);
+    if (kind != H5I_DATASET) {
+        h5io_list_datasets(d->file, list, sizeof list, 12);
+        char what[160];
+        if (kind == H5I_BADID)
+            snprintf(what, sizeof what, "no dataset %s", d->name);
+        else
+            snprintf(what, sizeof what, "%s is a %s, not a dataset", d->name,
+                     kind == H5I_GROUP ? "group" : "named datatype");
+        if (list[0])
+            gt_error("%s: %s (datasets in the file: %s)", path, what, list);
+        else
+            gt_error("%s: %s (the file has no datasets)", path, what);
+        goto fail;
+    }
+    if ((d->dset = H5Dopen2(d->file, d->name, H5P_DEFAULT)) < 0 ||
+        (type = H5Dget_type(d->dset)) < 0 || (d->fspace = H5Dget_space(d->dset)) < 0) {
+        gt_error("%s:%s: cannot open the dataset (damaged file?)", path, d->name);
+        goto fail;
+    }
+    h5io_type_name(type, tn, sizeof tn);
+    size_t esize = H5Tget_size(type);
+    if (H5Tget_class(type) != H5T_INTEGER || esize < 1 || esize > 8) {
+        gt_error("%s:%s has type %s; token datasets must be integers (uint8, uint16, "
+                 "int32, int64)", path, d->name, tn);
+        goto fail;
+    }
+    d->esize = esize <= 1 ? 1 : esize <= 2 ? 2 : esize <= 4 ? 4 : 8;
+    d->is_signed = H5Tget_sign(type) != H5T_SGN_NONE;
+    d->memtype = native_int(d->esize, d->is_signed);
+    snprintf(d->type_name, sizeof d->type_name, "%s", tn);
+
+    H5S_class_t sc = H5Sget_simple_extent_type(d->fspace);
+    if (sc == H5S_NULL) {
+        gt_error("%s:%s holds no data (null dataspace)", path, d->name);
+        goto fail;
+    }
+    hsize_t dims[H5S_MAX_RANK];
+    int rank = H5Sget_simple_extent_dims(d->fspace, dims, NULL);
+    if (rank < 0) {
+        gt_error("%s:%s: cannot read the dataset's shape", path, d->name);
+        goto fail;
+    }
+    h5io_shape_str(rank, dims, shape, sizeof shape);
+    if (rank == 0) {
+        gt_error("%s:%s is a single value (rank 0); token datasets must be 1-D [tokens] "
+                 "or 2-D [sequences, length]", path, d->name);
+        goto fail;
+    }
+    if (rank != 1 && rank != 2) {
+        gt_error("%s:%s has rank %d (shape %s); token datasets must be 1-D [tokens] or "
+                 "2-D [sequences, length]", path, d->name, rank, shape);
+        goto fail;
+    }
+    if (dims[0] == 0 || (rank == 2 && dims[1] == 0)) {
+        gt_error("%s:%s is empty (shape %s)", path, d->name, shape);
+        goto fail;
+    }
+    d->rank = rank;
+    d->rows = rank == 1 ? 1 : (int64_t)dims[0];
+    d->row_len = rank == 1 ? (int64_t)dims[0] : (int64_t)dims[1];
+    if (read_vocab(d) != 0) goto fail;
+
+    /* Reopen with a chunk cache suited to window reads (see the top of the file). The
+     * first handle must be closed first: a second open of a dataset that is still open
+     * shares its cache and ignores the new settings. */
+    dapl = make_dapl(d->dset, d->esize);
+    if (dapl != H5P_DEFAULT) {
+        H5Dclose(d->dset);
+        d->dset = H5Dopen2(d->file, d->name, dapl);
+        H5Pclose(dapl);
+        if (d->dset < 0) {
+            gt_error("%s:%s: cannot open the dataset (damaged file?)", path, d->name);
+            goto fail;
+        }
+    }
+    H5Tclose(type);
+    h5lock_release();
+    return d;
+
+fail:
+    if (type >= 0) H5Tclose(type);
+    free_handles(d);
+    h5lock_release();
+    free_data(d);
+    return NULL;
+}
+
+void h5data_close(h5data *d)
+{
+    if (!d) return;
+    h5lock_acquire();
+    free_handles(d);
+    h5lock_release();
+    free_data(d);
+}
+
+int64_t h5data_rows(const h5data *d) { return d ? d->rows : 0; }
+int64_t h5data_row_len(const h5data *d) { return d ? d->row_len : 0; }
+int h5data_rank(const h5data *d) { return d ? d->rank : 0; }
+int64_t h5data_vocab_attr(const h5data *d) { return d ? d->vocab : 0; }
+const char *h5data_type_name(const h5data *d) { return d ? d->type_name : ""; }
+const char *h5data_path(const h5data *d) { return d ? d->path : ""; }
+const char *h5data_name(const h5data *d) { return d ? d->name : ""; }
+
+/* Scratch for n elements. */
+static void *scratch(h5data *d, int64_t n)
+{
+    if (n > d->buf_cap) {
+        free(d->buf);
+        d->buf = gt_malloc((size_t)n * d->esize, "token read buffer");
+        d->buf_cap = d->buf ? n : 0;
+    }
+    return d->buf;
+}
+
+/* Reads the block [row, row+nrows) x [col, col+ncols) (rank 1: row 0, nrows 1) into
+ * buf in the native twin of the stored type. */
+static int read_block(h5data *d, int64_t row, int64_t col, int64_t nrows, int64_t ncols,
+                      void *buf)
+{
+    hsize_t start[2], count[2], n = (hsize_t)nrows * (hsize_t)ncols;
+    if (d->rank == 1) {
+        start[0] = (hsize_t)col;
+        count[0] = (hsize_t)ncols;
+    } else {
+        start[0] = (hsize_t)row;
+        start[1] = (hsize_t)col;
+        count[0] = (hsize_t)nrows;
+        count[1] = (hsize_t)ncols;
+    }
+    hid_t mspace = -1;
+    int rc = -1;
+    if (H5Sselect_hyperslab(d->fspace, H5S_SELECT_SET, start, NULL, count, NULL) < 0 ||
+        (mspace = H5Screate_simple(1, &n, NULL)) < 0 ||
+        H5Dread(d->dset, d->memtype, mspace, d->fspace, H5P_DEFAULT, buf) < 0) {
+        if (d->rank == 1)
+            gt_error("%s:%s: cannot read tokens [%lld..%lld) (damaged file?)", d->path,
+                     d->name, (long long)col, (long long)(col + ncols));
+        else
+            gt_error("%s:%s: cannot read tokens [%lld..%lld, %lld..%lld) (damaged file?)",
+                     d->path, d->name, (long long)row, (long long)(row + nrows),
+                     (long long)col, (long long)(col + ncols));
+    } else {
+        rc = 0;
+    }
+    if (mspace >= 0) H5Sclose(mspace);
+    return rc;
+}
+
+/* Checks n values of buf (native twin of the stored type) against [0, hi) and, when
+ * dst is given, stores them as int32 (dst may alias buf for int32 data). Returns the
+ * index of the first bad value (its text in val) or -1. */
+#define SCAN(T, BAD)                                                                   \
+    do {                                                                               \
+        const T *s = (const T *)buf;                                                   \
+        for (int64_t i = 0; i < n; i++) {                                              \
+            T v = s[i];                                                                \
+            if (BAD) {                                                                 \
+                bad = i;                                                               \
+                break;                                                                 \
+            }                                                                          \
+            if (dst) dst[i] = (int32_t)v;                                              \
+        }                                                                              \
+        if (bad >= 0) {                                                                \
+            if (d->is_signed)                                                          \
+                snprintf(val, valcap, "%lld", (long long)s[bad]);                      \
+            else                                                                       \
+                snprintf(val, valcap, "%llu", (unsigned long long)s[bad]);             \
+        }                                                                              \
+    } while (0)
+
+static int64_t scan(const h5data *d, const void *buf, int64_t n, int64_t hi, int32_t *dst,
+                    char *val, size_t valcap)
+{
+    int64_t bad = -1;
+    const uint64_t uhi = (uint64_t)hi;
+    if (d->is_signed) {
+        switch (d->esize) {
+        case 1: SCAN(int8_t, v < 0 || (int64_t)v >= hi); break;
+        case 2: SCAN(int16_t, v < 0 || (int64_t)v >= hi); break;
+        case 4: SCAN(int32_t, v < 0 || (int64_t)v >= hi); break;
+        default: SCAN(int64_t, v < 0 || v >= hi); break;
+        }
+    } else {
+        switch (d->esize) {
+        case 1: SCAN(uint8_t, (uint64_t)v >= uhi); break;
+        case 2: SCAN(uint16_t, (uint64_t)v >= uhi); break;
+        case 4: SCAN(uint32_t, (uint64_t)v >= uhi); break;
+        default: SCAN(uint64_t, v >= uhi); break;
+        }
+    }
+    return bad;
+}
+
+/* Reports the bad token at flat position i of the block starting at (row, col) that is
+ * ncols wide. */
+static void report_bad(const h5data *d, int64_t row, int64_t col, int64_t ncols, int64_t i,
+                       const char *val, int64_t vocab)
+{
+    char where[64];
+    if (d->rank == 1)
+        snprintf(where, sizeof where, "[%lld]", (long long)(col + i));
+    else
+        snprintf(where, sizeof where, "[%lld, %lld]", (long long)(row + i / ncols),
+                 (long long)(col + i % ncols));
+    if (val[0] == '-')
+        gt_error("%s:%s%s = %s is negative; tokens must be >= 0", d->path, d->name, where,
+                 val);
+    else if (vocab > 0)
+        gt_error("%s:%s%s = %s is >= vocab_size %lld", d->path, d->name, where, val,
+                 (long long)vocab);
+    else
+        gt_error("%s:%s%s = %s is too large for a token id (at most 2147483647)", d->path,
+                 d->name, where, val);
+}
+
+/* Reads, checks and (dst != NULL) converts the block; reports the first bad token. */
+static int do_block(h5data *d, int64_t row, int64_t col, int64_t nrows, int64_t ncols,
+                    int32_t *dst, int64_t vocab)
+{
+    int64_t n = nrows * ncols;
+    void *buf = (dst && d->esize == 4 && d->is_signed) ? (void *)dst : scratch(d, n);
+    if (!buf) return -1;
+    if (read_block(d, row, col, nrows, ncols, buf) != 0) return -1;
+    const int64_t hi = vocab > 0 ? vocab : (int64_t)INT32_MAX + 1;
+    char val[32] = "";
+    int64_t bad = scan(d, buf, n, hi, dst, val, sizeof val);
+    if (bad >= 0) {
+        report_bad(d, row, col, ncols, bad, val, vocab);
+        return -1;
+    }
+    return 0;
+}
+
+int h5data_check_range(h5data *d, int64_t vocab_size)
+{
+    int rc = 0;
+    h5lock_acquire();
+    if (d->row_len <= BLOCK) {
+        /* Whole rows at a time (rank 1 has one row; it takes the other branch when
+         * longer than a block). */
+        int64_t per = BLOCK / d->row_len;
+        for (int64_t r = 0; r < d->rows && rc == 0; r += per) {
+            int64_t nr = d->rows - r < per ? d->rows - r : per;
+            rc = do_block(d, r, 0, nr, d->row_len, NULL, vocab_size);
+        }
+    } else {
+        for (int64_t r = 0; r < d->rows && rc == 0; r++)
+            for (int64_t c = 0; c < d->row_len && rc == 0; c += BLOCK) {
+                int64_t nc = d->row_len - c < BLOCK ? d->row_len - c : BLOCK;
+                rc = do_block(d, r, c, 1, nc, NULL, vocab_size);
+            }
+    }
+    h5lock_release();
+    return rc;
+}
+
+int h5data_read(h5data *d, int64_t row, int64_t col, int64_t count, int32_t *dst,
+                int64_t vocab_size)
+{
+    if (row < 0 || row >= d->rows || col < 0 || count < 0 || col > d->row_len ||
+        count > d->row_len - col) {
+        gt_error("%s:%s: read of row %lld, columns [%lld..%lld) is outside the dataset "
+                 "(%lld rows of %lld tokens)", d->path, d->name, (long long)row,
+                 (long long)col, (long long)(col + count), (long long)d->rows,
+                 (long long)d->row_len);
+        return -1;
+    }
+    int rc = 0;
+    h5lock_acquire();
+    for (int64_t c = 0; c < count && rc == 0; c += BLOCK) {
+        int64_t nc = count - c < BLOCK ? count - c : BLOCK;
+        rc = do_block(d, row, col + c, 1, nc, dst + c, vocab_size);
+    }
+    h5lock_release();
+    return rc;
+}

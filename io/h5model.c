@@ -1,0 +1,454 @@
+/* h5model — see h5model.h.
+ *
+ * Tensors are contiguous float32 datasets (no chunking, no compression): they are
+ * written and read whole, and h5py maps them straight to numpy arrays. Loading checks
+ * every tensor before it reads any, so a file that does not fit leaves the model's
+ * parameters untouched. */
+#include "h5model.h"
+
+#include <dirent.h>
+#include <errno.h>
+#include <limits.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "../src/util.h"
+#include "h5lock.h"
+#include "h5util.h"
+
+#define FORMAT_NAME "gentrain-model"
+#define FORMAT_VERSION 1
+
+static const char *const shape_keys[5] = {"vocab_size", "block_size", "n_layer", "n_head",
+                                          "n_embd"};
+
+static int *shape_field(gpt_shape *s, int i)
+{
+    int *f[5] = {&s->vocab_size, &s->block_size, &s->n_layer, &s->n_head, &s->n_embd};
+    return f[i];
+}
+
+/* ---- save ----------------------------------------------------------------------- */
+
+static int write_tensor(hid_t group, const gpt_model *m, const gpt_param_info *p)
+{
+    hsize_t dims[2] = {(hsize_t)p->shape[0], (hsize_t)(p->ndim == 2 ? p->shape[1] : 1)};
+    hid_t space = -1, dset = -1;
+    int rc = -1;
+    if ((space = H5Screate_simple(p->ndim, dims, NULL)) < 0) goto done;
+    if ((dset = H5Dcreate2(group, p->name, H5T_IEEE_F32LE, space, H5P_DEFAULT, H5P_DEFAULT,
+                           H5P_DEFAULT)) < 0)
+        goto done;
+    if (H5Dwrite(dset, H5T_NATIVE_FLOAT, H5S_ALL, H5S_ALL, H5P_DEFAULT,
+                 m->params + p->offset) < 0)
+        goto done;
+    rc = 0;
+done:
+    if (dset >= 0 && H5Dclose(dset) < 0) rc = -1;
+    if (space >= 0) H5Sclose(space);
+    return rc;
+}
+
+int h5model_save(const char *path, const gpt_model *m, const char *config_text,
+                 int64_t step)
+{
+    size_t plen = strlen(path);
+    char *tmp = malloc(plen + 5);
+    if (!tmp) {
+        gt_error("out of memory saving %s", path);
+        return -1;
+    }
+    snprintf(tmp, plen + 5, "%s.tmp", path);
+    char why[160];
+    hid_t file = -1, group = -1;
+    int rc = -1, made_tmp = 0;
+    h5lock_acquire();
+    if ((file = h5io_create(tmp, why, sizeof why)) < 0) {
+        gt_error("cannot save the model: cannot create %s: %s", tmp, why);
+        goto fail;
+    }
+    made_tmp = 1;
+    int bad = h5io_write_attr_str(file, "format", FORMAT_NAME) != 0 ||
+              h5io_write_attr_int(file, "format_version", FORMAT_VERSION) != 0 ||
+              h5io_write_attr_int(file, "step", step) != 0 ||
+              h5io_write_attr_str(file, "config", config_text ? config_text : "") != 0;
+    gpt_shape sh = m->shape;
+    for (int i = 0; i < 5 && !bad; i++)
+        bad = h5io_write_attr_int(file, shape_keys[i], *shape_field(&sh, i)) != 0;
+    if (bad || (group = H5Gcreate2(file, "model", H5P_DEFAULT, H5P_DEFAULT,
+                                   H5P_DEFAULT)) < 0) {
+        gt_error("cannot write the attributes of %s (disk full?)", tmp);
+        goto fail;
+    }
+    for (int i = 0; i < m->n_info; i++) {
+        if (write_tensor(group, m, &m->info[i]) != 0) {
+            gt_error("cannot write tensor %s to %s (disk full?)", m->info[i].name, tmp);
+            goto fail;
+        }
+    }
+    bad = H5Gclose(group) < 0;
+    group = -1;
+    bad |= H5Fflush(file, H5F_SCOPE_GLOBAL) < 0;
+    bad |= H5Fclose(file) < 0;
+    file = -1;
+    if (bad) {
+        gt_error("cannot finish writing %s (disk full?)", tmp);
+        goto fail;
+    }
+    if (h5io_commit(tmp, path, why, sizeof why) != 0) {
+        gt_error("cannot save the model: cannot rename %s to %s: %s", tmp, path, why);
+        goto fail;
+    }
+    made_tmp = 0;
+    rc = 0;
+fail:
+    if (group >= 0) H5Gclose(group);
+    if (file >= 0) H5Fclose(file);
+    if (made_tmp) unlink(tmp);
+    h5lock_release();
+    free(tmp);
+    return rc;
+}
+
+/* ---- reading ---------------------------------------------------------------------- */
+
+/* Checks the format attributes. Returns 0; 1 if the file is not a gentrain model (no
+ * format attribute or another format: reported only when `report`); -1 on a model of
+ * another version or an unreadable attribute (reported as an error, or as a warning
+ * when !report, for the folder scan). */
+static int check_format(hid_t file, const char *path, int report)
+{
+    char why[160];
+    char *fmt = NULL;
+    int64_t ver = 0;
+    int rc = h5io_attr_str(file, "format", &fmt, why, sizeof why);
+    if (rc <= 0 || strcmp(fmt, FORMAT_NAME) != 0) {
+        if (report) {
+            if (rc < 0)
+                gt_error("%s is not a gentrain model file (attribute format %s)", path, why);
+            else if (rc == 0)
+                gt_error("%s is not a gentrain model file (no format attribute)", path);
+            else
+                gt_error("%s is not a gentrain model file (format = \"%s\")", path, fmt);
+        }
+        free(fmt);
+        return 1;
+    }
+    free(fmt);
+    rc = h5io_attr_int(file, "format_version", &ver, why, sizeof why);
+    if (rc != 1 || ver != FORMAT_VERSION) {
+        char msg[256];
+        if (rc < 0)
+            snprintf(msg, sizeof msg, "%s: attribute format_version %s", path, why);
+        else if (rc == 0)
+            snprintf(msg, sizeof msg, "%s: no format_version attribute", path);
+        else
+            snprintf(msg, sizeof msg,
+                     "%s has format_version %lld; this gentrain reads version %d", path,
+                     (long long)ver, FORMAT_VERSION);
+        if (report)
+            gt_error("%s", msg);
+        else
+            gt_warn("skipping %s", msg);
+        return -1;
+    }
+    return 0;
+}
+
+/* Reads a required integer root attribute. */
+static int need_int(hid_t file, const char *path, const char *key, int64_t *v)
+{
+    char why[160];
+    int rc = h5io_attr_int(file, key, v, why, sizeof why);
+    if (rc == 1) return 0;
+    if (rc == 0)
+        gt_error("%s: model file has no %s attribute", path, key);
+    else
+        gt_error("%s: attribute %s %s", path, key, why);
+    return -1;
+}
+
+static int read_shape(hid_t file, const char *path, gpt_shape *s)
+{
+    for (int i = 0; i < 5; i++) {
+        int64_t v;
+        if (need_int(file, path, shape_keys[i], &v) != 0) return -1;
+        if (v < 1 || v > INT_MAX) {
+            gt_error("%s: attribute %s = %lld is out of range", path, shape_keys[i],
+                     (long long)v);
+            return -1;
+        }
+        *shape_field(s, i) = (int)v;
+    }
+    return 0;
+}
+
+static hid_t open_model(const char *path)
+{
+    char why[160];
+    hid_t file = h5io_open_read(path, why, sizeof why);
+    if (file < 0) {
+        gt_error("cannot open %s: %s", path, why);
+        return -1;
+    }
+    if (check_format(file, path, 1) != 0) {
+        H5Fclose(file);
+        return -1;
+    }
+    return file;
+}
+
+int h5model_read_meta(const char *path, gpt_shape *shape, int64_t *step,
+                      char **config_text)
+{
+    int rc = -1;
+    char why[160];
+    if (config_text) *config_text = NULL;
+    h5lock_acquire();
+    hid_t file = open_model(path);
+    if (file < 0) goto done;
+    gpt_shape s;
+    int64_t st;
+    if (read_shape(file, path, &s) != 0 || need_int(file, path, "step", &st) != 0) goto done;
+    if (config_text) {
+        int r = h5io_attr_str(file, "config", config_text, why, sizeof why);
+        if (r < 0) {
+            gt_error("%s: attribute config %s", path, why);
+            goto done;
+        }
+        if (r == 0 && !(*config_text = strdup(""))) {
+            gt_error("out of memory reading %s", path);
+            goto done;
+        }
+    }
+    if (shape) *shape = s;
+    if (step) *step = st;
+    rc = 0;
+done:
+    if (file >= 0) H5Fclose(file);
+    h5lock_release();
+    return rc;
+}
+
+/* Checks that /model/<p->name> is a float dataset of p's shape. */
+static int check_tensor(hid_t file, const char *path, const gpt_param_info *p)
+{
+    char name[96], tn[48], have[96], want[96];
+    snprintf(name, sizeof name, "/model/%s", p->name);
+    if (h5io_object_kind(file, name) != H5I_DATASET) {
+        gt_error("%s: tensor %s is missing", path, p->name);
+        return -1;
+    }
+    hid_t dset = -1, type = -1, space = -1;
+    int rc = -1;
+    if ((dset = H5Dopen2(file, name, H5P_DEFAULT)) < 0 || (type = H5Dget_type(dset)) < 0 ||
+        (space = H5Dget_space(dset)) < 0) {
+        gt_error("%s: cannot open tensor %s (damaged file?)", path, p->name);
+        goto done;
+    }
+    if (H5Tget_class(type) != H5T_FLOAT) {
+        h5io_type_name(type, tn, sizeof tn);
+        gt_error("%s: tensor %s has type %s; expected float32", path, p->name, tn);
+        goto done;
+    }
+    hsize_t dims[H5S_MAX_RANK];
+    int rank = H5Sget_simple_extent_ndims(space);
+    if (rank < 0 || rank > H5S_MAX_RANK || H5Sget_simple_extent_dims(space, dims, NULL) < 0) {
+        gt_error("%s: cannot read the shape of tensor %s", path, p->name);
+        goto done;
+    }
+    hsize_t wd[2] = {(hsize_t)p->shape[0], (hsize_t)p->shape[1]};
+    int same = rank == p->ndim;
+    for (int i = 0; same && i < rank; i++) same = dims[i] == wd[i];
+    if (!same) {
+        h5io_shape_str(rank, dims, have, sizeof have);
+        h5io_shape_str(p->ndim, wd, want, sizeof want);
+        gt_error("%s: tensor %s has shape %s; the model expects %s", path, p->name, have,
+                 want);
+        goto done;
+    }
+    rc = 0;
+done:
+    if (space >= 0) H5Sclose(space);
+    if (type >= 0) H5Tclose(type);
+    if (dset >= 0) H5Dclose(dset);
+    return rc;
+}
+
+struct extra_ctx {
+    const gpt_model *m;
+    char first[64];
+    int count;
+};
+
+static herr_t extra_cb(hid_t g, const char *name, const H5L_info_t *info, void *data)
+{
+    (void)g;
+    (void)info;
+    struct extra_ctx *c = data;
+    if (gpt_find_param(c->m, name) < 0) {
+        if (c->count++ == 0) snprintf(c->first, sizeof c->first, "%s", name);
+    }
+    return 0;
+}
+
+int h5model_load_params(const char *path, gpt_model *m)
+{
+    int rc = -1;
+    hid_t group = -1;
+    h5lock_acquire();
+    hid_t file = open_model(path);
+    if (file < 0) goto done;
+
+    /* Everything is checked before anything is read. */
+    for (int i = 0; i < m->n_info; i++)
+        if (check_tensor(file, path, &m->info[i]) != 0) goto done;
+    struct extra_ctx ex = {m, "", 0};
+    if ((group = H5Gopen2(file, "/model", H5P_DEFAULT)) < 0 ||
+        H5Literate(group, H5_INDEX_NAME, H5_ITER_INC, NULL, extra_cb, &ex) < 0) {
+        gt_error("%s: cannot list the tensors in /model", path);
+        goto done;
+    }
+    if (ex.count) {
+        gt_error("%s: tensor %s (and %d more) is not part of this model's shape", path,
+                 ex.first, ex.count - 1);
+        goto done;
+    }
+    gpt_shape fs;
+    if (read_shape(file, path, &fs) != 0) goto done;
+    gpt_shape ms = m->shape;
+    for (int i = 0; i < 5; i++) {
+        if (*shape_field(&fs, i) != *shape_field(&ms, i)) {
+            gt_error("%s was saved with %s = %d; the model has %s = %d", path, shape_keys[i],
+                     *shape_field(&fs, i), shape_keys[i], *shape_field(&ms, i));
+            goto done;
+        }
+    }
+
+    for (int i = 0; i < m->n_info; i++) {
+        const gpt_param_info *p = &m->info[i];
+        hid_t dset = H5Dopen2(group, p->name, H5P_DEFAULT);
+        herr_t r = dset < 0 ? -1
+                            : H5Dread(dset, H5T_NATIVE_FLOAT, H5S_ALL, H5S_ALL, H5P_DEFAULT,
+                                      m->params + p->offset);
+        if (dset >= 0) H5Dclose(dset);
+        if (r < 0) {
+            gt_error("%s: cannot read tensor %s (damaged or truncated file?)", path, p->name);
+            goto done;
+        }
+    }
+    rc = 0;
+done:
+    if (group >= 0) H5Gclose(group);
+    if (file >= 0) H5Fclose(file);
+    h5lock_release();
+    return rc;
+}
+
+/* ---- newest --------------------------------------------------------------------- */
+
+/* Step of a model file: 0 with *step set; 1 not a model (silently skipped); -1 skipped
+ * with a warning (unreadable). */
+static int probe(const char *path, int64_t *step)
+{
+    char why[160];
+    hid_t file = h5io_open_read(path, why, sizeof why);
+    if (file < 0) {
+        gt_warn("skipping %s: %s", path, why);
+        return -1;
+    }
+    int rc = check_format(file, path, 0);
+    if (rc == 0) {
+        int r = h5io_attr_int(file, "step", step, why, sizeof why);
+        if (r != 1) {
+            gt_warn("skipping %s: %s", path, r == 0 ? "no step attribute" : why);
+            rc = -1;
+        }
+    }
+    H5Fclose(file);
+    return rc;
+}
+
+static int ends_with(const char *s, const char *suffix)
+{
+    size_t n = strlen(s), k = strlen(suffix);
+    return n > k && strcmp(s + n - k, suffix) == 0;
+}
+
+static int newer(const struct timespec *a, const struct timespec *b)
+{
+    return a->tv_sec != b->tv_sec ? a->tv_sec > b->tv_sec : a->tv_nsec > b->tv_nsec;
+}
+
+int h5model_find_newest(const char *path, char *out, size_t cap)
+{
+    struct stat st;
+    if (stat(path, &st) != 0) {
+        gt_error("cannot open %s: %s", path,
+                 errno == ENOENT ? "no such file or folder" : h5io_errno_reason(errno));
+        return -1;
+    }
+    if (!S_ISDIR(st.st_mode)) {
+        if (gt_strlcpy(out, path, cap) != 0) {
+            gt_error("model path too long: %s", path);
+            return -1;
+        }
+        return 0;
+    }
+    DIR *dir = opendir(path);
+    if (!dir) {
+        gt_error("cannot open folder %s: %s", path, h5io_errno_reason(errno));
+        return -1;
+    }
+    size_t plen = strlen(path);
+    int found = 0, rc = -1;
+    int64_t best_step = 0;
+    struct timespec best_time = {0, 0};
+    char *best = NULL, *full = NULL;
+    h5lock_acquire();
+    for (struct dirent *e; (e = readdir(dir)) != NULL;) {
+        if (!ends_with(e->d_name, ".h5")) continue;
+        size_t n = plen + 1 + strlen(e->d_name) + 1;
+        free(full);
+        if (!(full = malloc(n))) {
+            gt_error("out of memory scanning %s", path);
+            goto done;
+        }
+        snprintf(full, n, "%s%s%s", path, path[plen - 1] == '/' ? "" : "/", e->d_name);
+        struct stat fst;
+        if (stat(full, &fst) != 0 || !S_ISREG(fst.st_mode)) continue;
+        int64_t step = 0;
+        if (probe(full, &step) != 0) continue;
+        /* Highest step; ties: newest file; still tied: the later name, so the choice
+         * does not depend on the folder's listing order. */
+        int better = !found || step > best_step ||
+                     (step == best_step &&
+                      (newer(&fst.st_mtim, &best_time) ||
+                       (!newer(&best_time, &fst.st_mtim) && strcmp(full, best) > 0)));
+        if (better) {
+            free(best);
+            best = full;
+            full = NULL;
+            best_step = step;
+            best_time = fst.st_mtim;
+            found = 1;
+        }
+    }
+    if (!found) {
+        gt_error("no gentrain model file in %s", path);
+        goto done;
+    }
+    if (gt_strlcpy(out, best, cap) != 0) {
+        gt_error("model path too long: %s", best);
+        goto done;
+    }
+    rc = 0;
+done:
+    h5lock_release();
+    closedir(dir);
+    free(full);
+    free(best);
+    return rc;
+}

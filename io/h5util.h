@@ -1,0 +1,58 @@
+/* h5util — helpers the io/ files share (not an API for the rest of gentrain).
+ * Implemented in h5lock.c, so the build needs no extra source file.
+ *
+ * Callers hold h5lock. None of these print: failures fill `why` (a short reason such
+ * as "no such file" or "permission denied") so the caller can name the file, dataset
+ * or tensor in its own one-line error. */
+#ifndef GT_H5UTIL_H
+#define GT_H5UTIL_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include <hdf5.h>
+
+/* Opens an existing file read-only. Returns the file id, or < 0 with why set to
+ * "no such file", "permission denied", "it is a folder", "not an HDF5 file",
+ * "damaged or truncated HDF5 file", ... */
+hid_t h5io_open_read(const char *path, char *why, size_t cap);
+
+/* Creates (truncating) a file for writing. Returns the file id or < 0 with why set. */
+hid_t h5io_create(const char *path, char *why, size_t cap);
+
+/* Makes tmp durable (fsync), renames it over path and syncs the folder.
+ * Returns 0, or -1 with why set (tmp is left for the caller to remove). */
+int h5io_commit(const char *tmp, const char *path, char *why, size_t cap);
+
+/* A short reason for an errno value: "no such file", "permission denied", ... */
+const char *h5io_errno_reason(int err);
+
+/* Writes a human name of a datatype into buf: "uint8", "int64", "float32",
+ * "string", "compound", ... with " big-endian" appended to numbers that are. */
+void h5io_type_name(hid_t type, char *buf, size_t cap);
+
+/* "[2, 3, 4]" (or "[]" for a scalar). */
+void h5io_shape_str(int rank, const hsize_t *dims, char *buf, size_t cap);
+
+/* Reads the integer attribute `name` of obj (scalar or one element, any integer
+ * type). Returns 1 when read, 0 when the attribute does not exist, -1 (why set) when it
+ * exists but is not a single integer. */
+int h5io_attr_int(hid_t obj, const char *name, int64_t *out, char *why, size_t cap);
+
+/* Reads the string attribute `name` (fixed or variable length) into a malloc'd
+ * string. Returns 1, 0 (absent) or -1 (why set). */
+int h5io_attr_str(hid_t obj, const char *name, char **out, char *why, size_t cap);
+
+/* Write a scalar int64 / variable-length UTF-8 string attribute. 0 or -1. */
+int h5io_write_attr_int(hid_t obj, const char *name, int64_t v);
+int h5io_write_attr_str(hid_t obj, const char *name, const char *s);
+
+/* Joins the paths of up to `max_list` datasets of the file into buf as
+ * "/a/b, /c" (with ", ... N more" when longer); "" when the file has none. */
+void h5io_list_datasets(hid_t file, char *buf, size_t cap, int max_list);
+
+/* Kind of the object at `name` in file: H5I_DATASET, H5I_GROUP, H5I_DATATYPE, or
+ * H5I_BADID when nothing (or a dangling link) is there. */
+H5I_type_t h5io_object_kind(hid_t file, const char *name);
+
+#endif

@@ -1,0 +1,220 @@
+/* bench_sgemm — what the BLAS delivers on the matrix products of one training step.
+ *
+ * For a GPT config it times cblas_sgemm on every Linear-layer product of a step, with
+ * N = B*T rows and the weights stored as (out, in), as gentrain and PyTorch store them:
+ *   forward   out  (N,out) = inp (N,in) @ W^T          M=N   N=out K=in
+ *   backward  dinp (N,in)  = dout (N,out) @ W          M=N   N=in  K=out
+ *             dW  (out,in) += dout^T (out,N) @ inp     M=out N=in  K=N
+ * for qkv (C -> 3C), attn proj (C -> C), fc (C -> 4C), fc proj (4C -> C) and the logits
+ * (C -> V, weight tied to the token embedding), plus one square 2048^3 product as the
+ * library's best case. Each product runs once untimed, then --reps times; the table
+ * shows the median and best time and GFLOP/s from the median. The step average is
+ * flop-weighted over one step's products (each layer product n_layer times, the logits
+ * once): total flops / total median time. The same numbers go out as one JSON line.
+ *
+ * Threads: --threads N sets the OpenMP thread count (and OpenBLAS's own, when the
+ * library is OpenBLAS); without it the current OpenMP default is used. Build against
+ * the OpenMP build of OpenBLAS so the library and the OpenMP runtime share one pool. */
+#define _POSIX_C_SOURCE 200112L /* posix_memalign */
+#include <cblas.h>   /* defines: cblas_sgemm (+ openblas_* when OPENBLAS_VERSION) */
+#include <errno.h>
+#include <omp.h>     /* defines: omp_get_max_threads, omp_set_num_threads, omp_get_wtime */
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+typedef struct {
+    const char *name;
+    int ta, tb;            /* transpose A / B, row-major */
+    int64_t m, n, k;
+    int64_t count;         /* times per training step (0 = not part of a step) */
+    double med_ms, best_ms;
+} shape;
+
+static void usage(FILE *f) {
+    fprintf(f,
+            "usage: bench_sgemm [--n_embd C] [--block_size T] [--batch_size B] [--vocab V]\n"
+            "                   [--n_layer L] [--threads N] [--reps R] [--square S]\n"
+            "defaults: C=384 T=256 B=8 V=256 L=6, N=current OpenMP threads, R=10, S=2048\n");
+}
+
+static int parse_int(const char *key, const char *val, int64_t lo, int64_t *out) {
+    char *end;
+    errno = 0;
+    long long v = val ? strtoll(val, &end, 10) : 0;
+    if (!val || errno || end == val || *end || v < lo) {
+        fprintf(stderr, "bench_sgemm: --%s needs an integer >= %lld, got '%s'\n", key,
+                (long long)lo, val ? val : "(nothing)");
+        return -1;
+    }
+    *out = v;
+    return 0;
+}
+
+static int cmp_double(const void *a, const void *b) {
+    double x = *(const double *)a, y = *(const double *)b;
+    return (x > y) - (x < y);
+}
+
+static double flops_of(const shape *s) { return 2.0 * (double)s->m * s->n * s->k; }
+
+/* Times C (m,n) = op(A) op(B) (+ C when accumulating) reps times after one warm-up. */
+static void time_shape(shape *s, const float *A, const float *B, float *C, int reps,
+                       double *t) {
+    const int64_t lda = s->ta ? s->m : s->k;   /* A is (m,k), or (k,m) transposed */
+    const int64_t ldb = s->tb ? s->k : s->n;   /* B is (k,n), or (n,k) transposed */
+    const float beta = s->ta ? 1.0f : 0.0f;    /* weight gradients accumulate */
+    for (int r = -1; r < reps; r++) {
+        double t0 = omp_get_wtime();
+        cblas_sgemm(CblasRowMajor, s->ta ? CblasTrans : CblasNoTrans,
+                    s->tb ? CblasTrans : CblasNoTrans, (int)s->m, (int)s->n, (int)s->k,
+                    1.0f, A, (int)lda, B, (int)ldb, beta, C, (int)s->n);
+        double t1 = omp_get_wtime();
+        if (r >= 0) t[r] = t1 - t0;
+    }
+    qsort(t, (size_t)reps, sizeof *t, cmp_double);
+    s->best_ms = t[0] * 1e3;
+    s->med_ms = (reps % 2 ? t[reps / 2] : 0.5 * (t[reps / 2 - 1] + t[reps / 2])) * 1e3;
+}
+
+static float *alloc_filled(size_t n, uint64_t seed) {
+    float *p = NULL;
+    if (posix_memalign((void **)&p, 64, n * sizeof(float) + 64)) return NULL;
+    uint64_t x = seed * 0x9E3779B97F4A7C15ull + 1;
+    for (size_t i = 0; i < n; i++) {   /* xorshift, values in [-1, 1) */
+        x ^= x << 13; x ^= x >> 7; x ^= x << 17;
+        p[i] = (float)((double)(x >> 40) / (double)(1ull << 23) - 1.0);
+    }
+    return p;
+}
+
+int main(int argc, char **argv) {
+    int64_t C = 384, T = 256, B = 8, V = 256, L = 6, threads = 0, reps = 10, S = 2048;
+    for (int i = 1; i < argc; i++) {
+        const char *a = argv[i], *val = NULL;
+        char key[64];
+        if (!strcmp(a, "-h") || !strcmp(a, "--help")) { usage(stdout); return 0; }
+        if (strncmp(a, "--", 2)) { usage(stderr); return 2; }
+        const char *eq = strchr(a, '=');
+        size_t kl = eq ? (size_t)(eq - a - 2) : strlen(a + 2);
+        if (kl >= sizeof key) kl = sizeof key - 1;
+        memcpy(key, a + 2, kl);
+        key[kl] = 0;
+        val = eq ? eq + 1 : (i + 1 < argc ? argv[++i] : NULL);
+        int64_t *dst = !strcmp(key, "n_embd") ? &C : !strcmp(key, "block_size") ? &T
+                     : !strcmp(key, "batch_size") ? &B : !strcmp(key, "vocab") ? &V
+                     : !strcmp(key, "vocab_size") ? &V : !strcmp(key, "n_layer") ? &L
+                     : !strcmp(key, "threads") ? &threads : !strcmp(key, "reps") ? &reps
+                     : !strcmp(key, "square") ? &S : NULL;
+        if (!dst) {
+            fprintf(stderr, "bench_sgemm: unknown option --%s\n", key);
+            usage(stderr);
+            return 2;
+        }
+        if (parse_int(key, val, dst == &S ? 0 : 1, dst)) return 2;
+    }
+    if (threads > 0) {
+        omp_set_num_threads((int)threads);
+#ifdef OPENBLAS_VERSION
+        openblas_set_num_threads((int)threads);
+#endif
+    }
+    const int nthr = omp_get_max_threads();
+    const char *blas = "unknown CBLAS";
+    const char *par = "unknown";
+    int blas_thr = nthr;
+#ifdef OPENBLAS_VERSION
+    blas = openblas_get_config();
+    blas_thr = openblas_get_num_threads();
+    switch (openblas_get_parallel()) {
+    case 0: par = "sequential"; break;
+    case 1: par = "pthread"; break;
+    case 2: par = "openmp"; break;
+    }
+#endif
+
+    const int64_t N = B * T;
+    shape sh[] = {
+        /* name             ta tb  m      n      k      count */
+        {"qkv fwd",          0, 1, N,     3 * C, C,     L, 0, 0},
+        {"qkv bwd dinp",     0, 0, N,     C,     3 * C, L, 0, 0},
+        {"qkv bwd dW",       1, 0, 3 * C, C,     N,     L, 0, 0},
+        {"attn proj fwd",    0, 1, N,     C,     C,     L, 0, 0},
+        {"attn proj dinp",   0, 0, N,     C,     C,     L, 0, 0},
+        {"attn proj dW",     1, 0, C,     C,     N,     L, 0, 0},
+        {"fc fwd",           0, 1, N,     4 * C, C,     L, 0, 0},
+        {"fc bwd dinp",      0, 0, N,     C,     4 * C, L, 0, 0},
+        {"fc bwd dW",        1, 0, 4 * C, C,     N,     L, 0, 0},
+        {"fc proj fwd",      0, 1, N,     C,     4 * C, L, 0, 0},
+        {"fc proj dinp",     0, 0, N,     4 * C, C,     L, 0, 0},
+        {"fc proj dW",       1, 0, C,     4 * C, N,     L, 0, 0},
+        {"logits fwd",       0, 1, N,     V,     C,     1, 0, 0},
+        {"logits dinp",      0, 0, N,     C,     V,     1, 0, 0},
+        {"logits dW",        1, 0, V,     C,     N,     1, 0, 0},
+        {"square",           0, 0, S,     S,     S,     0, 0, 0},
+    };
+    const int nsh = (int)(sizeof sh / sizeof sh[0]) - (S > 0 ? 0 : 1);
+
+    size_t na = 0, nb = 0, nc = 0;
+    for (int i = 0; i < nsh; i++) {
+        size_t a = (size_t)(sh[i].m * sh[i].k), b = (size_t)(sh[i].k * sh[i].n),
+               c = (size_t)(sh[i].m * sh[i].n);
+        if (a > na) na = a;
+        if (b > nb) nb = b;
+        if (c > nc) nc = c;
+    }
+    float *A = alloc_filled(na, 1), *Bm = alloc_filled(nb, 2), *Cm = alloc_filled(nc, 3);
+    double *t = malloc((size_t)reps * sizeof *t);
+    if (!A || !Bm || !Cm || !t) {
+        fprintf(stderr, "bench_sgemm: out of memory for %zu+%zu+%zu floats\n", na, nb, nc);
+        return 1;
+    }
+
+    printf("bench_sgemm: C=%lld T=%lld B=%lld V=%lld L=%lld (N=B*T=%lld rows), "
+           "%d threads, %lld reps\n", (long long)C, (long long)T, (long long)B,
+           (long long)V, (long long)L, (long long)N, nthr, (long long)reps);
+    printf("BLAS: %s (%s, %d threads)\n\n", blas, par, blas_thr);
+    printf("%-16s %2s %6s %6s %6s %5s %9s %9s %9s\n", "product", "op", "M", "N", "K",
+           "x/step", "med ms", "best ms", "GFLOP/s");
+    double step_flops = 0, step_s = 0;
+    for (int i = 0; i < nsh; i++) {
+        shape *s = &sh[i];
+        time_shape(s, A, Bm, Cm, (int)reps, t);
+        printf("%-16s %c%c %6lld %6lld %6lld %5lld %9.3f %9.3f %9.1f\n", s->name,
+               s->ta ? 'T' : 'N', s->tb ? 'T' : 'N', (long long)s->m, (long long)s->n,
+               (long long)s->k, (long long)s->count, s->med_ms, s->best_ms,
+               flops_of(s) / (s->med_ms * 1e6));
+        step_flops += (double)s->count * flops_of(s);
+        step_s += (double)s->count * s->med_ms * 1e-3;
+    }
+    const double avg = step_flops / step_s / 1e9;
+    printf("\nstep GEMMs: %.2f GFLOP in %.1f ms -> %.1f GFLOP/s (flop-weighted average)\n",
+           step_flops / 1e9, step_s * 1e3, avg);
+
+    printf("{\"impl\":\"sgemm\",\"blas\":\"%s\",\"blas_parallel\":\"%s\","
+           "\"blas_threads\":%d,\"threads\":%d,\"reps\":%lld,\"n_embd\":%lld,"
+           "\"block_size\":%lld,\"batch_size\":%lld,\"vocab\":%lld,\"n_layer\":%lld,"
+           "\"shapes\":[",
+           blas, par, blas_thr, nthr, (long long)reps, (long long)C, (long long)T,
+           (long long)B, (long long)V, (long long)L);
+    for (int i = 0; i < nsh; i++) {
+        const shape *s = &sh[i];
+        printf("%s{\"name\":\"%s\",\"op\":\"%c%c\",\"m\":%lld,\"n\":%lld,\"k\":%lld,"
+               "\"count\":%lld,\"ms\":%.4f,\"best_ms\":%.4f,\"gflops\":%.2f}",
+               i ? "," : "", s->name, s->ta ? 'T' : 'N', s->tb ? 'T' : 'N',
+               (long long)s->m, (long long)s->n, (long long)s->k, (long long)s->count,
+               s->med_ms, s->best_ms, flops_of(s) / (s->med_ms * 1e6));
+    }
+    printf("],\"step_gflop\":%.4f,\"step_gemm_ms\":%.3f,\"step_avg_gflops\":%.2f",
+           step_flops / 1e9, step_s * 1e3, avg);
+    if (S > 0)
+        printf(",\"square_gflops\":%.2f", flops_of(&sh[nsh - 1]) / (sh[nsh - 1].med_ms * 1e6));
+    printf("}\n");
+
+    free(A);
+    free(Bm);
+    free(Cm);
+    free(t);
+    return 0;
+}

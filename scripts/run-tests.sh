@@ -1,0 +1,76 @@
+#!/bin/bash
+# Builds gentrain with the sanitizers in build-check/ (out of tree) and runs
+# `make check`. The last line printed is always "N passed, N failed[, N skipped]".
+# Exit status: that of `make check` (non-zero also when configure or make fails).
+set -u
+
+cd "$(dirname "$0")/.." || exit 1
+SRC=$(pwd)
+BUILD="$SRC/build-check"
+JOBS=$(nproc 2>/dev/null || echo 2)
+
+export OMPI_ALLOW_RUN_AS_ROOT=1
+export OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
+
+fail() {
+    echo "run-tests: $*" >&2
+    echo "0 passed, 1 failed"
+    exit 1
+}
+
+if [ -f "$SRC/config.status" ]; then
+    fail "the source tree is configured in place; run 'make distclean' in $SRC first"
+fi
+
+if [ ! -x "$SRC/configure" ] || [ "$SRC/configure.ac" -nt "$SRC/configure" ] ||
+   [ "$SRC/Makefile.am" -nt "$SRC/configure" ] ||
+   [ ! -f "$SRC/Makefile.in" ] || [ "$SRC/Makefile.am" -nt "$SRC/Makefile.in" ]; then
+    echo "run-tests: ./bootstrap"
+    "$SRC/bootstrap" || fail "./bootstrap failed"
+fi
+
+mkdir -p "$BUILD" && cd "$BUILD" || fail "cannot create $BUILD"
+
+if [ ! -f Makefile ] || [ ! -f config.status ] || [ "$SRC/configure" -nt config.status ] ||
+   ! grep -q -- '--enable-sanitizers' config.status; then
+    echo "run-tests: ../configure --enable-sanitizers"
+    ../configure --enable-sanitizers || fail "configure failed (see $BUILD/config.log)"
+fi
+
+echo "run-tests: make -j$JOBS"
+make -j"$JOBS" || fail "build failed"
+
+rm -f test-suite.log
+echo "run-tests: make -j$JOBS check"
+make -j"$JOBS" check
+status=$?
+
+log=test-suite.log
+if [ ! -f "$log" ]; then
+    # The test programs did not build, or the harness never ran.
+    echo "0 passed, 1 failed"
+    [ "$status" -ne 0 ] || status=1
+    exit "$status"
+fi
+
+count() { sed -n "s/^# $1: *\([0-9][0-9]*\).*/\1/p" "$log" | head -n 1; }
+pass=$(count PASS); fail_n=$(count FAIL); err=$(count ERROR)
+xpass=$(count XPASS); skip=$(count SKIP)
+pass=${pass:-0}; fail_n=${fail_n:-0}; err=${err:-0}; xpass=${xpass:-0}; skip=${skip:-0}
+failed=$((fail_n + err + xpass))
+
+echo
+echo "==================== test-suite.log ($BUILD) ===================="
+if [ "$failed" -gt 0 ]; then
+    # Summary plus the logs of the failing tests (bounded so CI output stays readable).
+    head -n 400 "$log"
+else
+    sed -n '1,/^# ERROR/p' "$log"
+fi
+echo "================================================================="
+
+if [ "$status" -eq 0 ] && [ "$failed" -gt 0 ]; then status=1; fi
+line="$pass passed, $failed failed"
+[ "$skip" -gt 0 ] && line="$line, $skip skipped"
+echo "$line"
+exit "$status"

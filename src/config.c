@@ -1,0 +1,771 @@
+/* config — see config.h.
+ *
+ * Everything a key needs (field, type, default, allowed range, help) is one row of
+ * `keys` below; parsing, range checks, printing and --help all walk that table. */
+#include "config.h"
+
+#include <ctype.h>
+#include <errno.h>
+#include <inttypes.h>
+#include <limits.h>
+#include <math.h>
+#include <stddef.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "util.h"
+
+/* ---------------------------------------------------------------- the key table */
+
+typedef enum { T_INT, T_I64, T_U64, T_DBL, T_STR } key_type;
+
+enum { G_DATA, G_MODEL, G_OPTIM, G_RUN, G_COUNT };
+static const char *const group_title[G_COUNT] = {
+    "data", "model", "optimisation", "evaluation, output and machine"};
+
+/* Range flags: which bounds apply and whether they are strict. Integer keys always
+ * have a lower bound (imin); their upper bound is imax (the field type's limit unless
+ * R_MAX says the table states one on purpose). */
+#define R_MIN 1u      /* double: value >= dmin (or > with R_MIN_X) */
+#define R_MIN_X 2u
+#define R_MAX 4u      /* double: value <= dmax (or < with R_MAX_X); int: imax is a rule */
+#define R_MAX_X 8u
+
+typedef struct key_def {
+    const char *name;
+    key_type type;
+    size_t off;       /* offsetof(gt_config, field) */
+    size_t cap;       /* strings: size of the char array */
+    int group;
+    const char *def;  /* default, as text: parsed by the same code as user values */
+    int64_t imin, imax;
+    double dmin, dmax;
+    unsigned flags;
+    const char *help;
+} key_def;
+
+#define FSIZE(f) sizeof(((gt_config *)0)->f)
+#define KEY_INT(f, g, d, lo, hi, fl, h) \
+    {#f, T_INT, offsetof(gt_config, f), FSIZE(f), g, d, lo, hi, 0, 0, fl, h}
+#define KEY_I64(f, g, d, lo, fl, h) \
+    {#f, T_I64, offsetof(gt_config, f), FSIZE(f), g, d, lo, INT64_MAX, 0, 0, fl, h}
+#define KEY_U64(f, g, d, h) \
+    {#f, T_U64, offsetof(gt_config, f), FSIZE(f), g, d, 0, 0, 0, 0, 0, h}
+#define KEY_DBL(f, g, d, lo, hi, fl, h) \
+    {#f, T_DBL, offsetof(gt_config, f), FSIZE(f), g, d, 0, 0, lo, hi, fl, h}
+#define KEY_STR(f, g, d, h) \
+    {#f, T_STR, offsetof(gt_config, f), FSIZE(f), g, d, 0, 0, 0, 0, 0, h}
+
+static const key_def keys[] = {
+    KEY_STR(data, G_DATA, "",
+            "HDF5 token file (required); 'gentrain prepare' makes one from text"),
+    KEY_STR(train_dataset, G_DATA, "/train/tokens",
+            "dataset inside the file holding the training tokens"),
+    KEY_STR(val_dataset, G_DATA, "/val/tokens",
+            "validation dataset; 'none' (or empty) = no evaluation"),
+
+    KEY_INT(n_layer, G_MODEL, "4", 1, INT_MAX, 0, "transformer blocks"),
+    KEY_INT(n_head, G_MODEL, "4", 1, INT_MAX, 0, "attention heads (must divide n_embd)"),
+    KEY_INT(n_embd, G_MODEL, "128", 1, INT_MAX, 0, "embedding width"),
+    KEY_INT(block_size, G_MODEL, "64", 1, INT_MAX, 0, "context length in tokens"),
+    KEY_INT(vocab_size, G_MODEL, "0", 0, INT32_MAX, R_MAX,
+            "vocabulary size; 0 = the dataset's vocab_size attribute"),
+
+    KEY_INT(batch_size, G_OPTIM, "12", 1, INT_MAX, 0, "sequences per step"),
+    KEY_I64(steps, G_OPTIM, "2000", 1, 0, "optimizer steps"),
+    KEY_DBL(lr, G_OPTIM, "1e-3", 0, 0, R_MIN | R_MIN_X,
+            "peak learning rate: linear warmup, then cosine decay to min_lr"),
+    KEY_DBL(min_lr, G_OPTIM, "1e-4", 0, 0, R_MIN,
+            "final learning rate, <= lr (if not given and lr is smaller: lr/10)"),
+    KEY_I64(warmup_steps, G_OPTIM, "100", 0, 0,
+            "warmup steps, <= steps (if not given and steps is smaller: steps/10)"),
+    KEY_DBL(beta1, G_OPTIM, "0.9", 0, 1, R_MIN | R_MAX | R_MAX_X, "AdamW beta1"),
+    KEY_DBL(beta2, G_OPTIM, "0.99", 0, 1, R_MIN | R_MAX | R_MAX_X, "AdamW beta2"),
+    KEY_DBL(weight_decay, G_OPTIM, "0.1", 0, 0, R_MIN,
+            "AdamW decoupled weight decay (matrices only)"),
+    KEY_DBL(grad_clip, G_OPTIM, "1.0", 0, 0, R_MIN,
+            "clip the global gradient norm to this; 0 = off"),
+
+    KEY_I64(eval_every, G_RUN, "250", 0, 0,
+            "steps between evaluations (there is always one at the end); "
+            "0 = only at the end"),
+    KEY_INT(eval_batches, G_RUN, "20", 1, INT_MAX, 0, "batches per evaluation"),
+    KEY_U64(seed, G_RUN, "1337", "random seed (initial weights, data order)"),
+    KEY_INT(threads, G_RUN, "0", 0, 65536, R_MAX,
+            "OpenMP threads; 0 = OMP_NUM_THREADS if set, else all cores"),
+    KEY_STR(out, G_RUN, "runs/gentrain",
+            "run folder (model.h5 goes there); empty or 'none' = do not save"),
+    KEY_STR(log, G_RUN, "",
+            "JSON Lines metrics file; if not given: <out>/log.jsonl when out is "
+            "set; empty = none"),
+    KEY_DBL(peak_gflops, G_RUN, "0", 0, 0, R_MIN,
+            "peak GFLOP/s of the machine, for MFU; 0 = estimate from the CPU"),
+};
+
+#define N_KEYS ((int)(sizeof keys / sizeof keys[0]))
+
+/* Which keys a sequence of sources has set, and on which line (for duplicates). */
+typedef struct given_set {
+    unsigned char given[N_KEYS];
+} given_set;
+
+/* ---------------------------------------------------------------- helpers */
+
+static void *field(gt_config *c, const key_def *k) { return (char *)c + k->off; }
+static const void *cfield(const gt_config *c, const key_def *k)
+{
+    return (const char *)c + k->off;
+}
+
+/* Key names are matched with '-' and '_' treated alike (--n-layer == --n_layer). */
+static int key_equal(const char *a, const char *b)
+{
+    for (;; a++, b++) {
+        char x = (*a == '-') ? '_' : *a, y = (*b == '-') ? '_' : *b;
+        if (x != y) return 0;
+        if (!x) return 1;
+    }
+}
+
+static int find_key(const char *name)
+{
+    for (int i = 0; i < N_KEYS; i++)
+        if (key_equal(keys[i].name, name)) return i;
+    return -1;
+}
+
+/* Optimal string alignment distance (Levenshtein plus adjacent swaps), capped inputs. */
+static int edit_distance(const char *a, const char *b)
+{
+    enum { M = 64 };
+    int la = (int)strnlen(a, M - 1), lb = (int)strnlen(b, M - 1);
+    int d[M][M];
+    for (int i = 0; i <= la; i++) d[i][0] = i;
+    for (int j = 0; j <= lb; j++) d[0][j] = j;
+    for (int i = 1; i <= la; i++) {
+        for (int j = 1; j <= lb; j++) {
+            int cost = (a[i - 1] == b[j - 1]) ? 0 : 1;
+            int v = d[i - 1][j] + 1;
+            if (d[i][j - 1] + 1 < v) v = d[i][j - 1] + 1;
+            if (d[i - 1][j - 1] + cost < v) v = d[i - 1][j - 1] + cost;
+            if (i > 1 && j > 1 && a[i - 1] == b[j - 2] && a[i - 2] == b[j - 1] &&
+                d[i - 2][j - 2] + 1 < v)
+                v = d[i - 2][j - 2] + 1;
+            d[i][j] = v;
+        }
+    }
+    return d[la][lb];
+}
+
+/* The '_'-separated words of s, lower-cased and sorted, so that "lr_min" and "min_lr"
+ * compare equal. */
+static void sorted_words(const char *s, char *out, size_t cap)
+{
+    char words[8][64];
+    int n = 0;
+    size_t len = 0;
+    for (const char *p = s;; p++) {
+        char ch = (*p == '-') ? '_' : (char)tolower((unsigned char)*p);
+        if (ch == '_' || ch == '\0') {
+            if (len > 0 && n < 8) {
+                words[n][len] = '\0';
+                n++;
+            }
+            len = 0;
+            if (ch == '\0') break;
+        } else if (n < 8 && len < 63) {
+            words[n][len++] = ch;
+        }
+    }
+    for (int i = 1; i < n; i++) /* insertion sort, n <= 8 */
+        for (int j = i; j > 0 && strcmp(words[j - 1], words[j]) > 0; j--) {
+            char t[64];
+            memcpy(t, words[j], sizeof t);
+            memcpy(words[j], words[j - 1], sizeof t);
+            memcpy(words[j - 1], t, sizeof t);
+        }
+    out[0] = '\0';
+    size_t used = 0;
+    for (int i = 0; i < n; i++) {
+        int w = snprintf(out + used, cap - used, "%s%s", i ? "_" : "", words[i]);
+        if (w < 0 || (size_t)w >= cap - used) break;
+        used += (size_t)w;
+    }
+}
+
+/* The known key closest to an unknown one, or NULL if none is close. */
+static const char *suggest_key(const char *name)
+{
+    char lower[64], sw[64], kw[64];
+    size_t i = 0;
+    for (; i < sizeof lower - 1 && name[i]; i++)
+        lower[i] = (name[i] == '-') ? '_' : (char)tolower((unsigned char)name[i]);
+    lower[i] = '\0';
+    sorted_words(lower, sw, sizeof sw);
+    const char *best = NULL;
+    int best_d = INT_MAX;
+    for (int k = 0; k < N_KEYS; k++) {
+        int d = edit_distance(lower, keys[k].name);
+        sorted_words(keys[k].name, kw, sizeof kw);
+        int d2 = edit_distance(sw, kw);
+        if (d2 < d) d = d2;
+        if (d < best_d) {
+            best_d = d;
+            best = keys[k].name;
+        }
+    }
+    size_t len = strlen(lower);
+    int limit = (len <= 4) ? 1 : (len <= 8 ? 2 : 3);
+    return (best && best_d <= limit) ? best : NULL;
+}
+
+/* Text such as ">= 1", "> 0", ">= 0 and < 1" or ">= 0 and <= 2147483647". */
+static void describe_range(const key_def *k, char *buf, size_t cap)
+{
+    if (k->type == T_DBL) {
+        char lo[64] = "", hi[64] = "";
+        if (k->flags & R_MIN)
+            snprintf(lo, sizeof lo, "%s %.17g", (k->flags & R_MIN_X) ? ">" : ">=", k->dmin);
+        if (k->flags & R_MAX)
+            snprintf(hi, sizeof hi, "%s %.17g", (k->flags & R_MAX_X) ? "<" : "<=", k->dmax);
+        snprintf(buf, cap, "%s%s%s", lo, (lo[0] && hi[0]) ? " and " : "", hi);
+    } else if (k->type == T_U64 || k->type == T_STR) {
+        buf[0] = '\0';
+    } else if (k->flags & R_MAX) {
+        snprintf(buf, cap, ">= %" PRId64 " and <= %" PRId64, k->imin, k->imax);
+    } else {
+        snprintf(buf, cap, ">= %" PRId64, k->imin);
+    }
+}
+
+/* Integer parsing: optional sign and decimal digits, the whole text, no overflow.
+ * Returns 0, -1 (not an integer) or -2 (does not fit). */
+static int parse_i64(const char *s, int64_t *out)
+{
+    if (!*s || isspace((unsigned char)*s)) return -1;
+    errno = 0;
+    char *end = NULL;
+    long long v = strtoll(s, &end, 10);
+    if (end == s || *end != '\0') return -1;
+    if (errno == ERANGE) return -2;
+    *out = (int64_t)v;
+    return 0;
+}
+
+static int parse_u64(const char *s, uint64_t *out)
+{
+    if (!*s || isspace((unsigned char)*s)) return -1;
+    const char *p = (*s == '+') ? s + 1 : s;
+    if (!isdigit((unsigned char)*p)) return -1; /* also refuses "-1", which strtoull wraps */
+    errno = 0;
+    char *end = NULL;
+    unsigned long long v = strtoull(p, &end, 10);
+    if (*end != '\0') return -1;
+    if (errno == ERANGE) return -2;
+    *out = (uint64_t)v;
+    return 0;
+}
+
+/* Returns 0, -1 (not a number), -2 (overflows), -3 (nan or inf). */
+static int parse_double(const char *s, double *out)
+{
+    if (!*s || isspace((unsigned char)*s)) return -1;
+    errno = 0;
+    char *end = NULL;
+    double v = strtod(s, &end);
+    if (end == s || *end != '\0') return -1;
+    if (isnan(v) || isinf(v)) return errno == ERANGE ? -2 : -3;
+    *out = v; /* ERANGE with a finite result is underflow: keep the tiny value */
+    return 0;
+}
+
+/* A string value must survive being written as `key = value` and read back. */
+static const char *string_problem(const char *v)
+{
+    size_t n = strlen(v);
+    for (size_t i = 0; i < n; i++) {
+        unsigned char ch = (unsigned char)v[i];
+        if (ch < 0x20 || ch == 0x7f) return "contains a control character";
+        if (ch == '#' && (i == 0 || v[i - 1] == ' '))
+            return "a '#' at the start or after a space would start a comment";
+    }
+    if (n > 0 && (v[0] == ' ' || v[n - 1] == ' '))
+        return "has leading or trailing spaces";
+    return NULL;
+}
+
+/* The first 64 characters of s for an error line, control characters as '?'. */
+static const char *printable(const char *s, char buf[72])
+{
+    size_t n = 0;
+    for (; n < 64 && s[n]; n++)
+        buf[n] = ((unsigned char)s[n] < 0x20 || s[n] == 0x7f) ? '?' : s[n];
+    buf[n] = '\0';
+    return buf;
+}
+
+static int report_unknown(const char *key, const char *origin)
+{
+    char shown[72];
+    const char *s = suggest_key(key);
+    if (s)
+        gt_error("%s: unknown key '%s'; did you mean '%s'?", origin, printable(key, shown),
+                 s);
+    else
+        gt_error("%s: unknown key '%s' (see 'gentrain train --help' for the keys)", origin,
+                 printable(key, shown));
+    return -1;
+}
+
+/* Applies one key; `given` (may be NULL) records that the key was set. */
+static int set_key(gt_config *c, const char *key, const char *value, const char *origin,
+                   given_set *given)
+{
+    int ki = find_key(key);
+    if (ki < 0) return report_unknown(key, origin);
+    const key_def *k = &keys[ki];
+    char range[96];
+    describe_range(k, range, sizeof range);
+    const char *name = k->name;
+    /* The value as it is echoed in errors: control characters would break the line. */
+    const char *raw = value;
+    char shown[72];
+    value = printable(raw, shown);
+    switch (k->type) {
+    case T_INT:
+    case T_I64: {
+        int64_t v = 0;
+        int rc = parse_i64(raw, &v);
+        if (rc == -1) {
+            gt_error("%s: %s = '%.64s': not an integer", origin, name, value);
+            return -1;
+        }
+        if (rc == -2 && raw[0] == '-') v = INT64_MIN;
+        if ((rc == -2 && raw[0] != '-') || v > k->imax) {
+            if (k->flags & R_MAX)
+                gt_error("%s: %s = %.64s: must be %s", origin, name, value, range);
+            else
+                gt_error("%s: %s = %.64s: too large (at most %" PRId64 ")", origin, name,
+                         value, k->imax);
+            return -1;
+        }
+        if (v < k->imin) {
+            gt_error("%s: %s = %.64s: must be %s", origin, name, value, range);
+            return -1;
+        }
+        if (k->type == T_INT)
+            *(int *)field(c, k) = (int)v;
+        else
+            *(int64_t *)field(c, k) = v;
+        break;
+    }
+    case T_U64: {
+        uint64_t v = 0;
+        int rc = parse_u64(raw, &v);
+        if (rc == -1) {
+            gt_error("%s: %s = '%.64s': not a non-negative integer", origin, name, value);
+            return -1;
+        }
+        if (rc == -2) {
+            gt_error("%s: %s = %.64s: too large (at most %" PRIu64 ")", origin, name, value,
+                     UINT64_MAX);
+            return -1;
+        }
+        *(uint64_t *)field(c, k) = v;
+        break;
+    }
+    case T_DBL: {
+        double v = 0;
+        int rc = parse_double(raw, &v);
+        if (rc == -1) {
+            gt_error("%s: %s = '%.64s': not a number", origin, name, value);
+            return -1;
+        }
+        if (rc == -2) {
+            gt_error("%s: %s = %.64s: out of range of a double", origin, name, value);
+            return -1;
+        }
+        if (rc == -3) {
+            gt_error("%s: %s = %.64s: must be a finite number", origin, name, value);
+            return -1;
+        }
+        int bad = 0;
+        if (k->flags & R_MIN) bad |= (k->flags & R_MIN_X) ? !(v > k->dmin) : !(v >= k->dmin);
+        if (k->flags & R_MAX) bad |= (k->flags & R_MAX_X) ? !(v < k->dmax) : !(v <= k->dmax);
+        if (bad) {
+            gt_error("%s: %s = %.64s: must be %s", origin, name, value, range);
+            return -1;
+        }
+        *(double *)field(c, k) = v;
+        break;
+    }
+    case T_STR: {
+        size_t n = strlen(raw);
+        if (n >= k->cap) {
+            gt_error("%s: %s = '%.48s...': too long (%zu characters, at most %zu)", origin,
+                     name, value, n, k->cap - 1);
+            return -1;
+        }
+        const char *why = string_problem(raw);
+        if (why) {
+            gt_error("%s: %s = '%s': %s", origin, name, value, why);
+            return -1;
+        }
+        /* Clear the whole array so that equal configs are equal byte for byte. */
+        memset(field(c, k), 0, k->cap);
+        memcpy(field(c, k), raw, n);
+        break;
+    }
+    }
+    if (given) given->given[ki] = 1;
+    return 0;
+}
+
+/* ---------------------------------------------------------------- public API */
+
+void config_defaults(gt_config *c)
+{
+    memset(c, 0, sizeof *c);
+    for (int i = 0; i < N_KEYS; i++) {
+        /* The defaults are checked by the same code as user values; a failure here is
+         * a bug in the table, reported by set_key. */
+        if (set_key(c, keys[i].name, keys[i].def, "built-in default", NULL) != 0) abort();
+    }
+}
+
+int config_set(gt_config *c, const char *key, const char *value, const char *origin)
+{
+    return set_key(c, key, value, origin ? origin : "command line", NULL);
+}
+
+static int is_blank(char ch) { return ch == ' ' || ch == '\t' || ch == '\r'; }
+
+/* Parses `text` line by line; origin names it in errors ("file.cfg" -> "file.cfg:7"). */
+static int load_text(gt_config *c, const char *text, const char *origin, given_set *given)
+{
+    int line_of[N_KEYS];
+    memset(line_of, 0, sizeof line_of);
+    char where[GT_PATH_MAX + 32];
+    char line[2 * GT_PATH_MAX];
+    const char *p = text;
+    /* A UTF-8 byte order mark, as some editors write one. */
+    if ((unsigned char)p[0] == 0xEF && (unsigned char)p[1] == 0xBB &&
+        (unsigned char)p[2] == 0xBF)
+        p += 3;
+    for (int lineno = 1; *p; lineno++) {
+        const char *eol = strchr(p, '\n');
+        size_t len = eol ? (size_t)(eol - p) : strlen(p);
+        snprintf(where, sizeof where, "%s:%d", origin, lineno);
+        if (len >= sizeof line) {
+            gt_error("%s: line too long (%zu characters)", where, len);
+            return -1;
+        }
+        memcpy(line, p, len);
+        line[len] = '\0';
+        p = eol ? eol + 1 : p + len;
+
+        /* '#' starts a comment at the start of a line or after a space or tab. */
+        for (size_t i = 0; i < len; i++) {
+            if (line[i] == '#' && (i == 0 || is_blank(line[i - 1]))) {
+                line[i] = '\0';
+                break;
+            }
+        }
+        char *s = line;
+        while (is_blank(*s)) s++;
+        char *e = s + strlen(s);
+        while (e > s && is_blank(e[-1])) *--e = '\0';
+        if (!*s) continue;
+
+        char *eq = strchr(s, '=');
+        if (!eq) {
+            gt_error("%s: expected 'key = value', got '%.64s'", where, s);
+            return -1;
+        }
+        char *ke = eq;
+        while (ke > s && is_blank(ke[-1])) ke--;
+        *ke = '\0';
+        char *v = eq + 1;
+        while (is_blank(*v)) v++;
+        if (!*s) {
+            gt_error("%s: missing key before '='", where);
+            return -1;
+        }
+        if (set_key(c, s, v, where, given) != 0) return -1;
+        int ki = find_key(s);
+        if (line_of[ki])
+            gt_warn("%s: %s was already set on line %d; the later value wins", where,
+                    keys[ki].name, line_of[ki]);
+        line_of[ki] = lineno;
+    }
+    return 0;
+}
+
+int config_load_text(gt_config *c, const char *text, const char *origin)
+{
+    return load_text(c, text, origin ? origin : "config text", NULL);
+}
+
+static int load_file(gt_config *c, const char *path, given_set *given)
+{
+    enum { MAX_BYTES = 1 << 20 };
+    FILE *f = fopen(path, "rb");
+    if (!f) {
+        gt_error("cannot open config file %s: %s", path, strerror(errno));
+        return -1;
+    }
+    char *buf = malloc(MAX_BYTES + 1);
+    if (!buf) {
+        fclose(f);
+        gt_error("out of memory reading config file %s", path);
+        return -1;
+    }
+    size_t n = fread(buf, 1, MAX_BYTES + 1, f);
+    int rd_err = ferror(f);
+    fclose(f);
+    int rc = -1;
+    if (rd_err) {
+        gt_error("cannot read config file %s (is it a folder?)", path);
+    } else if (n > MAX_BYTES) {
+        gt_error("config file %s is larger than %d bytes; is it really a config file?",
+                 path, MAX_BYTES);
+    } else if (memchr(buf, '\0', n)) {
+        gt_error("config file %s contains NUL bytes; is it really a config file?", path);
+    } else {
+        buf[n] = '\0';
+        rc = load_text(c, buf, path, given);
+    }
+    free(buf);
+    return rc;
+}
+
+int config_load_file(gt_config *c, const char *path)
+{
+    return load_file(c, path, NULL);
+}
+
+/* Values that follow from others when the user did not give them (see the help). */
+static int derive_defaults(gt_config *c, const given_set *g)
+{
+    if (!g->given[find_key("warmup_steps")] && c->warmup_steps > c->steps)
+        c->warmup_steps = c->steps / 10;
+    if (!g->given[find_key("min_lr")] && c->min_lr > c->lr) c->min_lr = c->lr / 10;
+    if (!g->given[find_key("log")] && c->out[0] && strcmp(c->out, "none") != 0) {
+        char buf[sizeof c->log];
+        int n = snprintf(buf, sizeof buf, "%s/log.jsonl", c->out);
+        if (n < 0 || (size_t)n >= sizeof buf) {
+            gt_error("out = '%.48s...': too long to hold log.jsonl; set log explicitly",
+                     c->out);
+            return -1;
+        }
+        memset(c->log, 0, sizeof c->log);
+        memcpy(c->log, buf, (size_t)n);
+    }
+    return 0;
+}
+
+int config_parse_args(gt_config *c, int argc, char **argv, int first)
+{
+    given_set given;
+    memset(&given, 0, sizeof given);
+    /* Pass 1: every --config FILE, in order, before any --key value. */
+    for (int i = first; i < argc; i++) {
+        const char *a = argv[i];
+        if (strcmp(a, "--config") == 0) {
+            if (i + 1 >= argc) {
+                gt_error("command line: --config needs a file name");
+                return -1;
+            }
+            if (load_file(c, argv[++i], &given) != 0) return -1;
+        } else if (strncmp(a, "--config=", 9) == 0) {
+            if (load_file(c, a + 9, &given) != 0) return -1;
+        } else if (strncmp(a, "--", 2) == 0 && !strchr(a, '=') && i + 1 < argc &&
+                   strncmp(argv[i + 1], "--", 2) != 0) {
+            i++; /* skip the value of --key value (pass 2 checks it) */
+        }
+    }
+    /* Pass 2: the --key value / --key=value pairs, later ones winning. */
+    for (int i = first; i < argc; i++) {
+        const char *a = argv[i];
+        if (strcmp(a, "--config") == 0) {
+            i++;
+            continue;
+        }
+        if (strncmp(a, "--config=", 9) == 0) continue;
+        if (strncmp(a, "--", 2) != 0 || a[2] == '\0' || a[2] == '=') {
+            char shown[72];
+            gt_error("command line: unexpected argument '%s' (options are --key VALUE "
+                     "or --key=VALUE; see 'gentrain train --help')",
+                     printable(a, shown));
+            return -1;
+        }
+        char key[GT_NAME_MAX];
+        const char *value;
+        const char *eq = strchr(a + 2, '=');
+        size_t klen = eq ? (size_t)(eq - (a + 2)) : strlen(a + 2);
+        if (klen >= sizeof key) return report_unknown(a + 2, "command line");
+        memcpy(key, a + 2, klen);
+        key[klen] = '\0';
+        if (eq) {
+            value = eq + 1;
+        } else {
+            if (find_key(key) < 0) return report_unknown(key, "command line");
+            if (i + 1 >= argc || strncmp(argv[i + 1], "--", 2) == 0) {
+                gt_error("command line: --%s needs a value (write --%s=VALUE for a value "
+                         "that starts with --)",
+                         key, key);
+                return -1;
+            }
+            value = argv[++i];
+        }
+        if (set_key(c, key, value, "command line", &given) != 0) return -1;
+    }
+    return derive_defaults(c, &given);
+}
+
+/* Shortest %g text that reads back as exactly v. */
+static void format_double(double v, char *buf, size_t cap)
+{
+    for (int prec = 1; prec <= 17; prec++) {
+        snprintf(buf, cap, "%.*g", prec, v);
+        if (strtod(buf, NULL) == v) return;
+    }
+    snprintf(buf, cap, "%.17g", v);
+}
+
+int config_validate(const gt_config *c)
+{
+    if (!c->data[0]) {
+        gt_error("no data file: set data = FILE.h5 in the config file or give "
+                 "--data FILE.h5 ('gentrain prepare' makes one from text)");
+        return -1;
+    }
+    if (!c->train_dataset[0]) {
+        gt_error("train_dataset is empty: name the dataset of training tokens, "
+                 "e.g. /train/tokens");
+        return -1;
+    }
+    if (c->n_embd % c->n_head != 0) {
+        gt_error("n_embd %d is not divisible by n_head %d", c->n_embd, c->n_head);
+        return -1;
+    }
+    if (c->min_lr > c->lr) {
+        char a[40], b[40];
+        format_double(c->min_lr, a, sizeof a);
+        format_double(c->lr, b, sizeof b);
+        gt_error("min_lr %s is larger than lr %s", a, b);
+        return -1;
+    }
+    if (c->warmup_steps > c->steps) {
+        gt_error("warmup_steps %" PRId64 " is larger than steps %" PRId64, c->warmup_steps,
+                 c->steps);
+        return -1;
+    }
+    return 0;
+}
+
+/* The value of key k as config text. buf must hold GT_PATH_MAX + 32 bytes. */
+static void format_value(const gt_config *c, const key_def *k, char *buf, size_t cap)
+{
+    const void *p = cfield(c, k);
+    switch (k->type) {
+    case T_INT: snprintf(buf, cap, "%d", *(const int *)p); break;
+    case T_I64: snprintf(buf, cap, "%" PRId64, *(const int64_t *)p); break;
+    case T_U64: snprintf(buf, cap, "%" PRIu64, *(const uint64_t *)p); break;
+    case T_DBL: format_double(*(const double *)p, buf, cap); break;
+    case T_STR: snprintf(buf, cap, "%s", (const char *)p); break;
+    }
+}
+
+static int name_width(void)
+{
+    int w = 0;
+    for (int i = 0; i < N_KEYS; i++)
+        if ((int)strlen(keys[i].name) > w) w = (int)strlen(keys[i].name);
+    return w;
+}
+
+/* "key = value\n" (or "key =\n" for an empty string) into buf; returns its length. */
+static int format_line(const gt_config *c, const key_def *k, int width, char *buf,
+                       size_t cap)
+{
+    char v[GT_PATH_MAX + 32];
+    format_value(c, k, v, sizeof v);
+    return snprintf(buf, cap, "%-*s =%s%s\n", width, k->name, v[0] ? " " : "", v);
+}
+
+void config_print(const gt_config *c, FILE *f)
+{
+    char line[GT_PATH_MAX + 128];
+    int w = name_width();
+    for (int i = 0; i < N_KEYS; i++) {
+        format_line(c, &keys[i], w, line, sizeof line);
+        fputs(line, f);
+    }
+}
+
+char *config_to_text(const gt_config *c)
+{
+    char line[GT_PATH_MAX + 128];
+    int w = name_width();
+    size_t total = 1;
+    for (int i = 0; i < N_KEYS; i++)
+        total += (size_t)format_line(c, &keys[i], w, line, sizeof line);
+    char *text = malloc(total);
+    if (!text) {
+        gt_error("out of memory formatting the run config (%zu bytes)", total);
+        return NULL;
+    }
+    size_t used = 0;
+    for (int i = 0; i < N_KEYS; i++) {
+        int n = format_line(c, &keys[i], w, line, sizeof line);
+        memcpy(text + used, line, (size_t)n);
+        used += (size_t)n;
+    }
+    text[used] = '\0';
+    return text;
+}
+
+/* Writes text word-wrapped to 88 columns, continuation lines indented by `indent`;
+ * `col` is the column the first line starts at. */
+static void print_wrapped(FILE *f, const char *text, int col, int indent)
+{
+    enum { WIDTH = 88 };
+    const char *p = text;
+    while (*p) {
+        int room = WIDTH - col;
+        int n = (int)strlen(p);
+        if (n > room) { /* break at the last space that fits, if any */
+            int cut = room;
+            while (cut > 0 && p[cut] != ' ') cut--;
+            if (cut > 0) n = cut;
+        }
+        fprintf(f, "%.*s\n", n, p);
+        p += n;
+        while (*p == ' ') p++;
+        if (*p) fprintf(f, "%*s", indent, "");
+        col = indent;
+    }
+}
+
+void config_print_help(FILE *f)
+{
+    gt_config d;
+    config_defaults(&d);
+    fprintf(f, "Keys: 'key = value' lines in a --config file ('#' starts a comment), or\n"
+               "--key VALUE / --key=VALUE on the command line, which wins over the file.\n");
+    for (int g = 0; g < G_COUNT; g++) {
+        fprintf(f, "\n%s:\n", group_title[g]);
+        for (int i = 0; i < N_KEYS; i++) {
+            const key_def *k = &keys[i];
+            if (k->group != g) continue;
+            char v[GT_PATH_MAX + 32], range[96], text[512];
+            format_value(&d, k, v, sizeof v);
+            describe_range(k, range, sizeof range);
+            snprintf(text, sizeof text, "%s%s%s%s", k->help, range[0] ? " [" : "", range,
+                     range[0] ? "]" : "");
+            fprintf(f, "  %-14s %-14s ", k->name, v[0] ? v : "''");
+            print_wrapped(f, text, 32, 32);
+        }
+    }
+}

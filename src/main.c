@@ -1,0 +1,500 @@
+/* main — the `gentrain` command: `gentrain VERB [options]` with the verbs prepare,
+ * train, sample, inspect and help.
+ *
+ * Exit status: 0 success, 1 the work failed (bad data, I/O, ...), 2 the command line
+ * or the config was wrong. Every failure is one "gentrain: error: ..." line on stderr,
+ * printed by whoever found it; usage errors end with where to find help. */
+#include <ctype.h>
+#include <errno.h>
+#include <inttypes.h>
+#include <limits.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+
+#include "../io/inspect.h" /* inspect_file */
+#include "../io/prepare.h" /* prepare_bytes */
+#include "config.h"        /* gt_config, config_* */
+#include "sample.h"        /* sample_options, sample_defaults, sample_run */
+#include "train.h"         /* train_run */
+#include "util.h"          /* gt_error */
+
+#ifndef PACKAGE_VERSION
+#define PACKAGE_VERSION "0.1"
+#endif
+
+enum { EXIT_OK = 0, EXIT_FAIL = 1, EXIT_USAGE = 2 };
+
+static const char main_help[] =
+    "gentrain " PACKAGE_VERSION " - trains GPT-style language models on CPU clusters\n"
+    "\n"
+    "usage: gentrain VERB [options]\n"
+    "\n"
+    "verbs:\n"
+    "  prepare   turn text files into a byte-level token dataset (HDF5)\n"
+    "  train     train a model on an HDF5 token dataset\n"
+    "  sample    generate text with a trained model\n"
+    "  inspect   show what an HDF5 file (dataset or model) holds\n"
+    "  help      show the help of a verb: gentrain help train\n"
+    "\n"
+    "'gentrain VERB --help' lists the options of a verb; 'gentrain --version' prints\n"
+    "the version.\n"
+    "\n"
+    "example:\n"
+    "  gentrain prepare data/tinyshakespeare.txt -o shakespeare.h5\n"
+    "  gentrain train --data shakespeare.h5 --steps 500 --out runs/shakespeare\n"
+    "  gentrain sample --checkpoint runs/shakespeare --prompt 'ROMEO:'\n";
+
+static const char prepare_help[] =
+    "usage: gentrain prepare INPUT.txt... -o OUT.h5 [--val-fraction F]\n"
+    "\n"
+    "Reads the input files as one byte stream, in order, and writes a byte-level token\n"
+    "dataset (vocab_size 256): the first (1 - F) of the bytes to /train/tokens, the rest\n"
+    "to /val/tokens. Inputs of any size are fine; the output appears only when complete.\n"
+    "\n"
+    "options:\n"
+    "  -o, --output OUT.h5    the HDF5 file to write (required)\n"
+    "  --val-fraction F       share of the bytes kept for validation, 0 <= F < 1\n"
+    "                         (default 0.1; 0 = no validation set)\n"
+    "\n"
+    "example:\n"
+    "  gentrain prepare data/tinyshakespeare.txt -o shakespeare.h5\n";
+
+static const char train_usage[] =
+    "usage: gentrain train [--config FILE] [--KEY VALUE | --KEY=VALUE]...\n"
+    "\n"
+    "Trains a GPT model on an HDF5 token dataset and saves it as <out>/model.h5.\n"
+    "Settings: the built-in defaults, then the --config FILE (applied first wherever it\n"
+    "is on the line), then each --KEY VALUE in order; the last one wins. The effective\n"
+    "config is printed before training starts, in the config-file format.\n"
+    "Runs as one process (OpenMP threads); multi-rank training is not implemented yet.\n"
+    "\n";
+
+static const char train_examples[] =
+    "\n"
+    "examples:\n"
+    "  gentrain prepare data/tinyshakespeare.txt -o shakespeare.h5\n"
+    "  gentrain train --data shakespeare.h5 --steps 500 --out runs/shakespeare\n"
+    "  gentrain train --config my.cfg --lr=3e-4 --threads 8\n";
+
+static const char sample_help[] =
+    "usage: gentrain sample --checkpoint PATH [options]\n"
+    "\n"
+    "Generates text with a trained model and prints prompt + continuation.\n"
+    "The same seed and thread count give the same text.\n"
+    "\n"
+    "options:\n"
+    "  --checkpoint PATH      a model file, or a run folder (its newest model) (required)\n"
+    "  --prompt TEXT          text to continue (default: a newline)\n"
+    "  --tokens N             tokens to generate, >= 1 (default 256)\n"
+    "  --temperature T        > 0; lower is more conservative (default 1.0)\n"
+    "  --top-k K              sample only from the K likeliest tokens; 0 = all (default 0)\n"
+    "  --seed S               random seed (default 1337)\n"
+    "  --threads N            OpenMP threads; 0 = OMP_NUM_THREADS, else all cores\n"
+    "\n"
+    "example:\n"
+    "  gentrain sample --checkpoint runs/shakespeare --prompt 'ROMEO:' --tokens 200\n";
+
+static const char inspect_help[] =
+    "usage: gentrain inspect FILE.h5\n"
+    "\n"
+    "Prints every group, dataset (shape, type) and attribute of an HDF5 file, and for a\n"
+    "gentrain model its config, step and parameter count.\n"
+    "\n"
+    "example:\n"
+    "  gentrain inspect runs/shakespeare/model.h5\n";
+
+static void print_train_help(FILE *f)
+{
+    fputs(train_usage, f);
+    config_print_help(f);
+    fputs(train_examples, f);
+}
+
+/* The first 64 characters of a user's argument for an error line, control characters
+ * as '?' so that the error stays one line. */
+static const char *printable(const char *s, char buf[72])
+{
+    size_t n = 0;
+    for (; n < 64 && s[n]; n++)
+        buf[n] = ((unsigned char)s[n] < 0x20 || s[n] == 0x7f) ? '?' : s[n];
+    buf[n] = '\0';
+    return buf;
+}
+
+static int wants_help(int argc, char **argv, int first)
+{
+    for (int i = first; i < argc; i++) {
+        if (strcmp(argv[i], "--") == 0) break;
+        if (strcmp(argv[i], "--help") == 0 || strcmp(argv[i], "-h") == 0) return 1;
+    }
+    return 0;
+}
+
+/* Fails unless path names something that can be opened for reading (not a folder
+ * unless folder_ok). what: "data file", "input file", ... */
+static int check_readable(const char *path, const char *what, int folder_ok)
+{
+    struct stat st;
+    if (stat(path, &st) != 0) {
+        gt_error("cannot open %s %s: %s", what, path, strerror(errno));
+        return -1;
+    }
+    if (S_ISDIR(st.st_mode)) {
+        if (folder_ok) return 0;
+        gt_error("%s %s is a folder, not a file", what, path);
+        return -1;
+    }
+    FILE *f = fopen(path, "rb");
+    if (!f) {
+        gt_error("cannot open %s %s: %s", what, path, strerror(errno));
+        return -1;
+    }
+    fclose(f);
+    return 0;
+}
+
+/* ---------------------------------------------------------------- option values */
+
+static int opt_int(const char *verb, const char *opt, const char *text, long long lo,
+                   long long hi, int *out)
+{
+    char shown[72];
+    const char *t = printable(text, shown);
+    char *end = NULL;
+    errno = 0;
+    long long v = strtoll(text, &end, 10);
+    if (!*text || end == text || *end != '\0' || isspace((unsigned char)text[0])) {
+        gt_error("%s: %s '%s': not an integer; see 'gentrain %s --help'", verb, opt,
+                 t, verb);
+        return -1;
+    }
+    if (errno == ERANGE || v < lo || v > hi) {
+        gt_error("%s: %s %s: must be >= %lld and <= %lld", verb, opt, t, lo, hi);
+        return -1;
+    }
+    *out = (int)v;
+    return 0;
+}
+
+static int opt_u64(const char *verb, const char *opt, const char *text, uint64_t *out)
+{
+    char shown[72];
+    const char *t = printable(text, shown);
+    /* Digits only: strtoull would accept "-1" (and wrap it) or leading spaces. */
+    int digits = text[0] >= '0' && text[0] <= '9';
+    char *end = NULL;
+    errno = 0;
+    unsigned long long v = digits ? strtoull(text, &end, 10) : 0;
+    if (!digits || *end != '\0') {
+        gt_error("%s: %s '%s': not a non-negative integer", verb, opt, t);
+        return -1;
+    }
+    if (errno == ERANGE) {
+        gt_error("%s: %s %s: too large (at most %" PRIu64 ")", verb, opt, t,
+                 UINT64_MAX);
+        return -1;
+    }
+    *out = (uint64_t)v;
+    return 0;
+}
+
+static int opt_double(const char *verb, const char *opt, const char *text, double *out)
+{
+    char shown[72];
+    const char *t = printable(text, shown);
+    char *end = NULL;
+    errno = 0;
+    double v = strtod(text, &end);
+    if (!*text || end == text || *end != '\0' || isspace((unsigned char)text[0])) {
+        gt_error("%s: %s '%s': not a number; see 'gentrain %s --help'", verb, opt,
+                 t, verb);
+        return -1;
+    }
+    if (!isfinite(v)) {
+        gt_error("%s: %s %s: must be a finite number", verb, opt, t);
+        return -1;
+    }
+    *out = v;
+    return 0;
+}
+
+/* Splits argv[*i] = "--name=value" or "--name value" (advancing *i). Returns the value,
+ * or NULL after reporting that it is missing. name receives the option name. */
+static const char *opt_value(const char *verb, int argc, char **argv, int *i, char *name,
+                             size_t cap)
+{
+    const char *a = argv[*i];
+    const char *eq = strchr(a, '=');
+    size_t n = eq ? (size_t)(eq - a) : strlen(a);
+    if (n >= cap) n = cap - 1;
+    memcpy(name, a, n);
+    name[n] = '\0';
+    if (eq) return eq + 1;
+    if (*i + 1 >= argc) {
+        gt_error("%s: %s needs a value; see 'gentrain %s --help'", verb, name, verb);
+        return NULL;
+    }
+    return argv[++*i];
+}
+
+/* ---------------------------------------------------------------- verbs */
+
+static int cmd_prepare(int argc, char **argv)
+{
+    if (wants_help(argc, argv, 2)) {
+        fputs(prepare_help, stdout);
+        return EXIT_OK;
+    }
+    const char **inputs = calloc((size_t)argc, sizeof *inputs);
+    if (!inputs) {
+        gt_error("out of memory");
+        return EXIT_FAIL;
+    }
+    int n_inputs = 0, rc = EXIT_USAGE, only_files = 0;
+    const char *out = NULL;
+    double val_fraction = 0.1;
+    for (int i = 2; i < argc; i++) {
+        const char *a = argv[i];
+        char name[64], shown[72];
+        if (only_files || a[0] != '-' || a[1] == '\0') {
+            inputs[n_inputs++] = a;
+        } else if (strcmp(a, "--") == 0) {
+            only_files = 1;
+        } else if (strcmp(a, "-o") == 0 || strncmp(a, "--output", 8) == 0) {
+            if (a[1] == 'o' || a[8] == '\0' || a[8] == '=') {
+                const char *v = opt_value("prepare", argc, argv, &i, name, sizeof name);
+                if (!v) goto done;
+                out = v;
+            } else {
+                goto unknown;
+            }
+        } else if (strncmp(a, "--val-fraction", 14) == 0 ||
+                   strncmp(a, "--val_fraction", 14) == 0) {
+            if (a[14] != '\0' && a[14] != '=') goto unknown;
+            const char *v = opt_value("prepare", argc, argv, &i, name, sizeof name);
+            if (!v || opt_double("prepare", "--val-fraction", v, &val_fraction) != 0)
+                goto done;
+            if (!(val_fraction >= 0 && val_fraction < 1)) {
+                gt_error("prepare: --val-fraction %s: must be >= 0 and < 1", v);
+                goto done;
+            }
+        } else {
+            goto unknown;
+        }
+        continue;
+    unknown:
+        gt_error("prepare: unknown option '%s'; see 'gentrain prepare --help'",
+                 printable(a, shown));
+        goto done;
+    }
+    if (n_inputs == 0) {
+        gt_error("prepare: no input files (usage: gentrain prepare INPUT.txt... -o OUT.h5)");
+        goto done;
+    }
+    if (!out || !out[0]) {
+        gt_error("prepare: no output file; give -o OUT.h5");
+        goto done;
+    }
+    rc = EXIT_FAIL;
+    for (int i = 0; i < n_inputs; i++)
+        if (check_readable(inputs[i], "input file", 0) != 0) goto done;
+    if (prepare_bytes(inputs, n_inputs, out, val_fraction) != 0) goto done;
+    rc = EXIT_OK;
+done:
+    free(inputs);
+    return rc;
+}
+
+/* Refuses to run as several ranks: each would train its own copy of the model and they
+ * would overwrite each other's files. Launchers name the world size in the environment;
+ * no MPI call is needed (or made) to see it. */
+static int check_single_process(void)
+{
+    /* SLURM_STEP_NUM_TASKS is set by srun for the tasks of a step. SLURM_NTASKS is not
+     * used: inside an sbatch script it is the allocation's task count while the script
+     * (and a gentrain started from it directly) is a single process. */
+    static const char *const vars[] = {"OMPI_COMM_WORLD_SIZE", "PMI_SIZE", "PMIX_SIZE",
+                                       "MV2_COMM_WORLD_SIZE", "SLURM_STEP_NUM_TASKS"};
+    for (size_t i = 0; i < sizeof vars / sizeof vars[0]; i++) {
+        const char *v = getenv(vars[i]);
+        if (!v) continue;
+        char *end = NULL;
+        long n = strtol(v, &end, 10);
+        if (end != v && n > 1) {
+            gt_error("train: launched as %ld processes (%s=%s), but this build trains on "
+                     "one process; multi-rank data-parallel training is not implemented "
+                     "yet: start a single process (e.g. srun -n 1, mpirun -np 1) and use "
+                     "--threads for the cores",
+                     n, vars[i], v);
+            return -1;
+        }
+    }
+    return 0;
+}
+
+static int cmd_train(int argc, char **argv)
+{
+    if (wants_help(argc, argv, 2)) {
+        print_train_help(stdout);
+        return EXIT_OK;
+    }
+    if (check_single_process() != 0) return EXIT_USAGE;
+    gt_config c;
+    config_defaults(&c);
+    if (config_parse_args(&c, argc, argv, 2) != 0) return EXIT_USAGE;
+    if (config_validate(&c) != 0) return EXIT_USAGE;
+    if (check_readable(c.data, "data file", 0) != 0) return EXIT_FAIL;
+    printf("gentrain train: effective config\n");
+    config_print(&c, stdout);
+    fflush(stdout);
+    return train_run(&c) == 0 ? EXIT_OK : EXIT_FAIL;
+}
+
+static int cmd_sample(int argc, char **argv)
+{
+    if (wants_help(argc, argv, 2)) {
+        fputs(sample_help, stdout);
+        return EXIT_OK;
+    }
+    sample_options o;
+    sample_defaults(&o);
+    int have_checkpoint = 0;
+    for (int i = 2; i < argc; i++) {
+        const char *a = argv[i];
+        char name[64], shown[72];
+        if (strncmp(a, "--", 2) != 0) {
+            gt_error("sample: unexpected argument '%s'; see 'gentrain sample --help'",
+                     printable(a, shown));
+            return EXIT_USAGE;
+        }
+        const char *v = opt_value("sample", argc, argv, &i, name, sizeof name);
+        if (!v) return EXIT_USAGE;
+        for (char *p = name + 2; *p; p++)
+            if (*p == '_') *p = '-'; /* --top_k == --top-k */
+        int rc = 0;
+        if (strcmp(name, "--checkpoint") == 0 || strcmp(name, "--prompt") == 0) {
+            int is_ckpt = name[2] == 'c';
+            char *dst = is_ckpt ? o.checkpoint : o.prompt;
+            size_t cap = is_ckpt ? sizeof o.checkpoint : sizeof o.prompt;
+            if (gt_strlcpy(dst, v, cap) != 0) {
+                gt_error("sample: %s is too long (at most %zu bytes)", name, cap - 1);
+                return EXIT_USAGE;
+            }
+            if (is_ckpt) have_checkpoint = dst[0] != '\0';
+        } else if (strcmp(name, "--tokens") == 0) {
+            rc = opt_int("sample", name, v, 1, INT_MAX, &o.tokens);
+        } else if (strcmp(name, "--temperature") == 0) {
+            rc = opt_double("sample", name, v, &o.temperature);
+            if (rc == 0 && !(o.temperature > 0)) {
+                gt_error("sample: --temperature %s: must be > 0", v);
+                rc = -1;
+            }
+        } else if (strcmp(name, "--top-k") == 0) {
+            rc = opt_int("sample", name, v, 0, INT_MAX, &o.top_k);
+        } else if (strcmp(name, "--seed") == 0) {
+            rc = opt_u64("sample", name, v, &o.seed);
+        } else if (strcmp(name, "--threads") == 0) {
+            rc = opt_int("sample", name, v, 0, 65536, &o.threads);
+        } else {
+            gt_error("sample: unknown option '%s'; see 'gentrain sample --help'",
+                     printable(name, shown));
+            return EXIT_USAGE;
+        }
+        if (rc != 0) return EXIT_USAGE;
+    }
+    if (!have_checkpoint) {
+        gt_error("sample: no model given; use --checkpoint FILE.h5 or a run folder");
+        return EXIT_USAGE;
+    }
+    if (check_readable(o.checkpoint, "checkpoint", 1) != 0) return EXIT_FAIL;
+    return sample_run(&o) == 0 ? EXIT_OK : EXIT_FAIL;
+}
+
+static int cmd_inspect(int argc, char **argv)
+{
+    if (wants_help(argc, argv, 2)) {
+        fputs(inspect_help, stdout);
+        return EXIT_OK;
+    }
+    const char *path = NULL;
+    char shown[72], shown2[72];
+    for (int i = 2; i < argc; i++) {
+        if (argv[i][0] == '-' && argv[i][1] != '\0') {
+            gt_error("inspect: unknown option '%s'; see 'gentrain inspect --help'",
+                     printable(argv[i], shown));
+            return EXIT_USAGE;
+        }
+        if (path) {
+            gt_error("inspect: one file at a time (got '%s' and '%s')",
+                     printable(path, shown), printable(argv[i], shown2));
+            return EXIT_USAGE;
+        }
+        path = argv[i];
+    }
+    if (!path) {
+        gt_error("inspect: no file given (usage: gentrain inspect FILE.h5)");
+        return EXIT_USAGE;
+    }
+    if (check_readable(path, "file", 0) != 0) return EXIT_FAIL;
+    return inspect_file(path, stdout) == 0 ? EXIT_OK : EXIT_FAIL;
+}
+
+static int print_verb_help(const char *verb)
+{
+    if (strcmp(verb, "prepare") == 0)
+        fputs(prepare_help, stdout);
+    else if (strcmp(verb, "train") == 0)
+        print_train_help(stdout);
+    else if (strcmp(verb, "sample") == 0)
+        fputs(sample_help, stdout);
+    else if (strcmp(verb, "inspect") == 0)
+        fputs(inspect_help, stdout);
+    else if (strcmp(verb, "help") == 0)
+        fputs(main_help, stdout);
+    else {
+        char shown[72];
+        gt_error("help: unknown verb '%s'; see 'gentrain --help'", printable(verb, shown));
+        return EXIT_USAGE;
+    }
+    return EXIT_OK;
+}
+
+int main(int argc, char **argv)
+{
+    if (argc < 2) {
+        gt_error("no verb given (prepare, train, sample, inspect, help); "
+                 "see 'gentrain --help'");
+        return EXIT_USAGE;
+    }
+    const char *verb = argv[1];
+    if (strcmp(verb, "--help") == 0 || strcmp(verb, "-h") == 0) {
+        fputs(main_help, stdout);
+        return EXIT_OK;
+    }
+    if (strcmp(verb, "--version") == 0 || strcmp(verb, "-V") == 0) {
+        printf("gentrain %s\n", PACKAGE_VERSION);
+        return EXIT_OK;
+    }
+    if (strcmp(verb, "prepare") == 0) return cmd_prepare(argc, argv);
+    if (strcmp(verb, "train") == 0) return cmd_train(argc, argv);
+    if (strcmp(verb, "sample") == 0) return cmd_sample(argc, argv);
+    if (strcmp(verb, "inspect") == 0) return cmd_inspect(argc, argv);
+    if (strcmp(verb, "help") == 0) {
+        if (argc > 3) {
+            gt_error("help: one verb at a time; see 'gentrain --help'");
+            return EXIT_USAGE;
+        }
+        if (argc == 3) return print_verb_help(argv[2]);
+        fputs(main_help, stdout);
+        return EXIT_OK;
+    }
+    char shown[72];
+    if (verb[0] == '-')
+        gt_error("unknown option '%s'; see 'gentrain --help'", printable(verb, shown));
+    else
+        gt_error("unknown verb '%s'; see 'gentrain --help'", printable(verb, shown));
+    return EXIT_USAGE;
+}

@@ -1,0 +1,371 @@
+/* model — see model.h. The forward/backward read top to bottom as the architecture;
+ * every layer is one call into the backend op table. */
+#include "model.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "rng.h"
+#include "util.h"
+
+/* Tensors of one block, in layout order (index = 2 + 12*layer + k). */
+enum {
+    LN1_W, LN1_B, QKV_W, QKV_B, ATTPROJ_W, ATTPROJ_B,
+    LN2_W, LN2_B, FC_W, FC_B, FCPROJ_W, FCPROJ_B, PER_LAYER
+};
+enum { WTE = 0, WPE = 1, FIRST_LAYER = 2 };
+
+/* Activations of one (B,T), all carved out of one allocation. Shapes in comments. */
+struct gpt_acts {
+    float *block;           /* the allocation */
+    int32_t *inputs;        /* [B,T] copy of the last forward's tokens */
+    float *encoded;         /* [B,T,C] */
+    float *ln1, *ln1_mean, *ln1_rstd;   /* [L,B,T,C] [L,B,T] [L,B,T] */
+    float *qkv;             /* [L,B,T,3C] */
+    float *atty;            /* [L,B,T,C] attention output before the projection */
+    float *att;             /* [L,B,NH,T,T] softmax probabilities */
+    float *attproj;         /* [L,B,T,C] */
+    float *residual2;       /* [L,B,T,C] after the attention branch */
+    float *ln2, *ln2_mean, *ln2_rstd;   /* [L,B,T,C] [L,B,T] [L,B,T] */
+    float *fch;             /* [L,B,T,4C] */
+    float *fch_gelu;        /* [L,B,T,4C] */
+    float *fcproj;          /* [L,B,T,C] */
+    float *residual3;       /* [L,B,T,C] block outputs */
+    float *lnf, *lnf_mean, *lnf_rstd;   /* [B,T,C] [B,T] [B,T] */
+    float *logits;          /* [B,T,V]; after a training forward: d loss / d logits */
+    float *losses;          /* [B,T] */
+    /* backward scratch, reused by every layer */
+    float *dres;            /* [B,T,C] gradient of the residual stream */
+    float *dln;             /* [B,T,C] gradient of a LayerNorm output / attention out */
+    float *dqkv;            /* [B,T,3C] */
+    float *dfch, *dfch_gelu;/* [B,T,4C] each */
+    float *att_scratch;     /* attention_scratch_floats(T, threads) */
+    int B, T;               /* shape of the last forward */
+    int have_grad;          /* last forward left d loss / d logits in logits */
+};
+
+static float *param(const gpt_model *m, int idx) { return m->params + m->info[idx].offset; }
+static float *grad(const gpt_model *m, int idx) { return m->grads + m->info[idx].offset; }
+static int layer_idx(int l, int k) { return FIRST_LAYER + PER_LAYER * l + k; }
+
+static void add_info(gpt_model *m, int *n, size_t *off, const char *name, int64_t d0,
+                     int64_t d1)
+{
+    gpt_param_info *p = &m->info[(*n)++];
+    snprintf(p->name, sizeof p->name, "%s", name);
+    p->ndim = d1 > 0 ? 2 : 1;
+    p->shape[0] = d0;
+    p->shape[1] = d1 > 0 ? d1 : 0;
+    p->numel = (size_t)d0 * (size_t)(d1 > 0 ? d1 : 1);
+    p->offset = *off;
+    p->decay = p->ndim == 2;
+    *off += p->numel;
+}
+
+int gpt_create(gpt_model *m, gpt_shape s, const gt_backend *be, int threads)
+{
+    memset(m, 0, sizeof *m);
+    if (s.vocab_size < 1 || s.block_size < 1 || s.n_layer < 1 || s.n_head < 1 ||
+        s.n_embd < 1) {
+        gt_error("model shape must be positive (vocab_size %d, block_size %d, n_layer %d, "
+                 "n_head %d, n_embd %d)", s.vocab_size, s.block_size, s.n_layer,
+                 s.n_head, s.n_embd);
+        return -1;
+    }
+    if (s.n_embd % s.n_head != 0) {
+        gt_error("n_embd %d is not divisible by n_head %d", s.n_embd, s.n_head);
+        return -1;
+    }
+    m->shape = s;
+    m->be = be;
+    m->threads = threads > 0 ? threads : 1;
+    m->n_info = 2 + PER_LAYER * s.n_layer + 2;
+    m->info = gt_calloc(sizeof(gpt_param_info) * (size_t)m->n_info, "parameter table");
+    if (!m->info) return -1;
+
+    const int64_t C = s.n_embd;
+    size_t off = 0;
+    int n = 0;
+    char name[64];
+    add_info(m, &n, &off, "transformer.wte.weight", s.vocab_size, C);
+    add_info(m, &n, &off, "transformer.wpe.weight", s.block_size, C);
+    static const struct { const char *suffix; int rows_mult; int cols_mult; } block[] = {
+        {"ln_1.weight", 1, 0},       {"ln_1.bias", 1, 0},
+        {"attn.c_attn.weight", 3, 1}, {"attn.c_attn.bias", 3, 0},
+        {"attn.c_proj.weight", 1, 1}, {"attn.c_proj.bias", 1, 0},
+        {"ln_2.weight", 1, 0},       {"ln_2.bias", 1, 0},
+        {"mlp.c_fc.weight", 4, 1},   {"mlp.c_fc.bias", 4, 0},
+        {"mlp.c_proj.weight", 1, 4}, {"mlp.c_proj.bias", 1, 0},
+    };
+    for (int l = 0; l < s.n_layer; l++)
+        for (int k = 0; k < PER_LAYER; k++) {
+            snprintf(name, sizeof name, "transformer.h.%d.%s", l, block[k].suffix);
+            add_info(m, &n, &off, name, block[k].rows_mult * C, block[k].cols_mult * C);
+        }
+    add_info(m, &n, &off, "transformer.ln_f.weight", C, 0);
+    add_info(m, &n, &off, "transformer.ln_f.bias", C, 0);
+    m->n_params = off;
+    m->params = gt_malloc(off * sizeof(float), "model parameters");
+    if (!m->params) {
+        gpt_free(m);
+        return -1;
+    }
+    return 0;
+}
+
+void gpt_init_weights(gpt_model *m, uint64_t seed)
+{
+    rng r;
+    rng_seed(&r, seed);
+    const float std = 0.02f;
+    const float proj_std = std / sqrtf(2.0f * (float)m->shape.n_layer);
+    for (int i = 0; i < m->n_info; i++) {
+        const gpt_param_info *p = &m->info[i];
+        float *w = m->params + p->offset;
+        const char *dot = strrchr(p->name, '.');
+        int is_bias = dot && strcmp(dot, ".bias") == 0;
+        int is_ln = strstr(p->name, "ln_") != NULL;
+        if (is_bias) {
+            memset(w, 0, p->numel * sizeof(float));
+        } else if (is_ln) {
+            for (size_t j = 0; j < p->numel; j++) w[j] = 1.0f;
+        } else {
+            /* Residual projections are scaled so the residual stream's variance does not
+             * grow with depth (GPT-2). */
+            int is_proj = strstr(p->name, "c_proj.weight") != NULL;
+            float sd = is_proj ? proj_std : std;
+            for (size_t j = 0; j < p->numel; j++) w[j] = sd * rng_normal(&r);
+        }
+    }
+}
+
+int gpt_alloc_grads(gpt_model *m)
+{
+    if (m->grads) return 0;
+    m->grads = gt_calloc(m->n_params * sizeof(float), "parameter gradients");
+    return m->grads ? 0 : -1;
+}
+
+int gpt_alloc_acts(gpt_model *m, int B, int T)
+{
+    if (T > m->shape.block_size) {
+        gt_error("sequence length %d exceeds block_size %d", T, m->shape.block_size);
+        return -1;
+    }
+    if (m->acts && B <= m->act_B && T <= m->act_T) return 0;
+    if (m->acts) {
+        free(m->acts->block);
+        free(m->acts);
+        m->acts = NULL;
+    }
+    /* Size for the larger of the old and new request so alternating shapes settle. */
+    if (B < m->act_B) B = m->act_B;
+    if (T < m->act_T) T = m->act_T;
+    const size_t L = (size_t)m->shape.n_layer, C = (size_t)m->shape.n_embd,
+                 NH = (size_t)m->shape.n_head, V = (size_t)m->shape.vocab_size;
+    const size_t BT = (size_t)B * (size_t)T;
+    gpt_acts *a = gt_calloc(sizeof *a, "activation table");
+    if (!a) return -1;
+
+    /* Two passes over the same list: count, then carve. */
+    float **slots[] = {
+        &a->encoded, &a->ln1, &a->ln1_mean, &a->ln1_rstd, &a->qkv, &a->atty, &a->att,
+        &a->attproj, &a->residual2, &a->ln2, &a->ln2_mean, &a->ln2_rstd, &a->fch,
+        &a->fch_gelu, &a->fcproj, &a->residual3, &a->lnf, &a->lnf_mean, &a->lnf_rstd,
+        &a->logits, &a->losses, &a->dres, &a->dln, &a->dqkv, &a->dfch, &a->dfch_gelu,
+        &a->att_scratch,
+    };
+    const size_t sizes[] = {
+        BT * C, L * BT * C, L * BT, L * BT, L * BT * 3 * C, L * BT * C,
+        L * (size_t)B * NH * (size_t)T * (size_t)T, L * BT * C, L * BT * C, L * BT * C,
+        L * BT, L * BT, L * BT * 4 * C, L * BT * 4 * C, L * BT * C, L * BT * C, BT * C,
+        BT, BT, BT * V, BT, BT * C, BT * C, BT * 3 * C, BT * 4 * C, BT * 4 * C,
+        m->be->attention_scratch_floats(T, m->threads),
+    };
+    const size_t nslots = sizeof sizes / sizeof sizes[0];
+    size_t total = 0;
+    for (size_t i = 0; i < nslots; i++) total += (sizes[i] + 15) & ~(size_t)15;
+    total += (BT * sizeof(int32_t) + 63) / sizeof(float);
+    a->block = gt_malloc(total * sizeof(float), "activations");
+    if (!a->block) {
+        free(a);
+        return -1;
+    }
+    float *p = a->block;
+    for (size_t i = 0; i < nslots; i++) {
+        *slots[i] = p;
+        p += (sizes[i] + 15) & ~(size_t)15; /* keep every buffer 64-byte aligned */
+    }
+    a->inputs = (int32_t *)p;
+    m->acts = a;
+    m->act_B = B;
+    m->act_T = T;
+    return 0;
+}
+
+void gpt_free(gpt_model *m)
+{
+    if (m->acts) {
+        free(m->acts->block);
+        free(m->acts);
+    }
+    free(m->params);
+    free(m->grads);
+    free(m->info);
+    memset(m, 0, sizeof *m);
+}
+
+float gpt_forward(gpt_model *m, const int32_t *inputs, const int32_t *targets, int B,
+                  int T, int want_grad)
+{
+    gpt_acts *a = m->acts;
+    const gt_backend *be = m->be;
+    const int C = m->shape.n_embd, NH = m->shape.n_head, V = m->shape.vocab_size;
+    const size_t BT = (size_t)B * (size_t)T, BTC = BT * (size_t)C;
+    const size_t att_per_layer = (size_t)B * (size_t)NH * (size_t)T * (size_t)T;
+
+    memcpy(a->inputs, inputs, BT * sizeof(int32_t));
+    a->B = B;
+    a->T = T;
+    a->have_grad = 0;
+
+    be->encoder_forward(a->encoded, inputs, param(m, WTE), param(m, WPE), B, T, C);
+    const float *x = a->encoded; /* the residual stream entering each block */
+    for (int l = 0; l < m->shape.n_layer; l++) {
+        float *ln1 = a->ln1 + l * BTC, *ln1_mean = a->ln1_mean + l * BT,
+              *ln1_rstd = a->ln1_rstd + l * BT, *qkv = a->qkv + l * 3 * BTC,
+              *atty = a->atty + l * BTC, *att = a->att + l * att_per_layer,
+              *attproj = a->attproj + l * BTC, *res2 = a->residual2 + l * BTC,
+              *ln2 = a->ln2 + l * BTC, *ln2_mean = a->ln2_mean + l * BT,
+              *ln2_rstd = a->ln2_rstd + l * BT, *fch = a->fch + l * 4 * BTC,
+              *fch_gelu = a->fch_gelu + l * 4 * BTC, *fcproj = a->fcproj + l * BTC,
+              *res3 = a->residual3 + l * BTC;
+        /* x = x + attn(ln_1(x)) */
+        be->layernorm_forward(ln1, ln1_mean, ln1_rstd, x, param(m, layer_idx(l, LN1_W)),
+                              param(m, layer_idx(l, LN1_B)), BT, C);
+        be->matmul_forward(qkv, ln1, param(m, layer_idx(l, QKV_W)),
+                           param(m, layer_idx(l, QKV_B)), BT, C, 3 * C);
+        be->attention_forward(atty, att, qkv, B, T, C, NH);
+        be->matmul_forward(attproj, atty, param(m, layer_idx(l, ATTPROJ_W)),
+                           param(m, layer_idx(l, ATTPROJ_B)), BT, C, C);
+        be->residual_forward(res2, x, attproj, BTC);
+        /* x = x + mlp(ln_2(x)) */
+        be->layernorm_forward(ln2, ln2_mean, ln2_rstd, res2, param(m, layer_idx(l, LN2_W)),
+                              param(m, layer_idx(l, LN2_B)), BT, C);
+        be->matmul_forward(fch, ln2, param(m, layer_idx(l, FC_W)),
+                           param(m, layer_idx(l, FC_B)), BT, C, 4 * C);
+        be->gelu_forward(fch_gelu, fch, 4 * BTC);
+        be->matmul_forward(fcproj, fch_gelu, param(m, layer_idx(l, FCPROJ_W)),
+                           param(m, layer_idx(l, FCPROJ_B)), BT, 4 * C, C);
+        be->residual_forward(res3, res2, fcproj, BTC);
+        x = res3;
+    }
+    const int lnf = FIRST_LAYER + PER_LAYER * m->shape.n_layer;
+    be->layernorm_forward(a->lnf, a->lnf_mean, a->lnf_rstd, x, param(m, lnf),
+                          param(m, lnf + 1), BT, C);
+    /* Output head tied to the token embedding: logits = lnf @ wte^T. */
+    be->matmul_forward(a->logits, a->lnf, param(m, WTE), NULL, BT, C, V);
+    if (!targets) return 0.0f;
+
+    if (want_grad) {
+        be->crossentropy_forward_backward(a->losses, a->logits, targets, BT, V,
+                                          1.0f / (float)BT);
+        a->have_grad = 1;
+    } else {
+        be->crossentropy_forward(a->losses, a->logits, targets, BT, V);
+    }
+    double sum = 0.0; /* fixed order: the same bits for the same inputs */
+    for (size_t i = 0; i < BT; i++) sum += a->losses[i];
+    return (float)(sum / (double)BT);
+}
+
+const float *gpt_logits(const gpt_model *m) { return m->acts->logits; }
+
+void gpt_zero_grad(gpt_model *m) { memset(m->grads, 0, m->n_params * sizeof(float)); }
+
+void gpt_backward(gpt_model *m)
+{
+    gpt_acts *a = m->acts;
+    const gt_backend *be = m->be;
+    if (!a->have_grad) {
+        /* A programming error, not a user error: be loud. */
+        gt_error("internal: gpt_backward without a training forward");
+        abort();
+    }
+    const int B = a->B, T = a->T, C = m->shape.n_embd, NH = m->shape.n_head,
+              V = m->shape.vocab_size, L = m->shape.n_layer;
+    const size_t BT = (size_t)B * (size_t)T, BTC = BT * (size_t)C;
+    const size_t att_per_layer = (size_t)B * (size_t)NH * (size_t)T * (size_t)T;
+    const int lnf = FIRST_LAYER + PER_LAYER * L;
+
+    /* Head: logits already hold d loss / d logits. */
+    memset(a->dln, 0, BTC * sizeof(float));
+    be->matmul_backward(a->dln, grad(m, WTE), NULL, a->logits, a->lnf, param(m, WTE), BT,
+                        C, V);
+    memset(a->dres, 0, BTC * sizeof(float));
+    const float *last = a->residual3 + (size_t)(L - 1) * BTC;
+    be->layernorm_backward(a->dres, grad(m, lnf), grad(m, lnf + 1), a->dln, last,
+                           param(m, lnf), a->lnf_mean, a->lnf_rstd, BT, C);
+
+    /* Blocks in reverse. dres always holds d loss / d (residual stream) at the point
+     * being differentiated; the skip connections make it flow through unchanged while
+     * each branch adds its contribution. */
+    for (int l = L - 1; l >= 0; l--) {
+        const float *x = l == 0 ? a->encoded : a->residual3 + (size_t)(l - 1) * BTC;
+        float *ln1 = a->ln1 + l * BTC, *ln1_mean = a->ln1_mean + l * BT,
+              *ln1_rstd = a->ln1_rstd + l * BT, *qkv = a->qkv + l * 3 * BTC,
+              *atty = a->atty + l * BTC, *att = a->att + l * att_per_layer,
+              *res2 = a->residual2 + l * BTC, *ln2 = a->ln2 + l * BTC,
+              *ln2_mean = a->ln2_mean + l * BT, *ln2_rstd = a->ln2_rstd + l * BT,
+              *fch = a->fch + l * 4 * BTC, *fch_gelu = a->fch_gelu + l * 4 * BTC;
+        /* MLP branch: res3 = res2 + fcproj(gelu(fc(ln2(res2)))) */
+        memset(a->dfch_gelu, 0, 4 * BTC * sizeof(float));
+        be->matmul_backward(a->dfch_gelu, grad(m, layer_idx(l, FCPROJ_W)),
+                            grad(m, layer_idx(l, FCPROJ_B)), a->dres, fch_gelu,
+                            param(m, layer_idx(l, FCPROJ_W)), BT, 4 * C, C);
+        memset(a->dfch, 0, 4 * BTC * sizeof(float));
+        be->gelu_backward(a->dfch, fch, a->dfch_gelu, 4 * BTC);
+        memset(a->dln, 0, BTC * sizeof(float));
+        be->matmul_backward(a->dln, grad(m, layer_idx(l, FC_W)), grad(m, layer_idx(l, FC_B)),
+                            a->dfch, ln2, param(m, layer_idx(l, FC_W)), BT, C, 4 * C);
+        be->layernorm_backward(a->dres, grad(m, layer_idx(l, LN2_W)),
+                               grad(m, layer_idx(l, LN2_B)), a->dln, res2,
+                               param(m, layer_idx(l, LN2_W)), ln2_mean, ln2_rstd, BT, C);
+        /* Attention branch: res2 = x + attproj(attn(qkv(ln1(x)))). dln doubles as the
+         * gradient of the attention output. */
+        memset(a->dln, 0, BTC * sizeof(float));
+        be->matmul_backward(a->dln, grad(m, layer_idx(l, ATTPROJ_W)),
+                            grad(m, layer_idx(l, ATTPROJ_B)), a->dres, atty,
+                            param(m, layer_idx(l, ATTPROJ_W)), BT, C, C);
+        memset(a->dqkv, 0, 3 * BTC * sizeof(float));
+        be->attention_backward(a->dqkv, a->dln, qkv, att, a->att_scratch, B, T, C, NH);
+        memset(a->dln, 0, BTC * sizeof(float));
+        be->matmul_backward(a->dln, grad(m, layer_idx(l, QKV_W)),
+                            grad(m, layer_idx(l, QKV_B)), a->dqkv, ln1,
+                            param(m, layer_idx(l, QKV_W)), BT, C, 3 * C);
+        be->layernorm_backward(a->dres, grad(m, layer_idx(l, LN1_W)),
+                               grad(m, layer_idx(l, LN1_B)), a->dln, x,
+                               param(m, layer_idx(l, LN1_W)), ln1_mean, ln1_rstd, BT, C);
+    }
+    be->encoder_backward(grad(m, WTE), grad(m, WPE), a->dres, a->inputs, B, T, C);
+}
+
+double gpt_flops_per_step(const gpt_shape *s, int B, int T)
+{
+    const double N = (double)B * T, C = s->n_embd, L = s->n_layer, V = s->vocab_size;
+    /* Forward: 2 flops per multiply-add. Per block: qkv 3C^2, proj C^2, fc 4C^2,
+     * fc proj 4C^2 per token, plus q k^T and att v over the full T x T (as computed).
+     * Backward costs twice the forward for both. */
+    double matmul = 2.0 * N * (12.0 * C * C * L + C * V);
+    double attention = 2.0 * 2.0 * (double)B * T * T * C * L;
+    return 3.0 * (matmul + attention);
+}
+
+int gpt_find_param(const gpt_model *m, const char *name)
+{
+    for (int i = 0; i < m->n_info; i++)
+        if (strcmp(m->info[i].name, name) == 0) return i;
+    return -1;
+}

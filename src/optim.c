@@ -1,0 +1,112 @@
+/* optim — see optim.h. The update is memory-bound (it streams params, grads and two
+ * moments), so it is one fused pass per tensor: OpenMP splits the elements statically,
+ * and the loop body is written so the compiler vectorises it (no branches, no
+ * cross-iteration dependence). */
+#include "optim.h"
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "util.h"
+
+#ifdef _OPENMP
+#include <omp.h>
+#endif
+
+int adamw_init(adamw_state *s, size_t n)
+{
+    memset(s, 0, sizeof *s);
+    s->n = n;
+    s->m = gt_calloc(n * sizeof(float), "AdamW first moments");
+    s->v = gt_calloc(n * sizeof(float), "AdamW second moments");
+    if (!s->m || !s->v) {
+        adamw_free(s);
+        return -1;
+    }
+    return 0;
+}
+
+void adamw_free(adamw_state *s)
+{
+    free(s->m);
+    free(s->v);
+    memset(s, 0, sizeof *s);
+}
+
+double lr_at_step(int64_t step, int64_t warmup, int64_t total, double lr, double min_lr)
+{
+    if (step < warmup) return lr * (double)(step + 1) / (double)warmup;
+    int64_t span = total - 1 - warmup;
+    if (span <= 0 || step >= total - 1) return min_lr;
+    double progress = (double)(step - warmup) / (double)span;
+    double cosine = 0.5 * (1.0 + cos(M_PI * progress));
+    return min_lr + cosine * (lr - min_lr);
+}
+
+double grad_global_norm(const float *g, size_t n)
+{
+    /* Static schedule + reduction over a fixed thread count gives the same bits every
+     * run: each thread sums its own contiguous range, and the partial sums are combined
+     * in thread order below. */
+    enum { MAXT = 256 };
+    double partial[MAXT] = {0};
+    int used = 1;
+#pragma omp parallel
+    {
+#ifdef _OPENMP
+        int nt = omp_get_num_threads(), t = omp_get_thread_num();
+#else
+        int nt = 1, t = 0;
+#endif
+        if (nt > MAXT) nt = MAXT;
+        if (t < nt) {
+            size_t lo = n * (size_t)t / (size_t)nt, hi = n * (size_t)(t + 1) / (size_t)nt;
+            double acc = 0.0;
+            for (size_t i = lo; i < hi; i++) acc += (double)g[i] * (double)g[i];
+            partial[t] = acc;
+        }
+        if (t == 0) used = nt;
+    }
+    double sum = 0.0;
+    for (int t = 0; t < used; t++) sum += partial[t];
+    return sqrt(sum);
+}
+
+float grad_clip_by_norm(float *g, size_t n, double norm, double clip)
+{
+    if (!(clip > 0.0) || !(norm > clip)) return 1.0f;
+    float scale = (float)(clip / (norm + 1e-6));
+#pragma omp parallel for schedule(static)
+    for (size_t i = 0; i < n; i++) g[i] *= scale;
+    return scale;
+}
+
+void adamw_step(adamw_state *s, float *params, const float *grads,
+                const gpt_param_info *info, int n_info, double lr, double beta1,
+                double beta2, double eps, double weight_decay)
+{
+    s->t++;
+    const float b1 = (float)beta1, b2 = (float)beta2;
+    /* Bias corrections folded into two scalars: p -= lr_t * m / (sqrt(v) * c2 + eps). */
+    const double c1 = 1.0 - pow(beta1, (double)s->t);
+    const double c2 = 1.0 - pow(beta2, (double)s->t);
+    const float step_size = (float)(lr / c1);
+    const float inv_sqrt_c2 = (float)(1.0 / sqrt(c2));
+    const float epsf = (float)eps;
+    for (int k = 0; k < n_info; k++) {
+        const size_t off = info[k].offset, n = info[k].numel;
+        const float decay = info[k].decay ? (float)(lr * weight_decay) : 0.0f;
+        float *restrict p = params + off, *restrict m = s->m + off, *restrict v = s->v + off;
+        const float *restrict g = grads + off;
+#pragma omp parallel for simd schedule(static)
+        for (size_t i = 0; i < n; i++) {
+            float gi = g[i];
+            float mi = b1 * m[i] + (1.0f - b1) * gi;
+            float vi = b2 * v[i] + (1.0f - b2) * gi * gi;
+            m[i] = mi;
+            v[i] = vi;
+            p[i] -= step_size * mi / (sqrtf(vi) * inv_sqrt_c2 + epsf) + decay * p[i];
+        }
+    }
+}

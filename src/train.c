@@ -1,0 +1,290 @@
+/* train — see train.h. Order of a step: take the loader's batch, forward with the loss
+ * gradient, backward, global-norm clip, AdamW, then log. Everything that can fail for a
+ * user reason (data, output folder, log file) is checked before the first step. */
+#include "train.h"
+
+#include <cblas.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "../io/h5data.h"
+#include "../io/h5model.h"
+#include "kernels_cpu.h"
+#include "loader.h"
+#include "model.h"
+#include "optim.h"
+#include "util.h"
+#include "windows.h"
+
+enum { LOADER_DEPTH = 4 };
+
+/* Everything a run holds, so one cleanup path frees it whatever failed. */
+typedef struct run {
+    h5data *train, *val;
+    token_windows train_w, val_w;
+    int32_t *eval_tokens;   /* [eval_batches*B, T+1] fixed validation windows */
+    int64_t eval_windows;
+    gpt_model model;
+    int have_model;
+    adamw_state opt;
+    loader *ld;
+    FILE *log;
+    int threads;
+    double peak_gflops;
+} run;
+
+/* FP32 peak of `threads` cores: SIMD lanes x 2 (FMA) x FMA units x clock. The clock is
+ * read from /proc/cpuinfo; a wrong guess only skews MFU, never the training. */
+static double estimate_peak_gflops(int threads)
+{
+    double mhz = 0.0;
+    FILE *f = fopen("/proc/cpuinfo", "r");
+    if (f) {
+        char line[512];
+        while (fgets(line, sizeof line, f))
+            if (strncmp(line, "cpu MHz", 7) == 0) {
+                const char *colon = strchr(line, ':');
+                if (colon) mhz = atof(colon + 1);
+                break;
+            }
+        fclose(f);
+    }
+    if (mhz <= 0.0) return 0.0;
+    int avx2 = strcmp(kernels_simd_name(), "portable") != 0;
+    double flops_per_cycle = avx2 ? 32.0 : 8.0; /* 2 FMA units x 8 lanes x 2, or SSE */
+    return threads * flops_per_cycle * mhz * 1e-3;
+}
+
+static int is_none(const char *s) { return s[0] == '\0' || strcmp(s, "none") == 0; }
+
+/* Opens a token dataset, settles the vocabulary, checks every token and the length. */
+static h5data *open_tokens(const gt_config *c, const char *dataset, int64_t *vocab,
+                           token_windows *w)
+{
+    h5data *d = h5data_open(c->data, dataset);
+    if (!d) return NULL;
+    char what[GT_PATH_MAX + GT_NAME_MAX + 2];
+    snprintf(what, sizeof what, "%s:%s", c->data, dataset);
+    if (*vocab == 0) {
+        *vocab = h5data_vocab_attr(d);
+        if (*vocab <= 0) {
+            gt_error("%s has no vocab_size attribute; set vocab_size in the config", what);
+            goto fail;
+        }
+    }
+    double t0 = gt_now();
+    if (h5data_check_range(d, *vocab) != 0) goto fail;
+    double dt = gt_now() - t0;
+    if (windows_init(w, h5data_rows(d), h5data_row_len(d), c->block_size, what) != 0)
+        goto fail;
+    printf("data: %s: %s [%lld x %lld] %s, %lld windows of %d tokens (checked in %.2f s)\n",
+           what, h5data_rank(d) == 1 ? "stream" : "sequences", (long long)h5data_rows(d),
+           (long long)h5data_row_len(d), h5data_type_name(d), (long long)w->count,
+           c->block_size + 1, dt);
+    return d;
+fail:
+    h5data_close(d);
+    return NULL;
+}
+
+static int setup_data(run *r, const gt_config *c, int64_t *vocab)
+{
+    *vocab = c->vocab_size;
+    r->train = open_tokens(c, c->train_dataset, vocab, &r->train_w);
+    if (!r->train) return -1;
+    if (c->vocab_size == 0 && h5data_vocab_attr(r->train) > 0)
+        printf("data: vocab_size %lld (from the dataset attribute)\n", (long long)*vocab);
+    if (*vocab > INT32_MAX) {
+        gt_error("vocab_size %lld is too large", (long long)*vocab);
+        return -1;
+    }
+    if (is_none(c->val_dataset)) return 0;
+
+    int64_t val_vocab = *vocab;
+    r->val = open_tokens(c, c->val_dataset, &val_vocab, &r->val_w);
+    if (!r->val) return -1;
+    /* The validation set is read once: eval_batches x batch_size fixed windows. */
+    const int B = c->batch_size, T = c->block_size;
+    r->eval_windows = (int64_t)c->eval_batches * B;
+    if (r->eval_windows > r->val_w.count)
+        gt_warn("%s:%s has %lld windows, fewer than eval_batches x batch_size = %lld: "
+                "evaluation repeats windows", c->data, c->val_dataset,
+                (long long)r->val_w.count, (long long)r->eval_windows);
+    r->eval_tokens = gt_malloc((size_t)r->eval_windows * (size_t)(T + 1) * sizeof(int32_t),
+                               "validation batches");
+    if (!r->eval_tokens) return -1;
+    for (int64_t k = 0; k < r->eval_windows; k++) {
+        int64_t row, col;
+        windows_eval(&r->val_w, k, r->eval_windows, &row, &col);
+        if (h5data_read(r->val, row, col, T + 1, r->eval_tokens + k * (T + 1), *vocab) != 0)
+            return -1;
+    }
+    return 0;
+}
+
+/* Mean loss over the fixed validation windows. */
+static double evaluate(run *r, const gt_config *c, int32_t *in, int32_t *tg)
+{
+    const int B = c->batch_size, T = c->block_size;
+    double sum = 0.0;
+    for (int batch = 0; batch < c->eval_batches; batch++) {
+        for (int b = 0; b < B; b++) {
+            const int32_t *win = r->eval_tokens + ((int64_t)batch * B + b) * (T + 1);
+            memcpy(in + (size_t)b * T, win, (size_t)T * sizeof(int32_t));
+            memcpy(tg + (size_t)b * T, win + 1, (size_t)T * sizeof(int32_t));
+        }
+        sum += gpt_forward(&r->model, in, tg, B, T, 0);
+    }
+    return sum / c->eval_batches;
+}
+
+static int check_output_paths(const gt_config *c, run *r)
+{
+    if (!is_none(c->out)) {
+        if (gt_mkdirs(c->out) != 0) return -1;
+        if (access(c->out, W_OK) != 0) {
+            gt_error("output folder %s is not writable", c->out);
+            return -1;
+        }
+    }
+    if (c->log[0]) {
+        r->log = fopen(c->log, "w");
+        if (!r->log) {
+            gt_error("cannot open log file %s for writing", c->log);
+            return -1;
+        }
+    }
+    return 0;
+}
+
+static void free_run(run *r)
+{
+    if (r->ld) loader_stop(r->ld);
+    if (r->have_model) gpt_free(&r->model);
+    adamw_free(&r->opt);
+    free(r->eval_tokens);
+    h5data_close(r->train);
+    h5data_close(r->val);
+    if (r->log && fclose(r->log) != 0) gt_error("writing the log file failed");
+}
+
+int train_run(const gt_config *c)
+{
+    run r;
+    memset(&r, 0, sizeof r);
+    int rc = -1;
+    int32_t *eval_in = NULL, *eval_tg = NULL;
+    char *config_text = NULL;
+    const int B = c->batch_size, T = c->block_size;
+
+    r.threads = gt_resolve_threads(c->threads);
+    r.peak_gflops = c->peak_gflops > 0 ? c->peak_gflops : estimate_peak_gflops(r.threads);
+    printf("threads: %d OpenMP, kernels %s, OpenBLAS %s; peak %.1f GFLOP/s%s\n", r.threads,
+           kernels_simd_name(), openblas_get_parallel() == 2 ? "openmp" :
+           openblas_get_parallel() == 1 ? "pthreads" : "sequential", r.peak_gflops,
+           c->peak_gflops > 0 ? "" : " (estimated; set peak_gflops to override)");
+
+    if (check_output_paths(c, &r) != 0) goto done;
+    int64_t vocab = 0;
+    if (setup_data(&r, c, &vocab) != 0) goto done;
+
+    gpt_shape shape = {(int)vocab, T, c->n_layer, c->n_head, c->n_embd};
+    if (gpt_create(&r.model, shape, &backend_cpu, r.threads) != 0) goto done;
+    r.have_model = 1;
+    gpt_init_weights(&r.model, c->seed);
+    if (gpt_alloc_grads(&r.model) != 0 || gpt_alloc_acts(&r.model, B, T) != 0 ||
+        adamw_init(&r.opt, r.model.n_params) != 0)
+        goto done;
+    eval_in = gt_malloc((size_t)B * T * sizeof(int32_t), "eval inputs");
+    eval_tg = gt_malloc((size_t)B * T * sizeof(int32_t), "eval targets");
+    config_text = config_to_text(c);
+    if (!eval_in || !eval_tg || !config_text) goto done;
+
+    const double flops = gpt_flops_per_step(&shape, B, T);
+    printf("model: %.2fM parameters, %.2f GFLOP per step of %d x %d tokens\n",
+           r.model.n_params / 1e6, flops / 1e9, B, T);
+    fflush(stdout);
+
+    r.ld = loader_start(r.train, &r.train_w, c->seed, B, T, vocab, 0, LOADER_DEPTH);
+    if (!r.ld) goto done;
+
+    const double t_start = gt_now();
+    double t_compute = 0.0, last_val = NAN;
+    for (int64_t step = 0; step < c->steps; step++) {
+        const double t0 = gt_now();
+        const int32_t *in, *tg;
+        double wait_s;
+        if (loader_next(r.ld, &in, &tg, &wait_s) != 0) goto done;
+
+        gpt_zero_grad(&r.model);
+        float loss = gpt_forward(&r.model, in, tg, B, T, 1);
+        gpt_backward(&r.model);
+        double norm = grad_global_norm(r.model.grads, r.model.n_params);
+        if (!isfinite(loss) || !isfinite(norm)) {
+            gt_error("step %lld: loss %g, gradient norm %g: training diverged (try a lower "
+                     "lr or a grad_clip)", (long long)step + 1, loss, norm);
+            goto done;
+        }
+        grad_clip_by_norm(r.model.grads, r.model.n_params, norm, c->grad_clip);
+        double lr = lr_at_step(step, c->warmup_steps, c->steps, c->lr, c->min_lr);
+        adamw_step(&r.opt, r.model.params, r.model.grads, r.model.info, r.model.n_info, lr,
+                   c->beta1, c->beta2, 1e-8, c->weight_decay);
+        const double dt = gt_now() - t0;
+        t_compute += dt;
+
+        const double tok_s = B * T / dt, gflops = flops / dt * 1e-9;
+        printf("step %5lld/%lld | loss %.4f | lr %.2e | norm %.3f | %7.1f ms | %7.0f tok/s | "
+               "%6.1f GFLOP/s", (long long)step + 1, (long long)c->steps, loss, lr, norm,
+               dt * 1e3, tok_s, gflops);
+        if (r.peak_gflops > 0) printf(" | MFU %4.1f%%", 100.0 * gflops / r.peak_gflops);
+        printf(" | wait %.2f ms\n", wait_s * 1e3);
+
+        int do_eval = r.val && ((c->eval_every > 0 && (step + 1) % c->eval_every == 0) ||
+                                step + 1 == c->steps);
+        if (do_eval) {
+            double t_eval = gt_now();
+            last_val = evaluate(&r, c, eval_in, eval_tg);
+            printf("step %5lld/%lld | val_loss %.4f | %d batches in %.2f s\n",
+                   (long long)step + 1, (long long)c->steps, last_val, c->eval_batches,
+                   gt_now() - t_eval);
+        }
+        if (r.log) {
+            fprintf(r.log, "{\"step\":%lld,\"loss\":%.6f,\"lr\":%.6e,\"grad_norm\":%.6f,"
+                    "\"ms\":%.3f,\"tokens_per_s\":%.1f,\"gflops\":%.3f,\"load_wait_ms\":%.4f",
+                    (long long)step + 1, loss, lr, norm, dt * 1e3, tok_s, gflops,
+                    wait_s * 1e3);
+            if (do_eval) fprintf(r.log, ",\"val_loss\":%.6f", last_val);
+            fprintf(r.log, "}\n");
+            if (fflush(r.log) != 0) {
+                gt_error("writing the log file %s failed", c->log);
+                goto done;
+            }
+        }
+        fflush(stdout);
+    }
+    loader_stop(r.ld);
+    r.ld = NULL;
+
+    const double wall = gt_now() - t_start;
+    printf("done: %lld steps in %.1f s (%.0f tok/s in steps)", (long long)c->steps, wall,
+           (double)c->steps * B * T / t_compute);
+    if (!isnan(last_val)) printf(", final val_loss %.4f", last_val);
+    printf("\n");
+    if (!is_none(c->out)) {
+        char path[GT_PATH_MAX + 16];
+        snprintf(path, sizeof path, "%s/model.h5", c->out);
+        if (h5model_save(path, &r.model, config_text, c->steps) != 0) goto done;
+        printf("saved %s\n", path);
+    }
+    rc = 0;
+done:
+    fflush(stdout);
+    free(eval_in);
+    free(eval_tg);
+    free(config_text);
+    free_run(&r);
+    return rc;
+}

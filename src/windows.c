@@ -1,0 +1,136 @@
+/* windows — see windows.h.
+ *
+ * Layout of one row of n tokens: per_row windows of T+1 tokens starting at
+ * shift, shift + T, shift + 2T, ... (consecutive windows share one token, the last
+ * target of one being the first input of the next, so no token is wasted as a target).
+ * The last window ends at shift + per_row*T, so any shift in [0, slack] with
+ * slack = (n-1) - per_row*T keeps every window inside the row. When the row is long
+ * enough we give up one window so that slack >= T-1 and every token position can be a
+ * window start in some epoch; otherwise (T+1 <= n < 2T) the one window slides over what
+ * slack there is.
+ *
+ * Order: a keyed Feistel network permutes [0, 4^h) with 4^h >= count; cycle walking
+ * (re-applying the permutation until the value lands below count) restricts it to a
+ * bijection of [0, count). Since 4^h < 4*count, the expected number of walks is < 4. */
+#include "windows.h"
+
+#include <stdint.h>
+
+#include "rng.h"
+#include "util.h"
+
+#define FEISTEL_ROUNDS 6
+
+/* Domain-separation constants so the order key and the shift of an epoch are
+ * unrelated functions of (seed, epoch). */
+#define KEY_ORDER 0x243F6A8885A308D3ull
+#define KEY_SHIFT 0x13198A2E03707344ull
+#define KEY_ROUND 0xA4093822299F31D0ull
+
+int windows_init(token_windows *w, int64_t rows, int64_t row_len, int T, const char *what)
+{
+    if (!what) what = "dataset";
+    if (T < 1) {
+        gt_error("%s: block_size must be >= 1 (got %d)", what, T);
+        return -1;
+    }
+    if (rows < 1 || row_len < 0) {
+        gt_error("%s: has no rows to train on", what);
+        return -1;
+    }
+    if (row_len < (int64_t)T + 1) {
+        if (rows == 1)
+            gt_error("%s has %lld tokens; block_size %d needs at least %lld", what,
+                     (long long)row_len, T, (long long)T + 1);
+        else
+            gt_error("%s: rows of %lld tokens are too short for block_size %d "
+                     "(need at least %lld)",
+                     what, (long long)row_len, T, (long long)T + 1);
+        return -1;
+    }
+    int64_t n = row_len;
+    int64_t per_row = (n - 1 - (T - 1)) / T;
+    if (per_row < 1) per_row = (n - 1) / T; /* T+1 <= n < 2T: exactly one window */
+    if (per_row > INT64_MAX / rows) {
+        gt_error("%s: %lld rows x %lld windows per row is too many windows", what,
+                 (long long)rows, (long long)per_row);
+        return -1;
+    }
+    w->rows = rows;
+    w->row_len = row_len;
+    w->T = T;
+    w->per_row = per_row;
+    w->count = rows * per_row;
+    w->slack = (n - 1) - per_row * (int64_t)T;
+    return 0;
+}
+
+/* Keyed bijection of [0, 2^(2h)) for 1 <= h <= 32: a balanced Feistel network with
+ * h-bit halves. */
+static uint64_t feistel(uint64_t x, int h, uint64_t key)
+{
+    uint64_t mask = (h >= 32) ? 0xFFFFFFFFull : ((1ull << h) - 1);
+    uint64_t left = (x >> h) & mask, right = x & mask;
+    for (int r = 0; r < FEISTEL_ROUNDS; r++) {
+        uint64_t f = rng_hash(right, key ^ (KEY_ROUND * (uint64_t)(r + 1))) & mask;
+        uint64_t next = left ^ f;
+        left = right;
+        right = next;
+    }
+    return (left << h) | right;
+}
+
+/* Keyed bijection of [0, count), count >= 1. */
+static uint64_t permute(uint64_t i, uint64_t count, uint64_t key)
+{
+    int h = 1;
+    while (h < 32 && (1ull << (2 * h)) < count) h++;
+    /* i < count <= 4^h, and i lies on a cycle of the Feistel permutation that contains
+     * i itself, so walking along it reaches a value < count in finitely many steps. */
+    uint64_t x = i;
+    do {
+        x = feistel(x, h, key);
+    } while (x >= count);
+    return x;
+}
+
+void windows_sample(const token_windows *w, uint64_t seed, int64_t g, int64_t *row,
+                    int64_t *col)
+{
+    uint64_t count = (uint64_t)w->count;
+    uint64_t ug = (uint64_t)g;
+    uint64_t epoch = ug / count, i = ug % count;
+    uint64_t key = rng_hash(epoch, seed ^ KEY_ORDER);
+    uint64_t j = permute(i, count, key);
+    uint64_t shift = rng_hash(epoch, seed ^ KEY_SHIFT) % ((uint64_t)w->slack + 1);
+    uint64_t per_row = (uint64_t)w->per_row;
+    *row = (int64_t)(j / per_row);
+    *col = (int64_t)(shift + (j % per_row) * (uint64_t)w->T);
+}
+
+/* floor(a * b / c) for a < c without overflowing 64 bits. */
+static uint64_t muldiv(uint64_t a, uint64_t b, uint64_t c)
+{
+#if defined(__SIZEOF_INT128__)
+    return (uint64_t)(((unsigned __int128)a * b) / c);
+#else
+    /* a*b/c = a*(b/c) + a*(b%c)/c; the second product is below c*c. */
+    uint64_t q = b / c, r = b % c;
+    if (c <= 0xFFFFFFFFull) return a * q + (a * r) / c;
+    return a * q + (uint64_t)((long double)a * (long double)r / (long double)c);
+#endif
+}
+
+void windows_eval(const token_windows *w, int64_t k, int64_t K, int64_t *row,
+                  int64_t *col)
+{
+    uint64_t count = (uint64_t)w->count;
+    uint64_t j;
+    if ((uint64_t)K <= count)
+        j = muldiv((uint64_t)k, count, (uint64_t)K);
+    else
+        j = (uint64_t)k % count;
+    uint64_t per_row = (uint64_t)w->per_row;
+    *row = (int64_t)(j / per_row);
+    *col = (int64_t)((j % per_row) * (uint64_t)w->T);
+}

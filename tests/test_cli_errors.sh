@@ -1,0 +1,191 @@
+#!/usr/bin/env bash
+# Bad input to the `gentrain` command: every case must fail with a non-zero exit status
+# and exactly one "gentrain: error: ..." line on stderr that names the problem, without
+# a crash and within a minute. Then the user-file cases that must work: token datasets
+# of every integer type and rank under a custom path, with the vocabulary size from a
+# dataset attribute, the root group or the command line.
+#
+# Environment: GENTRAIN (the gentrain binary), MKDATA (the tests/mkdata tool),
+# top_srcdir. One line per case (ok / FAIL); exit 1 if any failed.
+set -u
+: "${GENTRAIN:?GENTRAIN must point at the gentrain binary}"
+: "${MKDATA:?MKDATA must point at the tests/mkdata tool}"
+: "${top_srcdir:?top_srcdir must point at the source tree}"
+
+# A launcher's world size in the environment makes `train` refuse to start (on purpose);
+# this test runs single processes.
+unset OMPI_COMM_WORLD_SIZE PMI_SIZE PMIX_SIZE MV2_COMM_WORLD_SIZE SLURM_STEP_NUM_TASKS
+
+tmp=$(mktemp -d "${TEST_TMPDIR:-${TMPDIR:-/tmp}}/cli_errors.XXXXXX") || exit 99
+trap 'rm -rf "$tmp"' EXIT
+mkdir -p "$tmp/work" # working folder of every run: relative outputs and cores land here
+
+fails=0
+n=0
+ok()   { echo "ok   $*"; }
+fail() { echo "FAIL $*"; fails=$((fails + 1)); }
+
+# Step lines of `train` on stdout ("step     1/3 | loss ... ").
+STEP_RE='^step .*| loss '
+
+# run CMD...: runs in $tmp/work without core files, under a 60 s timeout; sets rc,
+# out and err (files).
+run() {
+    n=$((n + 1))
+    out="$tmp/out.$n"
+    err="$tmp/err.$n"
+    (cd "$tmp/work" && ulimit -c 0 && exec timeout 60 "$@") > "$out" 2> "$err"
+    rc=$?
+}
+
+show_err() { sed -e 's/^/    | /' "$err" | head -n 8; }
+
+# expect_error NAME WORD CMD...: the command must fail cleanly; WORD (an extended regex)
+# must appear in its one error line.
+expect_error() {
+    local name=$1 word=$2
+    shift 2
+    run "$@"
+    local problems="" lines
+    lines=$(wc -l < "$err")
+    if [ "$rc" -eq 0 ]; then problems+="exit status 0; "; fi
+    if [ "$rc" -eq 124 ]; then problems+="timed out; "; fi
+    if [ "$rc" -gt 128 ] && [ "$rc" -ne 124 ]; then
+        problems+="killed by signal $((rc - 128)); "
+    fi
+    if compgen -G "$tmp/work/core*" > /dev/null; then
+        problems+="left a core file; "
+        rm -f "$tmp"/work/core*
+    fi
+    if [ "$lines" -ne 1 ]; then problems+="$lines lines on stderr, want 1; "; fi
+    if ! head -n 1 "$err" | grep -q '^gentrain: error: '; then
+        problems+="no 'gentrain: error:' line; "
+    fi
+    if ! grep -qiE -- "$word" "$err"; then problems+="error does not mention '$word'; "; fi
+    if [ -z "$problems" ]; then
+        ok "$name (exit $rc): $(head -n 1 "$err")"
+    else
+        fail "$name: $problems"
+        show_err
+    fi
+}
+
+# expect_train_ok NAME CMD...: exit 0 and exactly 3 step lines.
+expect_train_ok() {
+    local name=$1
+    shift
+    run "$@"
+    local steps
+    steps=$(grep -c -- "$STEP_RE" "$out")
+    if [ "$rc" -eq 0 ] && [ "$steps" -eq 3 ]; then
+        ok "$name"
+    else
+        fail "$name: exit $rc, $steps step lines (want 0 and 3)"
+        show_err
+        tail -n 5 "$out" | sed -e 's/^/    > /'
+    fi
+}
+
+# mkfile NAME ARGS...: makes $tmp/NAME with mkdata or records a failure.
+mkfile() {
+    local name=$1
+    shift
+    if ! "$MKDATA" "$tmp/$name" "$@" > "$tmp/mkdata.log" 2>&1; then
+        fail "setup: mkdata $name $*"
+        sed -e 's/^/    | /' "$tmp/mkdata.log" | head -n 5
+    fi
+}
+
+# A tiny model: every case below runs in seconds.
+TINY=(--n_layer 1 --n_head 2 --n_embd 16 --block_size 8 --batch_size 2 --steps 3)
+
+# ------------------------------------------------------------------ inputs
+mkfile good.h5 --dataset /train/tokens --dtype uint8 --rank 1 --len 4096 --vocab 256 \
+    --max-token 255
+mkfile float.h5 --dataset /train/tokens --dtype float32 --rank 1 --len 4096 --vocab 256
+mkfile badtok.h5 --dataset /train/tokens --dtype uint16 --rank 1 --len 4096 --vocab 256 \
+    --max-token 255 --bad-index 1234 --bad-value 300
+mkfile short.h5 --dataset /train/tokens --dtype uint16 --rank 1 --len 5 --vocab 256 \
+    --max-token 255
+mkfile novocab.h5 --dataset /my/tokens --dtype uint16 --rank 1 --len 4096 --max-token 499
+printf 'lr = 1e-3\nn_layer 4\n' > "$tmp/bad.cfg"
+printf '# tuned\n\nlr_max = 3e-3\n' > "$tmp/unknown.cfg"
+printf 'some text to prepare\n' > "$tmp/input.txt"
+
+# ------------------------------------------------------------------ failures
+G=$GENTRAIN
+expect_error "missing data file" "nope\.h5" \
+    "$G" train --data "$tmp/nope.h5" --val_dataset none "${TINY[@]}"
+expect_error "missing dataset" "/nope" \
+    "$G" train --data "$tmp/good.h5" --train_dataset /nope --val_dataset none "${TINY[@]}"
+expect_error "float dataset" "float" \
+    "$G" train --data "$tmp/float.h5" --val_dataset none "${TINY[@]}"
+expect_error "token out of range" "300|1234" \
+    "$G" train --data "$tmp/badtok.h5" --val_dataset none "${TINY[@]}"
+expect_error "dataset shorter than block_size" "short|block_size|token" \
+    "$G" train --data "$tmp/short.h5" --val_dataset none "${TINY[@]}"
+expect_error "unknown key on the command line" "unknown key 'lr_max'.*min_lr" \
+    "$G" train --data "$tmp/good.h5" --lr_max 3e-3
+expect_error "unknown key in a config file" "unknown\.cfg:3: unknown key 'lr_max'" \
+    "$G" train --data "$tmp/good.h5" --config "$tmp/unknown.cfg"
+expect_error "n_embd not divisible by n_head" "n_embd 130 is not divisible by n_head 4" \
+    "$G" train --data "$tmp/good.h5" --n_embd 130 --n_head 4
+expect_error "negative lr" "lr = -1: must be > 0" \
+    "$G" train --data "$tmp/good.h5" --lr -1
+expect_error "missing config file" "nope\.cfg" \
+    "$G" train --config "$tmp/nope.cfg"
+expect_error "bad line in a config file" "bad\.cfg:2" \
+    "$G" train --data "$tmp/good.h5" --config "$tmp/bad.cfg"
+expect_error "no data file given" "data" \
+    "$G" train "${TINY[@]}"
+expect_error "unwritable out folder" "/proc/forbidden" \
+    "$G" train --data "$tmp/good.h5" --val_dataset none "${TINY[@]}" --out /proc/forbidden
+expect_error "no vocab_size anywhere" "vocab" \
+    "$G" train --data "$tmp/novocab.h5" --train_dataset /my/tokens --val_dataset none \
+    "${TINY[@]}" --out "$tmp/run_novocab_fail"
+expect_error "several MPI ranks" "one process" \
+    env OMPI_COMM_WORLD_SIZE=2 "$G" train --data "$tmp/good.h5" "${TINY[@]}"
+expect_error "sample: missing checkpoint" "nope" \
+    "$G" sample --checkpoint "$tmp/nope" --tokens 5
+expect_error "sample: bad temperature" "temperature" \
+    "$G" sample --checkpoint "$tmp/good.h5" --temperature 0
+expect_error "inspect: missing file" "nope\.h5" \
+    "$G" inspect "$tmp/nope.h5"
+expect_error "unknown verb" "frobnicate.*gentrain --help" \
+    "$G" frobnicate
+expect_error "prepare: missing input" "nope\.txt" \
+    "$G" prepare "$tmp/nope.txt" -o "$tmp/p.h5"
+expect_error "prepare: unwritable output" "/proc/forbidden" \
+    "$G" prepare "$tmp/input.txt" -o /proc/forbidden/p.h5
+expect_error "prepare: bad --val-fraction" "val-fraction" \
+    "$G" prepare "$tmp/input.txt" -o "$tmp/p.h5" --val-fraction 1.5
+
+# ------------------------------------------------------------------ user files that work
+declare -A VOCAB=([uint8]=256 [uint16]=1000 [int32]=50257 [int64]=50257)
+for dtype in uint8 uint16 int32 int64; do
+    v=${VOCAB[$dtype]}
+    for rank in 1 2; do
+        f="user_${dtype}_r$rank.h5"
+        if [ "$rank" -eq 1 ]; then
+            shape=(--rank 1 --len 4096)
+        else
+            shape=(--rank 2 --rows 32 --len 64)
+        fi
+        mkfile "$f" --dataset /my/tokens --dtype "$dtype" "${shape[@]}" --vocab "$v" \
+            --max-token $((v - 1))
+        expect_train_ok "train on $dtype rank $rank, /my/tokens, vocab $v" \
+            "$G" train --data "$tmp/$f" --train_dataset /my/tokens --val_dataset none \
+            "${TINY[@]}" --out "$tmp/run_${dtype}_$rank"
+    done
+done
+mkfile rootvocab.h5 --dataset /my/tokens --dtype int32 --rank 1 --len 4096 \
+    --root-vocab 300 --max-token 299
+expect_train_ok "vocab_size from the root attribute" \
+    "$G" train --data "$tmp/rootvocab.h5" --train_dataset /my/tokens --val_dataset none \
+    "${TINY[@]}" --out "$tmp/run_rootvocab"
+expect_train_ok "vocab_size only on the command line" \
+    "$G" train --data "$tmp/novocab.h5" --train_dataset /my/tokens --val_dataset none \
+    --vocab_size 500 "${TINY[@]}" --out "$tmp/run_cmdvocab"
+
+echo "$n cases, $fails failed"
+[ "$fails" -eq 0 ]

@@ -1,0 +1,820 @@
+/* test_kernels — every CPU kernel against an independent double-precision reference
+ * written here:
+ *   (a) forward outputs vs the reference;
+ *   (b) backward vs central finite differences of the reference loss
+ *       L = sum(out * R) (R random, passed as dout), and that backward accumulates;
+ *   (c) the AVX2 path vs the portable path (when the CPU has AVX2);
+ *   (d) two runs with the same thread count give identical bits;
+ *   (e) cross-entropy: losses, gradient by finite differences, zero row sums.
+ * Shapes are small and odd (T and C not multiples of 8, NH > 1); a second, larger
+ * shape per kernel goes through the multi-threaded and blocked code paths, where the
+ * finite differences are taken on a random sample of elements. */
+#include <math.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+#ifdef _OPENMP
+#include <omp.h>
+#endif
+
+#include "../src/backend.h"
+#include "../src/kernels_cpu.h"
+#include "testutil.h"
+
+/* ------------------------------------------------------------------------------------ */
+/* helpers */
+
+static uint64_t rng_state = 0x9E3779B97F4A7C15ull;
+
+static uint64_t rnext(void)
+{
+    uint64_t z = (rng_state += 0x9E3779B97F4A7C15ull);
+    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+    return z ^ (z >> 31);
+}
+
+/* uniform in [lo, hi) */
+static float runif(float lo, float hi)
+{
+    return lo + (hi - lo) * (float)((double)(rnext() >> 11) * 0x1.0p-53);
+}
+
+static float *fnew(size_t n)
+{
+    float *p = calloc(n ? n : 1, sizeof *p);
+    if (!p) {
+        printf("FAIL out of memory\n");
+        exit(1);
+    }
+    return p;
+}
+
+static double *dnew(size_t n)
+{
+    double *p = calloc(n ? n : 1, sizeof *p);
+    if (!p) {
+        printf("FAIL out of memory\n");
+        exit(1);
+    }
+    return p;
+}
+
+static float *frand(size_t n, float lo, float hi)
+{
+    float *p = fnew(n);
+    for (size_t i = 0; i < n; i++) p[i] = runif(lo, hi);
+    return p;
+}
+
+static double *todouble(const float *f, size_t n)
+{
+    double *d = dnew(n);
+    for (size_t i = 0; i < n; i++) d[i] = f[i];
+    return d;
+}
+
+static double maxabs_d(const double *x, size_t n)
+{
+    double m = 0;
+    for (size_t i = 0; i < n; i++) m = fmax(m, fabs(x[i]));
+    return m;
+}
+
+/* Largest elementwise relative error of a against ref, with a floor of
+ * floor_frac * max|ref| so that entries near zero are judged on the tensor's scale. */
+static double relerr_vs(const float *a, const double *ref, size_t n, double floor_frac)
+{
+    double fl = floor_frac * maxabs_d(ref, n) + 1e-30, e = 0;
+    for (size_t i = 0; i < n; i++) e = fmax(e, tu_relerr(a[i], ref[i], fl));
+    return e;
+}
+
+static double relerr_ff(const float *a, const float *b, size_t n, double floor_frac)
+{
+    double m = 0, e = 0;
+    for (size_t i = 0; i < n; i++) m = fmax(m, fabs(b[i]));
+    double fl = floor_frac * m + 1e-30;
+    for (size_t i = 0; i < n; i++) e = fmax(e, tu_relerr(a[i], b[i], fl));
+    return e;
+}
+
+/* Tolerances (float kernels against double references). */
+/* Errors are elementwise relative with a floor of FLOOR * max|tensor|: a float sum
+ * of K terms is off by about K * 6e-8 of its largest term, so an entry that nearly
+ * cancels can only be judged on the scale of the tensor. */
+#define TOL_FWD 1e-5   /* forward */
+#define TOL_FD 1e-3    /* gradient vs finite differences */
+#define TOL_ACC 1e-5   /* second backward doubles the first */
+#define TOL_PATH 1e-5  /* AVX2 vs portable */
+#define FLOOR 5e-2
+#define FD_H 1e-5
+
+/* ------------------------------------------------------------------------------------ */
+/* Finite differences. A case keeps double copies of the inputs; loss_fn evaluates the
+ * double reference L = sum(out * R). fd_check perturbs entries of x (all, or `samples`
+ * random ones) and compares with the kernel's gradient g. */
+
+typedef double (*loss_fn)(void *ctx);
+
+static double fd_check(loss_fn f, void *ctx, double *x, size_t n, const float *g,
+                       size_t samples)
+{
+    size_t count = (samples == 0 || samples > n) ? n : samples;
+    double *fd = dnew(count);
+    float *gs = fnew(count);
+    for (size_t s = 0; s < count; s++) {
+        size_t i = (count == n) ? s : (size_t)(rnext() % n);
+        double x0 = x[i];
+        x[i] = x0 + FD_H;
+        double lp = f(ctx);
+        x[i] = x0 - FD_H;
+        double lm = f(ctx);
+        x[i] = x0;
+        fd[s] = (lp - lm) / (2 * FD_H);
+        gs[s] = g[i];
+    }
+    /* floor: FLOOR times the largest gradient entry of the whole tensor */
+    double gmax = 0;
+    for (size_t i = 0; i < n; i++) gmax = fmax(gmax, fabs(g[i]));
+    double e = 0;
+    for (size_t s = 0; s < count; s++)
+        e = fmax(e, tu_relerr(gs[s], fd[s], FLOOR * gmax + 1e-12));
+    free(fd);
+    free(gs);
+    return e;
+}
+
+/* ------------------------------------------------------------------------------------ */
+/* Path and determinism checks: `run` computes every output of a kernel (forward and
+ * backward from zeroed gradients) into res[nres]. */
+
+typedef void (*run_fn)(void *ctx, float *res);
+
+static int have_avx2 = 0;
+
+static void check_paths(const char *name, run_fn run, void *ctx, size_t nres)
+{
+    float *r1 = fnew(nres), *r2 = fnew(nres), *rp = fnew(nres);
+    enum kernels_simd paths[2] = {KERNELS_SIMD_PORTABLE, KERNELS_SIMD_AVX2};
+    for (int p = 0; p < 1 + have_avx2; p++) {
+        kernels_set_simd(paths[p]);
+        run(ctx, r1);
+        run(ctx, r2);
+        TU_CHECK(memcmp(r1, r2, nres * sizeof *r1) == 0, "%s %s: two runs bitwise equal",
+                 name, kernels_simd_name());
+        if (p == 0) memcpy(rp, r1, nres * sizeof *r1);
+    }
+    if (have_avx2) {
+        double e = relerr_ff(r1, rp, nres, FLOOR);
+        TU_CHECK(e < TOL_PATH, "%s: avx2 vs portable rel err %.2e", name, e);
+    }
+    kernels_set_simd(KERNELS_SIMD_AUTO);
+    free(r1);
+    free(r2);
+    free(rp);
+}
+
+/* Checks that d2 (two backward calls) is twice d1 (one call). */
+static void check_doubled(const char *what, const float *d1, const float *d2, size_t n)
+{
+    double m = 0, e = 0;
+    for (size_t i = 0; i < n; i++) m = fmax(m, fabs(d1[i]));
+    for (size_t i = 0; i < n; i++)
+        e = fmax(e, tu_relerr(d2[i], 2.0 * d1[i], FLOOR * 2 * m + 1e-30));
+    TU_CHECK(e < TOL_ACC && m > 0, "%s: backward accumulates (2 calls = 2x, err %.2e)",
+             what, e);
+}
+
+/* ------------------------------------------------------------------------------------ */
+/* Encoder */
+
+typedef struct {
+    int B, T, C, V;
+    int32_t *tok;
+    float *wte, *wpe, *R;
+    double *dwte_, *dwpe_, *dR;
+} enc_case;
+
+static double enc_ref_loss(void *p)
+{
+    enc_case *c = p;
+    double L = 0;
+    for (int b = 0; b < c->B; b++)
+        for (int t = 0; t < c->T; t++) {
+            size_t r = (size_t)b * c->T + t;
+            for (int i = 0; i < c->C; i++)
+                L += (c->dwte_[(size_t)c->tok[r] * c->C + i] + c->dwpe_[(size_t)t * c->C + i]) *
+                     c->dR[r * c->C + i];
+        }
+    return L;
+}
+
+static void enc_run(void *p, float *res)
+{
+    enc_case *c = p;
+    size_t no = (size_t)c->B * c->T * c->C, nte = (size_t)c->V * c->C,
+           npe = (size_t)c->T * c->C;
+    memset(res, 0, (no + nte + npe) * sizeof *res);
+    encoder_forward(res, c->tok, c->wte, c->wpe, c->B, c->T, c->C);
+    encoder_backward(res + no, res + no + nte, c->R, c->tok, c->B, c->T, c->C);
+}
+
+static void test_encoder(int B, int T, int C, int V, size_t samples)
+{
+    enc_case c = {B, T, C, V, NULL, NULL, NULL, NULL, NULL, NULL, NULL};
+    size_t N = (size_t)B * T, no = N * C, nte = (size_t)V * C, npe = (size_t)T * C;
+    c.tok = malloc(N * sizeof *c.tok);
+    for (size_t i = 0; i < N; i++) c.tok[i] = (int32_t)(rnext() % (uint64_t)V);
+    c.tok[N - 1] = c.tok[0]; /* a repeated token */
+    c.wte = frand(nte, -1, 1);
+    c.wpe = frand(npe, -1, 1);
+    c.R = frand(no, -1, 1);
+    c.dwte_ = todouble(c.wte, nte);
+    c.dwpe_ = todouble(c.wpe, npe);
+    c.dR = todouble(c.R, no);
+    char name[96];
+    snprintf(name, sizeof name, "encoder B=%d T=%d C=%d V=%d", B, T, C, V);
+
+    float *out = fnew(no), *dwte = fnew(nte), *dwpe = fnew(npe);
+    double *ref = dnew(no);
+    encoder_forward(out, c.tok, c.wte, c.wpe, B, T, C);
+    for (size_t r = 0; r < N; r++)
+        for (int i = 0; i < C; i++)
+            ref[r * C + i] = c.dwte_[(size_t)c.tok[r] * C + i] + c.dwpe_[(r % T) * C + i];
+    double e = relerr_vs(out, ref, no, FLOOR);
+    TU_CHECK(e < TOL_FWD, "%s: forward rel err %.2e", name, e);
+
+    encoder_backward(dwte, dwpe, c.R, c.tok, B, T, C);
+    e = fd_check(enc_ref_loss, &c, c.dwte_, nte, dwte, samples);
+    TU_CHECK(e < TOL_FD, "%s: dwte vs finite differences %.2e", name, e);
+    e = fd_check(enc_ref_loss, &c, c.dwpe_, npe, dwpe, samples);
+    TU_CHECK(e < TOL_FD, "%s: dwpe vs finite differences %.2e", name, e);
+
+    float *dwte2 = fnew(nte), *dwpe2 = fnew(npe);
+    encoder_backward(dwte2, dwpe2, c.R, c.tok, B, T, C);
+    encoder_backward(dwte2, dwpe2, c.R, c.tok, B, T, C);
+    check_doubled(name, dwte, dwte2, nte);
+
+    check_paths(name, enc_run, &c, no + nte + npe);
+
+    free(out), free(dwte), free(dwpe), free(dwte2), free(dwpe2), free(ref);
+    free(c.tok), free(c.wte), free(c.wpe), free(c.R);
+    free(c.dwte_), free(c.dwpe_), free(c.dR);
+}
+
+/* ------------------------------------------------------------------------------------ */
+/* LayerNorm */
+
+typedef struct {
+    size_t N;
+    int C;
+    float *x, *w, *b, *R;
+    double *dx, *dw, *db, *dR;
+} ln_case;
+
+static void ln_ref(const ln_case *c, double *out, double *mean, double *rstd)
+{
+    for (size_t n = 0; n < c->N; n++) {
+        const double *x = c->dx + n * c->C;
+        double m = 0, v = 0;
+        for (int i = 0; i < c->C; i++) m += x[i];
+        m /= c->C;
+        for (int i = 0; i < c->C; i++) v += (x[i] - m) * (x[i] - m);
+        v /= c->C;
+        double rs = 1.0 / sqrt(v + 1e-5);
+        for (int i = 0; i < c->C; i++)
+            out[n * c->C + i] = (x[i] - m) * rs * c->dw[i] + c->db[i];
+        if (mean) mean[n] = m;
+        if (rstd) rstd[n] = rs;
+    }
+}
+
+static double ln_ref_loss(void *p)
+{
+    ln_case *c = p;
+    size_t n = c->N * c->C;
+    double *out = dnew(n), L = 0;
+    ln_ref(c, out, NULL, NULL);
+    for (size_t i = 0; i < n; i++) L += out[i] * c->dR[i];
+    free(out);
+    return L;
+}
+
+static void ln_run(void *p, float *res)
+{
+    ln_case *c = p;
+    size_t n = c->N * c->C;
+    float *out = res, *mean = res + n, *rstd = mean + c->N, *dx = rstd + c->N,
+          *dw = dx + n, *db = dw + c->C;
+    memset(dx, 0, (n + 2 * (size_t)c->C) * sizeof *res);
+    layernorm_forward(out, mean, rstd, c->x, c->w, c->b, c->N, c->C);
+    layernorm_backward(dx, dw, db, c->R, c->x, c->w, mean, rstd, c->N, c->C);
+}
+
+static void test_layernorm(size_t N, int C, size_t samples)
+{
+    ln_case c = {N, C, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL};
+    size_t n = N * C;
+    c.x = frand(n, -2, 2);
+    for (size_t r = 0; r < N; r++) /* rows with an offset and different spreads */
+        for (int i = 0; i < C; i++) c.x[r * C + i] = c.x[r * C + i] * (0.5f + r % 3) + 0.3f;
+    c.w = frand(C, 0.5f, 1.5f);
+    c.b = frand(C, -0.5f, 0.5f);
+    c.R = frand(n, -1, 1);
+    c.dx = todouble(c.x, n);
+    c.dw = todouble(c.w, C);
+    c.db = todouble(c.b, C);
+    c.dR = todouble(c.R, n);
+    char name[96];
+    snprintf(name, sizeof name, "layernorm N=%zu C=%d", N, C);
+
+    size_t nres = 2 * n + 2 * N + 2 * (size_t)C;
+    float *res = fnew(nres);
+    ln_run(&c, res);
+    float *out = res, *mean = res + n, *rstd = mean + N, *dx = rstd + N, *dw = dx + n,
+          *db = dw + C;
+    double *rout = dnew(n), *rmean = dnew(N), *rrstd = dnew(N);
+    ln_ref(&c, rout, rmean, rrstd);
+    double e = relerr_vs(out, rout, n, FLOOR);
+    TU_CHECK(e < TOL_FWD, "%s: forward rel err %.2e", name, e);
+    e = fmax(relerr_vs(mean, rmean, N, FLOOR), relerr_vs(rstd, rrstd, N, FLOOR));
+    TU_CHECK(e < TOL_FWD, "%s: mean/rstd rel err %.2e", name, e);
+
+    e = fd_check(ln_ref_loss, &c, c.dx, n, dx, samples);
+    TU_CHECK(e < TOL_FD, "%s: dinp vs finite differences %.2e", name, e);
+    e = fd_check(ln_ref_loss, &c, c.dw, C, dw, 0);
+    TU_CHECK(e < TOL_FD, "%s: dweight vs finite differences %.2e", name, e);
+    e = fd_check(ln_ref_loss, &c, c.db, C, db, 0);
+    TU_CHECK(e < TOL_FD, "%s: dbias vs finite differences %.2e", name, e);
+
+    float *dx2 = fnew(n), *dw2 = fnew(C), *db2 = fnew(C);
+    for (int k = 0; k < 2; k++)
+        layernorm_backward(dx2, dw2, db2, c.R, c.x, c.w, mean, rstd, N, C);
+    check_doubled(name, dx, dx2, n);
+    check_doubled(name, dw, dw2, C);
+    check_doubled(name, db, db2, C);
+
+    check_paths(name, ln_run, &c, nres);
+
+    free(res), free(rout), free(rmean), free(rrstd), free(dx2), free(dw2), free(db2);
+    free(c.x), free(c.w), free(c.b), free(c.R), free(c.dx), free(c.dw), free(c.db);
+    free(c.dR);
+}
+
+/* ------------------------------------------------------------------------------------ */
+/* Matmul */
+
+typedef struct {
+    size_t N;
+    int C, OC, with_bias;
+    float *x, *w, *bias, *R;
+    double *dx, *dw, *dbias, *dR;
+} mm_case;
+
+static void mm_ref(const mm_case *c, double *out)
+{
+    for (size_t n = 0; n < c->N; n++)
+        for (int o = 0; o < c->OC; o++) {
+            double s = c->with_bias ? c->dbias[o] : 0.0;
+            for (int i = 0; i < c->C; i++) s += c->dx[n * c->C + i] * c->dw[(size_t)o * c->C + i];
+            out[n * c->OC + o] = s;
+        }
+}
+
+static double mm_ref_loss(void *p)
+{
+    mm_case *c = p;
+    size_t n = c->N * c->OC;
+    double *out = dnew(n), L = 0;
+    mm_ref(c, out);
+    for (size_t i = 0; i < n; i++) L += out[i] * c->dR[i];
+    free(out);
+    return L;
+}
+
+static void mm_run(void *p, float *res)
+{
+    mm_case *c = p;
+    size_t no = c->N * c->OC, ni = c->N * c->C, nw = (size_t)c->OC * c->C;
+    float *out = res, *dx = res + no, *dw = dx + ni, *db = dw + nw;
+    memset(dx, 0, (ni + nw + c->OC) * sizeof *res);
+    matmul_forward(out, c->x, c->w, c->with_bias ? c->bias : NULL, c->N, c->C, c->OC);
+    matmul_backward(dx, dw, c->with_bias ? db : NULL, c->R, c->x, c->w, c->N, c->C, c->OC);
+}
+
+static void test_matmul(size_t N, int C, int OC, int with_bias, size_t samples)
+{
+    mm_case c = {N, C, OC, with_bias, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL};
+    size_t no = N * OC, ni = N * C, nw = (size_t)OC * C;
+    c.x = frand(ni, -1, 1);
+    c.w = frand(nw, -1, 1);
+    c.bias = frand(OC, -1, 1);
+    c.R = frand(no, -1, 1);
+    c.dx = todouble(c.x, ni);
+    c.dw = todouble(c.w, nw);
+    c.dbias = todouble(c.bias, OC);
+    c.dR = todouble(c.R, no);
+    char name[96];
+    snprintf(name, sizeof name, "matmul N=%zu C=%d OC=%d%s", N, C, OC,
+             with_bias ? "" : " (no bias)");
+
+    size_t nres = no + ni + nw + OC;
+    float *res = fnew(nres);
+    mm_run(&c, res);
+    float *out = res, *dx = res + no, *dw = dx + ni, *db = dw + nw;
+    double *rout = dnew(no);
+    mm_ref(&c, rout);
+    double e = relerr_vs(out, rout, no, FLOOR);
+    TU_CHECK(e < TOL_FWD, "%s: forward rel err %.2e", name, e);
+
+    e = fd_check(mm_ref_loss, &c, c.dx, ni, dx, samples);
+    TU_CHECK(e < TOL_FD, "%s: dinp vs finite differences %.2e", name, e);
+    e = fd_check(mm_ref_loss, &c, c.dw, nw, dw, samples);
+    TU_CHECK(e < TOL_FD, "%s: dweight vs finite differences %.2e", name, e);
+    if (with_bias) {
+        e = fd_check(mm_ref_loss, &c, c.dbias, OC, db, samples);
+        TU_CHECK(e < TOL_FD, "%s: dbias vs finite differences %.2e", name, e);
+    }
+
+    float *dx2 = fnew(ni), *dw2 = fnew(nw), *db2 = fnew(OC);
+    for (int k = 0; k < 2; k++)
+        matmul_backward(dx2, dw2, with_bias ? db2 : NULL, c.R, c.x, c.w, N, C, OC);
+    check_doubled(name, dx, dx2, ni);
+    check_doubled(name, dw, dw2, nw);
+    if (with_bias) check_doubled(name, db, db2, OC);
+
+    /* dinp and dbias may be NULL: dweight alone is unchanged */
+    float *dw3 = fnew(nw);
+    matmul_backward(NULL, dw3, NULL, c.R, c.x, c.w, N, C, OC);
+    TU_CHECK(memcmp(dw3, dw, nw * sizeof *dw) == 0, "%s: dinp=NULL dbias=NULL gives the "
+             "same dweight", name);
+
+    check_paths(name, mm_run, &c, nres);
+
+    free(res), free(rout), free(dx2), free(dw2), free(db2), free(dw3);
+    free(c.x), free(c.w), free(c.bias), free(c.R), free(c.dx), free(c.dw), free(c.dbias);
+    free(c.dR);
+}
+
+/* ------------------------------------------------------------------------------------ */
+/* Attention */
+
+typedef struct {
+    int B, T, C, NH;
+    float *qkv, *R, *scratch;
+    double *dqkv_, *dR;
+} att_case;
+
+/* out[B,T,C] and att[B,NH,T,T] (att may be NULL) in double */
+static void att_ref(const att_case *c, double *out, double *att)
+{
+    int B = c->B, T = c->T, C = c->C, NH = c->NH, hs = C / NH;
+    double *p = dnew((size_t)T);
+    double scale = 1.0 / sqrt((double)hs);
+    for (int b = 0; b < B; b++)
+        for (int h = 0; h < NH; h++)
+            for (int i = 0; i < T; i++) {
+                const double *q = c->dqkv_ + ((size_t)b * T + i) * 3 * C + h * hs;
+                double mx = -INFINITY, sum = 0;
+                for (int j = 0; j <= i; j++) {
+                    const double *k = c->dqkv_ + ((size_t)b * T + j) * 3 * C + C + h * hs;
+                    double s = 0;
+                    for (int d = 0; d < hs; d++) s += q[d] * k[d];
+                    p[j] = s * scale;
+                    mx = fmax(mx, p[j]);
+                }
+                for (int j = 0; j <= i; j++) {
+                    p[j] = exp(p[j] - mx);
+                    sum += p[j];
+                }
+                for (int j = 0; j <= i; j++) p[j] /= sum;
+                double *o = out + ((size_t)b * T + i) * C + h * hs;
+                for (int d = 0; d < hs; d++) {
+                    double s = 0;
+                    for (int j = 0; j <= i; j++)
+                        s += p[j] * c->dqkv_[((size_t)b * T + j) * 3 * C + 2 * C + h * hs + d];
+                    o[d] = s;
+                }
+                if (att) {
+                    double *a = att + (((size_t)b * NH + h) * T + i) * T;
+                    for (int j = 0; j < T; j++) a[j] = j <= i ? p[j] : 0.0;
+                }
+            }
+    free(p);
+}
+
+static double att_ref_loss(void *p)
+{
+    att_case *c = p;
+    size_t n = (size_t)c->B * c->T * c->C;
+    double *out = dnew(n), L = 0;
+    att_ref(c, out, NULL);
+    for (size_t i = 0; i < n; i++) L += out[i] * c->dR[i];
+    free(out);
+    return L;
+}
+
+static void att_run(void *p, float *res)
+{
+    att_case *c = p;
+    size_t no = (size_t)c->B * c->T * c->C, na = (size_t)c->B * c->NH * c->T * c->T;
+    float *out = res, *att = res + no, *dqkv = att + na;
+    memset(dqkv, 0, 3 * no * sizeof *res);
+    attention_forward(out, att, c->qkv, c->B, c->T, c->C, c->NH);
+    attention_backward(dqkv, c->R, c->qkv, att, c->scratch, c->B, c->T, c->C, c->NH);
+}
+
+static int max_threads(void)
+{
+#ifdef _OPENMP
+    return omp_get_max_threads();
+#else
+    return 1;
+#endif
+}
+
+static void test_attention(int B, int T, int C, int NH, size_t samples)
+{
+    att_case c = {B, T, C, NH, NULL, NULL, NULL, NULL, NULL};
+    size_t no = (size_t)B * T * C, nq = 3 * no, na = (size_t)B * NH * T * T;
+    c.qkv = frand(nq, -1.5f, 1.5f);
+    c.R = frand(no, -1, 1);
+    c.scratch = fnew(attention_scratch_floats(T, max_threads()));
+    c.dqkv_ = todouble(c.qkv, nq);
+    c.dR = todouble(c.R, no);
+    char name[96];
+    snprintf(name, sizeof name, "attention B=%d T=%d C=%d NH=%d", B, T, C, NH);
+
+    size_t nres = no + na + nq;
+    float *res = fnew(nres);
+    att_run(&c, res);
+    float *out = res, *att = res + no, *dqkv = att + na;
+    double *rout = dnew(no), *ratt = dnew(na);
+    att_ref(&c, rout, ratt);
+    double e = relerr_vs(out, rout, no, FLOOR);
+    TU_CHECK(e < TOL_FWD, "%s: forward out rel err %.2e", name, e);
+    e = relerr_vs(att, ratt, na, FLOOR);
+    TU_CHECK(e < TOL_FWD, "%s: forward att rel err %.2e", name, e);
+    int upper_zero = 1;
+    double rowsum_err = 0;
+    for (size_t r = 0; r < (size_t)B * NH * T; r++) {
+        int i = (int)(r % T);
+        double s = 0;
+        for (int j = 0; j < T; j++) {
+            if (j > i && att[r * T + j] != 0.0f) upper_zero = 0;
+            s += att[r * T + j];
+        }
+        rowsum_err = fmax(rowsum_err, fabs(s - 1.0));
+    }
+    TU_CHECK(upper_zero && rowsum_err < 1e-5,
+             "%s: att is 0 above the diagonal, rows sum to 1 (err %.2e)", name, rowsum_err);
+
+    e = fd_check(att_ref_loss, &c, c.dqkv_, nq, dqkv, samples);
+    TU_CHECK(e < TOL_FD, "%s: dqkv vs finite differences %.2e", name, e);
+
+    float *d2 = fnew(nq);
+    for (int k = 0; k < 2; k++)
+        attention_backward(d2, c.R, c.qkv, att, c.scratch, B, T, C, NH);
+    check_doubled(name, dqkv, d2, nq);
+
+    check_paths(name, att_run, &c, nres);
+
+    free(res), free(rout), free(ratt), free(d2);
+    free(c.qkv), free(c.R), free(c.scratch), free(c.dqkv_), free(c.dR);
+}
+
+/* ------------------------------------------------------------------------------------ */
+/* GELU and residual (elementwise) */
+
+typedef struct {
+    size_t N;
+    float *x, *y, *R;
+    double *dx, *dy, *dR;
+} ew_case;
+
+static double gelu_ref1(double x)
+{
+    return 0.5 * x * (1.0 + tanh(sqrt(2.0 / M_PI) * (x + 0.044715 * x * x * x)));
+}
+
+static double gelu_ref_loss(void *p)
+{
+    ew_case *c = p;
+    double L = 0;
+    for (size_t i = 0; i < c->N; i++) L += gelu_ref1(c->dx[i]) * c->dR[i];
+    return L;
+}
+
+static void gelu_run(void *p, float *res)
+{
+    ew_case *c = p;
+    memset(res + c->N, 0, c->N * sizeof *res);
+    gelu_forward(res, c->x, c->N);
+    gelu_backward(res + c->N, c->x, c->R, c->N);
+}
+
+static void test_gelu(size_t N, size_t samples)
+{
+    ew_case c = {N, NULL, NULL, NULL, NULL, NULL, NULL};
+    c.x = frand(N, -5, 5);
+    if (N > 8) { /* the saturated tails */
+        c.x[0] = -20.0f, c.x[1] = 20.0f, c.x[2] = 0.0f, c.x[3] = -9.0f, c.x[4] = 1e-4f;
+    }
+    c.R = frand(N, -1, 1);
+    c.dx = todouble(c.x, N);
+    c.dR = todouble(c.R, N);
+    char name[64];
+    snprintf(name, sizeof name, "gelu N=%zu", N);
+
+    float *res = fnew(2 * N);
+    gelu_run(&c, res);
+    double *ref = dnew(N);
+    for (size_t i = 0; i < N; i++) ref[i] = gelu_ref1(c.dx[i]);
+    /* elementwise relative error with a tiny floor: gelu must be accurate near 0 and
+     * in the negative tail too */
+    double e = 0;
+    for (size_t i = 0; i < N; i++) e = fmax(e, tu_relerr(res[i], ref[i], 1e-6));
+    TU_CHECK(e < TOL_FWD, "%s: forward rel err %.2e", name, e);
+    e = fd_check(gelu_ref_loss, &c, c.dx, N, res + N, samples);
+    TU_CHECK(e < TOL_FD, "%s: dinp vs finite differences %.2e", name, e);
+    float *d2 = fnew(N);
+    for (int k = 0; k < 2; k++) gelu_backward(d2, c.x, c.R, N);
+    check_doubled(name, res + N, d2, N);
+    check_paths(name, gelu_run, &c, 2 * N);
+    free(res), free(ref), free(d2), free(c.x), free(c.R), free(c.dx), free(c.dR);
+}
+
+static double res_ref_loss(void *p)
+{
+    ew_case *c = p;
+    double L = 0;
+    for (size_t i = 0; i < c->N; i++) L += (c->dx[i] + c->dy[i]) * c->dR[i];
+    return L;
+}
+
+static void res_run(void *p, float *res)
+{
+    ew_case *c = p;
+    memset(res + c->N, 0, 2 * c->N * sizeof *res);
+    residual_forward(res, c->x, c->y, c->N);
+    residual_backward(res + c->N, res + 2 * c->N, c->R, c->N);
+}
+
+static void test_residual(size_t N, size_t samples)
+{
+    ew_case c = {N, NULL, NULL, NULL, NULL, NULL, NULL};
+    c.x = frand(N, -1, 1);
+    c.y = frand(N, -1, 1);
+    c.R = frand(N, -1, 1);
+    c.dx = todouble(c.x, N);
+    c.dy = todouble(c.y, N);
+    c.dR = todouble(c.R, N);
+    char name[64];
+    snprintf(name, sizeof name, "residual N=%zu", N);
+    float *res = fnew(3 * N);
+    res_run(&c, res);
+    double *ref = dnew(N);
+    for (size_t i = 0; i < N; i++) ref[i] = c.dx[i] + c.dy[i];
+    double e = relerr_vs(res, ref, N, FLOOR);
+    TU_CHECK(e < TOL_FWD, "%s: forward rel err %.2e", name, e);
+    e = fmax(fd_check(res_ref_loss, &c, c.dx, N, res + N, samples),
+             fd_check(res_ref_loss, &c, c.dy, N, res + 2 * N, samples));
+    TU_CHECK(e < TOL_FD, "%s: da, db vs finite differences %.2e", name, e);
+    float *d2 = fnew(2 * N);
+    for (int k = 0; k < 2; k++) residual_backward(d2, d2 + N, c.R, N);
+    check_doubled(name, res + N, d2, 2 * N);
+    check_paths(name, res_run, &c, 3 * N);
+    free(res), free(ref), free(d2), free(c.x), free(c.y), free(c.R), free(c.dx), free(c.dy);
+    free(c.dR);
+}
+
+/* ------------------------------------------------------------------------------------ */
+/* Cross-entropy */
+
+typedef struct {
+    size_t N;
+    int V;
+    float scale;
+    float *logits;
+    int32_t *tg;
+    double *dl;
+} ce_case;
+
+static double ce_ref_row(const double *x, int t, int V)
+{
+    double mx = x[0], s = 0;
+    for (int j = 1; j < V; j++) mx = fmax(mx, x[j]);
+    for (int j = 0; j < V; j++) s += exp(x[j] - mx);
+    return log(s) + mx - x[t];
+}
+
+static double ce_ref_loss(void *p)
+{
+    ce_case *c = p;
+    double L = 0;
+    for (size_t n = 0; n < c->N; n++) L += ce_ref_row(c->dl + n * c->V, c->tg[n], c->V);
+    return c->scale * L;
+}
+
+static void ce_run(void *p, float *res)
+{
+    ce_case *c = p;
+    size_t n = c->N * c->V;
+    float *l1 = res, *l2 = res + c->N, *g = l2 + c->N;
+    crossentropy_forward(l1, c->logits, c->tg, c->N, c->V);
+    memcpy(g, c->logits, n * sizeof *g);
+    crossentropy_forward_backward(l2, g, c->tg, c->N, c->V, c->scale);
+}
+
+static void test_crossentropy(size_t N, int V, float scale, size_t samples)
+{
+    ce_case c = {N, V, scale, NULL, NULL, NULL};
+    size_t n = N * V;
+    c.logits = frand(n, -4, 4);
+    c.logits[0] = 30.0f; /* a confident row: exp must not overflow */
+    c.tg = malloc(N * sizeof *c.tg);
+    for (size_t i = 0; i < N; i++) c.tg[i] = (int32_t)(rnext() % (uint64_t)V);
+    c.tg[N - 1] = V - 1; /* the last column (vector tail) */
+    c.dl = todouble(c.logits, n);
+    char name[96];
+    snprintf(name, sizeof name, "crossentropy N=%zu V=%d", N, V);
+
+    size_t nres = 2 * N + n;
+    float *res = fnew(nres);
+    ce_run(&c, res);
+    float *l1 = res, *l2 = res + N, *g = l2 + N;
+    double *ref = dnew(N);
+    for (size_t r = 0; r < N; r++) ref[r] = ce_ref_row(c.dl + r * V, c.tg[r], V);
+    double e = relerr_vs(l1, ref, N, FLOOR);
+    TU_CHECK(e < TOL_FWD, "%s: losses rel err %.2e", name, e);
+    TU_CHECK(memcmp(l1, l2, N * sizeof *l1) == 0,
+             "%s: forward and forward_backward give the same losses", name);
+    e = fd_check(ce_ref_loss, &c, c.dl, n, g, samples);
+    TU_CHECK(e < TOL_FD, "%s: dlogits vs finite differences %.2e", name, e);
+    double rs = 0;
+    for (size_t r = 0; r < N; r++) {
+        double s = 0;
+        for (int j = 0; j < V; j++) s += g[r * V + j];
+        rs = fmax(rs, fabs(s));
+    }
+    TU_CHECK(rs < 1e-6 * fabs(scale) * V, "%s: gradient rows sum to 0 (max %.2e)", name, rs);
+    check_paths(name, ce_run, &c, nres);
+    free(res), free(ref), free(c.logits), free(c.tg), free(c.dl);
+}
+
+/* ------------------------------------------------------------------------------------ */
+
+static void test_simd_selection(void)
+{
+    /* GENTRAIN_SIMD sets the initial choice (read at the first kernel call) */
+    TU_CHECK(strcmp(kernels_simd_name(), "portable") == 0,
+             "GENTRAIN_SIMD=portable selects the portable path (%s)", kernels_simd_name());
+    enum kernels_simd s = kernels_set_simd(KERNELS_SIMD_AUTO);
+    have_avx2 = (s == KERNELS_SIMD_AVX2);
+    TU_CHECK(strcmp(kernels_simd_name(), have_avx2 ? "avx2+fma" : "portable") == 0,
+             "auto selects %s", kernels_simd_name());
+    TU_CHECK(kernels_set_simd(KERNELS_SIMD_PORTABLE) == KERNELS_SIMD_PORTABLE,
+             "portable can be forced");
+    kernels_set_simd(KERNELS_SIMD_AUTO);
+    TU_CHECK(backend_cpu.layernorm_forward == layernorm_forward &&
+                 backend_cpu.crossentropy_forward_backward == crossentropy_forward_backward &&
+                 backend_cpu.attention_scratch_floats == attention_scratch_floats,
+             "backend_cpu points at the kernels (%s)", backend_cpu.name);
+    if (!have_avx2) printf("# no AVX2+FMA on this CPU: path comparisons skipped\n");
+}
+
+int main(void)
+{
+    setenv("GENTRAIN_SIMD", "portable", 1);
+#ifdef _OPENMP
+    if (!getenv("OMP_NUM_THREADS") && omp_get_max_threads() < 2) omp_set_num_threads(2);
+#endif
+    printf("# %d OpenMP threads\n", max_threads());
+    test_simd_selection();
+
+    /* small odd shapes: every gradient entry by finite differences */
+    test_encoder(2, 5, 13, 7, 0);
+    test_layernorm(7, 13, 0);
+    test_layernorm(5, 77, 0);
+    test_matmul(7, 13, 11, 1, 0);
+    test_matmul(6, 9, 70, 0, 0);
+    test_attention(2, 11, 12, 3, 0);
+    test_attention(1, 9, 5, 1, 0); /* fewer heads than threads: the serial path */
+    test_gelu(37, 0);
+    test_residual(29, 0);
+    test_crossentropy(7, 19, 1.0f, 0);
+    test_crossentropy(5, 256, 0.25f, 0);
+
+    /* larger shapes: the threaded, blocked and full-vector paths; sampled differences */
+    test_encoder(4, 67, 136, 50, 200);
+    test_layernorm(301, 136, 300);
+    test_matmul(131, 72, 136, 1, 100);
+    test_attention(2, 141, 48, 3, 100); /* T > the 64-row attention block */
+    test_gelu(50003, 60);
+    test_residual(40009, 60);
+    test_crossentropy(131, 256, 1.0f / 131, 100);
+
+    return tu_finish();
+}

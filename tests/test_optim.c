@@ -1,0 +1,112 @@
+/* optim: the learning-rate schedule at its landmarks, global norm and clipping against
+ * double sums, and AdamW against a plain double-precision transcription of the update
+ * rule (decay on matrices only) over several steps. */
+#include <math.h>
+#include <string.h>
+
+#include "../src/optim.h"
+#include "../src/rng.h"
+#include "testutil.h"
+
+static void test_schedule(void)
+{
+    const double lr = 1e-3, min_lr = 1e-4;
+    TU_CHECK(fabs(lr_at_step(0, 100, 2000, lr, min_lr) - lr / 100) < 1e-15,
+             "warmup starts at lr/warmup");
+    TU_CHECK(fabs(lr_at_step(49, 100, 2000, lr, min_lr) - lr * 0.5) < 1e-15,
+             "warmup is linear (step 49 -> lr/2)");
+    TU_CHECK(fabs(lr_at_step(100, 100, 2000, lr, min_lr) - lr) < 1e-15,
+             "cosine starts at lr right after warmup");
+    double mid = lr_at_step(100 + 950, 100, 2001, lr, min_lr); /* span 1900 */
+    TU_CHECK(fabs(mid - 0.5 * (lr + min_lr)) < 1e-6 * lr, "cosine midpoint is (lr+min_lr)/2 (%g)", mid);
+    TU_CHECK(fabs(lr_at_step(1999, 100, 2000, lr, min_lr) - min_lr) < 1e-15,
+             "last step is at min_lr");
+    TU_CHECK(fabs(lr_at_step(5000, 100, 2000, lr, min_lr) - min_lr) < 1e-15,
+             "past the end stays at min_lr");
+    int monotone = 1;
+    for (int64_t s = 101; s < 2000; s++)
+        if (lr_at_step(s, 100, 2000, lr, min_lr) > lr_at_step(s - 1, 100, 2000, lr, min_lr))
+            monotone = 0;
+    TU_CHECK(monotone, "decay never increases the lr");
+    TU_CHECK(fabs(lr_at_step(0, 0, 10, lr, min_lr) - lr) < 1e-15, "no warmup starts at lr");
+}
+
+static void test_norm_and_clip(void)
+{
+    enum { N = 100003 };
+    float *g = malloc(N * sizeof(float));
+    rng r;
+    rng_seed(&r, 3);
+    double ref = 0.0;
+    for (int i = 0; i < N; i++) {
+        g[i] = rng_normal(&r);
+        ref += (double)g[i] * g[i];
+    }
+    ref = sqrt(ref);
+    double norm = grad_global_norm(g, N);
+    TU_CHECK(tu_relerr(norm, ref, 1e-12) < 1e-12, "global norm %.9f vs double %.9f", norm, ref);
+    TU_CHECK(grad_global_norm(g, N) == norm, "global norm is bitwise repeatable");
+    float f = grad_clip_by_norm(g, N, norm, 1.0);
+    double after = grad_global_norm(g, N);
+    TU_CHECK(fabs(after - 1.0) < 1e-5, "clipped norm is 1 (%.7f), factor %.3g", after, f);
+    TU_CHECK(grad_clip_by_norm(g, N, after, 5.0) == 1.0f, "no clipping below the threshold");
+    TU_CHECK(grad_clip_by_norm(g, N, after, 0.0) == 1.0f, "clip 0 disables clipping");
+    free(g);
+}
+
+static void test_adamw(void)
+{
+    /* Two tensors: a matrix (decayed) and a bias (not). */
+    gpt_param_info info[2] = {
+        {.name = "w", .ndim = 2, .shape = {3, 5}, .offset = 0, .numel = 15, .decay = 1},
+        {.name = "b", .ndim = 1, .shape = {7, 0}, .offset = 15, .numel = 7, .decay = 0},
+    };
+    enum { N = 22, STEPS = 5 };
+    float p[N], g[N];
+    double pr[N], mr[N] = {0}, vr[N] = {0};
+    rng r;
+    rng_seed(&r, 11);
+    for (int i = 0; i < N; i++) pr[i] = p[i] = rng_normal(&r);
+    adamw_state s;
+    if (adamw_init(&s, N) != 0) exit(99);
+    const double lr = 3e-3, b1 = 0.9, b2 = 0.99, eps = 1e-8, wd = 0.1;
+    for (int t = 1; t <= STEPS; t++) {
+        for (int i = 0; i < N; i++) g[i] = rng_normal(&r);
+        adamw_step(&s, p, g, info, 2, lr, b1, b2, eps, wd);
+        for (int i = 0; i < N; i++) {
+            mr[i] = b1 * mr[i] + (1 - b1) * g[i];
+            vr[i] = b2 * vr[i] + (1 - b2) * (double)g[i] * g[i];
+            double mhat = mr[i] / (1 - pow(b1, t)), vhat = vr[i] / (1 - pow(b2, t));
+            double decay = i < 15 ? wd : 0.0;
+            pr[i] -= lr * (mhat / (sqrt(vhat) + eps) + decay * pr[i]);
+        }
+    }
+    double worst = 0.0;
+    for (int i = 0; i < N; i++) worst = fmax(worst, fabs(p[i] - pr[i]));
+    TU_CHECK(worst < 1e-6, "AdamW matches the double reference after %d steps (max diff %.2e)",
+             STEPS, worst);
+    TU_CHECK(s.t == STEPS, "step counter is %lld", (long long)s.t);
+
+    /* Decay only on matrices: with zero gradients, the bias must not move. */
+    float before[N];
+    memcpy(before, p, sizeof p);
+    memset(g, 0, sizeof g);
+    adamw_state z;
+    if (adamw_init(&z, N) != 0) exit(99);
+    adamw_step(&z, p, g, info, 2, lr, b1, b2, eps, wd);
+    int bias_same = 1, w_shrunk = 1;
+    for (int i = 15; i < N; i++) bias_same &= p[i] == before[i];
+    for (int i = 0; i < 15; i++) w_shrunk &= fabsf(p[i]) < fabsf(before[i]);
+    TU_CHECK(bias_same, "no weight decay on 1-D tensors");
+    TU_CHECK(w_shrunk, "weight decay shrinks matrices");
+    adamw_free(&s);
+    adamw_free(&z);
+}
+
+int main(void)
+{
+    test_schedule();
+    test_norm_and_clip();
+    test_adamw();
+    return tu_finish();
+}
