@@ -90,15 +90,11 @@ int h5model_save(const char *path, const gpt_model *m, const char *config_text,
     }
     bad = H5Gclose(group) < 0;
     group = -1;
-    bad |= H5Fflush(file, H5F_SCOPE_GLOBAL) < 0;
-    bad |= H5Fclose(file) < 0;
+    hid_t written = file;
     file = -1;
-    if (bad) {
-        gt_error("cannot finish writing %s (disk full?)", tmp);
-        goto fail;
-    }
-    if (h5io_commit(tmp, path, why, sizeof why) != 0) {
-        gt_error("cannot save the model: cannot rename %s to %s: %s", tmp, path, why);
+    if (bad) H5Fclose(written);
+    if (bad || h5io_finish(written, tmp, path, why, sizeof why) != 0) {
+        gt_error("cannot save the model to %s: %s", path, bad ? "writing failed" : why);
         goto fail;
     }
     made_tmp = 0;

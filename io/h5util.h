@@ -1,5 +1,4 @@
 /* h5util — helpers the io/ files share (not an API for the rest of gentrain).
- * Implemented in h5lock.c, so the build needs no extra source file.
  *
  * Callers hold h5lock. None of these print: failures fill `why` (a short reason such
  * as "no such file" or "permission denied") so the caller can name the file, dataset
@@ -20,9 +19,10 @@ hid_t h5io_open_read(const char *path, char *why, size_t cap);
 /* Creates (truncating) a file for writing. Returns the file id or < 0 with why set. */
 hid_t h5io_create(const char *path, char *why, size_t cap);
 
-/* Makes tmp durable (fsync), renames it over path and syncs the folder.
- * Returns 0, or -1 with why set (tmp is left for the caller to remove). */
-int h5io_commit(const char *tmp, const char *path, char *why, size_t cap);
+/* Finishes a file written under a temporary name: flushes and closes `file` (always
+ * closed, even on failure), makes tmp durable (fsync), renames it over path and syncs
+ * the folder. Returns 0, or -1 with why set (tmp is left for the caller to remove). */
+int h5io_finish(hid_t file, const char *tmp, const char *path, char *why, size_t cap);
 
 /* A short reason for an errno value: "no such file", "permission denied", ... */
 const char *h5io_errno_reason(int err);

@@ -239,15 +239,11 @@ int prepare_bytes(const char *const *inputs, int n_inputs, const char *out,
     int bad = close_set(&sets[0]) | close_set(&sets[1]);
     bad |= H5Pclose(lcpl) < 0;
     lcpl = -1;
-    bad |= H5Fflush(file, H5F_SCOPE_GLOBAL) < 0;
-    bad |= H5Fclose(file) < 0;
+    hid_t written = file;
     file = -1;
-    if (bad) {
-        gt_error("cannot finish writing %s (disk full?)", tmp);
-        goto fail;
-    }
-    if (h5io_commit(tmp, out, why, sizeof why) != 0) {
-        gt_error("cannot rename %s to %s: %s", tmp, out, why);
+    if (bad) H5Fclose(written);
+    if (bad || h5io_finish(written, tmp, out, why, sizeof why) != 0) {
+        gt_error("cannot write %s: %s", out, bad ? "writing failed (disk full?)" : why);
         goto fail;
     }
     made_tmp = 0;

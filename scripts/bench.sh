@@ -22,6 +22,11 @@
 #   TORCH_STEPS / TORCH_WARMUP   timed / untimed PyTorch steps per variant (10 / 3)
 #   TORCH_VARIANTS  comma list or "all" (default all; see bench_torch.py --help)
 #   SGEMM_REPS    repetitions per GEMM shape (default 10)
+#   BENCH_WAIT_IDLE  seconds to wait, before each measurement, for a >= 90% idle
+#                 machine (default 60; 0 = do not wait). Each figure also carries how
+#                 much CPU other processes took meanwhile (column "other", in cores)
+#   BENCH_RETRIES reruns of a gentrain run or PyTorch variant that other processes
+#                 disturbed (default 2)
 #   BENCH_STRICT  1: exit 1 when gentrain is slower than the PyTorch baseline
 #   BENCH_KEEP    1: keep the scratch folder and say where it is
 #
@@ -38,6 +43,8 @@ TORCH_STEPS=${TORCH_STEPS:-10}
 TORCH_WARMUP=${TORCH_WARMUP:-3}
 TORCH_VARIANTS=${TORCH_VARIANTS:-all}
 SGEMM_REPS=${SGEMM_REPS:-10}
+BENCH_WAIT_IDLE=${BENCH_WAIT_IDLE:-60}
+BENCH_RETRIES=${BENCH_RETRIES:-2}
 GENTRAIN=${GENTRAIN:-}
 BENCH_SGEMM=${BENCH_SGEMM:-}
 
@@ -49,11 +56,55 @@ fail=0
 say() { printf '%s\n' "$*"; }
 section() { printf '\n=== %s\n' "$*"; }
 
+# wait_idle: waits (at most BENCH_WAIT_IDLE s) until other processes leave the CPUs alone
+wait_idle() {
+    [ "$BENCH_WAIT_IDLE" -gt 0 ] || return 0
+    "$PYTHON" - "$here" "$BENCH_WAIT_IDLE" <<'EOF'
+import sys
+sys.path.insert(0, sys.argv[1])
+from bench_torch import wait_idle
+w = wait_idle(float(sys.argv[2]))
+if w:
+    print("(waited %.0f s for an idle machine)" % w)
+EOF
+    return 0
+}
+
+# disturbed LOADFILE: true when run_measured recorded other processes using >= 0.2 cores
+disturbed() {
+    [ -r "$1" ] && awk '{ exit !($1 >= 0.2) }' "$1"
+}
+
+# run_measured LOADFILE CMD...: waits for an idle machine, runs CMD and writes to
+# LOADFILE how many cores' worth of CPU other processes used meanwhile (on a shared
+# machine that decides whether the figures are clean); returns CMD's exit status.
+run_measured() {
+    wait_idle
+    "$PYTHON" - "$@" <<'EOF'
+import os, resource, subprocess, sys, time
+def busy():
+    try:
+        with open("/proc/stat") as f:
+            v = [int(x) for x in f.readline().split()[1:9]]
+        return (sum(v) - v[3] - v[4]) / os.sysconf("SC_CLK_TCK")
+    except (OSError, ValueError):
+        return None
+b0, t0 = busy(), time.time()
+rc = subprocess.call(sys.argv[2:])
+b1, wall = busy(), time.time() - t0
+ru = resource.getrusage(resource.RUSAGE_CHILDREN)
+if b0 is not None and b1 is not None and wall > 0:
+    with open(sys.argv[1], "w") as f:
+        f.write("%.2f\n" % max(0.0, (b1 - b0 - ru.ru_utime - ru.ru_stime) / wall))
+sys.exit(rc if rc >= 0 else 128 - rc)
+EOF
+}
+
 if ! "$PYTHON" -c 'import json, statistics' 2>/dev/null; then
     say "bench.sh: PYTHON=$PYTHON is not a working Python (needed for the JSON figures)" >&2
     exit 1
 fi
-for v in THREADS STEPS TORCH_STEPS TORCH_WARMUP SGEMM_REPS; do
+for v in THREADS STEPS TORCH_STEPS TORCH_WARMUP SGEMM_REPS BENCH_WAIT_IDLE BENCH_RETRIES; do
     eval "val=\$$v"
     case $val in
     ''|*[!0-9]*) say "bench.sh: $v=$val is not a whole number" >&2; exit 1;;
@@ -72,7 +123,7 @@ else
 fi
 : >"$tmp/sgemm.json"
 : >"$tmp/torch.json"
-mkdir -p "$tmp/run"
+run=run0   # the gentrain attempt whose log the summary reads
 
 say "gentrain bench: n_layer=$N_LAYER n_head=$N_HEAD n_embd=$N_EMBD" \
     "block_size=$BLOCK_SIZE batch_size=$BATCH_SIZE vocab=$VOCAB threads=$THREADS"
@@ -83,7 +134,7 @@ if [ -z "$BENCH_SGEMM" ]; then
     say "skipped: BENCH_SGEMM is not set"
 elif [ ! -x "$BENCH_SGEMM" ]; then
     say "failed: BENCH_SGEMM=$BENCH_SGEMM is not an executable"; fail=1
-elif "$BENCH_SGEMM" --n_embd $N_EMBD --block_size $BLOCK_SIZE --batch_size $BATCH_SIZE \
+elif wait_idle; "$BENCH_SGEMM" --n_embd $N_EMBD --block_size $BLOCK_SIZE --batch_size $BATCH_SIZE \
         --vocab $VOCAB --n_layer $N_LAYER --threads "$THREADS" --reps "$SGEMM_REPS" \
         >"$tmp/sgemm.out" 2>&1; then
     grep -v '^{"impl"' "$tmp/sgemm.out"
@@ -102,14 +153,24 @@ elif [ ! -r "$TEXT" ]; then
     say "failed: cannot read $TEXT"; fail=1
 elif ! "$GENTRAIN" prepare "$TEXT" -o "$tmp/shakespeare.h5" >"$tmp/prepare.out" 2>&1; then
     cat "$tmp/prepare.out"; say "failed: gentrain prepare"; fail=1
-elif ! "$GENTRAIN" train --data "$tmp/shakespeare.h5" --n_layer $N_LAYER \
-        --n_head $N_HEAD --n_embd $N_EMBD --block_size $BLOCK_SIZE \
-        --batch_size $BATCH_SIZE --steps "$STEPS" --eval_every 0 --val_dataset none \
-        --threads "$THREADS" --out "$tmp/run" --log "$tmp/run/log.jsonl" \
-        >"$tmp/train.out" 2>&1; then
-    tail -n 20 "$tmp/train.out"; say "failed: gentrain train"; fail=1
 else
-    tail -n 5 "$tmp/train.out"
+    # a run other processes disturbed is rerun, as bench_torch.py does for PyTorch
+    for attempt in $(seq 0 "$BENCH_RETRIES"); do
+        run=run$attempt
+        mkdir -p "$tmp/$run"
+        if ! run_measured "$tmp/$run.load" "$GENTRAIN" train --data "$tmp/shakespeare.h5" \
+                --n_layer $N_LAYER --n_head $N_HEAD --n_embd $N_EMBD \
+                --block_size $BLOCK_SIZE --batch_size $BATCH_SIZE --steps "$STEPS" \
+                --eval_every 0 --val_dataset none --threads "$THREADS" \
+                --out "$tmp/$run" --log "$tmp/$run/log.jsonl" >"$tmp/$run.out" 2>&1; then
+            tail -n 20 "$tmp/$run.out"; say "failed: gentrain train"; fail=1
+            break
+        fi
+        tail -n 5 "$tmp/$run.out"
+        disturbed "$tmp/$run.load" || break
+        [ "$attempt" -lt "$BENCH_RETRIES" ] &&
+            say "(other processes used $(cat "$tmp/$run.load") cores meanwhile; rerunning)"
+    done
 fi
 
 # ---- (c) PyTorch ------------------------------------------------------------------------
@@ -120,6 +181,7 @@ elif "$PYTHON" "$here/bench_torch.py" --n_layer $N_LAYER --n_head $N_HEAD \
         --n_embd $N_EMBD --block_size $BLOCK_SIZE --batch_size $BATCH_SIZE \
         --vocab_size $VOCAB --threads "$THREADS" --steps "$TORCH_STEPS" \
         --warmup-steps "$TORCH_WARMUP" --data "$TEXT" --variants "$TORCH_VARIANTS" \
+        --wait-idle "$BENCH_WAIT_IDLE" --retries "$BENCH_RETRIES" \
         >"$tmp/torch.out" 2>&1; then
     grep -v '^{"impl"' "$tmp/torch.out"
     grep '^{"impl"' "$tmp/torch.out" | tail -n 1 >"$tmp/torch.json"
@@ -129,13 +191,13 @@ fi
 
 # ---- (d) summary ------------------------------------------------------------------------
 section "summary"
-"$PYTHON" - "$here" "$tmp/sgemm.json" "$tmp/run/log.jsonl" "$tmp/torch.json" \
+"$PYTHON" - "$here" "$tmp/sgemm.json" "$tmp/$run/log.jsonl" "$tmp/torch.json" "$tmp/$run.load" \
     "$THREADS" "$STEPS" "$N_LAYER" "$N_HEAD" "$N_EMBD" "$BLOCK_SIZE" "$BATCH_SIZE" \
     "$VOCAB" "${BENCH_STRICT:-0}" <<'EOF'
 import json, os, statistics, sys
 
-here, sgemm_f, log_f, torch_f = sys.argv[1:5]
-threads, steps, L, nh, C, T, B, V, strict = (int(x) for x in sys.argv[5:14])
+here, sgemm_f, log_f, torch_f, load_f = sys.argv[1:6]
+threads, steps, L, nh, C, T, B, V, strict = (int(x) for x in sys.argv[6:15])
 sys.path.insert(0, here)
 from bench_torch import flops_per_step  # one flop count for every impl
 
@@ -154,6 +216,13 @@ def load_line(path):
 
 sgemm = load_line(sgemm_f)
 torch = load_line(torch_f)
+
+other_load = None
+try:
+    with open(load_f) as f:
+        other_load = float(f.read())
+except (OSError, ValueError):
+    pass
 
 gentrain = None
 if os.path.exists(log_f):
@@ -182,8 +251,8 @@ if os.path.exists(log_f):
             ms = B * T / tps * 1e3
         gentrain = {"impl": "gentrain", "steps_logged": len(rows), "steps_timed": len(timed),
                     "ms": ms, "tokens_per_s": tps, "gflops_logged": med("gflops"),
-                    "load_wait_ms": med("load_wait_ms"),
-                    "gflops": flops * tps / (B * T) / 1e9 if tps else None}
+                    "load_wait_ms": med("load_wait_ms"), "other_load_cores": other_load,
+                    "gflops": round(flops * tps / (B * T) / 1e9, 2) if tps else None}
     else:
         print("bench.sh: %s has %d step lines, need 3 or more" % (log_f, len(rows)))
 
@@ -195,14 +264,14 @@ if gentrain:
     # gentrain's achieved rate: its own count when it logs one, else the common count
     achieved = gentrain["gflops_logged"] or gentrain["gflops"]
     table.append(("gentrain", gentrain["ms"], gentrain["tokens_per_s"], gentrain["gflops"],
-                  achieved))
+                  achieved, other_load))
 if torch:
     table.append(("pytorch (%s)" % torch["variant"], torch["ms"], torch["tokens_per_s"],
-                  torch["gflops"], torch["gflops"]))
+                  torch["gflops"], torch["gflops"], torch.get("other_load_cores")))
     for v in torch.get("variants", []):
         if v["variant"] != torch["variant"]:
             table.append(("  pytorch %s" % v["variant"], v["ms"], v["tokens_per_s"],
-                          v["gflops"], v["gflops"]))
+                          v["gflops"], v["gflops"], v.get("other_load_cores")))
 
 
 def fmt(x, spec):
@@ -211,20 +280,24 @@ def fmt(x, spec):
 
 print("model: %.2f GFLOP per step (6 x tokens x matrix params + full T x T attention)"
       % (flops / 1e9))
-print("%-22s %10s %10s %9s %11s %9s" % ("impl", "ms/step", "tokens/s", "GFLOP/s",
-                                        "vs pytorch", "of sgemm"))
-for name, ms, tps, gf, achieved in table:
+row = "%-22s %10s %10s %9s %11s %9s %6s"
+print(row % ("impl", "ms/step", "tokens/s", "GFLOP/s", "vs pytorch", "of sgemm", "other"))
+for name, ms, tps, gf, achieved, other in table:
     ratio = tps / base_tps if (tps and base_tps) else None
     frac = achieved / sg_avg if (achieved and sg_avg) else None
-    print("%-22s %10s %10s %9s %11s %9s" % (
-        name, fmt(ms, ".1f"), fmt(tps, ".1f"), fmt(gf, ".1f"),
-        fmt(ratio, ".3f") + "x" if ratio else "-", fmt(frac, ".1%") if frac else "-"))
+    print(row % (name, fmt(ms, ".1f"), fmt(tps, ".1f"), fmt(gf, ".1f"),
+                 fmt(ratio, ".3f") + "x" if ratio else "-",
+                 fmt(frac, ".1%") if frac else "-", fmt(other, ".2f")))
 if sgemm:
-    print("%-22s %10s %10s %9s %11s %9s" % ("sgemm step average", fmt(sgemm["step_gemm_ms"], ".1f"),
-                                            "-", fmt(sg_avg, ".1f"), "-", "100.0%"))
+    print(row % ("sgemm step average", fmt(sgemm["step_gemm_ms"], ".1f"), "-",
+                 fmt(sg_avg, ".1f"), "-", "100.0%", fmt(sgemm.get("other_load_cores"), ".2f")))
     if sgemm.get("square_gflops"):
-        print("%-22s %10s %10s %9s %11s %9s" % ("sgemm 2048^3", "-", "-",
-                                                fmt(sgemm["square_gflops"], ".1f"), "-", "-"))
+        print(row % ("sgemm 2048^3", "-", "-", fmt(sgemm["square_gflops"], ".1f"), "-", "-",
+                     ""))
+others = [t[5] for t in table] + [sgemm.get("other_load_cores") if sgemm else None]
+if any(isinstance(o, float) and o >= 0.2 for o in others):
+    print("warning: other processes took CPU during the runs (column 'other', in cores);"
+          " those figures are not clean, rerun on an idle machine")
 
 out = {"bench": "gentrain-vs-pytorch", "n_layer": L, "n_head": nh, "n_embd": C,
        "block_size": T, "batch_size": B, "vocab": V, "threads": threads,
@@ -244,7 +317,8 @@ if torch:
 if sgemm:
     out["sgemm"] = {k: sgemm.get(k) for k in ("blas", "blas_parallel", "threads",
                                               "step_avg_gflops", "step_gemm_ms",
-                                              "square_gflops", "shapes")}
+                                              "square_gflops", "other_load_cores",
+                                              "shapes")}
 if gentrain and torch and gentrain["tokens_per_s"]:
     ratio = gentrain["tokens_per_s"] / torch["tokens_per_s"]
     out["ratio_vs_pytorch"] = round(ratio, 4)

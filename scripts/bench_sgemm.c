@@ -15,7 +15,7 @@
  * Threads: --threads N sets the OpenMP thread count (and OpenBLAS's own, when the
  * library is OpenBLAS); without it the current OpenMP default is used. Build against
  * the OpenMP build of OpenBLAS so the library and the OpenMP runtime share one pool. */
-#define _POSIX_C_SOURCE 200112L /* posix_memalign */
+#define _XOPEN_SOURCE 700 /* posix_memalign, getrusage, sysconf */
 #include <cblas.h>   /* defines: cblas_sgemm (+ openblas_* when OPENBLAS_VERSION) */
 #include <errno.h>
 #include <omp.h>     /* defines: omp_get_max_threads, omp_set_num_threads, omp_get_wtime */
@@ -23,6 +23,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h> /* defines: getrusage */
+#include <unistd.h>       /* defines: sysconf */
 
 typedef struct {
     const char *name;
@@ -76,6 +78,26 @@ static void time_shape(shape *s, const float *A, const float *B, float *C, int r
     qsort(t, (size_t)reps, sizeof *t, cmp_double);
     s->best_ms = t[0] * 1e3;
     s->med_ms = (reps % 2 ? t[reps / 2] : 0.5 * (t[reps / 2 - 1] + t[reps / 2])) * 1e3;
+}
+
+/* Seconds all CPUs were busy (from /proc/stat; -1 where unreadable) and seconds this
+ * process ran. Their difference over the run is what other processes took: on a shared
+ * machine that decides whether the numbers are clean. */
+static void cpu_busy(double *all_s, double *own_s) {
+    struct rusage ru;
+    getrusage(RUSAGE_SELF, &ru);
+    *own_s = (double)ru.ru_utime.tv_sec + 1e-6 * (double)ru.ru_utime.tv_usec +
+             (double)ru.ru_stime.tv_sec + 1e-6 * (double)ru.ru_stime.tv_usec;
+    *all_s = -1;
+    FILE *f = fopen("/proc/stat", "r");
+    if (!f) return;
+    unsigned long long v[8] = {0};   /* user nice system idle iowait irq softirq steal */
+    if (fscanf(f, "cpu %llu %llu %llu %llu %llu %llu %llu %llu", &v[0], &v[1], &v[2],
+               &v[3], &v[4], &v[5], &v[6], &v[7]) == 8) {
+        unsigned long long busy = v[0] + v[1] + v[2] + v[5] + v[6] + v[7];
+        *all_s = (double)busy / (double)sysconf(_SC_CLK_TCK);
+    }
+    fclose(f);
 }
 
 static float *alloc_filled(size_t n, uint64_t seed) {
@@ -177,7 +199,9 @@ int main(int argc, char **argv) {
     printf("BLAS: %s (%s, %d threads)\n\n", blas, par, blas_thr);
     printf("%-16s %2s %6s %6s %6s %5s %9s %9s %9s\n", "product", "op", "M", "N", "K",
            "x/step", "med ms", "best ms", "GFLOP/s");
-    double step_flops = 0, step_s = 0;
+    double step_flops = 0, step_s = 0, all0, own0, all1, own1;
+    cpu_busy(&all0, &own0);
+    const double w0 = omp_get_wtime();
     for (int i = 0; i < nsh; i++) {
         shape *s = &sh[i];
         time_shape(s, A, Bm, Cm, (int)reps, t);
@@ -188,9 +212,19 @@ int main(int argc, char **argv) {
         step_flops += (double)s->count * flops_of(s);
         step_s += (double)s->count * s->med_ms * 1e-3;
     }
+    cpu_busy(&all1, &own1);
+    const double wall = omp_get_wtime() - w0;
+    double other = -1;   /* cores' worth of CPU other processes used meanwhile */
+    if (all0 >= 0 && all1 >= 0) {
+        other = ((all1 - all0) - (own1 - own0)) / wall;
+        if (other < 0) other = 0;
+    }
     const double avg = step_flops / step_s / 1e9;
     printf("\nstep GEMMs: %.2f GFLOP in %.1f ms -> %.1f GFLOP/s (flop-weighted average)\n",
            step_flops / 1e9, step_s * 1e3, avg);
+    if (other >= 0.2)
+        printf("warning: other processes used %.1f cores meanwhile; not a clean figure\n",
+               other);
 
     printf("{\"impl\":\"sgemm\",\"blas\":\"%s\",\"blas_parallel\":\"%s\","
            "\"blas_threads\":%d,\"threads\":%d,\"reps\":%lld,\"n_embd\":%lld,"
@@ -208,6 +242,7 @@ int main(int argc, char **argv) {
     }
     printf("],\"step_gflop\":%.4f,\"step_gemm_ms\":%.3f,\"step_avg_gflops\":%.2f",
            step_flops / 1e9, step_s * 1e3, avg);
+    if (other >= 0) printf(",\"other_load_cores\":%.2f", other);
     if (S > 0)
         printf(",\"square_gflops\":%.2f", flops_of(&sh[nsh - 1]) / (sh[nsh - 1].med_ms * 1e6));
     printf("}\n");

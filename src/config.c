@@ -294,26 +294,17 @@ static const char *string_problem(const char *v)
     return NULL;
 }
 
-/* The first 64 characters of s for an error line, control characters as '?'. */
-static const char *printable(const char *s, char buf[72])
-{
-    size_t n = 0;
-    for (; n < 64 && s[n]; n++)
-        buf[n] = ((unsigned char)s[n] < 0x20 || s[n] == 0x7f) ? '?' : s[n];
-    buf[n] = '\0';
-    return buf;
-}
 
 static int report_unknown(const char *key, const char *origin)
 {
     char shown[72];
     const char *s = suggest_key(key);
     if (s)
-        gt_error("%s: unknown key '%s'; did you mean '%s'?", origin, printable(key, shown),
+        gt_error("%s: unknown key '%s'; did you mean '%s'?", origin, gt_printable(key, shown),
                  s);
     else
         gt_error("%s: unknown key '%s' (see 'gentrain train --help' for the keys)", origin,
-                 printable(key, shown));
+                 gt_printable(key, shown));
     return -1;
 }
 
@@ -330,7 +321,7 @@ static int set_key(gt_config *c, const char *key, const char *value, const char 
     /* The value as it is echoed in errors: control characters would break the line. */
     const char *raw = value;
     char shown[72];
-    value = printable(raw, shown);
+    value = gt_printable(raw, shown);
     switch (k->type) {
     case T_INT:
     case T_I64: {
@@ -596,7 +587,7 @@ int config_parse_args(gt_config *c, int argc, char **argv, int first)
             char shown[72];
             gt_error("command line: unexpected argument '%s' (options are --key VALUE "
                      "or --key=VALUE; see 'gentrain train --help')",
-                     printable(a, shown));
+                     gt_printable(a, shown));
             return -1;
         }
         char key[GT_NAME_MAX];

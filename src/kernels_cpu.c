@@ -760,14 +760,22 @@ void attention_backward(float *dqkv, const float *dout, const float *qkv,
 /* GELU: 0.5 x (1 + tanh(u)) with u = sqrt(2/pi) (x + 0.044715 x^3). Since
  * 0.5 (1 + tanh(u)) = sigmoid(2u), gelu(x) = x * s with s = 1 / (1 + e^(-2u)), and
  * gelu'(x) = s + 2 x s (1 - s) du/dx: one exp and one division per element, accurate
- * to float rounding everywhere (no cancellation near 0, saturates cleanly). */
+ * to float rounding everywhere (no cancellation near 0, saturates cleanly).
+ * Where -2u > GELU_CUT (x < -7.35) s is set to exactly 0 (it is below 4e-18 there):
+ * otherwise s and the products with it sink into denormal floats, which cost the CPU
+ * a microcode assist each (measured 2.5x slower on pre-activations spread over
+ * [-20, 20]). For the same reason the argument of exp is clamped before the division,
+ * and the portable path keeps expf away from its slow underflow branch (t >= -80,
+ * where 1 + e^t is 1 in float anyway). */
+#define GELU_CUT 40.0f
 
 static void gelu_fwd_portable(float *restrict out, const float *restrict x, size_t n)
 {
     for (size_t i = 0; i < n; i++) {
         float xi = x[i];
-        float u = GELU_K0 * xi * (1.0f + GELU_K1 * xi * xi);
-        out[i] = xi / (1.0f + expf(-2.0f * u));
+        float t = -2.0f * GELU_K0 * xi * (1.0f + GELU_K1 * xi * xi);
+        float s = 1.0f / (1.0f + expf(fmaxf(fminf(t, GELU_CUT), -80.0f)));
+        out[i] = t > GELU_CUT ? 0.0f : xi * s;
     }
 }
 
@@ -776,8 +784,9 @@ static void gelu_bwd_portable(float *restrict dinp, const float *restrict x,
 {
     for (size_t i = 0; i < n; i++) {
         float xi = x[i], x2 = xi * xi;
-        float u = GELU_K0 * xi * (1.0f + GELU_K1 * x2);
-        float s = 1.0f / (1.0f + expf(-2.0f * u));
+        float t = -2.0f * GELU_K0 * xi * (1.0f + GELU_K1 * x2);
+        float s = 1.0f / (1.0f + expf(fmaxf(fminf(t, GELU_CUT), -80.0f)));
+        s = t > GELU_CUT ? 0.0f : s;
         float du = GELU_K0 * (1.0f + 3.0f * GELU_K1 * x2);
         float g = s + 2.0f * xi * s * (1.0f - s) * du;
         dinp[i] += g * dout[i];
@@ -785,15 +794,19 @@ static void gelu_bwd_portable(float *restrict dinp, const float *restrict x,
 }
 
 #if GT_HAVE_AVX2
-/* s = sigmoid(2u(x)) for 8 lanes; also returns x^2 in *x2 */
+/* s = sigmoid(2u(x)) for 8 lanes (0 where -2u > GELU_CUT); also returns x^2 in *x2 */
 GT_AVX2 static inline __m256 gelu_s8(__m256 x, __m256 *x2)
 {
     const __m256 one = _mm256_set1_ps(1.0f);
     __m256 xx = _mm256_mul_ps(x, x);
-    __m256 u = _mm256_mul_ps(_mm256_mul_ps(_mm256_set1_ps(-2.0f * GELU_K0), x),
+    __m256 t = _mm256_mul_ps(_mm256_mul_ps(_mm256_set1_ps(-2.0f * GELU_K0), x),
                              _mm256_fmadd_ps(_mm256_set1_ps(GELU_K1), xx, one));
+    __m256 cut = _mm256_cmp_ps(t, _mm256_set1_ps(GELU_CUT), _CMP_GT_OQ);
     *x2 = xx;
-    return _mm256_div_ps(one, _mm256_add_ps(one, exp8(u))); /* u holds -2u */
+    /* clamped first: the division must not produce a denormal even in masked lanes */
+    t = _mm256_min_ps(t, _mm256_set1_ps(GELU_CUT));
+    __m256 s = _mm256_div_ps(one, _mm256_add_ps(one, exp8(t)));
+    return _mm256_andnot_ps(cut, s);
 }
 
 GT_AVX2 static void gelu_fwd_avx2(float *restrict out, const float *restrict x, size_t n)

@@ -113,16 +113,6 @@ static void print_train_help(FILE *f)
     fputs(train_examples, f);
 }
 
-/* The first 64 characters of a user's argument for an error line, control characters
- * as '?' so that the error stays one line. */
-static const char *printable(const char *s, char buf[72])
-{
-    size_t n = 0;
-    for (; n < 64 && s[n]; n++)
-        buf[n] = ((unsigned char)s[n] < 0x20 || s[n] == 0x7f) ? '?' : s[n];
-    buf[n] = '\0';
-    return buf;
-}
 
 static int wants_help(int argc, char **argv, int first)
 {
@@ -162,7 +152,7 @@ static int opt_int(const char *verb, const char *opt, const char *text, long lon
                    long long hi, int *out)
 {
     char shown[72];
-    const char *t = printable(text, shown);
+    const char *t = gt_printable(text, shown);
     char *end = NULL;
     errno = 0;
     long long v = strtoll(text, &end, 10);
@@ -182,7 +172,7 @@ static int opt_int(const char *verb, const char *opt, const char *text, long lon
 static int opt_u64(const char *verb, const char *opt, const char *text, uint64_t *out)
 {
     char shown[72];
-    const char *t = printable(text, shown);
+    const char *t = gt_printable(text, shown);
     /* Digits only: strtoull would accept "-1" (and wrap it) or leading spaces. */
     int digits = text[0] >= '0' && text[0] <= '9';
     char *end = NULL;
@@ -204,7 +194,7 @@ static int opt_u64(const char *verb, const char *opt, const char *text, uint64_t
 static int opt_double(const char *verb, const char *opt, const char *text, double *out)
 {
     char shown[72];
-    const char *t = printable(text, shown);
+    const char *t = gt_printable(text, shown);
     char *end = NULL;
     errno = 0;
     double v = strtod(text, &end);
@@ -287,7 +277,7 @@ static int cmd_prepare(int argc, char **argv)
         continue;
     unknown:
         gt_error("prepare: unknown option '%s'; see 'gentrain prepare --help'",
-                 printable(a, shown));
+                 gt_printable(a, shown));
         goto done;
     }
     if (n_inputs == 0) {
@@ -367,7 +357,7 @@ static int cmd_sample(int argc, char **argv)
         char name[64], shown[72];
         if (strncmp(a, "--", 2) != 0) {
             gt_error("sample: unexpected argument '%s'; see 'gentrain sample --help'",
-                     printable(a, shown));
+                     gt_printable(a, shown));
             return EXIT_USAGE;
         }
         const char *v = opt_value("sample", argc, argv, &i, name, sizeof name);
@@ -400,7 +390,7 @@ static int cmd_sample(int argc, char **argv)
             rc = opt_int("sample", name, v, 0, 65536, &o.threads);
         } else {
             gt_error("sample: unknown option '%s'; see 'gentrain sample --help'",
-                     printable(name, shown));
+                     gt_printable(name, shown));
             return EXIT_USAGE;
         }
         if (rc != 0) return EXIT_USAGE;
@@ -424,12 +414,12 @@ static int cmd_inspect(int argc, char **argv)
     for (int i = 2; i < argc; i++) {
         if (argv[i][0] == '-' && argv[i][1] != '\0') {
             gt_error("inspect: unknown option '%s'; see 'gentrain inspect --help'",
-                     printable(argv[i], shown));
+                     gt_printable(argv[i], shown));
             return EXIT_USAGE;
         }
         if (path) {
             gt_error("inspect: one file at a time (got '%s' and '%s')",
-                     printable(path, shown), printable(argv[i], shown2));
+                     gt_printable(path, shown), gt_printable(argv[i], shown2));
             return EXIT_USAGE;
         }
         path = argv[i];
@@ -456,7 +446,7 @@ static int print_verb_help(const char *verb)
         fputs(main_help, stdout);
     else {
         char shown[72];
-        gt_error("help: unknown verb '%s'; see 'gentrain --help'", printable(verb, shown));
+        gt_error("help: unknown verb '%s'; see 'gentrain --help'", gt_printable(verb, shown));
         return EXIT_USAGE;
     }
     return EXIT_OK;
@@ -493,8 +483,8 @@ int main(int argc, char **argv)
     }
     char shown[72];
     if (verb[0] == '-')
-        gt_error("unknown option '%s'; see 'gentrain --help'", printable(verb, shown));
+        gt_error("unknown option '%s'; see 'gentrain --help'", gt_printable(verb, shown));
     else
-        gt_error("unknown verb '%s'; see 'gentrain --help'", printable(verb, shown));
+        gt_error("unknown verb '%s'; see 'gentrain --help'", gt_printable(verb, shown));
     return EXIT_USAGE;
 }

@@ -4,6 +4,7 @@
 #include "train.h"
 
 #include <cblas.h>
+#include <errno.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -151,9 +152,16 @@ static int check_output_paths(const gt_config *c, run *r)
         }
     }
     if (c->log[0]) {
+        char dir[GT_PATH_MAX];
+        memcpy(dir, c->log, sizeof dir);
+        char *slash = strrchr(dir, '/');
+        if (slash && slash != dir) {
+            *slash = '\0';
+            if (gt_mkdirs(dir) != 0) return -1;
+        }
         r->log = fopen(c->log, "w");
         if (!r->log) {
-            gt_error("cannot open log file %s for writing", c->log);
+            gt_error("cannot open log file %s for writing: %s", c->log, strerror(errno));
             return -1;
         }
     }

@@ -78,6 +78,15 @@ int gt_strlcpy(char *dst, const char *src, size_t cap)
     return 0;
 }
 
+const char *gt_printable(const char *s, char buf[72])
+{
+    size_t n = 0;
+    for (; n < 64 && s[n]; n++)
+        buf[n] = ((unsigned char)s[n] < 0x20 || s[n] == 0x7f) ? '?' : s[n];
+    buf[n] = '\0';
+    return buf;
+}
+
 int gt_mkdirs(const char *path)
 {
     char buf[4096];

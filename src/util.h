@@ -34,6 +34,10 @@ double gt_now(void);
 /* Copies src into dst[cap]; returns -1 (without printing) if it does not fit. */
 int gt_strlcpy(char *dst, const char *src, size_t cap);
 
+/* The first 64 characters of a user's text for an error line, control characters as
+ * '?' so the error stays one line. Returns buf. */
+const char *gt_printable(const char *s, char buf[72]);
+
 /* mkdir -p; reports and returns -1 on failure (names the path). */
 int gt_mkdirs(const char *path);
 

@@ -12,35 +12,6 @@
 #include "testutil.h"
 
 static char tmpdir[512];
-static char err_text[8192];
-static int saved_fd = -1;
-static FILE *err_file;
-
-static void capture_begin(void)
-{
-    fflush(stderr);
-    err_file = tmpfile();
-    if (!err_file) {
-        perror("tmpfile");
-        exit(99);
-    }
-    saved_fd = dup(2);
-    dup2(fileno(err_file), 2);
-}
-
-/* Stops capturing; the captured text is in err_text. */
-static const char *capture_end(void)
-{
-    fflush(stderr);
-    dup2(saved_fd, 2);
-    close(saved_fd);
-    rewind(err_file);
-    size_t n = fread(err_text, 1, sizeof err_text - 1, err_file);
-    err_text[n] = '\0';
-    fclose(err_file);
-    return err_text;
-}
-
 /* The first line of s, for a check's description. */
 static const char *line1(const char *s)
 {
@@ -77,9 +48,9 @@ static void expect_set_error(const char *key, const char *value, const char *wan
 {
     gt_config c;
     config_defaults(&c);
-    capture_begin();
+    tu_capture_begin();
     int rc = config_set(&c, key, value, "command line");
-    const char *e = capture_end();
+    const char *e = tu_capture_end();
     TU_CHECK(rc == -1, "%s = %s is refused", key, value);
     TU_CHECK(strncmp(e, "gentrain: error: command line: ", 31) == 0 && count_lines(e) == 1,
              "  one error line from the command line: %s", line1(e));
@@ -89,9 +60,9 @@ static void expect_set_error(const char *key, const char *value, const char *wan
 
 static void expect_validate_error(gt_config *c, const char *want)
 {
-    capture_begin();
+    tu_capture_begin();
     int rc = config_validate(c);
-    const char *e = capture_end();
+    const char *e = tu_capture_end();
     TU_CHECK(rc == -1 && count_lines(e) == 1 && strstr(e, want) != NULL,
              "validate fails with '%s': %s", want, line1(e));
 }
@@ -136,9 +107,9 @@ static void test_file(void)
                "n_embd = 64#not a comment for an int -> overwritten below\n");
     gt_config c;
     config_defaults(&c);
-    capture_begin();
+    tu_capture_begin();
     int rc = config_load_file(&c, path);
-    const char *e = capture_end();
+    const char *e = tu_capture_end();
     TU_CHECK(rc == -1 && strstr(e, "n_embd") && strstr(e, "good.cfg:7"),
              "'64#x' is not an integer, error names good.cfg:7: %s",
              line1(e));
@@ -166,52 +137,52 @@ static void test_file(void)
     TU_CHECK(c.seed == UINT64_MAX && c.steps == INT64_MAX, "largest seed and steps");
 
     /* Missing file. */
-    capture_begin();
+    tu_capture_begin();
     char missing[1024];
     snprintf(missing, sizeof missing, "%s/nope.cfg", tmpdir);
     rc = config_load_file(&c, missing);
-    e = capture_end();
+    e = tu_capture_end();
     TU_CHECK(rc == -1 && strstr(e, "nope.cfg") && count_lines(e) == 1,
              "missing config file named: %s", line1(e));
 
     /* A line without '='. */
     write_file(path, sizeof path, "noeq.cfg", "lr = 1e-3\n\nn_layer 4\n");
-    capture_begin();
+    tu_capture_begin();
     rc = config_load_file(&c, path);
-    e = capture_end();
+    e = tu_capture_end();
     TU_CHECK(rc == -1 && strstr(e, "noeq.cfg:3") && count_lines(e) == 1,
              "line without '=' names noeq.cfg:3: %s", line1(e));
 
     /* A value error names file:line, key and value. */
     write_file(path, sizeof path, "bad.cfg", "# x\nsteps = 10\nlr = -1\n");
-    capture_begin();
+    tu_capture_begin();
     rc = config_load_file(&c, path);
-    e = capture_end();
+    e = tu_capture_end();
     TU_CHECK(rc == -1 && strstr(e, "bad.cfg:3: lr = -1: must be > 0"),
              "range error in a file: %s", line1(e));
 
     /* Unknown key with a suggestion. */
     write_file(path, sizeof path, "unknown.cfg", "\n\n\n\n\n\nlr_max = 3\n");
-    capture_begin();
+    tu_capture_begin();
     rc = config_load_file(&c, path);
-    e = capture_end();
+    e = tu_capture_end();
     TU_CHECK(rc == -1 && strstr(e, "unknown.cfg:7: unknown key 'lr_max'") &&
                  strstr(e, "did you mean 'min_lr'?"),
              "unknown key with suggestion: %s", line1(e));
 
     /* config_load_text names its origin the same way. */
     config_defaults(&c);
-    capture_begin();
+    tu_capture_begin();
     rc = config_load_text(&c, "n_layer = 3\nblock_size = 0\n", "model.h5:config");
-    e = capture_end();
+    e = tu_capture_end();
     TU_CHECK(rc == -1 && strstr(e, "model.h5:config:2: block_size = 0: must be >= 1"),
              "load_text error origin: %s", line1(e));
 
     /* A key set twice in one file: a warning, the later value wins. */
     config_defaults(&c);
-    capture_begin();
+    tu_capture_begin();
     rc = config_load_text(&c, "n_layer = 3\nn_layer = 5\n", "dup.cfg");
-    e = capture_end();
+    e = tu_capture_end();
     TU_CHECK(rc == 0 && c.n_layer == 5 && strstr(e, "warning") && strstr(e, "line 1"),
              "duplicate key warns, later wins: %s", line1(e));
 }
@@ -292,9 +263,9 @@ static void test_args(void)
     for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
         gt_config c;
         config_defaults(&c);
-        capture_begin();
+        tu_capture_begin();
         int rc = config_parse_args(&c, bad[i].argc, bad[i].argv, 2);
-        const char *e = capture_end();
+        const char *e = tu_capture_end();
         TU_CHECK(rc == -1 && count_lines(e) == 1 && strstr(e, bad[i].want),
                  "command line error '%s': %s", bad[i].want, line1(e));
     }

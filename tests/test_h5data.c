@@ -29,45 +29,6 @@ static void path_in(char *buf, size_t cap, const char *name)
     snprintf(buf, cap, "%s/%s", dir, name);
 }
 
-/* ---- capturing stderr ------------------------------------------------------------ */
-
-static char captured[8192];
-static int saved_fd = -1;
-static char cap_path[600];
-
-static void capture_begin(void)
-{
-    fflush(stderr);
-    path_in(cap_path, sizeof cap_path, "stderr.txt");
-    int fd = open(cap_path, O_WRONLY | O_CREAT | O_TRUNC, 0644);
-    saved_fd = dup(2);
-    dup2(fd, 2);
-    close(fd);
-}
-
-/* Restores stderr; the captured text is in `captured` (and echoed to stdout). */
-static const char *capture_end(void)
-{
-    fflush(stderr);
-    dup2(saved_fd, 2);
-    close(saved_fd);
-    captured[0] = '\0';
-    FILE *f = fopen(cap_path, "r");
-    if (f) {
-        size_t n = fread(captured, 1, sizeof captured - 1, f);
-        captured[n] = '\0';
-        fclose(f);
-    }
-    printf("     stderr: %s", captured[0] ? captured : "(nothing)\n");
-    return captured;
-}
-
-static int count_lines(const char *s)
-{
-    int n = 0;
-    for (; *s; s++) n += *s == '\n';
-    return n;
-}
 
 /* ---- making files ---------------------------------------------------------------- */
 
@@ -171,9 +132,9 @@ static void check_type(const char *tname, hid_t type, int rank, int64_t vocab,
              "%s rank %d: read without vocab check", tname, rank);
     TU_CHECK(h5data_check_range(d, vocab) == 0, "%s rank %d: range check passes", tname, rank);
 
-    capture_begin();
+    tu_capture_begin();
     int rc = h5data_check_range(d, vocab - 1);
-    const char *msg = capture_end();
+    const char *msg = tu_capture_end();
     char want[128];
     if (rank == 1)
         snprintf(want, sizeof want, "tokens[%lld] = %lld is >= vocab_size %lld",
@@ -182,7 +143,7 @@ static void check_type(const char *tname, hid_t type, int rank, int64_t vocab,
         snprintf(want, sizeof want, "tokens[%lld, %lld] = %lld is >= vocab_size %lld",
                  (long long)(rows - 1), (long long)(len - 1), (long long)(vocab - 1),
                  (long long)(vocab - 1));
-    TU_CHECK(rc != 0 && strstr(msg, want) && count_lines(msg) == 1,
+    TU_CHECK(rc != 0 && strstr(msg, want) && tu_count_lines(msg) == 1,
              "%s rank %d: a smaller vocab fails naming the last token (%s)", tname, rank,
              want);
     free(buf);
@@ -197,12 +158,12 @@ static void check_type(const char *tname, hid_t type, int rank, int64_t vocab,
 static void expect_fail(const char *what, const char *path, const char *name, int64_t vocab,
                         const char *want)
 {
-    capture_begin();
+    tu_capture_begin();
     h5data *d = h5data_open(path, name);
     int rc = d ? h5data_check_range(d, vocab) : -1;
     h5data_close(d);
-    const char *msg = capture_end();
-    TU_CHECK(rc != 0 && strstr(msg, want) != NULL && count_lines(msg) == 1 &&
+    const char *msg = tu_capture_end();
+    TU_CHECK(rc != 0 && strstr(msg, want) != NULL && tu_count_lines(msg) == 1 &&
                  strncmp(msg, "gentrain: error: ", 17) == 0,
              "%s: fails with one line containing \"%s\"", what, want);
 }
@@ -278,15 +239,15 @@ static void refused_inputs(void)
         /* ... and a window read across it reports the same index; one beside it passes. */
         h5data *d = h5data_open(path, "/train/tokens");
         int32_t w[100];
-        capture_begin();
+        tu_capture_begin();
         int rc = d ? h5data_read(d, 0, 12300, 100, w, 256) : 0;
-        const char *msg = capture_end();
+        const char *msg = tu_capture_end();
         TU_CHECK(rc != 0 && strstr(msg, want), "window read over the bad token names it");
         TU_CHECK(d && h5data_read(d, 0, 12346, 100, w, 256) == 0 && w[0] == 12346 % 256,
                  "window read after the bad token works");
-        capture_begin();
+        tu_capture_begin();
         rc = d ? h5data_read(d, 0, n - 5, 10, w, 256) : 0;
-        msg = capture_end();
+        msg = tu_capture_end();
         TU_CHECK(rc != 0 && strstr(msg, "outside the dataset"), "read past the end fails");
         h5data_close(d);
     }
@@ -463,9 +424,9 @@ static void prepare_round_trip(const char *tag, const int64_t *sizes, int n_in, 
     h5data *tr = h5data_open(out, "/train/tokens");
     if (n_train == total) {
         /* No validation bytes: /val/tokens exists but is empty, and says so. */
-        capture_begin();
+        tu_capture_begin();
         h5data *va = h5data_open(out, "/val/tokens");
-        const char *msg = capture_end();
+        const char *msg = tu_capture_end();
         TU_CHECK(tr && !va && strstr(msg, "/val/tokens is empty (shape [0])"),
                  "prepare %s: empty /val/tokens", tag);
         if (tr) {
@@ -531,24 +492,24 @@ static void prepare_failures(void)
     path_in(missing, sizeof missing, "missing.txt");
     path_in(out, sizeof out, "never.h5");
 
-    capture_begin();
+    tu_capture_begin();
     int rc = prepare_bytes(inputs, 2, out, 0.1);
-    const char *msg = capture_end();
+    const char *msg = tu_capture_end();
     snprintf(want, sizeof want, "cannot read %s: no such file", missing);
     TU_CHECK(rc != 0 && strstr(msg, want) && access(out, F_OK) != 0,
              "prepare: missing input fails naming it, writes nothing");
 
-    capture_begin();
+    tu_capture_begin();
     rc = prepare_bytes(inputs, 1, out, 1.0);
-    msg = capture_end();
+    msg = tu_capture_end();
     TU_CHECK(rc != 0 && strstr(msg, "val_fraction 1 is out of range [0, 1)"),
              "prepare: val_fraction 1 refused");
 
     path_in(out, sizeof out, "no/such/folder/out.h5");
     snprintf(tmp, sizeof tmp, "%s.tmp", out);
-    capture_begin();
+    tu_capture_begin();
     rc = prepare_bytes(inputs, 1, out, 0.1);
-    msg = capture_end();
+    msg = tu_capture_end();
     snprintf(want, sizeof want, "cannot create %s (for %s): no such folder", tmp, out);
     TU_CHECK(rc != 0 && strstr(msg, want), "prepare: output in a missing folder fails");
 
@@ -556,9 +517,9 @@ static void prepare_failures(void)
     path_in(out, sizeof out, "isdir.h5");
     snprintf(tmp, sizeof tmp, "%s.tmp", out);
     mkdir(out, 0755);
-    capture_begin();
+    tu_capture_begin();
     rc = prepare_bytes(inputs, 1, out, 0.1);
-    msg = capture_end();
+    msg = tu_capture_end();
     TU_CHECK(rc != 0 && strstr(msg, "it is a folder") && access(tmp, F_OK) != 0,
              "prepare: output path that is a folder fails, no .tmp left");
     rmdir(out);
@@ -569,9 +530,9 @@ static void prepare_failures(void)
         mkdir(ro, 0555);
         snprintf(out, sizeof out, "%s/out.h5", ro);
         snprintf(tmp, sizeof tmp, "%s.tmp", out);
-        capture_begin();
+        tu_capture_begin();
         rc = prepare_bytes(inputs, 1, out, 0.1);
-        msg = capture_end();
+        msg = tu_capture_end();
         TU_CHECK(rc != 0 && strstr(msg, "permission denied") && access(tmp, F_OK) != 0,
                  "prepare: unwritable folder fails cleanly");
         rmdir(ro);

@@ -26,44 +26,6 @@ static void path_in(char *buf, size_t cap, const char *name)
     snprintf(buf, cap, "%s/%s", dir, name);
 }
 
-/* ---- capturing stderr (or any stream) ------------------------------------------- */
-
-static char captured[16384];
-static int saved_fd = -1;
-static char cap_path[600];
-
-static void capture_begin(void)
-{
-    fflush(stderr);
-    path_in(cap_path, sizeof cap_path, "stderr.txt");
-    int fd = open(cap_path, O_WRONLY | O_CREAT | O_TRUNC, 0644);
-    saved_fd = dup(2);
-    dup2(fd, 2);
-    close(fd);
-}
-
-static const char *capture_end(void)
-{
-    fflush(stderr);
-    dup2(saved_fd, 2);
-    close(saved_fd);
-    captured[0] = '\0';
-    FILE *f = fopen(cap_path, "r");
-    if (f) {
-        size_t n = fread(captured, 1, sizeof captured - 1, f);
-        captured[n] = '\0';
-        fclose(f);
-    }
-    printf("     stderr: %s", captured[0] ? captured : "(nothing)\n");
-    return captured;
-}
-
-static int count_lines(const char *s)
-{
-    int n = 0;
-    for (; *s; s++) n += *s == '\n';
-    return n;
-}
 
 /* ---- helpers ---------------------------------------------------------------------- */
 
@@ -140,10 +102,10 @@ static void expect_load_fail(const char *what, const char *path, gpt_model *m,
 {
     float *before = malloc(m->n_params * sizeof(float));
     memcpy(before, m->params, m->n_params * sizeof(float));
-    capture_begin();
+    tu_capture_begin();
     int rc = h5model_load_params(path, m);
-    const char *msg = capture_end();
-    TU_CHECK(rc != 0 && strstr(msg, want) && count_lines(msg) == 1,
+    const char *msg = tu_capture_end();
+    TU_CHECK(rc != 0 && strstr(msg, want) && tu_count_lines(msg) == 1,
              "%s: load fails with \"%s\"", what, want);
     TU_CHECK(memcmp(before, m->params, m->n_params * sizeof(float)) == 0,
              "%s: parameters untouched", what);
@@ -252,10 +214,10 @@ static void damaged_files(const char *good)
 
     path_in(path, sizeof path, "half.h5");
     copy_file(good, path, file_size(good) / 2);
-    capture_begin();
+    tu_capture_begin();
     int rc = h5model_read_meta(path, NULL, NULL, NULL);
-    const char *msg = capture_end();
-    TU_CHECK(rc != 0 && strstr(msg, "cannot open") && count_lines(msg) == 1,
+    const char *msg = tu_capture_end();
+    TU_CHECK(rc != 0 && strstr(msg, "cannot open") && tu_count_lines(msg) == 1,
              "truncated file: read_meta fails cleanly");
     expect_load_fail("truncated file", path, &m, "truncated");
 
@@ -273,9 +235,9 @@ static void damaged_files(const char *good)
     H5Sclose(sp);
     H5Fclose(f);
     snprintf(want, sizeof want, "%s is not a gentrain model file (no format attribute)", path);
-    capture_begin();
+    tu_capture_begin();
     rc = h5model_read_meta(path, NULL, NULL, NULL);
-    msg = capture_end();
+    msg = tu_capture_end();
     TU_CHECK(rc != 0 && strstr(msg, want), "token file refused as a model");
 
     gpt_free(&m);
@@ -309,29 +271,29 @@ static void newest(void)
     fputs("garbage", b);
     fclose(b);
 
-    capture_begin();
+    tu_capture_begin();
     int rc = h5model_find_newest(sub, out, sizeof out);
-    const char *msg = capture_end();
+    const char *msg = tu_capture_end();
     snprintf(want, sizeof want, "%s/b.h5", sub);
     TU_CHECK(rc == 0 && strcmp(out, want) == 0, "find_newest picks the highest step (%s)",
              rc == 0 ? out : "failed");
     snprintf(want, sizeof want, "gentrain: warning: skipping %s/broken.h5: not an HDF5 file",
              sub);
-    TU_CHECK(strstr(msg, want) && count_lines(msg) == 1,
+    TU_CHECK(strstr(msg, want) && tu_count_lines(msg) == 1,
              "find_newest warns once, about the broken file only");
 
     /* A tie on the step: the newer file wins. */
     snprintf(p, sizeof p, "%s/d.h5", sub);
     h5model_save(p, &m, "x = 1\n", 300);
     set_mtime(p, 1700000000 + 1000);
-    capture_begin();
+    tu_capture_begin();
     rc = h5model_find_newest(sub, out, sizeof out);
-    capture_end();
+    tu_capture_end();
     TU_CHECK(rc == 0 && strcmp(out, p) == 0, "find_newest: same step, newer file wins");
     set_mtime(p, 1600000000);
-    capture_begin();
+    tu_capture_begin();
     rc = h5model_find_newest(sub, out, sizeof out);
-    capture_end();
+    tu_capture_end();
     snprintf(want, sizeof want, "%s/b.h5", sub);
     TU_CHECK(rc == 0 && strcmp(out, want) == 0, "find_newest: same step, older file loses");
 
@@ -339,23 +301,23 @@ static void newest(void)
     TU_CHECK(h5model_find_newest(p, out, sizeof out) == 0 && strcmp(out, p) == 0,
              "find_newest of a file is the file");
     char small[8];
-    capture_begin();
+    tu_capture_begin();
     rc = h5model_find_newest(p, small, sizeof small);
-    capture_end();
+    tu_capture_end();
     TU_CHECK(rc != 0, "find_newest refuses a too small buffer");
 
     path_in(p, sizeof p, "empty_runs");
     mkdir(p, 0755);
-    capture_begin();
+    tu_capture_begin();
     rc = h5model_find_newest(p, out, sizeof out);
-    msg = capture_end();
+    msg = tu_capture_end();
     snprintf(want, sizeof want, "gentrain: error: no gentrain model file in %s", p);
     TU_CHECK(rc != 0 && strstr(msg, want), "find_newest in a folder without models fails");
 
     path_in(p, sizeof p, "no_such_runs");
-    capture_begin();
+    tu_capture_begin();
     rc = h5model_find_newest(p, out, sizeof out);
-    msg = capture_end();
+    msg = tu_capture_end();
     TU_CHECK(rc != 0 && strstr(msg, "no such file or folder"), "find_newest of a missing path");
     gpt_free(&m);
 }
@@ -386,11 +348,11 @@ static void failed_saves(void)
      * where permission bits do not stop writes.) */
     mkdir(tmp, 0755);
     for (size_t i = 0; i < m.n_params; i++) m.params[i] += 1.0f;
-    capture_begin();
+    tu_capture_begin();
     int rc = h5model_save(path, &m, "second\n", 2);
-    const char *msg = capture_end();
+    const char *msg = tu_capture_end();
     snprintf(want, sizeof want, "cannot create %s: it is a folder", tmp);
-    TU_CHECK(rc != 0 && strstr(msg, want) && count_lines(msg) == 1,
+    TU_CHECK(rc != 0 && strstr(msg, want) && tu_count_lines(msg) == 1,
              "save fails when the .tmp name is a folder");
     TU_CHECK(files_equal(path, copy), "the previous file is untouched");
     rmdir(tmp);
@@ -399,9 +361,9 @@ static void failed_saves(void)
              "the previous file still reads (step %lld)", (long long)step);
 
     path_in(path, sizeof path, "no/such/folder/model.h5");
-    capture_begin();
+    tu_capture_begin();
     rc = h5model_save(path, &m, "", 3);
-    msg = capture_end();
+    msg = tu_capture_end();
     TU_CHECK(rc != 0 && strstr(msg, "no such folder"), "save into a missing folder fails");
 
     if (geteuid() != 0) {
@@ -412,9 +374,9 @@ static void failed_saves(void)
         h5model_save(path, &m, "", 1);
         copy_file(path, copy, -1);
         chmod(ro, 0555);
-        capture_begin();
+        tu_capture_begin();
         rc = h5model_save(path, &m, "", 2);
-        msg = capture_end();
+        msg = tu_capture_end();
         TU_CHECK(rc != 0 && strstr(msg, "permission denied") && files_equal(path, copy),
                  "save into a read-only folder fails, previous file intact");
         chmod(ro, 0755);

@@ -61,6 +61,16 @@ static double *dnew(size_t n)
     return p;
 }
 
+static int32_t *inew(size_t n)
+{
+    int32_t *p = calloc(n ? n : 1, sizeof *p);
+    if (!p) {
+        printf("FAIL out of memory\n");
+        exit(1);
+    }
+    return p;
+}
+
 static float *frand(size_t n, float lo, float hi)
 {
     float *p = fnew(n);
@@ -225,7 +235,7 @@ static void test_encoder(int B, int T, int C, int V, size_t samples)
 {
     enc_case c = {B, T, C, V, NULL, NULL, NULL, NULL, NULL, NULL, NULL};
     size_t N = (size_t)B * T, no = N * C, nte = (size_t)V * C, npe = (size_t)T * C;
-    c.tok = malloc(N * sizeof *c.tok);
+    c.tok = inew(N);
     for (size_t i = 0; i < N; i++) c.tok[i] = (int32_t)(rnext() % (uint64_t)V);
     c.tok[N - 1] = c.tok[0]; /* a repeated token */
     c.wte = frand(nte, -1, 1);
@@ -596,7 +606,8 @@ typedef struct {
 
 static double gelu_ref1(double x)
 {
-    return 0.5 * x * (1.0 + tanh(sqrt(2.0 / M_PI) * (x + 0.044715 * x * x * x)));
+    const double pi = 3.14159265358979323846;
+    return 0.5 * x * (1.0 + tanh(sqrt(2.0 / pi) * (x + 0.044715 * x * x * x)));
 }
 
 static double gelu_ref_loss(void *p)
@@ -734,7 +745,7 @@ static void test_crossentropy(size_t N, int V, float scale, size_t samples)
     size_t n = N * V;
     c.logits = frand(n, -4, 4);
     c.logits[0] = 30.0f; /* a confident row: exp must not overflow */
-    c.tg = malloc(N * sizeof *c.tg);
+    c.tg = inew(N);
     for (size_t i = 0; i < N; i++) c.tg[i] = (int32_t)(rnext() % (uint64_t)V);
     c.tg[N - 1] = V - 1; /* the last column (vector tail) */
     c.dl = todouble(c.logits, n);

@@ -7,6 +7,8 @@
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
 
 static int tu_failures = 0;
 static int tu_checks = 0;
@@ -30,6 +32,52 @@ static inline double tu_relerr(double a, double b, double floor_)
 {
     double d = fabs(a - b), s = fmax(fmax(fabs(a), fabs(b)), floor_);
     return d / s;
+}
+
+/* Capturing stderr, to check the one-line errors a function prints:
+ * tu_capture_begin() points fd 2 at a temporary file; tu_capture_end() restores it,
+ * echoes the text to stdout (so a failing log shows it) and returns it (a static
+ * buffer, valid until the next capture). */
+struct tu_capture { FILE *file; int saved_fd; char text[16384]; };
+static inline struct tu_capture *tu_capture_state(void)
+{
+    static struct tu_capture state = {NULL, -1, ""};
+    return &state;
+}
+
+static inline void tu_capture_begin(void)
+{
+    struct tu_capture *c = tu_capture_state();
+    fflush(stderr);
+    c->file = tmpfile();
+    if (!c->file) {
+        perror("tmpfile");
+        exit(99);
+    }
+    c->saved_fd = dup(2);
+    dup2(fileno(c->file), 2);
+}
+
+static inline const char *tu_capture_end(void)
+{
+    struct tu_capture *c = tu_capture_state();
+    fflush(stderr);
+    dup2(c->saved_fd, 2);
+    close(c->saved_fd);
+    rewind(c->file);
+    size_t n = fread(c->text, 1, sizeof c->text - 1, c->file);
+    c->text[n] = '\0';
+    fclose(c->file);
+    printf("     stderr: %s", c->text[0] ? c->text : "(nothing)\n");
+    return c->text;
+}
+
+/* Number of '\n' in s. */
+static inline int tu_count_lines(const char *s)
+{
+    int n = 0;
+    for (; *s; s++) n += *s == '\n';
+    return n;
 }
 
 /* Exit status for main: prints a summary line. */
