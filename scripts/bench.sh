@@ -61,6 +61,7 @@ wait_idle() {
     [ "$BENCH_WAIT_IDLE" -gt 0 ] || return 0
     "$PYTHON" - "$here" "$BENCH_WAIT_IDLE" <<'EOF'
 import sys
+sys.dont_write_bytecode = True  # no __pycache__ in the source tree
 sys.path.insert(0, sys.argv[1])
 from bench_torch import wait_idle
 w = wait_idle(float(sys.argv[2]))
@@ -198,6 +199,7 @@ import json, os, statistics, sys
 
 here, sgemm_f, log_f, torch_f, load_f = sys.argv[1:6]
 threads, steps, L, nh, C, T, B, V, strict = (int(x) for x in sys.argv[6:15])
+sys.dont_write_bytecode = True  # no __pycache__ in the source tree
 sys.path.insert(0, here)
 from bench_torch import flops_per_step  # one flop count for every impl
 
