@@ -37,8 +37,8 @@ typedef struct run {
     double peak_gflops;
 } run;
 
-/* FP32 peak of `threads` cores: SIMD lanes x 2 (FMA) x FMA units x clock. The clock is
- * read from /proc/cpuinfo; a wrong guess only skews MFU, never the training. */
+/* FP32 peak of `threads` cores: flops per cycle x clock. The clock is read from
+ * /proc/cpuinfo; a wrong guess only skews MFU, never the training. */
 static double estimate_peak_gflops(int threads)
 {
     double mhz = 0.0;
@@ -54,8 +54,13 @@ static double estimate_peak_gflops(int threads)
         fclose(f);
     }
     if (mhz <= 0.0) return 0.0;
-    int avx2 = strcmp(kernels_simd_name(), "portable") != 0;
-    double flops_per_cycle = avx2 ? 32.0 : 8.0; /* 2 FMA units x 8 lanes x 2, or SSE */
+    /* What the CPU can do (OpenBLAS uses it whatever path our own kernels take):
+     * 2 FMA units x lanes x 2 flops. */
+    __builtin_cpu_init();
+    double flops_per_cycle = 8.0; /* SSE: 4 lanes, separate add and multiply */
+    if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma"))
+        flops_per_cycle = 32.0;
+    if (__builtin_cpu_supports("avx512f")) flops_per_cycle = 64.0;
     return threads * flops_per_cycle * mhz * 1e-3;
 }
 
