@@ -41,35 +41,19 @@ static float runif(float lo, float hi)
     return lo + (hi - lo) * (float)((double)(rnext() >> 11) * 0x1.0p-53);
 }
 
-static float *fnew(size_t n)
+/* calloc that ends the test on failure (n may be 0). */
+static void *xnew(size_t n, size_t size)
 {
-    float *p = calloc(n ? n : 1, sizeof *p);
+    void *p = calloc(n ? n : 1, size);
     if (!p) {
         printf("FAIL out of memory\n");
         exit(1);
     }
     return p;
 }
-
-static double *dnew(size_t n)
-{
-    double *p = calloc(n ? n : 1, sizeof *p);
-    if (!p) {
-        printf("FAIL out of memory\n");
-        exit(1);
-    }
-    return p;
-}
-
-static int32_t *inew(size_t n)
-{
-    int32_t *p = calloc(n ? n : 1, sizeof *p);
-    if (!p) {
-        printf("FAIL out of memory\n");
-        exit(1);
-    }
-    return p;
-}
+#define fnew(n) ((float *)xnew((n), sizeof(float)))
+#define dnew(n) ((double *)xnew((n), sizeof(double)))
+#define inew(n) ((int32_t *)xnew((n), sizeof(int32_t)))
 
 static float *frand(size_t n, float lo, float hi)
 {
