@@ -213,7 +213,16 @@ int train_run(const gt_config *c)
         goto done;
     eval_in = gt_malloc((size_t)B * T * sizeof(int32_t), "eval inputs");
     eval_tg = gt_malloc((size_t)B * T * sizeof(int32_t), "eval targets");
-    config_text = config_to_text(c);
+    {
+        /* The saved config records the vocabulary actually used, not "0 = from data". */
+        gt_config *effective = gt_malloc(sizeof *effective, "config copy");
+        if (effective) {
+            *effective = *c;
+            effective->vocab_size = (int)vocab;
+            config_text = config_to_text(effective);
+            free(effective);
+        }
+    }
     if (!eval_in || !eval_tg || !config_text) goto done;
 
     const double flops = gpt_flops_per_step(&shape, B, T);
