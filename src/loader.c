@@ -25,6 +25,7 @@ struct loader {
     token_windows w;
     uint64_t seed;
     int B, T, depth;
+    int rank, world;
     int64_t vocab_size;
     int64_t first_step;
     int32_t *slots;   /* depth x [inputs B*T | targets B*T] */
@@ -60,7 +61,7 @@ static int fill_batch(loader *l, int64_t n)
     int32_t *targets = inputs + bt;
     int64_t step = l->first_step + n;
     for (int b = 0; b < B; b++) {
-        int64_t g = step * B + b, row, col;
+        int64_t g = (step * l->world + l->rank) * B + b, row, col;
         windows_sample(&l->w, l->seed, g, &row, &col);
         if (h5data_read(l->data, row, col, (int64_t)T + 1, l->scratch, l->vocab_size) != 0)
             return -1;
@@ -107,24 +108,28 @@ static void loader_free(loader *l)
 }
 
 loader *loader_start(h5data *data, const token_windows *w, uint64_t seed, int B, int T,
-                     int64_t vocab_size, int64_t first_step, int depth)
+                     int64_t vocab_size, int64_t first_step, int depth, int rank,
+                     int world)
 {
     if (!data || !w) {
         gt_error("loader: no dataset to read");
         return NULL;
     }
-    if (B < 1 || T < 1 || depth < 1 || first_step < 0) {
+    if (B < 1 || T < 1 || depth < 1 || first_step < 0 || world < 1 || rank < 0 ||
+        rank >= world) {
         gt_error("loader: invalid settings (batch_size %d, block_size %d, depth %d, "
-                 "first step %lld)",
-                 B, T, depth, (long long)first_step);
+                 "first step %lld, rank %d of %d)",
+                 B, T, depth, (long long)first_step, rank, world);
         return NULL;
     }
     if (T != w->T) {
         gt_error("loader: block_size %d differs from the windows' block_size %d", T, w->T);
         return NULL;
     }
-    if (w->count < 1) {
-        gt_error("loader: the dataset has no training windows");
+    if (w->count < (int64_t)B * world) {
+        gt_error("%s:%s has %lld windows; batch_size x ranks = %d x %d = %lld needs at "
+                 "least %lld", h5data_path(data), h5data_name(data), (long long)w->count,
+                 B, world, (long long)B * world, (long long)B * world);
         return NULL;
     }
     size_t bt = (size_t)B * (size_t)T;
@@ -141,6 +146,8 @@ loader *loader_start(h5data *data, const token_windows *w, uint64_t seed, int B,
     l->B = B;
     l->T = T;
     l->depth = depth;
+    l->rank = rank;
+    l->world = world;
     l->vocab_size = vocab_size;
     l->first_step = first_step;
 

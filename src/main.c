@@ -17,6 +17,7 @@
 #include "../io/inspect.h" /* inspect_file */
 #include "../io/prepare.h" /* prepare_bytes */
 #include "config.h"        /* gt_config, config_* */
+#include "parallel.h"      /* par_init, par_finalize, par_all_ok, par_is_root */
 #include "sample.h"        /* sample_options, sample_defaults, sample_run */
 #include "train.h"         /* train_run */
 #include "util.h"          /* gt_error */
@@ -69,7 +70,8 @@ static const char train_usage[] =
     "Settings: the built-in defaults, then the --config FILE (applied first wherever it\n"
     "is on the line), then each --KEY VALUE in order; the last one wins. The effective\n"
     "config is printed before training starts, in the config-file format.\n"
-    "Runs as one process (OpenMP threads); multi-rank training is not implemented yet.\n"
+    "Started by mpirun or srun with N ranks, it trains one model data-parallel: each\n"
+    "rank takes batch_size sequences of a global batch of batch_size x N per step.\n"
     "\n";
 
 static const char train_examples[] =
@@ -298,31 +300,24 @@ done:
     return rc;
 }
 
-/* Refuses to run as several ranks: each would train its own copy of the model and they
- * would overwrite each other's files. Launchers name the world size in the environment;
- * no MPI call is needed (or made) to see it. */
-static int check_single_process(void)
+/* The train verb after --help: parse, check, train. Under MPI every rank runs it; a rank
+ * that fails before training tells the others (par_all_ok), so none waits alone. */
+static int train_verb(int argc, char **argv)
 {
-    /* SLURM_STEP_NUM_TASKS is set by srun for the tasks of a step. SLURM_NTASKS is not
-     * used: inside an sbatch script it is the allocation's task count while the script
-     * (and a gentrain started from it directly) is a single process. */
-    static const char *const vars[] = {"OMPI_COMM_WORLD_SIZE", "PMI_SIZE", "PMIX_SIZE",
-                                       "MV2_COMM_WORLD_SIZE", "SLURM_STEP_NUM_TASKS"};
-    for (size_t i = 0; i < sizeof vars / sizeof vars[0]; i++) {
-        const char *v = getenv(vars[i]);
-        if (!v) continue;
-        char *end = NULL;
-        long n = strtol(v, &end, 10);
-        if (end != v && n > 1) {
-            gt_error("train: launched as %ld processes (%s=%s), but this build trains on "
-                     "one process; multi-rank data-parallel training is not implemented "
-                     "yet: start a single process (e.g. srun -n 1, mpirun -np 1) and use "
-                     "--threads for the cores",
-                     n, vars[i], v);
-            return -1;
-        }
+    gt_config c;
+    config_defaults(&c);
+    int rc = EXIT_OK;
+    if (config_parse_args(&c, argc, argv, 2) != 0 || config_validate(&c) != 0)
+        rc = EXIT_USAGE;
+    else if (check_readable(c.data, "data file", 0) != 0)
+        rc = EXIT_FAIL;
+    if (!par_all_ok(rc == EXIT_OK)) return rc != EXIT_OK ? rc : EXIT_FAIL;
+    if (par_is_root()) {
+        printf("gentrain train: effective config\n");
+        config_print(&c, stdout);
+        fflush(stdout);
     }
-    return 0;
+    return train_run(&c) == 0 ? EXIT_OK : EXIT_FAIL;
 }
 
 static int cmd_train(int argc, char **argv)
@@ -331,16 +326,11 @@ static int cmd_train(int argc, char **argv)
         print_train_help(stdout);
         return EXIT_OK;
     }
-    if (check_single_process() != 0) return EXIT_USAGE;
-    gt_config c;
-    config_defaults(&c);
-    if (config_parse_args(&c, argc, argv, 2) != 0) return EXIT_USAGE;
-    if (config_validate(&c) != 0) return EXIT_USAGE;
-    if (check_readable(c.data, "data file", 0) != 0) return EXIT_FAIL;
-    printf("gentrain train: effective config\n");
-    config_print(&c, stdout);
-    fflush(stdout);
-    return train_run(&c) == 0 ? EXIT_OK : EXIT_FAIL;
+    /* MPI only when a launcher started us: a plain `gentrain train` stays MPI-free. */
+    par_init(&argc, &argv);
+    int rc = train_verb(argc, argv);
+    par_finalize();
+    return rc;
 }
 
 static int cmd_sample(int argc, char **argv)

@@ -1,6 +1,14 @@
 /* train — see train.h. Order of a step: take the loader's batch, forward with the loss
- * gradient, backward, global-norm clip, AdamW, then log. Everything that can fail for a
- * user reason (data, output folder, log file) is checked before the first step. */
+ * gradient, backward, average the gradients over the ranks, global-norm clip, AdamW,
+ * then log. Everything that can fail for a user reason (data, output folder, log file,
+ * ranks that disagree) is checked before the first step.
+ *
+ * Data parallel (parallel.h): every rank holds the whole model and the optimizer state,
+ * reads its own B samples of the global batch of B x ranks (loader.h), and applies the
+ * same averaged gradient, so the parameters stay identical on every rank (checked once
+ * at the end). Rank 0 alone prints, writes the log and saves the model. Failures during
+ * setup are agreed by all ranks (par_all_ok) so every rank leaves cleanly; a failure one
+ * rank meets alone during the steps (a read error, the log) ends the job (par_abort). */
 #include "train.h"
 
 #include <cblas.h>
@@ -17,6 +25,7 @@
 #include "loader.h"
 #include "model.h"
 #include "optim.h"
+#include "parallel.h"
 #include "util.h"
 #include "windows.h"
 
@@ -26,7 +35,8 @@ enum { LOADER_DEPTH = 4 };
 typedef struct run {
     h5data *train, *val;
     token_windows train_w, val_w;
-    int32_t *eval_tokens;   /* [eval_batches*B, T+1] fixed validation windows */
+    int32_t *eval_tokens;   /* [eval_batches*B, T+1] this rank's validation windows */
+    int32_t *eval_in, *eval_tg; /* [B,T] */
     int64_t eval_windows;
     gpt_model model;
     int have_model;
@@ -86,7 +96,7 @@ static h5data *open_tokens(const gt_config *c, const char *dataset, int64_t *voc
     double dt = gt_now() - t0;
     if (windows_init(w, h5data_rows(d), h5data_row_len(d), c->block_size, what) != 0)
         goto fail;
-    printf("data: %s: %s [%lld x %lld] %s, %lld windows of %d tokens (checked in %.2f s)\n",
+    par_printf("data: %s: %s [%lld x %lld] %s, %lld windows of %d tokens (checked in %.2f s)\n",
            what, h5data_rank(d) == 1 ? "stream" : "sequences", (long long)h5data_rows(d),
            (long long)h5data_row_len(d), h5data_type_name(d), (long long)w->count,
            c->block_size + 1, dt);
@@ -102,7 +112,7 @@ static int setup_data(run *r, const gt_config *c, int64_t *vocab)
     r->train = open_tokens(c, c->train_dataset, vocab, &r->train_w);
     if (!r->train) return -1;
     if (c->vocab_size == 0 && h5data_vocab_attr(r->train) > 0)
-        printf("data: vocab_size %lld (from the dataset attribute)\n", (long long)*vocab);
+        par_printf("data: vocab_size %lld (from the dataset attribute)\n", (long long)*vocab);
     if (*vocab > INT32_MAX) {
         gt_error("vocab_size %lld is too large", (long long)*vocab);
         return -1;
@@ -112,26 +122,32 @@ static int setup_data(run *r, const gt_config *c, int64_t *vocab)
     int64_t val_vocab = *vocab;
     r->val = open_tokens(c, c->val_dataset, &val_vocab, &r->val_w);
     if (!r->val) return -1;
-    /* The validation set is read once: eval_batches x batch_size fixed windows. */
+    /* The validation set is read once: eval_batches x batch_size x ranks fixed windows
+     * (eval_batches global batches), rank r keeping the r-th contiguous share of them:
+     * eval_batches x batch_size windows, in batches of batch_size. */
     const int B = c->batch_size, T = c->block_size;
     r->eval_windows = (int64_t)c->eval_batches * B;
-    if (r->eval_windows > r->val_w.count)
-        gt_warn("%s:%s has %lld windows, fewer than eval_batches x batch_size = %lld: "
-                "evaluation repeats windows", c->data, c->val_dataset,
-                (long long)r->val_w.count, (long long)r->eval_windows);
+    const int64_t all_windows = r->eval_windows * par_world();
+    const int64_t first = r->eval_windows * par_rank();
+    if (all_windows > r->val_w.count && par_is_root())
+        gt_warn("%s:%s has %lld windows, fewer than eval_batches x batch_size x ranks = "
+                "%lld: evaluation repeats windows", c->data, c->val_dataset,
+                (long long)r->val_w.count, (long long)all_windows);
     r->eval_tokens = gt_malloc((size_t)r->eval_windows * (size_t)(T + 1) * sizeof(int32_t),
                                "validation batches");
     if (!r->eval_tokens) return -1;
     for (int64_t k = 0; k < r->eval_windows; k++) {
         int64_t row, col;
-        windows_eval(&r->val_w, k, r->eval_windows, &row, &col);
+        windows_eval(&r->val_w, first + k, all_windows, &row, &col);
         if (h5data_read(r->val, row, col, T + 1, r->eval_tokens + k * (T + 1), *vocab) != 0)
             return -1;
     }
     return 0;
 }
 
-/* Mean loss over the fixed validation windows. */
+/* Mean loss over the fixed validation windows of all ranks: each rank evaluates its
+ * share, the sums of batch means are added over the ranks (every batch has B x T
+ * tokens, so the mean of the batch means is the mean over all windows). */
 static double evaluate(run *r, const gt_config *c, int32_t *in, int32_t *tg)
 {
     const int B = c->batch_size, T = c->block_size;
@@ -144,11 +160,13 @@ static double evaluate(run *r, const gt_config *c, int32_t *in, int32_t *tg)
         }
         sum += gpt_forward(&r->model, in, tg, B, T, 0);
     }
-    return sum / c->eval_batches;
+    return par_sum_double(sum) / ((double)c->eval_batches * par_world());
 }
 
+/* Rank 0 only: the output folder and the log file. */
 static int check_output_paths(const gt_config *c, run *r)
 {
+    if (!par_is_root()) return 0;
     if (!is_none(c->out)) {
         if (gt_mkdirs(c->out) != 0) return -1;
         if (access(c->out, W_OK) != 0) {
@@ -179,9 +197,60 @@ static void free_run(run *r)
     if (r->have_model) gpt_free(&r->model);
     adamw_free(&r->opt);
     free(r->eval_tokens);
+    free(r->eval_in);
+    free(r->eval_tg);
     h5data_close(r->train);
     h5data_close(r->val);
     if (r->log && fclose(r->log) != 0) gt_error("writing the log file failed");
+}
+
+/* Everything before the first step that can fail on one rank alone: output folder and
+ * log (rank 0), data, the loader, model, optimizer, buffers. Returns 0 or -1 (reported). */
+static int setup_run(run *r, const gt_config *c, int64_t *vocab)
+{
+    const int B = c->batch_size, T = c->block_size;
+    if (check_output_paths(c, r) != 0) return -1;
+    if (setup_data(r, c, vocab) != 0) return -1;
+    r->ld = loader_start(r->train, &r->train_w, c->seed, B, T, *vocab, 0, LOADER_DEPTH,
+                         par_rank(), par_world());
+    if (!r->ld) return -1;
+    gpt_shape shape = {(int)*vocab, T, c->n_layer, c->n_head, c->n_embd};
+    if (gpt_create(&r->model, shape, &backend_cpu, r->threads) != 0) return -1;
+    r->have_model = 1;
+    gpt_init_weights(&r->model, c->seed);
+    if (gpt_alloc_grads(&r->model) != 0 || gpt_alloc_acts(&r->model, B, T) != 0 ||
+        adamw_init(&r->opt, r->model.n_params) != 0)
+        return -1;
+    r->eval_in = gt_malloc((size_t)B * T * sizeof(int32_t), "eval inputs");
+    r->eval_tg = gt_malloc((size_t)B * T * sizeof(int32_t), "eval targets");
+    return r->eval_in && r->eval_tg ? 0 : -1;
+}
+
+/* The config text saved with the model: as given, but with the vocabulary actually
+ * used in place of "0 = from the data". malloc'd; NULL on failure (reported). */
+static char *effective_config_text(const gt_config *c, int vocab)
+{
+    gt_config *effective = gt_malloc(sizeof *effective, "config copy");
+    if (!effective) return NULL;
+    *effective = *c;
+    effective->vocab_size = vocab;
+    char *text = config_to_text(effective);
+    free(effective);
+    return text;
+}
+
+/* What identifies the datasets this rank reads, as text for par_check_same. */
+static void dataset_identity(const run *r, const gt_config *c, int64_t vocab, char *buf,
+                             size_t cap)
+{
+    int n = snprintf(buf, cap, "train %s:%s %s [%lld x %lld] vocab_size %lld\n", c->data,
+                     c->train_dataset, h5data_type_name(r->train),
+                     (long long)h5data_rows(r->train), (long long)h5data_row_len(r->train),
+                     (long long)vocab);
+    if (r->val && n > 0 && (size_t)n < cap)
+        snprintf(buf + n, cap - (size_t)n, "val %s:%s %s [%lld x %lld]\n", c->data,
+                 c->val_dataset, h5data_type_name(r->val), (long long)h5data_rows(r->val),
+                 (long long)h5data_row_len(r->val));
 }
 
 int train_run(const gt_config *c)
@@ -189,49 +258,36 @@ int train_run(const gt_config *c)
     run r;
     memset(&r, 0, sizeof r);
     int rc = -1;
-    int32_t *eval_in = NULL, *eval_tg = NULL;
     char *config_text = NULL;
     const int B = c->batch_size, T = c->block_size;
+    const int world = par_world();
+
+    /* Every rank must train the same run: compare the configs before anything else. */
+    config_text = config_to_text(c);
+    if (!par_all_ok(config_text != NULL)) goto done;
+    if (par_check_same("config", config_text, strlen(config_text)) != 0) goto done;
 
     r.threads = gt_resolve_threads(c->threads);
     r.peak_gflops = c->peak_gflops > 0 ? c->peak_gflops : estimate_peak_gflops(r.threads);
-    printf("threads: %d OpenMP, kernels %s, OpenBLAS %s; peak %.1f GFLOP/s%s\n", r.threads,
-           kernels_simd_name(), openblas_get_parallel() == 2 ? "openmp" :
-           openblas_get_parallel() == 1 ? "pthreads" : "sequential", r.peak_gflops,
-           c->peak_gflops > 0 ? "" : " (estimated; set peak_gflops to override)");
+    par_printf("threads: %d OpenMP, kernels %s, OpenBLAS %s; peak %.1f GFLOP/s%s\n",
+               r.threads, kernels_simd_name(), openblas_get_parallel() == 2 ? "openmp" :
+               openblas_get_parallel() == 1 ? "pthreads" : "sequential", r.peak_gflops,
+               c->peak_gflops > 0 ? "" : " (estimated; set peak_gflops to override)");
+    if (world > 1)
+        par_printf("ranks: %d, data parallel: global batch %d x %d = %d sequences\n", world,
+                   B, world, B * world);
 
-    if (check_output_paths(c, &r) != 0) goto done;
     int64_t vocab = 0;
-    if (setup_data(&r, c, &vocab) != 0) goto done;
+    if (!par_all_ok(setup_run(&r, c, &vocab) == 0)) goto done;
+    char identity[2 * (GT_PATH_MAX + GT_NAME_MAX) + 256];
+    dataset_identity(&r, c, vocab, identity, sizeof identity);
+    if (par_check_same("dataset", identity, strlen(identity)) != 0) goto done;
 
-    gpt_shape shape = {(int)vocab, T, c->n_layer, c->n_head, c->n_embd};
-    if (gpt_create(&r.model, shape, &backend_cpu, r.threads) != 0) goto done;
-    r.have_model = 1;
-    gpt_init_weights(&r.model, c->seed);
-    if (gpt_alloc_grads(&r.model) != 0 || gpt_alloc_acts(&r.model, B, T) != 0 ||
-        adamw_init(&r.opt, r.model.n_params) != 0)
-        goto done;
-    eval_in = gt_malloc((size_t)B * T * sizeof(int32_t), "eval inputs");
-    eval_tg = gt_malloc((size_t)B * T * sizeof(int32_t), "eval targets");
-    {
-        /* The saved config records the vocabulary actually used, not "0 = from data". */
-        gt_config *effective = gt_malloc(sizeof *effective, "config copy");
-        if (effective) {
-            *effective = *c;
-            effective->vocab_size = (int)vocab;
-            config_text = config_to_text(effective);
-            free(effective);
-        }
-    }
-    if (!eval_in || !eval_tg || !config_text) goto done;
-
+    const gpt_shape shape = r.model.shape;
     const double flops = gpt_flops_per_step(&shape, B, T);
-    printf("model: %.2fM parameters, %.2f GFLOP per step of %d x %d tokens\n",
-           r.model.n_params / 1e6, flops / 1e9, B, T);
+    par_printf("model: %.2fM parameters, %.2f GFLOP per step of %d x %d tokens%s\n",
+               r.model.n_params / 1e6, flops / 1e9, B, T, world > 1 ? " on each rank" : "");
     fflush(stdout);
-
-    r.ld = loader_start(r.train, &r.train_w, c->seed, B, T, vocab, 0, LOADER_DEPTH);
-    if (!r.ld) goto done;
 
     const double t_start = gt_now();
     double t_compute = 0.0, last_val = NAN;
@@ -239,15 +295,31 @@ int train_run(const gt_config *c)
         const double t0 = gt_now();
         const int32_t *in, *tg;
         double wait_s;
-        if (loader_next(r.ld, &in, &tg, &wait_s) != 0) goto done;
+        if (loader_next(r.ld, &in, &tg, &wait_s) != 0) goto local_failure;
 
         gpt_zero_grad(&r.model);
-        float loss = gpt_forward(&r.model, in, tg, B, T, 1);
+        const float local_loss = gpt_forward(&r.model, in, tg, B, T, 1);
         gpt_backward(&r.model);
-        double norm = grad_global_norm(r.model.grads, r.model.n_params);
+        /* Loss and gradient of the global batch: means over the ranks. The norm is rank
+         * 0's, so the clip factor cannot differ with the ranks' thread counts. */
+        double loss = local_loss, comm_s = 0.0, norm;
+        if (world > 1) {
+            double t_comm = gt_now();
+            par_allreduce_mean(r.model.grads, r.model.n_params);
+            loss = par_mean_double(local_loss);
+            comm_s = gt_now() - t_comm;
+            norm = grad_global_norm(r.model.grads, r.model.n_params);
+            t_comm = gt_now();
+            norm = par_bcast_double(norm);
+            comm_s += gt_now() - t_comm;
+        } else {
+            norm = grad_global_norm(r.model.grads, r.model.n_params);
+        }
         if (!isfinite(loss) || !isfinite(norm)) {
-            gt_error("step %lld: loss %g, gradient norm %g: training diverged (try a lower "
-                     "lr or a grad_clip)", (long long)step + 1, loss, norm);
+            /* The same values on every rank: they all stop here, rank 0 says why. */
+            if (par_is_root())
+                gt_error("step %lld: loss %g, gradient norm %g: training diverged (try a "
+                         "lower lr or a grad_clip)", (long long)step + 1, loss, norm);
             goto done;
         }
         grad_clip_by_norm(r.model.grads, r.model.n_params, norm, c->grad_clip);
@@ -257,32 +329,36 @@ int train_run(const gt_config *c)
         const double dt = gt_now() - t0;
         t_compute += dt;
 
-        const double tok_s = B * T / dt, gflops = flops / dt * 1e-9;
-        printf("step %5lld/%lld | loss %.4f | lr %.2e | norm %.3f | %7.1f ms | %7.0f tok/s | "
-               "%6.1f GFLOP/s", (long long)step + 1, (long long)c->steps, loss, lr, norm,
-               dt * 1e3, tok_s, gflops);
-        if (r.peak_gflops > 0) printf(" | MFU %4.1f%%", 100.0 * gflops / r.peak_gflops);
-        printf(" | wait %.2f ms\n", wait_s * 1e3);
+        const double tok_s = (double)B * T * world / dt, gflops = flops * world / dt * 1e-9;
+        par_printf("step %5lld/%lld | loss %.4f | lr %.2e | norm %.3f | %7.1f ms | "
+                   "%7.0f tok/s | %6.1f GFLOP/s", (long long)step + 1, (long long)c->steps,
+                   loss, lr, norm, dt * 1e3, tok_s, gflops);
+        if (r.peak_gflops > 0)
+            par_printf(" | MFU %4.1f%%", 100.0 * gflops / (r.peak_gflops * world));
+        par_printf(" | wait %.2f ms", wait_s * 1e3);
+        if (world > 1) par_printf(" | comm %.2f ms", comm_s * 1e3);
+        par_printf("\n");
 
         int do_eval = r.val && ((c->eval_every > 0 && (step + 1) % c->eval_every == 0) ||
                                 step + 1 == c->steps);
         if (do_eval) {
             double t_eval = gt_now();
-            last_val = evaluate(&r, c, eval_in, eval_tg);
-            printf("step %5lld/%lld | val_loss %.4f | %d batches in %.2f s\n",
-                   (long long)step + 1, (long long)c->steps, last_val, c->eval_batches,
-                   gt_now() - t_eval);
+            last_val = evaluate(&r, c, r.eval_in, r.eval_tg);
+            par_printf("step %5lld/%lld | val_loss %.4f | %d batches in %.2f s\n",
+                       (long long)step + 1, (long long)c->steps, last_val, c->eval_batches,
+                       gt_now() - t_eval);
         }
         if (r.log) {
             fprintf(r.log, "{\"step\":%lld,\"loss\":%.6f,\"lr\":%.6e,\"grad_norm\":%.6f,"
-                    "\"ms\":%.3f,\"tokens_per_s\":%.1f,\"gflops\":%.3f,\"load_wait_ms\":%.4f",
+                    "\"ms\":%.3f,\"tokens_per_s\":%.1f,\"gflops\":%.3f,\"load_wait_ms\":%.4f,"
+                    "\"comm_ms\":%.4f",
                     (long long)step + 1, loss, lr, norm, dt * 1e3, tok_s, gflops,
-                    wait_s * 1e3);
+                    wait_s * 1e3, comm_s * 1e3);
             if (do_eval) fprintf(r.log, ",\"val_loss\":%.6f", last_val);
             fprintf(r.log, "}\n");
             if (fflush(r.log) != 0) {
                 gt_error("writing the log file %s failed", c->log);
-                goto done;
+                goto local_failure;
             }
         }
         fflush(stdout);
@@ -291,21 +367,37 @@ int train_run(const gt_config *c)
     r.ld = NULL;
 
     const double wall = gt_now() - t_start;
-    printf("done: %lld steps in %.1f s (%.0f tok/s in steps)", (long long)c->steps, wall,
-           (double)c->steps * B * T / t_compute);
-    if (!isnan(last_val)) printf(", final val_loss %.4f", last_val);
-    printf("\n");
-    if (!is_none(c->out)) {
+    par_printf("done: %lld steps in %.1f s (%.0f tok/s in steps)", (long long)c->steps, wall,
+               (double)c->steps * B * T * world / t_compute);
+    if (!isnan(last_val)) par_printf(", final val_loss %.4f", last_val);
+    par_printf("\n");
+    /* Every rank applied the same updates; a difference here is a bug (or a machine
+     * that computes differently), not a user error. One hash per rank, once. */
+    if (world > 1) {
+        if (par_check_same("model after training", r.model.params,
+                           r.model.n_params * sizeof(float)) != 0)
+            goto done;
+        par_printf("check: the parameters are identical on all %d ranks\n", world);
+    }
+    int saved = 1;
+    if (par_is_root() && !is_none(c->out)) {
         char path[GT_PATH_MAX + 16];
         snprintf(path, sizeof path, "%s/model.h5", c->out);
-        if (h5model_save(path, &r.model, config_text, c->steps) != 0) goto done;
-        printf("saved %s\n", path);
+        char *saved_text = effective_config_text(c, r.model.shape.vocab_size);
+        saved = saved_text && h5model_save(path, &r.model, saved_text, c->steps) == 0;
+        free(saved_text);
+        if (saved) printf("saved %s\n", path);
     }
+    if (!par_all_ok(saved)) goto done;
     rc = 0;
+    goto done;
+
+local_failure:
+    /* Only this rank failed (already reported) and the others may be waiting for it in
+     * a collective: end the whole job. */
+    if (world > 1) par_abort_reported();
 done:
     fflush(stdout);
-    free(eval_in);
-    free(eval_tg);
     free(config_text);
     free_run(&r);
     return rc;

@@ -1,11 +1,18 @@
 /* train — the training loop of `gentrain train`: opens the data, builds the model,
  * runs the loader, steps AdamW, evaluates, logs (stdout + JSON Lines), saves the model.
  *
- * Per step it prints: step, loss, lr, step time, tokens/s, achieved GFLOP/s and MFU,
- * loader wait. Every eval_every steps (and after the last step) the validation loss on
- * eval_batches fixed batches. The JSONL log has one object per step:
- *   {"step":..,"loss":..,"lr":..,"ms":..,"tokens_per_s":..,"gflops":..,
- *    "load_wait_ms":..[,"val_loss":..]}
+ * Data parallel when parallel.h runs MPI with N > 1 ranks: one model, each rank taking
+ * batch_size sequences of a global batch of batch_size x N (loader.h), the gradients
+ * and the loss averaged over the ranks, the same clipped AdamW update on every rank.
+ * Rank 0 alone prints, logs and saves. Configs and datasets that differ between ranks,
+ * and too few training windows for batch_size x N, stop every rank before the first step.
+ *
+ * Per step it prints: step, loss, lr, step time, tokens/s (all ranks), achieved
+ * GFLOP/s and MFU, loader wait, and with N > 1 the reduction time. Every eval_every
+ * steps (and after the last step) the validation loss on eval_batches fixed global
+ * batches, split over the ranks. The JSONL log has one object per step:
+ *   {"step":..,"loss":..,"lr":..,"grad_norm":..,"ms":..,"tokens_per_s":..,"gflops":..,
+ *    "load_wait_ms":..,"comm_ms":..[,"val_loss":..]}
  * At the end the model is saved as <out>/model.h5 (format in io/h5model.h). */
 #ifndef GT_TRAIN_H
 #define GT_TRAIN_H
@@ -13,7 +20,8 @@
 #include "config.h"
 
 /* Runs a whole training; returns 0 on success, -1 on any error (reported). The config
- * must have passed config_validate. */
+ * must have passed config_validate. Under MPI every rank calls it; an error only one
+ * rank meets during the steps ends the whole job (par_abort) instead of returning. */
 int train_run(const gt_config *c);
 
 #endif

@@ -14,11 +14,17 @@
 #include <time.h>
 #include <unistd.h>
 
+static int report_rank = -1;
+
+void gt_set_report_rank(int rank) { report_rank = rank; }
+
 static void vreport(const char *kind, const char *fmt, va_list ap)
 {
     /* One write per line so lines from several ranks/threads do not interleave. */
     char line[2048];
-    int n = snprintf(line, sizeof line, "gentrain: %s: ", kind);
+    int n = report_rank >= 0
+                ? snprintf(line, sizeof line, "gentrain: %s: rank %d: ", kind, report_rank)
+                : snprintf(line, sizeof line, "gentrain: %s: ", kind);
     if (n < 0 || (size_t)n >= sizeof line) n = 0;
     int m = vsnprintf(line + n, sizeof line - (size_t)n, fmt, ap);
     size_t len = (m < 0) ? (size_t)n : strnlen(line, sizeof line - 1);

@@ -4,7 +4,8 @@
  * Contract: every user-visible failure is reported once, as one line on stderr of the
  * form "gentrain: error: <what went wrong, naming the file/key/dataset>", by the
  * function that detected it; callers only propagate the -1 / NULL. Warnings likewise
- * start with "gentrain: warning: ". */
+ * start with "gentrain: warning: ". In a job of several MPI ranks the rank follows the
+ * prefix ("gentrain: error: rank 3: ..."); parallel.c sets it. */
 #ifndef GT_UTIL_H
 #define GT_UTIL_H
 
@@ -22,6 +23,9 @@
 void gt_error(const char *fmt, ...) GT_PRINTF(1, 2);
 /* Prints "gentrain: warning: <fmt...>\n" to stderr. */
 void gt_warn(const char *fmt, ...) GT_PRINTF(1, 2);
+/* From now on error and warning lines name this rank ("rank R: "); rank < 0 = none.
+ * Called by par_init before any other thread starts. */
+void gt_set_report_rank(int rank);
 
 /* malloc/calloc that report "out of memory allocating <what> (<n> bytes)" and
  * return NULL on failure. 64-byte aligned (SIMD loads, cache lines); free with free(). */

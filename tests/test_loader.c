@@ -1,7 +1,9 @@
 /* test_loader — the loader thread delivers exactly the batches windows_sample predicts,
  * in order, for several ring depths and start steps; a bad token in the file surfaces
  * as -1 from loader_next with a message naming the index; loader_stop returns promptly
- * while the thread is blocked on a full ring.
+ * while the thread is blocked on a full ring. Data parallel: R loaders (ranks 0..R-1,
+ * batch B each) together deliver at every step exactly the batch of one loader with
+ * batch B*R, rank r holding its slice r*B..r*B+B-1; fewer windows than B*R is refused.
  *
  * The test files hold token value (position mod V), so the expected contents of every
  * window follow from its (row, col). */
@@ -86,7 +88,7 @@ static int64_t check_batch(const token_windows *w, uint64_t seed, int64_t step,
 static void run_and_check(h5data *d, const token_windows *w, uint64_t seed, int depth,
                           int64_t first_step, int64_t steps, const char *label)
 {
-    loader *l = loader_start(d, w, seed, B, T, V, first_step, depth);
+    loader *l = loader_start(d, w, seed, B, T, V, first_step, depth, 0, 1);
     TU_CHECK(l != NULL, "%s depth %d first_step %lld: started", label, depth,
              (long long)first_step);
     if (!l) return;
@@ -159,7 +161,7 @@ static void test_bad_token(const char *path, const char *logpath)
     }
     for (int depth = 1; depth <= 4; depth *= 2) {
         int saved = stderr_to(logpath);
-        loader *l = loader_start(d, &w, seed, B, T, V, 0, depth);
+        loader *l = loader_start(d, &w, seed, B, T, V, 0, depth, 0, 1);
         int64_t s, good_wrong = 0;
         int rc = 0, rc_again = 0;
         const int32_t *in, *tg;
@@ -196,10 +198,71 @@ static void test_bad_token(const char *path, const char *logpath)
     h5data_close(d);
 }
 
+/* Ranks 0..R-1 with batch B (R = 2, 3) against one loader with batch B*R: rank r's
+ * batch at step s is rows r*B .. r*B+B-1 of the big batch, for 15 steps (several
+ * epochs of the 1-D set), from step 0 and resumed at step 4. */
+static void test_shards(h5data *d, const token_windows *w)
+{
+    enum { RMAX = 3, STEPS = 15 };
+    for (int R = 2; R <= RMAX; R++) {
+        for (int64_t first = 0; first <= 4; first += 4) {
+            loader *big = loader_start(d, w, 21, B * R, T, V, first, 2, 0, 1);
+            loader *ranks[RMAX] = {NULL};
+            int started = big != NULL;
+            for (int r = 0; r < R; r++) {
+                ranks[r] = loader_start(d, w, 21, B, T, V, first, 1 + r, r, R);
+                started &= ranks[r] != NULL;
+            }
+            int64_t mismatch = 0, failed = 0;
+            for (int s = 0; started && s < STEPS; s++) {
+                const int32_t *bi, *bt, *ri, *rt;
+                double wait;
+                if (loader_next(big, &bi, &bt, &wait) != 0) {
+                    failed++;
+                    break;
+                }
+                for (int r = 0; r < R; r++) {
+                    if (loader_next(ranks[r], &ri, &rt, &wait) != 0) {
+                        failed++;
+                        break;
+                    }
+                    size_t off = (size_t)r * B * T, len = sizeof(int32_t) * B * T;
+                    mismatch += memcmp(bi + off, ri, len) != 0;
+                    mismatch += memcmp(bt + off, rt, len) != 0;
+                }
+            }
+            loader_stop(big);
+            for (int r = 0; r < R; r++) loader_stop(ranks[r]);
+            TU_CHECK(started && failed == 0 && mismatch == 0,
+                     "shards: %d ranks x batch %d from step %lld = one batch of %d "
+                     "(mismatched slices %lld)",
+                     R, B, (long long)first, B * R, (long long)mismatch);
+        }
+    }
+
+    /* Rank out of range, and a set with fewer windows than batch_size x ranks. */
+    tu_capture_begin();
+    loader *bad_rank = loader_start(d, w, 1, B, T, V, 0, 1, 2, 2);
+    const char *err = tu_capture_end();
+    TU_CHECK(bad_rank == NULL && strstr(err, "rank 2 of 2"), "shards: rank 2 of 2 refused");
+    loader_stop(bad_rank);
+    int R = (int)(w->count / B) + 1; /* B*R > count */
+    tu_capture_begin();
+    loader *small = loader_start(d, w, 1, B, T, V, 0, 1, 0, R);
+    err = tu_capture_end();
+    char want[96];
+    snprintf(want, sizeof want, "has %lld windows; batch_size x ranks = %d x %d",
+             (long long)w->count, B, R);
+    TU_CHECK(small == NULL && strstr(err, want) && tu_count_lines(err) == 1,
+             "shards: %lld windows for %d x %d refused in one line", (long long)w->count,
+             B, R);
+    loader_stop(small);
+}
+
 static void test_stop_blocked(h5data *d, const token_windows *w)
 {
     for (int depth = 1; depth <= 4; depth *= 2) {
-        loader *l = loader_start(d, w, 5, B, T, V, 0, depth);
+        loader *l = loader_start(d, w, 5, B, T, V, 0, depth, 0, 1);
         TU_CHECK(l != NULL, "stop: depth %d started", depth);
         if (!l) continue;
         /* Let the thread fill the ring and block on it. */
@@ -211,7 +274,7 @@ static void test_stop_blocked(h5data *d, const token_windows *w)
         TU_CHECK(dt < 1.0, "stop: depth %d never consumed, stopped in %.4f s", depth, dt);
 
         /* Stop while holding a batch, with the thread blocked on the rest. */
-        l = loader_start(d, w, 5, B, T, V, 3, depth);
+        l = loader_start(d, w, 5, B, T, V, 3, depth, 0, 1);
         const int32_t *in, *tg;
         double wait;
         int rc = l ? loader_next(l, &in, &tg, &wait) : -1;
@@ -259,8 +322,8 @@ int main(void)
                 run_and_check(d2, &w2, 9, depth, 0, 40, "2-D");
             }
             /* A resumed run sees exactly the tail of an uninterrupted one. */
-            loader *a = loader_start(d1, &w1, 3, B, T, V, 0, 2);
-            loader *b = a ? loader_start(d1, &w1, 3, B, T, V, 10, 3) : NULL;
+            loader *a = loader_start(d1, &w1, 3, B, T, V, 0, 2, 0, 1);
+            loader *b = a ? loader_start(d1, &w1, 3, B, T, V, 10, 3, 0, 1) : NULL;
             int64_t mismatch = (a && b) ? 0 : 1;
             const int32_t *ai, *at, *bi, *bt;
             double wait;
@@ -281,6 +344,8 @@ int main(void)
             loader_stop(b);
             TU_CHECK(mismatch == 0, "resume at step 10 matches the uninterrupted run");
 
+            test_shards(d1, &w1);
+            test_shards(d2, &w2);
             test_stop_blocked(d1, &w1);
         }
     }

@@ -1,0 +1,83 @@
+/* parallel — MPI for `gentrain train`: start-up and shut-down, the data-parallel
+ * reductions of a step, cross-rank consistency checks, rank-0-only output, and ending
+ * the whole job on an error.
+ *
+ * Two modes, chosen once by par_init:
+ *  - MPI: the process was started by a launcher (par_launched(): OMPI_COMM_WORLD_SIZE,
+ *    PMIX_RANK, PMI_RANK or SLURM_STEP_NUM_TASKS in the environment). MPI is
+ *    initialised with MPI_THREAD_FUNNELED: only the thread that called par_init ever
+ *    calls MPI (the loader thread and the OpenMP workers never do). MPI errors return
+ *    codes (MPI_ERRORS_RETURN); every code is checked, and a failed call ends the job
+ *    through par_abort naming the call.
+ *  - single: a plain `gentrain train` (or par_init never called). No MPI call is made;
+ *    every function below behaves as in a world of one rank: rank 0, reductions leave
+ *    the data as it is, checks pass.
+ * main.c calls par_init only for the `train` verb.
+ *
+ * Collectives (par_allreduce_mean, par_mean_double, par_sum_double, par_bcast_double,
+ * par_all_ok, par_check_same) must be called by every rank, in the same order. With a
+ * world of one rank they make no MPI call at all, so `mpirun -np 1` computes bit for
+ * bit what a single process does.
+ *
+ * Errors. With more than one rank, every "gentrain: error:"/"warning:" line names the
+ * rank ("gentrain: error: rank 2: ..."). No rank may leave the others waiting in a
+ * collective:
+ *  - a failure every rank reaches at the same point (setup, a check) is agreed with
+ *    par_all_ok, and then every rank leaves normally with a non-zero status;
+ *  - a failure only this rank sees while the others may be inside a collective ends
+ *    the job with par_abort / par_abort_reported (MPI_Abort: every rank stops). */
+#ifndef GT_PARALLEL_H
+#define GT_PARALLEL_H
+
+#include <stddef.h>
+
+#if defined(__GNUC__)
+#define PAR_PRINTF(a, b) __attribute__((format(printf, a, b)))
+#else
+#define PAR_PRINTF(a, b)
+#endif
+
+/* 1 when a launcher (mpirun, srun, ...) started this process. Makes no MPI call. */
+int par_launched(void);
+
+/* Initialises MPI (MPI mode) when par_launched(), else does nothing. Ends the job
+ * (par_abort) when MPI cannot give MPI_THREAD_FUNNELED, or when the launcher started N
+ * > 1 processes but MPI sees a world of one (each would train its own model: srun
+ * without --mpi=pmix, say). Call once, before any other thread exists. */
+void par_init(int *argc, char ***argv);
+/* MPI_Finalize in MPI mode (after every HDF5 handle is closed); else nothing. */
+void par_finalize(void);
+
+int par_rank(void);   /* this rank, 0 in single mode */
+int par_world(void);  /* number of ranks, 1 in single mode */
+int par_is_root(void); /* rank 0: the one rank that prints, logs and saves */
+
+/* printf on rank 0 only; the other ranks print nothing but errors. */
+void par_printf(const char *fmt, ...) PAR_PRINTF(1, 2);
+
+/* Ends the whole job: prints "gentrain: error: [rank R: ]<fmt...>" and calls MPI_Abort
+ * (status 1) in MPI mode, exit(1) in single mode. */
+_Noreturn void par_abort(const char *fmt, ...) PAR_PRINTF(1, 2);
+/* The same for an error this rank has already reported: no further line. */
+_Noreturn void par_abort_reported(void);
+
+/* In place: buf[i] = mean over ranks of buf[i], for n floats of any size (reduced in
+ * chunks whose count fits an int; summed by MPI_SUM, then scaled by 1/world). Every
+ * rank gets the same bits. */
+void par_allreduce_mean(float *buf, size_t n);
+/* Mean and sum over ranks of one double each; rank 0's value of x. */
+double par_mean_double(double x);
+double par_sum_double(double x);
+double par_bcast_double(double x);
+
+/* Collective agreement: 1 when ok != 0 on every rank, else 0 on every rank. Prints
+ * nothing: the failing rank reported its own error. */
+int par_all_ok(int ok);
+
+/* Checks that `n` bytes (the config text, a dataset's identity, the parameters) are
+ * the same on every rank, by the min and max over ranks of their 64-bit hash. Returns 0
+ * when they are; otherwise EVERY rank prints one error line naming `what` (for text,
+ * the first line that differs from rank 0's) and every rank gets -1. */
+int par_check_same(const char *what, const void *bytes, size_t n);
+
+#endif
