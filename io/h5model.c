@@ -5,6 +5,7 @@
  * every tensor before it reads any, so a file that does not fit leaves the model's
  * parameters untouched. */
 #include "h5model.h"
+#include "h5model_io.h"
 
 #include <dirent.h>
 #include <errno.h>
@@ -51,6 +52,37 @@ done:
     return rc;
 }
 
+int h5model_write_layout(hid_t file, const gpt_model *m, const char *format,
+                         int64_t format_version, const char *config_text, int64_t step,
+                         const char *where)
+{
+    hid_t group = -1;
+    int bad = h5io_write_attr_str(file, "format", format) != 0 ||
+              h5io_write_attr_int(file, "format_version", format_version) != 0 ||
+              h5io_write_attr_int(file, "step", step) != 0 ||
+              h5io_write_attr_str(file, "config", config_text ? config_text : "") != 0;
+    gpt_shape sh = m->shape;
+    for (int i = 0; i < 5 && !bad; i++)
+        bad = h5io_write_attr_int(file, shape_keys[i], *shape_field(&sh, i)) != 0;
+    if (bad || (group = H5Gcreate2(file, "model", H5P_DEFAULT, H5P_DEFAULT,
+                                   H5P_DEFAULT)) < 0) {
+        gt_error("cannot write the attributes of %s (disk full?)", where);
+        return -1;
+    }
+    for (int i = 0; i < m->n_info; i++) {
+        if (write_tensor(group, m, &m->info[i]) != 0) {
+            gt_error("cannot write tensor %s to %s (disk full?)", m->info[i].name, where);
+            H5Gclose(group);
+            return -1;
+        }
+    }
+    if (H5Gclose(group) < 0) {
+        gt_error("cannot save the model to %s: writing failed", where);
+        return -1;
+    }
+    return 0;
+}
+
 int h5model_save(const char *path, const gpt_model *m, const char *config_text,
                  int64_t step)
 {
@@ -62,7 +94,7 @@ int h5model_save(const char *path, const gpt_model *m, const char *config_text,
     }
     snprintf(tmp, plen + 5, "%s.tmp", path);
     char why[160];
-    hid_t file = -1, group = -1;
+    hid_t file = -1;
     int rc = -1, made_tmp = 0;
     h5lock_acquire();
     if ((file = h5io_create(tmp, why, sizeof why)) < 0) {
@@ -70,37 +102,18 @@ int h5model_save(const char *path, const gpt_model *m, const char *config_text,
         goto fail;
     }
     made_tmp = 1;
-    int bad = h5io_write_attr_str(file, "format", FORMAT_NAME) != 0 ||
-              h5io_write_attr_int(file, "format_version", FORMAT_VERSION) != 0 ||
-              h5io_write_attr_int(file, "step", step) != 0 ||
-              h5io_write_attr_str(file, "config", config_text ? config_text : "") != 0;
-    gpt_shape sh = m->shape;
-    for (int i = 0; i < 5 && !bad; i++)
-        bad = h5io_write_attr_int(file, shape_keys[i], *shape_field(&sh, i)) != 0;
-    if (bad || (group = H5Gcreate2(file, "model", H5P_DEFAULT, H5P_DEFAULT,
-                                   H5P_DEFAULT)) < 0) {
-        gt_error("cannot write the attributes of %s (disk full?)", tmp);
+    if (h5model_write_layout(file, m, FORMAT_NAME, FORMAT_VERSION, config_text, step, tmp) !=
+        0)
         goto fail;
-    }
-    for (int i = 0; i < m->n_info; i++) {
-        if (write_tensor(group, m, &m->info[i]) != 0) {
-            gt_error("cannot write tensor %s to %s (disk full?)", m->info[i].name, tmp);
-            goto fail;
-        }
-    }
-    bad = H5Gclose(group) < 0;
-    group = -1;
     hid_t written = file;
     file = -1;
-    if (bad) H5Fclose(written);
-    if (bad || h5io_finish(written, tmp, path, why, sizeof why) != 0) {
-        gt_error("cannot save the model to %s: %s", path, bad ? "writing failed" : why);
+    if (h5io_finish(written, tmp, path, why, sizeof why) != 0) {
+        gt_error("cannot save the model to %s: %s", path, why);
         goto fail;
     }
     made_tmp = 0;
     rc = 0;
 fail:
-    if (group >= 0) H5Gclose(group);
     if (file >= 0) H5Fclose(file);
     if (made_tmp) unlink(tmp);
     h5lock_release();
@@ -228,31 +241,33 @@ done:
     return rc;
 }
 
-/* Checks that /model/<p->name> is a float dataset of p's shape. */
-static int check_tensor(hid_t file, const char *path, const gpt_param_info *p)
+/* Checks that /model/<p->name> is a float dataset of p's shape; on failure `why` gets
+ * the whole message, naming path and tensor. */
+static int check_tensor(hid_t file, const char *path, const gpt_param_info *p, char *why,
+                        size_t cap)
 {
     char name[96], tn[48], have[96], want[96];
     snprintf(name, sizeof name, "/model/%s", p->name);
     if (h5io_object_kind(file, name) != H5I_DATASET) {
-        gt_error("%s: tensor %s is missing", path, p->name);
+        snprintf(why, cap, "%s: tensor %s is missing", path, p->name);
         return -1;
     }
     hid_t dset = -1, type = -1, space = -1;
     int rc = -1;
     if ((dset = H5Dopen2(file, name, H5P_DEFAULT)) < 0 || (type = H5Dget_type(dset)) < 0 ||
         (space = H5Dget_space(dset)) < 0) {
-        gt_error("%s: cannot open tensor %s (damaged file?)", path, p->name);
+        snprintf(why, cap, "%s: cannot open tensor %s (damaged file?)", path, p->name);
         goto done;
     }
     if (H5Tget_class(type) != H5T_FLOAT) {
         h5io_type_name(type, tn, sizeof tn);
-        gt_error("%s: tensor %s has type %s; expected float32", path, p->name, tn);
+        snprintf(why, cap, "%s: tensor %s has type %s; expected float32", path, p->name, tn);
         goto done;
     }
     hsize_t dims[H5S_MAX_RANK];
     int rank = H5Sget_simple_extent_ndims(space);
     if (rank < 0 || rank > H5S_MAX_RANK || H5Sget_simple_extent_dims(space, dims, NULL) < 0) {
-        gt_error("%s: cannot read the shape of tensor %s", path, p->name);
+        snprintf(why, cap, "%s: cannot read the shape of tensor %s", path, p->name);
         goto done;
     }
     hsize_t wd[2] = {(hsize_t)p->shape[0], (hsize_t)p->shape[1]};
@@ -261,8 +276,8 @@ static int check_tensor(hid_t file, const char *path, const gpt_param_info *p)
     if (!same) {
         h5io_shape_str(rank, dims, have, sizeof have);
         h5io_shape_str(p->ndim, wd, want, sizeof want);
-        gt_error("%s: tensor %s has shape %s; the model expects %s", path, p->name, have,
-                 want);
+        snprintf(why, cap, "%s: tensor %s has shape %s; the model expects %s", path, p->name,
+                 have, want);
         goto done;
     }
     rc = 0;
@@ -290,35 +305,40 @@ static herr_t extra_cb(hid_t g, const char *name, const H5L_info_t *info, void *
     return 0;
 }
 
-int h5model_load_params(const char *path, gpt_model *m)
+int h5model_read_layout(hid_t file, const char *path, const gpt_model *m, float *dst,
+                        char *why, size_t cap)
 {
     int rc = -1;
     hid_t group = -1;
-    h5lock_acquire();
-    hid_t file = open_model(path);
-    if (file < 0) goto done;
-
     /* Everything is checked before anything is read. */
     for (int i = 0; i < m->n_info; i++)
-        if (check_tensor(file, path, &m->info[i]) != 0) goto done;
+        if (check_tensor(file, path, &m->info[i], why, cap) != 0) goto done;
     struct extra_ctx ex = {m, "", 0};
     if ((group = H5Gopen2(file, "/model", H5P_DEFAULT)) < 0 ||
         H5Literate(group, H5_INDEX_NAME, H5_ITER_INC, NULL, extra_cb, &ex) < 0) {
-        gt_error("%s: cannot list the tensors in /model", path);
+        snprintf(why, cap, "%s: cannot list the tensors in /model", path);
         goto done;
     }
     if (ex.count) {
-        gt_error("%s: tensor %s (and %d more) is not part of this model's shape", path,
-                 ex.first, ex.count - 1);
+        snprintf(why, cap, "%s: tensor %s (and %d more) is not part of this model's shape",
+                 path, ex.first, ex.count - 1);
         goto done;
     }
-    gpt_shape fs;
-    if (read_shape(file, path, &fs) != 0) goto done;
     gpt_shape ms = m->shape;
     for (int i = 0; i < 5; i++) {
-        if (*shape_field(&fs, i) != *shape_field(&ms, i)) {
-            gt_error("%s was saved with %s = %d; the model has %s = %d", path, shape_keys[i],
-                     *shape_field(&fs, i), shape_keys[i], *shape_field(&ms, i));
+        char w[160];
+        int64_t v = 0;
+        int r = h5io_attr_int(file, shape_keys[i], &v, w, sizeof w);
+        if (r != 1) {
+            if (r == 0)
+                snprintf(why, cap, "%s: model file has no %s attribute", path, shape_keys[i]);
+            else
+                snprintf(why, cap, "%s: attribute %s %s", path, shape_keys[i], w);
+            goto done;
+        }
+        if (v != *shape_field(&ms, i)) {
+            snprintf(why, cap, "%s was saved with %s = %lld; the model has %s = %d", path,
+                     shape_keys[i], (long long)v, shape_keys[i], *shape_field(&ms, i));
             goto done;
         }
     }
@@ -328,16 +348,32 @@ int h5model_load_params(const char *path, gpt_model *m)
         hid_t dset = H5Dopen2(group, p->name, H5P_DEFAULT);
         herr_t r = dset < 0 ? -1
                             : H5Dread(dset, H5T_NATIVE_FLOAT, H5S_ALL, H5S_ALL, H5P_DEFAULT,
-                                      m->params + p->offset);
+                                      dst + p->offset);
         if (dset >= 0) H5Dclose(dset);
         if (r < 0) {
-            gt_error("%s: cannot read tensor %s (damaged or truncated file?)", path, p->name);
+            snprintf(why, cap, "%s: cannot read tensor %s (damaged or truncated file?)", path,
+                     p->name);
             goto done;
         }
     }
     rc = 0;
 done:
     if (group >= 0) H5Gclose(group);
+    return rc;
+}
+
+int h5model_load_params(const char *path, gpt_model *m)
+{
+    int rc = -1;
+    char why[6000]; /* a path of GT_PATH_MAX and the reason */
+    h5lock_acquire();
+    hid_t file = open_model(path);
+    if (file < 0) goto done;
+    if (h5model_read_layout(file, path, m, m->params, why, sizeof why) != 0)
+        gt_error("%s", why);
+    else
+        rc = 0;
+done:
     if (file >= 0) H5Fclose(file);
     h5lock_release();
     return rc;

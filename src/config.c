@@ -19,9 +19,10 @@
 
 typedef enum { T_INT, T_I64, T_U64, T_DBL, T_STR } key_type;
 
-enum { G_DATA, G_MODEL, G_OPTIM, G_RUN, G_COUNT };
+enum { G_DATA, G_MODEL, G_OPTIM, G_RUN, G_PAR, G_COUNT };
 static const char *const group_title[G_COUNT] = {
-    "data", "model", "optimisation", "evaluation, output and machine"};
+    "data", "model", "optimisation", "evaluation, output and machine",
+    "data parallel (MPI ranks)"};
 
 /* Range flags: which bounds apply and whether they are strict. Integer keys always
  * have a lower bound (imin); their upper bound is imax (the field type's limit unless
@@ -42,19 +43,22 @@ typedef struct key_def {
     double dmin, dmax;
     unsigned flags;
     const char *help;
+    const char *choices; /* strings: the allowed values, '|'-separated; NULL = any */
 } key_def;
 
 #define FSIZE(f) sizeof(((gt_config *)0)->f)
 #define KEY_INT(f, g, d, lo, hi, fl, h) \
-    {#f, T_INT, offsetof(gt_config, f), FSIZE(f), g, d, lo, hi, 0, 0, fl, h}
+    {#f, T_INT, offsetof(gt_config, f), FSIZE(f), g, d, lo, hi, 0, 0, fl, h, NULL}
 #define KEY_I64(f, g, d, lo, fl, h) \
-    {#f, T_I64, offsetof(gt_config, f), FSIZE(f), g, d, lo, INT64_MAX, 0, 0, fl, h}
+    {#f, T_I64, offsetof(gt_config, f), FSIZE(f), g, d, lo, INT64_MAX, 0, 0, fl, h, NULL}
 #define KEY_U64(f, g, d, h) \
-    {#f, T_U64, offsetof(gt_config, f), FSIZE(f), g, d, 0, 0, 0, 0, 0, h}
+    {#f, T_U64, offsetof(gt_config, f), FSIZE(f), g, d, 0, 0, 0, 0, 0, h, NULL}
 #define KEY_DBL(f, g, d, lo, hi, fl, h) \
-    {#f, T_DBL, offsetof(gt_config, f), FSIZE(f), g, d, 0, 0, lo, hi, fl, h}
+    {#f, T_DBL, offsetof(gt_config, f), FSIZE(f), g, d, 0, 0, lo, hi, fl, h, NULL}
 #define KEY_STR(f, g, d, h) \
-    {#f, T_STR, offsetof(gt_config, f), FSIZE(f), g, d, 0, 0, 0, 0, 0, h}
+    {#f, T_STR, offsetof(gt_config, f), FSIZE(f), g, d, 0, 0, 0, 0, 0, h, NULL}
+#define KEY_CHOICE(f, g, d, ch, h) \
+    {#f, T_STR, offsetof(gt_config, f), FSIZE(f), g, d, 0, 0, 0, 0, 0, h, ch}
 
 static const key_def keys[] = {
     KEY_STR(data, G_DATA, "",
@@ -100,6 +104,18 @@ static const key_def keys[] = {
             "set; empty = none"),
     KEY_DBL(peak_gflops, G_RUN, "0", 0, 0, R_MIN,
             "peak GFLOP/s of the machine, for MFU; 0 = estimate from the CPU"),
+
+    KEY_DBL(bucket_mb, G_PAR, "25", 0, 4096, R_MIN | R_MIN_X | R_MAX,
+            "gradient bucket size in MiB: each bucket is reduced as soon as backward "
+            "has finished it, overlapping the rest of backward"),
+    KEY_CHOICE(sync, G_PAR, "sync", "sync|async",
+               "sync: each step applies its own averaged gradient; async: the one of "
+               "staleness steps before, so reductions overlap the next step(s)"),
+    KEY_INT(staleness, G_PAR, "1", 1, 8, R_MAX,
+            "steps by which sync = async delays each gradient"),
+    KEY_CHOICE(grad_comm, G_PAR, "fp32", "fp32|fp16",
+               "number format of the gradients on the wire (fp16: IEEE half, summed "
+               "in float)"),
 };
 
 #define N_KEYS ((int)(sizeof keys / sizeof keys[0]))
@@ -229,6 +245,8 @@ static void describe_range(const key_def *k, char *buf, size_t cap)
         if (k->flags & R_MAX)
             snprintf(hi, sizeof hi, "%s %.17g", (k->flags & R_MAX_X) ? "<" : "<=", k->dmax);
         snprintf(buf, cap, "%s%s%s", lo, (lo[0] && hi[0]) ? " and " : "", hi);
+    } else if (k->type == T_STR && k->choices) {
+        snprintf(buf, cap, "one of: %s", k->choices);
     } else if (k->type == T_U64 || k->type == T_STR) {
         buf[0] = '\0';
     } else if (k->flags & R_MAX) {
@@ -294,6 +312,19 @@ static const char *string_problem(const char *v)
     return NULL;
 }
 
+/* 1 when v is one of the '|'-separated words of choices. */
+static int is_choice(const char *choices, const char *v)
+{
+    size_t n = strlen(v);
+    for (const char *p = choices; *p;) {
+        const char *bar = strchr(p, '|');
+        size_t len = bar ? (size_t)(bar - p) : strlen(p);
+        if (len == n && strncmp(p, v, n) == 0) return 1;
+        if (!bar) break;
+        p = bar + 1;
+    }
+    return 0;
+}
 
 static int report_unknown(const char *key, const char *origin)
 {
@@ -392,6 +423,10 @@ static int set_key(gt_config *c, const char *key, const char *value, const char 
     }
     case T_STR: {
         size_t n = strlen(raw);
+        if (k->choices && !is_choice(k->choices, raw)) {
+            gt_error("%s: %s = '%s': must be one of: %s", origin, name, value, k->choices);
+            return -1;
+        }
         if (n >= k->cap) {
             gt_error("%s: %s = '%.48s...': too long (%zu characters, at most %zu)", origin,
                      name, value, n, k->cap - 1);
@@ -402,6 +437,7 @@ static int set_key(gt_config *c, const char *key, const char *value, const char 
             gt_error("%s: %s = '%s': %s", origin, name, value, why);
             return -1;
         }
+
         /* Clear the whole array so that equal configs are equal byte for byte. */
         memset(field(c, k), 0, k->cap);
         memcpy(field(c, k), raw, n);

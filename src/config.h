@@ -39,6 +39,11 @@ typedef struct gt_config {
     char out[GT_PATH_MAX];           /* run folder; "" = do not save */
     char log[GT_PATH_MAX];           /* JSON Lines metrics file; "" = none */
     double peak_gflops;              /* for MFU; 0 = estimate from the CPU */
+    /* data parallel */
+    double bucket_mb;                /* gradient bucket size, MiB */
+    char sync[8];                    /* "sync" or "async" */
+    int staleness;                   /* async: steps by which a gradient is applied late */
+    char grad_comm[8];               /* "fp32" or "fp16" on the wire */
 } gt_config;
 
 /* Built-in defaults (a small model that trains in minutes on a laptop). */

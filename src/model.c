@@ -50,6 +50,14 @@ static float *param(const gpt_model *m, int idx) { return m->params + m->info[id
 static float *grad(const gpt_model *m, int idx) { return m->grads + m->info[idx].offset; }
 static int layer_idx(int l, int k) { return FIRST_LAYER + PER_LAYER * l + k; }
 
+/* Tells the trainer that the gradients of tensors first..last (table order) are final. */
+static void grads_ready(const gpt_model *m, int first, int last)
+{
+    if (!m->on_grads_ready) return;
+    const gpt_param_info *a = &m->info[first], *b = &m->info[last];
+    m->on_grads_ready(m->grads_ready_ctx, a->offset, b->offset + b->numel - a->offset);
+}
+
 static void add_info(gpt_model *m, int *n, size_t *off, const char *name, int64_t d0,
                      int64_t d1)
 {
@@ -308,6 +316,7 @@ void gpt_backward(gpt_model *m)
     const float *last = a->residual3 + (size_t)(L - 1) * BTC;
     be->layernorm_backward(a->dres, grad(m, lnf), grad(m, lnf + 1), a->dln, last,
                            param(m, lnf), a->lnf_mean, a->lnf_rstd, BT, C);
+    grads_ready(m, lnf, lnf + 1);
 
     /* Blocks in reverse. dres always holds d loss / d (residual stream) at the point
      * being differentiated; the skip connections make it flow through unchanged while
@@ -325,31 +334,38 @@ void gpt_backward(gpt_model *m)
         be->matmul_backward(a->dfch_gelu, grad(m, layer_idx(l, FCPROJ_W)),
                             grad(m, layer_idx(l, FCPROJ_B)), a->dres, fch_gelu,
                             param(m, layer_idx(l, FCPROJ_W)), BT, 4 * C, C);
+        grads_ready(m, layer_idx(l, FCPROJ_W), layer_idx(l, FCPROJ_B));
         memset(a->dfch, 0, 4 * BTC * sizeof(float));
         be->gelu_backward(a->dfch, fch, a->dfch_gelu, 4 * BTC);
         memset(a->dln, 0, BTC * sizeof(float));
         be->matmul_backward(a->dln, grad(m, layer_idx(l, FC_W)), grad(m, layer_idx(l, FC_B)),
                             a->dfch, ln2, param(m, layer_idx(l, FC_W)), BT, C, 4 * C);
+        grads_ready(m, layer_idx(l, FC_W), layer_idx(l, FC_B));
         be->layernorm_backward(a->dres, grad(m, layer_idx(l, LN2_W)),
                                grad(m, layer_idx(l, LN2_B)), a->dln, res2,
                                param(m, layer_idx(l, LN2_W)), ln2_mean, ln2_rstd, BT, C);
+        grads_ready(m, layer_idx(l, LN2_W), layer_idx(l, LN2_B));
         /* Attention branch: res2 = x + attproj(attn(qkv(ln1(x)))). dln doubles as the
          * gradient of the attention output. */
         memset(a->dln, 0, BTC * sizeof(float));
         be->matmul_backward(a->dln, grad(m, layer_idx(l, ATTPROJ_W)),
                             grad(m, layer_idx(l, ATTPROJ_B)), a->dres, atty,
                             param(m, layer_idx(l, ATTPROJ_W)), BT, C, C);
+        grads_ready(m, layer_idx(l, ATTPROJ_W), layer_idx(l, ATTPROJ_B));
         memset(a->dqkv, 0, 3 * BTC * sizeof(float));
         be->attention_backward(a->dqkv, a->dln, qkv, att, a->att_scratch, B, T, C, NH);
         memset(a->dln, 0, BTC * sizeof(float));
         be->matmul_backward(a->dln, grad(m, layer_idx(l, QKV_W)),
                             grad(m, layer_idx(l, QKV_B)), a->dqkv, ln1,
                             param(m, layer_idx(l, QKV_W)), BT, C, 3 * C);
+        grads_ready(m, layer_idx(l, QKV_W), layer_idx(l, QKV_B));
         be->layernorm_backward(a->dres, grad(m, layer_idx(l, LN1_W)),
                                grad(m, layer_idx(l, LN1_B)), a->dln, x,
                                param(m, layer_idx(l, LN1_W)), ln1_mean, ln1_rstd, BT, C);
+        grads_ready(m, layer_idx(l, LN1_W), layer_idx(l, LN1_B));
     }
     be->encoder_backward(grad(m, WTE), grad(m, WPE), a->dres, a->inputs, B, T, C);
+    grads_ready(m, WTE, WPE);
 }
 
 double gpt_flops_per_step(const gpt_shape *s, int B, int T)

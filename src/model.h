@@ -50,6 +50,17 @@ typedef struct gpt_model {
     gpt_acts *acts;          /* for the largest (B,T) asked so far */
     int act_B, act_T;        /* capacity of acts */
     int threads;             /* OpenMP threads the kernels use (scratch sizing) */
+    /* Optional (NULL = none): told during gpt_backward, on the calling thread, that
+     * grads[offset, offset+count) is final for this backward, so it can be reduced
+     * while backward goes on. The ranges tile the buffer from its end to its start,
+     * each ending where the previous one began: ln_f right after the head; in each
+     * block (last block first) the tensors of each operation as soon as its backward
+     * is done (mlp.c_proj, mlp.c_fc, ln_2, attn.c_proj, attn.c_attn, ln_1: backward
+     * runs in reverse layout order); then wte and wpe at the very end (wte gets
+     * gradient both from the head and from the encoder). Each call is also a chance
+     * for the trainer to let MPI progress. */
+    void (*on_grads_ready)(void *ctx, size_t offset, size_t count);
+    void *grads_ready_ctx;
 } gpt_model;
 
 /* Checks the shape (positive, n_embd % n_head == 0) and allocates parameters (not
@@ -75,7 +86,8 @@ float gpt_forward(gpt_model *m, const int32_t *inputs, const int32_t *targets, i
 const float *gpt_logits(const gpt_model *m);
 /* Zeros the parameter gradients. */
 void gpt_zero_grad(gpt_model *m);
-/* Backward of the last gpt_forward(..., want_grad=1): grads += d(mean loss)/d(params). */
+/* Backward of the last gpt_forward(..., want_grad=1): grads += d(mean loss)/d(params).
+ * Calls m->on_grads_ready, when set, as each range of grads becomes final. */
 void gpt_backward(gpt_model *m);
 
 /* Floating point operations of one training step (forward + backward) on B x T

@@ -9,6 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "half.h"
 #include "util.h"
 
 static int mpi_on = 0; /* MPI mode: MPI_Init_thread done, MPI_Finalize not yet */
@@ -263,4 +264,186 @@ int par_check_same(const char *what, const void *bytes, size_t n)
     }
     free(root);
     return -1;
+}
+
+/* ---------------------------------------------------------------- gradient buckets */
+
+typedef struct reducer_slot {
+    float *buf;            /* the gradient being reduced */
+    size_t lo;             /* buf[lo, n) is final */
+    size_t started;        /* buf[started, n) has been handed to MPI */
+    int n_req;             /* requests started (buckets) */
+    MPI_Request *req;      /* [max_buckets] */
+    uint16_t *half;        /* [n] fp16 copy on the wire (fp16 only) */
+    int want_sumsq;
+    double sumsq;
+    int active;            /* begun and not yet waited for */
+} reducer_slot;
+
+struct par_reducer {
+    size_t n, bucket;      /* floats in the buffer and per bucket */
+    int fp16, n_slots, max_buckets;
+    int current;           /* the slot par_reducer_ready fills */
+    reducer_slot *slot;
+};
+
+static MPI_Op half_sum_op = MPI_OP_NULL;
+
+/* MPI_User_function: inout = in + inout, halves summed in float. */
+static void half_sum(void *in, void *inout, int *len, MPI_Datatype *type)
+{
+    (void)type;
+    half_add(inout, in, (size_t)*len);
+}
+
+void par_reducer_free(par_reducer *r)
+{
+    if (!r) return;
+    for (int s = 0; s < r->n_slots; s++) {
+        free(r->slot[s].req);
+        free(r->slot[s].half);
+    }
+    free(r->slot);
+    free(r);
+}
+
+par_reducer *par_reducer_create(size_t n, size_t bucket_floats, int slots, int fp16)
+{
+    par_reducer *r = gt_calloc(sizeof *r, "gradient reducer");
+    if (!r) return NULL;
+    if (bucket_floats < 1) bucket_floats = 1;
+    if (bucket_floats > (size_t)PAR_CHUNK) bucket_floats = PAR_CHUNK;
+    r->n = n;
+    r->bucket = bucket_floats;
+    r->fp16 = fp16;
+    r->n_slots = slots;
+    /* Buckets are cut from the top of each contiguous ready run; the last one of the
+     * buffer may be partial. */
+    size_t nb = n / bucket_floats + 1;
+    if (nb > INT_MAX) {
+        gt_error("bucket_mb is too small: %zu buckets for %zu gradients", nb, n);
+        free(r);
+        return NULL;
+    }
+    r->max_buckets = (int)nb;
+    r->slot = gt_calloc(sizeof *r->slot * (size_t)slots, "gradient reducer slots");
+    if (!r->slot) goto fail;
+    for (int s = 0; s < slots; s++) {
+        r->slot[s].req = gt_malloc(sizeof(MPI_Request) * nb, "MPI requests");
+        if (!r->slot[s].req) goto fail;
+        if (fp16 && g_world > 1) {
+            r->slot[s].half = gt_malloc(n * sizeof(uint16_t), "fp16 gradients");
+            if (!r->slot[s].half) goto fail;
+        }
+    }
+    if (fp16 && g_world > 1 && half_sum_op == MPI_OP_NULL)
+        check_mpi(MPI_Op_create(half_sum, 1, &half_sum_op), "MPI_Op_create");
+    return r;
+fail:
+    par_reducer_free(r);
+    return NULL;
+}
+
+size_t par_reducer_bytes(const par_reducer *r) { return r->n * (r->fp16 ? 2 : 4); }
+
+size_t par_reducer_buckets(const par_reducer *r) { return (r->n + r->bucket - 1) / r->bucket; }
+
+void par_reducer_begin(par_reducer *r, int slot, float *buf, int want_sumsq)
+{
+    reducer_slot *s = &r->slot[slot];
+    if (s->active) par_abort("internal: gradient slot %d begun twice", slot);
+    s->buf = buf;
+    s->lo = s->started = r->n;
+    s->n_req = 0;
+    s->want_sumsq = want_sumsq;
+    s->sumsq = 0.0;
+    s->active = 1;
+    r->current = slot;
+}
+
+/* Hands buf[off, off+len) to MPI. */
+static void start_bucket(par_reducer *r, reducer_slot *s, size_t off, size_t len)
+{
+    if (s->n_req >= r->max_buckets) par_abort("internal: too many gradient buckets");
+    MPI_Request *req = &s->req[s->n_req++];
+    if (r->fp16) {
+        half_from_float(s->half + off, s->buf + off, len);
+        check_mpi(MPI_Iallreduce(MPI_IN_PLACE, s->half + off, (int)len, MPI_UINT16_T,
+                                 half_sum_op, MPI_COMM_WORLD, req),
+                  "MPI_Iallreduce of a gradient bucket (fp16)");
+    } else {
+        check_mpi(MPI_Iallreduce(MPI_IN_PLACE, s->buf + off, (int)len, MPI_FLOAT, MPI_SUM,
+                                 MPI_COMM_WORLD, req),
+                  "MPI_Iallreduce of a gradient bucket");
+    }
+}
+
+void par_reducer_ready(void *ctx, size_t offset, size_t count)
+{
+    par_reducer *r = ctx;
+    reducer_slot *s = &r->slot[r->current];
+    if (!s->active || offset + count != s->lo)
+        par_abort("internal: gradient range [%zu, %zu) reported out of order", offset,
+                  offset + count);
+    if (s->want_sumsq) {
+        double sq = 0.0;
+        const float *g = s->buf + offset;
+#pragma omp parallel for reduction(+ : sq) schedule(static)
+        for (size_t i = 0; i < count; i++) sq += (double)g[i] * g[i];
+        s->sumsq += sq;
+    }
+    s->lo = offset;
+    if (g_world == 1) return;
+    while (s->started - s->lo >= r->bucket) {
+        start_bucket(r, s, s->started - r->bucket, r->bucket);
+        s->started -= r->bucket;
+    }
+    if (s->lo == 0 && s->started > 0) {
+        start_bucket(r, s, 0, s->started);
+        s->started = 0;
+    }
+    /* Let MPI move the buckets already started along while backward goes on. */
+    int done = 0;
+    check_mpi(MPI_Testall(s->n_req, s->req, &done, MPI_STATUSES_IGNORE), "MPI_Testall");
+}
+
+double par_reducer_wait(par_reducer *r, int slot)
+{
+    reducer_slot *s = &r->slot[slot];
+    if (!s->active || s->lo != 0)
+        par_abort("internal: waiting for gradient slot %d before its backward ended", slot);
+    s->active = 0;
+    if (g_world == 1) return s->sumsq;
+    check_mpi(MPI_Waitall(s->n_req, s->req, MPI_STATUSES_IGNORE),
+              "MPI_Waitall on the gradient buckets");
+    const float scale = 1.0f / (float)g_world;
+    float *buf = s->buf;
+    const size_t n = r->n;
+    if (r->fp16) {
+        const uint16_t *h = s->half;
+        enum { CH = 4096 };
+#pragma omp parallel for schedule(static)
+        for (size_t i = 0; i < n; i += CH) {
+            size_t len = n - i < CH ? n - i : CH;
+            half_to_float(buf + i, h + i, len);
+            for (size_t j = i; j < i + len; j++) buf[j] *= scale;
+        }
+    } else {
+#pragma omp parallel for schedule(static)
+        for (size_t i = 0; i < n; i++) buf[i] *= scale;
+    }
+    return s->sumsq;
+}
+
+void par_reducer_drain(par_reducer *r)
+{
+    if (!r) return;
+    for (int i = 0; i < r->n_slots; i++) {
+        reducer_slot *s = &r->slot[i];
+        if (!s->active) continue;
+        s->active = 0;
+        if (g_world > 1 && s->n_req > 0)
+            check_mpi(MPI_Waitall(s->n_req, s->req, MPI_STATUSES_IGNORE),
+                      "MPI_Waitall on the gradient buckets");
+    }
 }

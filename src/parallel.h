@@ -65,6 +65,49 @@ _Noreturn void par_abort_reported(void);
  * chunks whose count fits an int; summed by MPI_SUM, then scaled by 1/world). Every
  * rank gets the same bits. */
 void par_allreduce_mean(float *buf, size_t n);
+/* Overlapped, bucketed gradient reduction (a "reducer").
+ *
+ * A reducer holds `slots` independent reductions of a gradient buffer of n floats, so
+ * that async training can have several steps' gradients in flight. For one slot:
+ *  1. par_reducer_begin(r, slot, buf): buf (n floats) is this step's gradient, about
+ *     to be computed;
+ *  2. par_reducer_ready(r, offset, count), the model's on_grads_ready callback: that
+ *     range of buf is final. Ranges must tile buf from its end to its start, each ending
+ *     where the previous began (model.h). Ready floats are cut into buckets of
+ *     bucket_floats from the top; each full bucket is started at once
+ *     (MPI_Iallreduce, in place, MPI_SUM; in fp16 first converted into a half copy
+ *     and summed by a user-defined operation that adds halves in float); the last,
+ *     partial bucket starts when offset 0 is reached. Each call also tests the slot's
+ *     outstanding requests, which lets MPI progress while backward runs;
+ *  3. par_reducer_wait(r, slot): waits for all of the slot's buckets (MPI_Waitall),
+ *     converts fp16 back, and scales by 1/world: buf = mean over ranks.
+ * Only the thread that called par_init may call these (MPI_THREAD_FUNNELED); the
+ * model calls its callback on the thread that runs gpt_backward.
+ * With a world of one rank no MPI call is made and par_reducer_wait leaves buf as it
+ * is. Summing in fp32, a bucket's sum is elementwise, so the result is the same
+ * whatever bucket_floats is (up to the MPI library's choice of reduction order by
+ * message size with more than two ranks). */
+typedef struct par_reducer par_reducer;
+
+/* fp16 != 0: gradients travel as IEEE half. Returns NULL on failure (reported). */
+par_reducer *par_reducer_create(size_t n, size_t bucket_floats, int slots, int fp16);
+void par_reducer_free(par_reducer *r);
+/* Starts collecting slot `slot` for buf. With want_sumsq, the squared norm of this
+ * rank's own gradient (before any reduction) is summed as the ranges arrive. */
+void par_reducer_begin(par_reducer *r, int slot, float *buf, int want_sumsq);
+/* The on_grads_ready callback: ctx is the reducer. */
+void par_reducer_ready(void *ctx, size_t offset, size_t count);
+/* Waits for the slot (which must have received offset 0), then buf = mean over ranks.
+ * Returns the slot's local squared norm (0 unless want_sumsq). */
+double par_reducer_wait(par_reducer *r, int slot);
+/* Waits for every slot still in flight and forgets it (a collective: before leaving
+ * training early, or for the gradients of the last async steps that are never used). */
+void par_reducer_drain(par_reducer *r);
+/* Bytes one slot's reduction puts on the wire per rank (n x 4, or n x 2 in fp16), and
+ * the number of buckets it uses. */
+size_t par_reducer_bytes(const par_reducer *r);
+size_t par_reducer_buckets(const par_reducer *r);
+
 /* Mean and sum over ranks of one double each; rank 0's value of x. */
 double par_mean_double(double x);
 double par_sum_double(double x);

@@ -1,6 +1,8 @@
 /* train — see train.h. Order of a step: take the loader's batch, forward with the loss
- * gradient, backward, average the gradients over the ranks, global-norm clip, AdamW,
- * then log. Everything that can fail for a user reason (data, output folder, log file,
+ * gradient, backward (with several ranks, each finished bucket of gradients starts its
+ * reduction while backward goes on: parallel.h), wait for the reduction, global-norm
+ * clip, AdamW, then log. With sync = async the gradient waited for and applied is the
+ * one of `staleness` steps before, from a ring of gradient buffers. Everything that can fail for a user reason (data, output folder, log file,
  * ranks that disagree) is checked before the first step.
  *
  * Data parallel (parallel.h): every rank holds the whole model and the optimizer state,
@@ -30,6 +32,7 @@
 #include "windows.h"
 
 enum { LOADER_DEPTH = 4 };
+enum { MAX_SLOTS = 9 }; /* gradient buffers: staleness (at most 8) + 1 */
 
 /* Everything a run holds, so one cleanup path frees it whatever failed. */
 typedef struct run {
@@ -45,6 +48,9 @@ typedef struct run {
     FILE *log;
     int threads;
     double peak_gflops;
+    float *ring[MAX_SLOTS]; /* gradient buffers; ring[0] is the model's own */
+    int n_slots;
+    par_reducer *red;       /* with more than one rank */
 } run;
 
 /* FP32 peak of `threads` cores: flops per cycle x clock. The clock is read from
@@ -163,6 +169,34 @@ static double evaluate(run *r, const gt_config *c, int32_t *in, int32_t *tg)
     return par_sum_double(sum) / ((double)c->eval_batches * par_world());
 }
 
+/* Whether step (0-based) ends with an evaluation. */
+static int is_eval_step(const run *r, const gt_config *c, int64_t step)
+{
+    return r->val && ((c->eval_every > 0 && (step + 1) % c->eval_every == 0) ||
+                      step + 1 == c->steps);
+}
+
+/* Gradient noise scale (McCandlish et al., "An empirical model of large-batch
+ * training"): from |g|^2 of batches of b_small tokens (mean over the ranks of their own
+ * gradients) and |G|^2 of the averaged batch of b_big = b_small x world tokens,
+ *   |G_true|^2 ~ (b_big |G|^2 - b_small |g|^2) / (b_big - b_small)
+ *   tr(Sigma)  ~ (|g|^2 - |G|^2) / (1/b_small - 1/b_big)
+ * and B_noise = tr(Sigma) / |G_true|^2 tokens. Both estimates are noisy, so each is
+ * smoothed by an exponential moving average over evaluations (bias-corrected) before
+ * the ratio is taken. Returns B_noise in tokens, NaN while |G_true|^2 is not positive. */
+static double noise_scale_update(double g_small2, double g_big2, double b_small, int world,
+                                 double *ema_g2, double *ema_s, double *weight)
+{
+    const double beta = 0.7, b_big = b_small * world;
+    const double g_true2 = (b_big * g_big2 - b_small * g_small2) / (b_big - b_small);
+    const double trace = (g_small2 - g_big2) / (1.0 / b_small - 1.0 / b_big);
+    *ema_g2 = beta * *ema_g2 + (1.0 - beta) * g_true2;
+    *ema_s = beta * *ema_s + (1.0 - beta) * trace;
+    *weight = beta * *weight + (1.0 - beta);
+    const double g2 = *ema_g2 / *weight, s = *ema_s / *weight;
+    return g2 > 0.0 ? s / g2 : NAN;
+}
+
 /* Rank 0 only: the output folder and the log file. */
 static int check_output_paths(const gt_config *c, run *r)
 {
@@ -194,6 +228,10 @@ static int check_output_paths(const gt_config *c, run *r)
 static void free_run(run *r)
 {
     if (r->ld) loader_stop(r->ld);
+    par_reducer_drain(r->red); /* MPI must not write into freed buffers */
+    par_reducer_free(r->red);
+    if (r->have_model) r->model.grads = r->ring[0] ? r->ring[0] : r->model.grads;
+    for (int i = 1; i < MAX_SLOTS; i++) free(r->ring[i]);
     if (r->have_model) gpt_free(&r->model);
     adamw_free(&r->opt);
     free(r->eval_tokens);
@@ -289,72 +327,135 @@ int train_run(const gt_config *c)
                r.model.n_params / 1e6, flops / 1e9, B, T, world > 1 ? " on each rank" : "");
     fflush(stdout);
 
+    /* Gradient buffers: one for sync, a ring of staleness + 1 for async (the gradient of
+     * step t is applied at step t + lag). Slot 0 is the model's own buffer. */
+    const int async = strcmp(c->sync, "async") == 0;
+    const int lag = async ? c->staleness : 0, n_slots = lag + 1;
+    for (int i = 1; i < n_slots; i++) {
+        r.ring[i] = gt_malloc(r.model.n_params * sizeof(float), "async gradient buffers");
+        if (!r.ring[i]) goto local_failure;
+    }
+    r.ring[0] = r.model.grads;
+    r.n_slots = n_slots;
+    if (world > 1) {
+        size_t bucket = (size_t)(c->bucket_mb * 1048576.0 / sizeof(float));
+        r.red = par_reducer_create(r.model.n_params, bucket, n_slots,
+                                   strcmp(c->grad_comm, "fp16") == 0);
+        if (!r.red) goto local_failure;
+        r.model.on_grads_ready = par_reducer_ready;
+        r.model.grads_ready_ctx = r.red;
+        par_printf("gradients: %zu bucket%s of up to %g MiB, %s on the wire (%.1f MB per "
+                   "step), reduced while backward runs%s\n", par_reducer_buckets(r.red),
+                   par_reducer_buckets(r.red) == 1 ? "" : "s", c->bucket_mb, c->grad_comm,
+                   par_reducer_bytes(r.red) / 1e6, async ? " and during the next step(s)" : "");
+    }
+    if (async)
+        par_printf("async: each step applies the gradient of %d step%s before; the first %d "
+                   "step%s apply nothing\n", lag, lag == 1 ? "" : "s", lag, lag == 1 ? "" : "s");
+    fflush(stdout);
+
     const double t_start = gt_now();
-    double t_compute = 0.0, last_val = NAN;
+    double t_compute = 0.0, last_val = NAN, total_bytes = 0.0;
+    double noise_g2 = 0.0, noise_s = 0.0, noise_w = 0.0; /* EMAs and their weight */
     for (int64_t step = 0; step < c->steps; step++) {
         const double t0 = gt_now();
         const int32_t *in, *tg;
         double wait_s;
         if (loader_next(r.ld, &in, &tg, &wait_s) != 0) goto local_failure;
 
+        const int slot = (int)(step % n_slots);
+        r.model.grads = r.ring[slot];
+        /* This rank's own gradient norm is needed where the step that applies this
+         * gradient evaluates (the gradient noise scale). */
+        if (r.red) par_reducer_begin(r.red, slot, r.ring[slot], is_eval_step(&r, c, step + lag));
         gpt_zero_grad(&r.model);
         const float local_loss = gpt_forward(&r.model, in, tg, B, T, 1);
         gpt_backward(&r.model);
         /* Loss and gradient of the global batch: means over the ranks. The norm is rank
          * 0's, so the clip factor cannot differ with the ranks' thread counts. */
-        double loss = local_loss, comm_s = 0.0, norm;
+        const int apply = step >= lag;
+        float *g = r.ring[(step + n_slots - lag) % n_slots];
+        double loss = local_loss, comm_s = 0.0, norm = NAN, local_sq = 0.0;
         if (world > 1) {
             double t_comm = gt_now();
-            par_allreduce_mean(r.model.grads, r.model.n_params);
+            if (apply) {
+                local_sq = par_reducer_wait(r.red, (int)((step - lag) % n_slots));
+                total_bytes += (double)par_reducer_bytes(r.red);
+            }
             loss = par_mean_double(local_loss);
             comm_s = gt_now() - t_comm;
-            norm = grad_global_norm(r.model.grads, r.model.n_params);
-            t_comm = gt_now();
-            norm = par_bcast_double(norm);
-            comm_s += gt_now() - t_comm;
-        } else {
-            norm = grad_global_norm(r.model.grads, r.model.n_params);
+            if (apply) {
+                norm = grad_global_norm(g, r.model.n_params);
+                t_comm = gt_now();
+                norm = par_bcast_double(norm);
+                comm_s += gt_now() - t_comm;
+            }
+        } else if (apply) {
+            norm = grad_global_norm(g, r.model.n_params);
         }
-        if (!isfinite(loss) || !isfinite(norm)) {
+        if (!isfinite(loss) || (apply && !isfinite(norm))) {
             /* The same values on every rank: they all stop here, rank 0 says why. */
             if (par_is_root())
                 gt_error("step %lld: loss %g, gradient norm %g: training diverged (try a "
                          "lower lr or a grad_clip)", (long long)step + 1, loss, norm);
             goto done;
         }
-        grad_clip_by_norm(r.model.grads, r.model.n_params, norm, c->grad_clip);
         double lr = lr_at_step(step, c->warmup_steps, c->steps, c->lr, c->min_lr);
-        adamw_step(&r.opt, r.model.params, r.model.grads, r.model.info, r.model.n_info, lr,
-                   c->beta1, c->beta2, 1e-8, c->weight_decay);
+        if (apply) {
+            grad_clip_by_norm(g, r.model.n_params, norm, c->grad_clip);
+            adamw_step(&r.opt, r.model.params, g, r.model.info, r.model.n_info, lr,
+                       c->beta1, c->beta2, 1e-8, c->weight_decay);
+        }
         const double dt = gt_now() - t0;
         t_compute += dt;
 
         const double tok_s = (double)B * T * world / dt, gflops = flops * world / dt * 1e-9;
-        par_printf("step %5lld/%lld | loss %.4f | lr %.2e | norm %.3f | %7.1f ms | "
-                   "%7.0f tok/s | %6.1f GFLOP/s", (long long)step + 1, (long long)c->steps,
-                   loss, lr, norm, dt * 1e3, tok_s, gflops);
+        par_printf("step %5lld/%lld | loss %.4f | lr %.2e | ", (long long)step + 1,
+                   (long long)c->steps, loss, lr);
+        if (apply)
+            par_printf("norm %.3f", norm);
+        else
+            par_printf("no update (async warm-up)");
+        par_printf(" | %7.1f ms | %7.0f tok/s | %6.1f GFLOP/s", dt * 1e3, tok_s, gflops);
         if (r.peak_gflops > 0)
             par_printf(" | MFU %4.1f%%", 100.0 * gflops / (r.peak_gflops * world));
         par_printf(" | wait %.2f ms", wait_s * 1e3);
         if (world > 1) par_printf(" | comm %.2f ms", comm_s * 1e3);
         par_printf("\n");
 
-        int do_eval = r.val && ((c->eval_every > 0 && (step + 1) % c->eval_every == 0) ||
-                                step + 1 == c->steps);
+        const int do_eval = is_eval_step(&r, c, step);
+        double noise_tokens = NAN;
         if (do_eval) {
             double t_eval = gt_now();
             last_val = evaluate(&r, c, r.eval_in, r.eval_tg);
-            par_printf("step %5lld/%lld | val_loss %.4f | %d batches in %.2f s\n",
+            par_printf("step %5lld/%lld | val_loss %.4f | %d batches in %.2f s",
                        (long long)step + 1, (long long)c->steps, last_val, c->eval_batches,
                        gt_now() - t_eval);
+            if (world > 1 && apply) {
+                noise_tokens = noise_scale_update(par_mean_double(local_sq), norm * norm,
+                                                  (double)B * T, world, &noise_g2,
+                                                  &noise_s, &noise_w);
+                if (isfinite(noise_tokens))
+                    par_printf(" | noise scale %.0f tokens (%.1f sequences)", noise_tokens,
+                               noise_tokens / T);
+                else
+                    par_printf(" | noise scale n/a (no gradient signal yet)");
+            }
+            par_printf("\n");
         }
         if (r.log) {
-            fprintf(r.log, "{\"step\":%lld,\"loss\":%.6f,\"lr\":%.6e,\"grad_norm\":%.6f,"
-                    "\"ms\":%.3f,\"tokens_per_s\":%.1f,\"gflops\":%.3f,\"load_wait_ms\":%.4f,"
-                    "\"comm_ms\":%.4f",
-                    (long long)step + 1, loss, lr, norm, dt * 1e3, tok_s, gflops,
-                    wait_s * 1e3, comm_s * 1e3);
+            fprintf(r.log, "{\"step\":%lld,\"loss\":%.6f,\"lr\":%.6e,", (long long)step + 1,
+                    loss, lr);
+            if (apply)
+                fprintf(r.log, "\"grad_norm\":%.6f,", norm);
+            else
+                fprintf(r.log, "\"grad_norm\":null,");
+            fprintf(r.log, "\"ms\":%.3f,\"tokens_per_s\":%.1f,\"gflops\":%.3f,"
+                    "\"load_wait_ms\":%.4f,\"comm_ms\":%.4f,\"comm_bytes\":%.0f",
+                    dt * 1e3, tok_s, gflops, wait_s * 1e3, comm_s * 1e3,
+                    world > 1 && apply ? (double)par_reducer_bytes(r.red) : 0.0);
             if (do_eval) fprintf(r.log, ",\"val_loss\":%.6f", last_val);
+            if (isfinite(noise_tokens)) fprintf(r.log, ",\"noise_scale\":%.1f", noise_tokens);
             fprintf(r.log, "}\n");
             if (fflush(r.log) != 0) {
                 gt_error("writing the log file %s failed", c->log);
@@ -363,12 +464,15 @@ int train_run(const gt_config *c)
         }
         fflush(stdout);
     }
+    /* The gradients of the last `lag` async steps are never applied. */
+    par_reducer_drain(r.red);
     loader_stop(r.ld);
     r.ld = NULL;
 
     const double wall = gt_now() - t_start;
     par_printf("done: %lld steps in %.1f s (%.0f tok/s in steps)", (long long)c->steps, wall,
                (double)c->steps * B * T * world / t_compute);
+    if (world > 1) par_printf(", %.1f MB of gradients reduced per rank", total_bytes / 1e6);
     if (!isnan(last_val)) par_printf(", final val_loss %.4f", last_val);
     par_printf("\n");
     /* Every rank applied the same updates; a difference here is a bug (or a machine

@@ -87,6 +87,9 @@ static void test_defaults(void)
     TU_CHECK(strcmp(c.out, "runs/gentrain") == 0 && strcmp(c.log, "") == 0 &&
                  c.peak_gflops == 0,
              "out/log/peak_gflops defaults");
+    TU_CHECK(c.bucket_mb == 25 && strcmp(c.sync, "sync") == 0 && c.staleness == 1 &&
+                 strcmp(c.grad_comm, "fp32") == 0,
+             "data-parallel defaults: bucket_mb 25, sync, staleness 1, fp32");
 
     /* The defaults lack only the data file. */
     expect_validate_error(&c, "data");
@@ -274,6 +277,10 @@ static void test_args(void)
 static void test_ranges(void)
 {
     expect_set_error("n_layer", "0", "must be >= 1");
+    expect_set_error("bucket_mb", "0", "must be > 0");
+    expect_set_error("staleness", "9", "must be >= 1 and <= 8");
+    expect_set_error("sync", "asynchronous", "must be one of: sync|async");
+    expect_set_error("grad_comm", "bf16", "must be one of: fp32|fp16");
     expect_set_error("n_head", "-2", "must be >= 1");
     expect_set_error("n_embd", "0", "must be >= 1");
     expect_set_error("block_size", "0", "must be >= 1");

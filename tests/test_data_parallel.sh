@@ -4,7 +4,13 @@
 #    batch_size 2 see the same global batch each step: their per-step losses (and
 #    validation losses) agree within 1e-5 relative, their final models within PTOL
 #    (see below); only rank 0 prints step lines, and every rank ends with the same
-#    parameters (gentrain checks it once at the end and says so).
+#    parameters (gentrain checks it once at the end and says so). The 2-rank run cuts
+#    its gradients into many small buckets (bucket_mb 0.01), the 4-rank run uses one.
+#  - sync = async (staleness 1): one process gives the same losses twice; 2 ranks train
+#    (the loss falls), differently from sync, with identical parameters on both ranks.
+#  - grad_comm = fp16 on 2 ranks: losses within 1e-2 relative of fp32.
+#  - The gradient noise scale is on the evaluation lines and in the log with 2 ranks,
+#    and nowhere with one.
 #  - Ranks started with different configs (an MPMD launch) stop with a clear error from
 #    every rank and a non-zero exit, without hanging.
 #  - A dataset with fewer windows than batch_size x ranks: the same, from every rank.
@@ -55,9 +61,10 @@ rc=$?
 check "np=1 batch 8 (no mpirun) exits 0 (rc $rc)" test $rc -eq 0
 [ $rc -eq 0 ] || show "$tmp/np1.err"
 
-# compare_logs A B: per-step loss and val_loss within 1e-5 relative, same steps.
+# compare_logs A B [TOL]: per-step loss and val_loss within TOL (1e-5) relative, same
+# steps.
 compare_logs() {
-    awk -v tol=1e-5 '
+    awk -v tol="${3:-1e-5}" '
         function val(line, key,   s) {
             if (!match(line, "\"" key "\":[-+0-9.eEnaif]+")) return ""
             s = substr(line, RSTART, RLENGTH)
@@ -85,14 +92,22 @@ compare_logs() {
 
 for np in 2 4; do
     B=$((8 / np))
+    bucket=25
+    [ $np -eq 2 ] && bucket=0.01
     "${MPI[@]}" -np $np "$GENTRAIN" train "${ARGS[@]}" --batch_size $B --out "$tmp/np$np" \
-        > "$tmp/np$np.out" 2> "$tmp/np$np.err"
+        --bucket_mb $bucket > "$tmp/np$np.out" 2> "$tmp/np$np.err"
     rc=$?
     check "np=$np batch $B exits 0 (rc $rc)" test $rc -eq 0
     [ $rc -eq 0 ] || show "$tmp/np$np.err"
     check "np=$np: only rank 0 prints step lines (20)" \
         test "$(grep -c '^step .*| loss ' "$tmp/np$np.out")" -eq 20
     check "np=$np: step lines show the comm time" grep -q '| comm [0-9.]* ms$' "$tmp/np$np.out"
+    nb=$(sed -n 's/^gradients: \([0-9]*\) bucket.*/\1/p' "$tmp/np$np.out")
+    if [ $np -eq 2 ]; then
+        check "np=2: bucket_mb 0.01 makes several buckets (${nb:-none})" test "${nb:-0}" -gt 5
+    else
+        check "np=4: bucket_mb 25 makes one bucket (${nb:-none})" test "${nb:-0}" -eq 1
+    fi
     check "np=$np: log has comm_ms" grep -q '"step":20,.*"comm_ms":[0-9.]*' "$tmp/np$np/log.jsonl"
     check "np=$np: parameters identical on all ranks at the end" \
         grep -q "parameters are identical on all $np ranks" "$tmp/np$np.out"
@@ -104,6 +119,59 @@ for np in 2 4; do
     sed -e 's/^/    /' "$tmp/cmp$np.txt"
     check "np=$np: final parameters match np=1 (tolerance $PTOL)" test $rc -eq 0
 done
+
+# loss_of LOG STEP: the loss logged for a step.
+loss_of() { sed -n "s/^{\"step\":$2,\"loss\":\([0-9.]*\),.*/\1/p" "$1"; }
+
+# The gradient noise scale: on the evaluation lines and in the log with 2 ranks only.
+check "np=2: eval lines show the noise scale" \
+    grep -q '^step    10/20 | val_loss .* | noise scale [0-9]* tokens' "$tmp/np2.out"
+check "np=2: log has noise_scale at the evaluations" \
+    test "$(grep -c '"noise_scale":' "$tmp/np2/log.jsonl")" -eq 2
+check "np=1: no noise scale anywhere" \
+    test "$(grep -ci 'noise' "$tmp/np1.out" "$tmp/np1/log.jsonl" | awk -F: '{s+=$2} END {print s}')" -eq 0
+
+# Async (staleness 1). One process: deterministic, and the first step applies nothing.
+for run in a b; do
+    timeout 120 "$GENTRAIN" train "${ARGS[@]}" --batch_size 8 --sync async \
+        --out "$tmp/async1$run" > "$tmp/async1$run.out" 2> "$tmp/async1$run.err"
+    rc=$?
+    check "np=1 async (run $run) exits 0 (rc $rc)" test $rc -eq 0
+    [ $rc -eq 0 ] || show "$tmp/async1$run.err"
+done
+check "np=1 async: the same losses twice" \
+    compare_logs "$tmp/async1a/log.jsonl" "$tmp/async1b/log.jsonl" 0
+check "np=1 async: step 1 applies no update" \
+    grep -q '^step     1/20 | .* | no update (async warm-up)' "$tmp/async1a.out"
+check "np=1 async: step 2 applies one" grep -q '^step     2/20 | .* | norm [0-9.]* |' \
+    "$tmp/async1a.out"
+# Two ranks.
+"${MPI[@]}" -np 2 "$GENTRAIN" train "${ARGS[@]}" --batch_size 4 --sync async \
+    --bucket_mb 0.01 --out "$tmp/async2" > "$tmp/async2.out" 2> "$tmp/async2.err"
+rc=$?
+check "np=2 async exits 0 (rc $rc)" test $rc -eq 0
+[ $rc -eq 0 ] || show "$tmp/async2.err"
+check "np=2 async: parameters identical on all ranks at the end" \
+    grep -q "parameters are identical on all 2 ranks" "$tmp/async2.out"
+first=$(loss_of "$tmp/async2/log.jsonl" 1); last=$(loss_of "$tmp/async2/log.jsonl" 20)
+sync_last=$(loss_of "$tmp/np2/log.jsonl" 20)
+echo "    async np=2: loss $first at step 1, $last at step 20 (sync: $sync_last)"
+check "np=2 async: the loss falls" awk -v a="$first" -v b="$last" 'BEGIN { exit !(b < a - 0.05) }'
+check "np=2 async: the losses differ from sync" \
+    awk -v a="$last" -v b="$sync_last" 'BEGIN { exit !(a != b) }'
+check "np=2 async: matches np=1 async within 1e-5" \
+    compare_logs "$tmp/async1a/log.jsonl" "$tmp/async2/log.jsonl"
+
+# fp16 gradients on the wire.
+"${MPI[@]}" -np 2 "$GENTRAIN" train "${ARGS[@]}" --batch_size 4 --grad_comm fp16 \
+    --bucket_mb 0.01 --out "$tmp/fp16" > "$tmp/fp16.out" 2> "$tmp/fp16.err"
+rc=$?
+check "np=2 fp16 exits 0 (rc $rc)" test $rc -eq 0
+[ $rc -eq 0 ] || show "$tmp/fp16.err"
+check "np=2 fp16: parameters identical on all ranks at the end" \
+    grep -q "parameters are identical on all 2 ranks" "$tmp/fp16.out"
+check "np=2 fp16: losses within 1e-2 of fp32" \
+    compare_logs "$tmp/np2/log.jsonl" "$tmp/fp16/log.jsonl" 1e-2
 
 # Ranks with different configs: every rank names the mismatch, the job fails, no hang.
 SMALL=(--data "$tmp/d.h5" --n_layer 1 --n_head 2 --n_embd 16 --block_size 8 --batch_size 2

@@ -1,7 +1,9 @@
 /* Whole-model gradient check on a tiny GPT: the analytic gradient of gpt_backward
  * against central finite differences of gpt_forward's loss, per tensor (a random
  * direction within the tensor) and for the largest entries one by one. The model is
- * FP32, so step sizes and tolerances are set for float round-off. */
+ * FP32, so step sizes and tolerances are set for float round-off. Also: the ranges
+ * gpt_backward reports through on_grads_ready tile the gradient buffer from its end to
+ * its start, and each range already holds its final gradient when reported. */
 #include <math.h>
 #include <string.h>
 
@@ -11,6 +13,23 @@
 #include "testutil.h"
 
 enum { B = 2, T = 5 };
+
+/* on_grads_ready recorder: checks the tiling, snapshots each range when reported. */
+typedef struct ready_log {
+    const gpt_model *m;
+    float *snap;
+    size_t next_end;
+    int calls, out_of_order;
+} ready_log;
+
+static void record_ready(void *ctx, size_t offset, size_t count)
+{
+    ready_log *r = ctx;
+    if (offset + count != r->next_end) r->out_of_order++;
+    memcpy(r->snap + offset, r->m->grads + offset, count * sizeof(float));
+    r->next_end = offset;
+    r->calls++;
+}
 
 static double loss_at(gpt_model *m, const int32_t *in, const int32_t *tg)
 {
@@ -42,6 +61,21 @@ int main(void)
     float loss = gpt_forward(&m, in, tg, B, T, 1);
     gpt_backward(&m);
     TU_CHECK(isfinite(loss) && loss > 0.5f, "loss %.4f is finite and plausible", loss);
+
+    /* The same backward again, reporting its ranges. */
+    ready_log rl = {&m, calloc(m.n_params, sizeof(float)), m.n_params, 0, 0};
+    if (!rl.snap) return 99;
+    m.on_grads_ready = record_ready;
+    m.grads_ready_ctx = &rl;
+    gpt_zero_grad(&m);
+    gpt_forward(&m, in, tg, B, T, 1);
+    gpt_backward(&m);
+    m.on_grads_ready = NULL;
+    TU_CHECK(rl.out_of_order == 0 && rl.next_end == 0 && rl.calls == 6 * s.n_layer + 2,
+             "on_grads_ready: %d ranges tile the buffer from its end to its start", rl.calls);
+    TU_CHECK(memcmp(rl.snap, m.grads, m.n_params * sizeof(float)) == 0,
+             "on_grads_ready: every range was final when reported");
+    free(rl.snap);
 
     float *saved = malloc(m.n_params * sizeof(float));
     float *dir = malloc(m.n_params * sizeof(float));

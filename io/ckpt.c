@@ -1,0 +1,743 @@
+/* ckpt — see ckpt.h.
+ *
+ * The /model group is written and read by the model file's own code (h5model_io.h), so
+ * a checkpoint's parameters are exactly a model file's. Loading reads the whole file
+ * into scratch buffers and verifies the checksum before it copies anything into the
+ * model or the optimizer: a damaged file changes nothing. */
+#include "ckpt.h"
+
+#include <dirent.h>
+#include <errno.h>
+#include <inttypes.h>
+#include <limits.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <hdf5.h>
+
+#include "../src/util.h"
+#include "h5lock.h"
+#include "h5model_io.h"
+#include "h5util.h"
+
+#define WHY_CAP 6000 /* room for a path of GT_PATH_MAX and the reason */
+
+/* ---- checksum ------------------------------------------------------------------- */
+
+#define FNV_OFFSET 0xcbf29ce484222325ull
+#define FNV_PRIME 0x100000001b3ull
+
+static uint64_t fnv_bytes(uint64_t h, const void *data, size_t n)
+{
+    const unsigned char *p = data;
+    for (size_t i = 0; i < n; i++) h = (h ^ p[i]) * FNV_PRIME;
+    return h;
+}
+
+/* The floats' little-endian bytes, whatever the host's byte order. */
+static uint64_t fnv_floats(uint64_t h, const float *f, size_t n)
+{
+    for (size_t i = 0; i < n; i++) {
+        uint32_t u;
+        memcpy(&u, &f[i], 4);
+        for (int b = 0; b < 4; b++) h = (h ^ ((u >> (8 * b)) & 0xffu)) * FNV_PRIME;
+    }
+    return h;
+}
+
+static uint64_t checksum(const ckpt_meta *mt, size_t n_params, const char *config_text,
+                         const float *params, const float *m, const float *v)
+{
+    char head[512];
+    int len = snprintf(head, sizeof head,
+                       "%s %d step=%" PRId64 " adam_t=%" PRId64 " world_size=%d seed=%" PRIu64
+                       " loss_scale=%a vocab_size=%d block_size=%d n_layer=%d n_head=%d "
+                       "n_embd=%d n_params=%zu\n",
+                       CKPT_FORMAT_NAME, CKPT_FORMAT_VERSION, mt->step, mt->adam_t,
+                       mt->world_size, mt->seed, mt->loss_scale, mt->shape.vocab_size,
+                       mt->shape.block_size, mt->shape.n_layer, mt->shape.n_head,
+                       mt->shape.n_embd, n_params);
+    uint64_t h = fnv_bytes(FNV_OFFSET, head, (size_t)len);
+    const char *cfg = config_text ? config_text : "";
+    h = fnv_bytes(h, cfg, strlen(cfg) + 1);
+    h = fnv_floats(h, params, n_params);
+    h = fnv_floats(h, m, n_params);
+    return fnv_floats(h, v, n_params);
+}
+
+/* ---- small HDF5 helpers ----------------------------------------------------------- */
+
+static int write_scalar(hid_t obj, const char *name, hid_t ftype, hid_t mtype,
+                        const void *value)
+{
+    hid_t space = H5Screate(H5S_SCALAR), attr = -1;
+    int rc = -1;
+    if (space < 0) return -1;
+    if ((attr = H5Acreate2(obj, name, ftype, space, H5P_DEFAULT, H5P_DEFAULT)) >= 0 &&
+        H5Awrite(attr, mtype, value) >= 0)
+        rc = 0;
+    if (attr >= 0 && H5Aclose(attr) < 0) rc = -1;
+    H5Sclose(space);
+    return rc;
+}
+
+/* Reads a one-element numeric attribute, converted to mtype. 0, or -1 with why. */
+static int read_scalar(hid_t obj, const char *name, hid_t mtype, H5T_class_t want,
+                       void *out, char *why, size_t cap)
+{
+    htri_t e = H5Aexists(obj, name);
+    if (e <= 0) {
+        snprintf(why, cap, "no %s attribute", name);
+        return -1;
+    }
+    hid_t attr = H5Aopen(obj, name, H5P_DEFAULT), type = -1, space = -1;
+    int rc = -1;
+    if (attr < 0 || (type = H5Aget_type(attr)) < 0 || (space = H5Aget_space(attr)) < 0) {
+        snprintf(why, cap, "cannot read attribute %s", name);
+        goto done;
+    }
+    if (H5Tget_class(type) != want || H5Sget_simple_extent_npoints(space) != 1) {
+        snprintf(why, cap, "attribute %s is not a single %s", name,
+                 want == H5T_FLOAT ? "number" : "integer");
+        goto done;
+    }
+    if (H5Aread(attr, mtype, out) < 0) {
+        snprintf(why, cap, "cannot read attribute %s", name);
+        goto done;
+    }
+    rc = 0;
+done:
+    if (space >= 0) H5Sclose(space);
+    if (type >= 0) H5Tclose(type);
+    if (attr >= 0) H5Aclose(attr);
+    return rc;
+}
+
+static int write_flat(hid_t group, const char *name, const float *data, size_t n)
+{
+    hsize_t dims[1] = {(hsize_t)n};
+    hid_t space = H5Screate_simple(1, dims, NULL), dset = -1;
+    int rc = -1;
+    if (space < 0) return -1;
+    if ((dset = H5Dcreate2(group, name, H5T_IEEE_F32LE, space, H5P_DEFAULT, H5P_DEFAULT,
+                           H5P_DEFAULT)) >= 0 &&
+        H5Dwrite(dset, H5T_NATIVE_FLOAT, H5S_ALL, H5S_ALL, H5P_DEFAULT, data) >= 0)
+        rc = 0;
+    if (dset >= 0 && H5Dclose(dset) < 0) rc = -1;
+    H5Sclose(space);
+    return rc;
+}
+
+/* Reads the float32 [n] dataset `name` into out. 0, or -1 with why. */
+static int read_flat(hid_t file, const char *name, float *out, size_t n, char *why,
+                     size_t cap)
+{
+    if (h5io_object_kind(file, name) != H5I_DATASET) {
+        snprintf(why, cap, "dataset %s is missing", name);
+        return -1;
+    }
+    hid_t dset = H5Dopen2(file, name, H5P_DEFAULT), type = -1, space = -1;
+    int rc = -1;
+    hsize_t dims[H5S_MAX_RANK];
+    if (dset < 0 || (type = H5Dget_type(dset)) < 0 || (space = H5Dget_space(dset)) < 0) {
+        snprintf(why, cap, "cannot open dataset %s (damaged file?)", name);
+        goto done;
+    }
+    int rank = H5Sget_simple_extent_ndims(space);
+    if (H5Tget_class(type) != H5T_FLOAT || rank != 1 ||
+        H5Sget_simple_extent_dims(space, dims, NULL) < 0 || dims[0] != (hsize_t)n) {
+        snprintf(why, cap, "dataset %s is not float32 [%zu]", name, n);
+        goto done;
+    }
+    if (H5Dread(dset, H5T_NATIVE_FLOAT, H5S_ALL, H5S_ALL, H5P_DEFAULT, out) < 0) {
+        snprintf(why, cap, "cannot read dataset %s (damaged or truncated file?)", name);
+        goto done;
+    }
+    rc = 0;
+done:
+    if (space >= 0) H5Sclose(space);
+    if (type >= 0) H5Tclose(type);
+    if (dset >= 0) H5Dclose(dset);
+    return rc;
+}
+
+/* ---- names in the folder ---------------------------------------------------------- */
+
+/* Step of a name "ckpt_<digits>.h5" (suffix ".h5.tmp" when tmp): 0 with *step, or -1. */
+static int parse_name(const char *name, int tmp, int64_t *step)
+{
+    if (strncmp(name, "ckpt_", 5) != 0) return -1;
+    const char *p = name + 5, *q = p;
+    int64_t v = 0;
+    for (; *q >= '0' && *q <= '9'; q++) {
+        if (v > (INT64_MAX - 9) / 10) return -1;
+        v = v * 10 + (*q - '0');
+    }
+    if (q == p || strcmp(q, tmp ? ".h5.tmp" : ".h5") != 0) return -1;
+    *step = v;
+    return 0;
+}
+
+typedef struct entry {
+    int64_t step;
+    char *name;
+} entry;
+
+static int by_step_desc(const void *a, const void *b)
+{
+    const entry *x = a, *y = b;
+    if (x->step != y->step) return x->step < y->step ? 1 : -1;
+    return strcmp(y->name, x->name);
+}
+
+static void free_entries(entry *e, size_t n)
+{
+    for (size_t i = 0; i < n; i++) free(e[i].name);
+    free(e);
+}
+
+/* The checkpoint files (tmp = 0) or stale temporaries (tmp = 1) of dir, highest step
+ * first. Returns 0 (*out may be NULL when none), 1 when dir does not exist, -1
+ * (reported). */
+static int list_dir(const char *dir, int tmp, entry **out, size_t *count)
+{
+    *out = NULL;
+    *count = 0;
+    DIR *d = opendir(dir);
+    if (!d) {
+        if (errno == ENOENT) return 1;
+        gt_error("cannot read checkpoint folder %s: %s", dir, h5io_errno_reason(errno));
+        return -1;
+    }
+    entry *v = NULL;
+    size_t n = 0, cap = 0;
+    for (struct dirent *e; (e = readdir(d)) != NULL;) {
+        int64_t step;
+        if (parse_name(e->d_name, tmp, &step) != 0) continue;
+        if (n == cap) {
+            cap = cap ? 2 * cap : 16;
+            entry *nv = realloc(v, cap * sizeof *v);
+            if (!nv) goto oom;
+            v = nv;
+        }
+        if (!(v[n].name = strdup(e->d_name))) goto oom;
+        v[n++].step = step;
+    }
+    closedir(d);
+    if (n) qsort(v, n, sizeof *v, by_step_desc);
+    *out = v;
+    *count = n;
+    return 0;
+oom:
+    closedir(d);
+    free_entries(v, n);
+    gt_error("out of memory listing %s", dir);
+    return -1;
+}
+
+static char *join(const char *dir, const char *name)
+{
+    size_t n = strlen(dir) + strlen(name) + 2;
+    char *s = malloc(n);
+    if (s) snprintf(s, n, "%s%s%s", dir, dir[0] && dir[strlen(dir) - 1] == '/' ? "" : "/",
+                    name);
+    return s;
+}
+
+/* Deletes stale ckpt_*.h5.tmp files; returns how many, or -1 (reported). */
+static int remove_stale_tmp(const char *dir)
+{
+    entry *e;
+    size_t n;
+    int r = list_dir(dir, 1, &e, &n);
+    if (r != 0) return r < 0 ? -1 : 0;
+    int removed = 0, rc = 0;
+    for (size_t i = 0; i < n; i++) {
+        char *p = join(dir, e[i].name);
+        if (p && unlink(p) == 0) {
+            removed++;
+        } else if (p && errno != ENOENT) {
+            gt_error("cannot delete the unfinished checkpoint %s: %s", p,
+                     h5io_errno_reason(errno));
+            rc = -1;
+        }
+        free(p);
+    }
+    free_entries(e, n);
+    return rc ? -1 : removed;
+}
+
+int ckpt_path(const char *dir, int64_t step, char *buf, size_t cap)
+{
+    const char *sep = dir[0] && dir[strlen(dir) - 1] == '/' ? "" : "/";
+    int n = snprintf(buf, cap, "%s%sckpt_%08" PRId64 ".h5", dir, sep, step);
+    if (n < 0 || (size_t)n >= cap) {
+        gt_error("checkpoint path too long in %s", dir);
+        return -1;
+    }
+    return 0;
+}
+
+void ckpt_meta_free(ckpt_meta *meta)
+{
+    if (!meta) return;
+    free(meta->config_text);
+    meta->config_text = NULL;
+}
+
+/* ---- save ----------------------------------------------------------------------- */
+
+int ckpt_save(const char *dir, int64_t step, const gpt_model *m, const adamw_state *opt,
+              const char *config_text, int world_size, uint64_t seed, double loss_scale,
+              char *out_path, size_t cap)
+{
+    char path[4096], tmp[4200], why[160], sum[40];
+    if (ckpt_path(dir, step, path, sizeof path) != 0) return -1;
+    snprintf(tmp, sizeof tmp, "%s.tmp", path);
+    if (step < 0 || !opt || opt->n != m->n_params) {
+        gt_error("cannot save checkpoint %s: %s", path,
+                 step < 0 ? "negative step" : "optimizer state does not match the model");
+        return -1;
+    }
+    if (remove_stale_tmp(dir) < 0) return -1;
+
+    ckpt_meta mt = {.step = step, .adam_t = opt->t, .world_size = world_size, .seed = seed,
+                    .loss_scale = loss_scale, .shape = m->shape};
+    snprintf(sum, sizeof sum, "fnv1a64:%016" PRIx64,
+             checksum(&mt, m->n_params, config_text, m->params, opt->m, opt->v));
+
+    hid_t file = -1, group = -1;
+    int rc = -1, made_tmp = 0;
+    int64_t ws = world_size, np = (int64_t)m->n_params;
+    h5lock_acquire();
+    if ((file = h5io_create(tmp, why, sizeof why)) < 0) {
+        gt_error("cannot save checkpoint %s: cannot create %s: %s", path, tmp, why);
+        goto fail;
+    }
+    made_tmp = 1;
+    if (h5model_write_layout(file, m, CKPT_FORMAT_NAME, CKPT_FORMAT_VERSION, config_text,
+                             step, tmp) != 0)
+        goto fail;
+    if (h5io_write_attr_int(file, "adam_t", opt->t) != 0 ||
+        h5io_write_attr_int(file, "world_size", ws) != 0 ||
+        write_scalar(file, "seed", H5T_STD_U64LE, H5T_NATIVE_UINT64, &seed) != 0 ||
+        write_scalar(file, "loss_scale", H5T_IEEE_F64LE, H5T_NATIVE_DOUBLE, &loss_scale) !=
+            0 ||
+        h5io_write_attr_int(file, "n_params", np) != 0 ||
+        h5io_write_attr_str(file, "checksum", sum) != 0) {
+        gt_error("cannot write the attributes of %s (disk full?)", tmp);
+        goto fail;
+    }
+    if ((group = H5Gcreate2(file, "optim", H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT)) < 0 ||
+        write_flat(group, "m", opt->m, opt->n) != 0 ||
+        write_flat(group, "v", opt->v, opt->n) != 0) {
+        gt_error("cannot write the optimizer state to %s (disk full?)", tmp);
+        goto fail;
+    }
+    int bad = H5Gclose(group) < 0;
+    group = -1;
+    hid_t written = file;
+    file = -1;
+    if (bad) H5Fclose(written);
+    if (bad || h5io_finish(written, tmp, path, why, sizeof why) != 0) {
+        gt_error("cannot save checkpoint %s: %s", path, bad ? "writing failed" : why);
+        goto fail;
+    }
+    made_tmp = 0;
+    if (out_path && gt_strlcpy(out_path, path, cap) != 0) {
+        gt_error("checkpoint path too long: %s", path);
+        goto fail;
+    }
+    rc = 0;
+fail:
+    if (group >= 0) H5Gclose(group);
+    if (file >= 0) H5Fclose(file);
+    if (made_tmp) unlink(tmp);
+    h5lock_release();
+    return rc;
+}
+
+int ckpt_prune(const char *dir, int keep)
+{
+    if (keep < 1) keep = 1;
+    int removed = remove_stale_tmp(dir);
+    if (removed < 0) return -1;
+    entry *e;
+    size_t n;
+    int r = list_dir(dir, 0, &e, &n);
+    if (r != 0) return r < 0 ? -1 : removed;
+    int rc = 0;
+    for (size_t i = (size_t)keep; i < n; i++) {
+        char *p = join(dir, e[i].name);
+        if (!p || unlink(p) != 0) {
+            gt_error("cannot delete old checkpoint %s/%s: %s", dir, e[i].name,
+                     p ? h5io_errno_reason(errno) : "out of memory");
+            rc = -1;
+        } else {
+            removed++;
+        }
+        free(p);
+    }
+    free_entries(e, n);
+    return rc ? -1 : removed;
+}
+
+/* ---- reading ---------------------------------------------------------------------- */
+
+/* Reads and verifies a whole checkpoint. want: the model it must fit (NULL: a model of
+ * the file's own shape is made here). On success fills meta and the three malloc'd
+ * buffers of n_params floats each. Prints nothing: -1 with why (not naming the file). */
+static int read_ckpt(const char *path, const gpt_model *want, ckpt_meta *meta,
+                     float **params, float **mom, float **var, char *why, size_t cap)
+{
+    static const char *const shape_keys[5] = {"vocab_size", "block_size", "n_layer",
+                                              "n_head", "n_embd"};
+    char w[256], lw[WHY_CAP], *fmt = NULL, *sum = NULL;
+    float *p = NULL, *m = NULL, *v = NULL;
+    gpt_model own;
+    int own_made = 0, rc = -1;
+    memset(meta, 0, sizeof *meta);
+    gt_strlcpy(meta->path, path, sizeof meta->path);
+    hid_t file = h5io_open_read(path, w, sizeof w);
+    if (file < 0) {
+        snprintf(why, cap, "%s", w);
+        return -1;
+    }
+    int r = h5io_attr_str(file, "format", &fmt, w, sizeof w);
+    if (r != 1 || strcmp(fmt, CKPT_FORMAT_NAME) != 0) {
+        if (r == 1)
+            snprintf(why, cap, "not a gentrain checkpoint (format = \"%s\")", fmt);
+        else
+            snprintf(why, cap, "not a gentrain checkpoint (%s)",
+                     r == 0 ? "no format attribute" : w);
+        goto done;
+    }
+    int64_t ver = 0, ws = 0, np = 0, dims[5];
+    r = h5io_attr_int(file, "format_version", &ver, w, sizeof w);
+    if (r != 1 || ver != CKPT_FORMAT_VERSION) {
+        if (r == 1)
+            snprintf(why, cap, "format_version %" PRId64 "; this gentrain reads version %d",
+                     ver, CKPT_FORMAT_VERSION);
+        else
+            snprintf(why, cap, "format_version: %s", r == 0 ? "missing" : w);
+        goto done;
+    }
+    const char *ikeys[4] = {"step", "adam_t", "world_size", "n_params"};
+    int64_t *ivals[4] = {&meta->step, &meta->adam_t, &ws, &np};
+    for (int i = 0; i < 4; i++) {
+        r = h5io_attr_int(file, ikeys[i], ivals[i], w, sizeof w);
+        if (r != 1) {
+            snprintf(why, cap, "attribute %s: %s", ikeys[i], r == 0 ? "missing" : w);
+            goto done;
+        }
+    }
+    for (int i = 0; i < 5; i++) {
+        r = h5io_attr_int(file, shape_keys[i], &dims[i], w, sizeof w);
+        if (r != 1 || dims[i] < 1 || dims[i] > INT_MAX) {
+            snprintf(why, cap, "attribute %s: %s", shape_keys[i],
+                     r == 0 ? "missing" : r < 0 ? w : "out of range");
+            goto done;
+        }
+    }
+    meta->shape = (gpt_shape){(int)dims[0], (int)dims[1], (int)dims[2], (int)dims[3],
+                              (int)dims[4]};
+    if (ws < 1 || ws > INT_MAX || meta->step < 0 || meta->adam_t < 0) {
+        snprintf(why, cap, "attributes out of range (step, adam_t or world_size)");
+        goto done;
+    }
+    meta->world_size = (int)ws;
+    if (read_scalar(file, "seed", H5T_NATIVE_UINT64, H5T_INTEGER, &meta->seed, why, cap) !=
+            0 ||
+        read_scalar(file, "loss_scale", H5T_NATIVE_DOUBLE, H5T_FLOAT, &meta->loss_scale, why,
+                    cap) != 0)
+        goto done;
+    r = h5io_attr_str(file, "config", &meta->config_text, w, sizeof w);
+    if (r != 1) {
+        snprintf(why, cap, "attribute config: %s", r == 0 ? "missing" : w);
+        goto done;
+    }
+    r = h5io_attr_str(file, "checksum", &sum, w, sizeof w);
+    if (r != 1) {
+        snprintf(why, cap, "attribute checksum: %s", r == 0 ? "missing" : w);
+        goto done;
+    }
+
+    if (want) {
+        const int *fv[5] = {&meta->shape.vocab_size, &meta->shape.block_size,
+                            &meta->shape.n_layer, &meta->shape.n_head, &meta->shape.n_embd};
+        const int *mv[5] = {&want->shape.vocab_size, &want->shape.block_size,
+                            &want->shape.n_layer, &want->shape.n_head, &want->shape.n_embd};
+        for (int i = 0; i < 5; i++) {
+            if (*fv[i] != *mv[i]) {
+                snprintf(why, cap, "it was saved with %s = %d; the model has %s = %d",
+                         shape_keys[i], *fv[i], shape_keys[i], *mv[i]);
+                goto done;
+            }
+        }
+    } else {
+        if (meta->shape.n_embd % meta->shape.n_head != 0) {
+            snprintf(why, cap, "n_embd %d is not divisible by n_head %d", meta->shape.n_embd,
+                     meta->shape.n_head);
+            goto done;
+        }
+        if (gpt_create(&own, meta->shape, NULL, 1) != 0) {
+            snprintf(why, cap, "cannot make a model of its shape");
+            goto done;
+        }
+        own_made = 1;
+        want = &own;
+    }
+    size_t n = want->n_params;
+    if (np != (int64_t)n) {
+        snprintf(why, cap, "n_params = %" PRId64 "; its shape has %zu", np, n);
+        goto done;
+    }
+    if (!(p = gt_malloc(n * sizeof(float), "checkpoint parameters")) ||
+        !(m = gt_malloc(n * sizeof(float), "checkpoint moments")) ||
+        !(v = gt_malloc(n * sizeof(float), "checkpoint moments"))) {
+        snprintf(why, cap, "out of memory");
+        goto done;
+    }
+    if (h5model_read_layout(file, path, want, p, lw, sizeof lw) != 0) {
+        /* The message names the file first: drop that, the caller names it. */
+        size_t pl = strlen(path);
+        const char *s = strncmp(lw, path, pl) == 0 ? lw + pl : lw;
+        if (s[0] == ':') s++;
+        while (*s == ' ') s++;
+        snprintf(why, cap, "%s", s);
+        goto done;
+    }
+    if (read_flat(file, "/optim/m", m, n, why, cap) != 0 ||
+        read_flat(file, "/optim/v", v, n, why, cap) != 0)
+        goto done;
+    char have[40];
+    snprintf(have, sizeof have, "fnv1a64:%016" PRIx64,
+             checksum(meta, n, meta->config_text, p, m, v));
+    if (strcmp(have, sum) != 0) {
+        snprintf(why, cap, "checksum mismatch (stored %.40s, computed %s): the file is damaged",
+                 sum, have);
+        goto done;
+    }
+    *params = p;
+    *mom = m;
+    *var = v;
+    p = m = v = NULL;
+    rc = 0;
+done:
+    if (rc != 0) ckpt_meta_free(meta);
+    if (own_made) gpt_free(&own);
+    free(p);
+    free(m);
+    free(v);
+    free(fmt);
+    free(sum);
+    H5Fclose(file);
+    return rc;
+}
+
+int ckpt_load(const char *path, gpt_model *m, adamw_state *opt, ckpt_meta *meta)
+{
+    char why[WHY_CAP];
+    float *p = NULL, *mo = NULL, *va = NULL;
+    if (!opt || opt->n != m->n_params) {
+        gt_error("cannot load checkpoint %s: optimizer state does not match the model",
+                 path);
+        return -1;
+    }
+    h5lock_acquire();
+    int rc = read_ckpt(path, m, meta, &p, &mo, &va, why, sizeof why);
+    h5lock_release();
+    if (rc != 0) {
+        gt_error("cannot load checkpoint %s: %s", path, why);
+        return -1;
+    }
+    memcpy(m->params, p, m->n_params * sizeof(float));
+    memcpy(opt->m, mo, opt->n * sizeof(float));
+    memcpy(opt->v, va, opt->n * sizeof(float));
+    opt->t = meta->adam_t;
+    free(p);
+    free(mo);
+    free(va);
+    return 0;
+}
+
+int ckpt_find_latest(const char *dir, char *out, size_t cap)
+{
+    entry *e;
+    size_t n;
+    int r = list_dir(dir, 0, &e, &n);
+    if (r != 0) return r < 0 ? -1 : 0;
+    int rc = 0;
+    char why[WHY_CAP];
+    for (size_t i = 0; i < n && rc == 0; i++) {
+        char *p = join(dir, e[i].name);
+        if (!p) {
+            gt_error("out of memory scanning %s", dir);
+            rc = -1;
+            break;
+        }
+        ckpt_meta meta;
+        float *a = NULL, *b = NULL, *c = NULL;
+        h5lock_acquire();
+        int ok = read_ckpt(p, NULL, &meta, &a, &b, &c, why, sizeof why) == 0;
+        h5lock_release();
+        if (ok) {
+            ckpt_meta_free(&meta);
+            free(a);
+            free(b);
+            free(c);
+            if (meta.step != e[i].step) {
+                gt_warn("skipping checkpoint %s: it holds step %" PRId64
+                        ", not the step of its name",
+                        p, meta.step);
+            } else if (gt_strlcpy(out, p, cap) != 0) {
+                gt_error("checkpoint path too long: %s", p);
+                rc = -1;
+            } else {
+                rc = 1;
+            }
+        } else {
+            gt_warn("skipping checkpoint %s: %s", p, why);
+        }
+        free(p);
+    }
+    free_entries(e, n);
+    return rc;
+}
+
+/* ---- compatibility ---------------------------------------------------------------- */
+
+typedef struct kv {
+    char key[64];
+    const char *val; /* into the copy of the text */
+} kv;
+
+/* Splits a config text (a copy, modified) into up to cap key/value pairs. */
+static int parse_config(char *text, kv *out, int cap)
+{
+    int n = 0;
+    for (char *line = text; line && *line;) {
+        char *nl = strchr(line, '\n');
+        if (nl) *nl = '\0';
+        char *hash = strchr(line, '#');
+        if (hash) *hash = '\0';
+        char *eq = strchr(line, '=');
+        if (eq && n < cap) {
+            char *k = line, *ke = eq, *vs = eq + 1;
+            while (*k == ' ' || *k == '\t') k++;
+            while (ke > k && (ke[-1] == ' ' || ke[-1] == '\t')) ke--;
+            while (*vs == ' ' || *vs == '\t') vs++;
+            char *ve = vs + strlen(vs);
+            while (ve > vs && (ve[-1] == ' ' || ve[-1] == '\t' || ve[-1] == '\r')) *--ve = '\0';
+            size_t kl = (size_t)(ke - k);
+            if (kl > 0 && kl < sizeof out[n].key) {
+                memcpy(out[n].key, k, kl);
+                out[n].key[kl] = '\0';
+                out[n].val = vs;
+                n++;
+            }
+        }
+        line = nl ? nl + 1 : NULL;
+    }
+    return n;
+}
+
+static const char *lookup(const kv *v, int n, const char *key)
+{
+    for (int i = 0; i < n; i++)
+        if (strcmp(v[i].key, key) == 0) return v[i].val;
+    return NULL;
+}
+
+static int in_list(const char *const *list, const char *key)
+{
+    for (; *list; list++)
+        if (strcmp(*list, key) == 0) return 1;
+    return 0;
+}
+
+static void add_change(char *buf, size_t cap, const char *text)
+{
+    if (!buf || !cap) return;
+    size_t used = strlen(buf);
+    if (used + 1 < cap) snprintf(buf + used, cap - used, "%s%s", used ? ", " : "", text);
+}
+
+int ckpt_check_compatible(const ckpt_meta *meta, const char *config_text, int world_size,
+                          char *changes, size_t cap)
+{
+    /* Keys that change the arithmetic of the steps still to come. */
+    static const char *const math[] = {
+        "n_layer", "n_head", "n_embd", "block_size", "vocab_size", "batch_size", "lr",
+        "min_lr", "warmup_steps", "beta1", "beta2", "weight_decay", "grad_clip", "seed",
+        "data", "train_dataset", NULL};
+    /* Keys that do not (steps is checked on its own below). */
+    static const char *const harmless[] = {
+        "steps", "eval_every", "eval_batches", "val_dataset", "log", "out", "threads",
+        "peak_gflops", "ckpt_every", "ckpt_keep", "resume", NULL};
+    enum { MAXK = 256 };
+    if (changes && cap) changes[0] = '\0';
+    if (meta->world_size != world_size) {
+        gt_error("cannot resume from %s: it was saved by a run of %d rank%s, this run has "
+                 "%d (the global batch and each rank's data would change)",
+                 meta->path, meta->world_size, meta->world_size == 1 ? "" : "s", world_size);
+        return -1;
+    }
+    char *a = strdup(meta->config_text ? meta->config_text : "");
+    char *b = strdup(config_text ? config_text : "");
+    kv *ka = malloc(MAXK * sizeof *ka), *kb = malloc(MAXK * sizeof *kb);
+    int rc = -1;
+    if (!a || !b || !ka || !kb) {
+        gt_error("out of memory comparing configs");
+        goto done;
+    }
+    int na = parse_config(a, ka, MAXK), nb = parse_config(b, kb, MAXK);
+    /* Every key of either text, the checkpoint's first. */
+    for (int pass = 0; pass < 2; pass++) {
+        const kv *list = pass ? kb : ka;
+        int nl = pass ? nb : na;
+        for (int i = 0; i < nl; i++) {
+            const char *key = list[i].key;
+            if (pass == 1 && lookup(ka, na, key)) continue; /* seen in pass 0 */
+            const char *old = lookup(ka, na, key), *now = lookup(kb, nb, key);
+            if (old && now && strcmp(old, now) == 0) continue;
+            char item[600];
+            if (strcmp(key, "steps") == 0 && now) {
+                char *end = NULL;
+                long long s = strtoll(now, &end, 10);
+                if (end != now && *end == '\0' && s < meta->step) {
+                    gt_error("cannot resume from %s: it is at step %" PRId64
+                             ", after steps = %lld: nothing left to train (raise steps)",
+                             meta->path, meta->step, s);
+                    goto done;
+                }
+            }
+            int known_harmless = in_list(harmless, key);
+            if (in_list(math, key) || (!known_harmless && old && now)) {
+                gt_error("cannot resume from %s: %s = %.200s in the checkpoint, %.200s now "
+                         "(%s; start a new run or set it back)",
+                         meta->path, key, old ? old : "(unset)", now ? now : "(unset)",
+                         in_list(math, key) ? "it changes the training math"
+                                            : "a key this check does not know");
+                goto done;
+            }
+            if (old && now)
+                snprintf(item, sizeof item, "%s %.200s -> %.200s", key, old, now);
+            else if (now)
+                snprintf(item, sizeof item, "%s = %.200s (not in the checkpoint)", key, now);
+            else
+                snprintf(item, sizeof item, "%s = %.200s (no longer set)", key, old);
+            add_change(changes, cap, item);
+        }
+    }
+    rc = 0;
+done:
+    free(a);
+    free(b);
+    free(ka);
+    free(kb);
+    return rc;
+}

@@ -1,0 +1,113 @@
+/* ckpt — training checkpoints: everything a run needs to continue exactly where it
+ * stopped, one HDF5 file per save, readable with h5py/h5dump.
+ *
+ * Layout (format_version 1) of <dir>/ckpt_<step, 8 digits or more>.h5:
+ *   the model file layout (h5model.h), with format = "gentrain-checkpoint":
+ *   /                 attributes: format, format_version = 1, step (int64: optimizer
+ *                     steps done, i.e. the index of the next step), config (the
+ *                     effective `key = value` text), vocab_size, block_size, n_layer,
+ *                     n_head, n_embd, and
+ *                       adam_t      int64   AdamW updates applied (adamw_state.t)
+ *                       world_size  int64   MPI ranks of the run that saved it
+ *                       seed        uint64  the data order / initialisation seed
+ *                       loss_scale  float64 the mixed-precision loss scale (1.0 on CPU)
+ *                       n_params    int64   floats in /model, /optim/m and /optim/v
+ *                       checksum    string  "fnv1a64:<16 hex digits>"
+ *   /model/<name>     float32 parameters under GPT-2 names (h5model.h)
+ *   /optim/m, /optim/v  float32 [n_params]: the AdamW moments, flat, in the order of
+ *                     the parameter buffer (gpt_params(): tensor after tensor)
+ *
+ * Checksum: 64-bit FNV-1a over, in this order, the text
+ *   "gentrain-checkpoint 1 step=S adam_t=A world_size=W seed=D loss_scale=L
+ *    vocab_size=.. block_size=.. n_layer=.. n_head=.. n_embd=.. n_params=N\n"
+ * (one line, single spaces, integers in decimal, L as printf "%a"), the config text
+ * with its terminating NUL, then the little-endian bytes of every float of the flat
+ * parameter buffer, of m and of v. A flipped bit in any dataset or in these attributes
+ * makes the file fail verification: it is never loaded.
+ *
+ * Data cursor: the window order is a pure function of (seed, sample index) (windows.h)
+ * and step s reads samples s*B*R .. (s+1)*B*R-1, so `step` IS the data cursor: a run
+ * resumed from a checkpoint at step s reads exactly the batches an uninterrupted run
+ * reads from step s on. There is no other RNG state in a training step.
+ *
+ * Writes: <path>.tmp first, flushed, fsync'ed, renamed over <path>, folder synced. A
+ * crash mid-write leaves only a .tmp: ckpt_find_latest ignores it, ckpt_save and
+ * ckpt_prune delete it. A failed save (folder not writable, disk full) prints one error
+ * line, removes its .tmp and leaves every earlier checkpoint as it was.
+ *
+ * All functions print their own one-line errors ("gentrain: error: ...") and return -1;
+ * HDF5 calls hold h5lock. Call them from one rank (rank 0 saves and prunes); every rank
+ * may load. */
+#ifndef GT_CKPT_H
+#define GT_CKPT_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "../src/model.h"
+#include "../src/optim.h"
+
+#define CKPT_FORMAT_NAME "gentrain-checkpoint"
+#define CKPT_FORMAT_VERSION 1
+
+typedef struct ckpt_meta {
+    int64_t step;        /* optimizer steps done: training continues at this step */
+    int64_t adam_t;      /* AdamW updates applied */
+    int world_size;      /* ranks of the run that saved it */
+    uint64_t seed;
+    double loss_scale;
+    gpt_shape shape;
+    char *config_text;   /* malloc'd; ckpt_meta_free */
+    char path[4096];     /* the file it was read from */
+} ckpt_meta;
+
+void ckpt_meta_free(ckpt_meta *meta);
+
+/* "<dir>/ckpt_<step %08>.h5" into buf. 0, or -1 (reported) when it does not fit. */
+int ckpt_path(const char *dir, int64_t step, char *buf, size_t cap);
+
+/* Saves a checkpoint of step `step` (steps done) into dir (which must exist):
+ * parameters of m, moments and t of opt (opt->n == m->n_params), the effective config
+ * text, world size, seed and loss scale. Removes stale ckpt_*.h5.tmp files of dir
+ * first. Returns 0, or -1 after one error line (nothing but the earlier files is left).
+ * out_path (may be NULL) gets the file written. */
+int ckpt_save(const char *dir, int64_t step, const gpt_model *m, const adamw_state *opt,
+              const char *config_text, int world_size, uint64_t seed, double loss_scale,
+              char *out_path, size_t cap);
+
+/* Deletes all but the `keep` (>= 1) highest-step checkpoint files ckpt_<N>.h5 of dir,
+ * and every stale ckpt_*.h5.tmp. Returns the number of files deleted, or -1 (reported)
+ * when the folder cannot be read or a file cannot be deleted. It does not open the
+ * files: a file is complete when its name is final (writes are renamed into place). */
+int ckpt_prune(const char *dir, int keep);
+
+/* Finds the highest-step checkpoint of dir that opens and verifies (format, version,
+ * shapes, checksum; the whole file is read). Each file that does not is skipped with
+ * one warning line, "gentrain: warning: skipping checkpoint <file>: <why>".
+ * Returns 1 with out set, 0 when dir holds no usable checkpoint (or does not exist:
+ * a fresh run), -1 on an error (reported: dir unreadable, out too small). */
+int ckpt_find_latest(const char *dir, char *out, size_t cap);
+
+/* Loads a checkpoint into m (created with the run's shape) and opt (opt->n ==
+ * m->n_params): checks format, version, that the file's shape equals m->shape (naming
+ * the first differing key), every tensor's name/type/shape, and the checksum, all
+ * before anything of m or opt changes. Fills meta (ckpt_meta_free it) and sets
+ * opt->t = meta->adam_t. Returns 0 or -1 (one error line; m and opt untouched). */
+int ckpt_load(const char *path, gpt_model *m, adamw_state *opt, ckpt_meta *meta);
+
+/* May a run with config text `config_text` (config_to_text) and `world_size` ranks
+ * resume from meta? Compares the two configs key by key:
+ *  - refused (-1, one error line naming the key and both values): the model shape,
+ *    batch_size, the lr schedule and AdamW keys (lr, min_lr, warmup_steps, beta1,
+ *    beta2, weight_decay, grad_clip), seed, data, train_dataset, any key unknown here
+ *    whose value changed, a different world size (the global batch and the data
+ *    slices change), or steps <= the checkpoint's step (nothing left to train);
+ *  - allowed and listed in `changes` ("key old -> new, ..."; "" when none): steps
+ *    (later steps follow the new schedule end), eval_every, eval_batches, val_dataset,
+ *    log, out, threads (last bits may differ), peak_gflops, and the checkpoint keys
+ *    (ckpt_every, ckpt_keep, resume); keys the checkpoint's gentrain did not know.
+ * changes may be NULL. Returns 0 or -1. */
+int ckpt_check_compatible(const ckpt_meta *meta, const char *config_text, int world_size,
+                          char *changes, size_t cap);
+
+#endif

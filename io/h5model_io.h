@@ -1,0 +1,32 @@
+/* h5model_io — the model layout inside an open HDF5 file, shared by the model file
+ * (h5model.c) and the training checkpoint (ckpt.c), which holds the same layout plus
+ * the optimizer state. Internal to io/: callers hold h5lock.
+ *
+ * The layout: root attributes format, format_version, step, config, vocab_size,
+ * block_size, n_layer, n_head, n_embd, and the group /model with one float32 dataset
+ * per tensor of gpt_params() (see h5model.h). */
+#ifndef GT_H5MODEL_IO_H
+#define GT_H5MODEL_IO_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include <hdf5.h>
+
+#include "../src/model.h"
+
+/* Writes the layout of m into `file`. `where` names the file in the one error line
+ * printed on failure. Returns 0 or -1. */
+int h5model_write_layout(hid_t file, const gpt_model *m, const char *format,
+                         int64_t format_version, const char *config_text, int64_t step,
+                         const char *where);
+
+/* Checks that /model holds exactly the tensors of m (names, float type, shapes) and
+ * that the shape attributes equal m->shape, then reads the tensors into dst (the flat
+ * layout of m->params, m->n_params floats). Nothing is read before everything is
+ * checked. Prints nothing: on failure `why` gets the whole message, naming `path`.
+ * Returns 0 or -1. */
+int h5model_read_layout(hid_t file, const char *path, const gpt_model *m, float *dst,
+                        char *why, size_t cap);
+
+#endif
