@@ -677,7 +677,7 @@ int ckpt_check_compatible(const ckpt_meta *meta, const char *config_text, int wo
     /* Keys that do not (steps is checked on its own below). */
     static const char *const harmless[] = {
         "steps", "eval_every", "eval_batches", "val_dataset", "log", "out", "threads",
-        "peak_gflops", "ckpt_every", "ckpt_keep", "resume", NULL};
+        "peak_gflops", "ckpt_every", "ckpt_minutes", "keep_ckpts", "resume", NULL};
     enum { MAXK = 256 };
     if (changes && cap) changes[0] = '\0';
     if (meta->world_size != world_size) {

@@ -105,7 +105,8 @@ int ckpt_load(const char *path, gpt_model *m, adamw_state *opt, ckpt_meta *meta)
  *  - allowed and listed in `changes` ("key old -> new, ..."; "" when none): steps
  *    (later steps follow the new schedule end), eval_every, eval_batches, val_dataset,
  *    log, out, threads (last bits may differ), peak_gflops, and the checkpoint keys
- *    (ckpt_every, ckpt_keep, resume); keys the checkpoint's gentrain did not know.
+ *    (ckpt_every, ckpt_minutes, keep_ckpts, resume); keys the checkpoint's gentrain
+ *    did not know.
  * changes may be NULL. Returns 0 or -1. */
 int ckpt_check_compatible(const ckpt_meta *meta, const char *config_text, int world_size,
                           char *changes, size_t cap);

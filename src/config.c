@@ -19,10 +19,10 @@
 
 typedef enum { T_INT, T_I64, T_U64, T_DBL, T_STR } key_type;
 
-enum { G_DATA, G_MODEL, G_OPTIM, G_RUN, G_PAR, G_COUNT };
+enum { G_DATA, G_MODEL, G_OPTIM, G_RUN, G_PAR, G_CKPT, G_COUNT };
 static const char *const group_title[G_COUNT] = {
     "data", "model", "optimisation", "evaluation, output and machine",
-    "data parallel (MPI ranks)"};
+    "data parallel (MPI ranks)", "checkpoints (in <out>/checkpoints/)"};
 
 /* Range flags: which bounds apply and whether they are strict. Integer keys always
  * have a lower bound (imin); their upper bound is imax (the field type's limit unless
@@ -116,6 +116,17 @@ static const key_def keys[] = {
     KEY_CHOICE(grad_comm, G_PAR, "fp32", "fp32|fp16",
                "number format of the gradients on the wire (fp16: IEEE half, summed "
                "in float)"),
+
+    KEY_I64(ckpt_every, G_CKPT, "0", 0, 0,
+            "steps between checkpoints (and one at the end); 0 = none periodic (a stop "
+            "signal still writes one)"),
+    KEY_DBL(ckpt_minutes, G_CKPT, "0", 0, 0, R_MIN,
+            "also write a checkpoint when this many minutes passed since the last one "
+            "(and one at the end); 0 = off"),
+    KEY_INT(keep_ckpts, G_CKPT, "3", 1, INT_MAX, 0, "newest checkpoints kept"),
+    KEY_STR(resume, G_CKPT, "none",
+            "none = start fresh; auto = from the newest valid checkpoint of "
+            "<out>/checkpoints if there is one; or the path of a checkpoint file"),
 };
 
 #define N_KEYS ((int)(sizeof keys / sizeof keys[0]))
@@ -686,6 +697,22 @@ int config_validate(const gt_config *c)
     if (c->warmup_steps > c->steps) {
         gt_error("warmup_steps %" PRId64 " is larger than steps %" PRId64, c->warmup_steps,
                  c->steps);
+        return -1;
+    }
+    const int resuming = c->resume[0] && strcmp(c->resume, "none") != 0;
+    const char *ckpt_key = c->ckpt_every > 0 ? "ckpt_every"
+                           : c->ckpt_minutes > 0 ? "ckpt_minutes"
+                           : resuming ? "resume" : NULL;
+    if (ckpt_key && (!c->out[0] || strcmp(c->out, "none") == 0)) {
+        gt_error("%s needs a run folder (checkpoints live in <out>/checkpoints/); set out",
+                 ckpt_key);
+        return -1;
+    }
+    /* The gradients in flight between async steps are not part of a checkpoint, so a
+     * resumed async run would not continue exactly: refused until they are saved. */
+    if (ckpt_key && strcmp(c->sync, "async") == 0) {
+        gt_error("%s with sync = async is not supported yet (the gradients in flight "
+                 "are not saved in a checkpoint); use sync = sync", ckpt_key);
         return -1;
     }
     return 0;

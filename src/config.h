@@ -44,6 +44,11 @@ typedef struct gt_config {
     char sync[8];                    /* "sync" or "async" */
     int staleness;                   /* async: steps by which a gradient is applied late */
     char grad_comm[8];               /* "fp32" or "fp16" on the wire */
+    /* checkpoints (in <out>/checkpoints/, io/ckpt.h) */
+    int64_t ckpt_every;              /* steps between checkpoints; 0 = none periodic */
+    double ckpt_minutes;             /* also after this much wall time; 0 = off */
+    int keep_ckpts;                  /* newest checkpoints kept, >= 1 */
+    char resume[GT_PATH_MAX];        /* "none", "auto" or a checkpoint file */
 } gt_config;
 
 /* Built-in defaults (a small model that trains in minutes on a laptop). */

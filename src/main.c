@@ -19,7 +19,8 @@
 #include "config.h"        /* gt_config, config_* */
 #include "parallel.h"      /* par_init, par_finalize, par_all_ok, par_is_root */
 #include "sample.h"        /* sample_options, sample_defaults, sample_run */
-#include "train.h"         /* train_run */
+#include "signals.h"       /* GT_EXIT_REQUEUE */
+#include "train.h"         /* train_run, TRAIN_STOPPED */
 #include "util.h"          /* gt_error */
 
 #ifndef PACKAGE_VERSION
@@ -317,7 +318,8 @@ static int train_verb(int argc, char **argv)
         config_print(&c, stdout);
         fflush(stdout);
     }
-    return train_run(&c) == 0 ? EXIT_OK : EXIT_FAIL;
+    const int trc = train_run(&c);
+    return trc == 0 ? EXIT_OK : trc == TRAIN_STOPPED ? GT_EXIT_REQUEUE : EXIT_FAIL;
 }
 
 static int cmd_train(int argc, char **argv)

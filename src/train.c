@@ -21,6 +21,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "../io/ckpt.h"
 #include "../io/h5data.h"
 #include "../io/h5model.h"
 #include "kernels_cpu.h"
@@ -28,6 +29,7 @@
 #include "model.h"
 #include "optim.h"
 #include "parallel.h"
+#include "signals.h"
 #include "util.h"
 #include "windows.h"
 
@@ -51,6 +53,9 @@ typedef struct run {
     float *ring[MAX_SLOTS]; /* gradient buffers; ring[0] is the model's own */
     int n_slots;
     par_reducer *red;       /* with more than one rank */
+    int64_t first_step;     /* 0, or the step of the checkpoint resumed from */
+    ckpt_meta meta;         /* of that checkpoint */
+    int resumed;
 } run;
 
 /* FP32 peak of `threads` cores: flops per cycle x clock. The clock is read from
@@ -197,8 +202,9 @@ static double noise_scale_update(double g_small2, double g_big2, double b_small,
     return g2 > 0.0 ? s / g2 : NAN;
 }
 
-/* Rank 0 only: the output folder and the log file. */
-static int check_output_paths(const gt_config *c, run *r)
+/* Rank 0 only: the output folder, the checkpoint folder (ckpt_dir, NULL = none) and
+ * the log file; a resumed run appends to the log. */
+static int check_output_paths(const gt_config *c, run *r, const char *ckpt_dir, int append)
 {
     if (!par_is_root()) return 0;
     if (!is_none(c->out)) {
@@ -208,6 +214,7 @@ static int check_output_paths(const gt_config *c, run *r)
             return -1;
         }
     }
+    if (ckpt_dir && gt_mkdirs(ckpt_dir) != 0) return -1;
     if (c->log[0]) {
         char dir[GT_PATH_MAX];
         memcpy(dir, c->log, sizeof dir);
@@ -216,7 +223,7 @@ static int check_output_paths(const gt_config *c, run *r)
             *slash = '\0';
             if (gt_mkdirs(dir) != 0) return -1;
         }
-        r->log = fopen(c->log, "w");
+        r->log = fopen(c->log, append ? "a" : "w");
         if (!r->log) {
             gt_error("cannot open log file %s for writing: %s", c->log, strerror(errno));
             return -1;
@@ -239,26 +246,37 @@ static void free_run(run *r)
     free(r->eval_tg);
     h5data_close(r->train);
     h5data_close(r->val);
+    ckpt_meta_free(&r->meta);
     if (r->log && fclose(r->log) != 0) gt_error("writing the log file failed");
 }
 
 /* Everything before the first step that can fail on one rank alone: output folder and
- * log (rank 0), data, the loader, model, optimizer, buffers. Returns 0 or -1 (reported). */
-static int setup_run(run *r, const gt_config *c, int64_t *vocab)
+ * log (rank 0), data, model, optimizer (initialised, or loaded from the checkpoint
+ * `from` when not NULL: then training continues at its step), the loader, buffers.
+ * Returns 0 or -1 (reported). */
+static int setup_run(run *r, const gt_config *c, int64_t *vocab, const char *from,
+                     const char *ckpt_dir)
 {
     const int B = c->batch_size, T = c->block_size;
-    if (check_output_paths(c, r) != 0) return -1;
+    if (check_output_paths(c, r, ckpt_dir, from != NULL) != 0) return -1;
     if (setup_data(r, c, vocab) != 0) return -1;
-    r->ld = loader_start(r->train, &r->train_w, c->seed, B, T, *vocab, 0, LOADER_DEPTH,
-                         par_rank(), par_world());
-    if (!r->ld) return -1;
     gpt_shape shape = {(int)*vocab, T, c->n_layer, c->n_head, c->n_embd};
     if (gpt_create(&r->model, shape, &backend_cpu, r->threads) != 0) return -1;
     r->have_model = 1;
-    gpt_init_weights(&r->model, c->seed);
     if (gpt_alloc_grads(&r->model) != 0 || gpt_alloc_acts(&r->model, B, T) != 0 ||
         adamw_init(&r->opt, r->model.n_params) != 0)
         return -1;
+    if (from) {
+        /* Parameters, moments and AdamW's t; the step is the data cursor (ckpt.h). */
+        if (ckpt_load(from, &r->model, &r->opt, &r->meta) != 0) return -1;
+        r->resumed = 1;
+        r->first_step = r->meta.step;
+    } else {
+        gpt_init_weights(&r->model, c->seed);
+    }
+    r->ld = loader_start(r->train, &r->train_w, c->seed, B, T, *vocab, r->first_step,
+                         LOADER_DEPTH, par_rank(), par_world());
+    if (!r->ld) return -1;
     r->eval_in = gt_malloc((size_t)B * T * sizeof(int32_t), "eval inputs");
     r->eval_tg = gt_malloc((size_t)B * T * sizeof(int32_t), "eval targets");
     return r->eval_in && r->eval_tg ? 0 : -1;
@@ -291,14 +309,60 @@ static void dataset_identity(const run *r, const gt_config *c, int64_t vocab, ch
                  (long long)h5data_row_len(r->val));
 }
 
+/* resume = auto: the step of the newest checkpoint of dir that verifies, found by rank
+ * 0 and broadcast: >= 0, -1 when there is none (a fresh run), -2 on an error
+ * (reported by rank 0). A collective. */
+static int64_t find_resume_step(const char *dir)
+{
+    double found = -2.0;
+    if (par_is_root()) {
+        char path[GT_PATH_MAX + 64];
+        int k = ckpt_find_latest(dir, path, sizeof path);
+        if (k == 0) found = -1.0;
+        if (k == 1) {
+            const char *base = strrchr(path, '/');
+            long long step = -1;
+            if (sscanf(base ? base + 1 : path, "ckpt_%lld.h5", &step) == 1 && step >= 0)
+                found = (double)step;
+            else
+                gt_error("checkpoint %s: cannot read the step from its name", path);
+        }
+    }
+    return (int64_t)par_bcast_double(found);
+}
+
+/* Rank 0 writes the checkpoint of `step` steps done into dir and prunes the folder to
+ * keep_ckpts files; every rank learns whether it worked. path gets the file (rank 0). */
+static int save_checkpoint(const run *r, const gt_config *c, const char *dir, int64_t step,
+                           const char *config_text, char *path, size_t cap)
+{
+    int ok = 1;
+    if (par_is_root()) {
+        const double t0 = gt_now();
+        ok = ckpt_save(dir, step, &r->model, &r->opt, config_text, par_world(), c->seed, 1.0,
+                       path, cap) == 0 &&
+             ckpt_prune(dir, c->keep_ckpts) >= 0;
+        if (ok) printf("checkpoint: step %lld saved to %s in %.2f s\n", (long long)step,
+                       path, gt_now() - t0);
+        fflush(stdout);
+    }
+    return par_all_ok(ok) ? 0 : -1;
+}
+
 int train_run(const gt_config *c)
 {
     run r;
     memset(&r, 0, sizeof r);
     int rc = -1;
-    char *config_text = NULL;
+    char *config_text = NULL, *saved_text = NULL;
     const int B = c->batch_size, T = c->block_size;
     const int world = par_world();
+    const int async = strcmp(c->sync, "async") == 0;
+    /* Checkpoints need a run folder, and sync steps (config_validate refuses the
+     * checkpoint keys otherwise; a stop signal then ends the run without one). */
+    char ckpt_dir[GT_PATH_MAX + 16] = "";
+    const int can_ckpt = !is_none(c->out) && !async;
+    if (can_ckpt) snprintf(ckpt_dir, sizeof ckpt_dir, "%s/checkpoints", c->out);
 
     /* Every rank must train the same run: compare the configs before anything else. */
     config_text = config_to_text(c);
@@ -315,11 +379,48 @@ int train_run(const gt_config *c)
         par_printf("ranks: %d, data parallel: global batch %d x %d = %d sequences\n", world,
                    B, world, B * world);
 
+    /* A stop signal from here on ends the run at a step boundary (signals.h). */
+    if (!par_all_ok(signals_install() == 0)) goto done;
+
+    /* Which checkpoint to continue from, if any: every rank loads the same file. */
+    char resume_path[GT_PATH_MAX + 64];
+    const char *from = NULL;
+    if (strcmp(c->resume, "auto") == 0) {
+        const int64_t step = find_resume_step(ckpt_dir);
+        if (step == -2) goto done;
+        if (step == -1) {
+            par_printf("resume: no checkpoint in %s; starting fresh\n", ckpt_dir);
+        } else {
+            if (ckpt_path(ckpt_dir, step, resume_path, sizeof resume_path) != 0) goto done;
+            from = resume_path;
+        }
+    } else if (!is_none(c->resume)) {
+        from = c->resume;
+    }
+
     int64_t vocab = 0;
-    if (!par_all_ok(setup_run(&r, c, &vocab) == 0)) goto done;
+    if (!par_all_ok(setup_run(&r, c, &vocab, from, can_ckpt ? ckpt_dir : NULL) == 0))
+        goto done;
     char identity[2 * (GT_PATH_MAX + GT_NAME_MAX) + 256];
     dataset_identity(&r, c, vocab, identity, sizeof identity);
     if (par_check_same("dataset", identity, strlen(identity)) != 0) goto done;
+
+    /* The config saved with checkpoints and the model, and compared on resume. */
+    saved_text = effective_config_text(c, (int)vocab);
+    if (!par_all_ok(saved_text != NULL)) goto done;
+    if (r.resumed) {
+        int ok = 1;
+        if (par_is_root()) {
+            char changes[4096];
+            ok = ckpt_check_compatible(&r.meta, saved_text, world, changes,
+                                       sizeof changes) == 0;
+            if (ok) {
+                printf("resuming from %s at step %lld\n", from, (long long)r.first_step);
+                if (changes[0]) printf("resume: changed since the checkpoint: %s\n", changes);
+            }
+        }
+        if (!par_all_ok(ok)) goto done;
+    }
 
     const gpt_shape shape = r.model.shape;
     const double flops = gpt_flops_per_step(&shape, B, T);
@@ -329,7 +430,6 @@ int train_run(const gt_config *c)
 
     /* Gradient buffers: one for sync, a ring of staleness + 1 for async (the gradient of
      * step t is applied at step t + lag). Slot 0 is the model's own buffer. */
-    const int async = strcmp(c->sync, "async") == 0;
     const int lag = async ? c->staleness : 0, n_slots = lag + 1;
     for (int i = 1; i < n_slots; i++) {
         r.ring[i] = gt_malloc(r.model.n_params * sizeof(float), "async gradient buffers");
@@ -355,9 +455,12 @@ int train_run(const gt_config *c)
     fflush(stdout);
 
     const double t_start = gt_now();
-    double t_compute = 0.0, last_val = NAN, total_bytes = 0.0;
+    double t_compute = 0.0, last_val = NAN, total_bytes = 0.0, last_save = t_start;
     double noise_g2 = 0.0, noise_s = 0.0, noise_w = 0.0; /* EMAs and their weight */
-    for (int64_t step = 0; step < c->steps; step++) {
+    char ckpt_file[GT_PATH_MAX + 64] = "";
+    /* The step index is global: the lr schedule, evaluations and the data continue
+     * where the checkpoint left them. */
+    for (int64_t step = r.first_step; step < c->steps; step++) {
         const double t0 = gt_now();
         const int32_t *in, *tg;
         double wait_s;
@@ -463,6 +566,39 @@ int train_run(const gt_config *c)
             }
         }
         fflush(stdout);
+
+        /* Step boundary: stop on a signal any rank got, and checkpoint (rank 0). */
+        const int64_t done_steps = step + 1;
+        const int stop = !par_all_ok(!signals_stop_requested()) && done_steps < c->steps;
+        int save = 0;
+        if (can_ckpt && done_steps < c->steps) {
+            if (c->ckpt_every > 0 && done_steps % c->ckpt_every == 0) save = 1;
+            if (c->ckpt_minutes > 0) {
+                /* Rank 0's clock decides, so every rank agrees. */
+                const double due = gt_now() - last_save >= c->ckpt_minutes * 60.0;
+                if (par_bcast_double(due) != 0.0) save = 1;
+            }
+            save |= stop;
+        }
+        if (stop && !can_ckpt) {
+            if (par_is_root())
+                gt_error("stopped by signal at step %lld without a checkpoint (%s)",
+                         (long long)done_steps,
+                         async ? "sync = async runs cannot checkpoint yet" : "out = none");
+            goto done;
+        }
+        if (save) {
+            if (save_checkpoint(&r, c, ckpt_dir, done_steps, saved_text, ckpt_file,
+                                sizeof ckpt_file) != 0)
+                goto done;
+            last_save = gt_now();
+        }
+        if (stop) {
+            par_printf("stopped by signal at step %lld; checkpoint %s; exit %d (requeue)\n",
+                       (long long)done_steps, ckpt_file, GT_EXIT_REQUEUE);
+            rc = TRAIN_STOPPED;
+            goto done;
+        }
     }
     /* The gradients of the last `lag` async steps are never applied. */
     par_reducer_drain(r.red);
@@ -470,8 +606,9 @@ int train_run(const gt_config *c)
     r.ld = NULL;
 
     const double wall = gt_now() - t_start;
-    par_printf("done: %lld steps in %.1f s (%.0f tok/s in steps)", (long long)c->steps, wall,
-               (double)c->steps * B * T * world / t_compute);
+    const int64_t ran = c->steps - r.first_step;
+    par_printf("done: %lld steps in %.1f s (%.0f tok/s in steps)", (long long)ran, wall,
+               ran > 0 ? (double)ran * B * T * world / t_compute : 0.0);
     if (world > 1) par_printf(", %.1f MB of gradients reduced per rank", total_bytes / 1e6);
     if (!isnan(last_val)) par_printf(", final val_loss %.4f", last_val);
     par_printf("\n");
@@ -483,13 +620,17 @@ int train_run(const gt_config *c)
             goto done;
         par_printf("check: the parameters are identical on all %d ranks\n", world);
     }
+    /* The final checkpoint when checkpoints are periodic (none when this run only
+     * re-read the last one). */
+    if (can_ckpt && (c->ckpt_every > 0 || c->ckpt_minutes > 0) && ran > 0 &&
+        save_checkpoint(&r, c, ckpt_dir, c->steps, saved_text, ckpt_file,
+                        sizeof ckpt_file) != 0)
+        goto done;
     int saved = 1;
     if (par_is_root() && !is_none(c->out)) {
         char path[GT_PATH_MAX + 16];
         snprintf(path, sizeof path, "%s/model.h5", c->out);
-        char *saved_text = effective_config_text(c, r.model.shape.vocab_size);
-        saved = saved_text && h5model_save(path, &r.model, saved_text, c->steps) == 0;
-        free(saved_text);
+        saved = h5model_save(path, &r.model, saved_text, c->steps) == 0;
         if (saved) printf("saved %s\n", path);
     }
     if (!par_all_ok(saved)) goto done;
@@ -503,6 +644,8 @@ local_failure:
 done:
     fflush(stdout);
     free(config_text);
+    free(saved_text);
     free_run(&r);
+    signals_uninstall();
     return rc;
 }

@@ -13,14 +13,25 @@
  * batches, split over the ranks. The JSONL log has one object per step:
  *   {"step":..,"loss":..,"lr":..,"grad_norm":..,"ms":..,"tokens_per_s":..,"gflops":..,
  *    "load_wait_ms":..,"comm_ms":..[,"val_loss":..]}
- * At the end the model is saved as <out>/model.h5 (format in io/h5model.h). */
+ * At the end the model is saved as <out>/model.h5 (format in io/h5model.h).
+ *
+ * Checkpoints (io/ckpt.h) go to <out>/checkpoints/: every ckpt_every steps, when
+ * ckpt_minutes of wall time passed since the last one (rank 0's clock), at the end of
+ * a run with either set, and at the step boundary after a SIGTERM/SIGUSR1 (then the
+ * run stops: TRAIN_STOPPED). resume = auto / PATH loads one on every rank before the
+ * first step and continues at its step: the same batches, lr and AdamW state as a run
+ * that never stopped. */
 #ifndef GT_TRAIN_H
 #define GT_TRAIN_H
 
 #include "config.h"
 
-/* Runs a whole training; returns 0 on success, -1 on any error (reported). The config
- * must have passed config_validate. Under MPI every rank calls it; an error only one
+/* train_run's status when a stop signal (signals.h) ended the run after a checkpoint:
+ * the command exits with GT_EXIT_REQUEUE. */
+#define TRAIN_STOPPED 1
+
+/* Runs a whole training; returns 0 on success, TRAIN_STOPPED, or -1 on any error
+ * (reported). The config must have passed config_validate. Under MPI every rank calls it; an error only one
  * rank meets during the steps ends the whole job (par_abort) instead of returning. */
 int train_run(const gt_config *c);
 

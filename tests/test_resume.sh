@@ -1,0 +1,188 @@
+#!/usr/bin/env bash
+# Checkpoints and exact resume through `gentrain train` (ckpt_every, resume, signals):
+#  1. one process: a 40-step run with ckpt_every 20, killed with SIGKILL as soon as its
+#     step-20 checkpoint exists, then resumed with resume = auto, logs the same losses
+#     for steps 21..40 (as printed text) and ends with the same parameters (largest
+#     difference 0) as the same 40 steps run straight;
+#  2. the same with 2 ranks under mpirun (every process of the job killed);
+#  3. SIGUSR1 to a running process: exit status 75, a checkpoint at the step it stopped
+#     at, and the resumed run ends like the straight one;
+#  4. a corrupted newest checkpoint: resume = auto warns, skips it and continues from
+#     the one before, to the same end;
+#  5. resuming with another batch_size is refused with an error naming it; checkpoint
+#     keys without a run folder, or with sync = async, are refused.
+# Every run is under a time limit, so a hang fails the test instead of blocking it.
+#
+# Environment: GENTRAIN, CMPMODEL (tests/cmpmodel), top_srcdir, MPIEXEC (part 2 is
+# skipped without it); Open MPI's run-as-root variables when run as root.
+set -u
+: "${GENTRAIN:?GENTRAIN must point at the gentrain binary}"
+: "${CMPMODEL:?CMPMODEL must point at the tests/cmpmodel tool}"
+: "${top_srcdir:?top_srcdir must point at the source tree}"
+
+tmp=$(mktemp -d "${TEST_TMPDIR:-${TMPDIR:-/tmp}}/resume.XXXXXX") || exit 99
+trap 'rm -rf "$tmp"' EXIT
+fails=0
+ok()   { echo "ok   $*"; }
+fail() { echo "FAIL $*"; fails=$((fails + 1)); }
+check() { local what=$1; shift; if "$@"; then ok "$what"; else fail "$what"; fi; }
+show() { sed -e 's/^/    | /' "$1" | tail -n 15; }
+
+head -c 100000 "$top_srcdir/data/tinyshakespeare.txt" > "$tmp/slice.txt"
+if ! timeout 60 "$GENTRAIN" prepare "$tmp/slice.txt" -o "$tmp/d.h5" > "$tmp/prep.txt" 2>&1; then
+    fail "setup: prepare"
+    show "$tmp/prep.txt"
+    exit 1
+fi
+
+# About 10-30 ms a step (sanitizer build, one thread): slow enough that a run is
+# killed well before it reaches step 40 once its step-20 checkpoint appears.
+ARGS=(--data "$tmp/d.h5" --n_layer 2 --n_head 2 --n_embd 96 --block_size 64
+      --batch_size 8 --steps 40 --warmup_steps 5 --lr 3e-3 --val_dataset none
+      --threads 1 --seed 7 --ckpt_every 20)
+CK20=checkpoints/ckpt_00000020.h5
+CK40=checkpoints/ckpt_00000040.h5
+
+# losses LOG FIRST: "step loss" for steps FIRST..40, the loss as logged (text); a step
+# logged twice (a killed run and its resume append to one log) counts as its last line.
+losses() {
+    sed -n 's/^{"step":\([0-9]*\),"loss":\([^,]*\),.*/\1 \2/p' "$1" |
+        awk -v first="$2" '{ l[$1] = $2 } END { for (s = first; s <= 40; s++) print s, l[s] }'
+}
+same_losses() { # LOG_A LOG_B FIRST
+    losses "$1" "$3" > "$tmp/la" && losses "$2" "$3" > "$tmp/lb" && cmp -s "$tmp/la" "$tmp/lb"
+}
+same_model() { "$CMPMODEL" "$1" "$2" 0 > "$tmp/cmp.txt" 2>&1; }
+
+# run_killed NAME CMD...: starts CMD in a session of its own, waits for NAME's step-20
+# checkpoint, then kills every process of the session with SIGKILL.
+run_killed() {
+    local name=$1
+    shift
+    setsid timeout 120 "$@" > "$tmp/$name.out" 2>&1 &
+    local pid=$! i
+    for ((i = 0; i < 6000; i++)); do
+        [ -f "$tmp/$name/$CK20" ] && break
+        kill -0 "$pid" 2> /dev/null || break
+        sleep 0.01
+    done
+    # mpirun puts each rank in a process group of its own, but they stay in the
+    # session setsid started: kill the session, and wait until it is gone.
+    pkill -KILL -s "$pid" 2> /dev/null
+    wait "$pid" 2> /dev/null
+    for ((i = 0; i < 200; i++)); do
+        pgrep -s "$pid" > /dev/null 2>&1 || break
+        sleep 0.05
+    done
+    [ -f "$tmp/$name/$CK20" ] && [ ! -f "$tmp/$name/$CK40" ] && [ ! -f "$tmp/$name/model.h5" ]
+}
+
+# ------------------------------------------------------------- 1. np=1, SIGKILL
+timeout 120 "$GENTRAIN" train "${ARGS[@]}" --out "$tmp/ref" > "$tmp/ref.out" 2>&1
+rc=$?
+check "straight 40 steps exit 0 (rc $rc)" test $rc -eq 0
+[ $rc -eq 0 ] || show "$tmp/ref.out"
+check "straight run wrote checkpoints 20 and 40" test -f "$tmp/ref/$CK20" -a -f "$tmp/ref/$CK40"
+
+check "np=1 killed with SIGKILL after its step-20 checkpoint, before step 40" \
+    run_killed a timeout 120 "$GENTRAIN" train "${ARGS[@]}" --out "$tmp/a"
+timeout 120 "$GENTRAIN" train "${ARGS[@]}" --out "$tmp/a" --resume auto > "$tmp/a2.out" 2>&1
+rc=$?
+check "np=1 resume exits 0 (rc $rc)" test $rc -eq 0
+[ $rc -eq 0 ] || show "$tmp/a2.out"
+check "np=1 resume says where it starts" grep -q "resuming from .*ckpt_00000020.h5 at step 20" "$tmp/a2.out"
+check "np=1 resumed losses of steps 21..40 identical" same_losses "$tmp/ref/log.jsonl" "$tmp/a/log.jsonl" 21
+check "np=1 resumed final parameters identical" same_model "$tmp/ref/model.h5" "$tmp/a/model.h5"
+
+# ------------------------------------------------------------- 2. np=2, SIGKILL
+if [ -n "${MPIEXEC:-}" ]; then
+    MPI=("$MPIEXEC" --oversubscribe --bind-to none -np 2)
+    timeout 180 "${MPI[@]}" "$GENTRAIN" train "${ARGS[@]}" --out "$tmp/ref2" > "$tmp/ref2.out" 2>&1
+    rc=$?
+    check "np=2 straight 40 steps exit 0 (rc $rc)" test $rc -eq 0
+    [ $rc -eq 0 ] || show "$tmp/ref2.out"
+    check "np=2 killed with SIGKILL after its step-20 checkpoint, before step 40" \
+        run_killed b "${MPI[@]}" "$GENTRAIN" train "${ARGS[@]}" --out "$tmp/b"
+    timeout 180 "${MPI[@]}" "$GENTRAIN" train "${ARGS[@]}" --out "$tmp/b" --resume auto \
+        > "$tmp/b2.out" 2>&1
+    rc=$?
+    check "np=2 resume exits 0 (rc $rc)" test $rc -eq 0
+    [ $rc -eq 0 ] || show "$tmp/b2.out"
+    check "np=2 resumed losses of steps 21..40 identical" \
+        same_losses "$tmp/ref2/log.jsonl" "$tmp/b/log.jsonl" 21
+    check "np=2 resumed final parameters identical" same_model "$tmp/ref2/model.h5" "$tmp/b/model.h5"
+    # One rank's checkpoint cannot continue on two (the data slices would change).
+    timeout 180 "${MPI[@]}" "$GENTRAIN" train "${ARGS[@]}" --out "$tmp/w" \
+        --resume "$tmp/ref/$CK20" > "$tmp/w.out" 2>&1
+    rc=$?
+    check "a 1-rank checkpoint on 2 ranks is refused (rc $rc)" test $rc -ne 0 -a $rc -ne 124
+    check "  naming the ranks" grep -q "saved by a run of 1 rank" "$tmp/w.out"
+else
+    echo "skip: part 2 (no mpirun)"
+fi
+
+# ------------------------------------------------------------- 3. SIGUSR1
+"$GENTRAIN" train "${ARGS[@]}" --out "$tmp/u" > "$tmp/u.out" 2>&1 &
+pid=$!
+(sleep 120 && kill -9 "$pid") 2> /dev/null &
+watchdog=$!
+for ((i = 0; i < 6000; i++)); do
+    [ "$(cat "$tmp/u/log.jsonl" 2> /dev/null | grep -c '"step"')" -ge 5 ] && break
+    kill -0 "$pid" 2> /dev/null || break
+    sleep 0.01
+done
+kill -USR1 "$pid"
+wait "$pid"
+rc=$?
+kill "$watchdog" 2> /dev/null
+wait "$watchdog" 2> /dev/null
+check "SIGUSR1: exit status 75 (rc $rc)" test $rc -eq 75
+[ $rc -eq 75 ] || show "$tmp/u.out"
+n=$(sed -n 's/^stopped by signal at step \([0-9]*\); checkpoint .*; exit 75 (requeue)$/\1/p' "$tmp/u.out")
+check "SIGUSR1: says where it stopped (step ${n:-?})" test -n "$n"
+n=${n:-0}
+check "SIGUSR1: a checkpoint at that step" test -f "$tmp/u/checkpoints/$(printf 'ckpt_%08d.h5' "$n")"
+check "SIGUSR1: no model.h5 (not finished)" test ! -f "$tmp/u/model.h5"
+timeout 120 "$GENTRAIN" train "${ARGS[@]}" --out "$tmp/u" --resume auto > "$tmp/u2.out" 2>&1
+rc=$?
+check "SIGUSR1: resume exits 0 (rc $rc)" test $rc -eq 0
+[ $rc -eq 0 ] || show "$tmp/u2.out"
+check "SIGUSR1: resumed losses identical" same_losses "$tmp/ref/log.jsonl" "$tmp/u/log.jsonl" $((n + 1))
+check "SIGUSR1: resumed final parameters identical" same_model "$tmp/ref/model.h5" "$tmp/u/model.h5"
+
+# ------------------------------------------------------------- 4. corrupted newest
+mkdir -p "$tmp/c/checkpoints"
+cp "$tmp/ref/$CK20" "$tmp/ref/$CK40" "$tmp/c/checkpoints/"
+f="$tmp/c/$CK40"
+mid=$(($(stat -c %s "$f") / 2))
+for ((k = 0; k < 16; k++)); do
+    b=$(od -An -tu1 -j $((mid + k)) -N1 "$f" | tr -d ' ')
+    printf "\\$(printf %03o $((255 - b)))" | dd of="$f" bs=1 seek=$((mid + k)) conv=notrunc 2> /dev/null
+done
+check "corrupt: the newest checkpoint differs from the original" \
+    test -n "$(cmp "$f" "$tmp/ref/$CK40" 2>&1)"
+timeout 120 "$GENTRAIN" train "${ARGS[@]}" --out "$tmp/c" --resume auto > "$tmp/c.out" 2>&1
+rc=$?
+check "corrupt: resume exits 0 (rc $rc)" test $rc -eq 0
+[ $rc -eq 0 ] || show "$tmp/c.out"
+check "corrupt: warns about the bad file" grep -q "warning: skipping checkpoint .*ckpt_00000040.h5" "$tmp/c.out"
+check "corrupt: continues from step 20" grep -q "resuming from .*ckpt_00000020.h5 at step 20" "$tmp/c.out"
+check "corrupt: final parameters identical" same_model "$tmp/ref/model.h5" "$tmp/c/model.h5"
+
+# ------------------------------------------------------------- 5. refusals
+timeout 60 "$GENTRAIN" train "${ARGS[@]}" --batch_size 4 --out "$tmp/e" \
+    --resume "$tmp/ref/$CK20" > "$tmp/e.out" 2>&1
+rc=$?
+check "changed batch_size: refused (rc $rc)" test $rc -ne 0 -a $rc -ne 124
+check "  naming batch_size" grep -q "error: cannot resume from .*batch_size = 8 in the checkpoint, 4 now" "$tmp/e.out"
+timeout 60 "$GENTRAIN" train "${ARGS[@]}" --out none > "$tmp/n.out" 2>&1
+rc=$?
+check "ckpt_every without out: refused (rc $rc)" test $rc -eq 2
+check "  saying why" grep -q "ckpt_every needs a run folder" "$tmp/n.out"
+timeout 60 "$GENTRAIN" train "${ARGS[@]}" --out "$tmp/s" --sync async > "$tmp/s.out" 2>&1
+rc=$?
+check "ckpt_every with sync = async: refused (rc $rc)" test $rc -eq 2
+check "  saying why" grep -q "sync = async is not supported" "$tmp/s.out"
+
+echo "$fails failed"
+[ $fails -eq 0 ]
