@@ -88,16 +88,6 @@ static char *slurp(const char *path, long *n)
     return b;
 }
 
-static int files_equal(const char *a, const char *b)
-{
-    long na = 0, nb = 0;
-    char *x = slurp(a, &na), *y = slurp(b, &nb);
-    int same = x && y && na == nb && memcmp(x, y, (size_t)na) == 0;
-    free(x);
-    free(y);
-    return same;
-}
-
 static void copy_file(const char *from, const char *to)
 {
     long n = 0;
@@ -385,7 +375,7 @@ static void failed_saves(void)
     msg = tu_capture_end();
     TU_CHECK(rc != 0 && strstr(msg, "cannot save checkpoint") && tu_count_lines(msg) == 1,
              "save whose rename fails: one error line");
-    TU_CHECK(no_tmp_in(sub) && files_equal(prev, copy), "no .tmp left, previous intact");
+    TU_CHECK(no_tmp_in(sub) && tu_files_equal(prev, copy), "no .tmp left, previous intact");
     rmdir(p);
 
     /* A full disk, without a mount: a file size limit makes write() fail (EFBIG) part
@@ -415,7 +405,7 @@ static void failed_saves(void)
              "one error line naming the file");
     free(text);
     snprintf(p, sizeof p, "%s/ckpt_00000030.h5", sub);
-    TU_CHECK(!exists(p) && no_tmp_in(sub) && files_equal(prev, copy),
+    TU_CHECK(!exists(p) && no_tmp_in(sub) && tu_files_equal(prev, copy),
              "out of space: no new file, no .tmp, previous intact");
     char out[1024];
     TU_CHECK(ckpt_find_latest(sub, out, sizeof out) == 1 && strcmp(out, prev) == 0,
@@ -428,7 +418,7 @@ static void failed_saves(void)
         msg = tu_capture_end();
         chmod(sub, 0755);
         TU_CHECK(rc != 0 && strstr(msg, "permission denied") && tu_count_lines(msg) == 1 &&
-                     files_equal(prev, copy) && no_tmp_in(sub),
+                     tu_files_equal(prev, copy) && no_tmp_in(sub),
                  "read-only folder: one error line, previous intact");
     } else {
         printf("     (running as root: the read-only folder case is skipped)\n");
@@ -438,12 +428,7 @@ static void failed_saves(void)
 
 int main(void)
 {
-    const char *t = getenv("TMPDIR");
-    snprintf(dir, sizeof dir, "%s/gt_ckpt_XXXXXX", t && t[0] ? t : "/tmp");
-    if (!mkdtemp(dir)) {
-        printf("cannot make a temporary folder: %s\n", strerror(errno));
-        return 99;
-    }
+    tu_make_tmpdir(dir, sizeof dir, "gt_ckpt");
     H5Eset_auto2(H5E_DEFAULT, NULL, NULL);
     round_trip();
     prune_and_find();

@@ -17,14 +17,10 @@ set -u
 unset OMPI_COMM_WORLD_SIZE PMIX_RANK PMI_RANK PMI_SIZE PMIX_SIZE MV2_COMM_WORLD_SIZE \
     SLURM_STEP_NUM_TASKS
 
-tmp=$(mktemp -d "${TEST_TMPDIR:-${TMPDIR:-/tmp}}/cli_errors.XXXXXX") || exit 99
-trap 'rm -rf "$tmp"' EXIT
+. "$top_srcdir/tests/lib.sh"
+test_tmpdir cli_errors
 mkdir -p "$tmp/work" # working folder of every run: relative outputs and cores land here
-
-fails=0
 n=0
-ok()   { echo "ok   $*"; }
-fail() { echo "FAIL $*"; fails=$((fails + 1)); }
 
 # Step lines of `train` on stdout ("step     1/3 | loss ... ").
 STEP_RE='^step .*| loss '

@@ -410,14 +410,7 @@ static void test_round_trip(void)
 
 int main(void)
 {
-    const char *base = getenv("TEST_TMPDIR");
-    if (!base || !*base) base = getenv("TMPDIR");
-    if (!base || !*base) base = "/tmp";
-    snprintf(tmpdir, sizeof tmpdir, "%s/test_config.XXXXXX", base);
-    if (!mkdtemp(tmpdir)) {
-        perror("mkdtemp");
-        return 99;
-    }
+    tu_make_tmpdir(tmpdir, sizeof tmpdir, "test_config");
     test_defaults();
     test_file();
     test_args();

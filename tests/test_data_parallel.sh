@@ -29,13 +29,8 @@ if [ -z "${MPIEXEC:-}" ]; then
     exit 77
 fi
 
-tmp=$(mktemp -d "${TEST_TMPDIR:-${TMPDIR:-/tmp}}/data_parallel.XXXXXX") || exit 99
-trap 'rm -rf "$tmp"' EXIT
-fails=0
-ok()   { echo "ok   $*"; }
-fail() { echo "FAIL $*"; fails=$((fails + 1)); }
-check() { local what=$1; shift; if "$@"; then ok "$what"; else fail "$what"; fi; }
-show() { sed -e 's/^/    | /' "$1" | tail -n 15; }
+. "$top_srcdir/tests/lib.sh"
+test_tmpdir data_parallel
 
 MPI=(timeout 120 "$MPIEXEC" --oversubscribe --bind-to none)
 # Final parameters: largest norm-wise relative difference of a tensor (tests/cmpmodel).

@@ -5,12 +5,8 @@
 set -u
 : "${GENTRAIN:?GENTRAIN must point at the gentrain binary}"
 : "${top_srcdir:?top_srcdir must point at the source tree}"
-tmp=$(mktemp -d)
-trap 'rm -rf "$tmp"' EXIT
-fails=0
-ok()   { echo "ok   $*"; }
-fail() { echo "FAIL $*"; fails=$((fails + 1)); }
-check() { local what=$1; shift; if "$@"; then ok "$what"; else fail "$what"; fi; }
+. "$top_srcdir/tests/lib.sh"
+test_tmpdir e2e
 
 head -c 200000 "$top_srcdir/data/tinyshakespeare.txt" > "$tmp/slice.txt"
 check "prepare exits 0" timeout 120 "$GENTRAIN" prepare "$tmp/slice.txt" -o "$tmp/d.h5" --val-fraction 0.1

@@ -552,12 +552,7 @@ static void remove_dir(const char *path)
 
 int main(void)
 {
-    const char *t = getenv("TMPDIR");
-    snprintf(dir, sizeof dir, "%s/gt_h5data_XXXXXX", t && t[0] ? t : "/tmp");
-    if (!mkdtemp(dir)) {
-        printf("cannot make a temporary folder: %s\n", strerror(errno));
-        return 99;
-    }
+    tu_make_tmpdir(dir, sizeof dir, "gt_h5data");
     /* The library's HDF5 silence does not cover our own calls made before it. */
     H5Eset_auto2(H5E_DEFAULT, NULL, NULL);
 

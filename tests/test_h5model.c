@@ -75,20 +75,6 @@ static int copy_file(const char *from, const char *to, long nbytes)
     return rc;
 }
 
-static int files_equal(const char *x, const char *y)
-{
-    FILE *a = fopen(x, "rb"), *b = fopen(y, "rb");
-    int same = a && b;
-    while (same) {
-        int c = fgetc(a), d = fgetc(b);
-        if (c != d) same = 0;
-        if (c == EOF || d == EOF) break;
-    }
-    if (a) fclose(a);
-    if (b) fclose(b);
-    return same;
-}
-
 static void set_mtime(const char *path, time_t t)
 {
     struct timespec ts[2] = {{t, 0}, {t, 0}};
@@ -354,7 +340,7 @@ static void failed_saves(void)
     snprintf(want, sizeof want, "cannot create %s: it is a folder", tmp);
     TU_CHECK(rc != 0 && strstr(msg, want) && tu_count_lines(msg) == 1,
              "save fails when the .tmp name is a folder");
-    TU_CHECK(files_equal(path, copy), "the previous file is untouched");
+    TU_CHECK(tu_files_equal(path, copy), "the previous file is untouched");
     rmdir(tmp);
     int64_t step = 0;
     TU_CHECK(h5model_read_meta(path, NULL, &step, NULL) == 0 && step == 1,
@@ -377,7 +363,7 @@ static void failed_saves(void)
         tu_capture_begin();
         rc = h5model_save(path, &m, "", 2);
         msg = tu_capture_end();
-        TU_CHECK(rc != 0 && strstr(msg, "permission denied") && files_equal(path, copy),
+        TU_CHECK(rc != 0 && strstr(msg, "permission denied") && tu_files_equal(path, copy),
                  "save into a read-only folder fails, previous file intact");
         chmod(ro, 0755);
     } else {
@@ -388,12 +374,7 @@ static void failed_saves(void)
 
 int main(void)
 {
-    const char *t = getenv("TMPDIR");
-    snprintf(dir, sizeof dir, "%s/gt_h5model_XXXXXX", t && t[0] ? t : "/tmp");
-    if (!mkdtemp(dir)) {
-        printf("cannot make a temporary folder: %s\n", strerror(errno));
-        return 99;
-    }
+    tu_make_tmpdir(dir, sizeof dir, "gt_h5model");
     H5Eset_auto2(H5E_DEFAULT, NULL, NULL);
     char path[700];
     path_in(path, sizeof path, "model.h5");

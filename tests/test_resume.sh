@@ -20,13 +20,8 @@ set -u
 : "${CMPMODEL:?CMPMODEL must point at the tests/cmpmodel tool}"
 : "${top_srcdir:?top_srcdir must point at the source tree}"
 
-tmp=$(mktemp -d "${TEST_TMPDIR:-${TMPDIR:-/tmp}}/resume.XXXXXX") || exit 99
-trap 'rm -rf "$tmp"' EXIT
-fails=0
-ok()   { echo "ok   $*"; }
-fail() { echo "FAIL $*"; fails=$((fails + 1)); }
-check() { local what=$1; shift; if "$@"; then ok "$what"; else fail "$what"; fi; }
-show() { sed -e 's/^/    | /' "$1" | tail -n 15; }
+. "$top_srcdir/tests/lib.sh"
+test_tmpdir resume
 
 head -c 100000 "$top_srcdir/data/tinyshakespeare.txt" > "$tmp/slice.txt"
 if ! timeout 60 "$GENTRAIN" prepare "$tmp/slice.txt" -o "$tmp/d.h5" > "$tmp/prep.txt" 2>&1; then

@@ -80,6 +80,35 @@ static inline int tu_count_lines(const char *s)
     return n;
 }
 
+/* 1 when the two files exist and hold the same bytes. */
+static inline int tu_files_equal(const char *x, const char *y)
+{
+    FILE *a = fopen(x, "rb"), *b = fopen(y, "rb");
+    int same = a && b;
+    while (same) {
+        int c = fgetc(a), d = fgetc(b);
+        if (c != d) same = 0;
+        if (c == EOF || d == EOF) break;
+    }
+    if (a) fclose(a);
+    if (b) fclose(b);
+    return same;
+}
+
+/* Makes a fresh folder "<base>/<name>_XXXXXX" into dir[cap], base being TEST_TMPDIR
+ * (the build's test folder), else TMPDIR, else /tmp; exits 99 (a hard error for
+ * automake) when it cannot. */
+static inline void tu_make_tmpdir(char *dir, size_t cap, const char *name)
+{
+    const char *t = getenv("TEST_TMPDIR");
+    if (!t || !t[0]) t = getenv("TMPDIR");
+    snprintf(dir, cap, "%s/%s_XXXXXX", t && t[0] ? t : "/tmp", name);
+    if (!mkdtemp(dir)) {
+        printf("cannot make a temporary folder %s\n", dir);
+        exit(99);
+    }
+}
+
 /* Exit status for main: prints a summary line. */
 static inline int tu_finish(void)
 {
