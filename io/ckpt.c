@@ -10,6 +10,7 @@
 #include <errno.h>
 #include <inttypes.h>
 #include <limits.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -290,6 +291,26 @@ void ckpt_meta_free(ckpt_meta *meta)
 
 /* ---- save ----------------------------------------------------------------------- */
 
+/* Test hook, for tests/test_resume.sh only (a crash in the middle of a checkpoint
+ * write, made deterministic): when GENTRAIN_TEST_CRASH_IN_CKPT=N is set, the N-th
+ * checkpoint save of this process flushes what it wrote to its .tmp (model and
+ * optimizer groups) and kills the process with SIGKILL before the rename. */
+static void crash_hook(hid_t file)
+{
+    static long saves;
+    saves++;
+    const char *e = getenv("GENTRAIN_TEST_CRASH_IN_CKPT");
+    if (!e || !*e) return;
+    char *end;
+    long n = strtol(e, &end, 10);
+    if (*end != '\0' || n != saves) return;
+    H5Fflush(file, H5F_SCOPE_LOCAL);
+    fprintf(stderr, "gentrain: test hook GENTRAIN_TEST_CRASH_IN_CKPT=%ld: SIGKILL in the "
+                    "middle of a checkpoint write\n", n);
+    fflush(stderr);
+    raise(SIGKILL);
+}
+
 int ckpt_save(const char *dir, int64_t step, const gpt_model *m, const adamw_state *opt,
               const char *config_text, int world_size, uint64_t seed, double loss_scale,
               char *out_path, size_t cap)
@@ -339,6 +360,7 @@ int ckpt_save(const char *dir, int64_t step, const gpt_model *m, const adamw_sta
     }
     int bad = H5Gclose(group) < 0;
     group = -1;
+    crash_hook(file);
     hid_t written = file;
     file = -1;
     if (bad) H5Fclose(written);

@@ -34,6 +34,8 @@
  * crash mid-write leaves only a .tmp: ckpt_find_latest ignores it, ckpt_save and
  * ckpt_prune delete it. A failed save (folder not writable, disk full) prints one error
  * line, removes its .tmp and leaves every earlier checkpoint as it was.
+ * (Test hook: GENTRAIN_TEST_CRASH_IN_CKPT=N makes the N-th save of a process kill
+ * itself with SIGKILL just before the rename; tests/test_resume.sh uses it.)
  *
  * All functions print their own one-line errors ("gentrain: error: ...") and return -1;
  * HDF5 calls hold h5lock. Call them from one rank (rank 0 saves and prunes); every rank

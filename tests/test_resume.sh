@@ -10,7 +10,13 @@
 #  4. a corrupted newest checkpoint: resume = auto warns, skips it and continues from
 #     the one before, to the same end;
 #  5. resuming with another batch_size is refused with an error naming it; checkpoint
-#     keys without a run folder, or with sync = async, are refused.
+#     keys without a run folder, or with sync = async, are refused;
+#  6. out of space at save time (a file-size limit): one error line, a non-zero exit,
+#     the previous checkpoint intact and no .tmp left; resuming without the limit ends
+#     like the straight run;
+#  7. a crash (SIGKILL) in the middle of a checkpoint write, through the test hook
+#     GENTRAIN_TEST_CRASH_IN_CKPT (io/ckpt.c): the .tmp stays, the previous checkpoint
+#     is intact, resume = auto ignores the .tmp and ends like the straight run.
 # Every run is under a time limit, so a hang fails the test instead of blocking it.
 #
 # Environment: GENTRAIN, CMPMODEL (tests/cmpmodel), top_srcdir, MPIEXEC (part 2 is
@@ -178,6 +184,56 @@ timeout 60 "$GENTRAIN" train "${ARGS[@]}" --out "$tmp/s" --sync async > "$tmp/s.
 rc=$?
 check "ckpt_every with sync = async: refused (rc $rc)" test $rc -eq 2
 check "  saying why" grep -q "sync = async is not supported" "$tmp/s.out"
+
+# ------------------------------------------------------------- 6. out of space
+# The step-20 checkpoint of the straight run is there; the resumed run may not write a
+# file larger than half a checkpoint (ulimit -f, SIGXFSZ ignored so write() fails with
+# EFBIG as on a full disk), so its step-40 save fails.
+mkdir -p "$tmp/f/checkpoints"
+cp "$tmp/ref/$CK20" "$tmp/f/checkpoints/"
+blocks=$(($(stat -c %s "$tmp/ref/$CK20") / 1024 / 2))
+(trap '' XFSZ; ulimit -f "$blocks"
+ exec timeout 120 "$GENTRAIN" train "${ARGS[@]}" --out "$tmp/f" --resume auto) \
+    > "$tmp/f.out" 2>&1
+rc=$?
+check "no space: the run fails (rc $rc)" test $rc -ne 0 -a $rc -ne 124
+check "  with one error line" test "$(grep -c 'error' "$tmp/f.out")" -eq 1
+check "  naming the checkpoint" grep -q "^gentrain: error: .*ckpt_00000040.h5" "$tmp/f.out"
+grep -q "error" "$tmp/f.out" && [ "$(grep -c 'error' "$tmp/f.out")" -eq 1 ] || show "$tmp/f.out"
+check "  the step-20 checkpoint intact" cmp -s "$tmp/ref/$CK20" "$tmp/f/$CK20"
+check "  no step-40 checkpoint, no .tmp, no model.h5" \
+    test ! -e "$tmp/f/$CK40" -a ! -e "$tmp/f/$CK40.tmp" -a ! -e "$tmp/f/model.h5"
+check "  nothing else in the folder" test "$(ls "$tmp/f/checkpoints")" = ckpt_00000020.h5
+timeout 120 "$GENTRAIN" train "${ARGS[@]}" --out "$tmp/f" --resume auto > "$tmp/f2.out" 2>&1
+rc=$?
+check "no space: resume without the limit exits 0 (rc $rc)" test $rc -eq 0
+[ $rc -eq 0 ] || show "$tmp/f2.out"
+check "  from step 20" grep -q "resuming from .*ckpt_00000020.h5 at step 20" "$tmp/f2.out"
+check "  final parameters identical" same_model "$tmp/ref/model.h5" "$tmp/f/model.h5"
+
+# ------------------------------------------------------------- 7. crash mid-write
+# A run resumed from a copy of the straight run's step-20 checkpoint, with
+# GENTRAIN_TEST_CRASH_IN_CKPT=1 (io/ckpt.c): its first save (step 40) kills the
+# process with SIGKILL after writing the .tmp, before the rename.
+mkdir -p "$tmp/k/checkpoints"
+cp "$tmp/ref/$CK20" "$tmp/k/checkpoints/"
+GENTRAIN_TEST_CRASH_IN_CKPT=1 timeout 120 "$GENTRAIN" train "${ARGS[@]}" --out "$tmp/k" \
+    --resume auto > "$tmp/k.out" 2>&1
+rc=$?
+check "crash: killed by SIGKILL during the step-40 save (rc $rc)" test $rc -eq 137
+[ $rc -eq 137 ] || show "$tmp/k.out"
+check "  its .tmp is left" test -s "$tmp/k/$CK40.tmp"
+check "  no step-40 checkpoint, no model.h5" test ! -e "$tmp/k/$CK40" -a ! -e "$tmp/k/model.h5"
+check "  the step-20 checkpoint intact" cmp -s "$tmp/ref/$CK20" "$tmp/k/$CK20"
+timeout 120 "$GENTRAIN" train "${ARGS[@]}" --out "$tmp/k" --resume auto > "$tmp/k2.out" 2>&1
+rc=$?
+check "crash: resume exits 0 (rc $rc)" test $rc -eq 0
+[ $rc -eq 0 ] || show "$tmp/k2.out"
+check "  ignores the .tmp, resumes from step 20" \
+    grep -q "resuming from .*ckpt_00000020.h5 at step 20" "$tmp/k2.out"
+check "  without a warning about it" test -z "$(grep -i 'warning' "$tmp/k2.out")"
+check "  the .tmp is gone" test ! -e "$tmp/k/$CK40.tmp"
+check "  final parameters identical" same_model "$tmp/ref/model.h5" "$tmp/k/model.h5"
 
 echo "$fails failed"
 [ $fails -eq 0 ]
