@@ -363,9 +363,8 @@ int ckpt_save(const char *dir, int64_t step, const gpt_model *m, const adamw_sta
     crash_hook(file);
     hid_t written = file;
     file = -1;
-    if (bad) H5Fclose(written);
-    if (bad || h5io_finish(written, tmp, path, why, sizeof why) != 0) {
-        gt_error("cannot save checkpoint %s: %s", path, bad ? "writing failed" : why);
+    if (h5io_finish(written, bad, tmp, path, why, sizeof why) != 0) {
+        gt_error("cannot save checkpoint %s: %s", path, why);
         goto fail;
     }
     made_tmp = 0;

@@ -107,7 +107,7 @@ int h5model_save(const char *path, const gpt_model *m, const char *config_text,
         goto fail;
     hid_t written = file;
     file = -1;
-    if (h5io_finish(written, tmp, path, why, sizeof why) != 0) {
+    if (h5io_finish(written, 0, tmp, path, why, sizeof why) != 0) {
         gt_error("cannot save the model to %s: %s", path, why);
         goto fail;
     }

@@ -177,9 +177,10 @@ static int commit(const char *tmp, const char *path, char *why, size_t cap)
     return 0;
 }
 
-int h5io_finish(hid_t file, const char *tmp, const char *path, char *why, size_t cap)
+int h5io_finish(hid_t file, int failed, const char *tmp, const char *path, char *why,
+                size_t cap)
 {
-    int bad = H5Fflush(file, H5F_SCOPE_GLOBAL) < 0;
+    int bad = failed || H5Fflush(file, H5F_SCOPE_GLOBAL) < 0;
     bad |= H5Fclose(file) < 0;
     if (bad) {
         set_why(why, cap, "writing it failed (disk full?)");

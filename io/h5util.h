@@ -21,8 +21,11 @@ hid_t h5io_create(const char *path, char *why, size_t cap);
 
 /* Finishes a file written under a temporary name: flushes and closes `file` (always
  * closed, even on failure), makes tmp durable (fsync), renames it over path and syncs
- * the folder. Returns 0, or -1 with why set (tmp is left for the caller to remove). */
-int h5io_finish(hid_t file, const char *tmp, const char *path, char *why, size_t cap);
+ * the folder. `failed` != 0 says an earlier write of the caller failed: the file is
+ * only closed and the call fails like a failed flush. Returns 0, or -1 with why set
+ * (tmp is left for the caller to remove). */
+int h5io_finish(hid_t file, int failed, const char *tmp, const char *path, char *why,
+                size_t cap);
 
 /* A short reason for an errno value: "no such file", "permission denied", ... */
 const char *h5io_errno_reason(int err);

@@ -241,9 +241,8 @@ int prepare_bytes(const char *const *inputs, int n_inputs, const char *out,
     lcpl = -1;
     hid_t written = file;
     file = -1;
-    if (bad) H5Fclose(written);
-    if (bad || h5io_finish(written, tmp, out, why, sizeof why) != 0) {
-        gt_error("cannot write %s: %s", out, bad ? "writing failed (disk full?)" : why);
+    if (h5io_finish(written, bad, tmp, out, why, sizeof why) != 0) {
+        gt_error("cannot write %s: %s", out, why);
         goto fail;
     }
     made_tmp = 0;
