@@ -123,7 +123,7 @@ static void free_data(h5data *d)
     free(d);
 }
 
-h5data *h5data_open(const char *path, const char *dataset)
+static h5data *open_data(const char *path, const char *dataset, int mpi_io)
 {
     h5data *d = calloc(1, sizeof *d);
     if (!d) {
@@ -144,7 +144,9 @@ h5data *h5data_open(const char *path, const char *dataset)
     snprintf(d->name, nl + 2, "%s%s", dataset[0] == '/' ? "" : "/", dataset);
 
     h5lock_acquire();
-    if ((d->file = h5io_open_read(path, why, sizeof why)) < 0) {
+    d->file = mpi_io ? h5io_open_read_mpi(path, why, sizeof why)
+                     : h5io_open_read(path, why, sizeof why);
+    if (d->file < 0) {
         gt_error("cannot open %s: %s", path, why);
         goto fail;
     }
@@ -383,27 +385,73 @@ static int do_block(h5data *d, int64_t row, int64_t col, int64_t nrows, int64_t 
     return 0;
 }
 
-int h5data_check_range(h5data *d, int64_t vocab_size)
+h5data *h5data_open(const char *path, const char *dataset)
 {
+    return open_data(path, dataset, 0);
+}
+
+h5data *h5data_open_mpi(const char *path, const char *dataset)
+{
+    return open_data(path, dataset, 1);
+}
+
+int h5data_mpi_io_available(void) { return h5io_have_mpi_io(); }
+
+int h5data_uses_mpi_io(const h5data *d)
+{
+    /* Asks HDF5 which driver the open file really has, rather than trusting the
+     * request. */
+    int yes = 0;
+#ifdef H5_HAVE_PARALLEL
+    h5lock_acquire();
+    hid_t fapl = H5Fget_access_plist(d->file);
+    if (fapl >= 0) {
+        yes = H5Pget_driver(fapl) == H5FD_MPIO;
+        H5Pclose(fapl);
+    }
+    h5lock_release();
+#else
+    (void)d;
+#endif
+    return yes;
+}
+
+int h5data_check_range_part(h5data *d, int64_t vocab_size, int part, int parts)
+{
+    if (parts < 1 || part < 0 || part >= parts) {
+        gt_error("%s:%s: range check part %d of %d is invalid", d->path, d->name, part,
+                 parts);
+        return -1;
+    }
+    /* The dataset is cut into blocks of at most BLOCK elements, numbered in storage
+     * order: whole rows at a time when a row fits (rank 1 has one row; it takes the
+     * other branch when longer than a block), else pieces of one row. This part
+     * checks the blocks [lo, hi) of a contiguous, near-equal split. */
+    const int64_t per = d->row_len <= BLOCK ? BLOCK / d->row_len : 0;
+    const int64_t pieces = per ? 0 : (d->row_len + BLOCK - 1) / BLOCK;
+    const int64_t blocks = per ? (d->rows + per - 1) / per : d->rows * pieces;
+    const int64_t base = blocks / parts, extra = blocks % parts;
+    const int64_t lo = base * part + (part < extra ? part : extra);
+    const int64_t hi = lo + base + (part < extra ? 1 : 0);
     int rc = 0;
     h5lock_acquire();
-    if (d->row_len <= BLOCK) {
-        /* Whole rows at a time (rank 1 has one row; it takes the other branch when
-         * longer than a block). */
-        int64_t per = BLOCK / d->row_len;
-        for (int64_t r = 0; r < d->rows && rc == 0; r += per) {
-            int64_t nr = d->rows - r < per ? d->rows - r : per;
+    for (int64_t b = lo; b < hi && rc == 0; b++) {
+        if (per) {
+            const int64_t r = b * per, nr = d->rows - r < per ? d->rows - r : per;
             rc = do_block(d, r, 0, nr, d->row_len, NULL, vocab_size);
+        } else {
+            const int64_t r = b / pieces, c = b % pieces * BLOCK;
+            const int64_t nc = d->row_len - c < BLOCK ? d->row_len - c : BLOCK;
+            rc = do_block(d, r, c, 1, nc, NULL, vocab_size);
         }
-    } else {
-        for (int64_t r = 0; r < d->rows && rc == 0; r++)
-            for (int64_t c = 0; c < d->row_len && rc == 0; c += BLOCK) {
-                int64_t nc = d->row_len - c < BLOCK ? d->row_len - c : BLOCK;
-                rc = do_block(d, r, c, 1, nc, NULL, vocab_size);
-            }
     }
     h5lock_release();
     return rc;
+}
+
+int h5data_check_range(h5data *d, int64_t vocab_size)
+{
+    return h5data_check_range_part(d, vocab_size, 0, 1);
 }
 
 int h5data_read(h5data *d, int64_t row, int64_t col, int64_t count, int32_t *dst,

@@ -18,6 +18,14 @@ typedef struct h5data h5data;
 
 /* Opens path read-only and the dataset at `dataset` (e.g. "/train/tokens"). */
 h5data *h5data_open(const char *path, const char *dataset);
+/* The same through parallel HDF5's MPI-IO driver, this process alone (MPI_COMM_SELF:
+ * no collective, each rank opens when it likes; reads are independent). Needs
+ * h5data_mpi_io_available() and MPI initialised at MPI_THREAD_MULTIPLE when another
+ * thread reads (HDF5 calls MPI from the reading thread); fails with a clear error
+ * otherwise. */
+h5data *h5data_open_mpi(const char *path, const char *dataset);
+int h5data_mpi_io_available(void); /* the HDF5 gentrain was built with is parallel */
+int h5data_uses_mpi_io(const h5data *d); /* the open file's driver is MPI-IO */
 void h5data_close(h5data *d);
 
 int64_t h5data_rows(const h5data *d);     /* 1 for a 1-D dataset */
@@ -33,6 +41,9 @@ const char *h5data_name(const h5data *d);
 /* Streams the whole dataset in bounded blocks and fails, naming file, dataset and the
  * first offending index ([i] or [row, col]), if any token is < 0 or >= vocab_size. */
 int h5data_check_range(h5data *d, int64_t vocab_size);
+/* The same for part `part` of `parts` near-equal contiguous pieces, so that ranks can
+ * share the scan (each reads 1/parts of the dataset); the parts together check it all. */
+int h5data_check_range_part(h5data *d, int64_t vocab_size, int part, int parts);
 
 /* Reads `count` consecutive tokens of row `row` starting at column `col` into dst as
  * int32. Tokens are range-checked against vocab_size (if > 0) as they are read. */

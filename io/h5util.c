@@ -56,6 +56,37 @@ static void free_fapl(hid_t fapl)
     if (fapl != H5P_DEFAULT) H5Pclose(fapl);
 }
 
+int h5io_have_mpi_io(void)
+{
+#ifdef H5_HAVE_PARALLEL
+    return 1;
+#else
+    return 0;
+#endif
+}
+
+/* The MPI-IO driver over this process alone, or -1 (why set). */
+static hid_t make_mpi_fapl(char *why, size_t cap)
+{
+#ifdef H5_HAVE_PARALLEL
+    int initialised = 0;
+    if (MPI_Initialized(&initialised) != MPI_SUCCESS || !initialised) {
+        set_why(why, cap, "MPI-IO reads need MPI (start the run with mpirun or srun)");
+        return -1;
+    }
+    hid_t fapl = H5Pcreate(H5P_FILE_ACCESS);
+    if (fapl < 0 || H5Pset_fapl_mpio(fapl, MPI_COMM_SELF, MPI_INFO_NULL) < 0) {
+        if (fapl >= 0) H5Pclose(fapl);
+        set_why(why, cap, "cannot set up HDF5's MPI-IO driver");
+        return -1;
+    }
+    return fapl;
+#else
+    set_why(why, cap, "this HDF5 is not parallel: it has no MPI-IO driver");
+    return -1;
+#endif
+}
+
 struct stack_scan {
     int lock;      /* some message mentions file locking */
     int truncated; /* some message mentions truncation */
@@ -85,7 +116,7 @@ static int has_signature(int fd, off_t size)
     return 0;
 }
 
-hid_t h5io_open_read(const char *path, char *why, size_t cap)
+static hid_t open_read(const char *path, int mpi_io, char *why, size_t cap)
 {
     int fd = open(path, O_RDONLY);
     if (fd < 0) {
@@ -104,7 +135,11 @@ hid_t h5io_open_read(const char *path, char *why, size_t cap)
         return -1;
     }
     H5Eclear2(H5E_DEFAULT);
-    hid_t fapl = make_fapl();
+    hid_t fapl = mpi_io ? make_mpi_fapl(why, cap) : make_fapl();
+    if (mpi_io && fapl < 0) {
+        close(fd);
+        return -1;
+    }
     hid_t f = H5Fopen(path, H5F_ACC_RDONLY, fapl);
     free_fapl(fapl);
     if (f < 0) {
@@ -125,6 +160,16 @@ hid_t h5io_open_read(const char *path, char *why, size_t cap)
     }
     close(fd);
     return f;
+}
+
+hid_t h5io_open_read(const char *path, char *why, size_t cap)
+{
+    return open_read(path, 0, why, cap);
+}
+
+hid_t h5io_open_read_mpi(const char *path, char *why, size_t cap)
+{
+    return open_read(path, 1, why, cap);
 }
 
 hid_t h5io_create(const char *path, char *why, size_t cap)

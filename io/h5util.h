@@ -15,6 +15,11 @@
  * "no such file", "permission denied", "it is a folder", "not an HDF5 file",
  * "damaged or truncated HDF5 file", ... */
 hid_t h5io_open_read(const char *path, char *why, size_t cap);
+/* The same through HDF5's MPI-IO driver on MPI_COMM_SELF (this process alone; reads
+ * are independent). Only where HDF5 is parallel (h5io_have_mpi_io) and MPI is
+ * initialised; elsewhere it fails with why set. */
+hid_t h5io_open_read_mpi(const char *path, char *why, size_t cap);
+int h5io_have_mpi_io(void);
 
 /* Creates (truncating) a file for writing. Returns the file id or < 0 with why set. */
 hid_t h5io_create(const char *path, char *why, size_t cap);

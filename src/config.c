@@ -67,6 +67,10 @@ static const key_def keys[] = {
             "dataset inside the file holding the training tokens"),
     KEY_STR(val_dataset, G_DATA, "/val/tokens",
             "validation dataset; 'none' (or empty) = no evaluation"),
+    KEY_CHOICE(data_io, G_DATA, "auto", "auto|mpi-io|posix",
+               "how ranks read the data: mpi-io = parallel HDF5's MPI-IO driver "
+               "(independent reads), posix = HDF5's default driver; auto = mpi-io when "
+               "HDF5 is parallel and the run is under mpirun/srun"),
 
     KEY_INT(n_layer, G_MODEL, "4", 1, INT_MAX, 0, "transformer blocks"),
     KEY_INT(n_head, G_MODEL, "4", 1, INT_MAX, 0, "attention heads (must divide n_embd)"),
@@ -75,7 +79,12 @@ static const key_def keys[] = {
     KEY_INT(vocab_size, G_MODEL, "0", 0, INT32_MAX, R_MAX,
             "vocabulary size; 0 = the dataset's vocab_size attribute"),
 
-    KEY_INT(batch_size, G_OPTIM, "12", 1, INT_MAX, 0, "sequences per step"),
+    KEY_INT(batch_size, G_OPTIM, "12", 1, INT_MAX, 0,
+            "sequences each rank computes at once (per step, or per micro-step when "
+            "global_batch_size asks for more)"),
+    KEY_INT(global_batch_size, G_OPTIM, "0", 0, INT_MAX, 0,
+            "sequences per optimizer step over all ranks; 0 = batch_size x ranks; a "
+            "multiple k of it accumulates gradients over k micro-steps"),
     KEY_I64(steps, G_OPTIM, "2000", 1, 0, "optimizer steps"),
     KEY_DBL(lr, G_OPTIM, "1e-3", 0, 0, R_MIN | R_MIN_X,
             "peak learning rate: linear warmup, then cosine decay to min_lr"),
@@ -93,7 +102,7 @@ static const key_def keys[] = {
     KEY_I64(eval_every, G_RUN, "250", 0, 0,
             "steps between evaluations (there is always one at the end); "
             "0 = only at the end"),
-    KEY_INT(eval_batches, G_RUN, "20", 1, INT_MAX, 0, "batches per evaluation"),
+    KEY_INT(eval_batches, G_RUN, "20", 1, INT_MAX, 0, "global batches per evaluation"),
     KEY_U64(seed, G_RUN, "1337", "random seed (initial weights, data order)"),
     KEY_INT(threads, G_RUN, "0", 0, 65536, R_MAX,
             "OpenMP threads; 0 = OMP_NUM_THREADS if set, else all cores"),
@@ -113,6 +122,9 @@ static const key_def keys[] = {
                "staleness steps before, so reductions overlap the next step(s)"),
     KEY_INT(staleness, G_PAR, "1", 1, 8, R_MAX,
             "steps by which sync = async delays each gradient"),
+    KEY_CHOICE(async_predict, G_PAR, "on", "on|off",
+               "async: take each gradient at the weights it will be applied to, "
+               "predicted by repeating the last update staleness times"),
     KEY_CHOICE(grad_comm, G_PAR, "fp32", "fp32|fp16",
                "number format of the gradients on the wire (fp16: IEEE half, summed "
                "in float)"),

@@ -28,7 +28,8 @@ typedef struct gt_config {
     int n_layer, n_head, n_embd, block_size;
     int vocab_size;                  /* 0 = take the dataset's vocab_size attribute */
     /* optimisation */
-    int batch_size;
+    int batch_size;                  /* sequences per rank per (micro-)step */
+    int global_batch_size;           /* per optimizer step over all ranks; 0 = B x ranks */
     int64_t steps, warmup_steps;
     double lr, min_lr, beta1, beta2, weight_decay, grad_clip;
     /* evaluation, logging, output */
@@ -39,10 +40,12 @@ typedef struct gt_config {
     char out[GT_PATH_MAX];           /* run folder; "" = do not save */
     char log[GT_PATH_MAX];           /* JSON Lines metrics file; "" = none */
     double peak_gflops;              /* for MFU; 0 = estimate from the CPU */
+    char data_io[8];                 /* "auto", "mpi-io" or "posix" */
     /* data parallel */
     double bucket_mb;                /* gradient bucket size, MiB */
     char sync[8];                    /* "sync" or "async" */
     int staleness;                   /* async: steps by which a gradient is applied late */
+    char async_predict[4];           /* "on": async gradients taken at predicted weights */
     char grad_comm[8];               /* "fp32" or "fp16" on the wire */
     /* checkpoints (in <out>/checkpoints/, io/ckpt.h) */
     int64_t ckpt_every;              /* steps between checkpoints; 0 = none periodic */

@@ -72,7 +72,8 @@ static const char train_usage[] =
     "is on the line), then each --KEY VALUE in order; the last one wins. The effective\n"
     "config is printed before training starts, in the config-file format.\n"
     "Started by mpirun or srun with N ranks, it trains one model data-parallel: each\n"
-    "rank takes batch_size sequences of a global batch of batch_size x N per step.\n"
+    "rank takes batch_size sequences of a global batch of batch_size x N per step\n"
+    "(or of global_batch_size, by accumulating gradients over micro-steps).\n"
     "\n";
 
 static const char train_examples[] =

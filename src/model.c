@@ -89,6 +89,7 @@ int gpt_create(gpt_model *m, gpt_shape s, const gt_backend *be, int threads)
     m->shape = s;
     m->be = be;
     m->threads = threads > 0 ? threads : 1;
+    m->loss_grad_scale = 1.0f;
     m->n_info = 2 + PER_LAYER * s.n_layer + 2;
     m->info = gt_calloc(sizeof(gpt_param_info) * (size_t)m->n_info, "parameter table");
     if (!m->info) return -1;
@@ -279,7 +280,7 @@ float gpt_forward(gpt_model *m, const int32_t *inputs, const int32_t *targets, i
 
     if (want_grad) {
         be->crossentropy_forward_backward(a->losses, a->logits, targets, BT, V,
-                                          1.0f / (float)BT);
+                                          m->loss_grad_scale / (float)BT);
         a->have_grad = 1;
     } else {
         be->crossentropy_forward(a->losses, a->logits, targets, BT, V);
@@ -358,6 +359,12 @@ void gpt_backward(gpt_model *m)
         be->matmul_backward(a->dln, grad(m, layer_idx(l, QKV_W)),
                             grad(m, layer_idx(l, QKV_B)), a->dqkv, ln1,
                             param(m, layer_idx(l, QKV_W)), BT, C, 3 * C);
+        /* The key bias adds q.b_k to every score of a query's row, and softmax ignores
+         * what a row shares: its gradient is exactly zero, and what the sum above left
+         * there is rounding alone, which AdamW would blow up into lr-sized steps (and
+         * runs that differ only in summation order, e.g. over ranks, into different
+         * models). */
+        memset(grad(m, layer_idx(l, QKV_B)) + C, 0, C * sizeof(float));
         grads_ready(m, layer_idx(l, QKV_W), layer_idx(l, QKV_B));
         be->layernorm_backward(a->dres, grad(m, layer_idx(l, LN1_W)),
                                grad(m, layer_idx(l, LN1_B)), a->dln, x,

@@ -50,6 +50,9 @@ typedef struct gpt_model {
     gpt_acts *acts;          /* for the largest (B,T) asked so far */
     int act_B, act_T;        /* capacity of acts */
     int threads;             /* OpenMP threads the kernels use (scratch sizing) */
+    /* Multiplies d(loss)/d(logits), so every gradient (1 after gpt_create): 1/n to
+     * accumulate the mean gradient of n micro-batches. */
+    float loss_grad_scale;
     /* Optional (NULL = none): told during gpt_backward, on the calling thread, that
      * grads[offset, offset+count) is final for this backward, so it can be reduced
      * while backward goes on. The ranges tile the buffer from its end to its start,
@@ -86,7 +89,8 @@ float gpt_forward(gpt_model *m, const int32_t *inputs, const int32_t *targets, i
 const float *gpt_logits(const gpt_model *m);
 /* Zeros the parameter gradients. */
 void gpt_zero_grad(gpt_model *m);
-/* Backward of the last gpt_forward(..., want_grad=1): grads += d(mean loss)/d(params).
+/* Backward of the last gpt_forward(..., want_grad=1):
+ * grads += loss_grad_scale * d(mean loss)/d(params).
  * Calls m->on_grads_ready, when set, as each range of grads becomes final. */
 void gpt_backward(gpt_model *m);
 

@@ -13,6 +13,7 @@
 #include "util.h"
 
 static int mpi_on = 0; /* MPI mode: MPI_Init_thread done, MPI_Finalize not yet */
+static int thread_multiple = 0; /* MPI gave MPI_THREAD_MULTIPLE */
 static int g_rank = 0, g_world = 1;
 
 /* Largest count handed to one MPI call: well inside an int, and a multiple of 64. */
@@ -82,12 +83,13 @@ void par_init(int *argc, char ***argv)
 {
     if (mpi_on || !par_launched()) return;
     int provided = 0;
-    int rc = MPI_Init_thread(argc, argv, MPI_THREAD_FUNNELED, &provided);
+    int rc = MPI_Init_thread(argc, argv, MPI_THREAD_MULTIPLE, &provided);
     if (rc != MPI_SUCCESS) {
         gt_error("MPI_Init_thread failed (error %d)", rc);
         exit(1);
     }
     mpi_on = 1;
+    thread_multiple = provided >= MPI_THREAD_MULTIPLE;
     check_mpi(MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_RETURN),
               "MPI_Comm_set_errhandler");
     check_mpi(MPI_Comm_rank(MPI_COMM_WORLD, &g_rank), "MPI_Comm_rank");
@@ -103,6 +105,8 @@ void par_init(int *argc, char ***argv)
                   "each would train its own model; start with mpirun, or srun --mpi=pmix",
                   announced, var, value);
 }
+
+int par_thread_multiple(void) { return mpi_on && thread_multiple; }
 
 void par_finalize(void)
 {

@@ -4,11 +4,13 @@
  *
  * Two modes, chosen once by par_init:
  *  - MPI: the process was started by a launcher (par_launched(): OMPI_COMM_WORLD_SIZE,
- *    PMIX_RANK, PMI_RANK or SLURM_STEP_NUM_TASKS in the environment). MPI is
- *    initialised with MPI_THREAD_FUNNELED: only the thread that called par_init ever
- *    calls MPI (the loader thread and the OpenMP workers never do). MPI errors return
- *    codes (MPI_ERRORS_RETURN); every code is checked, and a failed call ends the job
- *    through par_abort naming the call.
+ *    PMIX_RANK, PMI_RANK or SLURM_STEP_NUM_TASKS in the environment). Only the thread
+ *    that called par_init calls the functions below; OpenMP workers never call MPI.
+ *    The loader thread does, indirectly, when it reads through parallel HDF5's MPI-IO
+ *    driver (MPI_File_read_at): so MPI_THREAD_MULTIPLE is asked for, and where MPI
+ *    gives only MPI_THREAD_FUNNELED the data is read without MPI-IO. MPI errors
+ *    return codes (MPI_ERRORS_RETURN); every code is checked, and a failed call ends
+ *    the job through par_abort naming the call.
  *  - single: a plain `gentrain train` (or par_init never called). No MPI call is made;
  *    every function below behaves as in a world of one rank: rank 0, reductions leave
  *    the data as it is, checks pass.
@@ -41,12 +43,15 @@
 int par_launched(void);
 
 /* Initialises MPI (MPI mode) when par_launched(), else does nothing. Ends the job
- * (par_abort) when MPI cannot give MPI_THREAD_FUNNELED, or when the launcher started N
- * > 1 processes but MPI sees a world of one (each would train its own model: srun
- * without --mpi=pmix, say). Call once, before any other thread exists. */
+ * (par_abort) when MPI gives less than MPI_THREAD_FUNNELED, or when the launcher
+ * started N > 1 processes but MPI sees a world of one (each would train its own model:
+ * srun without --mpi=pmix, say). Call once, before any other thread exists. */
 void par_init(int *argc, char ***argv);
 /* MPI_Finalize in MPI mode (after every HDF5 handle is closed); else nothing. */
 void par_finalize(void);
+
+/* 1 in MPI mode with MPI_THREAD_MULTIPLE: other threads may call MPI (MPI-IO reads). */
+int par_thread_multiple(void);
 
 int par_rank(void);   /* this rank, 0 in single mode */
 int par_world(void);  /* number of ranks, 1 in single mode */

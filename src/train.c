@@ -2,7 +2,9 @@
  * gradient, backward (with several ranks, each finished bucket of gradients starts its
  * reduction while backward goes on: parallel.h), wait for the reduction, global-norm
  * clip, AdamW, then log. With sync = async the gradient waited for and applied is the
- * one of `staleness` steps before, from a ring of gradient buffers. Everything that can fail for a user reason (data, output folder, log file,
+ * one of `staleness` steps before, from a ring of gradient buffers, and (async_predict)
+ * forward and backward run on weights extrapolated to where that gradient will be
+ * applied. Everything that can fail for a user reason (data, output folder, log file,
  * ranks that disagree) is checked before the first step.
  *
  * Data parallel (parallel.h): every rank holds the whole model and the optimizer state,
@@ -40,7 +42,7 @@ enum { MAX_SLOTS = 9 }; /* gradient buffers: staleness (at most 8) + 1 */
 typedef struct run {
     h5data *train, *val;
     token_windows train_w, val_w;
-    int32_t *eval_tokens;   /* [eval_batches*B, T+1] this rank's validation windows */
+    int32_t *eval_tokens;   /* [eval_batches*accum*B, T+1] this rank's validation windows */
     int32_t *eval_in, *eval_tg; /* [B,T] */
     int64_t eval_windows;
     gpt_model model;
@@ -53,7 +55,12 @@ typedef struct run {
     float *ring[MAX_SLOTS]; /* gradient buffers; ring[0] is the model's own */
     int n_slots;
     par_reducer *red;       /* with more than one rank */
+    float *master;          /* async weight prediction: the real parameters while the */
+    float *predicted;       /* step runs on predicted ones, and the parameters before */
+    float *before_update;   /* the last update (their difference is the last update) */
     int64_t first_step;     /* 0, or the step of the checkpoint resumed from */
+    int accum;              /* micro-steps per optimizer step (global_batch_size) */
+    int mpi_io;             /* data read through parallel HDF5's MPI-IO driver */
     ckpt_meta meta;         /* of that checkpoint */
     int resumed;
 } run;
@@ -87,11 +94,12 @@ static double estimate_peak_gflops(int threads)
 
 static int is_none(const char *s) { return s[0] == '\0' || strcmp(s, "none") == 0; }
 
-/* Opens a token dataset, settles the vocabulary, checks every token and the length. */
-static h5data *open_tokens(const gt_config *c, const char *dataset, int64_t *vocab,
-                           token_windows *w)
+/* Opens a token dataset, settles the vocabulary, checks every token (each rank its
+ * share of them: no rank reads the whole dataset) and the length. */
+static h5data *open_tokens(const gt_config *c, const char *dataset, int mpi_io,
+                           int64_t *vocab, token_windows *w)
 {
-    h5data *d = h5data_open(c->data, dataset);
+    h5data *d = mpi_io ? h5data_open_mpi(c->data, dataset) : h5data_open(c->data, dataset);
     if (!d) return NULL;
     char what[GT_PATH_MAX + GT_NAME_MAX + 2];
     snprintf(what, sizeof what, "%s:%s", c->data, dataset);
@@ -103,7 +111,7 @@ static h5data *open_tokens(const gt_config *c, const char *dataset, int64_t *voc
         }
     }
     double t0 = gt_now();
-    if (h5data_check_range(d, *vocab) != 0) goto fail;
+    if (h5data_check_range_part(d, *vocab, par_rank(), par_world()) != 0) goto fail;
     double dt = gt_now() - t0;
     if (windows_init(w, h5data_rows(d), h5data_row_len(d), c->block_size, what) != 0)
         goto fail;
@@ -120,8 +128,12 @@ fail:
 static int setup_data(run *r, const gt_config *c, int64_t *vocab)
 {
     *vocab = c->vocab_size;
-    r->train = open_tokens(c, c->train_dataset, vocab, &r->train_w);
+    r->train = open_tokens(c, c->train_dataset, r->mpi_io, vocab, &r->train_w);
     if (!r->train) return -1;
+    par_printf("data: read through %s\n",
+               h5data_uses_mpi_io(r->train)
+                   ? "MPI-IO (parallel HDF5, independent reads, each rank its own samples)"
+                   : "HDF5's default driver (POSIX reads, each rank its own samples)");
     if (c->vocab_size == 0 && h5data_vocab_attr(r->train) > 0)
         par_printf("data: vocab_size %lld (from the dataset attribute)\n", (long long)*vocab);
     if (*vocab > INT32_MAX) {
@@ -131,17 +143,17 @@ static int setup_data(run *r, const gt_config *c, int64_t *vocab)
     if (is_none(c->val_dataset)) return 0;
 
     int64_t val_vocab = *vocab;
-    r->val = open_tokens(c, c->val_dataset, &val_vocab, &r->val_w);
+    r->val = open_tokens(c, c->val_dataset, r->mpi_io, &val_vocab, &r->val_w);
     if (!r->val) return -1;
-    /* The validation set is read once: eval_batches x batch_size x ranks fixed windows
-     * (eval_batches global batches), rank r keeping the r-th contiguous share of them:
-     * eval_batches x batch_size windows, in batches of batch_size. */
+    /* The validation set is read once: eval_batches global batches (batch_size x ranks
+     * x micro-steps windows each) of fixed windows, rank r keeping the r-th contiguous
+     * share of them: eval_batches x micro-steps batches of batch_size windows. */
     const int B = c->batch_size, T = c->block_size;
-    r->eval_windows = (int64_t)c->eval_batches * B;
+    r->eval_windows = (int64_t)c->eval_batches * r->accum * B;
     const int64_t all_windows = r->eval_windows * par_world();
     const int64_t first = r->eval_windows * par_rank();
     if (all_windows > r->val_w.count && par_is_root())
-        gt_warn("%s:%s has %lld windows, fewer than eval_batches x batch_size x ranks = "
+        gt_warn("%s:%s has %lld windows, fewer than eval_batches x the global batch = "
                 "%lld: evaluation repeats windows", c->data, c->val_dataset,
                 (long long)r->val_w.count, (long long)all_windows);
     r->eval_tokens = gt_malloc((size_t)r->eval_windows * (size_t)(T + 1) * sizeof(int32_t),
@@ -162,8 +174,9 @@ static int setup_data(run *r, const gt_config *c, int64_t *vocab)
 static double evaluate(run *r, const gt_config *c, int32_t *in, int32_t *tg)
 {
     const int B = c->batch_size, T = c->block_size;
+    const int64_t batches = (int64_t)c->eval_batches * r->accum;
     double sum = 0.0;
-    for (int batch = 0; batch < c->eval_batches; batch++) {
+    for (int64_t batch = 0; batch < batches; batch++) {
         for (int b = 0; b < B; b++) {
             const int32_t *win = r->eval_tokens + ((int64_t)batch * B + b) * (T + 1);
             memcpy(in + (size_t)b * T, win, (size_t)T * sizeof(int32_t));
@@ -171,7 +184,7 @@ static double evaluate(run *r, const gt_config *c, int32_t *in, int32_t *tg)
         }
         sum += gpt_forward(&r->model, in, tg, B, T, 0);
     }
-    return par_sum_double(sum) / ((double)c->eval_batches * par_world());
+    return par_sum_double(sum) / ((double)batches * par_world());
 }
 
 /* Whether step (0-based) ends with an evaluation. */
@@ -239,6 +252,9 @@ static void free_run(run *r)
     par_reducer_free(r->red);
     if (r->have_model) r->model.grads = r->ring[0] ? r->ring[0] : r->model.grads;
     for (int i = 1; i < MAX_SLOTS; i++) free(r->ring[i]);
+    if (r->have_model && r->master) r->model.params = r->master;
+    free(r->predicted);
+    free(r->before_update);
     if (r->have_model) gpt_free(&r->model);
     adamw_free(&r->opt);
     free(r->eval_tokens);
@@ -274,8 +290,19 @@ static int setup_run(run *r, const gt_config *c, int64_t *vocab, const char *fro
     } else {
         gpt_init_weights(&r->model, c->seed);
     }
-    r->ld = loader_start(r->train, &r->train_w, c->seed, B, T, *vocab, r->first_step,
-                         LOADER_DEPTH, par_rank(), par_world());
+    /* One optimizer step reads B x ranks x accum windows; they must be distinct. */
+    const int64_t per_step = (int64_t)B * par_world() * r->accum;
+    if (r->accum > 1 && r->train_w.count < per_step) {
+        gt_error("%s:%s has %lld windows; global_batch_size %d needs at least that many",
+                 c->data, c->train_dataset, (long long)r->train_w.count,
+                 c->global_batch_size);
+        return -1;
+    }
+    /* The loader counts micro-steps: micro-step m of every rank together reads the
+     * samples m*B*ranks .. (m+1)*B*ranks-1, so a step reads the same global batch
+     * whatever the split into ranks and micro-steps. */
+    r->ld = loader_start(r->train, &r->train_w, c->seed, B, T, *vocab,
+                         r->first_step * r->accum, LOADER_DEPTH, par_rank(), par_world());
     if (!r->ld) return -1;
     r->eval_in = gt_malloc((size_t)B * T * sizeof(int32_t), "eval inputs");
     r->eval_tg = gt_malloc((size_t)B * T * sizeof(int32_t), "eval targets");
@@ -375,9 +402,40 @@ int train_run(const gt_config *c)
                r.threads, kernels_simd_name(), openblas_get_parallel() == 2 ? "openmp" :
                openblas_get_parallel() == 1 ? "pthreads" : "sequential", r.peak_gflops,
                c->peak_gflops > 0 ? "" : " (estimated; set peak_gflops to override)");
-    if (world > 1)
-        par_printf("ranks: %d, data parallel: global batch %d x %d = %d sequences\n", world,
-                   B, world, B * world);
+    /* How the data is read: MPI-IO needs parallel HDF5, an MPI run, and MPI calls from
+     * the loader thread (MPI_THREAD_MULTIPLE). The same answer on every rank. */
+    const int mpi_io_ok = h5data_mpi_io_available() && par_thread_multiple();
+    if (strcmp(c->data_io, "mpi-io") == 0 && !mpi_io_ok) {
+        if (par_is_root())
+            gt_error("data_io = mpi-io: %s; use data_io = posix (or auto)",
+                     !h5data_mpi_io_available()
+                         ? "this gentrain was built with serial HDF5, which has no MPI-IO "
+                           "driver"
+                     : !par_launched() ? "MPI-IO needs an MPI run (mpirun or srun)"
+                                       : "MPI does not give MPI_THREAD_MULTIPLE, which "
+                                         "reading from the loader thread needs");
+        goto done;
+    }
+    r.mpi_io = strcmp(c->data_io, "posix") != 0 && mpi_io_ok;
+
+    /* global_batch_size: whole micro-steps of batch_size x ranks sequences. */
+    r.accum = 1;
+    if (c->global_batch_size > 0) {
+        const int64_t per_micro = (int64_t)B * world;
+        if (c->global_batch_size % per_micro != 0) {
+            if (par_is_root())
+                gt_error("global_batch_size %d is not a multiple of batch_size x ranks = "
+                         "%d x %d = %lld (it must be a whole number of micro-steps)",
+                         c->global_batch_size, B, world, (long long)per_micro);
+            goto done;
+        }
+        r.accum = (int)(c->global_batch_size / per_micro);
+    }
+    if (world > 1 || r.accum > 1)
+        par_printf("global batch: %d sequences = batch_size %d x %d rank%s x %d "
+                   "micro-step%s%s\n", B * world * r.accum, B, world, world == 1 ? "" : "s",
+                   r.accum, r.accum == 1 ? "" : "s",
+                   r.accum > 1 ? " (gradients accumulated)" : "");
 
     /* A stop signal from here on ends the run at a step boundary (signals.h). */
     if (!par_all_ok(signals_install() == 0)) goto done;
@@ -424,8 +482,9 @@ int train_run(const gt_config *c)
 
     const gpt_shape shape = r.model.shape;
     const double flops = gpt_flops_per_step(&shape, B, T);
-    par_printf("model: %.2fM parameters, %.2f GFLOP per step of %d x %d tokens%s\n",
-               r.model.n_params / 1e6, flops / 1e9, B, T, world > 1 ? " on each rank" : "");
+    par_printf("model: %.2fM parameters, %.2f GFLOP per %s of %d x %d tokens%s\n",
+               r.model.n_params / 1e6, flops / 1e9, r.accum > 1 ? "micro-step" : "step", B,
+               T, world > 1 ? " on each rank" : "");
     fflush(stdout);
 
     /* Gradient buffers: one for sync, a ring of staleness + 1 for async (the gradient of
@@ -449,9 +508,23 @@ int train_run(const gt_config *c)
                    par_reducer_buckets(r.red) == 1 ? "" : "s", c->bucket_mb, c->grad_comm,
                    par_reducer_bytes(r.red) / 1e6, async ? " and during the next step(s)" : "");
     }
+    /* Weight prediction (async_predict): a gradient computed now is applied `lag`
+     * updates later, to weights that have moved on; computing it at the current
+     * weights plus lag times the last update instead cancels most of that lag, since
+     * AdamW's momentum makes consecutive updates alike. Costs two parameter copies. */
+    const int predict = async && strcmp(c->async_predict, "on") == 0;
+    if (predict) {
+        r.master = r.model.params;
+        r.predicted = gt_malloc(r.model.n_params * sizeof(float), "predicted parameters");
+        r.before_update = gt_malloc(r.model.n_params * sizeof(float), "parameters");
+        if (!r.predicted || !r.before_update) goto local_failure;
+        memcpy(r.before_update, r.master, r.model.n_params * sizeof(float));
+    }
     if (async)
-        par_printf("async: each step applies the gradient of %d step%s before; the first %d "
-                   "step%s apply nothing\n", lag, lag == 1 ? "" : "s", lag, lag == 1 ? "" : "s");
+        par_printf("async: each step applies the gradient of %d step%s before (the first "
+                   "%d apply nothing), taken at %s weights (async_predict = %s)\n", lag,
+                   lag == 1 ? "" : "s", lag, predict ? "predicted" : "current",
+                   c->async_predict);
     fflush(stdout);
 
     const double t_start = gt_now();
@@ -462,18 +535,38 @@ int train_run(const gt_config *c)
      * where the checkpoint left them. */
     for (int64_t step = r.first_step; step < c->steps; step++) {
         const double t0 = gt_now();
-        const int32_t *in, *tg;
-        double wait_s;
-        if (loader_next(r.ld, &in, &tg, &wait_s) != 0) goto local_failure;
-
         const int slot = (int)(step % n_slots);
         r.model.grads = r.ring[slot];
         /* This rank's own gradient norm is needed where the step that applies this
          * gradient evaluates (the gradient noise scale). */
         if (r.red) par_reducer_begin(r.red, slot, r.ring[slot], is_eval_step(&r, c, step + lag));
         gpt_zero_grad(&r.model);
-        const float local_loss = gpt_forward(&r.model, in, tg, B, T, 1);
-        gpt_backward(&r.model);
+        if (predict) {
+            /* The gradient of this step is applied after `lag` more updates: take it
+             * where the parameters will be by then if each update repeats the last. */
+            const float *w = r.master, *w0 = r.before_update;
+            float *p = r.predicted;
+            const float k = (float)lag;
+#pragma omp parallel for num_threads(r.threads) schedule(static)
+            for (size_t i = 0; i < r.model.n_params; i++) p[i] = w[i] + k * (w[i] - w0[i]);
+            r.model.params = p;
+        }
+        /* Micro-steps: gradients add up over accum batches, each scaled by 1/accum so
+         * the sum is the mean; only the last backward hands buckets to the reducer. */
+        double wait_s = 0.0, loss_sum = 0.0;
+        r.model.loss_grad_scale = 1.0f / (float)r.accum;
+        for (int micro = 0; micro < r.accum; micro++) {
+            const int32_t *in, *tg;
+            double waited;
+            if (loader_next(r.ld, &in, &tg, &waited) != 0) goto local_failure;
+            wait_s += waited;
+            const int last = micro == r.accum - 1;
+            r.model.on_grads_ready = r.red && last ? par_reducer_ready : NULL;
+            loss_sum += gpt_forward(&r.model, in, tg, B, T, 1);
+            gpt_backward(&r.model);
+        }
+        const float local_loss = (float)(loss_sum / r.accum);
+        if (predict) r.model.params = r.master;
         /* Loss and gradient of the global batch: means over the ranks. The norm is rank
          * 0's, so the clip factor cannot differ with the ranks' thread counts. */
         const int apply = step >= lag;
@@ -506,13 +599,16 @@ int train_run(const gt_config *c)
         double lr = lr_at_step(step, c->warmup_steps, c->steps, c->lr, c->min_lr);
         if (apply) {
             grad_clip_by_norm(g, r.model.n_params, norm, c->grad_clip);
+            if (predict)
+                memcpy(r.before_update, r.master, r.model.n_params * sizeof(float));
             adamw_step(&r.opt, r.model.params, g, r.model.info, r.model.n_info, lr,
                        c->beta1, c->beta2, 1e-8, c->weight_decay);
         }
         const double dt = gt_now() - t0;
         t_compute += dt;
 
-        const double tok_s = (double)B * T * world / dt, gflops = flops * world / dt * 1e-9;
+        const double tok_s = (double)B * T * world * r.accum / dt,
+                     gflops = flops * world * r.accum / dt * 1e-9;
         par_printf("step %5lld/%lld | loss %.4f | lr %.2e | ", (long long)step + 1,
                    (long long)c->steps, loss, lr);
         if (apply)
@@ -536,7 +632,7 @@ int train_run(const gt_config *c)
                        gt_now() - t_eval);
             if (world > 1 && apply) {
                 noise_tokens = noise_scale_update(par_mean_double(local_sq), norm * norm,
-                                                  (double)B * T, world, &noise_g2,
+                                                  (double)B * T * r.accum, world, &noise_g2,
                                                   &noise_s, &noise_w);
                 if (isfinite(noise_tokens))
                     par_printf(" | noise scale %.0f tokens (%.1f sequences)", noise_tokens,
@@ -608,7 +704,7 @@ int train_run(const gt_config *c)
     const double wall = gt_now() - t_start;
     const int64_t ran = c->steps - r.first_step;
     par_printf("done: %lld steps in %.1f s (%.0f tok/s in steps)", (long long)ran, wall,
-               ran > 0 ? (double)ran * B * T * world / t_compute : 0.0);
+               ran > 0 ? (double)ran * B * T * world * r.accum / t_compute : 0.0);
     if (world > 1) par_printf(", %.1f MB of gradients reduced per rank", total_bytes / 1e6);
     if (!isnan(last_val)) par_printf(", final val_loss %.4f", last_val);
     par_printf("\n");

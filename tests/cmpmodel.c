@@ -6,11 +6,10 @@
  * of a tensor, norm-wise,
  *     ||a - b|| / max(||a||, ||b||)        (0 when both are zero)
  * naming that tensor, and the largest absolute difference of one parameter. Norm-wise,
- * because element-wise ratios are meaningless for parameters whose gradient is zero up
- * to rounding (the attention key bias: softmax ignores it): AdamW turns that rounding
- * noise into steps of any size relative to the parameter. Exit status: 0 when the
- * largest relative difference is <= TOL (default 1e-5), 1 when it is larger, 2 when a
- * file cannot be read or the shapes differ. */
+ * because element-wise ratios are meaningless for parameters that are near zero and
+ * move by rounding-sized amounts. Exit status: 0 when the largest relative difference
+ * is <= TOL (default 1e-5), 1 when it is larger, 2 when a file cannot be read or the
+ * shapes differ. */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>

@@ -395,16 +395,16 @@ static void test_round_trip(void)
     fclose(f);
     TU_CHECK(got == strlen(text) && strcmp(printed, text) == 0,
              "config_print output equals config_to_text");
-    TU_CHECK(strstr(text, "lr            = 0.30000000000000004\n") != NULL,
+    TU_CHECK(strstr(text, "lr                = 0.30000000000000004\n") != NULL,
              "aligned 'key = value' lines with shortest round-trip doubles");
-    TU_CHECK(strstr(text, "\nlog           =\n") != NULL, "empty string printed as 'log ='");
+    TU_CHECK(strstr(text, "\nlog               =\n") != NULL, "empty string printed as 'log ='");
     free(printed);
     free(text);
 
     /* Defaults print short. */
     config_defaults(&a);
     text = config_to_text(&a);
-    TU_CHECK(text && strstr(text, "min_lr        = 0.0001\n"), "0.0001 printed as such");
+    TU_CHECK(text && strstr(text, "min_lr            = 0.0001\n"), "0.0001 printed as such");
     free(text);
 }
 

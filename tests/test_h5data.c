@@ -296,6 +296,28 @@ static void block_boundaries(void)
     expect_fail("bad token past two blocks (rank 1)", path, "/t", 200, "/t[2200001] = 250");
     h5data *d = h5data_open(path, "/t");
     TU_CHECK(d && h5data_check_range(d, 251) == 0, "long rank 1 passes with vocab 251");
+    /* Shared scans (one part per rank): 3 blocks of 1M; the bad token is in the last.
+     * Only the part holding that block fails, with the same line; parts beyond the
+     * number of blocks check nothing and pass. */
+    for (int parts = 1; parts <= 5 && d; parts++)
+        for (int part = 0; part < parts; part++) {
+            const int holds_it = parts == 1 || (parts == 2 && part == 1) ||
+                                 (parts >= 3 && part == 2);
+            tu_capture_begin();
+            const int rc = h5data_check_range_part(d, 200, part, parts);
+            const char *msg = tu_capture_end();
+            TU_CHECK(holds_it ? rc != 0 && strstr(msg, "/t[2200001] = 250") != NULL
+                              : rc == 0 && msg[0] == '\0',
+                     "range check part %d of %d %s", part, parts,
+                     holds_it ? "finds the bad token" : "passes");
+        }
+    if (d) {
+        tu_capture_begin();
+        const int rc = h5data_check_range_part(d, 200, 2, 2);
+        const char *msg = tu_capture_end();
+        TU_CHECK(rc != 0 && strstr(msg, "part 2 of 2 is invalid") != NULL,
+                 "range check part 2 of 2 is refused");
+    }
     h5data_close(d);
 
     hsize_t d2[2] = {2500, 1000};

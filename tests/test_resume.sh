@@ -10,7 +10,8 @@
 #  4. a corrupted newest checkpoint: resume = auto warns, skips it and continues from
 #     the one before, to the same end;
 #  5. resuming with another batch_size is refused with an error naming it; checkpoint
-#     keys without a run folder, or with sync = async, are refused;
+#     keys without a run folder, or with sync = async, are refused; a run accumulating
+#     gradients (global_batch_size) resumes exactly too;
 #  6. out of space at save time (a file-size limit): one error line, a non-zero exit,
 #     the previous checkpoint intact and no .tmp left; resuming without the limit ends
 #     like the straight run;
@@ -184,6 +185,27 @@ timeout 60 "$GENTRAIN" train "${ARGS[@]}" --out "$tmp/s" --sync async > "$tmp/s.
 rc=$?
 check "ckpt_every with sync = async: refused (rc $rc)" test $rc -eq 2
 check "  saying why" grep -q "sync = async is not supported" "$tmp/s.out"
+
+# ------------------------------------------------------------- 5b. accumulation
+# global_batch_size 8 as 2 micro-steps of 4: a run resumed from the step-20 checkpoint
+# must read the micro-batches where the straight run did (the data cursor counts
+# micro-steps), so it ends identically.
+timeout 120 "$GENTRAIN" train "${ARGS[@]}" --batch_size 4 --global_batch_size 8 \
+    --out "$tmp/g" > "$tmp/g.out" 2>&1
+rc=$?
+check "accumulation: straight 40 steps exit 0 (rc $rc)" test $rc -eq 0
+[ $rc -eq 0 ] || show "$tmp/g.out"
+mkdir -p "$tmp/g2/checkpoints"
+cp "$tmp/g/$CK20" "$tmp/g2/checkpoints/"
+timeout 120 "$GENTRAIN" train "${ARGS[@]}" --batch_size 4 --global_batch_size 8 \
+    --out "$tmp/g2" --resume auto > "$tmp/g2.out" 2>&1
+rc=$?
+check "accumulation: resume exits 0 (rc $rc)" test $rc -eq 0
+[ $rc -eq 0 ] || show "$tmp/g2.out"
+check "accumulation: resumed losses of steps 21..40 identical" \
+    same_losses "$tmp/g/log.jsonl" "$tmp/g2/log.jsonl" 21
+check "accumulation: resumed final parameters identical" \
+    same_model "$tmp/g/model.h5" "$tmp/g2/model.h5"
 
 # ------------------------------------------------------------- 6. out of space
 # The step-20 checkpoint of the straight run is there; the resumed run may not write a
