@@ -23,14 +23,15 @@ struct gpt_acts {
     int32_t *inputs;        /* [B,T] copy of the last forward's tokens */
     float *encoded;         /* [B,T,C] */
     float *ln1, *ln1_mean, *ln1_rstd;   /* [L,B,T,C] [L,B,T] [L,B,T] */
-    float *qkv;             /* [L,B,T,3C] */
-    float *atty;            /* [L,B,T,C] attention output before the projection */
-    float *att;             /* [L,B,NH,T,T] softmax probabilities */
+    /* Cl = C / tp, NHl = NH / tp: this tensor-parallel shard's part (model.h). */
+    float *qkv;             /* [L,B,T,3Cl] */
+    float *atty;            /* [L,B,T,Cl] attention output before the projection */
+    float *att;             /* [L,B,NHl,T,T] softmax probabilities */
     float *attproj;         /* [L,B,T,C] */
     float *residual2;       /* [L,B,T,C] after the attention branch */
     float *ln2, *ln2_mean, *ln2_rstd;   /* [L,B,T,C] [L,B,T] [L,B,T] */
-    float *fch;             /* [L,B,T,4C] */
-    float *fch_gelu;        /* [L,B,T,4C] */
+    float *fch;             /* [L,B,T,4Cl] */
+    float *fch_gelu;        /* [L,B,T,4Cl] */
     float *fcproj;          /* [L,B,T,C] */
     float *residual3;       /* [L,B,T,C] block outputs */
     float *lnf, *lnf_mean, *lnf_rstd;   /* [B,T,C] [B,T] [B,T] */
@@ -39,8 +40,8 @@ struct gpt_acts {
     /* backward scratch, reused by every layer */
     float *dres;            /* [B,T,C] gradient of the residual stream */
     float *dln;             /* [B,T,C] gradient of a LayerNorm output / attention out */
-    float *dqkv;            /* [B,T,3C] */
-    float *dfch, *dfch_gelu;/* [B,T,4C] each */
+    float *dqkv;            /* [B,T,3Cl] */
+    float *dfch, *dfch_gelu;/* [B,T,4Cl] each */
     float *att_scratch;     /* attention_scratch_floats(T, threads) */
     int B, T;               /* shape of the last forward */
     int have_grad;          /* last forward left d loss / d logits in logits */
@@ -49,6 +50,12 @@ struct gpt_acts {
 static float *param(const gpt_model *m, int idx) { return m->params + m->info[idx].offset; }
 static float *grad(const gpt_model *m, int idx) { return m->grads + m->info[idx].offset; }
 static int layer_idx(int l, int k) { return FIRST_LAYER + PER_LAYER * l + k; }
+
+/* Sums a partial result over the tensor-parallel shards (nothing to do alone). */
+static void tp_sum(const gpt_model *m, float *buf, size_t n)
+{
+    if (m->tp_size > 1) m->tp_allreduce(m->tp_ctx, buf, n);
+}
 
 /* Tells the trainer that the gradients of tensors first..last (table order) are final. */
 static void grads_ready(const gpt_model *m, int first, int last)
@@ -59,10 +66,11 @@ static void grads_ready(const gpt_model *m, int first, int last)
 }
 
 static void add_info(gpt_model *m, int *n, size_t *off, const char *name, int64_t d0,
-                     int64_t d1)
+                     int64_t d1, gpt_split split)
 {
     gpt_param_info *p = &m->info[(*n)++];
     snprintf(p->name, sizeof p->name, "%s", name);
+    p->split = split;
     p->ndim = d1 > 0 ? 2 : 1;
     p->shape[0] = d0;
     p->shape[1] = d1 > 0 ? d1 : 0;
@@ -73,6 +81,12 @@ static void add_info(gpt_model *m, int *n, size_t *off, const char *name, int64_
 }
 
 int gpt_create(gpt_model *m, gpt_shape s, const gt_backend *be, int threads)
+{
+    return gpt_create_tp(m, s, be, threads, 1, 0);
+}
+
+int gpt_create_tp(gpt_model *m, gpt_shape s, const gt_backend *be, int threads,
+                  int tp_size, int tp_rank)
 {
     memset(m, 0, sizeof *m);
     if (s.vocab_size < 1 || s.block_size < 1 || s.n_layer < 1 || s.n_head < 1 ||
@@ -86,6 +100,13 @@ int gpt_create(gpt_model *m, gpt_shape s, const gt_backend *be, int threads)
         gt_error("n_embd %d is not divisible by n_head %d", s.n_embd, s.n_head);
         return -1;
     }
+    if (tp_size < 1 || tp_rank < 0 || tp_rank >= tp_size || s.n_head % tp_size != 0) {
+        gt_error("tp = %d must divide n_head = %d (each rank takes whole heads)", tp_size,
+                 s.n_head);
+        return -1;
+    }
+    m->tp_size = tp_size;
+    m->tp_rank = tp_rank;
     m->shape = s;
     m->be = be;
     m->threads = threads > 0 ? threads : 1;
@@ -94,27 +115,42 @@ int gpt_create(gpt_model *m, gpt_shape s, const gt_backend *be, int threads)
     m->info = gt_calloc(sizeof(gpt_param_info) * (size_t)m->n_info, "parameter table");
     if (!m->info) return -1;
 
-    const int64_t C = s.n_embd;
+    const int64_t C = s.n_embd, Cl = C / tp_size; /* Cl: this shard's share of C */
     size_t off = 0;
     int n = 0;
     char name[64];
-    add_info(m, &n, &off, "transformer.wte.weight", s.vocab_size, C);
-    add_info(m, &n, &off, "transformer.wpe.weight", s.block_size, C);
-    static const struct { const char *suffix; int rows_mult; int cols_mult; } block[] = {
-        {"ln_1.weight", 1, 0},       {"ln_1.bias", 1, 0},
-        {"attn.c_attn.weight", 3, 1}, {"attn.c_attn.bias", 3, 0},
-        {"attn.c_proj.weight", 1, 1}, {"attn.c_proj.bias", 1, 0},
-        {"ln_2.weight", 1, 0},       {"ln_2.bias", 1, 0},
-        {"mlp.c_fc.weight", 4, 1},   {"mlp.c_fc.bias", 4, 0},
-        {"mlp.c_proj.weight", 1, 4}, {"mlp.c_proj.bias", 1, 0},
+    add_info(m, &n, &off, "transformer.wte.weight", s.vocab_size, C, GPT_SPLIT_NONE);
+    add_info(m, &n, &off, "transformer.wpe.weight", s.block_size, C, GPT_SPLIT_NONE);
+    /* Shapes as multiples of C (rows, cols; cols 0 = a vector), the split dimension's
+     * multiple taken of Cl instead. */
+    static const struct {
+        const char *suffix;
+        int rows_mult, cols_mult;
+        gpt_split split;
+    } block[] = {
+        {"ln_1.weight", 1, 0, GPT_SPLIT_NONE},
+        {"ln_1.bias", 1, 0, GPT_SPLIT_NONE},
+        {"attn.c_attn.weight", 3, 1, GPT_SPLIT_QKV_ROWS},
+        {"attn.c_attn.bias", 3, 0, GPT_SPLIT_QKV_ROWS},
+        {"attn.c_proj.weight", 1, 1, GPT_SPLIT_COLS},
+        {"attn.c_proj.bias", 1, 0, GPT_SPLIT_NONE},
+        {"ln_2.weight", 1, 0, GPT_SPLIT_NONE},
+        {"ln_2.bias", 1, 0, GPT_SPLIT_NONE},
+        {"mlp.c_fc.weight", 4, 1, GPT_SPLIT_ROWS},
+        {"mlp.c_fc.bias", 4, 0, GPT_SPLIT_ROWS},
+        {"mlp.c_proj.weight", 1, 4, GPT_SPLIT_COLS},
+        {"mlp.c_proj.bias", 1, 0, GPT_SPLIT_NONE},
     };
     for (int l = 0; l < s.n_layer; l++)
         for (int k = 0; k < PER_LAYER; k++) {
+            const gpt_split sp = block[k].split;
+            const int rows_split = sp == GPT_SPLIT_ROWS || sp == GPT_SPLIT_QKV_ROWS;
             snprintf(name, sizeof name, "transformer.h.%d.%s", l, block[k].suffix);
-            add_info(m, &n, &off, name, block[k].rows_mult * C, block[k].cols_mult * C);
+            add_info(m, &n, &off, name, block[k].rows_mult * (rows_split ? Cl : C),
+                     block[k].cols_mult * (sp == GPT_SPLIT_COLS ? Cl : C), sp);
         }
-    add_info(m, &n, &off, "transformer.ln_f.weight", C, 0);
-    add_info(m, &n, &off, "transformer.ln_f.bias", C, 0);
+    add_info(m, &n, &off, "transformer.ln_f.weight", C, 0, GPT_SPLIT_NONE);
+    add_info(m, &n, &off, "transformer.ln_f.bias", C, 0, GPT_SPLIT_NONE);
     m->n_params = off;
     m->params = gt_malloc(off * sizeof(float), "model parameters");
     if (!m->params) {
@@ -124,8 +160,59 @@ int gpt_create(gpt_model *m, gpt_shape s, const gt_backend *be, int threads)
     return 0;
 }
 
-void gpt_init_weights(gpt_model *m, uint64_t seed)
+size_t gpt_full_params(const gpt_model *m)
 {
+    size_t n = 0;
+    for (int i = 0; i < m->n_info; i++)
+        n += m->info[i].numel * (m->info[i].split == GPT_SPLIT_NONE ? 1 : m->tp_size);
+    return n;
+}
+
+void gpt_shard_copy(const gpt_model *m, int tp_rank, float *full, float *shard, int to_full)
+{
+    const size_t tp = (size_t)m->tp_size, r = (size_t)tp_rank;
+    size_t full_off = 0;
+    for (int i = 0; i < m->n_info; i++) {
+        const gpt_param_info *p = &m->info[i];
+        float *f = full + full_off, *s = shard + p->offset;
+        /* Runs of `len` floats: the k-th at s + k*len and f + k*stride + start. */
+        size_t runs = 1, len = p->numel, stride = 0, start = 0;
+        switch (p->split) {
+        case GPT_SPLIT_NONE: break;
+        case GPT_SPLIT_ROWS: start = r * p->numel; break;
+        case GPT_SPLIT_QKV_ROWS: /* q, k, v thirds, each cut by rows */
+            runs = 3;
+            len = p->numel / 3;
+            stride = len * tp;
+            start = r * len;
+            break;
+        case GPT_SPLIT_COLS: /* every row cut by columns */
+            runs = (size_t)p->shape[0];
+            len = (size_t)p->shape[1];
+            stride = len * tp;
+            start = r * len;
+            break;
+        }
+        for (size_t k = 0; k < runs; k++) {
+            float *fk = f + k * stride + start, *sk = s + k * len;
+            memcpy(to_full ? fk : sk, to_full ? sk : fk, len * sizeof(float));
+        }
+        full_off += p->numel * (p->split == GPT_SPLIT_NONE ? 1 : tp);
+    }
+}
+
+int gpt_init_weights(gpt_model *m, uint64_t seed)
+{
+    if (m->tp_size > 1) {
+        /* A shard takes its part of the full model's initialisation, so any tp starts
+         * from the weights one process would (memory: one full copy, briefly). */
+        gpt_model full;
+        if (gpt_create(&full, m->shape, m->be, m->threads) != 0) return -1;
+        gpt_init_weights(&full, seed);
+        gpt_shard_copy(m, m->tp_rank, full.params, m->params, 0);
+        gpt_free(&full);
+        return 0;
+    }
     rng r;
     rng_seed(&r, seed);
     const float std = 0.02f;
@@ -148,6 +235,7 @@ void gpt_init_weights(gpt_model *m, uint64_t seed)
             for (size_t j = 0; j < p->numel; j++) w[j] = sd * rng_normal(&r);
         }
     }
+    return 0;
 }
 
 int gpt_alloc_grads(gpt_model *m)
@@ -172,8 +260,10 @@ int gpt_alloc_acts(gpt_model *m, int B, int T)
     /* Size for the larger of the old and new request so alternating shapes settle. */
     if (B < m->act_B) B = m->act_B;
     if (T < m->act_T) T = m->act_T;
+    /* Tensors inside the split layers hold this shard's heads / hidden units only. */
     const size_t L = (size_t)m->shape.n_layer, C = (size_t)m->shape.n_embd,
-                 NH = (size_t)m->shape.n_head, V = (size_t)m->shape.vocab_size;
+                 NH = (size_t)m->shape.n_head / (size_t)m->tp_size,
+                 V = (size_t)m->shape.vocab_size, Cl = C / (size_t)m->tp_size;
     const size_t BT = (size_t)B * (size_t)T;
     gpt_acts *a = gt_calloc(sizeof *a, "activation table");
     if (!a) return -1;
@@ -187,10 +277,10 @@ int gpt_alloc_acts(gpt_model *m, int B, int T)
         &a->att_scratch,
     };
     const size_t sizes[] = {
-        BT * C, L * BT * C, L * BT, L * BT, L * BT * 3 * C, L * BT * C,
+        BT * C, L * BT * C, L * BT, L * BT, L * BT * 3 * Cl, L * BT * Cl,
         L * (size_t)B * NH * (size_t)T * (size_t)T, L * BT * C, L * BT * C, L * BT * C,
-        L * BT, L * BT, L * BT * 4 * C, L * BT * 4 * C, L * BT * C, L * BT * C, BT * C,
-        BT, BT, BT * V, BT, BT * C, BT * C, BT * 3 * C, BT * 4 * C, BT * 4 * C,
+        L * BT, L * BT, L * BT * 4 * Cl, L * BT * 4 * Cl, L * BT * C, L * BT * C, BT * C,
+        BT, BT, BT * V, BT, BT * C, BT * C, BT * 3 * Cl, BT * 4 * Cl, BT * 4 * Cl,
         m->be->attention_scratch_floats(T, m->threads),
     };
     const size_t nslots = sizeof sizes / sizeof sizes[0];
@@ -233,7 +323,11 @@ float gpt_forward(gpt_model *m, const int32_t *inputs, const int32_t *targets, i
     const gt_backend *be = m->be;
     const int C = m->shape.n_embd, NH = m->shape.n_head, V = m->shape.vocab_size;
     const size_t BT = (size_t)B * (size_t)T, BTC = BT * (size_t)C;
-    const size_t att_per_layer = (size_t)B * (size_t)NH * (size_t)T * (size_t)T;
+    const int Cl = C / m->tp_size, NHl = NH / m->tp_size; /* this shard's part */
+    const size_t BTCl = BT * (size_t)Cl;
+    const size_t att_per_layer = (size_t)B * (size_t)NHl * (size_t)T * (size_t)T;
+    /* Row-parallel products: each shard adds its part; the bias once (tp rank 0). */
+    const int add_bias = m->tp_rank == 0;
 
     memcpy(a->inputs, inputs, BT * sizeof(int32_t));
     a->B = B;
@@ -244,30 +338,32 @@ float gpt_forward(gpt_model *m, const int32_t *inputs, const int32_t *targets, i
     const float *x = a->encoded; /* the residual stream entering each block */
     for (int l = 0; l < m->shape.n_layer; l++) {
         float *ln1 = a->ln1 + l * BTC, *ln1_mean = a->ln1_mean + l * BT,
-              *ln1_rstd = a->ln1_rstd + l * BT, *qkv = a->qkv + l * 3 * BTC,
-              *atty = a->atty + l * BTC, *att = a->att + l * att_per_layer,
+              *ln1_rstd = a->ln1_rstd + l * BT, *qkv = a->qkv + l * 3 * BTCl,
+              *atty = a->atty + l * BTCl, *att = a->att + l * att_per_layer,
               *attproj = a->attproj + l * BTC, *res2 = a->residual2 + l * BTC,
               *ln2 = a->ln2 + l * BTC, *ln2_mean = a->ln2_mean + l * BT,
-              *ln2_rstd = a->ln2_rstd + l * BT, *fch = a->fch + l * 4 * BTC,
-              *fch_gelu = a->fch_gelu + l * 4 * BTC, *fcproj = a->fcproj + l * BTC,
+              *ln2_rstd = a->ln2_rstd + l * BT, *fch = a->fch + l * 4 * BTCl,
+              *fch_gelu = a->fch_gelu + l * 4 * BTCl, *fcproj = a->fcproj + l * BTC,
               *res3 = a->residual3 + l * BTC;
         /* x = x + attn(ln_1(x)) */
         be->layernorm_forward(ln1, ln1_mean, ln1_rstd, x, param(m, layer_idx(l, LN1_W)),
                               param(m, layer_idx(l, LN1_B)), BT, C);
         be->matmul_forward(qkv, ln1, param(m, layer_idx(l, QKV_W)),
-                           param(m, layer_idx(l, QKV_B)), BT, C, 3 * C);
-        be->attention_forward(atty, att, qkv, B, T, C, NH);
+                           param(m, layer_idx(l, QKV_B)), BT, C, 3 * Cl);
+        be->attention_forward(atty, att, qkv, B, T, Cl, NHl);
         be->matmul_forward(attproj, atty, param(m, layer_idx(l, ATTPROJ_W)),
-                           param(m, layer_idx(l, ATTPROJ_B)), BT, C, C);
+                           add_bias ? param(m, layer_idx(l, ATTPROJ_B)) : NULL, BT, Cl, C);
+        tp_sum(m, attproj, BTC);
         be->residual_forward(res2, x, attproj, BTC);
         /* x = x + mlp(ln_2(x)) */
         be->layernorm_forward(ln2, ln2_mean, ln2_rstd, res2, param(m, layer_idx(l, LN2_W)),
                               param(m, layer_idx(l, LN2_B)), BT, C);
         be->matmul_forward(fch, ln2, param(m, layer_idx(l, FC_W)),
-                           param(m, layer_idx(l, FC_B)), BT, C, 4 * C);
-        be->gelu_forward(fch_gelu, fch, 4 * BTC);
+                           param(m, layer_idx(l, FC_B)), BT, C, 4 * Cl);
+        be->gelu_forward(fch_gelu, fch, 4 * BTCl);
         be->matmul_forward(fcproj, fch_gelu, param(m, layer_idx(l, FCPROJ_W)),
-                           param(m, layer_idx(l, FCPROJ_B)), BT, 4 * C, C);
+                           add_bias ? param(m, layer_idx(l, FCPROJ_B)) : NULL, BT, 4 * Cl, C);
+        tp_sum(m, fcproj, BTC);
         be->residual_forward(res3, res2, fcproj, BTC);
         x = res3;
     }
@@ -306,7 +402,9 @@ void gpt_backward(gpt_model *m)
     const int B = a->B, T = a->T, C = m->shape.n_embd, NH = m->shape.n_head,
               V = m->shape.vocab_size, L = m->shape.n_layer;
     const size_t BT = (size_t)B * (size_t)T, BTC = BT * (size_t)C;
-    const size_t att_per_layer = (size_t)B * (size_t)NH * (size_t)T * (size_t)T;
+    const int Cl = C / m->tp_size, NHl = NH / m->tp_size; /* this shard's part */
+    const size_t BTCl = BT * (size_t)Cl;
+    const size_t att_per_layer = (size_t)B * (size_t)NHl * (size_t)T * (size_t)T;
     const int lnf = FIRST_LAYER + PER_LAYER * L;
 
     /* Head: logits already hold d loss / d logits. */
@@ -325,22 +423,25 @@ void gpt_backward(gpt_model *m)
     for (int l = L - 1; l >= 0; l--) {
         const float *x = l == 0 ? a->encoded : a->residual3 + (size_t)(l - 1) * BTC;
         float *ln1 = a->ln1 + l * BTC, *ln1_mean = a->ln1_mean + l * BT,
-              *ln1_rstd = a->ln1_rstd + l * BT, *qkv = a->qkv + l * 3 * BTC,
-              *atty = a->atty + l * BTC, *att = a->att + l * att_per_layer,
+              *ln1_rstd = a->ln1_rstd + l * BT, *qkv = a->qkv + l * 3 * BTCl,
+              *atty = a->atty + l * BTCl, *att = a->att + l * att_per_layer,
               *res2 = a->residual2 + l * BTC, *ln2 = a->ln2 + l * BTC,
               *ln2_mean = a->ln2_mean + l * BT, *ln2_rstd = a->ln2_rstd + l * BT,
-              *fch = a->fch + l * 4 * BTC, *fch_gelu = a->fch_gelu + l * 4 * BTC;
-        /* MLP branch: res3 = res2 + fcproj(gelu(fc(ln2(res2)))) */
-        memset(a->dfch_gelu, 0, 4 * BTC * sizeof(float));
+              *fch = a->fch + l * 4 * BTCl, *fch_gelu = a->fch_gelu + l * 4 * BTCl;
+        /* MLP branch: res3 = res2 + fcproj(gelu(fc(ln2(res2)))). With tensor
+         * parallelism dres is whole on every shard, so the row-parallel c_proj's bias
+         * gradient is too; the column-parallel c_fc's input gradient is a partial sum. */
+        memset(a->dfch_gelu, 0, 4 * BTCl * sizeof(float));
         be->matmul_backward(a->dfch_gelu, grad(m, layer_idx(l, FCPROJ_W)),
                             grad(m, layer_idx(l, FCPROJ_B)), a->dres, fch_gelu,
-                            param(m, layer_idx(l, FCPROJ_W)), BT, 4 * C, C);
+                            param(m, layer_idx(l, FCPROJ_W)), BT, 4 * Cl, C);
         grads_ready(m, layer_idx(l, FCPROJ_W), layer_idx(l, FCPROJ_B));
-        memset(a->dfch, 0, 4 * BTC * sizeof(float));
-        be->gelu_backward(a->dfch, fch, a->dfch_gelu, 4 * BTC);
+        memset(a->dfch, 0, 4 * BTCl * sizeof(float));
+        be->gelu_backward(a->dfch, fch, a->dfch_gelu, 4 * BTCl);
         memset(a->dln, 0, BTC * sizeof(float));
         be->matmul_backward(a->dln, grad(m, layer_idx(l, FC_W)), grad(m, layer_idx(l, FC_B)),
-                            a->dfch, ln2, param(m, layer_idx(l, FC_W)), BT, C, 4 * C);
+                            a->dfch, ln2, param(m, layer_idx(l, FC_W)), BT, C, 4 * Cl);
+        tp_sum(m, a->dln, BTC);
         grads_ready(m, layer_idx(l, FC_W), layer_idx(l, FC_B));
         be->layernorm_backward(a->dres, grad(m, layer_idx(l, LN2_W)),
                                grad(m, layer_idx(l, LN2_B)), a->dln, res2,
@@ -348,23 +449,24 @@ void gpt_backward(gpt_model *m)
         grads_ready(m, layer_idx(l, LN2_W), layer_idx(l, LN2_B));
         /* Attention branch: res2 = x + attproj(attn(qkv(ln1(x)))). dln doubles as the
          * gradient of the attention output. */
-        memset(a->dln, 0, BTC * sizeof(float));
+        memset(a->dln, 0, BTCl * sizeof(float));
         be->matmul_backward(a->dln, grad(m, layer_idx(l, ATTPROJ_W)),
                             grad(m, layer_idx(l, ATTPROJ_B)), a->dres, atty,
-                            param(m, layer_idx(l, ATTPROJ_W)), BT, C, C);
+                            param(m, layer_idx(l, ATTPROJ_W)), BT, Cl, C);
         grads_ready(m, layer_idx(l, ATTPROJ_W), layer_idx(l, ATTPROJ_B));
-        memset(a->dqkv, 0, 3 * BTC * sizeof(float));
-        be->attention_backward(a->dqkv, a->dln, qkv, att, a->att_scratch, B, T, C, NH);
+        memset(a->dqkv, 0, 3 * BTCl * sizeof(float));
+        be->attention_backward(a->dqkv, a->dln, qkv, att, a->att_scratch, B, T, Cl, NHl);
         memset(a->dln, 0, BTC * sizeof(float));
         be->matmul_backward(a->dln, grad(m, layer_idx(l, QKV_W)),
                             grad(m, layer_idx(l, QKV_B)), a->dqkv, ln1,
-                            param(m, layer_idx(l, QKV_W)), BT, C, 3 * C);
+                            param(m, layer_idx(l, QKV_W)), BT, C, 3 * Cl);
+        tp_sum(m, a->dln, BTC);
         /* The key bias adds q.b_k to every score of a query's row, and softmax ignores
          * what a row shares: its gradient is exactly zero, and what the sum above left
          * there is rounding alone, which AdamW would blow up into lr-sized steps (and
          * runs that differ only in summation order, e.g. over ranks, into different
          * models). */
-        memset(grad(m, layer_idx(l, QKV_B)) + C, 0, C * sizeof(float));
+        memset(grad(m, layer_idx(l, QKV_B)) + Cl, 0, Cl * sizeof(float));
         grads_ready(m, layer_idx(l, QKV_W), layer_idx(l, QKV_B));
         be->layernorm_backward(a->dres, grad(m, layer_idx(l, LN1_W)),
                                grad(m, layer_idx(l, LN1_B)), a->dln, x,

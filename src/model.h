@@ -28,10 +28,19 @@ typedef struct gpt_shape {
     int n_embd;      /* C */
 } gpt_shape;
 
+/* How a tensor is cut over tp tensor-parallel ranks (shapes below are the shard's). */
+typedef enum gpt_split {
+    GPT_SPLIT_NONE,     /* every rank holds it whole */
+    GPT_SPLIT_ROWS,     /* rank r holds rows [r*R, (r+1)*R) of the full [R*tp, ...] */
+    GPT_SPLIT_QKV_ROWS, /* the same within each of the q, k and v thirds (its heads) */
+    GPT_SPLIT_COLS,     /* rank r holds columns [r*K, (r+1)*K) of the full [R, K*tp] */
+} gpt_split;
+
 typedef struct gpt_param_info {
     char name[64];      /* GPT-2 style name, e.g. "transformer.h.0.ln_1.weight" */
     int ndim;           /* 1 or 2 */
-    int64_t shape[2];
+    gpt_split split;    /* how tensor parallelism cuts it */
+    int64_t shape[2];   /* of this rank's shard */
     size_t offset;      /* into the flat buffer, in floats */
     size_t numel;
     int decay;          /* 1: AdamW weight decay applies (2-D matrices) */
@@ -53,6 +62,17 @@ typedef struct gpt_model {
     /* Multiplies d(loss)/d(logits), so every gradient (1 after gpt_create): 1/n to
      * accumulate the mean gradient of n micro-batches. */
     float loss_grad_scale;
+    /* Tensor parallelism (Megatron-style): of tp_size ranks, this one holds heads
+     * [tp_rank*NH/tp, ...) of each attention and the same share of each MLP's hidden
+     * units: c_attn and mlp.c_fc cut by output rows (column-parallel), attn.c_proj and
+     * mlp.c_proj by input columns (row-parallel, their bias added by tp rank 0 only);
+     * embeddings, LayerNorms and the head whole. tp_allreduce (required when tp_size
+     * > 1) sums a buffer over the tp peers: twice per block forward (after each
+     * row-parallel product) and twice backward (the input gradients of c_fc and
+     * c_attn). */
+    int tp_size, tp_rank;
+    void (*tp_allreduce)(void *ctx, float *buf, size_t n);
+    void *tp_ctx;
     /* Optional (NULL = none): told during gpt_backward, on the calling thread, that
      * grads[offset, offset+count) is final for this backward, so it can be reduced
      * while backward goes on. The ranges tile the buffer from its end to its start,
@@ -69,10 +89,21 @@ typedef struct gpt_model {
 /* Checks the shape (positive, n_embd % n_head == 0) and allocates parameters (not
  * initialised) and the parameter table. Returns 0 or -1 (reported). */
 int gpt_create(gpt_model *m, gpt_shape shape, const gt_backend *be, int threads);
+/* The same for shard tp_rank of tp_size: n_head and 4 x n_embd must divide by tp_size.
+ * Set tp_allreduce before the first forward. */
+int gpt_create_tp(gpt_model *m, gpt_shape shape, const gt_backend *be, int threads,
+                  int tp_size, int tp_rank);
+/* Copies between a full parameter buffer (the layout of the tp_size = 1 model, n_full
+ * floats) and shard `tp_rank` of m's layout (m->n_params floats): to_full = 1 writes
+ * the shard's parts of full, 0 fills the shard from full. */
+void gpt_shard_copy(const gpt_model *m, int tp_rank, float *full, float *shard,
+                    int to_full);
+/* Floats of the full (tp_size = 1) parameter buffer. */
+size_t gpt_full_params(const gpt_model *m);
 /* GPT-2 initialisation from seed: N(0, 0.02) for matrices and embeddings, residual
  * projections (attn.c_proj, mlp.c_proj) scaled by 1/sqrt(2*n_layer), biases 0,
  * LayerNorm weights 1. Deterministic for a seed, whatever the thread count. */
-void gpt_init_weights(gpt_model *m, uint64_t seed);
+int gpt_init_weights(gpt_model *m, uint64_t seed); /* 0, or -1 (reported) */
 int gpt_alloc_grads(gpt_model *m);
 /* Makes room for activations of batches up to B x T (T <= block_size). */
 int gpt_alloc_acts(gpt_model *m, int B, int T);

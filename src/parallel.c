@@ -10,6 +10,8 @@
 #include <string.h>
 
 #include "half.h"
+#include "grid.h"
+#include "grid_mpi.h"
 #include "util.h"
 
 static int mpi_on = 0; /* MPI mode: MPI_Init_thread done, MPI_Finalize not yet */
@@ -174,18 +176,6 @@ int par_all_ok(int ok)
     return all;
 }
 
-/* 64-bit FNV-1a. */
-static uint64_t hash_bytes(const void *bytes, size_t n)
-{
-    const unsigned char *p = bytes;
-    uint64_t h = 0xcbf29ce484222325ull;
-    for (size_t i = 0; i < n; i++) {
-        h ^= p[i];
-        h *= 0x100000001b3ull;
-    }
-    return h;
-}
-
 /* Text that a line-by-line comparison can show: printable, tabs and newlines. */
 static int is_text(const unsigned char *p, size_t n)
 {
@@ -235,7 +225,7 @@ static char *bcast_root_text(const void *bytes, size_t n, uint64_t h, size_t *ro
 int par_check_same(const char *what, const void *bytes, size_t n)
 {
     if (g_world == 1) return 0;
-    uint64_t h = hash_bytes(bytes, n);
+    uint64_t h = gt_hash64(bytes, n);
     /* min of h and of ~h (= ~max h) in one call. */
     uint64_t mine[2] = {h, ~h}, lo[2] = {0, 0};
     check_mpi(MPI_Allreduce(mine, lo, 2, MPI_UINT64_T, MPI_MIN, MPI_COMM_WORLD),
@@ -285,6 +275,8 @@ typedef struct reducer_slot {
 } reducer_slot;
 
 struct par_reducer {
+    MPI_Comm comm;         /* the replicas that average (grid_dp_comm) */
+    int size;              /* their number */
     size_t n, bucket;      /* floats in the buffer and per bucket */
     int fp16, n_slots, max_buckets;
     int current;           /* the slot par_reducer_ready fills */
@@ -317,6 +309,8 @@ par_reducer *par_reducer_create(size_t n, size_t bucket_floats, int slots, int f
     if (!r) return NULL;
     if (bucket_floats < 1) bucket_floats = 1;
     if (bucket_floats > (size_t)PAR_CHUNK) bucket_floats = PAR_CHUNK;
+    r->comm = grid_dp_comm();
+    r->size = grid_dp_size();
     r->n = n;
     r->bucket = bucket_floats;
     r->fp16 = fp16;
@@ -335,12 +329,12 @@ par_reducer *par_reducer_create(size_t n, size_t bucket_floats, int slots, int f
     for (int s = 0; s < slots; s++) {
         r->slot[s].req = gt_malloc(sizeof(MPI_Request) * nb, "MPI requests");
         if (!r->slot[s].req) goto fail;
-        if (fp16 && g_world > 1) {
+        if (fp16 && r->size > 1) {
             r->slot[s].half = gt_malloc(n * sizeof(uint16_t), "fp16 gradients");
             if (!r->slot[s].half) goto fail;
         }
     }
-    if (fp16 && g_world > 1 && half_sum_op == MPI_OP_NULL)
+    if (fp16 && r->size > 1 && half_sum_op == MPI_OP_NULL)
         check_mpi(MPI_Op_create(half_sum, 1, &half_sum_op), "MPI_Op_create");
     return r;
 fail:
@@ -373,11 +367,11 @@ static void start_bucket(par_reducer *r, reducer_slot *s, size_t off, size_t len
     if (r->fp16) {
         half_from_float(s->half + off, s->buf + off, len);
         check_mpi(MPI_Iallreduce(MPI_IN_PLACE, s->half + off, (int)len, MPI_UINT16_T,
-                                 half_sum_op, MPI_COMM_WORLD, req),
+                                 half_sum_op, r->comm, req),
                   "MPI_Iallreduce of a gradient bucket (fp16)");
     } else {
         check_mpi(MPI_Iallreduce(MPI_IN_PLACE, s->buf + off, (int)len, MPI_FLOAT, MPI_SUM,
-                                 MPI_COMM_WORLD, req),
+                                 r->comm, req),
                   "MPI_Iallreduce of a gradient bucket");
     }
 }
@@ -397,7 +391,7 @@ void par_reducer_ready(void *ctx, size_t offset, size_t count)
         s->sumsq += sq;
     }
     s->lo = offset;
-    if (g_world == 1) return;
+    if (r->size == 1) return;
     while (s->started - s->lo >= r->bucket) {
         start_bucket(r, s, s->started - r->bucket, r->bucket);
         s->started -= r->bucket;
@@ -417,10 +411,10 @@ double par_reducer_wait(par_reducer *r, int slot)
     if (!s->active || s->lo != 0)
         par_abort("internal: waiting for gradient slot %d before its backward ended", slot);
     s->active = 0;
-    if (g_world == 1) return s->sumsq;
+    if (r->size == 1) return s->sumsq;
     check_mpi(MPI_Waitall(s->n_req, s->req, MPI_STATUSES_IGNORE),
               "MPI_Waitall on the gradient buckets");
-    const float scale = 1.0f / (float)g_world;
+    const float scale = 1.0f / (float)r->size;
     float *buf = s->buf;
     const size_t n = r->n;
     if (r->fp16) {
@@ -446,7 +440,7 @@ void par_reducer_drain(par_reducer *r)
         reducer_slot *s = &r->slot[i];
         if (!s->active) continue;
         s->active = 0;
-        if (g_world > 1 && s->n_req > 0)
+        if (r->size > 1 && s->n_req > 0)
             check_mpi(MPI_Waitall(s->n_req, s->req, MPI_STATUSES_IGNORE),
                       "MPI_Waitall on the gradient buckets");
     }

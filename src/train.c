@@ -288,7 +288,7 @@ static int setup_run(run *r, const gt_config *c, int64_t *vocab, const char *fro
         r->resumed = 1;
         r->first_step = r->meta.step;
     } else {
-        gpt_init_weights(&r->model, c->seed);
+        if (gpt_init_weights(&r->model, c->seed) != 0) return -1;
     }
     /* One optimizer step reads B x ranks x accum windows; they must be distinct. */
     const int64_t per_step = (int64_t)B * par_world() * r->accum;

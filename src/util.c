@@ -141,3 +141,14 @@ int gt_resolve_threads(int requested)
     openblas_set_num_threads(n);
     return n;
 }
+
+uint64_t gt_hash64(const void *bytes, size_t n)
+{
+    const unsigned char *p = bytes;
+    uint64_t h = 0xcbf29ce484222325ull;
+    for (size_t i = 0; i < n; i++) {
+        h ^= p[i];
+        h *= 0x100000001b3ull;
+    }
+    return h;
+}

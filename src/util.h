@@ -52,4 +52,7 @@ int gt_num_cores(void);
  * Also applies the choice to OpenMP (omp_set_num_threads) and OpenBLAS. */
 int gt_resolve_threads(int requested);
 
+/* 64-bit FNV-1a hash of n bytes (cheap, for "is it the same everywhere" checks). */
+uint64_t gt_hash64(const void *bytes, size_t n);
+
 #endif
