@@ -125,6 +125,11 @@ static const key_def keys[] = {
     KEY_CHOICE(async_predict, G_PAR, "on", "on|off",
                "async: take each gradient at the weights it will be applied to, "
                "predicted by repeating the last update staleness times"),
+    KEY_INT(tp, G_PAR, "1", 1, 65536, R_MAX,
+            "tensor parallel: ranks that split each layer's heads and MLP units between "
+            "them (must divide n_head and the number of ranks)"),
+    KEY_INT(pp, G_PAR, "1", 1, 65536, R_MAX,
+            "pipeline parallel stages (not built yet: only 1 is accepted)"),
     KEY_CHOICE(grad_comm, G_PAR, "fp32", "fp32|fp16",
                "number format of the gradients on the wire (fp16: IEEE half, summed "
                "in float)"),
@@ -699,6 +704,22 @@ int config_validate(const gt_config *c)
         gt_error("n_embd %d is not divisible by n_head %d", c->n_embd, c->n_head);
         return -1;
     }
+    /* The grid (grid.h); its product with the number of ranks is checked at start. */
+    if (c->n_head % c->tp != 0) {
+        gt_error("tp = %d does not divide n_head = %d (each tensor-parallel rank takes "
+                 "whole attention heads)", c->tp, c->n_head);
+        return -1;
+    }
+    if (c->pp > c->n_layer) {
+        gt_error("pp = %d is larger than n_layer = %d (each pipeline stage needs a layer)",
+                 c->pp, c->n_layer);
+        return -1;
+    }
+    if (c->pp > 1) {
+        gt_error("pp = %d: pipeline parallelism is not built yet (use tp and data "
+                 "parallelism)", c->pp);
+        return -1;
+    }
     if (c->min_lr > c->lr) {
         char a[40], b[40];
         format_double(c->min_lr, a, sizeof a);
@@ -718,6 +739,13 @@ int config_validate(const gt_config *c)
     if (ckpt_key && (!c->out[0] || strcmp(c->out, "none") == 0)) {
         gt_error("%s needs a run folder (checkpoints live in <out>/checkpoints/); set out",
                  ckpt_key);
+        return -1;
+    }
+    /* Checkpoints hold one whole model; gathering and re-sharding the optimizer state
+     * of a tensor-parallel run is not built yet. */
+    if (ckpt_key && c->tp > 1) {
+        gt_error("%s with tp = %d is not supported yet (checkpoints of tensor-parallel "
+                 "runs are not built); use tp = 1", ckpt_key, c->tp);
         return -1;
     }
     /* The gradients in flight between async steps are not part of a checkpoint, so a

@@ -47,6 +47,9 @@ typedef struct gt_config {
     int staleness;                   /* async: steps by which a gradient is applied late */
     char async_predict[4];           /* "on": async gradients taken at predicted weights */
     char grad_comm[8];               /* "fp32" or "fp16" on the wire */
+    /* model parallel: world = dp x tp x pp ranks (grid.h) */
+    int tp;                          /* tensor-parallel ranks per replica */
+    int pp;                          /* pipeline stages (not built yet: must be 1) */
     /* checkpoints (in <out>/checkpoints/, io/ckpt.h) */
     int64_t ckpt_every;              /* steps between checkpoints; 0 = none periodic */
     double ckpt_minutes;             /* also after this much wall time; 0 = off */

@@ -28,6 +28,7 @@
 #include "../io/h5model.h"
 #include "kernels_cpu.h"
 #include "loader.h"
+#include "grid.h"
 #include "model.h"
 #include "optim.h"
 #include "parallel.h"
@@ -150,8 +151,8 @@ static int setup_data(run *r, const gt_config *c, int64_t *vocab)
      * share of them: eval_batches x micro-steps batches of batch_size windows. */
     const int B = c->batch_size, T = c->block_size;
     r->eval_windows = (int64_t)c->eval_batches * r->accum * B;
-    const int64_t all_windows = r->eval_windows * par_world();
-    const int64_t first = r->eval_windows * par_rank();
+    const int64_t all_windows = r->eval_windows * grid_dp_size();
+    const int64_t first = r->eval_windows * grid_dp_rank(); /* tp peers: the same ones */
     if (all_windows > r->val_w.count && par_is_root())
         gt_warn("%s:%s has %lld windows, fewer than eval_batches x the global batch = "
                 "%lld: evaluation repeats windows", c->data, c->val_dataset,
@@ -277,8 +278,11 @@ static int setup_run(run *r, const gt_config *c, int64_t *vocab, const char *fro
     if (check_output_paths(c, r, ckpt_dir, from != NULL) != 0) return -1;
     if (setup_data(r, c, vocab) != 0) return -1;
     gpt_shape shape = {(int)*vocab, T, c->n_layer, c->n_head, c->n_embd};
-    if (gpt_create(&r->model, shape, &backend_cpu, r->threads) != 0) return -1;
+    if (gpt_create_tp(&r->model, shape, &backend_cpu, r->threads, grid_tp_size(),
+                      grid_tp_rank()) != 0)
+        return -1;
     r->have_model = 1;
+    r->model.tp_allreduce = grid_tp_allreduce_hook;
     if (gpt_alloc_grads(&r->model) != 0 || gpt_alloc_acts(&r->model, B, T) != 0 ||
         adamw_init(&r->opt, r->model.n_params) != 0)
         return -1;
@@ -291,7 +295,7 @@ static int setup_run(run *r, const gt_config *c, int64_t *vocab, const char *fro
         if (gpt_init_weights(&r->model, c->seed) != 0) return -1;
     }
     /* One optimizer step reads B x ranks x accum windows; they must be distinct. */
-    const int64_t per_step = (int64_t)B * par_world() * r->accum;
+    const int64_t per_step = (int64_t)B * grid_dp_size() * r->accum;
     if (r->accum > 1 && r->train_w.count < per_step) {
         gt_error("%s:%s has %lld windows; global_batch_size %d needs at least that many",
                  c->data, c->train_dataset, (long long)r->train_w.count,
@@ -302,7 +306,8 @@ static int setup_run(run *r, const gt_config *c, int64_t *vocab, const char *fro
      * samples m*B*ranks .. (m+1)*B*ranks-1, so a step reads the same global batch
      * whatever the split into ranks and micro-steps. */
     r->ld = loader_start(r->train, &r->train_w, c->seed, B, T, *vocab,
-                         r->first_step * r->accum, LOADER_DEPTH, par_rank(), par_world());
+                         r->first_step * r->accum, LOADER_DEPTH, grid_dp_rank(),
+                         grid_dp_size());
     if (!r->ld) return -1;
     r->eval_in = gt_malloc((size_t)B * T * sizeof(int32_t), "eval inputs");
     r->eval_tg = gt_malloc((size_t)B * T * sizeof(int32_t), "eval targets");
@@ -376,6 +381,63 @@ static int save_checkpoint(const run *r, const gt_config *c, const char *dir, in
     return par_all_ok(ok) ? 0 : -1;
 }
 
+/* The global gradient norm of a tensor-parallel model: the split tensors' squares
+ * added over the tp peers, the whole ones (the same on every peer) counted once. */
+static double grad_norm_shards(const gpt_model *m, const float *g)
+{
+    double split = 0.0, whole = 0.0;
+    for (int i = 0; i < m->n_info; i++) {
+        const gpt_param_info *p = &m->info[i];
+        double sq = 0.0;
+        for (size_t j = 0; j < p->numel; j++) sq += (double)g[p->offset + j] * g[p->offset + j];
+        if (p->split == GPT_SPLIT_NONE)
+            whole += sq;
+        else
+            split += sq;
+    }
+    return sqrt(grid_tp_sum_double(split) + whole);
+}
+
+/* With tp > 1: puts the shards of this replica together, on its tp rank 0, into
+ * `whole` (created here, the tp = 1 layout; the caller frees it) and, when whole_opt
+ * is not NULL, AdamW's moments into whole_opt the same way. A collective over the tp
+ * peers; the other peers get nothing. With tp = 1 it does nothing (the model is
+ * whole). Returns 0, or -1 on every peer (reported). */
+static int gather_whole(run *r, gpt_model *whole, adamw_state *whole_opt)
+{
+    const int tp = grid_tp_size();
+    if (tp == 1) return 0;
+    const size_t n = r->model.n_params, nfull = gpt_full_params(&r->model);
+    const int root = grid_tp_rank() == 0;
+    float *all = NULL;
+    int ok = 1;
+    if (root) {
+        all = gt_malloc(n * (size_t)tp * sizeof(float), "gathered tensor-parallel shards");
+        ok = all && gpt_create(whole, r->model.shape, r->model.be, r->threads) == 0;
+        if (ok && whole_opt) ok = adamw_init(whole_opt, nfull) == 0;
+    }
+    /* The peers must not start sending to a root that could not take it. */
+    if (grid_tp_sum_double(ok ? 0.0 : 1.0) != 0.0) {
+        free(all);
+        return -1;
+    }
+    const float *mine[3] = {r->model.params, r->opt.m, r->opt.v};
+    float *dest[3] = {root ? whole->params : NULL, NULL, NULL};
+    if (root && whole_opt) {
+        dest[1] = whole_opt->m;
+        dest[2] = whole_opt->v;
+        whole_opt->t = r->opt.t;
+    }
+    for (int k = 0; k < (whole_opt ? 3 : 1); k++) {
+        grid_tp_gather(mine[k], all, n);
+        if (root)
+            for (int p = 0; p < tp; p++)
+                gpt_shard_copy(&r->model, p, dest[k], all + (size_t)p * n, 1);
+    }
+    free(all);
+    return 0;
+}
+
 int train_run(const gt_config *c)
 {
     run r;
@@ -384,6 +446,7 @@ int train_run(const gt_config *c)
     char *config_text = NULL, *saved_text = NULL;
     const int B = c->batch_size, T = c->block_size;
     const int world = par_world();
+    int dp = 1, tp = 1; /* the grid: replicas x tensor-parallel shards (grid.h) */
     const int async = strcmp(c->sync, "async") == 0;
     /* Checkpoints need a run folder, and sync steps (config_validate refuses the
      * checkpoint keys otherwise; a stop signal then ends the run without one). */
@@ -395,6 +458,11 @@ int train_run(const gt_config *c)
     config_text = config_to_text(c);
     if (!par_all_ok(config_text != NULL)) goto done;
     if (par_check_same("config", config_text, strlen(config_text)) != 0) goto done;
+
+    /* The grid: the same config on every rank, so the same answer everywhere. */
+    if (grid_init(c->tp, c->pp) != 0) goto done;
+    dp = grid_dp_size();
+    tp = grid_tp_size();
 
     r.threads = gt_resolve_threads(c->threads);
     r.peak_gflops = c->peak_gflops > 0 ? c->peak_gflops : estimate_peak_gflops(r.threads);
@@ -421,21 +489,26 @@ int train_run(const gt_config *c)
     /* global_batch_size: whole micro-steps of batch_size x ranks sequences. */
     r.accum = 1;
     if (c->global_batch_size > 0) {
-        const int64_t per_micro = (int64_t)B * world;
+        const int64_t per_micro = (int64_t)B * dp;
         if (c->global_batch_size % per_micro != 0) {
             if (par_is_root())
-                gt_error("global_batch_size %d is not a multiple of batch_size x ranks = "
+                gt_error("global_batch_size %d is not a multiple of batch_size x %s = "
                          "%d x %d = %lld (it must be a whole number of micro-steps)",
-                         c->global_batch_size, B, world, (long long)per_micro);
+                         c->global_batch_size, tp > 1 ? "replicas" : "ranks", B, dp,
+                         (long long)per_micro);
             goto done;
         }
         r.accum = (int)(c->global_batch_size / per_micro);
     }
-    if (world > 1 || r.accum > 1)
-        par_printf("global batch: %d sequences = batch_size %d x %d rank%s x %d "
-                   "micro-step%s%s\n", B * world * r.accum, B, world, world == 1 ? "" : "s",
-                   r.accum, r.accum == 1 ? "" : "s",
-                   r.accum > 1 ? " (gradients accumulated)" : "");
+    if (tp > 1)
+        par_printf("grid: %d replica%s (data parallel) x tp %d (ranks %d..%d share one "
+                   "model, split by heads and MLP units)\n", dp, dp == 1 ? "" : "s", tp,
+                   par_rank() - grid_tp_rank(), par_rank() - grid_tp_rank() + tp - 1);
+    if (dp > 1 || r.accum > 1)
+        par_printf("global batch: %lld sequences = batch_size %d x %d %s%s x %d "
+                   "micro-step%s%s\n", (long long)B * dp * r.accum, B, dp,
+                   tp > 1 ? "replica" : "rank", dp == 1 ? "" : "s", r.accum,
+                   r.accum == 1 ? "" : "s", r.accum > 1 ? " (gradients accumulated)" : "");
 
     /* A stop signal from here on ends the run at a step boundary (signals.h). */
     if (!par_all_ok(signals_install() == 0)) goto done;
@@ -581,7 +654,8 @@ int train_run(const gt_config *c)
             loss = par_mean_double(local_loss);
             comm_s = gt_now() - t_comm;
             if (apply) {
-                norm = grad_global_norm(g, r.model.n_params);
+                norm = tp > 1 ? grad_norm_shards(&r.model, g)
+                              : grad_global_norm(g, r.model.n_params);
                 t_comm = gt_now();
                 norm = par_bcast_double(norm);
                 comm_s += gt_now() - t_comm;
@@ -607,8 +681,8 @@ int train_run(const gt_config *c)
         const double dt = gt_now() - t0;
         t_compute += dt;
 
-        const double tok_s = (double)B * T * world * r.accum / dt,
-                     gflops = flops * world * r.accum / dt * 1e-9;
+        const double tok_s = (double)B * T * dp * r.accum / dt,
+                     gflops = flops * dp * r.accum / dt * 1e-9;
         par_printf("step %5lld/%lld | loss %.4f | lr %.2e | ", (long long)step + 1,
                    (long long)c->steps, loss, lr);
         if (apply)
@@ -630,9 +704,10 @@ int train_run(const gt_config *c)
             par_printf("step %5lld/%lld | val_loss %.4f | %d batches in %.2f s",
                        (long long)step + 1, (long long)c->steps, last_val, c->eval_batches,
                        gt_now() - t_eval);
-            if (world > 1 && apply) {
+            /* (Not with tp > 1: a rank's own squared norm covers its shard only.) */
+            if (dp > 1 && tp == 1 && apply) {
                 noise_tokens = noise_scale_update(par_mean_double(local_sq), norm * norm,
-                                                  (double)B * T * r.accum, world, &noise_g2,
+                                                  (double)B * T * r.accum, dp, &noise_g2,
                                                   &noise_s, &noise_w);
                 if (isfinite(noise_tokens))
                     par_printf(" | noise scale %.0f tokens (%.1f sequences)", noise_tokens,
@@ -704,17 +779,23 @@ int train_run(const gt_config *c)
     const double wall = gt_now() - t_start;
     const int64_t ran = c->steps - r.first_step;
     par_printf("done: %lld steps in %.1f s (%.0f tok/s in steps)", (long long)ran, wall,
-               ran > 0 ? (double)ran * B * T * world * r.accum / t_compute : 0.0);
+               ran > 0 ? (double)ran * B * T * dp * r.accum / t_compute : 0.0);
     if (world > 1) par_printf(", %.1f MB of gradients reduced per rank", total_bytes / 1e6);
     if (!isnan(last_val)) par_printf(", final val_loss %.4f", last_val);
     par_printf("\n");
     /* Every rank applied the same updates; a difference here is a bug (or a machine
      * that computes differently), not a user error. One hash per rank, once. */
-    if (world > 1) {
+    if (world > 1 && tp == 1) {
         if (par_check_same("model after training", r.model.params,
                            r.model.n_params * sizeof(float)) != 0)
             goto done;
         par_printf("check: the parameters are identical on all %d ranks\n", world);
+    } else if (world > 1) {
+        if (grid_check_same_replicas("model after training", r.model.params,
+                                     r.model.n_params * sizeof(float)) != 0)
+            goto done;
+        par_printf("check: each of the %d shards is identical in all %d replicas\n", tp,
+                   dp);
     }
     /* The final checkpoint when checkpoints are periodic (none when this run only
      * re-read the last one). */
@@ -723,11 +804,21 @@ int train_run(const gt_config *c)
                         sizeof ckpt_file) != 0)
         goto done;
     int saved = 1;
-    if (par_is_root() && !is_none(c->out)) {
-        char path[GT_PATH_MAX + 16];
-        snprintf(path, sizeof path, "%s/model.h5", c->out);
-        saved = h5model_save(path, &r.model, saved_text, c->steps) == 0;
-        if (saved) printf("saved %s\n", path);
+    if (!is_none(c->out)) {
+        /* The file holds the whole model whatever the grid: replica 0's shards are put
+         * together on rank 0 (tp = 1: the model itself). */
+        gpt_model whole;
+        memset(&whole, 0, sizeof whole);
+        int have = 1;
+        if (grid_dp_rank() == 0) have = gather_whole(&r, &whole, NULL) == 0;
+        if (par_is_root() && have) {
+            char path[GT_PATH_MAX + 16];
+            snprintf(path, sizeof path, "%s/model.h5", c->out);
+            saved = h5model_save(path, tp > 1 ? &whole : &r.model, saved_text, c->steps) == 0;
+            if (saved) printf("saved %s\n", path);
+        }
+        saved &= have;
+        if (tp > 1) gpt_free(&whole);
     }
     if (!par_all_ok(saved)) goto done;
     rc = 0;
@@ -742,6 +833,7 @@ done:
     free(config_text);
     free(saved_text);
     free_run(&r);
+    grid_free();
     signals_uninstall();
     return rc;
 }

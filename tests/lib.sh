@@ -16,3 +16,32 @@ fail() { echo "FAIL $*"; fails=$((fails + 1)); }
 check() { local what=$1; shift; if "$@"; then ok "$what"; else fail "$what"; fi; }
 # The last lines of a file, indented, for a failure's context.
 show() { sed -e 's/^/    | /' "$1" | tail -n 15; }
+
+# compare_logs A B [TOL [STEPS]]: the JSON Lines logs A and B have the same STEPS (20)
+# steps, and each step's loss and val_loss agree within TOL (1e-5) relative.
+compare_logs() {
+    awk -v tol="${3:-1e-5}" -v steps="${4:-20}" '
+        function val(line, key,   s) {
+            if (!match(line, "\"" key "\":[-+0-9.eEnaif]+")) return ""
+            s = substr(line, RSTART, RLENGTH)
+            sub(/^[^:]*:/, "", s)
+            return s
+        }
+        function rel(a, b,   d, m) {
+            d = a - b; if (d < 0) d = -d
+            m = (a < 0 ? -a : a); if ((b < 0 ? -b : b) > m) m = (b < 0 ? -b : b)
+            return m > 0 ? d / m : d
+        }
+        FNR == NR { loss[val($0, "step")] = val($0, "loss"); vl[val($0, "step")] = val($0, "val_loss"); n1++; next }
+        {
+            s = val($0, "step"); n2++
+            if (!(s in loss)) { print "step " s " missing in the reference"; bad = 1; next }
+            r = rel(loss[s] + 0, val($0, "loss") + 0); if (r > worst) worst = r
+            if ((vl[s] == "") != (val($0, "val_loss") == "")) { print "val_loss on step " s " in one log only"; bad = 1 }
+            else if (vl[s] != "") { r = rel(vl[s] + 0, val($0, "val_loss") + 0); if (r > worst) worst = r }
+        }
+        END {
+            printf "    %d and %d steps, largest relative loss difference %.3g\n", n1, n2, worst
+            exit !(bad == 0 && n1 == steps && n1 == n2 && worst <= tol)
+        }' "$1" "$2"
+}

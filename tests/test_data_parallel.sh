@@ -63,35 +63,6 @@ rc=$?
 check "np=1 batch 8 (no mpirun) exits 0 (rc $rc)" test $rc -eq 0
 [ $rc -eq 0 ] || show "$tmp/np1.err"
 
-# compare_logs A B [TOL]: per-step loss and val_loss within TOL (1e-5) relative, same
-# steps.
-compare_logs() {
-    awk -v tol="${3:-1e-5}" '
-        function val(line, key,   s) {
-            if (!match(line, "\"" key "\":[-+0-9.eEnaif]+")) return ""
-            s = substr(line, RSTART, RLENGTH)
-            sub(/^[^:]*:/, "", s)
-            return s
-        }
-        function rel(a, b,   d, m) {
-            d = a - b; if (d < 0) d = -d
-            m = (a < 0 ? -a : a); if ((b < 0 ? -b : b) > m) m = (b < 0 ? -b : b)
-            return m > 0 ? d / m : d
-        }
-        FNR == NR { loss[val($0, "step")] = val($0, "loss"); vl[val($0, "step")] = val($0, "val_loss"); n1++; next }
-        {
-            s = val($0, "step"); n2++
-            if (!(s in loss)) { print "step " s " missing in the reference"; bad = 1; next }
-            r = rel(loss[s] + 0, val($0, "loss") + 0); if (r > worst) worst = r
-            if ((vl[s] == "") != (val($0, "val_loss") == "")) { print "val_loss on step " s " in one log only"; bad = 1 }
-            else if (vl[s] != "") { r = rel(vl[s] + 0, val($0, "val_loss") + 0); if (r > worst) worst = r }
-        }
-        END {
-            printf "    %d and %d steps, largest relative loss difference %.3g\n", n1, n2, worst
-            exit !(bad == 0 && n1 == 20 && n1 == n2 && worst <= tol)
-        }' "$1" "$2"
-}
-
 # same_as_np1 NAME: the run in $tmp/NAME logged the same losses and val_losses as the
 # one-process batch-8 run (1e-5 relative) and ended with the same parameters (PTOL).
 same_as_np1() {
