@@ -17,6 +17,29 @@ check() { local what=$1; shift; if "$@"; then ok "$what"; else fail "$what"; fi;
 # The last lines of a file, indented, for a failure's context.
 show() { sed -e 's/^/    | /' "$1" | tail -n 15; }
 
+# run_ok NAME CMD...: runs CMD, stdout to $tmp/NAME.out and stderr to $tmp/NAME.err,
+# and checks that it exits 0 (showing the end of its errors when not).
+run_ok() {
+    local name=$1 rc
+    shift
+    "$@" > "$tmp/$name.out" 2> "$tmp/$name.err"
+    rc=$?
+    check "$name: exits 0 (rc $rc)" test $rc -eq 0
+    [ $rc -eq 0 ] || show "$tmp/$name.err"
+}
+
+# prepare_slice: $tmp/d.h5 from the first 100 kB of the shipped corpus ($GENTRAIN
+# prepare); a failure ends the test.
+prepare_slice() {
+    head -c 100000 "$top_srcdir/data/tinyshakespeare.txt" > "$tmp/slice.txt"
+    if ! timeout 120 "$GENTRAIN" prepare "$tmp/slice.txt" -o "$tmp/d.h5" \
+        > "$tmp/prep.txt" 2>&1; then
+        fail "setup: prepare"
+        show "$tmp/prep.txt"
+        exit 1
+    fi
+}
+
 # compare_logs A B [TOL [STEPS]]: the JSON Lines logs A and B have the same STEPS (20)
 # steps, and each step's loss and val_loss agree within TOL (1e-5) relative.
 compare_logs() {

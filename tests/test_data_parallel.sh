@@ -46,22 +46,13 @@ MPI=(timeout 120 "$MPIEXEC" --oversubscribe --bind-to none)
 # wrong samples gives about 1.
 PTOL=1e-5
 
-head -c 100000 "$top_srcdir/data/tinyshakespeare.txt" > "$tmp/slice.txt"
-if ! timeout 120 "$GENTRAIN" prepare "$tmp/slice.txt" -o "$tmp/d.h5" > "$tmp/prep.txt" 2>&1; then
-    fail "setup: prepare"
-    show "$tmp/prep.txt"
-    exit 1
-fi
+prepare_slice
 
 ARGS=(--data "$tmp/d.h5" --n_layer 2 --n_head 2 --n_embd 32 --block_size 32 --steps 20
       --warmup_steps 5 --lr 3e-3 --eval_every 10 --eval_batches 2 --threads 1 --seed 11)
 
 # The reference: one plain process (no MPI at all) with the whole global batch.
-timeout 120 "$GENTRAIN" train "${ARGS[@]}" --batch_size 8 --out "$tmp/np1" \
-    > "$tmp/np1.out" 2> "$tmp/np1.err"
-rc=$?
-check "np=1 batch 8 (no mpirun) exits 0 (rc $rc)" test $rc -eq 0
-[ $rc -eq 0 ] || show "$tmp/np1.err"
+run_ok np1 timeout 120 "$GENTRAIN" train "${ARGS[@]}" --batch_size 8 --out "$tmp/np1"
 
 # same_as_np1 NAME: the run in $tmp/NAME logged the same losses and val_losses as the
 # one-process batch-8 run (1e-5 relative) and ended with the same parameters (PTOL).
@@ -103,13 +94,9 @@ done
 # run_np NAME NP ARGS...: trains ARGS (after the common ones) on NP ranks into
 # $tmp/NAME (model and log), output in $tmp/NAME.out and .err; checks the exit status.
 run_np() {
-    local name=$1 np=$2 rc
+    local name=$1 np=$2
     shift 2
-    "${MPI[@]}" -np "$np" "$GENTRAIN" train "${ARGS[@]}" "$@" --out "$tmp/$name" \
-        > "$tmp/$name.out" 2> "$tmp/$name.err"
-    rc=$?
-    check "$name: np=$np exits 0 (rc $rc)" test $rc -eq 0
-    [ $rc -eq 0 ] || show "$tmp/$name.err"
+    run_ok "$name" "${MPI[@]}" -np "$np" "$GENTRAIN" train "${ARGS[@]}" "$@" --out "$tmp/$name"
 }
 
 # How the ranks read: with parallel HDF5 (and MPI_THREAD_MULTIPLE) data_io = auto reads

@@ -27,31 +27,20 @@ test_tmpdir model_parallel
 MPI=(timeout 120 "$MPIEXEC" --oversubscribe --bind-to none)
 PTOL=1e-5 # final parameters, norm-wise per tensor (tests/cmpmodel); measured ~5e-6
 
-head -c 100000 "$top_srcdir/data/tinyshakespeare.txt" > "$tmp/slice.txt"
-if ! timeout 120 "$GENTRAIN" prepare "$tmp/slice.txt" -o "$tmp/d.h5" > "$tmp/prep.txt" 2>&1; then
-    fail "setup: prepare"
-    show "$tmp/prep.txt"
-    exit 1
-fi
+prepare_slice
 
 # 4 heads, so tp = 2 and tp = 4 both divide them.
 ARGS=(--data "$tmp/d.h5" --n_layer 2 --n_head 4 --n_embd 32 --block_size 32 --steps 10
       --warmup_steps 3 --lr 3e-3 --eval_every 5 --eval_batches 2 --threads 1 --seed 11)
 
-timeout 120 "$GENTRAIN" train "${ARGS[@]}" --batch_size 8 --out "$tmp/ref" \
-    > "$tmp/ref.out" 2> "$tmp/ref.err"
-rc=$?
-check "reference: one process, batch 8, exits 0 (rc $rc)" test $rc -eq 0
-[ $rc -eq 0 ] || show "$tmp/ref.err"
+# The reference: one process with the whole batch.
+run_ok ref timeout 120 "$GENTRAIN" train "${ARGS[@]}" --batch_size 8 --out "$tmp/ref"
 
 # grid NAME NP B TP: trains on NP ranks with batch_size B and tp TP, then compares.
 grid() {
     local name=$1 np=$2 b=$3 tp=$4 rc dp=$(($2 / $4))
-    "${MPI[@]}" -np "$np" "$GENTRAIN" train "${ARGS[@]}" --batch_size "$b" --tp "$tp" \
-        --out "$tmp/$name" > "$tmp/$name.out" 2> "$tmp/$name.err"
-    rc=$?
-    check "$name: np=$np exits 0 (rc $rc)" test $rc -eq 0
-    [ $rc -eq 0 ] || show "$tmp/$name.err"
+    run_ok "$name" "${MPI[@]}" -np "$np" "$GENTRAIN" train "${ARGS[@]}" --batch_size "$b" \
+        --tp "$tp" --out "$tmp/$name"
     check "$name: says the grid" \
         grep -q "^grid: $dp replicas\? (data parallel) x tp $tp" "$tmp/$name.out"
     check "$name: every shard identical in its replicas" \

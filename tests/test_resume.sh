@@ -30,12 +30,7 @@ set -u
 . "$top_srcdir/tests/lib.sh"
 test_tmpdir resume
 
-head -c 100000 "$top_srcdir/data/tinyshakespeare.txt" > "$tmp/slice.txt"
-if ! timeout 60 "$GENTRAIN" prepare "$tmp/slice.txt" -o "$tmp/d.h5" > "$tmp/prep.txt" 2>&1; then
-    fail "setup: prepare"
-    show "$tmp/prep.txt"
-    exit 1
-fi
+prepare_slice
 
 # About 10-30 ms a step (sanitizer build, one thread): slow enough that a run is
 # killed well before it reaches step 40 once its step-20 checkpoint appears.
