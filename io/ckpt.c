@@ -698,12 +698,14 @@ int ckpt_check_compatible(const ckpt_meta *meta, const char *config_text, int wo
     /* Keys that do not (steps is checked on its own below). */
     static const char *const harmless[] = {
         "steps", "eval_every", "eval_batches", "val_dataset", "log", "out", "threads",
-        "peak_gflops", "ckpt_every", "ckpt_minutes", "keep_ckpts", "resume", NULL};
+        "peak_gflops", "ckpt_every", "ckpt_minutes", "keep_ckpts", "resume", "bucket_mb",
+        "data_io", "tp", "pp", NULL};
     enum { MAXK = 256 };
     if (changes && cap) changes[0] = '\0';
     if (meta->world_size != world_size) {
         gt_error("cannot resume from %s: it was saved by a run of %d rank%s, this run has "
-                 "%d (the global batch and each rank's data would change)",
+                 "%d (counting data-parallel replicas, which tp does not change: the global "
+                 "batch and each replica's data would)",
                  meta->path, meta->world_size, meta->world_size == 1 ? "" : "s", world_size);
         return -1;
     }

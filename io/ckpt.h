@@ -8,7 +8,8 @@
  *                     effective `key = value` text), vocab_size, block_size, n_layer,
  *                     n_head, n_embd, and
  *                       adam_t      int64   AdamW updates applied (adamw_state.t)
- *                       world_size  int64   MPI ranks of the run that saved it
+ *                       world_size  int64   data-parallel replicas of the run that
+ *                                   saved it (its ranks / tp)
  *                       seed        uint64  the data order / initialisation seed
  *                       loss_scale  float64 the mixed-precision loss scale (1.0 on CPU)
  *                       n_params    int64   floats in /model, /optim/m and /optim/v
@@ -55,7 +56,7 @@
 typedef struct ckpt_meta {
     int64_t step;        /* optimizer steps done: training continues at this step */
     int64_t adam_t;      /* AdamW updates applied */
-    int world_size;      /* ranks of the run that saved it */
+    int world_size;      /* data-parallel replicas (ranks / tp) of the run that saved it */
     uint64_t seed;
     double loss_scale;
     gpt_shape shape;
@@ -97,7 +98,7 @@ int ckpt_find_latest(const char *dir, char *out, size_t cap);
  * opt->t = meta->adam_t. Returns 0 or -1 (one error line; m and opt untouched). */
 int ckpt_load(const char *path, gpt_model *m, adamw_state *opt, ckpt_meta *meta);
 
-/* May a run with config text `config_text` (config_to_text) and `world_size` ranks
+/* May a run with config text `config_text` (config_to_text) and `world_size` replicas
  * resume from meta? Compares the two configs key by key:
  *  - refused (-1, one error line naming the key and both values): the model shape,
  *    batch_size, the lr schedule and AdamW keys (lr, min_lr, warmup_steps, beta1,

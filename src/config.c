@@ -741,13 +741,6 @@ int config_validate(const gt_config *c)
                  ckpt_key);
         return -1;
     }
-    /* Checkpoints hold one whole model; gathering and re-sharding the optimizer state
-     * of a tensor-parallel run is not built yet. */
-    if (ckpt_key && c->tp > 1) {
-        gt_error("%s with tp = %d is not supported yet (checkpoints of tensor-parallel "
-                 "runs are not built); use tp = 1", ckpt_key, c->tp);
-        return -1;
-    }
     /* The gradients in flight between async steps are not part of a checkpoint, so a
      * resumed async run would not continue exactly: refused until they are saved. */
     if (ckpt_key && strcmp(c->sync, "async") == 0) {

@@ -267,6 +267,71 @@ static void free_run(run *r)
     if (r->log && fclose(r->log) != 0) gt_error("writing the log file failed");
 }
 
+/* With tp > 1: puts the shards of this replica together, on its tp rank 0, into
+ * `whole` (created here, the tp = 1 layout; the caller frees it) and, when whole_opt
+ * is not NULL, AdamW's moments into whole_opt the same way. A collective over the tp
+ * peers; the other peers get nothing. With tp = 1 it does nothing (the model is
+ * whole). Returns 0, or -1 on every peer (reported). */
+static int gather_whole(const run *r, gpt_model *whole, adamw_state *whole_opt)
+{
+    const int tp = grid_tp_size();
+    if (tp == 1) return 0;
+    const size_t n = r->model.n_params, nfull = gpt_full_params(&r->model);
+    const int root = grid_tp_rank() == 0;
+    float *all = NULL;
+    int ok = 1;
+    if (root) {
+        all = gt_malloc(n * (size_t)tp * sizeof(float), "gathered tensor-parallel shards");
+        ok = all && gpt_create(whole, r->model.shape, r->model.be, r->threads) == 0;
+        if (ok && whole_opt) ok = adamw_init(whole_opt, nfull) == 0;
+    }
+    /* The peers must not start sending to a root that could not take it. */
+    if (grid_tp_sum_double(ok ? 0.0 : 1.0) != 0.0) {
+        free(all);
+        return -1;
+    }
+    const float *mine[3] = {r->model.params, r->opt.m, r->opt.v};
+    float *dest[3] = {root ? whole->params : NULL, NULL, NULL};
+    if (root && whole_opt) {
+        dest[1] = whole_opt->m;
+        dest[2] = whole_opt->v;
+        whole_opt->t = r->opt.t;
+    }
+    for (int k = 0; k < (whole_opt ? 3 : 1); k++) {
+        grid_tp_gather(mine[k], all, n);
+        if (root)
+            for (int p = 0; p < tp; p++)
+                gpt_shard_copy(&r->model, p, dest[k], all + (size_t)p * n, 1);
+    }
+    free(all);
+    return 0;
+}
+
+/* Loads checkpoint `from` into the run's model and optimizer: directly with tp = 1;
+ * with tp > 1 every rank reads the whole model and keeps its shard (memory: one whole
+ * model and its moments, briefly). 0, or -1 (reported). */
+static int load_checkpoint(run *r, const char *from)
+{
+    if (grid_tp_size() == 1) return ckpt_load(from, &r->model, &r->opt, &r->meta);
+    gpt_model whole;
+    adamw_state whole_opt;
+    memset(&whole_opt, 0, sizeof whole_opt);
+    int rc = -1;
+    if (gpt_create(&whole, r->model.shape, r->model.be, r->threads) != 0) return -1;
+    if (adamw_init(&whole_opt, whole.n_params) == 0 &&
+        ckpt_load(from, &whole, &whole_opt, &r->meta) == 0) {
+        const int me = grid_tp_rank();
+        gpt_shard_copy(&r->model, me, whole.params, r->model.params, 0);
+        gpt_shard_copy(&r->model, me, whole_opt.m, r->opt.m, 0);
+        gpt_shard_copy(&r->model, me, whole_opt.v, r->opt.v, 0);
+        r->opt.t = whole_opt.t;
+        rc = 0;
+    }
+    gpt_free(&whole);
+    adamw_free(&whole_opt);
+    return rc;
+}
+
 /* Everything before the first step that can fail on one rank alone: output folder and
  * log (rank 0), data, model, optimizer (initialised, or loaded from the checkpoint
  * `from` when not NULL: then training continues at its step), the loader, buffers.
@@ -288,7 +353,7 @@ static int setup_run(run *r, const gt_config *c, int64_t *vocab, const char *fro
         return -1;
     if (from) {
         /* Parameters, moments and AdamW's t; the step is the data cursor (ckpt.h). */
-        if (ckpt_load(from, &r->model, &r->opt, &r->meta) != 0) return -1;
+        if (load_checkpoint(r, from) != 0) return -1;
         r->resumed = 1;
         r->first_step = r->meta.step;
     } else {
@@ -368,16 +433,27 @@ static int64_t find_resume_step(const char *dir)
 static int save_checkpoint(const run *r, const gt_config *c, const char *dir, int64_t step,
                            const char *config_text, char *path, size_t cap)
 {
+    /* One whole model whatever the grid (tp > 1: replica 0's shards put together on
+     * rank 0), so any tp can resume it. The world size recorded is the number of
+     * replicas: what fixes each one's data. */
+    const int tp = grid_tp_size();
+    const double t0 = gt_now();
+    gpt_model whole;
+    adamw_state whole_opt;
+    memset(&whole, 0, sizeof whole);
+    memset(&whole_opt, 0, sizeof whole_opt);
     int ok = 1;
-    if (par_is_root()) {
-        const double t0 = gt_now();
-        ok = ckpt_save(dir, step, &r->model, &r->opt, config_text, par_world(), c->seed, 1.0,
-                       path, cap) == 0 &&
+    if (tp > 1 && grid_dp_rank() == 0) ok = gather_whole(r, &whole, &whole_opt) == 0;
+    if (par_is_root() && ok) {
+        ok = ckpt_save(dir, step, tp > 1 ? &whole : &r->model, tp > 1 ? &whole_opt : &r->opt,
+                       config_text, grid_dp_size(), c->seed, 1.0, path, cap) == 0 &&
              ckpt_prune(dir, c->keep_ckpts) >= 0;
         if (ok) printf("checkpoint: step %lld saved to %s in %.2f s\n", (long long)step,
                        path, gt_now() - t0);
         fflush(stdout);
     }
+    gpt_free(&whole);
+    adamw_free(&whole_opt);
     return par_all_ok(ok) ? 0 : -1;
 }
 
@@ -396,46 +472,6 @@ static double grad_norm_shards(const gpt_model *m, const float *g)
             split += sq;
     }
     return sqrt(grid_tp_sum_double(split) + whole);
-}
-
-/* With tp > 1: puts the shards of this replica together, on its tp rank 0, into
- * `whole` (created here, the tp = 1 layout; the caller frees it) and, when whole_opt
- * is not NULL, AdamW's moments into whole_opt the same way. A collective over the tp
- * peers; the other peers get nothing. With tp = 1 it does nothing (the model is
- * whole). Returns 0, or -1 on every peer (reported). */
-static int gather_whole(run *r, gpt_model *whole, adamw_state *whole_opt)
-{
-    const int tp = grid_tp_size();
-    if (tp == 1) return 0;
-    const size_t n = r->model.n_params, nfull = gpt_full_params(&r->model);
-    const int root = grid_tp_rank() == 0;
-    float *all = NULL;
-    int ok = 1;
-    if (root) {
-        all = gt_malloc(n * (size_t)tp * sizeof(float), "gathered tensor-parallel shards");
-        ok = all && gpt_create(whole, r->model.shape, r->model.be, r->threads) == 0;
-        if (ok && whole_opt) ok = adamw_init(whole_opt, nfull) == 0;
-    }
-    /* The peers must not start sending to a root that could not take it. */
-    if (grid_tp_sum_double(ok ? 0.0 : 1.0) != 0.0) {
-        free(all);
-        return -1;
-    }
-    const float *mine[3] = {r->model.params, r->opt.m, r->opt.v};
-    float *dest[3] = {root ? whole->params : NULL, NULL, NULL};
-    if (root && whole_opt) {
-        dest[1] = whole_opt->m;
-        dest[2] = whole_opt->v;
-        whole_opt->t = r->opt.t;
-    }
-    for (int k = 0; k < (whole_opt ? 3 : 1); k++) {
-        grid_tp_gather(mine[k], all, n);
-        if (root)
-            for (int p = 0; p < tp; p++)
-                gpt_shard_copy(&r->model, p, dest[k], all + (size_t)p * n, 1);
-    }
-    free(all);
-    return 0;
 }
 
 int train_run(const gt_config *c)
@@ -543,7 +579,7 @@ int train_run(const gt_config *c)
         int ok = 1;
         if (par_is_root()) {
             char changes[4096];
-            ok = ckpt_check_compatible(&r.meta, saved_text, world, changes,
+            ok = ckpt_check_compatible(&r.meta, saved_text, dp, changes,
                                        sizeof changes) == 0;
             if (ok) {
                 printf("resuming from %s at step %lld\n", from, (long long)r.first_step);

@@ -5,9 +5,11 @@
 #    batch of 8: per-step losses and val_losses within 1e-4 relative over 10 steps,
 #    the saved model (put together from the shards) within 1e-5 per tensor; each
 #    shard is identical in every replica (gentrain checks and says so);
+#  - checkpoints of a tp = 2 run hold the whole model; resuming one re-shards it: on
+#    tp = 2 the run ends bit for bit like the straight one, on tp = 1 and tp = 4 within
+#    1e-5; another number of replicas is refused;
 #  - grids that cannot work stop before any step with a clear line: tp not dividing
-#    n_head, tp not dividing the number of ranks, pp > n_layer, pp > 1 (not built),
-#    checkpoints with tp > 1 (not built).
+#    n_head, tp not dividing the number of ranks, pp > n_layer, pp > 1 (not built).
 # Every mpirun runs under `timeout`, so a hang fails the test instead of blocking it.
 #
 # Environment: GENTRAIN, CMPMODEL (tests/cmpmodel), MPIEXEC (skipped without),
@@ -74,8 +76,36 @@ refused -np 2 "${SMALL[@]}" --tp 3 "tp = 3 does not divide n_head = 4"
 refused -np 3 "${SMALL[@]}" --tp 2 "tp = 2 does not divide the 3 ranks"
 refused -np 1 "${SMALL[@]}" --pp 3 "pp = 3 is larger than n_layer = 2"
 refused -np 2 "${SMALL[@]}" --pp 2 "pp = 2: pipeline parallelism is not built yet"
-refused -np 2 "$GENTRAIN" train "${ARGS[@]}" --batch_size 2 --tp 2 --out "$tmp/ck" \
-    --ckpt_every 5 "ckpt_every with tp = 2 is not supported yet"
+
+# Checkpoints of a tp run hold the whole model (shards and AdamW moments put together),
+# so they resume on any tp with the same replicas: tp = 2 from its own step-5
+# checkpoint ends bit for bit like the straight run; tp = 1 (one process) and tp = 4
+# from the same file end within PTOL of it (a different split rounds differently).
+CK5=checkpoints/ckpt_00000005.h5
+run_ok ck "${MPI[@]}" -np 2 "$GENTRAIN" train "${ARGS[@]}" --batch_size 8 --tp 2 \
+    --ckpt_every 5 --out "$tmp/ck"
+check "tp checkpoint: written at step 5 and 10" test -f "$tmp/ck/$CK5" -a \
+    -f "$tmp/ck/checkpoints/ckpt_00000010.h5"
+"$GENTRAIN" inspect "$tmp/ck/$CK5" > "$tmp/ck.inspect" 2>&1
+check "tp checkpoint: holds whole tensors (c_attn.weight [96, 32], not a shard)" \
+    grep -q "^/model/transformer.h.0.attn.c_attn.weight .* \[96, 32\]" "$tmp/ck.inspect"
+for to in 2 1 4; do
+    mkdir -p "$tmp/re$to/checkpoints"
+    cp "$tmp/ck/$CK5" "$tmp/re$to/checkpoints/"
+    run_ok re$to "${MPI[@]}" -np $to "$GENTRAIN" train "${ARGS[@]}" --batch_size 8 --tp $to \
+        --ckpt_every 5 --resume auto --out "$tmp/re$to"
+    check "tp 2 -> $to: resumed at step 5" grep -q "resuming from .*ckpt_00000005.h5 at step 5" \
+        "$tmp/re$to.out"
+    tol=$PTOL
+    [ $to -eq 2 ] && tol=0
+    "$CMPMODEL" "$tmp/ck/model.h5" "$tmp/re$to/model.h5" $tol > "$tmp/re$to.cmp" 2>&1
+    rc=$?
+    sed -e 's/^/    /' "$tmp/re$to.cmp"
+    check "tp 2 -> $to: ends like the straight tp 2 run (tolerance $tol)" test $rc -eq 0
+done
+# A different number of replicas changes every rank's data: refused.
+refused -np 4 "$GENTRAIN" train "${ARGS[@]}" --batch_size 8 --tp 2 --out "$tmp/re2" \
+    --resume "$tmp/ck/$CK5" "saved by a run of 1 rank, this run has 2"
 
 [ "$fails" -eq 0 ] && echo "all model-parallel checks passed"
 exit $((fails > 0))
