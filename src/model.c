@@ -15,7 +15,6 @@ enum {
     LN1_W, LN1_B, QKV_W, QKV_B, ATTPROJ_W, ATTPROJ_B,
     LN2_W, LN2_B, FC_W, FC_B, FCPROJ_W, FCPROJ_B, PER_LAYER
 };
-enum { WTE = 0, WPE = 1, FIRST_LAYER = 2 };
 
 /* Activations of one (B,T), all carved out of one allocation. Shapes in comments. */
 struct gpt_acts {
@@ -49,7 +48,8 @@ struct gpt_acts {
 
 static float *param(const gpt_model *m, int idx) { return m->params + m->info[idx].offset; }
 static float *grad(const gpt_model *m, int idx) { return m->grads + m->info[idx].offset; }
-static int layer_idx(int l, int k) { return FIRST_LAYER + PER_LAYER * l + k; }
+/* Table index of tensor k of local block l (the stage's l-th block). */
+static int layer_idx(const gpt_model *m, int l, int k) { return m->i_first + PER_LAYER * l + k; }
 
 /* Sums a partial result over the tensor-parallel shards (nothing to do alone). */
 static void tp_sum(const gpt_model *m, float *buf, size_t n)
@@ -88,39 +88,29 @@ int gpt_create(gpt_model *m, gpt_shape s, const gt_backend *be, int threads)
 int gpt_create_tp(gpt_model *m, gpt_shape s, const gt_backend *be, int threads,
                   int tp_size, int tp_rank)
 {
-    memset(m, 0, sizeof *m);
-    if (s.vocab_size < 1 || s.block_size < 1 || s.n_layer < 1 || s.n_head < 1 ||
-        s.n_embd < 1) {
-        gt_error("model shape must be positive (vocab_size %d, block_size %d, n_layer %d, "
-                 "n_head %d, n_embd %d)", s.vocab_size, s.block_size, s.n_layer,
-                 s.n_head, s.n_embd);
-        return -1;
-    }
-    if (s.n_embd % s.n_head != 0) {
-        gt_error("n_embd %d is not divisible by n_head %d", s.n_embd, s.n_head);
-        return -1;
-    }
-    if (tp_size < 1 || tp_rank < 0 || tp_rank >= tp_size || s.n_head % tp_size != 0) {
-        gt_error("tp = %d must divide n_head = %d (each rank takes whole heads)", tp_size,
-                 s.n_head);
-        return -1;
-    }
-    m->tp_size = tp_size;
-    m->tp_rank = tp_rank;
-    m->shape = s;
-    m->be = be;
-    m->threads = threads > 0 ? threads : 1;
-    m->loss_grad_scale = 1.0f;
-    m->n_info = 2 + PER_LAYER * s.n_layer + 2;
+    return gpt_create_stage(m, s, be, threads, tp_size, tp_rank, 0, 1);
+}
+
+/* Fills m->info (allocated here) and m->n_params from m's shape, tp and stage. */
+static int build_info(gpt_model *m)
+{
+    const gpt_shape s = m->shape;
+    m->n_info = (m->has_embed ? 2 : 0) + PER_LAYER * m->n_layers +
+                (m->has_head ? (m->has_embed ? 2 : 3) : 0);
     m->info = gt_calloc(sizeof(gpt_param_info) * (size_t)m->n_info, "parameter table");
     if (!m->info) return -1;
 
-    const int64_t C = s.n_embd, Cl = C / tp_size; /* Cl: this shard's share of C */
+    const int64_t C = s.n_embd, Cl = C / m->tp_size; /* Cl: this shard's share of C */
     size_t off = 0;
     int n = 0;
     char name[64];
-    add_info(m, &n, &off, "transformer.wte.weight", s.vocab_size, C, GPT_SPLIT_NONE);
-    add_info(m, &n, &off, "transformer.wpe.weight", s.block_size, C, GPT_SPLIT_NONE);
+    m->i_wte = m->i_wpe = m->i_lnf = -1;
+    if (m->has_embed) {
+        m->i_wte = n;
+        add_info(m, &n, &off, "transformer.wte.weight", s.vocab_size, C, GPT_SPLIT_NONE);
+        m->i_wpe = n;
+        add_info(m, &n, &off, "transformer.wpe.weight", s.block_size, C, GPT_SPLIT_NONE);
+    }
     /* Shapes as multiples of C (rows, cols; cols 0 = a vector), the split dimension's
      * multiple taken of Cl instead. */
     static const struct {
@@ -141,7 +131,8 @@ int gpt_create_tp(gpt_model *m, gpt_shape s, const gt_backend *be, int threads,
         {"mlp.c_proj.weight", 1, 4, GPT_SPLIT_COLS},
         {"mlp.c_proj.bias", 1, 0, GPT_SPLIT_NONE},
     };
-    for (int l = 0; l < s.n_layer; l++)
+    m->i_first = n;
+    for (int l = m->layer0; l < m->layer0 + m->n_layers; l++)
         for (int k = 0; k < PER_LAYER; k++) {
             const gpt_split sp = block[k].split;
             const int rows_split = sp == GPT_SPLIT_ROWS || sp == GPT_SPLIT_QKV_ROWS;
@@ -149,10 +140,82 @@ int gpt_create_tp(gpt_model *m, gpt_shape s, const gt_backend *be, int threads,
             add_info(m, &n, &off, name, block[k].rows_mult * (rows_split ? Cl : C),
                      block[k].cols_mult * (sp == GPT_SPLIT_COLS ? Cl : C), sp);
         }
-    add_info(m, &n, &off, "transformer.ln_f.weight", C, 0, GPT_SPLIT_NONE);
-    add_info(m, &n, &off, "transformer.ln_f.bias", C, 0, GPT_SPLIT_NONE);
+    if (m->has_head) {
+        m->i_lnf = n;
+        add_info(m, &n, &off, "transformer.ln_f.weight", C, 0, GPT_SPLIT_NONE);
+        add_info(m, &n, &off, "transformer.ln_f.bias", C, 0, GPT_SPLIT_NONE);
+        /* A last stage without the embedding keeps its own copy of the tied wte for
+         * the head, last in its layout: backward finishes its gradient first. */
+        if (!m->has_embed) {
+            m->i_wte = n;
+            add_info(m, &n, &off, "transformer.wte.weight", s.vocab_size, C,
+                     GPT_SPLIT_NONE);
+        }
+    }
     m->n_params = off;
-    m->params = gt_malloc(off * sizeof(float), "model parameters");
+    return 0;
+}
+
+int gpt_create_stage(gpt_model *m, gpt_shape s, const gt_backend *be, int threads,
+                     int tp_size, int tp_rank, int stage, int n_stages)
+{
+    memset(m, 0, sizeof *m);
+    if (s.vocab_size < 1 || s.block_size < 1 || s.n_layer < 1 || s.n_head < 1 ||
+        s.n_embd < 1) {
+        gt_error("model shape must be positive (vocab_size %d, block_size %d, n_layer %d, "
+                 "n_head %d, n_embd %d)", s.vocab_size, s.block_size, s.n_layer,
+                 s.n_head, s.n_embd);
+        return -1;
+    }
+    if (s.n_embd % s.n_head != 0) {
+        gt_error("n_embd %d is not divisible by n_head %d", s.n_embd, s.n_head);
+        return -1;
+    }
+    if (tp_size < 1 || tp_rank < 0 || tp_rank >= tp_size || s.n_head % tp_size != 0) {
+        gt_error("tp = %d must divide n_head = %d (each rank takes whole heads)", tp_size,
+                 s.n_head);
+        return -1;
+    }
+    if (n_stages < 1 || n_stages > s.n_layer || stage < 0 || stage >= n_stages) {
+        gt_error("pipeline stage %d of %d is impossible with n_layer = %d (each stage "
+                 "needs a layer)", stage, n_stages, s.n_layer);
+        return -1;
+    }
+    m->tp_size = tp_size;
+    m->tp_rank = tp_rank;
+    /* Contiguous layers, the first n_layer % n_stages stages one more. */
+    const int base = s.n_layer / n_stages, extra = s.n_layer % n_stages;
+    m->layer0 = stage * base + (stage < extra ? stage : extra);
+    m->n_layers = base + (stage < extra ? 1 : 0);
+    m->has_embed = stage == 0;
+    m->has_head = stage == n_stages - 1;
+    m->shape = s;
+    m->be = be;
+    m->threads = threads > 0 ? threads : 1;
+    m->loss_grad_scale = 1.0f;
+    if (build_info(m) != 0) return -1;
+
+    /* Where each tensor sits in the whole model's buffer (tp = 1, every layer). */
+    gpt_model whole;
+    memset(&whole, 0, sizeof whole);
+    whole.shape = s;
+    whole.tp_size = 1;
+    whole.n_layers = s.n_layer;
+    whole.has_embed = whole.has_head = 1;
+    if (build_info(&whole) != 0) {
+        gpt_free(m);
+        return -1;
+    }
+    for (int i = 0; i < m->n_info; i++)
+        for (int j = 0; j < whole.n_info; j++)
+            if (strcmp(m->info[i].name, whole.info[j].name) == 0) {
+                m->info[i].whole_offset = whole.info[j].offset;
+                break;
+            }
+    m->n_whole = whole.n_params;
+    free(whole.info);
+
+    m->params = gt_malloc(m->n_params * sizeof(float), "model parameters");
     if (!m->params) {
         gpt_free(m);
         return -1;
@@ -160,21 +223,14 @@ int gpt_create_tp(gpt_model *m, gpt_shape s, const gt_backend *be, int threads,
     return 0;
 }
 
-size_t gpt_full_params(const gpt_model *m)
-{
-    size_t n = 0;
-    for (int i = 0; i < m->n_info; i++)
-        n += m->info[i].numel * (m->info[i].split == GPT_SPLIT_NONE ? 1 : m->tp_size);
-    return n;
-}
+size_t gpt_full_params(const gpt_model *m) { return m->n_whole; }
 
 void gpt_shard_copy(const gpt_model *m, int tp_rank, float *full, float *shard, int to_full)
 {
     const size_t tp = (size_t)m->tp_size, r = (size_t)tp_rank;
-    size_t full_off = 0;
     for (int i = 0; i < m->n_info; i++) {
         const gpt_param_info *p = &m->info[i];
-        float *f = full + full_off, *s = shard + p->offset;
+        float *f = full + p->whole_offset, *s = shard + p->offset;
         /* Runs of `len` floats: the k-th at s + k*len and f + k*stride + start. */
         size_t runs = 1, len = p->numel, stride = 0, start = 0;
         switch (p->split) {
@@ -197,15 +253,15 @@ void gpt_shard_copy(const gpt_model *m, int tp_rank, float *full, float *shard, 
             float *fk = f + k * stride + start, *sk = s + k * len;
             memcpy(to_full ? fk : sk, to_full ? sk : fk, len * sizeof(float));
         }
-        full_off += p->numel * (p->split == GPT_SPLIT_NONE ? 1 : tp);
     }
 }
 
 int gpt_init_weights(gpt_model *m, uint64_t seed)
 {
-    if (m->tp_size > 1) {
-        /* A shard takes its part of the full model's initialisation, so any tp starts
-         * from the weights one process would (memory: one full copy, briefly). */
+    if (m->tp_size > 1 || !m->has_embed || !m->has_head) {
+        /* A shard or stage takes its part of the whole model's initialisation, so any
+         * grid starts from the weights one process would (memory: one whole copy,
+         * briefly). */
         gpt_model full;
         if (gpt_create(&full, m->shape, m->be, m->threads) != 0) return -1;
         gpt_init_weights(&full, seed);
@@ -245,28 +301,32 @@ int gpt_alloc_grads(gpt_model *m)
     return m->grads ? 0 : -1;
 }
 
-int gpt_alloc_acts(gpt_model *m, int B, int T)
+static void free_acts(gpt_acts *a)
 {
-    if (T > m->shape.block_size) {
-        gt_error("sequence length %d exceeds block_size %d", T, m->shape.block_size);
-        return -1;
-    }
-    if (m->acts && B <= m->act_B && T <= m->act_T) return 0;
-    if (m->acts) {
-        free(m->acts->block);
-        free(m->acts);
-        m->acts = NULL;
-    }
-    /* Size for the larger of the old and new request so alternating shapes settle. */
-    if (B < m->act_B) B = m->act_B;
-    if (T < m->act_T) T = m->act_T;
+    if (!a) return;
+    free(a->block);
+    free(a);
+}
+
+static void free_act_slots(gpt_model *m)
+{
+    for (int i = 0; i < m->n_act_slots; i++) free_acts(m->act_slots[i]);
+    free(m->act_slots);
+    m->act_slots = NULL;
+    m->n_act_slots = 0;
+    m->acts = NULL;
+}
+
+/* One slot of activations for B x T on this stage's blocks; NULL (reported). */
+static gpt_acts *make_acts(const gpt_model *m, int B, int T)
+{
     /* Tensors inside the split layers hold this shard's heads / hidden units only. */
-    const size_t L = (size_t)m->shape.n_layer, C = (size_t)m->shape.n_embd,
+    const size_t L = (size_t)m->n_layers, C = (size_t)m->shape.n_embd,
                  NH = (size_t)m->shape.n_head / (size_t)m->tp_size,
                  V = (size_t)m->shape.vocab_size, Cl = C / (size_t)m->tp_size;
     const size_t BT = (size_t)B * (size_t)T;
     gpt_acts *a = gt_calloc(sizeof *a, "activation table");
-    if (!a) return -1;
+    if (!a) return NULL;
 
     /* Two passes over the same list: count, then carve. */
     float **slots[] = {
@@ -280,8 +340,8 @@ int gpt_alloc_acts(gpt_model *m, int B, int T)
         BT * C, L * BT * C, L * BT, L * BT, L * BT * 3 * Cl, L * BT * Cl,
         L * (size_t)B * NH * (size_t)T * (size_t)T, L * BT * C, L * BT * C, L * BT * C,
         L * BT, L * BT, L * BT * 4 * Cl, L * BT * 4 * Cl, L * BT * C, L * BT * C, BT * C,
-        BT, BT, BT * V, BT, BT * C, BT * C, BT * 3 * Cl, BT * 4 * Cl, BT * 4 * Cl,
-        m->be->attention_scratch_floats(T, m->threads),
+        BT, BT, m->has_head ? BT * V : 0, BT, BT * C, BT * C, BT * 3 * Cl, BT * 4 * Cl,
+        BT * 4 * Cl, m->be->attention_scratch_floats(T, m->threads),
     };
     const size_t nslots = sizeof sizes / sizeof sizes[0];
     size_t total = 0;
@@ -290,7 +350,7 @@ int gpt_alloc_acts(gpt_model *m, int B, int T)
     a->block = gt_malloc(total * sizeof(float), "activations");
     if (!a->block) {
         free(a);
-        return -1;
+        return NULL;
     }
     float *p = a->block;
     for (size_t i = 0; i < nslots; i++) {
@@ -298,18 +358,43 @@ int gpt_alloc_acts(gpt_model *m, int B, int T)
         p += (sizes[i] + 15) & ~(size_t)15; /* keep every buffer 64-byte aligned */
     }
     a->inputs = (int32_t *)p;
-    m->acts = a;
+    return a;
+}
+
+int gpt_alloc_act_slots(gpt_model *m, int B, int T, int n)
+{
+    if (T > m->shape.block_size) {
+        gt_error("sequence length %d exceeds block_size %d", T, m->shape.block_size);
+        return -1;
+    }
+    if (n < 1) n = 1;
+    if (m->act_slots && B <= m->act_B && T <= m->act_T && n <= m->n_act_slots) return 0;
+    /* Size for the larger of the old and new request so alternating shapes settle. */
+    if (B < m->act_B) B = m->act_B;
+    if (T < m->act_T) T = m->act_T;
+    if (n < m->n_act_slots) n = m->n_act_slots;
+    free_act_slots(m);
+    m->act_slots = gt_calloc(sizeof *m->act_slots * (size_t)n, "activation slots");
+    if (!m->act_slots) return -1;
+    m->n_act_slots = n;
+    for (int i = 0; i < n; i++)
+        if (!(m->act_slots[i] = make_acts(m, B, T))) {
+            free_act_slots(m);
+            return -1;
+        }
+    m->acts = m->act_slots[0];
     m->act_B = B;
     m->act_T = T;
     return 0;
 }
 
+int gpt_alloc_acts(gpt_model *m, int B, int T) { return gpt_alloc_act_slots(m, B, T, 1); }
+
+void gpt_use_act_slot(gpt_model *m, int slot) { m->acts = m->act_slots[slot]; }
+
 void gpt_free(gpt_model *m)
 {
-    if (m->acts) {
-        free(m->acts->block);
-        free(m->acts);
-    }
+    free_act_slots(m);
     free(m->params);
     free(m->grads);
     free(m->info);
@@ -318,6 +403,15 @@ void gpt_free(gpt_model *m)
 
 float gpt_forward(gpt_model *m, const int32_t *inputs, const int32_t *targets, int B,
                   int T, int want_grad)
+{
+    float loss = 0.0f;
+    gpt_stage_forward(m, inputs, NULL, targets, B, T, want_grad, &loss);
+    return loss;
+}
+
+const float *gpt_stage_forward(gpt_model *m, const int32_t *inputs, const float *x_in,
+                               const int32_t *targets, int B, int T, int want_grad,
+                               float *loss)
 {
     gpt_acts *a = m->acts;
     const gt_backend *be = m->be;
@@ -329,14 +423,20 @@ float gpt_forward(gpt_model *m, const int32_t *inputs, const int32_t *targets, i
     /* Row-parallel products: each shard adds its part; the bias once (tp rank 0). */
     const int add_bias = m->tp_rank == 0;
 
-    memcpy(a->inputs, inputs, BT * sizeof(int32_t));
     a->B = B;
     a->T = T;
     a->have_grad = 0;
+    if (loss) *loss = 0.0f;
 
-    be->encoder_forward(a->encoded, inputs, param(m, WTE), param(m, WPE), B, T, C);
+    if (m->has_embed) {
+        memcpy(a->inputs, inputs, BT * sizeof(int32_t));
+        be->encoder_forward(a->encoded, inputs, param(m, m->i_wte), param(m, m->i_wpe), B,
+                            T, C);
+    } else {
+        memcpy(a->encoded, x_in, BTC * sizeof(float)); /* kept for backward */
+    }
     const float *x = a->encoded; /* the residual stream entering each block */
-    for (int l = 0; l < m->shape.n_layer; l++) {
+    for (int l = 0; l < m->n_layers; l++) {
         float *ln1 = a->ln1 + l * BTC, *ln1_mean = a->ln1_mean + l * BT,
               *ln1_rstd = a->ln1_rstd + l * BT, *qkv = a->qkv + l * 3 * BTCl,
               *atty = a->atty + l * BTCl, *att = a->att + l * att_per_layer,
@@ -346,33 +446,37 @@ float gpt_forward(gpt_model *m, const int32_t *inputs, const int32_t *targets, i
               *fch_gelu = a->fch_gelu + l * 4 * BTCl, *fcproj = a->fcproj + l * BTC,
               *res3 = a->residual3 + l * BTC;
         /* x = x + attn(ln_1(x)) */
-        be->layernorm_forward(ln1, ln1_mean, ln1_rstd, x, param(m, layer_idx(l, LN1_W)),
-                              param(m, layer_idx(l, LN1_B)), BT, C);
-        be->matmul_forward(qkv, ln1, param(m, layer_idx(l, QKV_W)),
-                           param(m, layer_idx(l, QKV_B)), BT, C, 3 * Cl);
+        be->layernorm_forward(ln1, ln1_mean, ln1_rstd, x, param(m, layer_idx(m, l, LN1_W)),
+                              param(m, layer_idx(m, l, LN1_B)), BT, C);
+        be->matmul_forward(qkv, ln1, param(m, layer_idx(m, l, QKV_W)),
+                           param(m, layer_idx(m, l, QKV_B)), BT, C, 3 * Cl);
         be->attention_forward(atty, att, qkv, B, T, Cl, NHl);
-        be->matmul_forward(attproj, atty, param(m, layer_idx(l, ATTPROJ_W)),
-                           add_bias ? param(m, layer_idx(l, ATTPROJ_B)) : NULL, BT, Cl, C);
+        be->matmul_forward(attproj, atty, param(m, layer_idx(m, l, ATTPROJ_W)),
+                           add_bias ? param(m, layer_idx(m, l, ATTPROJ_B)) : NULL, BT, Cl, C);
         tp_sum(m, attproj, BTC);
         be->residual_forward(res2, x, attproj, BTC);
         /* x = x + mlp(ln_2(x)) */
-        be->layernorm_forward(ln2, ln2_mean, ln2_rstd, res2, param(m, layer_idx(l, LN2_W)),
-                              param(m, layer_idx(l, LN2_B)), BT, C);
-        be->matmul_forward(fch, ln2, param(m, layer_idx(l, FC_W)),
-                           param(m, layer_idx(l, FC_B)), BT, C, 4 * Cl);
+        be->layernorm_forward(ln2, ln2_mean, ln2_rstd, res2, param(m, layer_idx(m, l, LN2_W)),
+                              param(m, layer_idx(m, l, LN2_B)), BT, C);
+        be->matmul_forward(fch, ln2, param(m, layer_idx(m, l, FC_W)),
+                           param(m, layer_idx(m, l, FC_B)), BT, C, 4 * Cl);
         be->gelu_forward(fch_gelu, fch, 4 * BTCl);
-        be->matmul_forward(fcproj, fch_gelu, param(m, layer_idx(l, FCPROJ_W)),
-                           add_bias ? param(m, layer_idx(l, FCPROJ_B)) : NULL, BT, 4 * Cl, C);
+        be->matmul_forward(fcproj, fch_gelu, param(m, layer_idx(m, l, FCPROJ_W)),
+                           add_bias ? param(m, layer_idx(m, l, FCPROJ_B)) : NULL, BT, 4 * Cl, C);
         tp_sum(m, fcproj, BTC);
         be->residual_forward(res3, res2, fcproj, BTC);
         x = res3;
     }
-    const int lnf = FIRST_LAYER + PER_LAYER * m->shape.n_layer;
+    if (!m->has_head) {
+        a->have_grad = want_grad;
+        return x;
+    }
+    const int lnf = m->i_lnf;
     be->layernorm_forward(a->lnf, a->lnf_mean, a->lnf_rstd, x, param(m, lnf),
                           param(m, lnf + 1), BT, C);
     /* Output head tied to the token embedding: logits = lnf @ wte^T. */
-    be->matmul_forward(a->logits, a->lnf, param(m, WTE), NULL, BT, C, V);
-    if (!targets) return 0.0f;
+    be->matmul_forward(a->logits, a->lnf, param(m, m->i_wte), NULL, BT, C, V);
+    if (!targets) return NULL;
 
     if (want_grad) {
         be->crossentropy_forward_backward(a->losses, a->logits, targets, BT, V,
@@ -383,14 +487,17 @@ float gpt_forward(gpt_model *m, const int32_t *inputs, const int32_t *targets, i
     }
     double sum = 0.0; /* fixed order: the same bits for the same inputs */
     for (size_t i = 0; i < BT; i++) sum += a->losses[i];
-    return (float)(sum / (double)BT);
+    if (loss) *loss = (float)(sum / (double)BT);
+    return NULL;
 }
 
 const float *gpt_logits(const gpt_model *m) { return m->acts->logits; }
 
 void gpt_zero_grad(gpt_model *m) { memset(m->grads, 0, m->n_params * sizeof(float)); }
 
-void gpt_backward(gpt_model *m)
+void gpt_backward(gpt_model *m) { gpt_stage_backward(m, NULL); }
+
+const float *gpt_stage_backward(gpt_model *m, const float *dout)
 {
     gpt_acts *a = m->acts;
     const gt_backend *be = m->be;
@@ -400,22 +507,27 @@ void gpt_backward(gpt_model *m)
         abort();
     }
     const int B = a->B, T = a->T, C = m->shape.n_embd, NH = m->shape.n_head,
-              V = m->shape.vocab_size, L = m->shape.n_layer;
+              V = m->shape.vocab_size, L = m->n_layers;
     const size_t BT = (size_t)B * (size_t)T, BTC = BT * (size_t)C;
     const int Cl = C / m->tp_size, NHl = NH / m->tp_size; /* this shard's part */
     const size_t BTCl = BT * (size_t)Cl;
     const size_t att_per_layer = (size_t)B * (size_t)NHl * (size_t)T * (size_t)T;
-    const int lnf = FIRST_LAYER + PER_LAYER * L;
-
-    /* Head: logits already hold d loss / d logits. */
-    memset(a->dln, 0, BTC * sizeof(float));
-    be->matmul_backward(a->dln, grad(m, WTE), NULL, a->logits, a->lnf, param(m, WTE), BT,
-                        C, V);
-    memset(a->dres, 0, BTC * sizeof(float));
-    const float *last = a->residual3 + (size_t)(L - 1) * BTC;
-    be->layernorm_backward(a->dres, grad(m, lnf), grad(m, lnf + 1), a->dln, last,
-                           param(m, lnf), a->lnf_mean, a->lnf_rstd, BT, C);
-    grads_ready(m, lnf, lnf + 1);
+    if (m->has_head) {
+        /* Head: logits already hold d loss / d logits. */
+        const int lnf = m->i_lnf;
+        memset(a->dln, 0, BTC * sizeof(float));
+        be->matmul_backward(a->dln, grad(m, m->i_wte), NULL, a->logits, a->lnf,
+                            param(m, m->i_wte), BT, C, V);
+        /* A last stage's own wte copy is final now (last in its layout). */
+        if (!m->has_embed) grads_ready(m, m->i_wte, m->i_wte);
+        memset(a->dres, 0, BTC * sizeof(float));
+        const float *last = a->residual3 + (size_t)(L - 1) * BTC;
+        be->layernorm_backward(a->dres, grad(m, lnf), grad(m, lnf + 1), a->dln, last,
+                               param(m, lnf), a->lnf_mean, a->lnf_rstd, BT, C);
+        grads_ready(m, lnf, lnf + 1);
+    } else {
+        memcpy(a->dres, dout, BTC * sizeof(float));
+    }
 
     /* Blocks in reverse. dres always holds d loss / d (residual stream) at the point
      * being differentiated; the skip connections make it flow through unchanged while
@@ -432,49 +544,51 @@ void gpt_backward(gpt_model *m)
          * parallelism dres is whole on every shard, so the row-parallel c_proj's bias
          * gradient is too; the column-parallel c_fc's input gradient is a partial sum. */
         memset(a->dfch_gelu, 0, 4 * BTCl * sizeof(float));
-        be->matmul_backward(a->dfch_gelu, grad(m, layer_idx(l, FCPROJ_W)),
-                            grad(m, layer_idx(l, FCPROJ_B)), a->dres, fch_gelu,
-                            param(m, layer_idx(l, FCPROJ_W)), BT, 4 * Cl, C);
-        grads_ready(m, layer_idx(l, FCPROJ_W), layer_idx(l, FCPROJ_B));
+        be->matmul_backward(a->dfch_gelu, grad(m, layer_idx(m, l, FCPROJ_W)),
+                            grad(m, layer_idx(m, l, FCPROJ_B)), a->dres, fch_gelu,
+                            param(m, layer_idx(m, l, FCPROJ_W)), BT, 4 * Cl, C);
+        grads_ready(m, layer_idx(m, l, FCPROJ_W), layer_idx(m, l, FCPROJ_B));
         memset(a->dfch, 0, 4 * BTCl * sizeof(float));
         be->gelu_backward(a->dfch, fch, a->dfch_gelu, 4 * BTCl);
         memset(a->dln, 0, BTC * sizeof(float));
-        be->matmul_backward(a->dln, grad(m, layer_idx(l, FC_W)), grad(m, layer_idx(l, FC_B)),
-                            a->dfch, ln2, param(m, layer_idx(l, FC_W)), BT, C, 4 * Cl);
+        be->matmul_backward(a->dln, grad(m, layer_idx(m, l, FC_W)), grad(m, layer_idx(m, l, FC_B)),
+                            a->dfch, ln2, param(m, layer_idx(m, l, FC_W)), BT, C, 4 * Cl);
         tp_sum(m, a->dln, BTC);
-        grads_ready(m, layer_idx(l, FC_W), layer_idx(l, FC_B));
-        be->layernorm_backward(a->dres, grad(m, layer_idx(l, LN2_W)),
-                               grad(m, layer_idx(l, LN2_B)), a->dln, res2,
-                               param(m, layer_idx(l, LN2_W)), ln2_mean, ln2_rstd, BT, C);
-        grads_ready(m, layer_idx(l, LN2_W), layer_idx(l, LN2_B));
+        grads_ready(m, layer_idx(m, l, FC_W), layer_idx(m, l, FC_B));
+        be->layernorm_backward(a->dres, grad(m, layer_idx(m, l, LN2_W)),
+                               grad(m, layer_idx(m, l, LN2_B)), a->dln, res2,
+                               param(m, layer_idx(m, l, LN2_W)), ln2_mean, ln2_rstd, BT, C);
+        grads_ready(m, layer_idx(m, l, LN2_W), layer_idx(m, l, LN2_B));
         /* Attention branch: res2 = x + attproj(attn(qkv(ln1(x)))). dln doubles as the
          * gradient of the attention output. */
         memset(a->dln, 0, BTCl * sizeof(float));
-        be->matmul_backward(a->dln, grad(m, layer_idx(l, ATTPROJ_W)),
-                            grad(m, layer_idx(l, ATTPROJ_B)), a->dres, atty,
-                            param(m, layer_idx(l, ATTPROJ_W)), BT, Cl, C);
-        grads_ready(m, layer_idx(l, ATTPROJ_W), layer_idx(l, ATTPROJ_B));
+        be->matmul_backward(a->dln, grad(m, layer_idx(m, l, ATTPROJ_W)),
+                            grad(m, layer_idx(m, l, ATTPROJ_B)), a->dres, atty,
+                            param(m, layer_idx(m, l, ATTPROJ_W)), BT, Cl, C);
+        grads_ready(m, layer_idx(m, l, ATTPROJ_W), layer_idx(m, l, ATTPROJ_B));
         memset(a->dqkv, 0, 3 * BTCl * sizeof(float));
         be->attention_backward(a->dqkv, a->dln, qkv, att, a->att_scratch, B, T, Cl, NHl);
         memset(a->dln, 0, BTC * sizeof(float));
-        be->matmul_backward(a->dln, grad(m, layer_idx(l, QKV_W)),
-                            grad(m, layer_idx(l, QKV_B)), a->dqkv, ln1,
-                            param(m, layer_idx(l, QKV_W)), BT, C, 3 * Cl);
+        be->matmul_backward(a->dln, grad(m, layer_idx(m, l, QKV_W)),
+                            grad(m, layer_idx(m, l, QKV_B)), a->dqkv, ln1,
+                            param(m, layer_idx(m, l, QKV_W)), BT, C, 3 * Cl);
         tp_sum(m, a->dln, BTC);
         /* The key bias adds q.b_k to every score of a query's row, and softmax ignores
          * what a row shares: its gradient is exactly zero, and what the sum above left
          * there is rounding alone, which AdamW would blow up into lr-sized steps (and
          * runs that differ only in summation order, e.g. over ranks, into different
          * models). */
-        memset(grad(m, layer_idx(l, QKV_B)) + Cl, 0, Cl * sizeof(float));
-        grads_ready(m, layer_idx(l, QKV_W), layer_idx(l, QKV_B));
-        be->layernorm_backward(a->dres, grad(m, layer_idx(l, LN1_W)),
-                               grad(m, layer_idx(l, LN1_B)), a->dln, x,
-                               param(m, layer_idx(l, LN1_W)), ln1_mean, ln1_rstd, BT, C);
-        grads_ready(m, layer_idx(l, LN1_W), layer_idx(l, LN1_B));
+        memset(grad(m, layer_idx(m, l, QKV_B)) + Cl, 0, Cl * sizeof(float));
+        grads_ready(m, layer_idx(m, l, QKV_W), layer_idx(m, l, QKV_B));
+        be->layernorm_backward(a->dres, grad(m, layer_idx(m, l, LN1_W)),
+                               grad(m, layer_idx(m, l, LN1_B)), a->dln, x,
+                               param(m, layer_idx(m, l, LN1_W)), ln1_mean, ln1_rstd, BT, C);
+        grads_ready(m, layer_idx(m, l, LN1_W), layer_idx(m, l, LN1_B));
     }
-    be->encoder_backward(grad(m, WTE), grad(m, WPE), a->dres, a->inputs, B, T, C);
-    grads_ready(m, WTE, WPE);
+    if (!m->has_embed) return a->dres; /* d loss / d (this stage's input) */
+    be->encoder_backward(grad(m, m->i_wte), grad(m, m->i_wpe), a->dres, a->inputs, B, T, C);
+    grads_ready(m, m->i_wte, m->i_wpe);
+    return NULL;
 }
 
 double gpt_flops_per_step(const gpt_shape *s, int B, int T)

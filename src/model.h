@@ -42,6 +42,8 @@ typedef struct gpt_param_info {
     gpt_split split;    /* how tensor parallelism cuts it */
     int64_t shape[2];   /* of this rank's shard */
     size_t offset;      /* into the flat buffer, in floats */
+    size_t whole_offset; /* of the whole tensor in the whole model's buffer (tp = 1,
+                          * one stage) */
     size_t numel;
     int decay;          /* 1: AdamW weight decay applies (2-D matrices) */
 } gpt_param_info;
@@ -56,7 +58,9 @@ typedef struct gpt_model {
     float *grads;            /* [n_params], allocated by gpt_alloc_grads */
     gpt_param_info *info;    /* [n_info] */
     int n_info;
-    gpt_acts *acts;          /* for the largest (B,T) asked so far */
+    gpt_acts *acts;          /* the slot in use, for the largest (B,T) asked so far */
+    gpt_acts **act_slots;    /* [n_act_slots] (gpt_alloc_act_slots) */
+    int n_act_slots;
     int act_B, act_T;        /* capacity of acts */
     int threads;             /* OpenMP threads the kernels use (scratch sizing) */
     /* Multiplies d(loss)/d(logits), so every gradient (1 after gpt_create): 1/n to
@@ -73,6 +77,14 @@ typedef struct gpt_model {
     int tp_size, tp_rank;
     void (*tp_allreduce)(void *ctx, float *buf, size_t n);
     void *tp_ctx;
+    /* Pipeline parallelism: this model is one stage, blocks [layer0, layer0 +
+     * n_layers) of shape.n_layer; the first stage has the embeddings (has_embed), the
+     * last the final LayerNorm and the head (has_head), with its own copy of the tied
+     * wte when it is not also the first (the two copies' gradients must be added
+     * before each update: the trainer's job). One stage of one: the whole model. */
+    int layer0, n_layers, has_embed, has_head;
+    int i_wte, i_wpe, i_first, i_lnf; /* table indices (-1: not on this stage) */
+    size_t n_whole;                   /* floats of the whole model (tp 1, 1 stage) */
     /* Optional (NULL = none): told during gpt_backward, on the calling thread, that
      * grads[offset, offset+count) is final for this backward, so it can be reduced
      * while backward goes on. The ranges tile the buffer from its end to its start,
@@ -93,12 +105,16 @@ int gpt_create(gpt_model *m, gpt_shape shape, const gt_backend *be, int threads)
  * Set tp_allreduce before the first forward. */
 int gpt_create_tp(gpt_model *m, gpt_shape shape, const gt_backend *be, int threads,
                   int tp_size, int tp_rank);
+/* The same for stage `stage` of n_stages (n_stages <= n_layer): contiguous blocks, the
+ * first n_layer % n_stages stages one more. */
+int gpt_create_stage(gpt_model *m, gpt_shape shape, const gt_backend *be, int threads,
+                     int tp_size, int tp_rank, int stage, int n_stages);
 /* Copies between a full parameter buffer (the layout of the tp_size = 1 model, n_full
  * floats) and shard `tp_rank` of m's layout (m->n_params floats): to_full = 1 writes
  * the shard's parts of full, 0 fills the shard from full. */
 void gpt_shard_copy(const gpt_model *m, int tp_rank, float *full, float *shard,
                     int to_full);
-/* Floats of the full (tp_size = 1) parameter buffer. */
+/* Floats of the full (tp_size = 1, one stage) parameter buffer. */
 size_t gpt_full_params(const gpt_model *m);
 /* GPT-2 initialisation from seed: N(0, 0.02) for matrices and embeddings, residual
  * projections (attn.c_proj, mlp.c_proj) scaled by 1/sqrt(2*n_layer), biases 0,
@@ -116,6 +132,25 @@ void gpt_free(gpt_model *m);
  * for gpt_backward (same call computes loss and logit gradient in place). */
 float gpt_forward(gpt_model *m, const int32_t *inputs, const int32_t *targets, int B,
                   int T, int want_grad);
+/* One stage's forward (gpt_forward is the whole model's): the first stage reads
+ * tokens `inputs`, the others the previous stage's output activations x_in [B,T,C]
+ * (copied). Returns this stage's output activations [B,T,C] (valid until the next
+ * forward on the same activation slot) except on the last stage, which returns NULL
+ * and sets *loss as gpt_forward returns it. */
+const float *gpt_stage_forward(gpt_model *m, const int32_t *inputs, const float *x_in,
+                               const int32_t *targets, int B, int T, int want_grad,
+                               float *loss);
+/* One stage's backward of its last training forward on the current slot: the last
+ * stage starts from its loss (dout NULL), the others from dout [B,T,C], the gradient
+ * of their output. grads += as gpt_backward. Returns the gradient of the stage's input
+ * activations [B,T,C] (for the previous stage), NULL on the first stage. */
+const float *gpt_stage_backward(gpt_model *m, const float *dout);
+/* Activation slots: a pipeline keeps several micro-batches in flight, each with its
+ * activations. gpt_alloc_act_slots makes n slots for B x T (slot 0 is what
+ * gpt_alloc_acts makes); gpt_use_act_slot picks the one forward and backward use. */
+int gpt_alloc_act_slots(gpt_model *m, int B, int T, int n);
+void gpt_use_act_slot(gpt_model *m, int slot);
+
 /* Logits [B,T,V] of the last forward without targets. */
 const float *gpt_logits(const gpt_model *m);
 /* Zeros the parameter gradients. */
