@@ -129,7 +129,11 @@ static const key_def keys[] = {
             "tensor parallel: ranks that split each layer's heads and MLP units between "
             "them (must divide n_head and the number of ranks)"),
     KEY_INT(pp, G_PAR, "1", 1, 65536, R_MAX,
-            "pipeline parallel stages (not built yet: only 1 is accepted)"),
+            "pipeline parallel: stages of contiguous layers each replica is cut into "
+            "(at most n_layer; tp x pp must divide the number of ranks)"),
+    KEY_INT(micro_batches, G_PAR, "0", 0, INT_MAX, 0,
+            "pipeline: micro-batches each step's batch_size is cut into (must divide "
+            "it); 0 = pp"),
     KEY_CHOICE(grad_comm, G_PAR, "fp32", "fp32|fp16",
                "number format of the gradients on the wire (fp16: IEEE half, summed "
                "in float)"),
@@ -715,9 +719,9 @@ int config_validate(const gt_config *c)
                  c->pp, c->n_layer);
         return -1;
     }
-    if (c->pp > 1) {
-        gt_error("pp = %d: pipeline parallelism is not built yet (use tp and data "
-                 "parallelism)", c->pp);
+    if (c->micro_batches > 0 && c->batch_size % c->micro_batches != 0) {
+        gt_error("micro_batches = %d does not divide batch_size = %d", c->micro_batches,
+                 c->batch_size);
         return -1;
     }
     if (c->min_lr > c->lr) {

@@ -49,7 +49,8 @@ typedef struct gt_config {
     char grad_comm[8];               /* "fp32" or "fp16" on the wire */
     /* model parallel: world = dp x tp x pp ranks (grid.h) */
     int tp;                          /* tensor-parallel ranks per replica */
-    int pp;                          /* pipeline stages (not built yet: must be 1) */
+    int pp;                          /* pipeline stages */
+    int micro_batches;               /* per step with pp > 1; 0 = pp */
     /* checkpoints (in <out>/checkpoints/, io/ckpt.h) */
     int64_t ckpt_every;              /* steps between checkpoints; 0 = none periodic */
     double ckpt_minutes;             /* also after this much wall time; 0 = off */

@@ -9,10 +9,14 @@
 #include "parallel.h"
 #include "util.h"
 
-/* Before grid_init (or in single mode) the grid is dp = world, tp = 1. */
+/* Before grid_init (or in single mode) the grid is dp = world, tp = pp = 1. */
 static int inited = 0;
-static int tp_size = 1, tp_rank = 0;
-static MPI_Comm dp_comm = MPI_COMM_NULL, tp_comm = MPI_COMM_NULL;
+static int tp_size = 1, tp_rank = 0, pp_size = 1, pp_rank = 0;
+static MPI_Comm dp_comm = MPI_COMM_NULL, tp_comm = MPI_COMM_NULL, pp_comm = MPI_COMM_NULL,
+                mp_comm = MPI_COMM_NULL, tie_comm = MPI_COMM_NULL;
+/* Point-to-point sends of the pipeline not yet waited for. */
+static MPI_Request *sends = NULL;
+static int n_sends = 0, cap_sends = 0;
 
 static void check(int rc, const char *call)
 {
@@ -21,31 +25,34 @@ static void check(int rc, const char *call)
 
 static int multi(void) { return par_world() > 1; }
 
+static void split(int color, int key, MPI_Comm *out, const char *what)
+{
+    check(MPI_Comm_split(MPI_COMM_WORLD, color, key, out), what);
+}
+
 int grid_init(int tp, int pp)
 {
     const int world = par_world();
-    const char *why = NULL;
-    char line[200];
-    if (pp > 1) {
-        why = "pp > 1: pipeline parallelism is not built yet (use tp and data "
-              "parallelism)";
-    } else if (tp < 1 || world % tp != 0) {
-        snprintf(line, sizeof line,
-                 "tp = %d does not divide the %d rank%s: the world must be dp x tp x pp "
-                 "ranks", tp, world, world == 1 ? "" : "s");
-        why = line;
-    }
-    if (why) {
-        if (par_is_root()) gt_error("%s", why);
+    if (tp < 1 || pp < 1 || world % (tp * pp) != 0) {
+        if (par_is_root())
+            gt_error("tp x pp = %d x %d = %d does not divide the %d rank%s: the world must "
+                     "be dp x tp x pp ranks", tp, pp, tp * pp, world, world == 1 ? "" : "s");
         return -1;
     }
     tp_size = tp;
-    tp_rank = par_rank() % tp;
+    pp_size = pp;
+    const int w = par_rank();
+    tp_rank = w % tp;
+    pp_rank = w / tp % pp;
+    const int dp_rank = w / (tp * pp);
     if (multi()) {
-        check(MPI_Comm_split(MPI_COMM_WORLD, tp_rank, par_rank(), &dp_comm),
-              "MPI_Comm_split (data-parallel groups)");
-        check(MPI_Comm_split(MPI_COMM_WORLD, par_rank() / tp, tp_rank, &tp_comm),
-              "MPI_Comm_split (tensor-parallel groups)");
+        split(pp_rank * tp + tp_rank, dp_rank, &dp_comm, "MPI_Comm_split (data parallel)");
+        split(w / tp, tp_rank, &tp_comm, "MPI_Comm_split (tensor parallel)");
+        split(dp_rank * tp + tp_rank, pp_rank, &pp_comm, "MPI_Comm_split (pipeline)");
+        split(dp_rank, pp_rank * tp + tp_rank, &mp_comm, "MPI_Comm_split (model parallel)");
+        const int ends = pp > 1 && (pp_rank == 0 || pp_rank == pp - 1);
+        split(ends ? dp_rank * tp + tp_rank : MPI_UNDEFINED, pp_rank, &tie_comm,
+              "MPI_Comm_split (tied embedding)");
     }
     inited = 1;
     return 0;
@@ -53,17 +60,26 @@ int grid_init(int tp, int pp)
 
 void grid_free(void)
 {
-    if (dp_comm != MPI_COMM_NULL) MPI_Comm_free(&dp_comm);
-    if (tp_comm != MPI_COMM_NULL) MPI_Comm_free(&tp_comm);
+    grid_pp_wait_sends();
+    MPI_Comm *comms[] = {&dp_comm, &tp_comm, &pp_comm, &mp_comm, &tie_comm};
+    for (size_t i = 0; i < sizeof comms / sizeof comms[0]; i++)
+        if (*comms[i] != MPI_COMM_NULL) MPI_Comm_free(comms[i]);
+    free(sends);
+    sends = NULL;
+    n_sends = cap_sends = 0;
     inited = 0;
-    tp_size = 1;
-    tp_rank = 0;
+    tp_size = pp_size = 1;
+    tp_rank = pp_rank = 0;
 }
 
-int grid_dp_rank(void) { return par_rank() / tp_size; }
-int grid_dp_size(void) { return par_world() / tp_size; }
+int grid_dp_rank(void) { return par_rank() / (tp_size * pp_size); }
+int grid_dp_size(void) { return par_world() / (tp_size * pp_size); }
 int grid_tp_rank(void) { return tp_rank; }
 int grid_tp_size(void) { return tp_size; }
+int grid_pp_rank(void) { return pp_rank; }
+int grid_pp_size(void) { return pp_size; }
+int grid_mp_rank(void) { return pp_rank * tp_size + tp_rank; }
+int grid_mp_size(void) { return pp_size * tp_size; }
 
 MPI_Comm grid_dp_comm(void)
 {
@@ -97,49 +113,85 @@ double grid_tp_sum_double(double x)
     return s;
 }
 
-void grid_tp_gather(const float *mine, float *all, size_t n)
+/* Sends and receives in chunks whose counts fit an int. */
+void grid_pp_send(const float *buf, size_t n, int stage, int tag)
 {
-    if (tp_size == 1) {
-        if (all != mine)
-            for (size_t i = 0; i < n; i++) all[i] = mine[i];
-        return;
-    }
-    /* One message per peer: sizes beyond an int's count go in chunks. */
-    for (int p = 0; p < tp_size; p++)
-        for (size_t off = 0; off < n; off += CHUNK) {
-            size_t len = n - off < (size_t)CHUNK ? n - off : (size_t)CHUNK;
-            if (tp_rank == 0 && p == 0) {
-                for (size_t i = 0; i < len; i++) all[off + i] = mine[off + i];
-            } else if (tp_rank == 0) {
-                check(MPI_Recv(all + (size_t)p * n + off, (int)len, MPI_FLOAT, p, 7, tp_comm,
-                               MPI_STATUS_IGNORE), "MPI_Recv of a tensor-parallel shard");
-            } else if (tp_rank == p) {
-                check(MPI_Send(mine + off, (int)len, MPI_FLOAT, 0, 7, tp_comm),
-                      "MPI_Send of a tensor-parallel shard");
-            }
+    for (size_t off = 0; off < n; off += CHUNK) {
+        size_t len = n - off < (size_t)CHUNK ? n - off : (size_t)CHUNK;
+        if (n_sends == cap_sends) {
+            int cap = cap_sends ? 2 * cap_sends : 16;
+            MPI_Request *r = realloc(sends, sizeof *r * (size_t)cap);
+            if (!r) par_abort("out of memory for pipeline send requests");
+            sends = r;
+            cap_sends = cap;
         }
+        check(MPI_Isend(buf + off, (int)len, MPI_FLOAT, stage, tag, pp_comm,
+                        &sends[n_sends++]),
+              "MPI_Isend to the next pipeline stage");
+    }
 }
 
-void grid_tp_scatter(const float *all, float *mine, size_t n)
+void grid_pp_recv(float *buf, size_t n, int stage, int tag)
 {
-    if (tp_size == 1) {
-        if (all != mine)
-            for (size_t i = 0; i < n; i++) mine[i] = all[i];
-        return;
+    for (size_t off = 0; off < n; off += CHUNK) {
+        size_t len = n - off < (size_t)CHUNK ? n - off : (size_t)CHUNK;
+        check(MPI_Recv(buf + off, (int)len, MPI_FLOAT, stage, tag, pp_comm,
+                       MPI_STATUS_IGNORE),
+              "MPI_Recv from a pipeline stage");
     }
-    for (int p = 0; p < tp_size; p++)
-        for (size_t off = 0; off < n; off += CHUNK) {
-            size_t len = n - off < (size_t)CHUNK ? n - off : (size_t)CHUNK;
-            if (tp_rank == 0 && p == 0) {
-                for (size_t i = 0; i < len; i++) mine[off + i] = all[off + i];
-            } else if (tp_rank == 0) {
-                check(MPI_Send(all + (size_t)p * n + off, (int)len, MPI_FLOAT, p, 8, tp_comm),
-                      "MPI_Send of a tensor-parallel shard");
-            } else if (tp_rank == p) {
-                check(MPI_Recv(mine + off, (int)len, MPI_FLOAT, 0, 8, tp_comm,
-                               MPI_STATUS_IGNORE), "MPI_Recv of a tensor-parallel shard");
-            }
-        }
+}
+
+void grid_pp_wait_sends(void)
+{
+    if (n_sends == 0) return;
+    check(MPI_Waitall(n_sends, sends, MPI_STATUSES_IGNORE), "MPI_Waitall (pipeline sends)");
+    n_sends = 0;
+}
+
+void grid_tie_allreduce_sum(float *buf, size_t n)
+{
+    if (pp_size == 1 || tie_comm == MPI_COMM_NULL) return;
+    for (size_t off = 0; off < n; off += CHUNK) {
+        size_t len = n - off < (size_t)CHUNK ? n - off : (size_t)CHUNK;
+        check(MPI_Allreduce(MPI_IN_PLACE, buf + off, (int)len, MPI_FLOAT, MPI_SUM, tie_comm),
+              "MPI_Allreduce of the tied embedding's gradient");
+    }
+}
+
+double grid_mp_sum_double(double x)
+{
+    if (grid_mp_size() == 1) return x;
+    double s = 0.0;
+    check(MPI_Allreduce(&x, &s, 1, MPI_DOUBLE, MPI_SUM, mp_comm),
+          "MPI_Allreduce over a model replica");
+    return s;
+}
+
+int grid_mp_all_ok(int ok)
+{
+    if (grid_mp_size() == 1) return ok != 0;
+    int mine = ok != 0, all = 0;
+    check(MPI_Allreduce(&mine, &all, 1, MPI_INT, MPI_MIN, mp_comm),
+          "MPI_Allreduce over a model replica");
+    return all;
+}
+
+void grid_mp_send_root(const float *buf, size_t n)
+{
+    for (size_t off = 0; off < n; off += CHUNK) {
+        size_t len = n - off < (size_t)CHUNK ? n - off : (size_t)CHUNK;
+        check(MPI_Send(buf + off, (int)len, MPI_FLOAT, 0, 9, mp_comm),
+              "MPI_Send of a model part");
+    }
+}
+
+void grid_mp_recv(float *buf, size_t n, int from)
+{
+    for (size_t off = 0; off < n; off += CHUNK) {
+        size_t len = n - off < (size_t)CHUNK ? n - off : (size_t)CHUNK;
+        check(MPI_Recv(buf + off, (int)len, MPI_FLOAT, from, 9, mp_comm, MPI_STATUS_IGNORE),
+              "MPI_Recv of a model part");
+    }
 }
 
 int grid_check_same_replicas(const char *what, const void *bytes, size_t n)

@@ -32,6 +32,7 @@
 #include "model.h"
 #include "optim.h"
 #include "parallel.h"
+#include "pipeline.h"
 #include "signals.h"
 #include "util.h"
 #include "windows.h"
@@ -62,6 +63,8 @@ typedef struct run {
     int64_t first_step;     /* 0, or the step of the checkpoint resumed from */
     int accum;              /* micro-steps per optimizer step (global_batch_size) */
     int mpi_io;             /* data read through parallel HDF5's MPI-IO driver */
+    pipeline *pipe;         /* pp > 1: this stage's micro-batch schedule */
+    int micro;              /* its micro-batches per step */
     ckpt_meta meta;         /* of that checkpoint */
     int resumed;
 } run;
@@ -183,9 +186,10 @@ static double evaluate(run *r, const gt_config *c, int32_t *in, int32_t *tg)
             memcpy(in + (size_t)b * T, win, (size_t)T * sizeof(int32_t));
             memcpy(tg + (size_t)b * T, win + 1, (size_t)T * sizeof(int32_t));
         }
-        sum += gpt_forward(&r->model, in, tg, B, T, 0);
+        sum += r->pipe ? pipeline_eval(r->pipe, in, tg) : gpt_forward(&r->model, in, tg, B, T, 0);
     }
-    return par_sum_double(sum) / ((double)batches * par_world());
+    /* With pp > 1 only the last stages (world / pp ranks) have a loss. */
+    return par_sum_double(sum) / ((double)batches * (par_world() / grid_pp_size()));
 }
 
 /* Whether step (0-based) ends with an evaluation. */
@@ -250,6 +254,7 @@ static void free_run(run *r)
 {
     if (r->ld) loader_stop(r->ld);
     par_reducer_drain(r->red); /* MPI must not write into freed buffers */
+    pipeline_free(r->pipe);
     par_reducer_free(r->red);
     if (r->have_model) r->model.grads = r->ring[0] ? r->ring[0] : r->model.grads;
     for (int i = 1; i < MAX_SLOTS; i++) free(r->ring[i]);
@@ -267,52 +272,57 @@ static void free_run(run *r)
     if (r->log && fclose(r->log) != 0) gt_error("writing the log file failed");
 }
 
-/* With tp > 1: puts the shards of this replica together, on its tp rank 0, into
- * `whole` (created here, the tp = 1 layout; the caller frees it) and, when whole_opt
- * is not NULL, AdamW's moments into whole_opt the same way. A collective over the tp
- * peers; the other peers get nothing. With tp = 1 it does nothing (the model is
- * whole). Returns 0, or -1 on every peer (reported). */
+/* With tp or pp > 1: puts the parts of this replica (pp x tp ranks) together, on its
+ * first rank, into `whole` (created here, the layout of one process; the caller frees
+ * it) and, when whole_opt is not NULL, AdamW's moments into whole_opt the same way. A
+ * collective over the replica; the other ranks get nothing. With one part it does
+ * nothing (the model is whole). Returns 0, or -1 on every rank of the replica
+ * (reported). */
 static int gather_whole(const run *r, gpt_model *whole, adamw_state *whole_opt)
 {
-    const int tp = grid_tp_size();
-    if (tp == 1) return 0;
-    const size_t n = r->model.n_params, nfull = gpt_full_params(&r->model);
-    const int root = grid_tp_rank() == 0;
-    float *all = NULL;
+    const int parts = grid_mp_size(), tp = grid_tp_size(), pp = grid_pp_size();
+    if (parts == 1) return 0;
+    const int root = grid_mp_rank() == 0;
     int ok = 1;
     if (root) {
-        all = gt_malloc(n * (size_t)tp * sizeof(float), "gathered tensor-parallel shards");
-        ok = all && gpt_create(whole, r->model.shape, r->model.be, r->threads) == 0;
-        if (ok && whole_opt) ok = adamw_init(whole_opt, nfull) == 0;
+        ok = gpt_create(whole, r->model.shape, r->model.be, r->threads) == 0;
+        if (ok && whole_opt) ok = adamw_init(whole_opt, whole->n_params) == 0;
     }
-    /* The peers must not start sending to a root that could not take it. */
-    if (grid_tp_sum_double(ok ? 0.0 : 1.0) != 0.0) {
-        free(all);
-        return -1;
-    }
+    /* The others must not start sending to a root that could not take it. */
+    if (!grid_mp_all_ok(ok)) return -1;
     const float *mine[3] = {r->model.params, r->opt.m, r->opt.v};
-    float *dest[3] = {root ? whole->params : NULL, NULL, NULL};
-    if (root && whole_opt) {
-        dest[1] = whole_opt->m;
-        dest[2] = whole_opt->v;
-        whole_opt->t = r->opt.t;
+    const int n_bufs = whole_opt ? 3 : 1;
+    if (!root) {
+        for (int k = 0; k < n_bufs; k++) grid_mp_send_root(mine[k], r->model.n_params);
+        return 0;
     }
-    for (int k = 0; k < (whole_opt ? 3 : 1); k++) {
-        grid_tp_gather(mine[k], all, n);
-        if (root)
-            for (int p = 0; p < tp; p++)
-                gpt_shard_copy(&r->model, p, dest[k], all + (size_t)p * n, 1);
+    float *dest[3] = {whole->params, whole_opt ? whole_opt->m : NULL,
+                      whole_opt ? whole_opt->v : NULL};
+    if (whole_opt) whole_opt->t = r->opt.t;
+    for (int k = 0; k < n_bufs; k++)
+        gpt_shard_copy(&r->model, grid_tp_rank(), dest[k], (float *)mine[k], 1);
+    /* Each other part: its layout (a model of that stage and shard, whose parameter
+     * buffer receives), then its buffers in order. */
+    for (int q = 1; q < parts; q++) {
+        gpt_model part;
+        if (gpt_create_stage(&part, r->model.shape, r->model.be, 1, tp, q % tp, q / tp, pp) !=
+            0)
+            par_abort_reported(); /* the peers are already sending */
+        for (int k = 0; k < n_bufs; k++) {
+            grid_mp_recv(part.params, part.n_params, q);
+            gpt_shard_copy(&part, q % tp, dest[k], part.params, 1);
+        }
+        gpt_free(&part);
     }
-    free(all);
     return 0;
 }
 
-/* Loads checkpoint `from` into the run's model and optimizer: directly with tp = 1;
- * with tp > 1 every rank reads the whole model and keeps its shard (memory: one whole
- * model and its moments, briefly). 0, or -1 (reported). */
+/* Loads checkpoint `from` into the run's model and optimizer: directly with one part
+ * per replica; with tp or pp > 1 every rank reads the whole model and keeps its part
+ * (memory: one whole model and its moments, briefly). 0, or -1 (reported). */
 static int load_checkpoint(run *r, const char *from)
 {
-    if (grid_tp_size() == 1) return ckpt_load(from, &r->model, &r->opt, &r->meta);
+    if (grid_mp_size() == 1) return ckpt_load(from, &r->model, &r->opt, &r->meta);
     gpt_model whole;
     adamw_state whole_opt;
     memset(&whole_opt, 0, sizeof whole_opt);
@@ -343,14 +353,19 @@ static int setup_run(run *r, const gt_config *c, int64_t *vocab, const char *fro
     if (check_output_paths(c, r, ckpt_dir, from != NULL) != 0) return -1;
     if (setup_data(r, c, vocab) != 0) return -1;
     gpt_shape shape = {(int)*vocab, T, c->n_layer, c->n_head, c->n_embd};
-    if (gpt_create_tp(&r->model, shape, &backend_cpu, r->threads, grid_tp_size(),
-                      grid_tp_rank()) != 0)
+    if (gpt_create_stage(&r->model, shape, &backend_cpu, r->threads, grid_tp_size(),
+                         grid_tp_rank(), grid_pp_rank(), grid_pp_size()) != 0)
         return -1;
     r->have_model = 1;
     r->model.tp_allreduce = grid_tp_allreduce_hook;
-    if (gpt_alloc_grads(&r->model) != 0 || gpt_alloc_acts(&r->model, B, T) != 0 ||
-        adamw_init(&r->opt, r->model.n_params) != 0)
+    if (gpt_alloc_grads(&r->model) != 0 || adamw_init(&r->opt, r->model.n_params) != 0)
         return -1;
+    /* Activations: one slot for the batch, or the pipeline's for its micro-batches. */
+    if (grid_pp_size() > 1) {
+        if (!(r->pipe = pipeline_create(&r->model, r->micro, B, T))) return -1;
+    } else if (gpt_alloc_acts(&r->model, B, T) != 0) {
+        return -1;
+    }
     if (from) {
         /* Parameters, moments and AdamW's t; the step is the data cursor (ckpt.h). */
         if (load_checkpoint(r, from) != 0) return -1;
@@ -433,19 +448,19 @@ static int64_t find_resume_step(const char *dir)
 static int save_checkpoint(const run *r, const gt_config *c, const char *dir, int64_t step,
                            const char *config_text, char *path, size_t cap)
 {
-    /* One whole model whatever the grid (tp > 1: replica 0's shards put together on
-     * rank 0), so any tp can resume it. The world size recorded is the number of
-     * replicas: what fixes each one's data. */
-    const int tp = grid_tp_size();
+    /* One whole model whatever the grid (tp or pp > 1: replica 0's parts put together
+     * on rank 0), so any tp and pp can resume it. The world size recorded is the number
+     * of replicas: what fixes each one's data. */
+    const int split = grid_mp_size() > 1;
     const double t0 = gt_now();
     gpt_model whole;
     adamw_state whole_opt;
     memset(&whole, 0, sizeof whole);
     memset(&whole_opt, 0, sizeof whole_opt);
     int ok = 1;
-    if (tp > 1 && grid_dp_rank() == 0) ok = gather_whole(r, &whole, &whole_opt) == 0;
+    if (split && grid_dp_rank() == 0) ok = gather_whole(r, &whole, &whole_opt) == 0;
     if (par_is_root() && ok) {
-        ok = ckpt_save(dir, step, tp > 1 ? &whole : &r->model, tp > 1 ? &whole_opt : &r->opt,
+        ok = ckpt_save(dir, step, split ? &whole : &r->model, split ? &whole_opt : &r->opt,
                        config_text, grid_dp_size(), c->seed, 1.0, path, cap) == 0 &&
              ckpt_prune(dir, c->keep_ckpts) >= 0;
         if (ok) printf("checkpoint: step %lld saved to %s in %.2f s\n", (long long)step,
@@ -457,21 +472,20 @@ static int save_checkpoint(const run *r, const gt_config *c, const char *dir, in
     return par_all_ok(ok) ? 0 : -1;
 }
 
-/* The global gradient norm of a tensor-parallel model: the split tensors' squares
- * added over the tp peers, the whole ones (the same on every peer) counted once. */
-static double grad_norm_shards(const gpt_model *m, const float *g)
+/* The global gradient norm of a model split over the ranks of a replica: the split
+ * tensors' squares added over the tp peers, the whole ones (the same on every peer)
+ * counted once (tp rank 0), every stage's added, and the last stage's copy of the
+ * tied wte left out (after grid_tie_allreduce_sum it equals the first stage's). */
+static double grad_norm_parts(const gpt_model *m, const float *g)
 {
-    double split = 0.0, whole = 0.0;
+    double sq = 0.0;
     for (int i = 0; i < m->n_info; i++) {
         const gpt_param_info *p = &m->info[i];
-        double sq = 0.0;
+        if (p->split == GPT_SPLIT_NONE && grid_tp_rank() != 0) continue;
+        if (i == m->i_wte && !m->has_embed) continue;
         for (size_t j = 0; j < p->numel; j++) sq += (double)g[p->offset + j] * g[p->offset + j];
-        if (p->split == GPT_SPLIT_NONE)
-            whole += sq;
-        else
-            split += sq;
     }
-    return sqrt(grid_tp_sum_double(split) + whole);
+    return sqrt(grid_mp_sum_double(sq));
 }
 
 int train_run(const gt_config *c)
@@ -482,7 +496,7 @@ int train_run(const gt_config *c)
     char *config_text = NULL, *saved_text = NULL;
     const int B = c->batch_size, T = c->block_size;
     const int world = par_world();
-    int dp = 1, tp = 1; /* the grid: replicas x tensor-parallel shards (grid.h) */
+    int dp = 1, tp = 1, pp = 1; /* the grid: replicas x stages x shards (grid.h) */
     const int async = strcmp(c->sync, "async") == 0;
     /* Checkpoints need a run folder, and sync steps (config_validate refuses the
      * checkpoint keys otherwise; a stop signal then ends the run without one). */
@@ -499,6 +513,17 @@ int train_run(const gt_config *c)
     if (grid_init(c->tp, c->pp) != 0) goto done;
     dp = grid_dp_size();
     tp = grid_tp_size();
+    pp = grid_pp_size();
+    r.micro = c->micro_batches > 0 ? c->micro_batches : pp;
+    if (pp > 1 && (B % r.micro != 0 || async)) {
+        if (par_is_root() && async)
+            gt_error("pp = %d with sync = async is not supported (a pipeline step applies "
+                     "its own gradient)", pp);
+        else if (par_is_root())
+            gt_error("pp = %d: micro_batches = %d must divide batch_size = %d", pp, r.micro,
+                     B);
+        goto done;
+    }
 
     r.threads = gt_resolve_threads(c->threads);
     r.peak_gflops = c->peak_gflops > 0 ? c->peak_gflops : estimate_peak_gflops(r.threads);
@@ -535,11 +560,19 @@ int train_run(const gt_config *c)
             goto done;
         }
         r.accum = (int)(c->global_batch_size / per_micro);
+        if (pp > 1 && r.accum > 1) {
+            if (par_is_root())
+                gt_error("global_batch_size %d with pp = %d: gradient accumulation over "
+                         "pipeline steps is not supported; raise batch_size and "
+                         "micro_batches instead", c->global_batch_size, pp);
+            goto done;
+        }
     }
-    if (tp > 1)
-        par_printf("grid: %d replica%s (data parallel) x tp %d (ranks %d..%d share one "
-                   "model, split by heads and MLP units)\n", dp, dp == 1 ? "" : "s", tp,
-                   par_rank() - grid_tp_rank(), par_rank() - grid_tp_rank() + tp - 1);
+    if (tp > 1 || pp > 1)
+        par_printf("grid: %d replica%s (data parallel) x pp %d (stages of contiguous "
+                   "layers, %d micro-batches of %d, 1F1B) x tp %d (heads and MLP units "
+                   "split): ranks 0..%d hold replica 0\n", dp, dp == 1 ? "" : "s", pp,
+                   r.micro, B / r.micro, tp, tp * pp - 1);
     if (dp > 1 || r.accum > 1)
         par_printf("global batch: %lld sequences = batch_size %d x %d %s%s x %d "
                    "micro-step%s%s\n", (long long)B * dp * r.accum, B, dp,
@@ -671,8 +704,12 @@ int train_run(const gt_config *c)
             wait_s += waited;
             const int last = micro == r.accum - 1;
             r.model.on_grads_ready = r.red && last ? par_reducer_ready : NULL;
-            loss_sum += gpt_forward(&r.model, in, tg, B, T, 1);
-            gpt_backward(&r.model);
+            if (r.pipe) {
+                loss_sum += pipeline_train(r.pipe, in, tg);
+            } else {
+                loss_sum += gpt_forward(&r.model, in, tg, B, T, 1);
+                gpt_backward(&r.model);
+            }
         }
         const float local_loss = (float)(loss_sum / r.accum);
         if (predict) r.model.params = r.master;
@@ -687,11 +724,17 @@ int train_run(const gt_config *c)
                 local_sq = par_reducer_wait(r.red, (int)((step - lag) % n_slots));
                 total_bytes += (double)par_reducer_bytes(r.red);
             }
-            loss = par_mean_double(local_loss);
+            /* With pp > 1 only the last stages (world / pp ranks) have a loss. */
+            loss = pp > 1 ? par_sum_double(local_loss) / (world / pp)
+                          : par_mean_double(local_loss);
             comm_s = gt_now() - t_comm;
             if (apply) {
-                norm = tp > 1 ? grad_norm_shards(&r.model, g)
-                              : grad_global_norm(g, r.model.n_params);
+                /* The two copies of the tied wte (first and last stage) add up. */
+                if (pp > 1 && r.model.i_wte >= 0)
+                    grid_tie_allreduce_sum(g + r.model.info[r.model.i_wte].offset,
+                                           r.model.info[r.model.i_wte].numel);
+                norm = tp > 1 || pp > 1 ? grad_norm_parts(&r.model, g)
+                                        : grad_global_norm(g, r.model.n_params);
                 t_comm = gt_now();
                 norm = par_bcast_double(norm);
                 comm_s += gt_now() - t_comm;
@@ -740,8 +783,8 @@ int train_run(const gt_config *c)
             par_printf("step %5lld/%lld | val_loss %.4f | %d batches in %.2f s",
                        (long long)step + 1, (long long)c->steps, last_val, c->eval_batches,
                        gt_now() - t_eval);
-            /* (Not with tp > 1: a rank's own squared norm covers its shard only.) */
-            if (dp > 1 && tp == 1 && apply) {
+            /* (Not with tp or pp > 1: a rank's own squared norm covers its part only.) */
+            if (dp > 1 && tp == 1 && pp == 1 && apply) {
                 noise_tokens = noise_scale_update(par_mean_double(local_sq), norm * norm,
                                                   (double)B * T * r.accum, dp, &noise_g2,
                                                   &noise_s, &noise_w);
@@ -821,7 +864,7 @@ int train_run(const gt_config *c)
     par_printf("\n");
     /* Every rank applied the same updates; a difference here is a bug (or a machine
      * that computes differently), not a user error. One hash per rank, once. */
-    if (world > 1 && tp == 1) {
+    if (world > 1 && tp == 1 && pp == 1) {
         if (par_check_same("model after training", r.model.params,
                            r.model.n_params * sizeof(float)) != 0)
             goto done;
@@ -830,8 +873,8 @@ int train_run(const gt_config *c)
         if (grid_check_same_replicas("model after training", r.model.params,
                                      r.model.n_params * sizeof(float)) != 0)
             goto done;
-        par_printf("check: each of the %d shards is identical in all %d replicas\n", tp,
-                   dp);
+        par_printf("check: each of the %d parts (pp x tp) is identical in all %d replicas\n",
+                   tp * pp, dp);
     }
     /* The final checkpoint when checkpoints are periodic (none when this run only
      * re-read the last one). */
@@ -850,11 +893,12 @@ int train_run(const gt_config *c)
         if (par_is_root() && have) {
             char path[GT_PATH_MAX + 16];
             snprintf(path, sizeof path, "%s/model.h5", c->out);
-            saved = h5model_save(path, tp > 1 ? &whole : &r.model, saved_text, c->steps) == 0;
+            saved = h5model_save(path, tp * pp > 1 ? &whole : &r.model, saved_text,
+                                 c->steps) == 0;
             if (saved) printf("saved %s\n", path);
         }
         saved &= have;
-        if (tp > 1) gpt_free(&whole);
+        if (tp * pp > 1) gpt_free(&whole);
     }
     if (!par_all_ok(saved)) goto done;
     rc = 0;

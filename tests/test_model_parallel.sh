@@ -1,15 +1,17 @@
 #!/usr/bin/env bash
 # Model parallelism through `gentrain train` under mpirun, on a slice of the corpus:
-#  - tp = 2 (2 ranks holding one model between them) and dp 2 x tp 2 (4 ranks,
-#    oversubscribed, batch_size 4 per replica) train like one process with the whole
-#    batch of 8: per-step losses and val_losses within 1e-4 relative over 10 steps,
-#    the saved model (put together from the shards) within 1e-5 per tensor; each
-#    shard is identical in every replica (gentrain checks and says so);
+#  - tp = 2 (2 ranks holding one model between them), dp 2 x tp 2 (4 ranks,
+#    oversubscribed, batch_size 4 per replica), tp = 4, pp = 2 (two stages, 4
+#    micro-batches, 1F1B) and pp 2 x tp 2 train like one process with the whole batch
+#    of 8: per-step losses and val_losses within 1e-4 relative over 10 steps, the saved
+#    model (put together from the parts) within 1e-5 per tensor; each part is
+#    identical in every replica (gentrain checks and says so);
 #  - checkpoints of a tp = 2 run hold the whole model; resuming one re-shards it: on
-#    tp = 2 the run ends bit for bit like the straight one, on tp = 1 and tp = 4 within
-#    1e-5; another number of replicas is refused;
+#    tp = 2 the run ends bit for bit like the straight one, on tp = 1, tp = 4 and pp = 2
+#    within 1e-5; another number of replicas is refused;
 #  - grids that cannot work stop before any step with a clear line: tp not dividing
-#    n_head, tp not dividing the number of ranks, pp > n_layer, pp > 1 (not built).
+#    n_head, tp x pp not dividing the number of ranks, pp > n_layer, micro_batches not
+#    dividing batch_size, pp with sync = async.
 # Every mpirun runs under `timeout`, so a hang fails the test instead of blocking it.
 #
 # Environment: GENTRAIN, CMPMODEL (tests/cmpmodel), MPIEXEC (skipped without),
@@ -38,15 +40,17 @@ ARGS=(--data "$tmp/d.h5" --n_layer 2 --n_head 4 --n_embd 32 --block_size 32 --st
 # The reference: one process with the whole batch.
 run_ok ref timeout 120 "$GENTRAIN" train "${ARGS[@]}" --batch_size 8 --out "$tmp/ref"
 
-# grid NAME NP B TP: trains on NP ranks with batch_size B and tp TP, then compares.
+# grid NAME NP B TP PP: trains on NP ranks with batch_size B, tp TP and pp PP (4
+# micro-batches when PP > 1), then compares with the reference.
 grid() {
-    local name=$1 np=$2 b=$3 tp=$4 rc dp=$(($2 / $4))
+    local name=$1 np=$2 b=$3 tp=$4 pp=$5 rc dp=$(($2 / $4 / $5))
     run_ok "$name" "${MPI[@]}" -np "$np" "$GENTRAIN" train "${ARGS[@]}" --batch_size "$b" \
-        --tp "$tp" --out "$tmp/$name"
+        --tp "$tp" --pp "$pp" --micro_batches $((pp > 1 ? 4 : 0)) --out "$tmp/$name"
     check "$name: says the grid" \
-        grep -q "^grid: $dp replicas\? (data parallel) x tp $tp" "$tmp/$name.out"
-    check "$name: every shard identical in its replicas" \
-        grep -q "^check: each of the $tp shards is identical in all $dp replicas" "$tmp/$name.out"
+        grep -q "^grid: $dp replicas\? (data parallel) x pp $pp .* x tp $tp" "$tmp/$name.out"
+    check "$name: every part identical in its replicas" grep -q \
+        "^check: each of the $((tp * pp)) parts (pp x tp) is identical in all $dp replicas" \
+        "$tmp/$name.out"
     check "$name: losses and val_losses match one process within 1e-4" \
         compare_logs "$tmp/ref/log.jsonl" "$tmp/$name/log.jsonl" 1e-4 10
     "$CMPMODEL" "$tmp/ref/model.h5" "$tmp/$name/model.h5" "$PTOL" > "$tmp/$name.cmp" 2>&1
@@ -54,9 +58,11 @@ grid() {
     sed -e 's/^/    /' "$tmp/$name.cmp"
     check "$name: saved whole model matches one process (tolerance $PTOL)" test $rc -eq 0
 }
-grid tp2 2 8 2
-grid dp2tp2 4 4 2
-grid tp4 4 8 4
+grid tp2 2 8 2 1
+grid dp2tp2 4 4 2 1
+grid tp4 4 8 4 1
+grid pp2 2 8 1 2
+grid pp2tp2 4 8 2 2
 
 # refused MPIRUN_ARGS... WANT: a non-zero exit before any step; every error line (each
 # rank that found the problem says it: a config error is every rank's) contains WANT.
@@ -73,9 +79,11 @@ refused() {
 }
 SMALL=("$GENTRAIN" train "${ARGS[@]}" --batch_size 2 --out none --log "")
 refused -np 2 "${SMALL[@]}" --tp 3 "tp = 3 does not divide n_head = 4"
-refused -np 3 "${SMALL[@]}" --tp 2 "tp = 2 does not divide the 3 ranks"
+refused -np 3 "${SMALL[@]}" --tp 2 "tp x pp = 2 x 1 = 2 does not divide the 3 ranks"
+refused -np 2 "${SMALL[@]}" --pp 2 --tp 2 "tp x pp = 2 x 2 = 4 does not divide the 2 ranks"
 refused -np 1 "${SMALL[@]}" --pp 3 "pp = 3 is larger than n_layer = 2"
-refused -np 2 "${SMALL[@]}" --pp 2 "pp = 2: pipeline parallelism is not built yet"
+refused -np 2 "${SMALL[@]}" --pp 2 --micro_batches 3 "micro_batches = 3 does not divide batch_size = 2"
+refused -np 2 "${SMALL[@]}" --pp 2 --sync async "pp = 2 with sync = async is not supported"
 
 # Checkpoints of a tp run hold the whole model (shards and AdamW moments put together),
 # so they resume on any tp with the same replicas: tp = 2 from its own step-5
@@ -89,22 +97,24 @@ check "tp checkpoint: written at step 5 and 10" test -f "$tmp/ck/$CK5" -a \
 "$GENTRAIN" inspect "$tmp/ck/$CK5" > "$tmp/ck.inspect" 2>&1
 check "tp checkpoint: holds whole tensors (c_attn.weight [96, 32], not a shard)" \
     grep -q "^/model/transformer.h.0.attn.c_attn.weight .* \[96, 32\]" "$tmp/ck.inspect"
-for to in 2 1 4; do
+for to in tp2 tp1 tp4 pp2; do
+    k=${to#??}
+    np=$k
     mkdir -p "$tmp/re$to/checkpoints"
     cp "$tmp/ck/$CK5" "$tmp/re$to/checkpoints/"
-    run_ok re$to "${MPI[@]}" -np $to "$GENTRAIN" train "${ARGS[@]}" --batch_size 8 --tp $to \
-        --ckpt_every 5 --resume auto --out "$tmp/re$to"
+    run_ok re$to "${MPI[@]}" -np $np "$GENTRAIN" train "${ARGS[@]}" --batch_size 8 \
+        --${to%?} $k --ckpt_every 5 --resume auto --out "$tmp/re$to"
     check "tp 2 -> $to: resumed at step 5" grep -q "resuming from .*ckpt_00000005.h5 at step 5" \
         "$tmp/re$to.out"
     tol=$PTOL
-    [ $to -eq 2 ] && tol=0
+    [ $to = tp2 ] && tol=0
     "$CMPMODEL" "$tmp/ck/model.h5" "$tmp/re$to/model.h5" $tol > "$tmp/re$to.cmp" 2>&1
     rc=$?
     sed -e 's/^/    /' "$tmp/re$to.cmp"
     check "tp 2 -> $to: ends like the straight tp 2 run (tolerance $tol)" test $rc -eq 0
 done
 # A different number of replicas changes every rank's data: refused.
-refused -np 4 "$GENTRAIN" train "${ARGS[@]}" --batch_size 8 --tp 2 --out "$tmp/re2" \
+refused -np 4 "$GENTRAIN" train "${ARGS[@]}" --batch_size 8 --tp 2 --out "$tmp/retp2" \
     --resume "$tmp/ck/$CK5" "saved by a run of 1 rank, this run has 2"
 
 [ "$fails" -eq 0 ] && echo "all model-parallel checks passed"

@@ -1,0 +1,37 @@
+/* pipeline — one step of a pipeline-parallel stage: the batch in micro-batches through
+ * the stages, forward and backward interleaved one-forward-one-backward (1F1B).
+ *
+ * Stage s of P with M micro-batches first runs min(P-1-s, M) forwards, then
+ * alternates one forward and one backward until every forward is done, then runs the
+ * remaining backwards. So stage s holds at most P-s micro-batches' activations at once
+ * (activation slots, model.h), whatever M, and the bubble is (P-1)/(M+P-1) of the
+ * step. Activations go to the next stage and their gradients back with non-blocking
+ * sends (grid.h), each micro-batch from its own buffer, waited for at the end of the
+ * step; receives block. Every stage of a replica must run the same steps in the same
+ * order (the tags name the micro-batch and the direction).
+ *
+ * The model's gradients add up over the micro-batches (loss_grad_scale 1/M: the mean
+ * of the micro-batch losses, the whole batch's loss). m->on_grads_ready, when set, is
+ * only called during the last backward, when the gradients become final. */
+#ifndef GT_PIPELINE_H
+#define GT_PIPELINE_H
+
+#include <stdint.h>
+
+#include "model.h"
+
+typedef struct pipeline pipeline;
+
+/* For stage m (gpt_create_stage) of grid_pp_size() stages, batches of B x T in
+ * `micro` micro-batches (micro must divide B). Allocates the activation slots and the
+ * send buffers. NULL on failure (reported). */
+pipeline *pipeline_create(gpt_model *m, int micro, int B, int T);
+void pipeline_free(pipeline *p);
+
+/* One training step's forward and backward on inputs/targets [B,T] (read by the first
+ * and the last stage). Returns the batch's mean loss on the last stage, 0 elsewhere. */
+double pipeline_train(pipeline *p, const int32_t *inputs, const int32_t *targets);
+/* Forward only (evaluation) of one batch: the mean loss on the last stage, 0 elsewhere. */
+double pipeline_eval(pipeline *p, const int32_t *inputs, const int32_t *targets);
+
+#endif
