@@ -18,6 +18,7 @@
 #include "../io/prepare.h" /* prepare_bytes */
 #include "config.h"        /* gt_config, config_* */
 #include "parallel.h"      /* par_init, par_finalize, par_all_ok, par_is_root */
+#include "plan_cli.h"      /* plan_command */
 #include "sample.h"        /* sample_options, sample_defaults, sample_run */
 #include "signals.h"       /* GT_EXIT_REQUEUE */
 #include "train.h"         /* train_run, TRAIN_STOPPED */
@@ -39,6 +40,7 @@ static const char main_help[] =
     "  train     train a model on an HDF5 token dataset\n"
     "  sample    generate text with a trained model\n"
     "  inspect   show what an HDF5 file (dataset or model) holds\n"
+    "  plan      project which dp x pp x tp grid trains a config fastest\n"
     "  help      show the help of a verb: gentrain help train\n"
     "\n"
     "'gentrain VERB --help' lists the options of a verb; 'gentrain --version' prints\n"
@@ -336,6 +338,52 @@ static int cmd_train(int argc, char **argv)
     return rc;
 }
 
+static const char plan_help[] =
+    "usage: gentrain plan [--config FILE] [--KEY VALUE]... (--measure | MACHINE)\n"
+    "                     [--noise-scale TOKENS] [--json]\n"
+    "\n"
+    "Projects, for the model and batch of a training config, every grid of dp replicas\n"
+    "x pp pipeline stages x tp tensor-parallel shards that fits the machine: step time\n"
+    "(compute, pipeline bubble, tensor- and pipeline-parallel communication, exposed\n"
+    "data-parallel all-reduce, optimizer), memory per rank, and, with the gradient\n"
+    "noise scale, the steps and time to reach what the config's `steps` reach with one\n"
+    "replica's batch: S(B) = S_min (1 + B_noise / B). Prints them fastest first and\n"
+    "recommends one.\n"
+    "\n"
+    "options:\n"
+    "  --measure             time the parts on this machine with gentrain's kernels;\n"
+    "                        under mpirun -np 2+ also the MPI links\n"
+    "  --nodes N             nodes (default 1)\n"
+    "  --cores-per-node C    CPU cores a node gives (default: this machine's)\n"
+    "  --core-gflops F       a described CPU core's peak GFLOP/s (instead of --measure)\n"
+    "  --gpus-per-node G     a GPU cluster instead: one rank per GPU\n"
+    "  --gpu-tflops F        a GPU's peak TFLOP/s (FP16 dense)\n"
+    "  --efficiency E        share of the peak kernels reach (default 0.5)\n"
+    "  --intra-gbs X         link GB/s inside a node (default 10; measured with --measure)\n"
+    "  --inter-gbs X         link GB/s between nodes (default 1)\n"
+    "  --latency-us L        per-message latency (default 5)\n"
+    "  --noise-scale TOKENS  gradient noise scale (the trainer logs it); default: none\n"
+    "  --reps N              timing repetitions with --measure (default 5)\n"
+    "  --json                one JSON object per grid instead of the table\n"
+    "\n"
+    "examples:\n"
+    "  mpirun -np 2 gentrain plan --config my.cfg --measure --noise-scale 5000\n"
+    "  gentrain plan --n_layer 12 --n_head 12 --n_embd 768 --block_size 1024 \\\n"
+    "      --vocab_size 50304 --batch_size 8 --nodes 64 --gpus-per-node 4 \\\n"
+    "      --gpu-tflops 312 --intra-gbs 300 --inter-gbs 25 --noise-scale 2e6\n";
+
+static int cmd_plan(int argc, char **argv)
+{
+    if (wants_help(argc, argv, 2)) {
+        fputs(plan_help, stdout);
+        return EXIT_OK;
+    }
+    par_init(&argc, &argv); /* --measure under mpirun times the links */
+    int rc = plan_command(argc, argv, 2);
+    par_finalize();
+    return rc;
+}
+
 static int cmd_sample(int argc, char **argv)
 {
     if (wants_help(argc, argv, 2)) {
@@ -435,6 +483,8 @@ static int print_verb_help(const char *verb)
         fputs(sample_help, stdout);
     else if (strcmp(verb, "inspect") == 0)
         fputs(inspect_help, stdout);
+    else if (strcmp(verb, "plan") == 0)
+        fputs(plan_help, stdout);
     else if (strcmp(verb, "help") == 0)
         fputs(main_help, stdout);
     else {
@@ -448,7 +498,7 @@ static int print_verb_help(const char *verb)
 int main(int argc, char **argv)
 {
     if (argc < 2) {
-        gt_error("no verb given (prepare, train, sample, inspect, help); "
+        gt_error("no verb given (prepare, train, sample, inspect, plan, help); "
                  "see 'gentrain --help'");
         return EXIT_USAGE;
     }
@@ -465,6 +515,7 @@ int main(int argc, char **argv)
     if (strcmp(verb, "train") == 0) return cmd_train(argc, argv);
     if (strcmp(verb, "sample") == 0) return cmd_sample(argc, argv);
     if (strcmp(verb, "inspect") == 0) return cmd_inspect(argc, argv);
+    if (strcmp(verb, "plan") == 0) return cmd_plan(argc, argv);
     if (strcmp(verb, "help") == 0) {
         if (argc > 3) {
             gt_error("help: one verb at a time; see 'gentrain --help'");

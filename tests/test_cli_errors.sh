@@ -148,6 +148,29 @@ expect_error "inspect: missing file" "nope\.h5" \
     "$G" inspect "$tmp/nope.h5"
 expect_error "unknown verb" "frobnicate.*gentrain --help" \
     "$G" frobnicate
+PLAN=("$G" plan --n_layer 2 --n_head 2 --n_embd 32 --block_size 16 --vocab_size 64
+      --batch_size 4)
+expect_error "plan: neither --measure nor a machine" "--measure" "${PLAN[@]}"
+expect_error "plan: GPUs without their speed" "--gpu-tflops" "${PLAN[@]}" --gpus-per-node 4
+expect_error "plan: a bad number" "--nodes needs a number" "${PLAN[@]}" --nodes x --measure
+expect_error "plan: no vocab_size and no data" "vocab_size" \
+    "$G" plan --n_layer 2 --n_head 2 --n_embd 32 --block_size 16 --measure
+# And two plans that work: a described GPU cluster, and one measured here (one rank).
+run "${PLAN[@]}" --nodes 4 --gpus-per-node 4 --gpu-tflops 100 --noise-scale 1000
+if [ "$rc" -eq 0 ] && grep -q '^recommended: dp [0-9]* x pp [0-9]* x tp [0-9]*' "$out" &&
+    [ "$(grep -c '^ *16 ' "$out")" -ge 3 ]; then
+    ok "plan: a described cluster gets a table of 16-rank grids and a recommendation"
+else
+    fail "plan: described cluster (rc $rc)"
+    show_err
+fi
+run "${PLAN[@]}" --measure --reps 1 --json
+if [ "$rc" -eq 0 ] && grep -q '^{"dp":1,"pp":1,"tp":1,' "$out" && grep -q '^recommended:' "$out"; then
+    ok "plan --measure on one rank: JSON lines and a recommendation"
+else
+    fail "plan --measure (rc $rc)"
+    show_err
+fi
 expect_error "prepare: missing input" "nope\.txt" \
     "$G" prepare "$tmp/nope.txt" -o "$tmp/p.h5"
 expect_error "prepare: unwritable output" "/proc/forbidden" \

@@ -1,0 +1,143 @@
+/* plan — see plan.h. Pure arithmetic: nothing here measures or prints. */
+#include "plan.h"
+
+#include <math.h>
+#include <stdio.h>
+
+static int stage_layers(const gpt_shape *s, int pp, int stage)
+{
+    return s->n_layer / pp + (stage < s->n_layer % pp ? 1 : 0);
+}
+
+double plan_param_floats(const gpt_shape *s, int tp, int pp, int stage)
+{
+    const double C = s->n_embd, Cl = C / tp, V = s->vocab_size;
+    /* Per block: two LayerNorms, c_attn and mlp.c_fc cut by rows, the projections by
+     * columns with whole biases (model.h). */
+    const double block = 4 * C + (3 * Cl * C + 3 * Cl) + (C * Cl + C) + (4 * Cl * C + 4 * Cl) +
+                         (C * 4 * Cl + C);
+    double n = stage_layers(s, pp, stage) * block;
+    if (stage == 0) n += V * C + (double)s->block_size * C;
+    if (stage == pp - 1) n += 2 * C + (pp > 1 ? V * C : 0); /* ln_f, the tied wte copy */
+    return n;
+}
+
+double plan_act_floats(const gpt_shape *s, int tp, int pp, int stage, int Bm, int T)
+{
+    /* The buffers of model.c's activation slot, for this stage's blocks. */
+    const double L = stage_layers(s, pp, stage), C = s->n_embd, Cl = C / tp,
+                 NHl = (double)s->n_head / tp, BT = (double)Bm * T, V = s->vocab_size;
+    const double per_block = BT * C * 6 + BT * 4 + BT * Cl * (3 + 1 + 8) +
+                             (double)Bm * NHl * T * T;
+    const double once = BT * C * 4 + BT * 3 + BT * Cl * 11 + (stage == pp - 1 ? BT * V : 0);
+    return L * per_block + once;
+}
+
+double plan_block_flops(const gpt_shape *s, int tp, int Bm, int T)
+{
+    /* Forward 2 flops per multiply-add, backward twice that: 6 x tokens x weights of
+     * the block's shard (12 C^2 / tp), plus attention's two T x T products per head. */
+    const double C = s->n_embd, BT = (double)Bm * T;
+    return 6.0 * BT * 12.0 * C * C / tp + 12.0 * BT * T * C / tp;
+}
+
+double plan_head_flops(const gpt_shape *s, int Bm, int T)
+{
+    return 6.0 * (double)Bm * T * (double)s->vocab_size * s->n_embd;
+}
+
+double plan_allreduce_s(const plan_machine *mc, double bytes, int p, int span,
+                        int ranks_per_node)
+{
+    if (p <= 1) return 0.0;
+    const int crosses = (double)p * span > ranks_per_node;
+    const double bw = crosses ? mc->inter_bw : mc->intra_bw;
+    const double lat = crosses ? mc->inter_lat : mc->intra_lat;
+    return 2.0 * (p - 1) / p * bytes / bw + 2.0 * (p - 1) * lat;
+}
+
+static double p2p_s(const plan_machine *mc, double bytes, int crosses)
+{
+    return crosses ? mc->inter_lat + bytes / mc->inter_bw : mc->intra_lat + bytes / mc->intra_bw;
+}
+
+int plan_estimate_grid(const plan_machine *mc, const gpt_shape *s, int B, int T,
+                       plan_grid g, double steps_ref, double noise_tokens,
+                       plan_estimate *out, char *why, size_t cap)
+{
+    const int ranks = g.dp * g.pp * g.tp, slots = mc->nodes * mc->slots_per_node;
+    if (s->n_head % g.tp != 0 || g.pp > s->n_layer || g.micro < 1 || B % g.micro != 0 ||
+        ranks > slots || (mc->gpu && ranks != slots)) {
+        snprintf(why, cap, "does not fit");
+        return -1;
+    }
+    const int threads = mc->gpu ? 1 : slots / ranks;
+    if (!mc->gpu && (slots % ranks != 0 || threads < 1)) {
+        snprintf(why, cap, "ranks do not share the cores evenly");
+        return -1;
+    }
+    const int Bm = B / g.micro;
+    const double C = s->n_embd, act_bytes = 4.0 * Bm * T * C;
+    /* Ranks fill the nodes in order: a group crosses nodes when it spans more ranks
+     * than a node holds (a pipeline hop, when a replica does). */
+    const int per_node = (ranks + mc->nodes - 1) / mc->nodes;
+    const int pp_crosses = g.pp * g.tp > per_node;
+
+    const double tb = mc->t_block(mc->ctx, threads, g.tp, Bm);
+    const double teh = mc->t_embed_head(mc->ctx, threads, Bm);
+    const double tp_ar = 4.0 * plan_allreduce_s(mc, act_bytes, g.tp, 1, per_node);
+    double sum = 0.0, slowest = 0.0, tp_comm = 0.0, pp_comm = 0.0, max_params = 0.0,
+           max_mem = 0.0;
+    for (int st = 0; st < g.pp; st++) {
+        const int n = stage_layers(s, g.pp, st);
+        double t = n * (tb + tp_ar);
+        tp_comm += n * tp_ar;
+        if (st == g.pp - 1) t += teh;
+        if (g.pp > 1) {
+            const double hop = 2.0 * p2p_s(mc, act_bytes, pp_crosses);
+            t += hop;
+            pp_comm += hop;
+        }
+        sum += t;
+        if (t > slowest) slowest = t;
+        const double params = plan_param_floats(s, g.tp, g.pp, st);
+        if (params > max_params) max_params = params;
+        const int in_flight = g.pp - st < g.micro ? g.pp - st : g.micro;
+        const double mem = 16.0 * params + 4.0 * in_flight *
+                                               plan_act_floats(s, g.tp, g.pp, st, Bm, T);
+        if (mem > max_mem) max_mem = mem;
+    }
+    const double compute = sum + (g.micro - 1) * slowest;
+    /* Data parallel: the reduction of the largest part's gradients, hidden behind the
+     * last micro-batch's backward except its last bucket (25 MiB by default). */
+    const double grad_bytes = 4.0 * max_params;
+    const double ar = plan_allreduce_s(mc, grad_bytes, g.dp, g.pp * g.tp, per_node);
+    const double last_bucket = plan_allreduce_s(
+        mc, grad_bytes < 25.0 * 1048576 ? grad_bytes : 25.0 * 1048576, g.dp, g.pp * g.tp,
+        per_node);
+    double exposed = ar - 2.0 / 3.0 * slowest;
+    if (exposed < last_bucket) exposed = last_bucket;
+    if (g.dp == 1) exposed = 0.0;
+    const double opt = max_params * mc->t_adam(mc->ctx, threads);
+
+    out->g = g;
+    out->threads = threads;
+    out->compute_s = compute;
+    out->bubble_s = compute - g.micro * slowest;
+    out->tp_comm_s = tp_comm * g.micro;
+    out->pp_comm_s = pp_comm * g.micro;
+    out->dp_exposed_s = exposed;
+    out->optimizer_s = opt;
+    out->step_s = compute + exposed + opt;
+    out->mem_bytes = max_mem;
+    out->global_batch = (double)B * g.dp;
+    if (noise_tokens > 0) {
+        const double b_ref = (double)B * T, b = out->global_batch * T;
+        const double s_min = steps_ref / (1.0 + noise_tokens / b_ref);
+        out->steps = s_min * (1.0 + noise_tokens / b);
+    } else {
+        out->steps = steps_ref;
+    }
+    out->total_s = out->steps * out->step_s;
+    return 0;
+}

@@ -1,0 +1,89 @@
+/* plan — the cost model behind `gentrain plan`: for a model, a batch and a machine,
+ * the projected step time, memory and time to a target loss of every dp x pp x tp grid.
+ *
+ * Step time of a grid (dp replicas x pp stages x tp shards, M micro-batches of Bm =
+ * batch_size / M sequences; a rank runs `threads` threads):
+ *   stage s, one micro-batch:  t_s = n_s x (t_block + 4 x allreduce(Bm T C floats, tp))
+ *                                    + t_embed_head (last stage) + 2 x p2p(Bm T C) (pp > 1)
+ *   pipeline (1F1B):           sum_s t_s + (M - 1) x max_s t_s
+ *     (the first micro-batch crosses every stage, then the slowest stage sets the
+ *      pace; the bubble is what this adds to M x max_s t_s)
+ *   data parallel:             the gradient all-reduce over dp, of which what the
+ *                              last micro-batch's backward (2/3 of its stage time)
+ *                              cannot hide is exposed, and at least its last bucket
+ *   optimizer:                 n_rank x t_adam_float
+ * t_block (one block's forward + backward on Bm x T, a 1/tp shard of it) and
+ * t_embed_head come from the machine (plan_machine): measured on this allocation by
+ * `--measure`, or flops / (peak x efficiency) for a described cluster. All-reduce:
+ * ring, 2 (p-1)/p bytes / bw + 2 (p-1) latency, over the slower link the group spans.
+ *
+ * Statistical efficiency (McCandlish et al.): with the gradient noise scale B_noise
+ * (tokens, logged by data-parallel training), reaching a loss takes
+ * S(B) = S_min (1 + B_noise / B) steps at a global batch of B tokens. The config's
+ * `steps` are taken as what one replica's batch (batch_size x block_size tokens) needs,
+ * which fixes S_min; a grid with dp replicas trains on dp times that batch. */
+#ifndef GT_PLAN_H
+#define GT_PLAN_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "model.h"
+
+/* Where the grid runs and what its parts cost. */
+typedef struct plan_machine {
+    int nodes;
+    int slots_per_node;     /* cores (CPU: ranks share them) or GPUs (one rank each) */
+    int gpu;                /* 1: one rank per GPU; 0: CPU ranks share the cores */
+    double intra_bw, inter_bw;   /* bytes/s of a rank's link inside / between nodes */
+    double intra_lat, inter_lat; /* seconds per message */
+    /* Compute costs, seconds: one block forward + backward on a Bm x T micro-batch
+     * (its 1/tp shard), the embedding + final LayerNorm + head the same way, and AdamW
+     * per parameter, for a rank of `threads` threads. */
+    double (*t_block)(void *ctx, int threads, int tp, int Bm);
+    double (*t_embed_head)(void *ctx, int threads, int Bm);
+    double (*t_adam)(void *ctx, int threads);
+    void *ctx;
+} plan_machine;
+
+typedef struct plan_grid {
+    int dp, pp, tp, micro;
+} plan_grid;
+
+typedef struct plan_estimate {
+    plan_grid g;
+    int threads;            /* per rank */
+    double compute_s;       /* the pipeline's compute, bubble included */
+    double bubble_s;        /* what the pipeline adds to M x slowest stage */
+    double tp_comm_s, pp_comm_s, dp_exposed_s, optimizer_s;
+    double step_s;          /* all of the above */
+    double mem_bytes;       /* per rank: parameters, gradients, AdamW, activations */
+    double global_batch;    /* sequences */
+    double steps;           /* to the target */
+    double total_s;         /* steps x step_s */
+} plan_estimate;
+
+/* Ring all-reduce of `bytes` over p ranks spaced `span` ranks apart, ranks_per_node to
+ * a node (the group crosses nodes when p x span > ranks_per_node). */
+double plan_allreduce_s(const plan_machine *mc, double bytes, int p, int span,
+                        int ranks_per_node);
+
+/* The estimate of one grid for shape s with per-replica batch B, context T; steps_ref
+ * and noise_tokens as above (noise_tokens <= 0: steps do not depend on the batch).
+ * Returns 0, or -1 when the grid does not fit the machine or the model (the reason in
+ * why). */
+int plan_estimate_grid(const plan_machine *mc, const gpt_shape *s, int B, int T,
+                       plan_grid g, double steps_ref, double noise_tokens,
+                       plan_estimate *out, char *why, size_t cap);
+
+/* Floats a rank holds: parameters of its part, and activations of `slots` micro-batch
+ * slots of Bm x T. */
+double plan_param_floats(const gpt_shape *s, int tp, int pp, int stage);
+double plan_act_floats(const gpt_shape *s, int tp, int pp, int stage, int Bm, int T);
+
+/* Floating-point work of one block's forward + backward on Bm x T (a 1/tp shard), and
+ * of the embedding + head: what a described cluster's compute times come from. */
+double plan_block_flops(const gpt_shape *s, int tp, int Bm, int T);
+double plan_head_flops(const gpt_shape *s, int Bm, int T);
+
+#endif

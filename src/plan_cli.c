@@ -1,0 +1,305 @@
+/* plan_cli — the `gentrain plan` verb: reads the config and a machine (measured here,
+ * or described), runs the cost model (plan.h) over every grid and prints the table
+ * and a recommendation. */
+#include "plan_cli.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "../io/h5data.h"
+#include "config.h"
+#include "parallel.h"
+#include "plan.h"
+#include "plan_measure.h"
+#include "util.h"
+
+enum { MAX_ROWS = 4096 };
+
+typedef struct plan_opts {
+    int measure, json, nodes, cores, gpus, reps;
+    double core_gflops, gpu_tflops, efficiency, intra_gbs, inter_gbs, latency_us, noise;
+} plan_opts;
+
+/* Described compute: flops at a sustained rate (GFLOP/s per thread or per GPU). */
+typedef struct described {
+    gpt_shape s;
+    int T;
+    double rate; /* flop/s per thread (CPU) or per GPU */
+} described;
+
+static double d_block(void *ctx, int threads, int tp, int Bm)
+{
+    const described *d = ctx;
+    return plan_block_flops(&d->s, tp, Bm, d->T) / (d->rate * threads);
+}
+static double d_head(void *ctx, int threads, int Bm)
+{
+    const described *d = ctx;
+    return plan_head_flops(&d->s, Bm, d->T) / (d->rate * threads);
+}
+static double d_adam(void *ctx, int threads)
+{
+    (void)ctx;
+    return 16.0 / (20e9 * threads); /* ~16 bytes touched per parameter at 20 GB/s */
+}
+
+static int parse_num(const char *key, const char *v, double lo, double *out)
+{
+    char *end = NULL;
+    double x = v ? strtod(v, &end) : 0.0;
+    if (!v || end == v || *end != '\0' || !(x >= lo)) {
+        gt_error("plan: %s needs a number >= %g, got '%s'", key, lo, v ? v : "");
+        return -1;
+    }
+    *out = x;
+    return 0;
+}
+
+/* Takes the plan options out of argv (the rest stays for the config). */
+static int parse_opts(int *argc, char **argv, int first, plan_opts *o)
+{
+    static const struct { const char *name; int is_flag; size_t off; double lo; } opt[] = {
+        {"--measure", 1, offsetof(plan_opts, measure), 0},
+        {"--json", 1, offsetof(plan_opts, json), 0},
+        {"--nodes", 0, offsetof(plan_opts, nodes), 1},
+        {"--cores-per-node", 0, offsetof(plan_opts, cores), 1},
+        {"--gpus-per-node", 0, offsetof(plan_opts, gpus), 1},
+        {"--reps", 0, offsetof(plan_opts, reps), 1},
+        {"--core-gflops", 0, offsetof(plan_opts, core_gflops), 1e-9},
+        {"--gpu-tflops", 0, offsetof(plan_opts, gpu_tflops), 1e-9},
+        {"--efficiency", 0, offsetof(plan_opts, efficiency), 1e-6},
+        {"--intra-gbs", 0, offsetof(plan_opts, intra_gbs), 1e-9},
+        {"--inter-gbs", 0, offsetof(plan_opts, inter_gbs), 1e-9},
+        {"--latency-us", 0, offsetof(plan_opts, latency_us), 0},
+        {"--noise-scale", 0, offsetof(plan_opts, noise), 0},
+    };
+    int out = first;
+    for (int i = first; i < *argc; i++) {
+        size_t k = 0;
+        for (; k < sizeof opt / sizeof opt[0]; k++)
+            if (strcmp(argv[i], opt[k].name) == 0) break;
+        if (k == sizeof opt / sizeof opt[0]) {
+            argv[out++] = argv[i];
+            continue;
+        }
+        char *field = (char *)o + opt[k].off;
+        if (opt[k].is_flag) {
+            *(int *)field = 1;
+            continue;
+        }
+        double x;
+        if (parse_num(opt[k].name, i + 1 < *argc ? argv[i + 1] : NULL, opt[k].lo, &x) != 0)
+            return -1;
+        i++;
+        const int is_int = opt[k].off == offsetof(plan_opts, nodes) ||
+                           opt[k].off == offsetof(plan_opts, cores) ||
+                           opt[k].off == offsetof(plan_opts, gpus) ||
+                           opt[k].off == offsetof(plan_opts, reps);
+        if (is_int)
+            *(int *)field = (int)x;
+        else
+            *(double *)field = x;
+    }
+    *argc = out;
+    return 0;
+}
+
+static int by_total(const void *a, const void *b)
+{
+    const plan_estimate *x = a, *y = b;
+    return x->total_s < y->total_s ? -1 : x->total_s > y->total_s;
+}
+
+static void print_row(const plan_estimate *e, int json)
+{
+    const plan_grid g = e->g;
+    if (json) {
+        printf("{\"dp\":%d,\"pp\":%d,\"tp\":%d,\"micro\":%d,\"ranks\":%d,\"threads\":%d,"
+               "\"step_ms\":%.3f,\"compute_ms\":%.3f,\"bubble_ms\":%.3f,\"tp_comm_ms\":%.3f,"
+               "\"pp_comm_ms\":%.3f,\"dp_exposed_ms\":%.3f,\"optimizer_ms\":%.3f,"
+               "\"mem_mb\":%.1f,\"global_batch\":%.0f,\"steps\":%.0f,\"total_s\":%.1f}\n",
+               g.dp, g.pp, g.tp, g.micro, g.dp * g.pp * g.tp, e->threads, e->step_s * 1e3,
+               e->compute_s * 1e3, e->bubble_s * 1e3, e->tp_comm_s * 1e3,
+               e->pp_comm_s * 1e3, e->dp_exposed_s * 1e3, e->optimizer_s * 1e3,
+               e->mem_bytes / 1048576.0, e->global_batch, e->steps, e->total_s);
+        return;
+    }
+    printf("%6d %4d %5d %3d %3d %5d %10.1f %9.1f %8.1f %8.1f %8.1f %9.1f %7.1f %9.1f %7.0f "
+           "%8.0f %10.1f\n",
+           g.dp * g.pp * g.tp, e->threads, g.dp, g.pp, g.tp, g.micro, e->step_s * 1e3,
+           e->compute_s * 1e3, e->bubble_s * 1e3, e->tp_comm_s * 1e3, e->pp_comm_s * 1e3,
+           e->dp_exposed_s * 1e3, e->optimizer_s * 1e3, e->mem_bytes / 1048576.0,
+           e->global_batch, e->steps, e->total_s / 60.0);
+}
+
+/* Settles the vocabulary when the config leaves it to the data. */
+static int plan_vocab(const gt_config *c, int *vocab)
+{
+    *vocab = c->vocab_size;
+    if (*vocab > 0) return 0;
+    if (!c->data[0]) {
+        gt_error("plan: set vocab_size (or data, whose vocab_size attribute is used)");
+        return -1;
+    }
+    h5data *d = h5data_open(c->data, c->train_dataset);
+    if (!d) return -1;
+    const int64_t v = h5data_vocab_attr(d);
+    h5data_close(d);
+    if (v <= 0 || v > INT32_MAX) {
+        gt_error("plan: %s has no usable vocab_size attribute; set vocab_size", c->data);
+        return -1;
+    }
+    *vocab = (int)v;
+    return 0;
+}
+
+/* The end of a plan on rank 0: with a calibration, the other ranks are serving it
+ * (plan_measure_serve) until told to stop. */
+static int finish(plan_calibration *cal, int rc)
+{
+    if (cal) {
+        plan_measure_stop_serving();
+        plan_calibration_free(cal);
+    }
+    return rc;
+}
+
+int plan_command(int argc, char **argv, int first)
+{
+    plan_opts o = {.nodes = 1, .reps = 5, .efficiency = 0.5, .latency_us = 5.0};
+    if (parse_opts(&argc, argv, first, &o) != 0) return 2;
+    gt_config c;
+    config_defaults(&c);
+    if (config_parse_args(&c, argc, argv, first) != 0) return 2;
+    /* A plan needs no data when vocab_size is given: validate the rest without it. */
+    const int no_data = c.data[0] == '\0';
+    if (no_data) snprintf(c.data, sizeof c.data, "(none)");
+    if (config_validate(&c) != 0) return 2;
+    if (no_data) c.data[0] = '\0';
+    int vocab;
+    if (plan_vocab(&c, &vocab) != 0) return 1;
+    const gpt_shape s = {vocab, c.block_size, c.n_layer, c.n_head, c.n_embd};
+    const int B = c.batch_size, T = c.block_size;
+
+    plan_machine mc = {.nodes = o.nodes};
+    described desc = {.s = s, .T = T};
+    plan_calibration *cal = NULL;
+    const char *how;
+    if (o.gpus > 0) {
+        if (o.gpu_tflops <= 0) {
+            gt_error("plan: --gpus-per-node needs --gpu-tflops (peak FP16 TFLOP/s of one GPU)");
+            return 2;
+        }
+        mc.gpu = 1;
+        mc.slots_per_node = o.gpus;
+        desc.rate = o.gpu_tflops * 1e12 * o.efficiency;
+        how = "described GPUs";
+    } else {
+        mc.slots_per_node = o.cores > 0 ? o.cores : gt_num_cores();
+        if (!o.measure && o.core_gflops <= 0) {
+            gt_error("plan: say --measure (time the parts here) or describe the machine "
+                     "(--core-gflops, or --gpus-per-node and --gpu-tflops)");
+            return 2;
+        }
+        desc.rate = o.core_gflops * 1e9 * o.efficiency;
+        how = o.measure ? "measured here" : "described cores";
+    }
+    mc.intra_bw = (o.intra_gbs > 0 ? o.intra_gbs : 10.0) * 1e9;
+    mc.inter_bw = (o.inter_gbs > 0 ? o.inter_gbs : 1.0) * 1e9;
+    mc.intra_lat = mc.inter_lat = o.latency_us * 1e-6;
+    if (o.measure) {
+        if (plan_measure_links(&mc) != 0 && par_is_root())
+            printf("plan: one rank: links not measured (start with mpirun -np 2 for that); "
+                   "assuming %.1f GB/s, %.0f us\n", mc.intra_bw / 1e9, o.latency_us);
+        if (!par_is_root()) {
+            plan_measure_serve(&s, T, o.reps, mc.slots_per_node);
+            return 0;
+        }
+        cal = plan_calibration_create(&s, T, o.reps, mc.slots_per_node);
+        if (!cal) {
+            plan_measure_stop_serving();
+            return 1;
+        }
+        plan_calibration_attach(cal, &mc);
+    } else {
+        mc.t_block = d_block;
+        mc.t_embed_head = d_head;
+        mc.t_adam = d_adam;
+        mc.ctx = &desc;
+    }
+
+    const int slots = mc.nodes * mc.slots_per_node;
+    plan_estimate *rows = gt_malloc(sizeof *rows * MAX_ROWS, "plan table");
+    if (!rows) return finish(cal, 1);
+    int n = 0;
+    char why[120];
+    for (int ranks = 1; ranks <= slots; ranks++) {
+        if (slots % ranks != 0 || (mc.gpu && ranks != slots)) continue;
+        for (int tp = 1; tp <= ranks; tp++)
+            for (int pp = 1; pp <= ranks / tp; pp++) {
+                if (ranks % (tp * pp) != 0) continue;
+                const int dp = ranks / (tp * pp);
+                plan_estimate best;
+                int have = 0;
+                for (int micro = pp == 1 ? 1 : pp; micro <= (pp == 1 ? 1 : 8 * pp); micro *= 2) {
+                    plan_estimate e;
+                    if (plan_estimate_grid(&mc, &s, B, T, (plan_grid){dp, pp, tp, micro},
+                                           (double)c.steps, o.noise, &e, why, sizeof why) != 0)
+                        continue;
+                    if (!have || e.step_s < best.step_s) best = e;
+                    have = 1;
+                }
+                if (have && n < MAX_ROWS) rows[n++] = best;
+            }
+    }
+    if (n == 0) {
+        gt_error("plan: no grid fits this model on this machine");
+        free(rows);
+        return finish(cal, 1);
+    }
+    qsort(rows, (size_t)n, sizeof *rows, by_total);
+
+    printf("plan: n_layer %d n_head %d n_embd %d block_size %d vocab %d; batch_size %d per "
+           "replica; steps %lld at one replica's batch%s\n",
+           s.n_layer, s.n_head, s.n_embd, T, vocab, B, (long long)c.steps,
+           o.noise > 0 ? "" : " (no noise scale given: steps do not depend on the batch)");
+    if (o.noise > 0) printf("plan: gradient noise scale %.0f tokens\n", o.noise);
+    printf("plan: %d node%s x %d %s, compute %s; links %.2f GB/s inside a node, %.2f GB/s "
+           "between, %.1f us\n",
+           mc.nodes, mc.nodes == 1 ? "" : "s", mc.slots_per_node, mc.gpu ? "GPUs" : "cores",
+           how, mc.intra_bw / 1e9, mc.inter_bw / 1e9, mc.intra_lat * 1e6);
+    if (!o.json)
+        printf("%6s %4s %5s %3s %3s %5s %10s %9s %8s %8s %8s %9s %7s %9s %7s %8s %10s\n",
+               "ranks", "thr", "dp", "pp", "tp", "micro", "step ms", "compute", "bubble",
+               "tp comm", "pp comm", "dp expos", "optim", "mem MB", "batch", "steps",
+               "total min");
+    for (int i = 0; i < n; i++) print_row(&rows[i], o.json);
+
+    const plan_estimate *best = &rows[0], *dp_only = NULL;
+    for (int i = 0; i < n && !dp_only; i++)
+        if (rows[i].g.tp == 1 && rows[i].g.pp == 1) dp_only = &rows[i];
+    printf("recommended: dp %d x pp %d x tp %d (%d micro-batch%s, %d thread%s a rank): "
+           "%.1f ms a step, %.0f steps, %.1f min to the target\n",
+           best->g.dp, best->g.pp, best->g.tp, best->g.micro, best->g.micro == 1 ? "" : "es",
+           best->threads, best->threads == 1 ? "" : "s", best->step_s * 1e3, best->steps,
+           best->total_s / 60.0);
+    if (dp_only && dp_only != best)
+        printf("why: %.1f%% faster end to end than the best pure data-parallel grid (dp %d): "
+               "a step of %.1f ms against %.1f ms (%s), and %.0f steps against %.0f (a global "
+               "batch of %.0f against %.0f sequences%s)\n",
+               100.0 * (dp_only->total_s - best->total_s) / dp_only->total_s, dp_only->g.dp,
+               best->step_s * 1e3, dp_only->step_s * 1e3,
+               best->step_s < dp_only->step_s ? "less work and all-reduce per rank"
+                                              : "more per step, but",
+               best->steps, dp_only->steps, best->global_batch, dp_only->global_batch,
+               o.noise > 0 ? ": past the noise scale a larger batch buys fewer steps than it "
+                             "costs"
+                           : "");
+    else if (dp_only)
+        printf("why: pure data parallelism is fastest here: its step (%.1f ms) has the "
+               "least communication and no pipeline bubble\n", dp_only->step_s * 1e3);
+    free(rows);
+    return finish(cal, 0);
+}
