@@ -2,10 +2,10 @@
 # Model parallelism through `gentrain train` under mpirun, on a slice of the corpus:
 #  - tp = 2 (2 ranks holding one model between them), dp 2 x tp 2 (4 ranks,
 #    oversubscribed, batch_size 4 per replica), tp = 4, pp = 2 (two stages, 4
-#    micro-batches, 1F1B) and pp 2 x tp 2 train like one process with the whole batch
-#    of 8: per-step losses and val_losses within 1e-4 relative over 10 steps, the saved
-#    model (put together from the parts) within 1e-5 per tensor; each part is
-#    identical in every replica (gentrain checks and says so);
+#    micro-batches, 1F1B), pp 2 x tp 2 and dp 2 x pp 2 train like one process with the
+#    whole batch of 8: per-step losses and val_losses within 1e-4 relative over 10
+#    steps, the saved model (put together from the parts) within 1e-5 per tensor;
+#    each part is identical in every replica (gentrain checks and says so);
 #  - checkpoints of a tp = 2 run hold the whole model; resuming one re-shards it: on
 #    tp = 2 the run ends bit for bit like the straight one, on tp = 1, tp = 4 and pp = 2
 #    within 1e-5; another number of replicas is refused;
@@ -63,6 +63,7 @@ grid dp2tp2 4 4 2 1
 grid tp4 4 8 4 1
 grid pp2 2 8 1 2
 grid pp2tp2 4 8 2 2
+grid dp2pp2 4 4 1 2
 
 # refused MPIRUN_ARGS... WANT: a non-zero exit before any step; every error line (each
 # rank that found the problem says it: a config error is every rank's) contains WANT.
