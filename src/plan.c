@@ -58,7 +58,9 @@ double plan_allreduce_s(const plan_machine *mc, double bytes, int p, int span,
 
 static double p2p_s(const plan_machine *mc, double bytes, int crosses)
 {
-    return crosses ? mc->inter_lat + bytes / mc->inter_bw : mc->intra_lat + bytes / mc->intra_bw;
+    if (crosses) return mc->inter_lat + bytes / mc->inter_bw;
+    if (mc->p2p_bw > 0) return mc->p2p_lat + bytes / mc->p2p_bw;
+    return mc->intra_lat + bytes / mc->intra_bw;
 }
 
 int plan_estimate_grid(const plan_machine *mc, const gpt_shape *s, int B, int T,

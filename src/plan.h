@@ -37,6 +37,7 @@ typedef struct plan_machine {
     int gpu;                /* 1: one rank per GPU; 0: CPU ranks share the cores */
     double intra_bw, inter_bw;   /* bytes/s of a rank's link inside / between nodes */
     double intra_lat, inter_lat; /* seconds per message */
+    double p2p_bw, p2p_lat;      /* point to point inside a node (0: the link's) */
     /* Compute costs, seconds: one block forward + backward on a Bm x T micro-batch
      * (its 1/tp shard), the embedding + final LayerNorm + head the same way, and AdamW
      * per parameter, for a rank of `threads` threads. */

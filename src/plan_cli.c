@@ -267,9 +267,12 @@ int plan_command(int argc, char **argv, int first)
            o.noise > 0 ? "" : " (no noise scale given: steps do not depend on the batch)");
     if (o.noise > 0) printf("plan: gradient noise scale %.0f tokens\n", o.noise);
     printf("plan: %d node%s x %d %s, compute %s; links %.2f GB/s inside a node, %.2f GB/s "
-           "between, %.1f us\n",
+           "between, %.1f us",
            mc.nodes, mc.nodes == 1 ? "" : "s", mc.slots_per_node, mc.gpu ? "GPUs" : "cores",
            how, mc.intra_bw / 1e9, mc.inter_bw / 1e9, mc.intra_lat * 1e6);
+    if (mc.p2p_bw > 0)
+        printf("; point to point %.2f GB/s, %.1f us", mc.p2p_bw / 1e9, mc.p2p_lat * 1e6);
+    printf("\n");
     if (!o.json)
         printf("%6s %4s %5s %3s %3s %5s %10s %9s %8s %8s %8s %9s %7s %9s %7s %8s %10s\n",
                "ranks", "thr", "dp", "pp", "tp", "micro", "step ms", "compute", "bubble",
@@ -286,10 +289,13 @@ int plan_command(int argc, char **argv, int first)
            best->threads, best->threads == 1 ? "" : "s", best->step_s * 1e3, best->steps,
            best->total_s / 60.0);
     if (dp_only && dp_only != best)
-        printf("why: %.1f%% faster end to end than the best pure data-parallel grid (dp %d): "
+        printf("why: %.1f%% faster end to end than %s (dp %d): "
                "a step of %.1f ms against %.1f ms (%s), and %.0f steps against %.0f (a global "
                "batch of %.0f against %.0f sequences%s)\n",
-               100.0 * (dp_only->total_s - best->total_s) / dp_only->total_s, dp_only->g.dp,
+               100.0 * (dp_only->total_s - best->total_s) / dp_only->total_s,
+               dp_only->g.dp == 1 ? "one rank using every core"
+                                  : "the best pure data-parallel grid",
+               dp_only->g.dp,
                best->step_s * 1e3, dp_only->step_s * 1e3,
                best->step_s < dp_only->step_s ? "less work and all-reduce per rank"
                                               : "more per step, but",
@@ -297,6 +303,9 @@ int plan_command(int argc, char **argv, int first)
                o.noise > 0 ? ": past the noise scale a larger batch buys fewer steps than it "
                              "costs"
                            : "");
+    else if (dp_only && dp_only->g.dp == 1)
+        printf("why: one rank using every core is fastest here: its step (%.1f ms) has no "
+               "communication and no pipeline bubble\n", dp_only->step_s * 1e3);
     else if (dp_only)
         printf("why: pure data parallelism is fastest here: its step (%.1f ms) has the "
                "least communication and no pipeline bubble\n", dp_only->step_s * 1e3);

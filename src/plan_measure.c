@@ -262,6 +262,39 @@ static double time_allreduce(size_t n, int reps)
     return med;
 }
 
+/* Median one-way seconds of n floats between ranks 0 and 1 (ping-pong / 2). */
+static double time_p2p(size_t n, int reps)
+{
+    float *buf = gt_calloc(n * sizeof(float), "planner buffer");
+    double *t = gt_malloc((size_t)reps * sizeof(double), "planner timings");
+    if (!par_all_ok(buf && t)) {
+        free(buf);
+        free(t);
+        return -1.0;
+    }
+    const int me = par_rank();
+    for (int r = -1; r < reps; r++) {
+        MPI_Barrier(MPI_COMM_WORLD);
+        const double t0 = gt_now();
+        int rc = MPI_SUCCESS;
+        if (me == 0) {
+            rc = MPI_Send(buf, (int)n, MPI_FLOAT, 1, 78, MPI_COMM_WORLD);
+            if (rc == MPI_SUCCESS)
+                rc = MPI_Recv(buf, (int)n, MPI_FLOAT, 1, 78, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
+        } else if (me == 1) {
+            rc = MPI_Recv(buf, (int)n, MPI_FLOAT, 0, 78, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
+            if (rc == MPI_SUCCESS) rc = MPI_Send(buf, (int)n, MPI_FLOAT, 0, 78, MPI_COMM_WORLD);
+        }
+        if (rc != MPI_SUCCESS) par_abort("MPI point-to-point (planner measurement) failed");
+        if (r >= 0) t[r] = (gt_now() - t0) / 2.0;
+    }
+    qsort(t, (size_t)reps, sizeof *t, by_value);
+    const double med = par_bcast_double(t[reps / 2]);
+    free(buf);
+    free(t);
+    return med;
+}
+
 int plan_measure_links(plan_machine *mc)
 {
     const int p = par_world();
@@ -275,5 +308,9 @@ int plan_measure_links(plan_machine *mc)
                                                                   : large);
     mc->intra_lat = mc->inter_lat = lat;
     mc->intra_bw = mc->inter_bw = bw;
+    /* Point to point: the same two-size fit, one way. */
+    const double p_small = time_p2p(256, 50), p_large = time_p2p(1 << 22, 10);
+    mc->p2p_lat = p_small;
+    mc->p2p_bw = 4.0 * (1 << 22) / (p_large - p_small > 1e-9 ? p_large - p_small : p_large);
     return 0;
 }

@@ -21,9 +21,10 @@ void plan_calibration_free(plan_calibration *c);
 /* Points mc's compute callbacks at the calibration (measuring on first use). */
 void plan_calibration_attach(plan_calibration *c, plan_machine *mc);
 
-/* Collective over all ranks (parallel.h): measures intra-node links between ranks 0
- * and 1 into mc (intra and inter alike: one node). Returns 0, or -1 with fewer than
- * two ranks (nothing measured). */
+/* Collective over all ranks (parallel.h): fits latency and bandwidth of MPI_Allreduce
+ * over all ranks (a small and a large message: the ring model of plan.h) and of a
+ * ping-pong between ranks 0 and 1, into mc (intra and inter alike: one node). Returns
+ * 0, or -1 with fewer than two ranks (nothing measured). */
 int plan_measure_links(plan_machine *mc);
 
 /* Ranks other than 0, after plan_measure_links: run the timings rank 0 asks for until
