@@ -19,6 +19,7 @@
 #               OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
 #   THREADS     cores to use in all (default 2)
 #   STEPS       training steps per grid (default 8, at least 4)
+#   REPS        timing repetitions of the planner (default 9)
 #   top_srcdir  source tree (default: the parent of this script's folder)
 #
 # Exit status: 0 when every run worked, 1 otherwise.
@@ -43,7 +44,7 @@ MPI=("$MPIEXEC" --oversubscribe --bind-to none)
 
 echo "predicting: ${MPI[*]} -np 2 gentrain plan ${MODEL[*]} --cores-per-node $THREADS --measure --json"
 "${MPI[@]}" -np 2 "$GENTRAIN" plan "${MODEL[@]}" --cores-per-node "$THREADS" --measure \
-    --json > "$tmp/plan.txt" 2> "$tmp/plan.err" || { cat "$tmp/plan.err" >&2; exit 1; }
+    --reps "${REPS:-9}" --json > "$tmp/plan.txt" 2> "$tmp/plan.err" || { cat "$tmp/plan.err" >&2; exit 1; }
 grep -v '^{' "$tmp/plan.txt"
 
 # field JSON KEY: a number from one JSON line.

@@ -41,6 +41,17 @@ typedef struct gt_backend {
     void (*crossentropy_forward_backward)(float *losses, float *logits,
                                           const int32_t *targets, size_t N, int V,
                                           float dloss_scale);
+    /* Vocabulary-parallel (tensor-parallel) embedding and loss: kernels_cpu.h. */
+    void (*encoder_forward_shard)(float *out, const int32_t *inp, const float *wte,
+                                  const float *wpe, int B, int T, int C, int v0, int Vl);
+    void (*encoder_backward_shard)(float *dwte, float *dwpe, const float *dout,
+                                   const int32_t *inp, int B, int T, int C, int v0, int Vl);
+    void (*xent_shard_max)(float *rowmax, const float *logits, size_t N, int Vl);
+    void (*xent_shard_sums)(float *sums, const float *logits, const int32_t *targets,
+                            const float *rowmax, size_t N, int Vl, int v0);
+    void (*xent_shard_finish)(float *losses, float *logits, const int32_t *targets,
+                              const float *rowmax, const float *sums, size_t N, int Vl,
+                              int v0, float dloss_scale, int want_grad);
 } gt_backend;
 
 /* The FP32 CPU backend (kernels_cpu.c). */

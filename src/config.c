@@ -714,6 +714,11 @@ int config_validate(const gt_config *c)
                  "whole attention heads)", c->tp, c->n_head);
         return -1;
     }
+    if (c->vocab_size > 0 && c->vocab_size % c->tp != 0) {
+        gt_error("tp = %d does not divide vocab_size = %d (each tensor-parallel rank takes "
+                 "a share of the vocabulary; pad it)", c->tp, c->vocab_size);
+        return -1;
+    }
     if (c->pp > c->n_layer) {
         gt_error("pp = %d is larger than n_layer = %d (each pipeline stage needs a layer)",
                  c->pp, c->n_layer);

@@ -104,6 +104,17 @@ void grid_tp_allreduce_hook(void *ctx, float *buf, size_t n)
     grid_tp_allreduce_sum(buf, n);
 }
 
+void grid_tp_allreduce_max_hook(void *ctx, float *buf, size_t n)
+{
+    (void)ctx;
+    if (tp_size == 1) return;
+    for (size_t off = 0; off < n; off += CHUNK) {
+        size_t len = n - off < (size_t)CHUNK ? n - off : (size_t)CHUNK;
+        check(MPI_Allreduce(MPI_IN_PLACE, buf + off, (int)len, MPI_FLOAT, MPI_MAX, tp_comm),
+              "MPI_Allreduce (max) over the tensor-parallel peers");
+    }
+}
+
 double grid_tp_sum_double(double x)
 {
     if (tp_size == 1) return x;

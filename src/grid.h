@@ -42,6 +42,8 @@ int grid_mp_size(void); /* pp x tp */
 void grid_tp_allreduce_sum(float *buf, size_t n);
 /* The model's tensor-parallel hook (model.h): the same, ctx unused. */
 void grid_tp_allreduce_hook(void *ctx, float *buf, size_t n);
+/* The same with the maximum instead of the sum (the model's tp_allreduce_max). */
+void grid_tp_allreduce_max_hook(void *ctx, float *buf, size_t n);
 double grid_tp_sum_double(double x);
 
 /* Pipeline: a non-blocking send of n floats to stage `stage` of this rank's pp

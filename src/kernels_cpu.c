@@ -1028,4 +1028,9 @@ const gt_backend backend_cpu = {
     .residual_backward = residual_backward,
     .crossentropy_forward = crossentropy_forward,
     .crossentropy_forward_backward = crossentropy_forward_backward,
+    .encoder_forward_shard = encoder_forward_shard,
+    .encoder_backward_shard = encoder_backward_shard,
+    .xent_shard_max = xent_shard_max,
+    .xent_shard_sums = xent_shard_sums,
+    .xent_shard_finish = xent_shard_finish,
 };

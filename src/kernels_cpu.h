@@ -83,4 +83,27 @@ void crossentropy_forward(float *losses, const float *logits, const int32_t *tar
 void crossentropy_forward_backward(float *losses, float *logits, const int32_t *targets,
                                    size_t N, int V, float dloss_scale);
 
+/* Vocabulary-parallel variants (kernels_vocab.c): this rank holds rows [v0, v0 + Vl) of
+ * wte and the matching Vl columns of the logits.
+ * encoder_forward_shard: out = (wte row of the token if this rank holds it, else 0) +
+ *   (wpe row of t, when wpe is not NULL); the ranks' outputs add up to encoder_forward.
+ * encoder_backward_shard: dwte rows this rank holds, and all of dwpe, as
+ *   encoder_backward. */
+void encoder_forward_shard(float *out, const int32_t *inp, const float *wte,
+                           const float *wpe, int B, int T, int C, int v0, int Vl);
+void encoder_backward_shard(float *dwte, float *dwpe, const float *dout,
+                            const int32_t *inp, int B, int T, int C, int v0, int Vl);
+/* Softmax cross-entropy over logits cut by columns, in three steps with the ranks'
+ * results combined between them: rowmax[N] = this shard's row max (combine: max);
+ * sums[2N] = sum of exp(logit - rowmax) and the target's logit when this shard holds
+ * it, else 0 (combine: sum); then losses[N] (the same on every rank) and, with
+ * want_grad, the shard's logits overwritten by their gradient as in
+ * crossentropy_forward_backward. */
+void xent_shard_max(float *rowmax, const float *logits, size_t N, int Vl);
+void xent_shard_sums(float *sums, const float *logits, const int32_t *targets,
+                     const float *rowmax, size_t N, int Vl, int v0);
+void xent_shard_finish(float *losses, float *logits, const int32_t *targets,
+                       const float *rowmax, const float *sums, size_t N, int Vl, int v0,
+                       float dloss_scale, int want_grad);
+
 #endif

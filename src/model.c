@@ -34,7 +34,8 @@ struct gpt_acts {
     float *fcproj;          /* [L,B,T,C] */
     float *residual3;       /* [L,B,T,C] block outputs */
     float *lnf, *lnf_mean, *lnf_rstd;   /* [B,T,C] [B,T] [B,T] */
-    float *logits;          /* [B,T,V]; after a training forward: d loss / d logits */
+    float *logits;          /* [B,T,V/tp]; after a training forward: d loss / d logits */
+    float *xmax, *xsums;    /* [B,T], [2,B,T]: vocabulary-parallel loss (tp > 1) */
     float *losses;          /* [B,T] */
     /* backward scratch, reused by every layer */
     float *dres;            /* [B,T,C] gradient of the residual stream */
@@ -49,7 +50,10 @@ struct gpt_acts {
 static float *param(const gpt_model *m, int idx) { return m->params + m->info[idx].offset; }
 static float *grad(const gpt_model *m, int idx) { return m->grads + m->info[idx].offset; }
 /* Table index of tensor k of local block l (the stage's l-th block). */
-static int layer_idx(const gpt_model *m, int l, int k) { return m->i_first + PER_LAYER * l + k; }
+static int layer_idx(const gpt_model *m, int l, int k)
+{
+    return m->i_first + PER_LAYER * l + k;
+}
 
 /* Sums a partial result over the tensor-parallel shards (nothing to do alone). */
 static void tp_sum(const gpt_model *m, float *buf, size_t n)
@@ -105,9 +109,12 @@ static int build_info(gpt_model *m)
     int n = 0;
     char name[64];
     m->i_wte = m->i_wpe = m->i_lnf = -1;
+    /* Tensor parallelism cuts the vocabulary too: wte's rows (and the head's logits). */
+    const gpt_split wte_split = m->tp_size > 1 ? GPT_SPLIT_ROWS : GPT_SPLIT_NONE;
     if (m->has_embed) {
         m->i_wte = n;
-        add_info(m, &n, &off, "transformer.wte.weight", s.vocab_size, C, GPT_SPLIT_NONE);
+        add_info(m, &n, &off, "transformer.wte.weight", s.vocab_size / m->tp_size, C,
+                 wte_split);
         m->i_wpe = n;
         add_info(m, &n, &off, "transformer.wpe.weight", s.block_size, C, GPT_SPLIT_NONE);
     }
@@ -148,8 +155,8 @@ static int build_info(gpt_model *m)
          * the head, last in its layout: backward finishes its gradient first. */
         if (!m->has_embed) {
             m->i_wte = n;
-            add_info(m, &n, &off, "transformer.wte.weight", s.vocab_size, C,
-                     GPT_SPLIT_NONE);
+            add_info(m, &n, &off, "transformer.wte.weight", s.vocab_size / m->tp_size, C,
+                     wte_split);
         }
     }
     m->n_params = off;
@@ -174,6 +181,11 @@ int gpt_create_stage(gpt_model *m, gpt_shape s, const gt_backend *be, int thread
     if (tp_size < 1 || tp_rank < 0 || tp_rank >= tp_size || s.n_head % tp_size != 0) {
         gt_error("tp = %d must divide n_head = %d (each rank takes whole heads)", tp_size,
                  s.n_head);
+        return -1;
+    }
+    if (s.vocab_size % tp_size != 0) {
+        gt_error("tp = %d must divide vocab_size = %d (each rank takes a share of the "
+                 "vocabulary; pad it, e.g. to a multiple of 128)", tp_size, s.vocab_size);
         return -1;
     }
     if (n_stages < 1 || n_stages > s.n_layer || stage < 0 || stage >= n_stages) {
@@ -334,14 +346,15 @@ static gpt_acts *make_acts(const gpt_model *m, int B, int T)
         &a->attproj, &a->residual2, &a->ln2, &a->ln2_mean, &a->ln2_rstd, &a->fch,
         &a->fch_gelu, &a->fcproj, &a->residual3, &a->lnf, &a->lnf_mean, &a->lnf_rstd,
         &a->logits, &a->losses, &a->dres, &a->dln, &a->dqkv, &a->dfch, &a->dfch_gelu,
-        &a->att_scratch,
+        &a->att_scratch, &a->xmax, &a->xsums,
     };
     const size_t sizes[] = {
         BT * C, L * BT * C, L * BT, L * BT, L * BT * 3 * Cl, L * BT * Cl,
         L * (size_t)B * NH * (size_t)T * (size_t)T, L * BT * C, L * BT * C, L * BT * C,
         L * BT, L * BT, L * BT * 4 * Cl, L * BT * 4 * Cl, L * BT * C, L * BT * C, BT * C,
-        BT, BT, m->has_head ? BT * V : 0, BT, BT * C, BT * C, BT * 3 * Cl, BT * 4 * Cl,
-        BT * 4 * Cl, m->be->attention_scratch_floats(T, m->threads),
+        BT, BT, m->has_head ? BT * V / (size_t)m->tp_size : 0, BT, BT * C, BT * C,
+        BT * 3 * Cl, BT * 4 * Cl, BT * 4 * Cl, m->be->attention_scratch_floats(T, m->threads),
+        BT, 2 * BT,
     };
     const size_t nslots = sizeof sizes / sizeof sizes[0];
     size_t total = 0;
@@ -418,6 +431,7 @@ const float *gpt_stage_forward(gpt_model *m, const int32_t *inputs, const float 
     const int C = m->shape.n_embd, NH = m->shape.n_head, V = m->shape.vocab_size;
     const size_t BT = (size_t)B * (size_t)T, BTC = BT * (size_t)C;
     const int Cl = C / m->tp_size, NHl = NH / m->tp_size; /* this shard's part */
+    const int Vl = V / m->tp_size, v0 = m->tp_rank * Vl;    /* its vocabulary rows */
     const size_t BTCl = BT * (size_t)Cl;
     const size_t att_per_layer = (size_t)B * (size_t)NHl * (size_t)T * (size_t)T;
     /* Row-parallel products: each shard adds its part; the bias once (tp rank 0). */
@@ -428,7 +442,15 @@ const float *gpt_stage_forward(gpt_model *m, const int32_t *inputs, const float 
     a->have_grad = 0;
     if (loss) *loss = 0.0f;
 
-    if (m->has_embed) {
+    if (m->has_embed && m->tp_size > 1) {
+        /* Vocabulary-parallel: each shard adds the rows it holds (and rank 0 the
+         * positions); the sum over the shards is the embedding. */
+        memcpy(a->inputs, inputs, BT * sizeof(int32_t));
+        be->encoder_forward_shard(a->encoded, inputs, param(m, m->i_wte),
+                                  m->tp_rank == 0 ? param(m, m->i_wpe) : NULL, B, T, C, v0,
+                                  Vl);
+        tp_sum(m, a->encoded, BTC);
+    } else if (m->has_embed) {
         memcpy(a->inputs, inputs, BT * sizeof(int32_t));
         be->encoder_forward(a->encoded, inputs, param(m, m->i_wte), param(m, m->i_wpe), B,
                             T, C);
@@ -474,11 +496,22 @@ const float *gpt_stage_forward(gpt_model *m, const int32_t *inputs, const float 
     const int lnf = m->i_lnf;
     be->layernorm_forward(a->lnf, a->lnf_mean, a->lnf_rstd, x, param(m, lnf),
                           param(m, lnf + 1), BT, C);
-    /* Output head tied to the token embedding: logits = lnf @ wte^T. */
-    be->matmul_forward(a->logits, a->lnf, param(m, m->i_wte), NULL, BT, C, V);
+    /* Output head tied to the token embedding: logits = lnf @ wte^T (this shard's
+     * columns with tp > 1). */
+    be->matmul_forward(a->logits, a->lnf, param(m, m->i_wte), NULL, BT, C, Vl);
     if (!targets) return NULL;
 
-    if (want_grad) {
+    if (m->tp_size > 1) {
+        /* Softmax over the shards' columns: their row maxima, then the sums of
+         * exponentials and the target logits, combined across the shards. */
+        be->xent_shard_max(a->xmax, a->logits, BT, Vl);
+        m->tp_allreduce_max(m->tp_ctx, a->xmax, BT);
+        be->xent_shard_sums(a->xsums, a->logits, targets, a->xmax, BT, Vl, v0);
+        tp_sum(m, a->xsums, 2 * BT);
+        be->xent_shard_finish(a->losses, a->logits, targets, a->xmax, a->xsums, BT, Vl, v0,
+                              m->loss_grad_scale / (float)BT, want_grad);
+        a->have_grad = want_grad;
+    } else if (want_grad) {
         be->crossentropy_forward_backward(a->losses, a->logits, targets, BT, V,
                                           m->loss_grad_scale / (float)BT);
         a->have_grad = 1;
@@ -510,6 +543,7 @@ const float *gpt_stage_backward(gpt_model *m, const float *dout)
               V = m->shape.vocab_size, L = m->n_layers;
     const size_t BT = (size_t)B * (size_t)T, BTC = BT * (size_t)C;
     const int Cl = C / m->tp_size, NHl = NH / m->tp_size; /* this shard's part */
+    const int Vl = V / m->tp_size, v0 = m->tp_rank * Vl;    /* its vocabulary rows */
     const size_t BTCl = BT * (size_t)Cl;
     const size_t att_per_layer = (size_t)B * (size_t)NHl * (size_t)T * (size_t)T;
     if (m->has_head) {
@@ -517,7 +551,8 @@ const float *gpt_stage_backward(gpt_model *m, const float *dout)
         const int lnf = m->i_lnf;
         memset(a->dln, 0, BTC * sizeof(float));
         be->matmul_backward(a->dln, grad(m, m->i_wte), NULL, a->logits, a->lnf,
-                            param(m, m->i_wte), BT, C, V);
+                            param(m, m->i_wte), BT, C, Vl);
+        tp_sum(m, a->dln, BTC); /* each shard's columns' part of d lnf */
         /* A last stage's own wte copy is final now (last in its layout). */
         if (!m->has_embed) grads_ready(m, m->i_wte, m->i_wte);
         memset(a->dres, 0, BTC * sizeof(float));
@@ -586,7 +621,12 @@ const float *gpt_stage_backward(gpt_model *m, const float *dout)
         grads_ready(m, layer_idx(m, l, LN1_W), layer_idx(m, l, LN1_B));
     }
     if (!m->has_embed) return a->dres; /* d loss / d (this stage's input) */
-    be->encoder_backward(grad(m, m->i_wte), grad(m, m->i_wpe), a->dres, a->inputs, B, T, C);
+    if (m->tp_size > 1)
+        be->encoder_backward_shard(grad(m, m->i_wte), grad(m, m->i_wpe), a->dres, a->inputs,
+                                   B, T, C, v0, Vl);
+    else
+        be->encoder_backward(grad(m, m->i_wte), grad(m, m->i_wpe), a->dres, a->inputs, B, T,
+                             C);
     grads_ready(m, m->i_wte, m->i_wpe);
     return NULL;
 }

@@ -70,12 +70,16 @@ typedef struct gpt_model {
      * [tp_rank*NH/tp, ...) of each attention and the same share of each MLP's hidden
      * units: c_attn and mlp.c_fc cut by output rows (column-parallel), attn.c_proj and
      * mlp.c_proj by input columns (row-parallel, their bias added by tp rank 0 only);
-     * embeddings, LayerNorms and the head whole. tp_allreduce (required when tp_size
-     * > 1) sums a buffer over the tp peers: twice per block forward (after each
-     * row-parallel product) and twice backward (the input gradients of c_fc and
-     * c_attn). */
+     * the vocabulary too: wte's rows [tp_rank*V/tp, ...) for the embedding and the
+     * tied head, whose softmax combines the shards' row maxima and sums; LayerNorms and
+     * wpe whole. tp_allreduce (required when tp_size > 1) sums a buffer over the tp
+     * peers: twice per block forward (after each row-parallel product) and twice
+     * backward (the input gradients of c_fc and c_attn), plus the embedding, the
+     * loss's sums and the head's input gradient; tp_allreduce_max takes the row
+     * maxima. */
     int tp_size, tp_rank;
     void (*tp_allreduce)(void *ctx, float *buf, size_t n);
+    void (*tp_allreduce_max)(void *ctx, float *buf, size_t n); /* the same with max */
     void *tp_ctx;
     /* Pipeline parallelism: this model is one stage, blocks [layer0, layer0 +
      * n_layers) of shape.n_layer; the first stage has the embeddings (has_embed), the

@@ -17,8 +17,9 @@ double plan_param_floats(const gpt_shape *s, int tp, int pp, int stage)
     const double block = 4 * C + (3 * Cl * C + 3 * Cl) + (C * Cl + C) + (4 * Cl * C + 4 * Cl) +
                          (C * 4 * Cl + C);
     double n = stage_layers(s, pp, stage) * block;
-    if (stage == 0) n += V * C + (double)s->block_size * C;
-    if (stage == pp - 1) n += 2 * C + (pp > 1 ? V * C : 0); /* ln_f, the tied wte copy */
+    /* The vocabulary is cut by tp too: wte's rows (and the last stage's copy). */
+    if (stage == 0) n += V / tp * C + (double)s->block_size * C;
+    if (stage == pp - 1) n += 2 * C + (pp > 1 ? V / tp * C : 0);
     return n;
 }
 
@@ -29,7 +30,7 @@ double plan_act_floats(const gpt_shape *s, int tp, int pp, int stage, int Bm, in
                  NHl = (double)s->n_head / tp, BT = (double)Bm * T, V = s->vocab_size;
     const double per_block = BT * C * 6 + BT * 4 + BT * Cl * (3 + 1 + 8) +
                              (double)Bm * NHl * T * T;
-    const double once = BT * C * 4 + BT * 3 + BT * Cl * 11 + (stage == pp - 1 ? BT * V : 0);
+    const double once = BT * C * 4 + BT * 6 + BT * Cl * 11 + (stage == pp - 1 ? BT * V / tp : 0);
     return L * per_block + once;
 }
 
@@ -43,7 +44,7 @@ double plan_block_flops(const gpt_shape *s, int tp, int Bm, int T)
 
 double plan_head_flops(const gpt_shape *s, int Bm, int T)
 {
-    return 6.0 * (double)Bm * T * (double)s->vocab_size * s->n_embd;
+    return 6.0 * (double)Bm * T * (double)s->vocab_size * s->n_embd; /* whole; / tp */
 }
 
 double plan_allreduce_s(const plan_machine *mc, double bytes, int p, int span,
@@ -86,15 +87,22 @@ int plan_estimate_grid(const plan_machine *mc, const gpt_shape *s, int B, int T,
     const int pp_crosses = g.pp * g.tp > per_node;
 
     const double tb = mc->t_block(mc->ctx, threads, g.tp, Bm);
-    const double teh = mc->t_embed_head(mc->ctx, threads, Bm);
+    /* The embedding and head are cut by vocabulary over tp, with 2 all-reduces of the
+     * activations (embedding, head input gradient) and the loss's small ones. */
+    const double teh = mc->t_embed_head(mc->ctx, threads, Bm) / g.tp;
     const double tp_ar = 4.0 * plan_allreduce_s(mc, act_bytes, g.tp, 1, per_node);
+    const double tp_head = 2.0 * plan_allreduce_s(mc, act_bytes, g.tp, 1, per_node) +
+                           2.0 * plan_allreduce_s(mc, 8.0 * Bm * T, g.tp, 1, per_node);
     double sum = 0.0, slowest = 0.0, tp_comm = 0.0, pp_comm = 0.0, max_params = 0.0,
            max_mem = 0.0;
     for (int st = 0; st < g.pp; st++) {
         const int n = stage_layers(s, g.pp, st);
         double t = n * (tb + tp_ar);
         tp_comm += n * tp_ar;
-        if (st == g.pp - 1) t += teh;
+        if (st == g.pp - 1) {
+            t += teh + tp_head;
+            tp_comm += tp_head;
+        }
         if (g.pp > 1) {
             const double hop = 2.0 * p2p_s(mc, act_bytes, pp_crosses);
             t += hop;

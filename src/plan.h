@@ -4,7 +4,10 @@
  * Step time of a grid (dp replicas x pp stages x tp shards, M micro-batches of Bm =
  * batch_size / M sequences; a rank runs `threads` threads):
  *   stage s, one micro-batch:  t_s = n_s x (t_block + 4 x allreduce(Bm T C floats, tp))
- *                                    + t_embed_head (last stage) + 2 x p2p(Bm T C) (pp > 1)
+ *                                    + (last stage) t_embed_head / tp
+ *                                      + 2 x allreduce(Bm T C, tp) + 2 small ones
+ *                                    + 2 x p2p(Bm T C) (pp > 1)
+ *     (tp also cuts the vocabulary: the embedding and head, model.h)
  *   pipeline (1F1B):           sum_s t_s + (M - 1) x max_s t_s
  *     (the first micro-batch crosses every stage, then the slowest stage sets the
  *      pace; the bubble is what this adds to M x max_s t_s)

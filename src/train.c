@@ -358,6 +358,7 @@ static int setup_run(run *r, const gt_config *c, int64_t *vocab, const char *fro
         return -1;
     r->have_model = 1;
     r->model.tp_allreduce = grid_tp_allreduce_hook;
+    r->model.tp_allreduce_max = grid_tp_allreduce_max_hook;
     if (gpt_alloc_grads(&r->model) != 0 || adamw_init(&r->opt, r->model.n_params) != 0)
         return -1;
     /* Activations: one slot for the batch, or the pipeline's for its micro-batches. */

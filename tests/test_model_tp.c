@@ -5,7 +5,8 @@
  *    initial weights are its part of the full model's;
  *  - every shard's loss equals the whole model's (1e-5 relative), and the shards'
  *    gradients, put together, equal the whole model's (1e-4 of the largest);
- *  - a tp that does not divide n_head is refused. */
+ *    (the vocabulary is cut too: wte's rows, the head's softmax over the shards);
+ *  - a tp that does not divide n_head, or vocab_size, is refused. */
 #include <math.h>
 #include <pthread.h>
 #include <stdlib.h>
@@ -41,9 +42,9 @@ typedef struct shard {
     int failed;
 } shard;
 
-static void thread_allreduce(void *ctx, float *buf, size_t n)
+/* op 0: sum, 1: max. */
+static void thread_reduce(shard *s, float *buf, size_t n, int op)
 {
-    shard *s = ctx;
     tp_world *w = s->w;
     if (n > s->cap) {
         s->failed = 1; /* cannot happen with the sizes below; checked in main */
@@ -52,14 +53,18 @@ static void thread_allreduce(void *ctx, float *buf, size_t n)
     w->bufs[s->rank] = buf;
     pthread_barrier_wait(&w->barrier);
     for (size_t i = 0; i < n; i++) {
-        float sum = 0.0f;
-        for (int p = 0; p < w->tp; p++) sum += w->bufs[p][i];
-        s->scratch[i] = sum;
+        float acc = w->bufs[0][i];
+        for (int p = 1; p < w->tp; p++)
+            acc = op ? (w->bufs[p][i] > acc ? w->bufs[p][i] : acc) : acc + w->bufs[p][i];
+        s->scratch[i] = acc;
     }
     pthread_barrier_wait(&w->barrier);
     memcpy(buf, s->scratch, n * sizeof(float));
     pthread_barrier_wait(&w->barrier);
 }
+
+static void thread_allreduce(void *ctx, float *buf, size_t n) { thread_reduce(ctx, buf, n, 0); }
+static void thread_allmax(void *ctx, float *buf, size_t n) { thread_reduce(ctx, buf, n, 1); }
 
 static void *run_shard(void *p)
 {
@@ -99,6 +104,7 @@ static void check_tp(int tp, const gpt_model *whole, const float *init, const in
               gpt_alloc_grads(&s[r].m) == 0 && gpt_alloc_acts(&s[r].m, B, T) == 0 &&
               gpt_init_weights(&s[r].m, 5) == 0;
         s[r].m.tp_allreduce = thread_allreduce;
+        s[r].m.tp_allreduce_max = thread_allmax;
         s[r].m.tp_ctx = &s[r];
     }
     TU_CHECK(ok, "tp=%d: shards created", tp);
@@ -199,6 +205,13 @@ int main(void)
     const char *msg = tu_capture_end();
     TU_CHECK(rc != 0 && strstr(msg, "tp = 3 must divide n_head = 4") != NULL,
              "tp = 3 with 4 heads is refused: %s", msg);
+    gpt_shape odd = SHAPE;
+    odd.vocab_size = 65;
+    tu_capture_begin();
+    const int rc2 = gpt_create_tp(&bad, odd, &backend_cpu, 1, 2, 0);
+    const char *msg2 = tu_capture_end();
+    TU_CHECK(rc2 != 0 && strstr(msg2, "tp = 2 must divide vocab_size = 65") != NULL,
+             "tp = 2 with a vocabulary of 65 is refused: %s", msg2);
     gpt_free(&whole);
     return tu_finish();
 }

@@ -4,7 +4,8 @@
  *  - the ring all-reduce: nothing over one rank, 2 (p-1)/p bytes / bw + 2 (p-1) lat,
  *    the slower link once the group spans nodes;
  *  - a balanced pipeline of P stages and M micro-batches takes (M + P - 1) stage
- *    times, its bubble (P-1) of them; tp adds 4 all-reduces per block;
+ *    times, its bubble (P-1) of them; tp adds 4 all-reduces per block and the
+ *    vocabulary-parallel head's 2 (and 2 small ones);
  *  - steps follow S_min (1 + B_noise / B): twice the replicas, steps as predicted;
  *  - grids that do not fit are refused. */
 #include <math.h>
@@ -81,7 +82,9 @@ int main(void)
                                 sizeof why) == 0,
              "tp 2 alone fits (4 threads a rank)");
     const double ar = plan_allreduce_s(&mc, 4.0 * B * T * 32, 2, 1, 1);
-    TU_CHECK(close_to(t2.tp_comm_s, 4 * 4 * ar), "tp comm = 4 all-reduces x 4 blocks");
+    const double small = plan_allreduce_s(&mc, 8.0 * B * T, 2, 1, 1);
+    TU_CHECK(close_to(t2.tp_comm_s, 4 * 4 * ar + 2 * ar + 2 * small),
+             "tp comm = 4 all-reduces x 4 blocks + the vocabulary-parallel head's");
 
     /* Statistical efficiency. */
     plan_estimate one, two;
