@@ -1,6 +1,9 @@
 #!/bin/bash
 # Builds gentrain with the sanitizers in build-check/ (out of tree) and runs
 # `make check`. The last line printed is always "N passed, N failed[, N skipped]".
+# Where the CUDA toolkit is (nvcc in $CUDA_HOME, default /usr/local/cuda), the build
+# is configured --with-cuda, so the offload code is compiled too (and, without a GPU,
+# the tests check the CPU fallback). GENTRAIN_NO_CUDA=1 skips that.
 # Exit status: that of `make check` (non-zero also when configure or make fails).
 set -u
 
@@ -31,10 +34,16 @@ fi
 
 mkdir -p "$BUILD" && cd "$BUILD" || fail "cannot create $BUILD"
 
+CONF=(--enable-sanitizers)
+CUDA_HOME=${CUDA_HOME:-/usr/local/cuda}
+if [ -z "${GENTRAIN_NO_CUDA:-}" ] && [ -x "$CUDA_HOME/bin/nvcc" ]; then
+    CONF+=(--with-cuda="$CUDA_HOME")
+fi
+# config.status records the arguments as one quoted string.
 if [ ! -f Makefile ] || [ ! -f config.status ] || [ "$SRC/configure" -nt config.status ] ||
-   ! grep -q -- '--enable-sanitizers' config.status; then
-    echo "run-tests: ../configure --enable-sanitizers"
-    ../configure --enable-sanitizers || fail "configure failed (see $BUILD/config.log)"
+   [ "$(sed -n 's/^ac_cs_config=//p' config.status)" != "'${CONF[*]}'" ]; then
+    echo "run-tests: ../configure ${CONF[*]}"
+    ../configure "${CONF[@]}" || fail "configure failed (see $BUILD/config.log)"
 fi
 
 echo "run-tests: make -j$JOBS"

@@ -113,6 +113,11 @@ static const key_def keys[] = {
             "set; empty = none"),
     KEY_DBL(peak_gflops, G_RUN, "0", 0, 0, R_MIN,
             "peak GFLOP/s of the machine, for MFU; 0 = estimate from the CPU"),
+    KEY_CHOICE(offload, G_RUN, "all", "all|blocks|none|required",
+               "layers on the GPU: all, blocks (the transformer blocks) or none; with no "
+               "GPU they run on the CPU, said in one line; required: no GPU is an error. "
+               "(The CUDA kernels are not built yet: a GPU found is reported, then the "
+               "CPU trains.)"),
 
     KEY_DBL(bucket_mb, G_PAR, "25", 0, 4096, R_MIN | R_MIN_X | R_MAX,
             "gradient bucket size in MiB: each bucket is reduced as soon as backward "

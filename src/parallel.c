@@ -110,6 +110,20 @@ void par_init(int *argc, char ***argv)
 
 int par_thread_multiple(void) { return mpi_on && thread_multiple; }
 
+int par_local_rank(void)
+{
+    static int local = -1;
+    if (local >= 0) return local;
+    if (!mpi_on) return local = 0;
+    MPI_Comm node;
+    check_mpi(MPI_Comm_split_type(MPI_COMM_WORLD, MPI_COMM_TYPE_SHARED, g_rank,
+                                  MPI_INFO_NULL, &node),
+              "MPI_Comm_split_type (ranks of a node)");
+    check_mpi(MPI_Comm_rank(node, &local), "MPI_Comm_rank");
+    check_mpi(MPI_Comm_free(&node), "MPI_Comm_free");
+    return local;
+}
+
 void par_finalize(void)
 {
     if (!mpi_on) return;

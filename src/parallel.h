@@ -50,6 +50,10 @@ void par_init(int *argc, char ***argv);
 /* MPI_Finalize in MPI mode (after every HDF5 handle is closed); else nothing. */
 void par_finalize(void);
 
+/* This rank's index among the ranks on its node (MPI_Comm_split_type, shared memory):
+ * which GPU it takes. 0 in single mode. A collective the first time. */
+int par_local_rank(void);
+
 /* 1 in MPI mode with MPI_THREAD_MULTIPLE: other threads may call MPI (MPI-IO reads). */
 int par_thread_multiple(void);
 

@@ -26,6 +26,7 @@
 #include "../io/ckpt.h"
 #include "../io/h5data.h"
 #include "../io/h5model.h"
+#include "../offload/offload.h"
 #include "kernels_cpu.h"
 #include "loader.h"
 #include "grid.h"
@@ -489,6 +490,38 @@ static double grad_norm_parts(const gpt_model *m, const float *g)
     return sqrt(grid_mp_sum_double(sq));
 }
 
+/* Which device trains (offload): each rank takes the GPU of its index on its node
+ * (modulo the GPUs there). The CUDA kernels are not built yet, so a GPU found is only
+ * reported and the CPU trains; with no GPU, one line says so, or, with offload =
+ * required, that is an error, as is a GPU with required (it cannot be used yet).
+ * Every rank decides; 0, or -1 on every rank. */
+static int settle_offload(const gt_config *c)
+{
+    if (strcmp(c->offload, "none") == 0) return 0;
+    const int local = par_local_rank(); /* a collective: before any branch */
+    const int required = strcmp(c->offload, "required") == 0;
+    char why[256] = "", name[256] = "";
+    const int n = offload_device_count(why, sizeof why);
+    int ok = 1;
+    if (n == 0 && required) {
+        gt_error("offload = required, but there is no GPU: %s", why);
+        ok = 0;
+    } else if (n == 0) {
+        par_printf("offload: no GPU (%s); every layer runs on the CPU\n", why);
+    } else if (offload_use_device(local % n, name, sizeof name, why, sizeof why) != 0) {
+        gt_error("offload: %s", why);
+        ok = 0;
+    } else if (required) {
+        gt_error("offload = required: GPU %d (%s) is here, but gentrain's CUDA kernels are "
+                 "not built yet; use offload = all or none", local % n, name);
+        ok = 0;
+    } else {
+        par_printf("offload: GPU %d of %d on the node (%s), but gentrain's CUDA kernels are "
+                   "not built yet: every layer runs on the CPU\n", local % n, n, name);
+    }
+    return par_all_ok(ok) ? 0 : -1;
+}
+
 int train_run(const gt_config *c)
 {
     run r;
@@ -525,6 +558,8 @@ int train_run(const gt_config *c)
                      B);
         goto done;
     }
+
+    if (settle_offload(c) != 0) goto done;
 
     r.threads = gt_resolve_threads(c->threads);
     r.peak_gflops = c->peak_gflops > 0 ? c->peak_gflops : estimate_peak_gflops(r.threads);

@@ -148,6 +148,23 @@ expect_error "inspect: missing file" "nope\.h5" \
     "$G" inspect "$tmp/nope.h5"
 expect_error "unknown verb" "frobnicate.*gentrain --help" \
     "$G" frobnicate
+# offload: with no GPU (this machine, CI) the default says so in one line and trains on
+# the CPU; offload = required is an error (also where a GPU is: the CUDA kernels are
+# not built yet); offload = none says nothing about it.
+expect_error "offload = required without a usable GPU" "offload = required" \
+    "$G" train --data "$tmp/good.h5" --val_dataset none "${TINY[@]}" --out none \
+    --offload required
+run "$G" train --data "$tmp/good.h5" --val_dataset none "${TINY[@]}" --out none --log ""
+if [ "$rc" -eq 0 ] && [ "$(grep -c '^offload: ' "$out")" -eq 1 ] &&
+    grep -q '^offload: .*every layer runs on the CPU' "$out"; then
+    ok "offload default: one line saying the CPU trains ($(grep '^offload: ' "$out" | cut -c1-90))"
+else
+    fail "offload default (rc $rc)"
+    show_err
+fi
+run "$G" train --data "$tmp/good.h5" --val_dataset none "${TINY[@]}" --out none --log "" \
+    --offload none
+check "offload none: no offload line" test "$rc" -eq 0 -a "$(grep -c '^offload: ' "$out")" -eq 0
 PLAN=("$G" plan --n_layer 2 --n_head 2 --n_embd 32 --block_size 16 --vocab_size 64
       --batch_size 4)
 expect_error "plan: neither --measure nor a machine" "--measure" "${PLAN[@]}"

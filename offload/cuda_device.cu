@@ -1,0 +1,41 @@
+// cuda_device — offload.h with the CUDA runtime: finding the GPUs and binding to one.
+#include "offload.h"
+
+#include <cuda_runtime.h>
+#include <stdio.h>
+
+extern "C" int offload_built(void) { return 1; }
+
+extern "C" int offload_device_count(char *why, size_t cap)
+{
+    int n = 0;
+    const cudaError_t e = cudaGetDeviceCount(&n);
+    if (e != cudaSuccess) {
+        // No driver, a driver older than the runtime, no device: all mean "no GPU".
+        const char *what = e == cudaErrorInsufficientDriver
+                               ? "no CUDA driver, or one older than this CUDA runtime"
+                           : e == cudaErrorNoDevice ? "no CUDA device"
+                                                    : "the CUDA runtime cannot start";
+        snprintf(why, cap, "%s: %s", what, cudaGetErrorString(e));
+        cudaGetLastError(); // clear the sticky error state for later calls
+        return 0;
+    }
+    if (n == 0) snprintf(why, cap, "the CUDA driver sees no device");
+    return n;
+}
+
+extern "C" int offload_use_device(int index, char *name, size_t name_cap, char *why,
+                                  size_t cap)
+{
+    cudaDeviceProp p;
+    cudaError_t e = cudaSetDevice(index);
+    if (e == cudaSuccess) e = cudaGetDeviceProperties(&p, index);
+    if (e != cudaSuccess) {
+        snprintf(why, cap, "GPU %d: %s", index, cudaGetErrorString(e));
+        if (name_cap) name[0] = '\0';
+        return -1;
+    }
+    snprintf(name, name_cap, "%s, %.1f GiB, sm_%d%d", p.name,
+             (double)p.totalGlobalMem / (1024.0 * 1024.0 * 1024.0), p.major, p.minor);
+    return 0;
+}

@@ -1,0 +1,33 @@
+/* offload — the GPU side of gentrain behind a C interface: nothing of CUDA leaks into
+ * src/. Built from cuda_device.cu with `./configure --with-cuda[=DIR]`, else from
+ * offload_none.c, which answers "no GPU" with the reason.
+ *
+ * This first part finds the GPUs and binds a rank to one; the FP16 kernels of the op
+ * table (src/backend.h) are still to come, and until they are the trainer says so and
+ * runs every layer on the CPU (src/train.c). All functions are called by the thread
+ * that trains. */
+#ifndef GT_OFFLOAD_H
+#define GT_OFFLOAD_H
+
+#include <stddef.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* 1 when this gentrain was built with CUDA. */
+int offload_built(void);
+
+/* Number of usable GPUs; 0 with `why` set to the reason when there is none (built
+ * without CUDA, no driver, no device, ...). */
+int offload_device_count(char *why, size_t cap);
+
+/* Makes device `index` (0 .. count-1) this process's and describes it in `name` (e.g.
+ * "NVIDIA H200, 139.8 GiB, sm_90"). Returns 0, or -1 with `why` set. */
+int offload_use_device(int index, char *name, size_t name_cap, char *why, size_t cap);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif
