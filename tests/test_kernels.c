@@ -780,6 +780,68 @@ static void test_simd_selection(void)
     if (!have_avx2) printf("# no AVX2+FMA on this CPU: path comparisons skipped\n");
 }
 
+/* The vocabulary-parallel ops (kernels_vocab.c) over S shards, combined as the model
+ * combines them (max of the row maxima, sum of the sums), give what the whole-vocabulary
+ * ops give: the embedding, its gradients, the losses and the logits' gradient. */
+static void test_vocab_shards(int S, size_t N, int V, int C, int T)
+{
+    char name[64];
+    snprintf(name, sizeof name, "vocabulary in %d shards (N=%zu V=%d)", S, N, V);
+    const int Vl = V / S, B = (int)(N / (size_t)T);
+    float *logits = frand(N * V, -4, 4), *wte = frand((size_t)V * C, -1, 1);
+    float *wpe = frand((size_t)T * C, -1, 1), *dout = frand(N * C, -1, 1);
+    int32_t *tg = inew(N);
+    for (size_t i = 0; i < N; i++) tg[i] = (int32_t)(rnext() % (uint64_t)V);
+    /* Whole: losses and gradient; embedding and its gradients. */
+    float *loss = fnew(N), *g = fnew(N * V), *enc = fnew(N * C);
+    float *dwte = fnew((size_t)V * C), *dwpe = fnew((size_t)T * C);
+    memcpy(g, logits, N * V * sizeof *g);
+    crossentropy_forward_backward(loss, g, tg, N, V, 0.5f);
+    encoder_forward(enc, tg, wte, wpe, B, T, C);
+    encoder_backward(dwte, dwpe, dout, tg, B, T, C);
+    /* Shards: each its columns of the logits and rows of wte. */
+    float *mx = fnew(N), *part = fnew(N), *sums = fnew(2 * N), *part2 = fnew(2 * N);
+    float *sl = fnew(N * Vl), *sloss = fnew(N), *senc = fnew(N * C), *sum_enc = fnew(N * C);
+    float *sdwte = fnew((size_t)V * C), *sdwpe = fnew((size_t)T * C);
+    for (size_t n = 0; n < N; n++) mx[n] = -INFINITY;
+    for (int s = 0; s < S; s++) {
+        for (size_t n = 0; n < N; n++) memcpy(sl + n * Vl, logits + n * V + s * Vl, Vl * 4);
+        xent_shard_max(part, sl, N, Vl);
+        for (size_t n = 0; n < N; n++) mx[n] = fmaxf(mx[n], part[n]);
+    }
+    for (int s = 0; s < S; s++) {
+        for (size_t n = 0; n < N; n++) memcpy(sl + n * Vl, logits + n * V + s * Vl, Vl * 4);
+        xent_shard_sums(part2, sl, tg, mx, N, Vl, s * Vl);
+        for (size_t i = 0; i < 2 * N; i++) sums[i] += part2[i];
+        encoder_forward_shard(senc, tg, wte + (size_t)s * Vl * C, s == 0 ? wpe : NULL, B, T, C,
+                              s * Vl, Vl);
+        for (size_t i = 0; i < N * (size_t)C; i++) sum_enc[i] += senc[i];
+        memset(sdwpe, 0, (size_t)T * C * sizeof *sdwpe);
+        encoder_backward_shard(sdwte + (size_t)s * Vl * C, sdwpe, dout, tg, B, T, C, s * Vl, Vl);
+    }
+    double eg = 0.0, el = 0.0;
+    for (int s = 0; s < S; s++) {
+        for (size_t n = 0; n < N; n++) memcpy(sl + n * Vl, logits + n * V + s * Vl, Vl * 4);
+        xent_shard_finish(sloss, sl, tg, mx, sums, N, Vl, s * Vl, 0.5f, 1);
+        for (size_t n = 0; n < N; n++) {
+            el = fmax(el, fabs((double)sloss[n] - loss[n]));
+            for (int j = 0; j < Vl; j++)
+                eg = fmax(eg, fabs((double)sl[n * Vl + j] - g[n * V + s * Vl + j]));
+        }
+    }
+    TU_CHECK(el < 1e-5 && eg < 1e-6, "%s: losses (max diff %.1e) and dlogits (%.1e) = whole",
+             name, el, eg);
+    double ee = 0.0, ew = 0.0, ep = 0.0;
+    for (size_t i = 0; i < N * (size_t)C; i++) ee = fmax(ee, fabs((double)sum_enc[i] - enc[i]));
+    for (size_t i = 0; i < (size_t)V * C; i++) ew = fmax(ew, fabs((double)sdwte[i] - dwte[i]));
+    for (size_t i = 0; i < (size_t)T * C; i++) ep = fmax(ep, fabs((double)sdwpe[i] - dwpe[i]));
+    TU_CHECK(ee < 1e-6 && ew < 1e-5 && ep < 1e-5,
+             "%s: embedding (%.1e), dwte (%.1e), dwpe (%.1e) = whole", name, ee, ew, ep);
+    free(logits), free(wte), free(wpe), free(dout), free(tg), free(loss), free(g), free(enc);
+    free(dwte), free(dwpe), free(mx), free(part), free(sums), free(part2), free(sl);
+    free(sloss), free(senc), free(sum_enc), free(sdwte), free(sdwpe);
+}
+
 int main(void)
 {
     setenv("GENTRAIN_SIMD", "portable", 1);
@@ -810,6 +872,8 @@ int main(void)
     test_gelu(50003, 60);
     test_residual(40009, 60);
     test_crossentropy(131, 256, 1.0f / 131, 100);
+    test_vocab_shards(2, 24, 64, 16, 8);
+    test_vocab_shards(4, 40, 256, 24, 10);
 
     return tu_finish();
 }
