@@ -20,6 +20,7 @@
 #include "../src/rng.h"
 #include "../src/util.h"
 #include "testutil.h"
+#include "whole_model.h"
 
 enum { M = 2, BM = 2, B = M * BM, T = 8, MAX_PP = 4 };
 static const gpt_shape SHAPE = {48, 8, 4, 2, 16}; /* V, maxT, L, NH, C */
@@ -35,13 +36,6 @@ static void record_ready(void *ctx, size_t offset, size_t count)
     tiling *t = ctx;
     if (offset + count != t->next_end) t->bad++;
     t->next_end = offset;
-}
-
-static double max_abs(const float *x, size_t n)
-{
-    double m = 0.0;
-    for (size_t i = 0; i < n; i++) m = fmax(m, fabs((double)x[i]));
-    return m;
 }
 
 static void check_pp(int pp, const gpt_model *whole, const float *init, const int32_t *in,
@@ -140,26 +134,10 @@ int main(void)
 {
     threads = gt_resolve_threads(0);
     gpt_model whole;
-    TU_CHECK(gpt_create(&whole, SHAPE, &backend_cpu, threads) == 0 &&
-                 gpt_alloc_grads(&whole) == 0 && gpt_alloc_acts(&whole, B, T) == 0 &&
-                 gpt_init_weights(&whole, 5) == 0,
-             "whole model created");
-    float *init = malloc(whole.n_params * sizeof(float));
-    memcpy(init, whole.params, whole.n_params * sizeof(float));
-    rng r;
-    rng_seed(&r, 3);
-    for (int i = 0; i < whole.n_info; i++) /* non-zero biases */
-        if (strstr(whole.info[i].name, ".bias"))
-            for (size_t j = 0; j < whole.info[i].numel; j++)
-                whole.params[whole.info[i].offset + j] = 0.05f * rng_normal(&r);
+    float *init = NULL;
     int32_t in[B * T], tg[B * T];
-    for (int i = 0; i < B * T; i++) {
-        in[i] = (int32_t)(rng_u64(&r) % (uint64_t)SHAPE.vocab_size);
-        tg[i] = (int32_t)(rng_u64(&r) % (uint64_t)SHAPE.vocab_size);
-    }
-    gpt_zero_grad(&whole);
-    const float loss = gpt_forward(&whole, in, tg, B, T, 1);
-    gpt_backward(&whole);
+    const float loss = whole_model_make(&whole, SHAPE, threads, B, T, 5, 3, &init, in, tg);
+    if (isnan(loss)) return tu_finish();
     for (int pp = 1; pp <= MAX_PP; pp++) check_pp(pp, &whole, init, in, tg, loss); /* 3: 2+1+1 */
     free(init);
 

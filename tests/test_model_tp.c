@@ -17,6 +17,7 @@
 #include "../src/rng.h"
 #include "../src/util.h"
 #include "testutil.h"
+#include "whole_model.h"
 
 enum { B = 2, T = 12, MAX_TP = 4 };
 static const gpt_shape SHAPE = {64, 16, 2, 4, 32}; /* V, maxT, L, NH, C */
@@ -73,13 +74,6 @@ static void *run_shard(void *p)
     s->loss = gpt_forward(&s->m, s->in, s->tg, B, T, 1);
     gpt_backward(&s->m);
     return NULL;
-}
-
-static double max_abs(const float *x, size_t n)
-{
-    double m = 0.0;
-    for (size_t i = 0; i < n; i++) m = fmax(m, fabs((double)x[i]));
-    return m;
 }
 
 /* whole: the whole model after its forward and backward on in/tg; init: its weights
@@ -176,26 +170,10 @@ int main(void)
 {
     threads = gt_resolve_threads(0);
     gpt_model whole;
-    TU_CHECK(gpt_create(&whole, SHAPE, &backend_cpu, threads) == 0 && gpt_alloc_grads(&whole) == 0 &&
-                 gpt_alloc_acts(&whole, B, T) == 0 && gpt_init_weights(&whole, 5) == 0,
-             "whole model created");
-    float *init = malloc(whole.n_params * sizeof(float));
-    memcpy(init, whole.params, whole.n_params * sizeof(float));
-    /* Non-zero biases, so that adding the row-parallel biases once is checked. */
-    rng r;
-    rng_seed(&r, 9);
-    for (int i = 0; i < whole.n_info; i++)
-        if (strstr(whole.info[i].name, ".bias"))
-            for (size_t j = 0; j < whole.info[i].numel; j++)
-                whole.params[whole.info[i].offset + j] = 0.05f * rng_normal(&r);
+    float *init = NULL;
     int32_t in[B * T], tg[B * T];
-    for (int i = 0; i < B * T; i++) {
-        in[i] = (int32_t)(rng_u64(&r) % (uint64_t)SHAPE.vocab_size);
-        tg[i] = (int32_t)(rng_u64(&r) % (uint64_t)SHAPE.vocab_size);
-    }
-    gpt_zero_grad(&whole);
-    const float loss = gpt_forward(&whole, in, tg, B, T, 1);
-    gpt_backward(&whole);
+    const float loss = whole_model_make(&whole, SHAPE, threads, B, T, 5, 9, &init, in, tg);
+    if (isnan(loss)) return tu_finish();
     for (int tp = 2; tp <= MAX_TP; tp *= 2) check_tp(tp, &whole, init, in, tg, loss);
     free(init);
 
