@@ -1,0 +1,240 @@
+// ops — see ops.cuh. One thread per element for the elementwise kernels; one warp per
+// row for LayerNorm; one block per row for the cross-entropy.
+#include "ops.cuh"
+
+#include <math.h>
+
+namespace {
+
+constexpr int kThreads = 256;
+
+int blocks_for(size_t n) { return (int)((n + kThreads - 1) / kThreads); }
+
+__device__ float warp_sum(float v)
+{
+    for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
+    return v;
+}
+
+__device__ float warp_max(float v)
+{
+    for (int o = 16; o > 0; o >>= 1) v = fmaxf(v, __shfl_xor_sync(0xffffffffu, v, o));
+    return v;
+}
+
+__global__ void encoder_fwd(__half *out, const int32_t *inp, const __half *wte,
+                            const __half *wpe, int B, int T, int C)
+{
+    const size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x;
+    if (i >= (size_t)B * T * C) return;
+    const size_t r = i / C;
+    const int c = (int)(i % C), t = (int)(r % T);
+    out[i] = __float2half(__half2float(wte[(size_t)inp[r] * C + c]) +
+                          __half2float(wpe[(size_t)t * C + c]));
+}
+
+__global__ void encoder_bwd(float *dwte, float *dwpe, const __half *dout,
+                            const int32_t *inp, int B, int T, int C)
+{
+    const size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x;
+    if (i >= (size_t)B * T * C) return;
+    const size_t r = i / C;
+    const int c = (int)(i % C), t = (int)(r % T);
+    const float d = __half2float(dout[i]);
+    atomicAdd(&dwte[(size_t)inp[r] * C + c], d);
+    atomicAdd(&dwpe[(size_t)t * C + c], d);
+}
+
+// One warp per row.
+__global__ void layernorm_fwd(__half *out, float *mean, float *rstd, const __half *inp,
+                              const __half *w, const __half *b, int N, int C)
+{
+    const int row = blockIdx.x * (blockDim.x / 32) + threadIdx.x / 32, lane = threadIdx.x % 32;
+    if (row >= N) return;
+    const __half *x = inp + (size_t)row * C;
+    float s = 0.0f;
+    for (int c = lane; c < C; c += 32) s += __half2float(x[c]);
+    const float m = warp_sum(s) / C;
+    float v = 0.0f;
+    for (int c = lane; c < C; c += 32) {
+        const float d = __half2float(x[c]) - m;
+        v += d * d;
+    }
+    const float r = rsqrtf(warp_sum(v) / C + 1e-5f);
+    for (int c = lane; c < C; c += 32)
+        out[(size_t)row * C + c] = __float2half((__half2float(x[c]) - m) * r *
+                                                    __half2float(w[c]) +
+                                                __half2float(b[c]));
+    if (lane == 0) {
+        mean[row] = m;
+        rstd[row] = r;
+    }
+}
+
+__global__ void layernorm_bwd(__half *dinp, float *dw, float *db, const __half *dout,
+                              const __half *inp, const __half *w, const float *mean,
+                              const float *rstd, int N, int C)
+{
+    const int row = blockIdx.x * (blockDim.x / 32) + threadIdx.x / 32, lane = threadIdx.x % 32;
+    if (row >= N) return;
+    const __half *x = inp + (size_t)row * C, *dy = dout + (size_t)row * C;
+    const float m = mean[row], r = rstd[row];
+    // dnorm = dy * w; dx = r * (dnorm - mean(dnorm) - xhat * mean(dnorm * xhat)).
+    float s1 = 0.0f, s2 = 0.0f;
+    for (int c = lane; c < C; c += 32) {
+        const float xhat = (__half2float(x[c]) - m) * r;
+        const float dn = __half2float(dy[c]) * __half2float(w[c]);
+        s1 += dn;
+        s2 += dn * xhat;
+    }
+    s1 = warp_sum(s1) / C;
+    s2 = warp_sum(s2) / C;
+    for (int c = lane; c < C; c += 32) {
+        const float xhat = (__half2float(x[c]) - m) * r;
+        const float g = __half2float(dy[c]);
+        const float dn = g * __half2float(w[c]);
+        const size_t i = (size_t)row * C + c;
+        dinp[i] = __float2half(__half2float(dinp[i]) + r * (dn - s1 - xhat * s2));
+        atomicAdd(&dw[c], g * xhat);
+        atomicAdd(&db[c], g);
+    }
+}
+
+__device__ float gelu(float x)
+{
+    const float k = 0.7978845608028654f; // sqrt(2 / pi)
+    return 0.5f * x * (1.0f + tanhf(k * (x + 0.044715f * x * x * x)));
+}
+
+__device__ float gelu_grad(float x)
+{
+    const float k = 0.7978845608028654f;
+    const float u = k * (x + 0.044715f * x * x * x), th = tanhf(u);
+    const float du = k * (1.0f + 3.0f * 0.044715f * x * x);
+    return 0.5f * (1.0f + th) + 0.5f * x * (1.0f - th * th) * du;
+}
+
+__global__ void gelu_fwd(__half *out, const __half *inp, size_t n)
+{
+    const size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x;
+    if (i < n) out[i] = __float2half(gelu(__half2float(inp[i])));
+}
+
+__global__ void gelu_bwd(__half *dinp, const __half *inp, const __half *dout, size_t n)
+{
+    const size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x;
+    if (i < n)
+        dinp[i] = __float2half(__half2float(dinp[i]) +
+                               gelu_grad(__half2float(inp[i])) * __half2float(dout[i]));
+}
+
+__global__ void residual_fwd(__half *out, const __half *a, const __half *b, size_t n)
+{
+    const size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x;
+    if (i < n) out[i] = __float2half(__half2float(a[i]) + __half2float(b[i]));
+}
+
+// One block per row: the row max, the sum of exponentials, then loss and gradient.
+__global__ void crossentropy_rows(float *losses, __half *dlogits, const __half *logits,
+                                  const int32_t *targets, int V, float scale)
+{
+    __shared__ float part[kThreads / 32];
+    __shared__ float bcast;
+    const int row = blockIdx.x, tid = threadIdx.x, lane = tid % 32, warp = tid / 32;
+    const __half *x = logits + (size_t)row * V;
+    float m = -INFINITY;
+    for (int j = tid; j < V; j += blockDim.x) m = fmaxf(m, __half2float(x[j]));
+    m = warp_max(m);
+    if (lane == 0) part[warp] = m;
+    __syncthreads();
+    if (tid == 0) {
+        float mm = part[0];
+        for (int w = 1; w < (int)blockDim.x / 32; w++) mm = fmaxf(mm, part[w]);
+        bcast = mm;
+    }
+    __syncthreads();
+    m = bcast;
+    float s = 0.0f;
+    for (int j = tid; j < V; j += blockDim.x) s += expf(__half2float(x[j]) - m);
+    s = warp_sum(s);
+    __syncthreads(); // part[] is reused
+    if (lane == 0) part[warp] = s;
+    __syncthreads();
+    if (tid == 0) {
+        float ss = 0.0f;
+        for (int w = 0; w < (int)blockDim.x / 32; w++) ss += part[w];
+        bcast = ss;
+    }
+    __syncthreads();
+    s = bcast;
+    const int t = targets[row];
+    // Read the target's logit before any thread overwrites logits (dlogits may alias).
+    const float xt = __half2float(x[t]);
+    __syncthreads();
+    if (tid == 0) losses[row] = logf(s) - (xt - m);
+    if (dlogits) {
+        __half *g = dlogits + (size_t)row * V;
+        for (int j = tid; j < V; j += blockDim.x) {
+            const float p = expf(__half2float(x[j]) - m) / s;
+            g[j] = __float2half(scale * (p - (j == t ? 1.0f : 0.0f)));
+        }
+    }
+}
+
+} // namespace
+
+void ol_encoder_forward(__half *out, const int32_t *inp, const __half *wte,
+                        const __half *wpe, int B, int T, int C, cudaStream_t stream)
+{
+    const size_t n = (size_t)B * T * C;
+    encoder_fwd<<<blocks_for(n), kThreads, 0, stream>>>(out, inp, wte, wpe, B, T, C);
+}
+
+void ol_encoder_backward(float *dwte, float *dwpe, const __half *dout, const int32_t *inp,
+                         int B, int T, int C, cudaStream_t stream)
+{
+    const size_t n = (size_t)B * T * C;
+    encoder_bwd<<<blocks_for(n), kThreads, 0, stream>>>(dwte, dwpe, dout, inp, B, T, C);
+}
+
+void ol_layernorm_forward(__half *out, float *mean, float *rstd, const __half *inp,
+                          const __half *w, const __half *b, int N, int C,
+                          cudaStream_t stream)
+{
+    const int rows_per_block = kThreads / 32;
+    layernorm_fwd<<<(N + rows_per_block - 1) / rows_per_block, kThreads, 0, stream>>>(
+        out, mean, rstd, inp, w, b, N, C);
+}
+
+void ol_layernorm_backward(__half *dinp, float *dw, float *db, const __half *dout,
+                           const __half *inp, const __half *w, const float *mean,
+                           const float *rstd, int N, int C, cudaStream_t stream)
+{
+    const int rows_per_block = kThreads / 32;
+    layernorm_bwd<<<(N + rows_per_block - 1) / rows_per_block, kThreads, 0, stream>>>(
+        dinp, dw, db, dout, inp, w, mean, rstd, N, C);
+}
+
+void ol_gelu_forward(__half *out, const __half *inp, size_t n, cudaStream_t stream)
+{
+    gelu_fwd<<<blocks_for(n), kThreads, 0, stream>>>(out, inp, n);
+}
+
+void ol_gelu_backward(__half *dinp, const __half *inp, const __half *dout, size_t n,
+                      cudaStream_t stream)
+{
+    gelu_bwd<<<blocks_for(n), kThreads, 0, stream>>>(dinp, inp, dout, n);
+}
+
+void ol_residual_forward(__half *out, const __half *a, const __half *b, size_t n,
+                         cudaStream_t stream)
+{
+    residual_fwd<<<blocks_for(n), kThreads, 0, stream>>>(out, a, b, n);
+}
+
+void ol_crossentropy(float *losses, __half *dlogits, const __half *logits,
+                     const int32_t *targets, int N, int V, float scale,
+                     cudaStream_t stream)
+{
+    crossentropy_rows<<<N, kThreads, 0, stream>>>(losses, dlogits, logits, targets, V, scale);
+}

@@ -1,0 +1,52 @@
+// ops — the FP16 layer kernels of the CUDA backend (offload/), for the op table of
+// src/backend.h once it is wired in. Internal to offload/ (CUDA types are fine here;
+// src/ sees only offload.h).
+//
+// Conventions, as the CPU kernels (src/kernels_cpu.h) with FP16 storage:
+//  - activations and weights are __half on the device; every reduction and every
+//    elementwise formula is computed in float;
+//  - parameter gradients are float (accumulated with atomics: summation order is not
+//    fixed, so results vary in the last bits between runs);
+//  - input gradients are __half and ACCUMULATED (+=), as on the CPU;
+//  - every function launches on `stream` and returns without waiting.
+// Status: compiled in CI; run only by offload/tests on a GPU (scripts/gpu-check.sh).
+#ifndef GT_OFFLOAD_OPS_CUH
+#define GT_OFFLOAD_OPS_CUH
+
+#include <cuda_fp16.h>
+#include <cuda_runtime.h>
+#include <stdint.h>
+
+// out[B,T,C] = wte[inp[b,t]] + wpe[t].
+void ol_encoder_forward(__half *out, const int32_t *inp, const __half *wte,
+                        const __half *wpe, int B, int T, int C, cudaStream_t stream);
+// dwte[tok] += dout[b,t]; dwpe[t] += dout[b,t] (float, atomics).
+void ol_encoder_backward(float *dwte, float *dwpe, const __half *dout, const int32_t *inp,
+                         int B, int T, int C, cudaStream_t stream);
+
+// out = (x - mean) * rstd * w + b per row of C; mean, rstd [N] float. eps 1e-5.
+void ol_layernorm_forward(__half *out, float *mean, float *rstd, const __half *inp,
+                          const __half *w, const __half *b, int N, int C,
+                          cudaStream_t stream);
+// dinp += ..., dw, db += ... (float, atomics over rows).
+void ol_layernorm_backward(__half *dinp, float *dw, float *db, const __half *dout,
+                           const __half *inp, const __half *w, const float *mean,
+                           const float *rstd, int N, int C, cudaStream_t stream);
+
+// GELU, tanh approximation (as the CPU backend).
+void ol_gelu_forward(__half *out, const __half *inp, size_t n, cudaStream_t stream);
+// dinp += gelu'(inp) * dout.
+void ol_gelu_backward(__half *dinp, const __half *inp, const __half *dout, size_t n,
+                      cudaStream_t stream);
+
+// out = a + b.
+void ol_residual_forward(__half *out, const __half *a, const __half *b, size_t n,
+                         cudaStream_t stream);
+
+// losses[N] (float) = -log softmax(logits[n])[target[n]]; with dlogits != NULL also
+// dlogits = scale * (softmax - onehot) (__half; may alias logits).
+void ol_crossentropy(float *losses, __half *dlogits, const __half *logits,
+                     const int32_t *targets, int N, int V, float scale,
+                     cudaStream_t stream);
+
+#endif

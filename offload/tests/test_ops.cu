@@ -1,0 +1,265 @@
+// test_ops — the FP16 CUDA kernels of offload/ops.cu against an FP32 reference computed
+// here on the CPU (from the same half-rounded inputs), forward and backward, on random
+// inputs. Needs only nvcc and a GPU: no MPI, HDF5 or BLAS (scripts/gpu-check.sh builds
+// it with `nvcc -O2 offload/tests/test_ops.cu offload/ops.cu`).
+//
+// Each output buffer is poisoned (half NaN) before the kernel runs, so an element a
+// kernel forgets to write fails the comparison. Tolerance: relative error (norm-wise per
+// output, ||gpu - ref|| / ||ref||) below 1e-2 for FP16 storage.
+// Exit status: 0 all passed, 1 a check failed, 77 no GPU (skipped).
+#include <cuda_fp16.h>
+#include <cuda_runtime.h>
+#include <math.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <vector>
+
+#include "../ops.cuh"
+
+static int failures = 0, checks = 0;
+
+#define CUDA_OK(call)                                                                  \
+    do {                                                                               \
+        cudaError_t e_ = (call);                                                       \
+        if (e_ != cudaSuccess) {                                                       \
+            printf("FAIL %s:%d: %s: %s\n", __FILE__, __LINE__, #call,                 \
+                   cudaGetErrorString(e_));                                            \
+            exit(1);                                                                   \
+        }                                                                              \
+    } while (0)
+
+static uint64_t rng_state = 0x9e3779b97f4a7c15ull;
+static float urand(float lo, float hi)
+{
+    rng_state ^= rng_state << 13;
+    rng_state ^= rng_state >> 7;
+    rng_state ^= rng_state << 17;
+    return lo + (hi - lo) * (float)((rng_state >> 11) * (1.0 / 9007199254740992.0));
+}
+
+// Random values rounded through half, so the reference sees what the GPU sees.
+static std::vector<float> rnd(size_t n, float lo, float hi)
+{
+    std::vector<float> v(n);
+    for (auto &x : v) x = __half2float(__float2half(urand(lo, hi)));
+    return v;
+}
+
+template <typename T> static T *dev(size_t n)
+{
+    T *p = nullptr;
+    CUDA_OK(cudaMalloc(&p, n * sizeof(T) + 1));
+    return p;
+}
+
+static __half *to_dev(const std::vector<float> &v)
+{
+    std::vector<__half> h(v.size());
+    for (size_t i = 0; i < v.size(); i++) h[i] = __float2half(v[i]);
+    __half *d = dev<__half>(v.size());
+    CUDA_OK(cudaMemcpy(d, h.data(), h.size() * sizeof(__half), cudaMemcpyHostToDevice));
+    return d;
+}
+
+static void poison(__half *d, size_t n) { CUDA_OK(cudaMemset(d, 0x7e, n * sizeof(__half))); }
+static void poisonf(float *d, size_t n) { CUDA_OK(cudaMemset(d, 0xff, n * sizeof(float))); }
+
+static std::vector<float> from_dev(const __half *d, size_t n)
+{
+    std::vector<__half> h(n);
+    CUDA_OK(cudaMemcpy(h.data(), d, n * sizeof(__half), cudaMemcpyDeviceToHost));
+    std::vector<float> v(n);
+    for (size_t i = 0; i < n; i++) v[i] = __half2float(h[i]);
+    return v;
+}
+
+static std::vector<float> from_devf(const float *d, size_t n)
+{
+    std::vector<float> v(n);
+    CUDA_OK(cudaMemcpy(v.data(), d, n * sizeof(float), cudaMemcpyDeviceToHost));
+    return v;
+}
+
+static void compare(const char *what, const std::vector<float> &got,
+                    const std::vector<double> &ref, double tol)
+{
+    double dd = 0, rr = 0;
+    int bad = 0;
+    for (size_t i = 0; i < ref.size(); i++) {
+        if (!isfinite(got[i])) bad = 1;
+        dd += (got[i] - ref[i]) * (got[i] - ref[i]);
+        rr += ref[i] * ref[i];
+    }
+    const double rel = rr > 0 ? sqrt(dd / rr) : sqrt(dd);
+    checks++;
+    if (bad || !(rel <= tol)) {
+        failures++;
+        printf("FAIL %s: relative error %.3e (tolerance %.1e)%s\n", what, rel, tol,
+               bad ? ", non-finite output (an element not written?)" : "");
+    } else {
+        printf("ok   %s: relative error %.3e\n", what, rel);
+    }
+}
+
+static void test_encoder(int B, int T, int C, int V)
+{
+    const size_t n = (size_t)B * T * C;
+    auto wte = rnd((size_t)V * C, -1, 1), wpe = rnd((size_t)T * C, -1, 1), dout = rnd(n, -1, 1);
+    std::vector<int32_t> tok((size_t)B * T);
+    for (auto &t : tok) t = (int32_t)(urand(0, 1) * V) % V;
+    int32_t *dtok = dev<int32_t>(tok.size());
+    CUDA_OK(cudaMemcpy(dtok, tok.data(), tok.size() * 4, cudaMemcpyHostToDevice));
+    __half *dwte = to_dev(wte), *dwpe = to_dev(wpe), *ddout = to_dev(dout), *out = dev<__half>(n);
+    float *gwte = dev<float>((size_t)V * C), *gwpe = dev<float>((size_t)T * C);
+    poison(out, n);
+    CUDA_OK(cudaMemset(gwte, 0, (size_t)V * C * 4));
+    CUDA_OK(cudaMemset(gwpe, 0, (size_t)T * C * 4));
+    ol_encoder_forward(out, dtok, dwte, dwpe, B, T, C, 0);
+    ol_encoder_backward(gwte, gwpe, ddout, dtok, B, T, C, 0);
+    CUDA_OK(cudaDeviceSynchronize());
+    std::vector<double> ref(n), rwte((size_t)V * C), rwpe((size_t)T * C);
+    for (size_t r = 0; r < (size_t)B * T; r++)
+        for (int c = 0; c < C; c++) {
+            const int t = (int)(r % T);
+            ref[r * C + c] = wte[(size_t)tok[r] * C + c] + wpe[(size_t)t * C + c];
+            rwte[(size_t)tok[r] * C + c] += dout[r * C + c];
+            rwpe[(size_t)t * C + c] += dout[r * C + c];
+        }
+    compare("encoder forward", from_dev(out, n), ref, 1e-2);
+    compare("encoder backward dwte", from_devf(gwte, rwte.size()), rwte, 1e-2);
+    compare("encoder backward dwpe", from_devf(gwpe, rwpe.size()), rwpe, 1e-2);
+    cudaFree(dtok), cudaFree(dwte), cudaFree(dwpe), cudaFree(ddout), cudaFree(out);
+    cudaFree(gwte), cudaFree(gwpe);
+}
+
+static void test_layernorm(int N, int C)
+{
+    const size_t n = (size_t)N * C;
+    auto x = rnd(n, -2, 2), w = rnd(C, 0.5f, 1.5f), b = rnd(C, -0.5f, 0.5f), dy = rnd(n, -1, 1);
+    auto din0 = rnd(n, -0.1f, 0.1f); // dinp accumulates onto this
+    __half *dx = to_dev(x), *dw = to_dev(w), *db = to_dev(b), *ddy = to_dev(dy),
+           *out = dev<__half>(n), *dinp = to_dev(din0);
+    float *mean = dev<float>(N), *rstd = dev<float>(N), *gw = dev<float>(C), *gb = dev<float>(C);
+    poison(out, n);
+    poisonf(mean, N);
+    poisonf(rstd, N);
+    CUDA_OK(cudaMemset(gw, 0, C * 4));
+    CUDA_OK(cudaMemset(gb, 0, C * 4));
+    ol_layernorm_forward(out, mean, rstd, dx, dw, db, N, C, 0);
+    ol_layernorm_backward(dinp, gw, gb, ddy, dx, dw, mean, rstd, N, C, 0);
+    CUDA_OK(cudaDeviceSynchronize());
+    std::vector<double> ref(n), rdin(n), rgw(C), rgb(C);
+    for (int r = 0; r < N; r++) {
+        double m = 0, v = 0;
+        for (int c = 0; c < C; c++) m += x[(size_t)r * C + c];
+        m /= C;
+        for (int c = 0; c < C; c++) v += pow(x[(size_t)r * C + c] - m, 2);
+        const double rs = 1.0 / sqrt(v / C + 1e-5);
+        double s1 = 0, s2 = 0;
+        for (int c = 0; c < C; c++) {
+            const size_t i = (size_t)r * C + c;
+            const double xh = (x[i] - m) * rs;
+            ref[i] = xh * w[c] + b[c];
+            s1 += dy[i] * w[c];
+            s2 += dy[i] * w[c] * xh;
+            rgw[c] += dy[i] * xh;
+            rgb[c] += dy[i];
+        }
+        s1 /= C;
+        s2 /= C;
+        for (int c = 0; c < C; c++) {
+            const size_t i = (size_t)r * C + c;
+            const double xh = (x[i] - m) * rs;
+            rdin[i] = din0[i] + rs * (dy[i] * w[c] - s1 - xh * s2);
+        }
+    }
+    compare("layernorm forward", from_dev(out, n), ref, 1e-2);
+    compare("layernorm backward dinp (accumulated)", from_dev(dinp, n), rdin, 1e-2);
+    compare("layernorm backward dw", from_devf(gw, C), rgw, 1e-2);
+    compare("layernorm backward db", from_devf(gb, C), rgb, 1e-2);
+    cudaFree(dx), cudaFree(dw), cudaFree(db), cudaFree(ddy), cudaFree(out), cudaFree(dinp);
+    cudaFree(mean), cudaFree(rstd), cudaFree(gw), cudaFree(gb);
+}
+
+static void test_gelu_residual(size_t n)
+{
+    auto x = rnd(n, -4, 4), y = rnd(n, -1, 1), dy = rnd(n, -1, 1), din0 = rnd(n, -0.1f, 0.1f);
+    __half *dx = to_dev(x), *ddy = to_dev(dy), *dyy = to_dev(y), *out = dev<__half>(n),
+           *sum = dev<__half>(n), *dinp = to_dev(din0);
+    poison(out, n);
+    poison(sum, n);
+    ol_gelu_forward(out, dx, n, 0);
+    ol_gelu_backward(dinp, dx, ddy, n, 0);
+    ol_residual_forward(sum, dx, dyy, n, 0);
+    CUDA_OK(cudaDeviceSynchronize());
+    std::vector<double> rg(n), rd(n), rs(n);
+    const double k = sqrt(2.0 / M_PI);
+    for (size_t i = 0; i < n; i++) {
+        const double v = x[i], u = k * (v + 0.044715 * v * v * v), th = tanh(u);
+        rg[i] = 0.5 * v * (1 + th);
+        const double grad = 0.5 * (1 + th) + 0.5 * v * (1 - th * th) * k * (1 + 3 * 0.044715 * v * v);
+        rd[i] = din0[i] + grad * dy[i];
+        rs[i] = (double)x[i] + y[i];
+    }
+    compare("gelu forward", from_dev(out, n), rg, 1e-2);
+    compare("gelu backward (accumulated)", from_dev(dinp, n), rd, 1e-2);
+    compare("residual forward", from_dev(sum, n), rs, 1e-2);
+    cudaFree(dx), cudaFree(ddy), cudaFree(dyy), cudaFree(out), cudaFree(sum), cudaFree(dinp);
+}
+
+static void test_crossentropy(int N, int V, float scale)
+{
+    const size_t n = (size_t)N * V;
+    auto x = rnd(n, -4, 4);
+    std::vector<int32_t> tg(N);
+    for (auto &t : tg) t = (int32_t)(urand(0, 1) * V) % V;
+    tg[N - 1] = V - 1;
+    int32_t *dtg = dev<int32_t>(N);
+    CUDA_OK(cudaMemcpy(dtg, tg.data(), N * 4, cudaMemcpyHostToDevice));
+    __half *dx = to_dev(x), *g = dev<__half>(n);
+    float *loss = dev<float>(N), *loss2 = dev<float>(N);
+    poison(g, n);
+    poisonf(loss, N);
+    poisonf(loss2, N);
+    ol_crossentropy(loss, g, dx, dtg, N, V, scale, 0);
+    ol_crossentropy(loss2, dx, dx, dtg, N, V, scale, 0); // in place, as the model uses it
+    CUDA_OK(cudaDeviceSynchronize());
+    std::vector<double> rl(N), rg(n);
+    for (int r = 0; r < N; r++) {
+        double m = -1e30, s = 0;
+        for (int j = 0; j < V; j++) m = fmax(m, x[(size_t)r * V + j]);
+        for (int j = 0; j < V; j++) s += exp(x[(size_t)r * V + j] - m);
+        rl[r] = log(s) + m - x[(size_t)r * V + tg[r]];
+        for (int j = 0; j < V; j++)
+            rg[(size_t)r * V + j] = scale * (exp(x[(size_t)r * V + j] - m) / s - (j == tg[r]));
+    }
+    compare("cross-entropy losses", from_devf(loss, N), rl, 1e-3);
+    compare("cross-entropy dlogits", from_dev(g, n), rg, 1e-2);
+    compare("cross-entropy in place: losses", from_devf(loss2, N), rl, 1e-3);
+    compare("cross-entropy in place: dlogits", from_dev(dx, n), rg, 1e-2);
+    cudaFree(dtg), cudaFree(dx), cudaFree(g), cudaFree(loss), cudaFree(loss2);
+}
+
+int main(void)
+{
+    int count = 0;
+    const cudaError_t e = cudaGetDeviceCount(&count);
+    if (e != cudaSuccess || count == 0) {
+        printf("skip: no GPU (%s)\n", e != cudaSuccess ? cudaGetErrorString(e) : "no device");
+        return 77;
+    }
+    cudaDeviceProp p;
+    CUDA_OK(cudaGetDeviceProperties(&p, 0));
+    printf("# %s, sm_%d%d\n", p.name, p.major, p.minor);
+    test_encoder(2, 33, 72, 97);
+    test_encoder(4, 128, 768, 50304);
+    test_layernorm(37, 72);
+    test_layernorm(1024, 768);
+    test_gelu_residual(100003);
+    test_crossentropy(7, 65, 1.0f);
+    test_crossentropy(64, 50304, 1.0f / 64);
+    printf("%d checks, %d failed\n", checks, failures);
+    return failures ? 1 : 0;
+}
