@@ -181,7 +181,63 @@ __global__ void crossentropy_rows(float *losses, __half *dlogits, const __half *
     }
 }
 
+__global__ void add_bias(__half *out, const __half *bias, int N, int OC)
+{
+    const size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x;
+    if (i < (size_t)N * OC)
+        out[i] = __float2half(__half2float(out[i]) + __half2float(bias[i % OC]));
+}
+
+// One thread per column: a fixed order over the rows.
+__global__ void bias_grad(float *dbias, const __half *dout, int N, int OC)
+{
+    const int j = blockIdx.x * blockDim.x + threadIdx.x;
+    if (j >= OC) return;
+    float s = 0.0f;
+    for (int r = 0; r < N; r++) s += __half2float(dout[(size_t)r * OC + j]);
+    dbias[j] += s;
+}
+
 } // namespace
+
+// Row-major products through column-major cuBLAS: a row-major [R,K] matrix is the
+// column-major [K,R] one, its transpose.
+int ol_matmul_forward(cublasHandle_t h, __half *out, const __half *inp, const __half *w,
+                      const __half *bias, int N, int C, int OC)
+{
+    const float one = 1.0f, zero = 0.0f;
+    // out^T [OC,N] = w [OC,C] (= (w^T)^T) x inp^T [C,N]
+    cublasStatus_t s = cublasGemmEx(h, CUBLAS_OP_T, CUBLAS_OP_N, OC, N, C, &one, w, CUDA_R_16F,
+                                    C, inp, CUDA_R_16F, C, &zero, out, CUDA_R_16F, OC,
+                                    CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT);
+    if (s != CUBLAS_STATUS_SUCCESS || !bias) return (int)s;
+    cudaStream_t stream;
+    cublasGetStream(h, &stream);
+    const size_t n = (size_t)N * OC;
+    add_bias<<<blocks_for(n), kThreads, 0, stream>>>(out, bias, N, OC);
+    return 0;
+}
+
+int ol_matmul_backward(cublasHandle_t h, __half *dinp, float *dw, float *dbias,
+                       const __half *dout, const __half *inp, const __half *w, int N,
+                       int C, int OC)
+{
+    const float one = 1.0f;
+    // dinp^T [C,N] += w^T [C,OC] x dout^T [OC,N]
+    cublasStatus_t s = cublasGemmEx(h, CUBLAS_OP_N, CUBLAS_OP_N, C, N, OC, &one, w, CUDA_R_16F,
+                                    C, dout, CUDA_R_16F, OC, &one, dinp, CUDA_R_16F, C,
+                                    CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT);
+    if (s != CUBLAS_STATUS_SUCCESS) return (int)s;
+    // dw^T [C,OC] += inp^T [C,N] x dout [N,OC]
+    s = cublasGemmEx(h, CUBLAS_OP_N, CUBLAS_OP_T, C, OC, N, &one, inp, CUDA_R_16F, C, dout,
+                     CUDA_R_16F, OC, &one, dw, CUDA_R_32F, C, CUBLAS_COMPUTE_32F,
+                     CUBLAS_GEMM_DEFAULT);
+    if (s != CUBLAS_STATUS_SUCCESS || !dbias) return (int)s;
+    cudaStream_t stream;
+    cublasGetStream(h, &stream);
+    bias_grad<<<(OC + kThreads - 1) / kThreads, kThreads, 0, stream>>>(dbias, dout, N, OC);
+    return 0;
+}
 
 void ol_encoder_forward(__half *out, const int32_t *inp, const __half *wte,
                         const __half *wpe, int B, int T, int C, cudaStream_t stream)

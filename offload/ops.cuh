@@ -13,6 +13,7 @@
 #ifndef GT_OFFLOAD_OPS_CUH
 #define GT_OFFLOAD_OPS_CUH
 
+#include <cublas_v2.h>
 #include <cuda_fp16.h>
 #include <cuda_runtime.h>
 #include <stdint.h>
@@ -38,6 +39,18 @@ void ol_gelu_forward(__half *out, const __half *inp, size_t n, cudaStream_t stre
 // dinp += gelu'(inp) * dout.
 void ol_gelu_backward(__half *dinp, const __half *inp, const __half *dout, size_t n,
                       cudaStream_t stream);
+
+// Matrix products on tensor cores through cuBLAS (FP16 operands, FP32 accumulation;
+// the handle's stream is used). Row-major, as the CPU backend:
+// out[N,OC] = inp[N,C] @ w[OC,C]^T + bias[OC] (bias may be NULL).
+// Returns the cuBLAS status (CUBLAS_STATUS_SUCCESS = 0).
+int ol_matmul_forward(cublasHandle_t h, __half *out, const __half *inp, const __half *w,
+                      const __half *bias, int N, int C, int OC);
+// dinp[N,C] += dout @ w; dw[OC,C] += dout^T @ inp (float); dbias[OC] += column sums of
+// dout (float; may be NULL).
+int ol_matmul_backward(cublasHandle_t h, __half *dinp, float *dw, float *dbias,
+                       const __half *dout, const __half *inp, const __half *w, int N,
+                       int C, int OC);
 
 // out = a + b.
 void ol_residual_forward(__half *out, const __half *a, const __half *b, size_t n,

@@ -1,7 +1,7 @@
 // test_ops — the FP16 CUDA kernels of offload/ops.cu against an FP32 reference computed
 // here on the CPU (from the same half-rounded inputs), forward and backward, on random
 // inputs. Needs only nvcc and a GPU: no MPI, HDF5 or BLAS (scripts/gpu-check.sh builds
-// it with `nvcc -O2 offload/tests/test_ops.cu offload/ops.cu`).
+// it with `nvcc -O2 offload/tests/test_ops.cu offload/ops.cu -lcublas`).
 //
 // Each output buffer is poisoned (half NaN) before the kernel runs, so an element a
 // kernel forgets to write fails the comparison. Tolerance: relative error (norm-wise per
@@ -14,6 +14,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <string>
 #include <vector>
 
 #include "../ops.cuh"
@@ -101,6 +102,58 @@ static void compare(const char *what, const std::vector<float> &got,
     } else {
         printf("ok   %s: relative error %.3e\n", what, rel);
     }
+}
+
+static void test_matmul(cublasHandle_t h, int N, int C, int OC, int with_bias)
+{
+    auto x = rnd((size_t)N * C, -1, 1), w = rnd((size_t)OC * C, -0.5f, 0.5f),
+         b = rnd(OC, -1, 1), dy = rnd((size_t)N * OC, -1, 1),
+         din0 = rnd((size_t)N * C, -0.1f, 0.1f);
+    __half *dx = to_dev(x), *dwt = to_dev(w), *db = to_dev(b), *ddy = to_dev(dy),
+           *out = dev<__half>((size_t)N * OC), *dinp = to_dev(din0);
+    float *gw = dev<float>((size_t)OC * C), *gb = dev<float>(OC);
+    poison(out, (size_t)N * OC);
+    CUDA_OK(cudaMemset(gw, 0, (size_t)OC * C * 4));
+    CUDA_OK(cudaMemset(gb, 0, OC * 4));
+    int s1 = ol_matmul_forward(h, out, dx, dwt, with_bias ? db : nullptr, N, C, OC);
+    int s2 = ol_matmul_backward(h, dinp, gw, with_bias ? gb : nullptr, ddy, dx, dwt, N, C, OC);
+    CUDA_OK(cudaDeviceSynchronize());
+    checks++;
+    if (s1 != 0 || s2 != 0) {
+        failures++;
+        printf("FAIL matmul N=%d C=%d OC=%d: cuBLAS status %d / %d\n", N, C, OC, s1, s2);
+        return;
+    }
+    std::vector<double> ro((size_t)N * OC), rd((size_t)N * C), rw((size_t)OC * C), rb(OC);
+    for (int r = 0; r < N; r++)
+        for (int o = 0; o < OC; o++) {
+            double s = with_bias ? b[o] : 0.0;
+            for (int c = 0; c < C; c++) s += (double)x[(size_t)r * C + c] * w[(size_t)o * C + c];
+            ro[(size_t)r * OC + o] = s;
+        }
+    for (int r = 0; r < N; r++)
+        for (int c = 0; c < C; c++) {
+            double s = din0[(size_t)r * C + c];
+            for (int o = 0; o < OC; o++) s += (double)dy[(size_t)r * OC + o] * w[(size_t)o * C + c];
+            rd[(size_t)r * C + c] = s;
+        }
+    for (int o = 0; o < OC; o++) {
+        for (int c = 0; c < C; c++) {
+            double s = 0.0;
+            for (int r = 0; r < N; r++) s += (double)dy[(size_t)r * OC + o] * x[(size_t)r * C + c];
+            rw[(size_t)o * C + c] = s;
+        }
+        for (int r = 0; r < N; r++) rb[o] += dy[(size_t)r * OC + o];
+    }
+    char name[96];
+    snprintf(name, sizeof name, "matmul N=%d C=%d OC=%d%s", N, C, OC, with_bias ? " +bias" : "");
+    std::string n(name);
+    compare((n + " forward").c_str(), from_dev(out, ro.size()), ro, 1e-2);
+    compare((n + " dinp (accumulated)").c_str(), from_dev(dinp, rd.size()), rd, 1e-2);
+    compare((n + " dw").c_str(), from_devf(gw, rw.size()), rw, 1e-2);
+    if (with_bias) compare((n + " dbias").c_str(), from_devf(gb, OC), rb, 1e-2);
+    cudaFree(dx), cudaFree(dwt), cudaFree(db), cudaFree(ddy), cudaFree(out), cudaFree(dinp);
+    cudaFree(gw), cudaFree(gb);
 }
 
 static void test_encoder(int B, int T, int C, int V)
@@ -253,6 +306,15 @@ int main(void)
     cudaDeviceProp p;
     CUDA_OK(cudaGetDeviceProperties(&p, 0));
     printf("# %s, sm_%d%d\n", p.name, p.major, p.minor);
+    cublasHandle_t h;
+    if (cublasCreate(&h) != CUBLAS_STATUS_SUCCESS) {
+        printf("FAIL cublasCreate\n");
+        return 1;
+    }
+    test_matmul(h, 37, 72, 216, 1);  // odd sizes: no tensor-core-friendly multiples
+    test_matmul(h, 512, 768, 2304, 1); // the GPT-2 124M c_attn shape
+    test_matmul(h, 256, 768, 3072, 0);
+    cublasDestroy(h);
     test_encoder(2, 33, 72, 97);
     test_encoder(4, 128, 768, 50304);
     test_layernorm(37, 72);
