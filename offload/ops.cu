@@ -198,7 +198,117 @@ __global__ void bias_grad(float *dbias, const __half *dout, int N, int OC)
     dbias[j] += s;
 }
 
+// One warp per (b, h, t) row of the scores: scale, mask, softmax.
+__global__ void att_softmax(float *att, const __half *qkv, int B, int T, int C, int NH)
+{
+    const int row = blockIdx.x * (blockDim.x / 32) + threadIdx.x / 32, lane = threadIdx.x % 32;
+    if (row >= B * NH * T) return;
+    const int t = row % T, h = row / T % NH, b = row / (T * NH), hs = C / NH;
+    const float scale = rsqrtf((float)hs);
+    const __half *q = qkv + ((size_t)b * T + t) * 3 * C + h * hs;
+    float *a = att + (size_t)row * T;
+    float mx = -INFINITY;
+    for (int t2 = lane; t2 <= t; t2 += 32) {
+        const __half *k = qkv + ((size_t)b * T + t2) * 3 * C + C + h * hs;
+        float s = 0.0f;
+        for (int d = 0; d < hs; d++) s += __half2float(q[d]) * __half2float(k[d]);
+        a[t2] = s * scale;
+        mx = fmaxf(mx, s * scale);
+    }
+    mx = warp_max(mx);
+    float sum = 0.0f;
+    for (int t2 = lane; t2 <= t; t2 += 32) {
+        a[t2] = expf(a[t2] - mx);
+        sum += a[t2];
+    }
+    sum = warp_sum(sum);
+    for (int t2 = lane; t2 < T; t2 += 32) a[t2] = t2 <= t ? a[t2] / sum : 0.0f;
+}
+
+// One thread per output element: out[b,t,h,d] = sum over t2 <= t of att * v.
+__global__ void att_out(__half *out, const float *att, const __half *qkv, int B, int T,
+                        int C, int NH)
+{
+    const size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x;
+    if (i >= (size_t)B * T * C) return;
+    const int c = (int)(i % C), t = (int)(i / C % T), b = (int)(i / ((size_t)C * T));
+    const int hs = C / NH, h = c / hs;
+    const float *a = att + (((size_t)b * NH + h) * T + t) * T;
+    float s = 0.0f;
+    for (int t2 = 0; t2 <= t; t2++)
+        s += a[t2] * __half2float(qkv[((size_t)b * T + t2) * 3 * C + 2 * C + c]);
+    out[i] = __float2half(s);
+}
+
+// One warp per row: datt = dout . v, then the softmax's backward into scratch (dpre).
+__global__ void att_dpre(float *dpre, const __half *dout, const __half *qkv,
+                         const float *att, int B, int T, int C, int NH)
+{
+    const int row = blockIdx.x * (blockDim.x / 32) + threadIdx.x / 32, lane = threadIdx.x % 32;
+    if (row >= B * NH * T) return;
+    const int t = row % T, h = row / T % NH, b = row / (T * NH), hs = C / NH;
+    const __half *dy = dout + ((size_t)b * T + t) * C + h * hs;
+    const float *a = att + (size_t)row * T;
+    float *g = dpre + (size_t)row * T;
+    float dot = 0.0f;
+    for (int t2 = lane; t2 <= t; t2 += 32) {
+        const __half *v = qkv + ((size_t)b * T + t2) * 3 * C + 2 * C + h * hs;
+        float s = 0.0f;
+        for (int d = 0; d < hs; d++) s += __half2float(dy[d]) * __half2float(v[d]);
+        g[t2] = s;
+        dot += a[t2] * s;
+    }
+    dot = warp_sum(dot);
+    for (int t2 = lane; t2 < T; t2 += 32) g[t2] = t2 <= t ? a[t2] * (g[t2] - dot) : 0.0f;
+}
+
+// One thread per (b, t, h, d): dq from row t of dpre; dk and dv from column t.
+__global__ void att_dqkv(__half *dqkv, const float *dpre, const __half *dout,
+                         const __half *qkv, const float *att, int B, int T, int C, int NH)
+{
+    const size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x;
+    if (i >= (size_t)B * T * C) return;
+    const int c = (int)(i % C), t = (int)(i / C % T), b = (int)(i / ((size_t)C * T));
+    const int hs = C / NH, h = c / hs;
+    const float scale = rsqrtf((float)hs);
+    const size_t head = ((size_t)b * NH + h) * T;
+    const __half *base = qkv + (size_t)b * T * 3 * C;
+    float dq = 0.0f, dk = 0.0f, dv = 0.0f;
+    for (int t2 = 0; t2 <= t; t2++) /* row t: the keys this query saw */
+        dq += dpre[(head + t) * T + t2] * __half2float(base[(size_t)t2 * 3 * C + C + c]);
+    for (int t1 = t; t1 < T; t1++) { /* column t: the queries that saw this key */
+        dk += dpre[(head + t1) * T + t] * __half2float(base[(size_t)t1 * 3 * C + c]);
+        dv += att[(head + t1) * T + t] * __half2float(dout[((size_t)b * T + t1) * C + c]);
+    }
+    __half *g = dqkv + ((size_t)b * T + t) * 3 * C;
+    g[c] = __float2half(__half2float(g[c]) + dq * scale);
+    g[C + c] = __float2half(__half2float(g[C + c]) + dk * scale);
+    g[2 * C + c] = __float2half(__half2float(g[2 * C + c]) + dv);
+}
+
 } // namespace
+
+void ol_attention_forward(__half *out, float *att, const __half *qkv, int B, int T, int C,
+                          int NH, cudaStream_t stream)
+{
+    const int rows = B * NH * T, per_block = kThreads / 32;
+    att_softmax<<<(rows + per_block - 1) / per_block, kThreads, 0, stream>>>(att, qkv, B, T,
+                                                                             C, NH);
+    const size_t n = (size_t)B * T * C;
+    att_out<<<blocks_for(n), kThreads, 0, stream>>>(out, att, qkv, B, T, C, NH);
+}
+
+void ol_attention_backward(__half *dqkv, float *scratch, const __half *dout,
+                           const __half *qkv, const float *att, int B, int T, int C, int NH,
+                           cudaStream_t stream)
+{
+    const int rows = B * NH * T, per_block = kThreads / 32;
+    att_dpre<<<(rows + per_block - 1) / per_block, kThreads, 0, stream>>>(scratch, dout, qkv,
+                                                                           att, B, T, C, NH);
+    const size_t n = (size_t)B * T * C;
+    att_dqkv<<<blocks_for(n), kThreads, 0, stream>>>(dqkv, scratch, dout, qkv, att, B, T, C,
+                                                     NH);
+}
 
 // Row-major products through column-major cuBLAS: a row-major [R,K] matrix is the
 // column-major [K,R] one, its transpose.

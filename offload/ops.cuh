@@ -52,6 +52,16 @@ int ol_matmul_backward(cublasHandle_t h, __half *dinp, float *dw, float *dbias,
                        const __half *dout, const __half *inp, const __half *w, int N,
                        int C, int OC);
 
+// Causal multi-head attention on qkv [B,T,3C] (q, k, v stacked; NH heads of C/NH):
+// att [B,NH,T,T] (float) = softmax of q.k / sqrt(hs) over t2 <= t (0 above), out
+// [B,T,C] = att @ v. Plain kernels, no tiling yet: correct, not yet fast.
+void ol_attention_forward(__half *out, float *att, const __half *qkv, int B, int T, int C,
+                          int NH, cudaStream_t stream);
+// dqkv [B,T,3C] += the gradient; scratch: B*NH*T*T floats.
+void ol_attention_backward(__half *dqkv, float *scratch, const __half *dout,
+                           const __half *qkv, const float *att, int B, int T, int C, int NH,
+                           cudaStream_t stream);
+
 // out = a + b.
 void ol_residual_forward(__half *out, const __half *a, const __half *b, size_t n,
                          cudaStream_t stream);

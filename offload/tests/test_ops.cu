@@ -156,6 +156,79 @@ static void test_matmul(cublasHandle_t h, int N, int C, int OC, int with_bias)
     cudaFree(gw), cudaFree(gb);
 }
 
+static void test_attention(int B, int T, int C, int NH)
+{
+    const int hs = C / NH;
+    const size_t nq = (size_t)B * T * 3 * C, no = (size_t)B * T * C, na = (size_t)B * NH * T * T;
+    auto qkv = rnd(nq, -1, 1), dy = rnd(no, -1, 1), d0 = rnd(nq, -0.1f, 0.1f);
+    __half *dq = to_dev(qkv), *ddy = to_dev(dy), *out = dev<__half>(no), *dqkv = to_dev(d0);
+    float *att = dev<float>(na), *scratch = dev<float>(na);
+    poison(out, no);
+    poisonf(att, na);
+    poisonf(scratch, na);
+    ol_attention_forward(out, att, dq, B, T, C, NH, 0);
+    ol_attention_backward(dqkv, scratch, ddy, dq, att, B, T, C, NH, 0);
+    CUDA_OK(cudaDeviceSynchronize());
+    // Reference in double: per (b, h) the T x T probabilities, then the gradients.
+    std::vector<double> ro(no), rg(nq), P((size_t)T * T), dP((size_t)T * T);
+    for (size_t i = 0; i < nq; i++) rg[i] = d0[i];
+    const double sc = 1.0 / sqrt((double)hs);
+    // q, k, v of (b, t, head h, dimension d): the three thirds of a qkv row.
+    auto at = [&](int part, int b, int t, int h, int d) {
+        return (double)qkv[((size_t)b * T + t) * 3 * C + (size_t)part * C + h * hs + d];
+    };
+    auto Q = [&](int b, int t, int h, int d) { return at(0, b, t, h, d); };
+    auto K = [&](int b, int t, int h, int d) { return at(1, b, t, h, d); };
+    auto Vv = [&](int b, int t, int h, int d) { return at(2, b, t, h, d); };
+    for (int b = 0; b < B; b++)
+        for (int h = 0; h < NH; h++) {
+            for (int t = 0; t < T; t++) {
+                double mx = -1e300, sum = 0;
+                for (int t2 = 0; t2 <= t; t2++) {
+                    double s = 0;
+                    for (int d = 0; d < hs; d++) s += Q(b, t, h, d) * K(b, t2, h, d);
+                    P[(size_t)t * T + t2] = s * sc;
+                    mx = fmax(mx, s * sc);
+                }
+                for (int t2 = 0; t2 <= t; t2++) {
+                    P[(size_t)t * T + t2] = exp(P[(size_t)t * T + t2] - mx);
+                    sum += P[(size_t)t * T + t2];
+                }
+                for (int t2 = 0; t2 <= t; t2++) P[(size_t)t * T + t2] /= sum;
+                for (int d = 0; d < hs; d++) {
+                    double s = 0;
+                    for (int t2 = 0; t2 <= t; t2++) s += P[(size_t)t * T + t2] * Vv(b, t2, h, d);
+                    ro[((size_t)b * T + t) * C + h * hs + d] = s;
+                }
+            }
+            for (int t = 0; t < T; t++) {
+                double dot = 0;
+                for (int t2 = 0; t2 <= t; t2++) {
+                    double s = 0;
+                    for (int d = 0; d < hs; d++)
+                        s += dy[((size_t)b * T + t) * C + h * hs + d] * Vv(b, t2, h, d);
+                    dP[(size_t)t * T + t2] = s;
+                    dot += P[(size_t)t * T + t2] * s;
+                }
+                for (int t2 = 0; t2 <= t; t2++) {
+                    const double g = P[(size_t)t * T + t2] * (dP[(size_t)t * T + t2] - dot) * sc;
+                    for (int d = 0; d < hs; d++) {
+                        rg[((size_t)b * T + t) * 3 * C + h * hs + d] += g * K(b, t2, h, d);
+                        rg[((size_t)b * T + t2) * 3 * C + C + h * hs + d] += g * Q(b, t, h, d);
+                        rg[((size_t)b * T + t2) * 3 * C + 2 * C + h * hs + d] +=
+                            P[(size_t)t * T + t2] * dy[((size_t)b * T + t) * C + h * hs + d];
+                    }
+                }
+            }
+        }
+    char name[96];
+    snprintf(name, sizeof name, "attention B=%d T=%d C=%d NH=%d", B, T, C, NH);
+    std::string n(name);
+    compare((n + " forward").c_str(), from_dev(out, no), ro, 1e-2);
+    compare((n + " dqkv (accumulated)").c_str(), from_dev(dqkv, nq), rg, 1e-2);
+    cudaFree(dq), cudaFree(ddy), cudaFree(out), cudaFree(dqkv), cudaFree(att), cudaFree(scratch);
+}
+
 static void test_encoder(int B, int T, int C, int V)
 {
     const size_t n = (size_t)B * T * C;
@@ -315,6 +388,8 @@ int main(void)
     test_matmul(h, 512, 768, 2304, 1); // the GPT-2 124M c_attn shape
     test_matmul(h, 256, 768, 3072, 0);
     cublasDestroy(h);
+    test_attention(2, 33, 48, 3);
+    test_attention(2, 128, 768, 12);
     test_encoder(2, 33, 72, 97);
     test_encoder(4, 128, 768, 50304);
     test_layernorm(37, 72);
