@@ -28,23 +28,13 @@
 
 /* ---- checksum ------------------------------------------------------------------- */
 
-#define FNV_OFFSET 0xcbf29ce484222325ull
-#define FNV_PRIME 0x100000001b3ull
-
-static uint64_t fnv_bytes(uint64_t h, const void *data, size_t n)
-{
-    const unsigned char *p = data;
-    for (size_t i = 0; i < n; i++) h = (h ^ p[i]) * FNV_PRIME;
-    return h;
-}
-
-/* The floats' little-endian bytes, whatever the host's byte order. */
+/* FNV-1a (util.h) over the floats' little-endian bytes, whatever the host's byte order. */
 static uint64_t fnv_floats(uint64_t h, const float *f, size_t n)
 {
     for (size_t i = 0; i < n; i++) {
         uint32_t u;
         memcpy(&u, &f[i], 4);
-        for (int b = 0; b < 4; b++) h = (h ^ ((u >> (8 * b)) & 0xffu)) * FNV_PRIME;
+        for (int b = 0; b < 4; b++) h = (h ^ ((u >> (8 * b)) & 0xffu)) * GT_FNV_PRIME;
     }
     return h;
 }
@@ -61,9 +51,9 @@ static uint64_t checksum(const ckpt_meta *mt, size_t n_params, const char *confi
                        mt->world_size, mt->seed, mt->loss_scale, mt->shape.vocab_size,
                        mt->shape.block_size, mt->shape.n_layer, mt->shape.n_head,
                        mt->shape.n_embd, n_params);
-    uint64_t h = fnv_bytes(FNV_OFFSET, head, (size_t)len);
+    uint64_t h = gt_fnv1a(GT_FNV_OFFSET, head, (size_t)len);
     const char *cfg = config_text ? config_text : "";
-    h = fnv_bytes(h, cfg, strlen(cfg) + 1);
+    h = gt_fnv1a(h, cfg, strlen(cfg) + 1);
     h = fnv_floats(h, params, n_params);
     h = fnv_floats(h, m, n_params);
     return fnv_floats(h, v, n_params);

@@ -18,16 +18,11 @@ static MPI_Comm dp_comm = MPI_COMM_NULL, tp_comm = MPI_COMM_NULL, pp_comm = MPI_
 static MPI_Request *sends = NULL;
 static int n_sends = 0, cap_sends = 0;
 
-static void check(int rc, const char *call)
-{
-    if (rc != MPI_SUCCESS) par_abort("%s failed (MPI error %d)", call, rc);
-}
-
 static int multi(void) { return par_world() > 1; }
 
 static void split(int color, int key, MPI_Comm *out, const char *what)
 {
-    check(MPI_Comm_split(MPI_COMM_WORLD, color, key, out), what);
+    par_check_mpi(MPI_Comm_split(MPI_COMM_WORLD, color, key, out), what);
 }
 
 int grid_init(int tp, int pp)
@@ -63,7 +58,8 @@ void grid_free(void)
     grid_pp_wait_sends();
     MPI_Comm *comms[] = {&dp_comm, &tp_comm, &pp_comm, &mp_comm, &tie_comm};
     for (size_t i = 0; i < sizeof comms / sizeof comms[0]; i++)
-        if (*comms[i] != MPI_COMM_NULL) MPI_Comm_free(comms[i]);
+        if (*comms[i] != MPI_COMM_NULL)
+            par_check_mpi(MPI_Comm_free(comms[i]), "MPI_Comm_free");
     free(sends);
     sends = NULL;
     n_sends = cap_sends = 0;
@@ -93,7 +89,7 @@ void grid_tp_allreduce_sum(float *buf, size_t n)
     if (tp_size == 1) return;
     for (size_t off = 0; off < n; off += CHUNK) {
         size_t len = n - off < (size_t)CHUNK ? n - off : (size_t)CHUNK;
-        check(MPI_Allreduce(MPI_IN_PLACE, buf + off, (int)len, MPI_FLOAT, MPI_SUM, tp_comm),
+        par_check_mpi(MPI_Allreduce(MPI_IN_PLACE, buf + off, (int)len, MPI_FLOAT, MPI_SUM, tp_comm),
               "MPI_Allreduce over the tensor-parallel peers");
     }
 }
@@ -110,7 +106,7 @@ void grid_tp_allreduce_max_hook(void *ctx, float *buf, size_t n)
     if (tp_size == 1) return;
     for (size_t off = 0; off < n; off += CHUNK) {
         size_t len = n - off < (size_t)CHUNK ? n - off : (size_t)CHUNK;
-        check(MPI_Allreduce(MPI_IN_PLACE, buf + off, (int)len, MPI_FLOAT, MPI_MAX, tp_comm),
+        par_check_mpi(MPI_Allreduce(MPI_IN_PLACE, buf + off, (int)len, MPI_FLOAT, MPI_MAX, tp_comm),
               "MPI_Allreduce (max) over the tensor-parallel peers");
     }
 }
@@ -119,7 +115,7 @@ double grid_tp_sum_double(double x)
 {
     if (tp_size == 1) return x;
     double s = 0.0;
-    check(MPI_Allreduce(&x, &s, 1, MPI_DOUBLE, MPI_SUM, tp_comm),
+    par_check_mpi(MPI_Allreduce(&x, &s, 1, MPI_DOUBLE, MPI_SUM, tp_comm),
           "MPI_Allreduce over the tensor-parallel peers");
     return s;
 }
@@ -136,7 +132,7 @@ void grid_pp_send(const float *buf, size_t n, int stage, int tag)
             sends = r;
             cap_sends = cap;
         }
-        check(MPI_Isend(buf + off, (int)len, MPI_FLOAT, stage, tag, pp_comm,
+        par_check_mpi(MPI_Isend(buf + off, (int)len, MPI_FLOAT, stage, tag, pp_comm,
                         &sends[n_sends++]),
               "MPI_Isend to the next pipeline stage");
     }
@@ -146,7 +142,7 @@ void grid_pp_recv(float *buf, size_t n, int stage, int tag)
 {
     for (size_t off = 0; off < n; off += CHUNK) {
         size_t len = n - off < (size_t)CHUNK ? n - off : (size_t)CHUNK;
-        check(MPI_Recv(buf + off, (int)len, MPI_FLOAT, stage, tag, pp_comm,
+        par_check_mpi(MPI_Recv(buf + off, (int)len, MPI_FLOAT, stage, tag, pp_comm,
                        MPI_STATUS_IGNORE),
               "MPI_Recv from a pipeline stage");
     }
@@ -155,7 +151,7 @@ void grid_pp_recv(float *buf, size_t n, int stage, int tag)
 void grid_pp_wait_sends(void)
 {
     if (n_sends == 0) return;
-    check(MPI_Waitall(n_sends, sends, MPI_STATUSES_IGNORE), "MPI_Waitall (pipeline sends)");
+    par_check_mpi(MPI_Waitall(n_sends, sends, MPI_STATUSES_IGNORE), "MPI_Waitall (pipeline sends)");
     n_sends = 0;
 }
 
@@ -164,7 +160,7 @@ void grid_tie_allreduce_sum(float *buf, size_t n)
     if (pp_size == 1 || tie_comm == MPI_COMM_NULL) return;
     for (size_t off = 0; off < n; off += CHUNK) {
         size_t len = n - off < (size_t)CHUNK ? n - off : (size_t)CHUNK;
-        check(MPI_Allreduce(MPI_IN_PLACE, buf + off, (int)len, MPI_FLOAT, MPI_SUM, tie_comm),
+        par_check_mpi(MPI_Allreduce(MPI_IN_PLACE, buf + off, (int)len, MPI_FLOAT, MPI_SUM, tie_comm),
               "MPI_Allreduce of the tied embedding's gradient");
     }
 }
@@ -173,7 +169,7 @@ double grid_mp_sum_double(double x)
 {
     if (grid_mp_size() == 1) return x;
     double s = 0.0;
-    check(MPI_Allreduce(&x, &s, 1, MPI_DOUBLE, MPI_SUM, mp_comm),
+    par_check_mpi(MPI_Allreduce(&x, &s, 1, MPI_DOUBLE, MPI_SUM, mp_comm),
           "MPI_Allreduce over a model replica");
     return s;
 }
@@ -182,7 +178,7 @@ int grid_mp_all_ok(int ok)
 {
     if (grid_mp_size() == 1) return ok != 0;
     int mine = ok != 0, all = 0;
-    check(MPI_Allreduce(&mine, &all, 1, MPI_INT, MPI_MIN, mp_comm),
+    par_check_mpi(MPI_Allreduce(&mine, &all, 1, MPI_INT, MPI_MIN, mp_comm),
           "MPI_Allreduce over a model replica");
     return all;
 }
@@ -191,7 +187,7 @@ void grid_mp_send_root(const float *buf, size_t n)
 {
     for (size_t off = 0; off < n; off += CHUNK) {
         size_t len = n - off < (size_t)CHUNK ? n - off : (size_t)CHUNK;
-        check(MPI_Send(buf + off, (int)len, MPI_FLOAT, 0, 9, mp_comm),
+        par_check_mpi(MPI_Send(buf + off, (int)len, MPI_FLOAT, 0, 9, mp_comm),
               "MPI_Send of a model part");
     }
 }
@@ -200,7 +196,7 @@ void grid_mp_recv(float *buf, size_t n, int from)
 {
     for (size_t off = 0; off < n; off += CHUNK) {
         size_t len = n - off < (size_t)CHUNK ? n - off : (size_t)CHUNK;
-        check(MPI_Recv(buf + off, (int)len, MPI_FLOAT, from, 9, mp_comm, MPI_STATUS_IGNORE),
+        par_check_mpi(MPI_Recv(buf + off, (int)len, MPI_FLOAT, from, 9, mp_comm, MPI_STATUS_IGNORE),
               "MPI_Recv of a model part");
     }
 }
@@ -210,7 +206,7 @@ int grid_check_same_replicas(const char *what, const void *bytes, size_t n)
     if (!multi()) return 0;
     const uint64_t h = gt_hash64(bytes, n);
     uint64_t mine[2] = {h, ~h}, lo[2] = {0, 0};
-    check(MPI_Allreduce(mine, lo, 2, MPI_UINT64_T, MPI_MIN, grid_dp_comm()),
+    par_check_mpi(MPI_Allreduce(mine, lo, 2, MPI_UINT64_T, MPI_MIN, grid_dp_comm()),
           "MPI_Allreduce of a hash");
     const int same = lo[0] == ~lo[1];
     if (!same)

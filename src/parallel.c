@@ -51,8 +51,7 @@ _Noreturn void par_abort(const char *fmt, ...)
     abort_now();
 }
 
-/* Ends the job when an MPI call failed. */
-static void check_mpi(int rc, const char *call)
+void par_check_mpi(int rc, const char *call)
 {
     if (rc == MPI_SUCCESS) return;
     char text[MPI_MAX_ERROR_STRING];
@@ -92,10 +91,10 @@ void par_init(int *argc, char ***argv)
     }
     mpi_on = 1;
     thread_multiple = provided >= MPI_THREAD_MULTIPLE;
-    check_mpi(MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_RETURN),
+    par_check_mpi(MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_RETURN),
               "MPI_Comm_set_errhandler");
-    check_mpi(MPI_Comm_rank(MPI_COMM_WORLD, &g_rank), "MPI_Comm_rank");
-    check_mpi(MPI_Comm_size(MPI_COMM_WORLD, &g_world), "MPI_Comm_size");
+    par_check_mpi(MPI_Comm_rank(MPI_COMM_WORLD, &g_rank), "MPI_Comm_rank");
+    par_check_mpi(MPI_Comm_size(MPI_COMM_WORLD, &g_world), "MPI_Comm_size");
     if (g_world > 1) gt_set_report_rank(g_rank);
     if (provided < MPI_THREAD_FUNNELED)
         par_abort("MPI gives thread level %d, below MPI_THREAD_FUNNELED (%d), which the "
@@ -116,11 +115,11 @@ int par_local_rank(void)
     if (local >= 0) return local;
     if (!mpi_on) return local = 0;
     MPI_Comm node;
-    check_mpi(MPI_Comm_split_type(MPI_COMM_WORLD, MPI_COMM_TYPE_SHARED, g_rank,
+    par_check_mpi(MPI_Comm_split_type(MPI_COMM_WORLD, MPI_COMM_TYPE_SHARED, g_rank,
                                   MPI_INFO_NULL, &node),
               "MPI_Comm_split_type (ranks of a node)");
-    check_mpi(MPI_Comm_rank(node, &local), "MPI_Comm_rank");
-    check_mpi(MPI_Comm_free(&node), "MPI_Comm_free");
+    par_check_mpi(MPI_Comm_rank(node, &local), "MPI_Comm_rank");
+    par_check_mpi(MPI_Comm_free(&node), "MPI_Comm_free");
     return local;
 }
 
@@ -150,7 +149,7 @@ void par_allreduce_mean(float *buf, size_t n)
     if (g_world == 1) return;
     for (size_t off = 0; off < n; off += PAR_CHUNK) {
         size_t len = n - off < (size_t)PAR_CHUNK ? n - off : (size_t)PAR_CHUNK;
-        check_mpi(MPI_Allreduce(MPI_IN_PLACE, buf + off, (int)len, MPI_FLOAT, MPI_SUM,
+        par_check_mpi(MPI_Allreduce(MPI_IN_PLACE, buf + off, (int)len, MPI_FLOAT, MPI_SUM,
                                 MPI_COMM_WORLD),
                   "MPI_Allreduce of the gradients");
     }
@@ -163,7 +162,7 @@ double par_sum_double(double x)
 {
     if (g_world == 1) return x;
     double s = 0.0;
-    check_mpi(MPI_Allreduce(&x, &s, 1, MPI_DOUBLE, MPI_SUM, MPI_COMM_WORLD),
+    par_check_mpi(MPI_Allreduce(&x, &s, 1, MPI_DOUBLE, MPI_SUM, MPI_COMM_WORLD),
               "MPI_Allreduce of a metric");
     return s;
 }
@@ -177,7 +176,7 @@ double par_mean_double(double x)
 double par_bcast_double(double x)
 {
     if (g_world == 1) return x;
-    check_mpi(MPI_Bcast(&x, 1, MPI_DOUBLE, 0, MPI_COMM_WORLD), "MPI_Bcast");
+    par_check_mpi(MPI_Bcast(&x, 1, MPI_DOUBLE, 0, MPI_COMM_WORLD), "MPI_Bcast");
     return x;
 }
 
@@ -185,7 +184,7 @@ int par_all_ok(int ok)
 {
     if (g_world == 1) return ok != 0;
     int mine = ok != 0, all = 0;
-    check_mpi(MPI_Allreduce(&mine, &all, 1, MPI_INT, MPI_MIN, MPI_COMM_WORLD),
+    par_check_mpi(MPI_Allreduce(&mine, &all, 1, MPI_INT, MPI_MIN, MPI_COMM_WORLD),
               "MPI_Allreduce (agreeing on success)");
     return all;
 }
@@ -215,13 +214,13 @@ static char *bcast_root_text(const void *bytes, size_t n, uint64_t h, size_t *ro
                              uint64_t *root_h)
 {
     uint64_t head[3] = {n, is_text(bytes, n), h};
-    check_mpi(MPI_Bcast(head, 3, MPI_UINT64_T, 0, MPI_COMM_WORLD), "MPI_Bcast");
+    par_check_mpi(MPI_Bcast(head, 3, MPI_UINT64_T, 0, MPI_COMM_WORLD), "MPI_Bcast");
     *root_n = (size_t)head[0];
     *root_h = head[2];
     if (!head[1]) return NULL;
     char *buf = malloc(*root_n + 1);
     int have = buf != NULL, all = 0;
-    check_mpi(MPI_Allreduce(&have, &all, 1, MPI_INT, MPI_MIN, MPI_COMM_WORLD),
+    par_check_mpi(MPI_Allreduce(&have, &all, 1, MPI_INT, MPI_MIN, MPI_COMM_WORLD),
               "MPI_Allreduce");
     if (!all) {
         free(buf);
@@ -230,7 +229,7 @@ static char *bcast_root_text(const void *bytes, size_t n, uint64_t h, size_t *ro
     if (g_rank == 0) memcpy(buf, bytes, n);
     for (size_t off = 0; off < *root_n; off += PAR_CHUNK) {
         size_t len = *root_n - off < (size_t)PAR_CHUNK ? *root_n - off : (size_t)PAR_CHUNK;
-        check_mpi(MPI_Bcast(buf + off, (int)len, MPI_CHAR, 0, MPI_COMM_WORLD), "MPI_Bcast");
+        par_check_mpi(MPI_Bcast(buf + off, (int)len, MPI_CHAR, 0, MPI_COMM_WORLD), "MPI_Bcast");
     }
     buf[*root_n] = '\0';
     return buf;
@@ -242,7 +241,7 @@ int par_check_same(const char *what, const void *bytes, size_t n)
     uint64_t h = gt_hash64(bytes, n);
     /* min of h and of ~h (= ~max h) in one call. */
     uint64_t mine[2] = {h, ~h}, lo[2] = {0, 0};
-    check_mpi(MPI_Allreduce(mine, lo, 2, MPI_UINT64_T, MPI_MIN, MPI_COMM_WORLD),
+    par_check_mpi(MPI_Allreduce(mine, lo, 2, MPI_UINT64_T, MPI_MIN, MPI_COMM_WORLD),
               "MPI_Allreduce of a hash");
     if (lo[0] == ~lo[1]) return 0;
 
@@ -349,7 +348,7 @@ par_reducer *par_reducer_create(size_t n, size_t bucket_floats, int slots, int f
         }
     }
     if (fp16 && r->size > 1 && half_sum_op == MPI_OP_NULL)
-        check_mpi(MPI_Op_create(half_sum, 1, &half_sum_op), "MPI_Op_create");
+        par_check_mpi(MPI_Op_create(half_sum, 1, &half_sum_op), "MPI_Op_create");
     return r;
 fail:
     par_reducer_free(r);
@@ -380,11 +379,11 @@ static void start_bucket(par_reducer *r, reducer_slot *s, size_t off, size_t len
     MPI_Request *req = &s->req[s->n_req++];
     if (r->fp16) {
         half_from_float(s->half + off, s->buf + off, len);
-        check_mpi(MPI_Iallreduce(MPI_IN_PLACE, s->half + off, (int)len, MPI_UINT16_T,
+        par_check_mpi(MPI_Iallreduce(MPI_IN_PLACE, s->half + off, (int)len, MPI_UINT16_T,
                                  half_sum_op, r->comm, req),
                   "MPI_Iallreduce of a gradient bucket (fp16)");
     } else {
-        check_mpi(MPI_Iallreduce(MPI_IN_PLACE, s->buf + off, (int)len, MPI_FLOAT, MPI_SUM,
+        par_check_mpi(MPI_Iallreduce(MPI_IN_PLACE, s->buf + off, (int)len, MPI_FLOAT, MPI_SUM,
                                  r->comm, req),
                   "MPI_Iallreduce of a gradient bucket");
     }
@@ -416,7 +415,7 @@ void par_reducer_ready(void *ctx, size_t offset, size_t count)
     }
     /* Let MPI move the buckets already started along while backward goes on. */
     int done = 0;
-    check_mpi(MPI_Testall(s->n_req, s->req, &done, MPI_STATUSES_IGNORE), "MPI_Testall");
+    par_check_mpi(MPI_Testall(s->n_req, s->req, &done, MPI_STATUSES_IGNORE), "MPI_Testall");
 }
 
 double par_reducer_wait(par_reducer *r, int slot)
@@ -426,7 +425,7 @@ double par_reducer_wait(par_reducer *r, int slot)
         par_abort("internal: waiting for gradient slot %d before its backward ended", slot);
     s->active = 0;
     if (r->size == 1) return s->sumsq;
-    check_mpi(MPI_Waitall(s->n_req, s->req, MPI_STATUSES_IGNORE),
+    par_check_mpi(MPI_Waitall(s->n_req, s->req, MPI_STATUSES_IGNORE),
               "MPI_Waitall on the gradient buckets");
     const float scale = 1.0f / (float)r->size;
     float *buf = s->buf;
@@ -455,7 +454,7 @@ void par_reducer_drain(par_reducer *r)
         if (!s->active) continue;
         s->active = 0;
         if (r->size > 1 && s->n_req > 0)
-            check_mpi(MPI_Waitall(s->n_req, s->req, MPI_STATUSES_IGNORE),
+            par_check_mpi(MPI_Waitall(s->n_req, s->req, MPI_STATUSES_IGNORE),
                       "MPI_Waitall on the gradient buckets");
     }
 }

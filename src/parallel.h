@@ -64,6 +64,10 @@ int par_is_root(void); /* rank 0: the one rank that prints, logs and saves */
 /* printf on rank 0 only; the other ranks print nothing but errors. */
 void par_printf(const char *fmt, ...) PAR_PRINTF(1, 2);
 
+/* Ends the job (par_abort) naming `call` and MPI's message when rc, the return code of
+ * an MPI call, is not MPI_SUCCESS. */
+void par_check_mpi(int rc, const char *call);
+
 /* Ends the whole job: prints "gentrain: error: [rank R: ]<fmt...>" and calls MPI_Abort
  * (status 1) in MPI mode, exit(1) in single mode. */
 _Noreturn void par_abort(const char *fmt, ...) PAR_PRINTF(1, 2);

@@ -60,20 +60,21 @@ static int parse_num(const char *key, const char *v, double lo, double *out)
 /* Takes the plan options out of argv (the rest stays for the config). */
 static int parse_opts(int *argc, char **argv, int first, plan_opts *o)
 {
-    static const struct { const char *name; int is_flag; size_t off; double lo; } opt[] = {
-        {"--measure", 1, offsetof(plan_opts, measure), 0},
-        {"--json", 1, offsetof(plan_opts, json), 0},
-        {"--nodes", 0, offsetof(plan_opts, nodes), 1},
-        {"--cores-per-node", 0, offsetof(plan_opts, cores), 1},
-        {"--gpus-per-node", 0, offsetof(plan_opts, gpus), 1},
-        {"--reps", 0, offsetof(plan_opts, reps), 1},
-        {"--core-gflops", 0, offsetof(plan_opts, core_gflops), 1e-9},
-        {"--gpu-tflops", 0, offsetof(plan_opts, gpu_tflops), 1e-9},
-        {"--efficiency", 0, offsetof(plan_opts, efficiency), 1e-6},
-        {"--intra-gbs", 0, offsetof(plan_opts, intra_gbs), 1e-9},
-        {"--inter-gbs", 0, offsetof(plan_opts, inter_gbs), 1e-9},
-        {"--latency-us", 0, offsetof(plan_opts, latency_us), 0},
-        {"--noise-scale", 0, offsetof(plan_opts, noise), 0},
+    enum { FLAG, INT, DBL };
+    static const struct { const char *name; int kind; size_t off; double lo; } opt[] = {
+        {"--measure", FLAG, offsetof(plan_opts, measure), 0},
+        {"--json", FLAG, offsetof(plan_opts, json), 0},
+        {"--nodes", INT, offsetof(plan_opts, nodes), 1},
+        {"--cores-per-node", INT, offsetof(plan_opts, cores), 1},
+        {"--gpus-per-node", INT, offsetof(plan_opts, gpus), 1},
+        {"--reps", INT, offsetof(plan_opts, reps), 1},
+        {"--core-gflops", DBL, offsetof(plan_opts, core_gflops), 1e-9},
+        {"--gpu-tflops", DBL, offsetof(plan_opts, gpu_tflops), 1e-9},
+        {"--efficiency", DBL, offsetof(plan_opts, efficiency), 1e-6},
+        {"--intra-gbs", DBL, offsetof(plan_opts, intra_gbs), 1e-9},
+        {"--inter-gbs", DBL, offsetof(plan_opts, inter_gbs), 1e-9},
+        {"--latency-us", DBL, offsetof(plan_opts, latency_us), 0},
+        {"--noise-scale", DBL, offsetof(plan_opts, noise), 0},
     };
     int out = first;
     for (int i = first; i < *argc; i++) {
@@ -85,7 +86,7 @@ static int parse_opts(int *argc, char **argv, int first, plan_opts *o)
             continue;
         }
         char *field = (char *)o + opt[k].off;
-        if (opt[k].is_flag) {
+        if (opt[k].kind == FLAG) {
             *(int *)field = 1;
             continue;
         }
@@ -93,11 +94,7 @@ static int parse_opts(int *argc, char **argv, int first, plan_opts *o)
         if (parse_num(opt[k].name, i + 1 < *argc ? argv[i + 1] : NULL, opt[k].lo, &x) != 0)
             return -1;
         i++;
-        const int is_int = opt[k].off == offsetof(plan_opts, nodes) ||
-                           opt[k].off == offsetof(plan_opts, cores) ||
-                           opt[k].off == offsetof(plan_opts, gpus) ||
-                           opt[k].off == offsetof(plan_opts, reps);
-        if (is_int)
+        if (opt[k].kind == INT)
             *(int *)field = (int)x;
         else
             *(double *)field = x;

@@ -159,8 +159,8 @@ static void ask_others(const plan_calibration *c, int kind, int threads, int tp,
     if (world < 2 || threads * world > c->cores) return;
     int cmd[4] = {kind, threads, tp, Bm};
     for (int r = 1; r < world; r++)
-        if (MPI_Send(cmd, 4, MPI_INT, r, TAG_CMD, MPI_COMM_WORLD) != MPI_SUCCESS)
-            par_abort("MPI_Send (planner) failed");
+        par_check_mpi(MPI_Send(cmd, 4, MPI_INT, r, TAG_CMD, MPI_COMM_WORLD),
+                      "MPI_Send (planner)");
 }
 
 static double timed(plan_calibration *c, int kind, int threads, int tp, int Bm)
@@ -176,11 +176,10 @@ void plan_measure_serve(const gpt_shape *s, int T, int reps, int cores)
         /* Wait without spinning: the rank being timed needs the cores. */
         int cmd[4], done = 0;
         MPI_Request req;
-        if (MPI_Irecv(cmd, 4, MPI_INT, 0, TAG_CMD, MPI_COMM_WORLD, &req) != MPI_SUCCESS)
-            par_abort("MPI_Irecv (planner) failed");
+        par_check_mpi(MPI_Irecv(cmd, 4, MPI_INT, 0, TAG_CMD, MPI_COMM_WORLD, &req),
+                      "MPI_Irecv (planner)");
         while (!done) {
-            if (MPI_Test(&req, &done, MPI_STATUS_IGNORE) != MPI_SUCCESS)
-                par_abort("MPI_Test (planner) failed");
+            par_check_mpi(MPI_Test(&req, &done, MPI_STATUS_IGNORE), "MPI_Test (planner)");
             if (!done) {
                 struct timespec ts = {0, 2000000};
                 nanosleep(&ts, NULL);
@@ -196,8 +195,8 @@ void plan_measure_stop_serving(void)
 {
     int cmd[4] = {-1, 0, 0, 0};
     for (int r = 1; r < par_world(); r++)
-        if (MPI_Send(cmd, 4, MPI_INT, r, TAG_CMD, MPI_COMM_WORLD) != MPI_SUCCESS)
-            par_abort("MPI_Send (planner) failed");
+        par_check_mpi(MPI_Send(cmd, 4, MPI_INT, r, TAG_CMD, MPI_COMM_WORLD),
+                      "MPI_Send (planner)");
 }
 
 static double lookup(plan_calibration *c, int kind, int threads, int tp, int Bm)
@@ -248,11 +247,11 @@ static double time_allreduce(size_t n, int reps)
         return -1.0;
     }
     for (int r = -1; r < reps; r++) {
-        MPI_Barrier(MPI_COMM_WORLD);
+        par_check_mpi(MPI_Barrier(MPI_COMM_WORLD), "MPI_Barrier (planner)");
         const double t0 = gt_now();
-        if (MPI_Allreduce(MPI_IN_PLACE, buf, (int)n, MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD) !=
-            MPI_SUCCESS)
-            par_abort("MPI_Allreduce (planner measurement) failed");
+        par_check_mpi(MPI_Allreduce(MPI_IN_PLACE, buf, (int)n, MPI_FLOAT, MPI_SUM,
+                                    MPI_COMM_WORLD),
+                      "MPI_Allreduce (planner measurement)");
         if (r >= 0) t[r] = gt_now() - t0;
     }
     qsort(t, (size_t)reps, sizeof *t, by_value);
@@ -274,7 +273,7 @@ static double time_p2p(size_t n, int reps)
     }
     const int me = par_rank();
     for (int r = -1; r < reps; r++) {
-        MPI_Barrier(MPI_COMM_WORLD);
+        par_check_mpi(MPI_Barrier(MPI_COMM_WORLD), "MPI_Barrier (planner)");
         const double t0 = gt_now();
         int rc = MPI_SUCCESS;
         if (me == 0) {
@@ -285,7 +284,7 @@ static double time_p2p(size_t n, int reps)
             rc = MPI_Recv(buf, (int)n, MPI_FLOAT, 0, 78, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
             if (rc == MPI_SUCCESS) rc = MPI_Send(buf, (int)n, MPI_FLOAT, 0, 78, MPI_COMM_WORLD);
         }
-        if (rc != MPI_SUCCESS) par_abort("MPI point-to-point (planner measurement) failed");
+        par_check_mpi(rc, "MPI point-to-point (planner measurement)");
         if (r >= 0) t[r] = (gt_now() - t0) / 2.0;
     }
     qsort(t, (size_t)reps, sizeof *t, by_value);

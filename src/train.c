@@ -485,7 +485,8 @@ static double grad_norm_parts(const gpt_model *m, const float *g)
         const gpt_param_info *p = &m->info[i];
         if (p->split == GPT_SPLIT_NONE && grid_tp_rank() != 0) continue;
         if (i == m->i_wte && !m->has_embed) continue;
-        for (size_t j = 0; j < p->numel; j++) sq += (double)g[p->offset + j] * g[p->offset + j];
+        const double norm = grad_global_norm(g + p->offset, p->numel); /* SIMD + OpenMP */
+        sq += norm * norm;
     }
     return sqrt(grid_mp_sum_double(sq));
 }

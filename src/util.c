@@ -142,13 +142,11 @@ int gt_resolve_threads(int requested)
     return n;
 }
 
-uint64_t gt_hash64(const void *bytes, size_t n)
+uint64_t gt_fnv1a(uint64_t h, const void *bytes, size_t n)
 {
     const unsigned char *p = bytes;
-    uint64_t h = 0xcbf29ce484222325ull;
-    for (size_t i = 0; i < n; i++) {
-        h ^= p[i];
-        h *= 0x100000001b3ull;
-    }
+    for (size_t i = 0; i < n; i++) h = (h ^ p[i]) * GT_FNV_PRIME;
     return h;
 }
+
+uint64_t gt_hash64(const void *bytes, size_t n) { return gt_fnv1a(GT_FNV_OFFSET, bytes, n); }

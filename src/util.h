@@ -52,7 +52,12 @@ int gt_num_cores(void);
  * Also applies the choice to OpenMP (omp_set_num_threads) and OpenBLAS. */
 int gt_resolve_threads(int requested);
 
-/* 64-bit FNV-1a hash of n bytes (cheap, for "is it the same everywhere" checks). */
+/* 64-bit FNV-1a (cheap; for "is it the same everywhere" checks and file checksums).
+ * gt_fnv1a continues hash h over n more bytes (start from GT_FNV_OFFSET); gt_hash64 is
+ * the hash of n bytes alone. */
+#define GT_FNV_OFFSET 0xcbf29ce484222325ull
+#define GT_FNV_PRIME 0x100000001b3ull
+uint64_t gt_fnv1a(uint64_t h, const void *bytes, size_t n);
 uint64_t gt_hash64(const void *bytes, size_t n);
 
 #endif
