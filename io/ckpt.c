@@ -684,7 +684,7 @@ int ckpt_check_compatible(const ckpt_meta *meta, const char *config_text, int wo
     static const char *const math[] = {
         "n_layer", "n_head", "n_embd", "block_size", "vocab_size", "batch_size",
         "global_batch_size", "lr", "min_lr", "warmup_steps", "beta1", "beta2",
-        "weight_decay", "grad_clip", "seed", "data", "train_dataset", NULL};
+        "weight_decay", "grad_clip", "seed", "data", "train_dataset", "sampling", NULL};
     /* Keys that do not (steps is checked on its own below). */
     static const char *const harmless[] = {
         "steps", "eval_every", "eval_batches", "val_dataset", "log", "out", "threads",

@@ -1,13 +1,17 @@
-/* offload_none — offload.h for a gentrain built without CUDA: there is never a GPU. */
+/* offload_none — offload.h and gpu_model.h for a gentrain built without CUDA: there is
+ * never a GPU. */
+#include "gpu_model.h"
 #include "offload.h"
 
 #include <stdio.h>
+
+#define NO_CUDA "this gentrain was built without CUDA: configure --with-cuda"
 
 int offload_built(void) { return 0; }
 
 int offload_device_count(char *why, size_t cap)
 {
-    snprintf(why, cap, "this gentrain was built without CUDA: configure --with-cuda");
+    snprintf(why, cap, NO_CUDA);
     return 0;
 }
 
@@ -15,6 +19,72 @@ int offload_use_device(int index, char *name, size_t name_cap, char *why, size_t
 {
     (void)index;
     if (name_cap) name[0] = '\0';
-    snprintf(why, cap, "this gentrain was built without CUDA: configure --with-cuda");
+    snprintf(why, cap, NO_CUDA);
+    return -1;
+}
+
+/* The GPU model (gpu_model.h): never made without CUDA; the trainer asks for it only
+ * after offload_use_device succeeded, so these answers are for safety. */
+size_t gpu_model_param_count(const gpu_model_shape *s)
+{
+    (void)s;
+    return 0;
+}
+
+size_t gpu_model_device_bytes(const gpu_model_shape *s, int B, int T)
+{
+    (void)s, (void)B, (void)T;
+    return 0;
+}
+
+gpu_model *gpu_model_create(const gpu_model_shape *s, int B, int T, char *why, size_t cap)
+{
+    (void)s, (void)B, (void)T;
+    snprintf(why, cap, NO_CUDA);
+    return NULL;
+}
+
+void gpu_model_free(gpu_model *g) { (void)g; }
+
+uint16_t *gpu_model_param_staging(gpu_model *g)
+{
+    (void)g;
+    return NULL;
+}
+
+int gpu_model_upload_params(gpu_model *g, char *why, size_t cap)
+{
+    (void)g;
+    snprintf(why, cap, NO_CUDA);
+    return -1;
+}
+
+int gpu_model_step(gpu_model *g, const int32_t *inputs, const int32_t *targets, int B,
+                   int T, float loss_scale, float *loss, char *why, size_t cap)
+{
+    (void)g, (void)inputs, (void)targets, (void)B, (void)T, (void)loss_scale, (void)loss;
+    snprintf(why, cap, NO_CUDA);
+    return -1;
+}
+
+int gpu_model_loss(gpu_model *g, const int32_t *inputs, const int32_t *targets, int B,
+                   int T, float *loss, char *why, size_t cap)
+{
+    (void)g, (void)inputs, (void)targets, (void)B, (void)T, (void)loss;
+    snprintf(why, cap, NO_CUDA);
+    return -1;
+}
+
+const uint16_t *gpu_model_grads(gpu_model *g, char *why, size_t cap)
+{
+    (void)g;
+    snprintf(why, cap, NO_CUDA);
+    return NULL;
+}
+
+int gpu_model_sync(gpu_model *g, char *why, size_t cap)
+{
+    (void)g;
+    snprintf(why, cap, NO_CUDA);
     return -1;
 }

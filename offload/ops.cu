@@ -1,5 +1,6 @@
 // ops — see ops.cuh. One thread per element for the elementwise kernels; one warp per
-// row for LayerNorm; one block per row for the cross-entropy.
+// row for LayerNorm and the attention softmax; one block per row for the cross-entropy;
+// cuBLAS for the matrix products, attention's included.
 #include "ops.cuh"
 
 #include <math.h>
@@ -71,32 +72,46 @@ __global__ void layernorm_fwd(__half *out, float *mean, float *rstd, const __hal
     }
 }
 
+// One warp per row, blocks striding over the rows. The weight and bias gradients of a
+// block's rows gather in shared memory (2*C floats, dynamic) and reach global memory
+// with one atomic per column per block, not one per row: at N = B*T ~ 1e5 rows, per-row
+// atomics on the same C addresses would serialise.
 __global__ void layernorm_bwd(__half *dinp, float *dw, float *db, const __half *dout,
                               const __half *inp, const __half *w, const float *mean,
                               const float *rstd, int N, int C)
 {
-    const int row = blockIdx.x * (blockDim.x / 32) + threadIdx.x / 32, lane = threadIdx.x % 32;
-    if (row >= N) return;
-    const __half *x = inp + (size_t)row * C, *dy = dout + (size_t)row * C;
-    const float m = mean[row], r = rstd[row];
-    // dnorm = dy * w; dx = r * (dnorm - mean(dnorm) - xhat * mean(dnorm * xhat)).
-    float s1 = 0.0f, s2 = 0.0f;
-    for (int c = lane; c < C; c += 32) {
-        const float xhat = (__half2float(x[c]) - m) * r;
-        const float dn = __half2float(dy[c]) * __half2float(w[c]);
-        s1 += dn;
-        s2 += dn * xhat;
+    extern __shared__ float acc[]; // [2*C]: dw, db partials of this block
+    float *sdw = acc, *sdb = acc + C;
+    for (int c = threadIdx.x; c < 2 * C; c += blockDim.x) acc[c] = 0.0f;
+    __syncthreads();
+    const int warps = blockDim.x / 32, lane = threadIdx.x % 32;
+    for (int row = blockIdx.x * warps + threadIdx.x / 32; row < N; row += gridDim.x * warps) {
+        const __half *x = inp + (size_t)row * C, *dy = dout + (size_t)row * C;
+        const float m = mean[row], r = rstd[row];
+        // dnorm = dy * w; dx = r * (dnorm - mean(dnorm) - xhat * mean(dnorm * xhat)).
+        float s1 = 0.0f, s2 = 0.0f;
+        for (int c = lane; c < C; c += 32) {
+            const float xhat = (__half2float(x[c]) - m) * r;
+            const float dn = __half2float(dy[c]) * __half2float(w[c]);
+            s1 += dn;
+            s2 += dn * xhat;
+        }
+        s1 = warp_sum(s1) / C;
+        s2 = warp_sum(s2) / C;
+        for (int c = lane; c < C; c += 32) {
+            const float xhat = (__half2float(x[c]) - m) * r;
+            const float g = __half2float(dy[c]);
+            const float dn = g * __half2float(w[c]);
+            const size_t i = (size_t)row * C + c;
+            dinp[i] = __float2half(__half2float(dinp[i]) + r * (dn - s1 - xhat * s2));
+            atomicAdd(&sdw[c], g * xhat); // shared memory: only this block's warps meet
+            atomicAdd(&sdb[c], g);
+        }
     }
-    s1 = warp_sum(s1) / C;
-    s2 = warp_sum(s2) / C;
-    for (int c = lane; c < C; c += 32) {
-        const float xhat = (__half2float(x[c]) - m) * r;
-        const float g = __half2float(dy[c]);
-        const float dn = g * __half2float(w[c]);
-        const size_t i = (size_t)row * C + c;
-        dinp[i] = __float2half(__half2float(dinp[i]) + r * (dn - s1 - xhat * s2));
-        atomicAdd(&dw[c], g * xhat);
-        atomicAdd(&db[c], g);
+    __syncthreads();
+    for (int c = threadIdx.x; c < C; c += blockDim.x) {
+        atomicAdd(&dw[c], sdw[c]);
+        atomicAdd(&db[c], sdb[c]);
     }
 }
 
@@ -188,126 +203,285 @@ __global__ void add_bias(__half *out, const __half *bias, int N, int OC)
         out[i] = __float2half(__half2float(out[i]) + __half2float(bias[i % OC]));
 }
 
-// One thread per column: a fixed order over the rows.
+// Column sums of dout [N,OC] into dbias: blocks of 32 columns x 8 row lanes (the 32
+// threads of a row lane read 32 neighbouring columns: coalesced), each block over a
+// chunk of kBiasRows rows; the 8 lanes meet in shared memory, then one atomic per
+// column per block.
+constexpr int kBiasRows = 1024;
 __global__ void bias_grad(float *dbias, const __half *dout, int N, int OC)
 {
-    const int j = blockIdx.x * blockDim.x + threadIdx.x;
-    if (j >= OC) return;
+    __shared__ float part[8][33];
+    const int j = blockIdx.x * 32 + threadIdx.x;
+    const int r0 = blockIdx.y * kBiasRows, r1 = min(N, r0 + kBiasRows);
     float s = 0.0f;
-    for (int r = 0; r < N; r++) s += __half2float(dout[(size_t)r * OC + j]);
-    dbias[j] += s;
+    if (j < OC)
+        for (int r = r0 + threadIdx.y; r < r1; r += 8) s += __half2float(dout[(size_t)r * OC + j]);
+    part[threadIdx.y][threadIdx.x] = s;
+    __syncthreads();
+    if (threadIdx.y == 0 && j < OC) {
+        for (int k = 1; k < 8; k++) s += part[k][threadIdx.x];
+        atomicAdd(&dbias[j], s);
+    }
 }
 
-// One warp per (b, h, t) row of the scores: scale, mask, softmax.
-__global__ void att_softmax(float *att, const __half *qkv, int B, int T, int C, int NH)
-{
-    const int row = blockIdx.x * (blockDim.x / 32) + threadIdx.x / 32, lane = threadIdx.x % 32;
-    if (row >= B * NH * T) return;
-    const int t = row % T, h = row / T % NH, b = row / (T * NH), hs = C / NH;
-    const float scale = rsqrtf((float)hs);
-    const __half *q = qkv + ((size_t)b * T + t) * 3 * C + h * hs;
-    float *a = att + (size_t)row * T;
-    float mx = -INFINITY;
-    for (int t2 = lane; t2 <= t; t2 += 32) {
-        const __half *k = qkv + ((size_t)b * T + t2) * 3 * C + C + h * hs;
-        float s = 0.0f;
-        for (int d = 0; d < hs; d++) s += __half2float(q[d]) * __half2float(k[d]);
-        a[t2] = s * scale;
-        mx = fmaxf(mx, s * scale);
-    }
-    mx = warp_max(mx);
-    float sum = 0.0f;
-    for (int t2 = lane; t2 <= t; t2 += 32) {
-        a[t2] = expf(a[t2] - mx);
-        sum += a[t2];
-    }
-    sum = warp_sum(sum);
-    for (int t2 = lane; t2 < T; t2 += 32) a[t2] = t2 <= t ? a[t2] / sum : 0.0f;
-}
-
-// One thread per output element: out[b,t,h,d] = sum over t2 <= t of att * v.
-__global__ void att_out(__half *out, const float *att, const __half *qkv, int B, int T,
-                        int C, int NH)
+// Attention. Heads split: src [B,T,P*NH*hs] -> dst [P,B,NH,T,hs] (P = 3 for qkv, 1 for
+// dout); one thread per element, in source order.
+__global__ void heads_split(__half *dst, const __half *src, int B, int T, int P, int NH,
+                            int hs)
 {
     const size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x;
-    if (i >= (size_t)B * T * C) return;
-    const int c = (int)(i % C), t = (int)(i / C % T), b = (int)(i / ((size_t)C * T));
-    const int hs = C / NH, h = c / hs;
-    const float *a = att + (((size_t)b * NH + h) * T + t) * T;
-    float s = 0.0f;
-    for (int t2 = 0; t2 <= t; t2++)
-        s += a[t2] * __half2float(qkv[((size_t)b * T + t2) * 3 * C + 2 * C + c]);
-    out[i] = __float2half(s);
+    const size_t C = (size_t)NH * hs;
+    if (i >= (size_t)B * T * P * C) return;
+    const size_t c = i % (P * C), bt = i / (P * C);
+    const int part = (int)(c / C), h = (int)(c % C / hs), d = (int)(c % hs);
+    const int t = (int)(bt % T), b = (int)(bt / T);
+    dst[((((size_t)part * B + b) * NH + h) * T + t) * hs + d] = src[i];
 }
 
-// One warp per row: datt = dout . v, then the softmax's backward into scratch (dpre).
-__global__ void att_dpre(float *dpre, const __half *dout, const __half *qkv,
-                         const float *att, int B, int T, int C, int NH)
+// Heads merged: src [P,B,NH,T,hs] -> dst [B,T,P*NH*hs], written (accumulate = 0) or
+// added to (accumulate = 1); one thread per element, in destination order.
+__global__ void heads_merge(__half *dst, const __half *src, int B, int T, int P, int NH,
+                            int hs, int accumulate)
+{
+    const size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x;
+    const size_t C = (size_t)NH * hs;
+    if (i >= (size_t)B * T * P * C) return;
+    const size_t c = i % (P * C), bt = i / (P * C);
+    const int part = (int)(c / C), h = (int)(c % C / hs), d = (int)(c % hs);
+    const int t = (int)(bt % T), b = (int)(bt / T);
+    const float v = __half2float(src[((((size_t)part * B + b) * NH + h) * T + t) * hs + d]);
+    dst[i] = __float2half(accumulate ? __half2float(dst[i]) + v : v);
+}
+
+// V consecutive halves of a row as floats (V = 8: one 16-byte access, p aligned).
+template <int V> __device__ void load_halves(float (&f)[V], const __half *p)
+{
+    if (V == 8) {
+        const uint4 u = *reinterpret_cast<const uint4 *>(p);
+        const __half2 *h2 = reinterpret_cast<const __half2 *>(&u);
+        for (int i = 0; i < V / 2; i++) {
+            const float2 x = __half22float2(h2[i]);
+            f[2 * i] = x.x;
+            f[2 * i + 1] = x.y;
+        }
+    } else {
+        for (int i = 0; i < V; i++) f[i] = __half2float(p[i]);
+    }
+}
+
+template <int V> __device__ void store_halves(__half *p, const float (&f)[V])
+{
+    if (V == 8) {
+        uint4 u;
+        __half2 *h2 = reinterpret_cast<__half2 *>(&u);
+        for (int i = 0; i < V / 2; i++) h2[i] = __floats2half2_rn(f[2 * i], f[2 * i + 1]);
+        *reinterpret_cast<uint4 *>(p) = u;
+    } else {
+        for (int i = 0; i < V; i++) p[i] = __float2half(f[i]);
+    }
+}
+
+// Causal softmax in place, one warp per row of att [B*NH*T, T] (the scaled scores in,
+// the probabilities out; row r is query t = r % T). A lane takes chunks of V elements
+// (T % V == 0). Running max and sum in one pass (rescaling the sum when the max grows),
+// then a pass that writes; the scores above the diagonal are never read.
+template <int V> __global__ void att_softmax_fwd(__half *att, int rows, int T)
 {
     const int row = blockIdx.x * (blockDim.x / 32) + threadIdx.x / 32, lane = threadIdx.x % 32;
-    if (row >= B * NH * T) return;
-    const int t = row % T, h = row / T % NH, b = row / (T * NH), hs = C / NH;
-    const __half *dy = dout + ((size_t)b * T + t) * C + h * hs;
-    const float *a = att + (size_t)row * T;
-    float *g = dpre + (size_t)row * T;
+    if (row >= rows) return;
+    const int t = row % T, chunks = T / V, live = t / V + 1; // chunks with some t2 <= t
+    __half *a = att + (size_t)row * T;
+    float m = -INFINITY, s = 0.0f;
+    for (int c = lane; c < live; c += 32) {
+        float x[V];
+        load_halves<V>(x, a + (size_t)c * V);
+        float cm = -INFINITY;
+        for (int i = 0; i < V; i++)
+            if (c * V + i <= t) cm = fmaxf(cm, x[i]);
+        if (cm > m) {
+            s *= expf(m - cm); // m = -inf: s is 0, expf gives 0
+            m = cm;
+        }
+        for (int i = 0; i < V; i++)
+            if (c * V + i <= t) s += expf(x[i] - m);
+    }
+    for (int o = 16; o > 0; o >>= 1) { // combine (max, sum) pairs; a lane may have none
+        const float m2 = __shfl_xor_sync(0xffffffffu, m, o);
+        const float s2 = __shfl_xor_sync(0xffffffffu, s, o);
+        const float mm = fmaxf(m, m2);
+        s = (m > -INFINITY ? s * expf(m - mm) : 0.0f) +
+            (m2 > -INFINITY ? s2 * expf(m2 - mm) : 0.0f);
+        m = mm;
+    }
+    const float inv = 1.0f / s;
+    for (int c = lane; c < chunks; c += 32) {
+        float x[V];
+        if (c < live) {
+            load_halves<V>(x, a + (size_t)c * V);
+            for (int i = 0; i < V; i++) x[i] = c * V + i <= t ? expf(x[i] - m) * inv : 0.0f;
+        } else {
+            for (int i = 0; i < V; i++) x[i] = 0.0f;
+        }
+        store_halves<V>(a + (size_t)c * V, x);
+    }
+}
+
+// The softmax's backward in place, one warp per row: d [B*NH*T, T] holds datt and
+// becomes dscores = att * (datt - sum over the row of att * datt), 0 above the diagonal
+// (the scale is applied by the GEMMs that use it).
+template <int V> __global__ void att_softmax_bwd(__half *d, const __half *att, int rows, int T)
+{
+    const int row = blockIdx.x * (blockDim.x / 32) + threadIdx.x / 32, lane = threadIdx.x % 32;
+    if (row >= rows) return;
+    const int t = row % T, chunks = T / V, live = t / V + 1;
+    const __half *p = att + (size_t)row * T;
+    __half *g = d + (size_t)row * T;
     float dot = 0.0f;
-    for (int t2 = lane; t2 <= t; t2 += 32) {
-        const __half *v = qkv + ((size_t)b * T + t2) * 3 * C + 2 * C + h * hs;
-        float s = 0.0f;
-        for (int d = 0; d < hs; d++) s += __half2float(dy[d]) * __half2float(v[d]);
-        g[t2] = s;
-        dot += a[t2] * s;
+    for (int c = lane; c < live; c += 32) {
+        float x[V], y[V];
+        load_halves<V>(x, p + (size_t)c * V);
+        load_halves<V>(y, g + (size_t)c * V);
+        for (int i = 0; i < V; i++)
+            if (c * V + i <= t) dot += x[i] * y[i];
     }
     dot = warp_sum(dot);
-    for (int t2 = lane; t2 < T; t2 += 32) g[t2] = t2 <= t ? a[t2] * (g[t2] - dot) : 0.0f;
-}
-
-// One thread per (b, t, h, d): dq from row t of dpre; dk and dv from column t.
-__global__ void att_dqkv(__half *dqkv, const float *dpre, const __half *dout,
-                         const __half *qkv, const float *att, int B, int T, int C, int NH)
-{
-    const size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x;
-    if (i >= (size_t)B * T * C) return;
-    const int c = (int)(i % C), t = (int)(i / C % T), b = (int)(i / ((size_t)C * T));
-    const int hs = C / NH, h = c / hs;
-    const float scale = rsqrtf((float)hs);
-    const size_t head = ((size_t)b * NH + h) * T;
-    const __half *base = qkv + (size_t)b * T * 3 * C;
-    float dq = 0.0f, dk = 0.0f, dv = 0.0f;
-    for (int t2 = 0; t2 <= t; t2++) /* row t: the keys this query saw */
-        dq += dpre[(head + t) * T + t2] * __half2float(base[(size_t)t2 * 3 * C + C + c]);
-    for (int t1 = t; t1 < T; t1++) { /* column t: the queries that saw this key */
-        dk += dpre[(head + t1) * T + t] * __half2float(base[(size_t)t1 * 3 * C + c]);
-        dv += att[(head + t1) * T + t] * __half2float(dout[((size_t)b * T + t1) * C + c]);
+    for (int c = lane; c < chunks; c += 32) {
+        float x[V], y[V];
+        if (c < live) {
+            load_halves<V>(x, p + (size_t)c * V);
+            load_halves<V>(y, g + (size_t)c * V);
+            for (int i = 0; i < V; i++) y[i] = c * V + i <= t ? x[i] * (y[i] - dot) : 0.0f;
+        } else {
+            for (int i = 0; i < V; i++) y[i] = 0.0f;
+        }
+        store_halves<V>(g + (size_t)c * V, y);
     }
-    __half *g = dqkv + ((size_t)b * T + t) * 3 * C;
-    g[c] = __float2half(__half2float(g[c]) + dq * scale);
-    g[C + c] = __float2half(__half2float(g[C + c]) + dk * scale);
-    g[2 * C + c] = __float2half(__half2float(g[2 * C + c]) + dv);
 }
 
 } // namespace
 
-void ol_attention_forward(__half *out, float *att, const __half *qkv, int B, int T, int C,
-                          int NH, cudaStream_t stream)
+namespace {
+
+int launch_status() { return (int)cudaGetLastError(); }
+
+// T x T batched products on the B*NH heads, FP16 in and out, FP32 accumulation.
+// Row-major [R,K] is column-major [K,R] (its transpose): each call below computes the
+// transpose of the row-major product named in its comment.
+cublasStatus_t gemm_batched(cublasHandle_t h, cublasOperation_t ta, cublasOperation_t tb,
+                            int m, int n, int k, float alpha, const __half *A, int lda,
+                            long long sA, const __half *Bm, int ldb, long long sB,
+                            __half *Cm, int ldc, long long sC, int batch)
 {
-    const int rows = B * NH * T, per_block = kThreads / 32;
-    att_softmax<<<(rows + per_block - 1) / per_block, kThreads, 0, stream>>>(att, qkv, B, T,
-                                                                             C, NH);
-    const size_t n = (size_t)B * T * C;
-    att_out<<<blocks_for(n), kThreads, 0, stream>>>(out, att, qkv, B, T, C, NH);
+    const float beta = 0.0f;
+    return cublasGemmStridedBatchedEx(h, ta, tb, m, n, k, &alpha, A, CUDA_R_16F, lda, sA, Bm,
+                                      CUDA_R_16F, ldb, sB, &beta, Cm, CUDA_R_16F, ldc, sC,
+                                      batch, CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT);
 }
 
-void ol_attention_backward(__half *dqkv, float *scratch, const __half *dout,
-                           const __half *qkv, const float *att, int B, int T, int C, int NH,
-                           cudaStream_t stream)
+// 16-byte rows for the softmax kernels when T % 8 == 0 and the buffers are aligned.
+bool rows_vec8(int T, const void *a, const void *b)
 {
-    const int rows = B * NH * T, per_block = kThreads / 32;
-    att_dpre<<<(rows + per_block - 1) / per_block, kThreads, 0, stream>>>(scratch, dout, qkv,
-                                                                           att, B, T, C, NH);
+    return T % 8 == 0 && (uintptr_t)a % 16 == 0 && (uintptr_t)b % 16 == 0;
+}
+
+} // namespace
+
+size_t ol_attention_fwd_scratch_halves(int B, int T, int C, int NH)
+{
+    (void)NH;
+    return (size_t)B * T * C; // y [B,NH,T,hs] before the heads are merged
+}
+
+size_t ol_attention_bwd_scratch_halves(int B, int T, int C, int NH)
+{
+    // datt / dscores [B,NH,T,T], dy [B,NH,T,hs], dq dk dv [3,B,NH,T,hs]
+    return (size_t)B * NH * T * T + 4 * (size_t)B * T * C;
+}
+
+int ol_attention_forward(cublasHandle_t h, __half *out, __half *qkvr, __half *att,
+                         __half *scratch, const __half *qkv, int B, int T, int C, int NH)
+{
+    const int hs = C / NH, BH = B * NH, rows = BH * T, per_block = kThreads / 32;
     const size_t n = (size_t)B * T * C;
-    att_dqkv<<<blocks_for(n), kThreads, 0, stream>>>(dqkv, scratch, dout, qkv, att, B, T, C,
-                                                     NH);
+    const long long sQ = (long long)T * hs, sA = (long long)T * T;
+    const __half *q = qkvr, *k = qkvr + n, *v = qkvr + 2 * n;
+    cudaStream_t stream;
+    cublasStatus_t s = cublasGetStream(h, &stream);
+    if (s != CUBLAS_STATUS_SUCCESS) return (int)s;
+    heads_split<<<blocks_for(3 * n), kThreads, 0, stream>>>(qkvr, qkv, B, T, 3, NH, hs);
+    if (int e = launch_status()) return e;
+    // att [T,T] = scale * q [T,hs] @ k^T, per head: column-major att^T = k q^T, with
+    // A = k (column-major [hs,T], transposed), B = q (column-major [hs,T]); m = n = T,
+    // k = hs; lda = ldb = hs, ldc = T; strides T*hs, T*hs, T*T.
+    s = gemm_batched(h, CUBLAS_OP_T, CUBLAS_OP_N, T, T, hs, 1.0f / sqrtf((float)hs), k, hs, sQ,
+                     q, hs, sQ, att, T, sA, BH);
+    if (s != CUBLAS_STATUS_SUCCESS) return (int)s;
+    const int grid = (rows + per_block - 1) / per_block;
+    if (rows_vec8(T, att, att))
+        att_softmax_fwd<8><<<grid, kThreads, 0, stream>>>(att, rows, T);
+    else
+        att_softmax_fwd<1><<<grid, kThreads, 0, stream>>>(att, rows, T);
+    if (int e = launch_status()) return e;
+    // y [T,hs] = att [T,T] @ v [T,hs], per head: column-major y^T = v^T att^T, with
+    // A = v (column-major [hs,T]), B = att (column-major [T,T] = att^T); m = hs, n = T,
+    // k = T; lda = hs, ldb = T, ldc = hs; strides T*hs, T*T, T*hs. y goes to scratch.
+    s = gemm_batched(h, CUBLAS_OP_N, CUBLAS_OP_N, hs, T, T, 1.0f, v, hs, sQ, att, T, sA,
+                     scratch, hs, sQ, BH);
+    if (s != CUBLAS_STATUS_SUCCESS) return (int)s;
+    heads_merge<<<blocks_for(n), kThreads, 0, stream>>>(out, scratch, B, T, 1, NH, hs, 0);
+    return launch_status();
+}
+
+int ol_attention_backward(cublasHandle_t h, __half *dqkv, __half *scratch,
+                          const __half *dout, const __half *qkvr, const __half *att,
+                          int B, int T, int C, int NH)
+{
+    const int hs = C / NH, BH = B * NH, rows = BH * T, per_block = kThreads / 32;
+    const size_t n = (size_t)B * T * C;
+    const long long sQ = (long long)T * hs, sA = (long long)T * T;
+    const float scale = 1.0f / sqrtf((float)hs);
+    const __half *q = qkvr, *k = qkvr + n, *v = qkvr + 2 * n;
+    __half *datt = scratch, *dy = scratch + (size_t)BH * T * T, *dq = dy + n, *dk = dq + n,
+           *dv = dk + n;
+    cudaStream_t stream;
+    cublasStatus_t s = cublasGetStream(h, &stream);
+    if (s != CUBLAS_STATUS_SUCCESS) return (int)s;
+    heads_split<<<blocks_for(n), kThreads, 0, stream>>>(dy, dout, B, T, 1, NH, hs);
+    if (int e = launch_status()) return e;
+    // datt [T,T] = dy [T,hs] @ v^T, per head: column-major datt^T = v dy^T, with
+    // A = v (column-major [hs,T], transposed), B = dy (column-major [hs,T]); m = n = T,
+    // k = hs; lda = ldb = hs, ldc = T; strides T*hs, T*hs, T*T.
+    s = gemm_batched(h, CUBLAS_OP_T, CUBLAS_OP_N, T, T, hs, 1.0f, v, hs, sQ, dy, hs, sQ, datt,
+                     T, sA, BH);
+    if (s != CUBLAS_STATUS_SUCCESS) return (int)s;
+    // dv [T,hs] = att^T [T,T] @ dy [T,hs], per head: column-major dv^T = dy^T att, with
+    // A = dy (column-major [hs,T]), B = att (column-major att^T, transposed); m = hs,
+    // n = T, k = T; lda = hs, ldb = T, ldc = hs; strides T*hs, T*T, T*hs.
+    s = gemm_batched(h, CUBLAS_OP_N, CUBLAS_OP_T, hs, T, T, 1.0f, dy, hs, sQ, att, T, sA, dv,
+                     hs, sQ, BH);
+    if (s != CUBLAS_STATUS_SUCCESS) return (int)s;
+    const int grid = (rows + per_block - 1) / per_block;
+    if (rows_vec8(T, datt, att))
+        att_softmax_bwd<8><<<grid, kThreads, 0, stream>>>(datt, att, rows, T);
+    else
+        att_softmax_bwd<1><<<grid, kThreads, 0, stream>>>(datt, att, rows, T);
+    if (int e = launch_status()) return e;
+    // dscores is now in datt (unscaled: the scale is these two GEMMs' alpha).
+    // dq [T,hs] = scale * dscores [T,T] @ k [T,hs], per head: column-major dq^T =
+    // k^T dscores^T, with A = k (column-major [hs,T]), B = dscores (column-major [T,T] =
+    // dscores^T); m = hs, n = T, k = T; lda = hs, ldb = T, ldc = hs; strides T*hs, T*T, T*hs.
+    s = gemm_batched(h, CUBLAS_OP_N, CUBLAS_OP_N, hs, T, T, scale, k, hs, sQ, datt, T, sA, dq,
+                     hs, sQ, BH);
+    if (s != CUBLAS_STATUS_SUCCESS) return (int)s;
+    // dk [T,hs] = scale * dscores^T [T,T] @ q [T,hs], per head: column-major dk^T =
+    // q^T dscores, with A = q (column-major [hs,T]), B = dscores (column-major dscores^T,
+    // transposed); m = hs, n = T, k = T; lda = hs, ldb = T, ldc = hs; strides as dq's.
+    s = gemm_batched(h, CUBLAS_OP_N, CUBLAS_OP_T, hs, T, T, scale, q, hs, sQ, datt, T, sA, dk,
+                     hs, sQ, BH);
+    if (s != CUBLAS_STATUS_SUCCESS) return (int)s;
+    // dq, dk, dv [3,B,NH,T,hs] are contiguous: one merge adds them into dqkv [B,T,3C].
+    heads_merge<<<blocks_for(3 * n), kThreads, 0, stream>>>(dqkv, dq, B, T, 3, NH, hs, 1);
+    return launch_status();
 }
 
 // Row-major products through column-major cuBLAS: a row-major [R,K] matrix is the
@@ -345,8 +519,9 @@ int ol_matmul_backward(cublasHandle_t h, __half *dinp, float *dw, float *dbias,
     if (s != CUBLAS_STATUS_SUCCESS || !dbias) return (int)s;
     cudaStream_t stream;
     cublasGetStream(h, &stream);
-    bias_grad<<<(OC + kThreads - 1) / kThreads, kThreads, 0, stream>>>(dbias, dout, N, OC);
-    return 0;
+    const dim3 grid((OC + 31) / 32, (N + kBiasRows - 1) / kBiasRows), block(32, 8);
+    bias_grad<<<grid, block, 0, stream>>>(dbias, dout, N, OC);
+    return launch_status();
 }
 
 void ol_encoder_forward(__half *out, const int32_t *inp, const __half *wte,
@@ -376,8 +551,10 @@ void ol_layernorm_backward(__half *dinp, float *dw, float *db, const __half *dou
                            const __half *inp, const __half *w, const float *mean,
                            const float *rstd, int N, int C, cudaStream_t stream)
 {
+    // Enough blocks to fill the GPU, few enough that the per-block atomics stay cheap.
     const int rows_per_block = kThreads / 32;
-    layernorm_bwd<<<(N + rows_per_block - 1) / rows_per_block, kThreads, 0, stream>>>(
+    const int blocks = min((N + rows_per_block - 1) / rows_per_block, 1024);
+    layernorm_bwd<<<blocks, kThreads, 2 * (size_t)C * sizeof(float), stream>>>(
         dinp, dw, db, dout, inp, w, mean, rstd, N, C);
 }
 

@@ -52,15 +52,30 @@ int ol_matmul_backward(cublasHandle_t h, __half *dinp, float *dw, float *dbias,
                        const __half *dout, const __half *inp, const __half *w, int N,
                        int C, int OC);
 
-// Causal multi-head attention on qkv [B,T,3C] (q, k, v stacked; NH heads of C/NH):
-// att [B,NH,T,T] (float) = softmax of q.k / sqrt(hs) over t2 <= t (0 above), out
-// [B,T,C] = att @ v. Plain kernels, no tiling yet: correct, not yet fast.
-void ol_attention_forward(__half *out, float *att, const __half *qkv, int B, int T, int C,
-                          int NH, cudaStream_t stream);
-// dqkv [B,T,3C] += the gradient; scratch: B*NH*T*T floats.
-void ol_attention_backward(__half *dqkv, float *scratch, const __half *dout,
-                           const __half *qkv, const float *att, int B, int T, int C, int NH,
-                           cudaStream_t stream);
+// Causal multi-head attention, NH heads of hs = C/NH; scale = 1/sqrt(hs). The four big
+// products run on tensor cores (cuBLAS strided-batched GEMMs, FP16 operands, FP32
+// accumulation; the handle's stream is used); permutes and the softmax are small kernels
+// (float math). Layouts, all row-major __half:
+//   qkv  [B,T,3C]         per token q, k, v side by side, head h at columns h*hs..;
+//   qkvr [3,B,NH,T,hs]    q, k, v permuted per head (q at qkvr, k at + B*T*C, v at
+//                         + 2*B*T*C);
+//   att  [B,NH,T,T]       softmax probabilities of q.k * scale over t2 <= t, exactly 0
+//                         above the diagonal (t2 > t);
+//   out, dout [B,T,C]     heads side by side, as in qkv.
+// Both return 0 on success, else the failing cuBLAS status or cudaError_t as an int.
+// Halves of the scratch each call needs (caller allocates; contents not kept).
+size_t ol_attention_fwd_scratch_halves(int B, int T, int C, int NH);   // B*T*C
+size_t ol_attention_bwd_scratch_halves(int B, int T, int C, int NH);   // B*NH*T*T + 4*B*T*C
+// Forward on qkv [B,T,3C] (q, k, v stacked per token; NH heads of hs = C/NH):
+// qkvr [3,B,NH,T,hs] (q, k, v permuted per head) and att [B,NH,T,T] (softmax
+// probabilities in FP16, exactly 0 above the diagonal) are written and must be kept
+// for the backward; out [B,T,C] = att @ v with heads put back side by side.
+int ol_attention_forward(cublasHandle_t h, __half *out, __half *qkvr, __half *att,
+                         __half *scratch, const __half *qkv, int B, int T, int C, int NH);
+// dqkv [B,T,3C] += the gradient, given dout [B,T,C] and what the forward kept.
+int ol_attention_backward(cublasHandle_t h, __half *dqkv, __half *scratch,
+                          const __half *dout, const __half *qkvr, const __half *att,
+                          int B, int T, int C, int NH);
 
 // out = a + b.
 void ol_residual_forward(__half *out, const __half *a, const __half *b, size_t n,

@@ -1,43 +1,162 @@
 #!/bin/bash
 # gpu-check.sh — the GPU checks of gentrain, for a machine with a GPU and the CUDA
 # toolkit but nothing else of gentrain's build (no MPI, HDF5 or BLAS): run it from the
-# source tree as it is. It builds the offload/ tests with nvcc alone and runs them.
-#
-# What it runs today:
-#   offload/tests/test_ops   the FP16 kernels (matrix products on cuBLAS with bias,
-#                            causal attention, encoder, LayerNorm, GELU, residual,
-#                            cross-entropy; forward and backward) against an FP32
-#                            reference on the CPU, with poisoned outputs
-# Not built yet, and said so at the end (exit status 2 when the tests pass): the GPU
-# training step, the throughput benchmark (GPT-2 124M shape, tokens/s and MFU) and the
-# short Shakespeare run.
+# source tree as it is. It builds the offload/ tests with nvcc and a C compiler alone
+# and runs, in this order:
+#   offload/tests/test_ops         the FP16 kernels (matrix products on cuBLAS with bias,
+#                                  causal attention, encoder, LayerNorm, GELU, residual,
+#                                  cross-entropy; forward and backward) against an FP32
+#                                  reference on the CPU, with poisoned outputs
+#   offload/tests/gpu_train test   the whole GPU training step (offload/gpu_model.cu)
+#                                  against a CPU reference in double: loss, gradients by
+#                                  directional derivatives, full mixed-precision steps,
+#                                  loss scaling (overflow skip, growth), overfitting one
+#                                  batch, a batch smaller than the model was made for
+#   gpu_train bench                throughput at the GPT-2 124M shape (largest batch that
+#                                  fits, T = 1024): tokens/s and MFU of the GPU step alone
+#                                  and of the full step with the host's AdamW
+#   gpu_train shakespeare          600 steps of a 6 x 384 model on data/tinyshakespeare.txt
+#                                  (bytes); passes when the val loss ends below 2.0,
+#                                  more than 2.5 under where it started
+# then prints a table of what passed and the benchmark's figures. Each program runs
+# under `timeout 300`, and the whole script stops starting programs once its budget
+# (GPU_CHECK_BUDGET seconds from the start, default 480) is spent, so it ends within
+# about 8 minutes whatever hangs (a few minutes expected on an H200).
 #
 # Environment: NVCC (default: nvcc on PATH, else /usr/local/cuda/bin/nvcc), ARCH
-# (default: sm_90, the H200; e.g. sm_80 for an A100).
-# Exit status: 0 all built and passed, 1 a build or test failed, 2 the tests passed but
-# parts of the check are still missing, 77 no GPU.
+# (default: sm_90, the H200; e.g. sm_80 for an A100), CC (default: gcc; builds the
+# plain C src/lossscale.c and src/half.c), GPU_CHECK_BUDGET.
+# Exit status: 0 everything built and passed, 1 a build or a check failed (or ran out
+# of time), 77 no GPU.
 set -u
 cd "$(dirname "$0")/.." || exit 1
 NVCC=${NVCC:-$(command -v nvcc || echo /usr/local/cuda/bin/nvcc)}
 ARCH=${ARCH:-sm_90}
+CC=${CC:-gcc}
+BUDGET=${GPU_CHECK_BUDGET:-480}
 out=$(mktemp -d "${TMPDIR:-/tmp}/gpu-check.XXXXXX") || exit 1
 trap 'rm -rf "$out"' EXIT
+t_start=$(date +%s)
 
 [ -x "$NVCC" ] || { echo "gpu-check: no nvcc (set NVCC)" >&2; exit 1; }
+command -v "$CC" >/dev/null || { echo "gpu-check: no C compiler $CC (set CC)" >&2; exit 1; }
 nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader 2>/dev/null |
     sed 's/^/gpu: /'
-echo "gpu-check: building offload/tests/test_ops with $NVCC for $ARCH"
-start=$(date +%s)
-if ! "$NVCC" -O2 -arch="$ARCH" -Ioffload offload/tests/test_ops.cu offload/ops.cu \
-    -lcublas -o "$out/test_ops"; then
-    echo "gpu-check: build failed" >&2
+
+# ---------------------------------------------------------------- build
+# Every object in parallel (ops.cu once for both programs), then the two links.
+echo "gpu-check: building offload/tests/test_ops and gpu_train with $NVCC for $ARCH and $CC"
+NVFLAGS=(-O2 -arch="$ARCH")
+declare -A job
+compile() { # name, command...
+    local name=$1
+    shift
+    ("$@" >"$out/build-$name.log" 2>&1) &
+    job[$name]=$!
+}
+compile ops "$NVCC" "${NVFLAGS[@]}" -Ioffload -c offload/ops.cu -o "$out/ops.o"
+compile test_ops "$NVCC" "${NVFLAGS[@]}" -Ioffload -c offload/tests/test_ops.cu \
+    -o "$out/test_ops.o"
+compile gpu_model "$NVCC" "${NVFLAGS[@]}" -Ioffload -c offload/gpu_model.cu \
+    -o "$out/gpu_model.o"
+compile gpu_train "$NVCC" "${NVFLAGS[@]}" -Xcompiler -fopenmp -Ioffload -Isrc \
+    -c offload/tests/gpu_train.cu -o "$out/gpu_train.o"
+compile lossscale "$CC" -O2 -fopenmp -c src/lossscale.c -o "$out/lossscale.o"
+compile half "$CC" -O2 -fopenmp -c src/half.c -o "$out/half.o"
+declare -A built
+for name in ops test_ops gpu_model gpu_train lossscale half; do
+    if wait "${job[$name]}"; then
+        built[$name]=1
+    else
+        built[$name]=0
+        echo "gpu-check: compiling $name failed:"
+        sed 's/^/  /' "$out/build-$name.log"
+    fi
+done
+link() { # program, objects...
+    local prog=$1
+    shift
+    local o
+    for o in "$@"; do
+        [ "${built[$o]}" = 1 ] || { echo "gpu-check: $prog not built ($o did not compile)"; return 1; }
+    done
+    local objs=()
+    for o in "$@"; do objs+=("$out/$o.o"); done
+    "$NVCC" "${NVFLAGS[@]}" -Xcompiler -fopenmp "${objs[@]}" -lcublas -o "$out/$prog" \
+        >"$out/link-$prog.log" 2>&1 && return 0
+    echo "gpu-check: linking $prog failed:"
+    sed 's/^/  /' "$out/link-$prog.log"
+    return 1
+}
+have_test_ops=0 have_gpu_train=0
+link test_ops test_ops ops && have_test_ops=1
+link gpu_train gpu_train gpu_model ops lossscale half && have_gpu_train=1
+echo "gpu-check: built in $(( $(date +%s) - t_start )) s"
+
+# ---------------------------------------------------------------- run
+names=() results=() secs=()
+failed=0
+run() { # label, have, program, args...
+    local label=$1 have=$2 prog=$3
+    shift 3
+    names+=("$label")
+    local left=$(( BUDGET - ($(date +%s) - t_start) ))
+    if [ "$have" != 1 ]; then
+        results+=("NOT BUILT") secs+=("-")
+        failed=1
+        return 0
+    fi
+    if [ $left -lt 10 ]; then
+        results+=("NOT RUN (time budget spent)") secs+=("-")
+        failed=1
+        return 0
+    fi
+    local limit=$(( left < 300 ? left : 300 ))
+    echo
+    echo "gpu-check: === $label (timeout $limit s)"
+    local t0 rc
+    t0=$(date +%s)
+    timeout -k 10 "$limit" "$out/$prog" "$@" 2>&1 | tee "$out/run-${label// /_}.log"
+    rc=${PIPESTATUS[0]}
+    secs+=("$(( $(date +%s) - t0 ))")
+    case $rc in
+    0) results+=("passed") ;;
+    77) results+=("skipped: no GPU") ;;
+    124 | 137) results+=("FAILED: timed out after $limit s"); failed=1 ;;
+    *) results+=("FAILED (exit $rc)"); failed=1 ;;
+    esac
+    return "$rc"
+}
+run test_ops "$have_test_ops" test_ops
+[ $? -eq 77 ] && { echo "gpu-check: no GPU here"; exit 77; }
+run "gpu_train test" "$have_gpu_train" gpu_train test
+[ $? -eq 77 ] && { echo "gpu-check: no GPU here"; exit 77; }
+run "gpu_train bench" "$have_gpu_train" gpu_train bench
+run "gpu_train shakespeare" "$have_gpu_train" gpu_train shakespeare \
+    --data data/tinyshakespeare.txt
+
+# ---------------------------------------------------------------- summary
+echo
+echo "gpu-check: summary ($(( $(date +%s) - t_start )) s in all, GPU arch $ARCH)"
+printf '  %-24s %-34s %s\n' check result seconds
+for i in "${!names[@]}"; do
+    printf '  %-24s %-34s %s\n' "${names[$i]}" "${results[$i]}" "${secs[$i]}"
+done
+bench=$(grep -h '^RESULT bench' "$out"/run-*.log 2>/dev/null | tail -1)
+if [ -n "$bench" ]; then
+    echo "gpu-check: GPT-2 124M benchmark (MFU against 989.4 TFLOP/s dense FP16):"
+    for k in B T tokens_per_step gpu_ms gpu_tok_s gpu_mfu step_ms step_tok_s step_mfu mem_gib; do
+        v=$(printf '%s\n' "$bench" | tr ' ' '\n' | sed -n "s/^$k=//p")
+        printf '  %-16s %s\n' "$k" "$v"
+    done
+    echo "  (gpu_*: forward + backward on the GPU alone; step_*: the full step with the"
+    echo "   gradients down, unscale, clip and AdamW on the host and the weights up)"
+fi
+shk=$(grep -h '^RESULT shakespeare' "$out"/run-*.log 2>/dev/null | tail -1)
+[ -n "$shk" ] && echo "gpu-check: shakespeare: ${shk#RESULT shakespeare }"
+if [ $failed -ne 0 ]; then
+    echo "gpu-check: FAILED"
     exit 1
 fi
-echo "gpu-check: built in $(( $(date +%s) - start )) s; running"
-"$out/test_ops"
-rc=$?
-[ $rc -eq 77 ] && exit 77
-[ $rc -ne 0 ] && { echo "gpu-check: test_ops failed (exit $rc)"; exit 1; }
-echo "gpu-check: NOT BUILT YET: the GPU training step, the GPT-2 124M throughput"
-echo "gpu-check: benchmark (tokens/s, MFU) and the Shakespeare run; this check is incomplete"
-exit 2
+echo "gpu-check: all passed"
+exit 0

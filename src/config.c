@@ -71,6 +71,10 @@ static const key_def keys[] = {
                "how ranks read the data: mpi-io = parallel HDF5's MPI-IO driver "
                "(independent reads), posix = HDF5's default driver; auto = mpi-io when "
                "HDF5 is parallel and the run is under mpirun/srun"),
+    KEY_CHOICE(sampling, G_DATA, "epoch", "epoch|random",
+               "training windows: epoch = every window once per epoch in a shuffled "
+               "order at a fresh offset; random = uniform start positions drawn with "
+               "replacement (the recipe of the common PyTorch reference trainers)"),
 
     KEY_INT(n_layer, G_MODEL, "4", 1, INT_MAX, 0, "transformer blocks"),
     KEY_INT(n_head, G_MODEL, "4", 1, INT_MAX, 0, "attention heads (must divide n_embd)"),
@@ -114,10 +118,11 @@ static const key_def keys[] = {
     KEY_DBL(peak_gflops, G_RUN, "0", 0, 0, R_MIN,
             "peak GFLOP/s of the machine, for MFU; 0 = estimate from the CPU"),
     KEY_CHOICE(offload, G_RUN, "all", "all|blocks|none|required",
-               "layers on the GPU: all, blocks (the transformer blocks) or none; with no "
-               "GPU they run on the CPU, said in one line; required: no GPU is an error. "
-               "(The CUDA kernels are not built yet: a GPU found is reported, then the "
-               "CPU trains.)"),
+               "layers on the GPU: all (FP16 forward and backward on the rank's GPU, "
+               "FP32 master weights and AdamW on the host, dynamic loss scaling) or "
+               "none; with no GPU (or tp/pp > 1, or sync = async) the CPU trains, said in "
+               "one line; required: that is an error instead. blocks (only the "
+               "transformer blocks) is not built yet: an error where a GPU would train"),
 
     KEY_DBL(bucket_mb, G_PAR, "25", 0, 4096, R_MIN | R_MIN_X | R_MAX,
             "gradient bucket size in MiB: each bucket is reduced as soon as backward "

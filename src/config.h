@@ -42,6 +42,7 @@ typedef struct gt_config {
     double peak_gflops;              /* for MFU; 0 = estimate from the CPU */
     char offload[12];                /* "all", "blocks", "none" or "required" */
     char data_io[8];                 /* "auto", "mpi-io" or "posix" */
+    char sampling[8];                /* "epoch" or "random" (see windows.h) */
     /* data parallel */
     double bucket_mb;                /* gradient bucket size, MiB */
     char sync[8];                    /* "sync" or "async" */

@@ -27,6 +27,7 @@
 #include "../io/h5data.h"
 #include "../io/h5model.h"
 #include "../offload/offload.h"
+#include "device_step.h"
 #include "kernels_cpu.h"
 #include "loader.h"
 #include "grid.h"
@@ -68,6 +69,8 @@ typedef struct run {
     int micro;              /* its micro-batches per step */
     ckpt_meta meta;         /* of that checkpoint */
     int resumed;
+    int on_gpu;             /* offload = all: forward and backward on this rank's GPU */
+    device_step dev;        /* its GPU model and loss scale (on_gpu) */
 } run;
 
 /* FP32 peak of `threads` cores: flops per cycle x clock. The clock is read from
@@ -135,6 +138,7 @@ static int setup_data(run *r, const gt_config *c, int64_t *vocab)
     *vocab = c->vocab_size;
     r->train = open_tokens(c, c->train_dataset, r->mpi_io, vocab, &r->train_w);
     if (!r->train) return -1;
+    r->train_w.random = strcmp(c->sampling, "random") == 0;
     par_printf("data: read through %s\n",
                h5data_uses_mpi_io(r->train)
                    ? "MPI-IO (parallel HDF5, independent reads, each rank its own samples)"
@@ -176,7 +180,7 @@ static int setup_data(run *r, const gt_config *c, int64_t *vocab)
 /* Mean loss over the fixed validation windows of all ranks: each rank evaluates its
  * share, the sums of batch means are added over the ranks (every batch has B x T
  * tokens, so the mean of the batch means is the mean over all windows). */
-static double evaluate(run *r, const gt_config *c, int32_t *in, int32_t *tg)
+static int evaluate(run *r, const gt_config *c, int32_t *in, int32_t *tg, double *val)
 {
     const int B = c->batch_size, T = c->block_size;
     const int64_t batches = (int64_t)c->eval_batches * r->accum;
@@ -187,10 +191,19 @@ static double evaluate(run *r, const gt_config *c, int32_t *in, int32_t *tg)
             memcpy(in + (size_t)b * T, win, (size_t)T * sizeof(int32_t));
             memcpy(tg + (size_t)b * T, win + 1, (size_t)T * sizeof(int32_t));
         }
-        sum += r->pipe ? pipeline_eval(r->pipe, in, tg) : gpt_forward(&r->model, in, tg, B, T, 0);
+        if (r->on_gpu) {
+            float loss;
+            if (device_step_loss(&r->dev, r->model.params, batch == 0, in, tg, B, T, &loss) != 0)
+                return -1; /* this rank only: the caller ends the job */
+            sum += loss;
+        } else {
+            sum += r->pipe ? pipeline_eval(r->pipe, in, tg)
+                           : gpt_forward(&r->model, in, tg, B, T, 0);
+        }
     }
     /* With pp > 1 only the last stages (world / pp ranks) have a loss. */
-    return par_sum_double(sum) / ((double)batches * (par_world() / grid_pp_size()));
+    *val = par_sum_double(sum) / ((double)batches * (par_world() / grid_pp_size()));
+    return 0;
 }
 
 /* Whether step (0-based) ends with an evaluation. */
@@ -262,6 +275,7 @@ static void free_run(run *r)
     if (r->have_model && r->master) r->model.params = r->master;
     free(r->predicted);
     free(r->before_update);
+    if (r->on_gpu) device_step_free(&r->dev);
     if (r->have_model) gpt_free(&r->model);
     adamw_free(&r->opt);
     free(r->eval_tokens);
@@ -463,7 +477,8 @@ static int save_checkpoint(const run *r, const gt_config *c, const char *dir, in
     if (split && grid_dp_rank() == 0) ok = gather_whole(r, &whole, &whole_opt) == 0;
     if (par_is_root() && ok) {
         ok = ckpt_save(dir, step, split ? &whole : &r->model, split ? &whole_opt : &r->opt,
-                       config_text, grid_dp_size(), c->seed, 1.0, path, cap) == 0 &&
+                       config_text, grid_dp_size(), c->seed,
+                       r->on_gpu ? (double)r->dev.scaler.scale : 1.0, path, cap) == 0 &&
              ckpt_prune(dir, c->keep_ckpts) >= 0;
         if (ok) printf("checkpoint: step %lld saved to %s in %.2f s\n", (long long)step,
                        path, gt_now() - t0);
@@ -492,35 +507,62 @@ static double grad_norm_parts(const gpt_model *m, const float *g)
 }
 
 /* Which device trains (offload): each rank takes the GPU of its index on its node
- * (modulo the GPUs there). The CUDA kernels are not built yet, so a GPU found is only
- * reported and the CPU trains; with no GPU, one line says so, or, with offload =
- * required, that is an error, as is a GPU with required (it cannot be used yet).
- * Every rank decides; 0, or -1 on every rank. */
-static int settle_offload(const gt_config *c)
+ * (modulo the GPUs there). The GPU trains only when every rank has one (a step is a
+ * collective; mixed devices would only wait for the slowest), the model is whole on
+ * each rank (tp = pp = 1) and steps are synchronous; otherwise one line says why the
+ * CPU trains, or, with offload = required, that is an error. offload = blocks (the
+ * blocks on the GPU, the embeddings and the head on the CPU) is not built yet and is an
+ * error where a GPU would be used. Every rank decides the same; sets *gpu and returns
+ * 0, or -1 on every rank. */
+static int settle_offload(const gt_config *c, int *gpu)
 {
+    *gpu = 0;
     if (strcmp(c->offload, "none") == 0) return 0;
     const int local = par_local_rank(); /* a collective: before any branch */
     const int required = strcmp(c->offload, "required") == 0;
     char why[256] = "", name[256] = "";
     const int n = offload_device_count(why, sizeof why);
-    int ok = 1;
-    if (n == 0 && required) {
-        gt_error("offload = required, but there is no GPU: %s", why);
-        ok = 0;
-    } else if (n == 0) {
-        par_printf("offload: no GPU (%s); every layer runs on the CPU\n", why);
-    } else if (offload_use_device(local % n, name, sizeof name, why, sizeof why) != 0) {
+    int bound = n > 0 && offload_use_device(local % n, name, sizeof name, why,
+                                            sizeof why) == 0;
+    if (n > 0 && !bound) {
         gt_error("offload: %s", why);
-        ok = 0;
-    } else if (required) {
-        gt_error("offload = required: GPU %d (%s) is here, but gentrain's CUDA kernels are "
-                 "not built yet; use offload = all or none", local % n, name);
-        ok = 0;
-    } else {
-        par_printf("offload: GPU %d of %d on the node (%s), but gentrain's CUDA kernels are "
-                   "not built yet: every layer runs on the CPU\n", local % n, n, name);
+        return par_all_ok(0) ? 0 : -1;
     }
-    return par_all_ok(ok) ? 0 : -1;
+    if (!par_all_ok(1)) return -1;
+    const int everyone = par_all_ok(bound);
+    const char *cpu_because = NULL;
+    if (!everyone)
+        cpu_because = n == 0 ? why : "not every rank has a GPU";
+    else if (grid_tp_size() > 1 || grid_pp_size() > 1)
+        cpu_because = "tp or pp > 1 runs on the CPU for now (the GPU step takes the whole "
+                      "model)";
+    else if (strcmp(c->sync, "async") == 0)
+        cpu_because = "sync = async runs on the CPU for now (the GPU step's overflow check "
+                      "is not carried to the delayed update)";
+    if (cpu_because) {
+        if (required) {
+            if (par_is_root()) gt_error("offload = required, but %s", cpu_because);
+            return -1;
+        }
+        if (n == 0)
+            par_printf("offload: no GPU (%s); every layer runs on the CPU\n", cpu_because);
+        else
+            par_printf("offload: %s; every layer runs on the CPU\n", cpu_because);
+        return 0;
+    }
+    if (strcmp(c->offload, "blocks") == 0) {
+        if (par_is_root())
+            gt_error("offload = blocks (the blocks on the GPU, the embeddings and the head on "
+                     "the CPU) is not built yet; use offload = all (every layer on the GPU) "
+                     "or none");
+        return -1;
+    }
+    par_printf("offload: every layer on the GPU (rank %d: GPU %d of %d on its node, %s): "
+               "FP16 weights and activations, FP32 master weights and AdamW on the host, "
+               "dynamic loss scaling from %.0f\n", par_rank(), local % n, n, name,
+               (double)LOSS_SCALE_INIT);
+    *gpu = 1;
+    return 0;
 }
 
 int train_run(const gt_config *c)
@@ -560,10 +602,15 @@ int train_run(const gt_config *c)
         goto done;
     }
 
-    if (settle_offload(c) != 0) goto done;
+    int gpu = 0;
+    if (settle_offload(c, &gpu) != 0) goto done;
 
     r.threads = gt_resolve_threads(c->threads);
-    r.peak_gflops = c->peak_gflops > 0 ? c->peak_gflops : estimate_peak_gflops(r.threads);
+    /* MFU: against the CPU's estimated peak, or, on a GPU, only when peak_gflops says
+     * what the GPU's is. */
+    r.peak_gflops = c->peak_gflops > 0 ? c->peak_gflops
+                    : gpu              ? 0.0
+                                       : estimate_peak_gflops(r.threads);
     par_printf("threads: %d OpenMP, kernels %s, OpenBLAS %s; peak %.1f GFLOP/s%s\n",
                r.threads, kernels_simd_name(), openblas_get_parallel() == 2 ? "openmp" :
                openblas_get_parallel() == 1 ? "pthreads" : "sequential", r.peak_gflops,
@@ -659,6 +706,13 @@ int train_run(const gt_config *c)
         if (!par_all_ok(ok)) goto done;
     }
 
+    if (gpu) {
+        if (!par_all_ok(device_step_init(&r.dev, &r.model, B, T, r.threads) == 0)) goto done;
+        r.on_gpu = 1;
+        /* The scale the checkpoint's run had reached (a CPU run's checkpoint says 1). */
+        if (r.resumed && r.meta.loss_scale > 1.0) r.dev.scaler.scale = (float)r.meta.loss_scale;
+    }
+
     const gpt_shape shape = r.model.shape;
     const double flops = gpt_flops_per_step(&shape, B, T);
     par_printf("model: %.2fM parameters, %.2f GFLOP per %s of %d x %d tokens%s\n",
@@ -733,6 +787,7 @@ int train_run(const gt_config *c)
         /* Micro-steps: gradients add up over accum batches, each scaled by 1/accum so
          * the sum is the mean; only the last backward hands buckets to the reducer. */
         double wait_s = 0.0, loss_sum = 0.0;
+        int overflow = 0; /* FP16 gradients overflowed on the GPU (on_gpu) */
         r.model.loss_grad_scale = 1.0f / (float)r.accum;
         for (int micro = 0; micro < r.accum; micro++) {
             const int32_t *in, *tg;
@@ -741,7 +796,18 @@ int train_run(const gt_config *c)
             wait_s += waited;
             const int last = micro == r.accum - 1;
             r.model.on_grads_ready = r.red && last ? par_reducer_ready : NULL;
-            if (r.pipe) {
+            if (r.on_gpu) {
+                float micro_loss;
+                int micro_overflow = 0;
+                if (device_step_grad(&r.dev, r.model.params, r.model.grads, in, tg, B, T,
+                                     micro > 0, r.model.loss_grad_scale, &micro_loss,
+                                     &micro_overflow) != 0)
+                    goto local_failure;
+                loss_sum += micro_loss;
+                overflow |= micro_overflow;
+                /* The whole gradient is on the host at once: reduce it in buckets now. */
+                if (r.red && last) par_reducer_ready(r.red, 0, r.model.n_params);
+            } else if (r.pipe) {
                 loss_sum += pipeline_train(r.pipe, in, tg);
             } else {
                 loss_sum += gpt_forward(&r.model, in, tg, B, T, 1);
@@ -752,12 +818,21 @@ int train_run(const gt_config *c)
         if (predict) r.model.params = r.master;
         /* Loss and gradient of the global batch: means over the ranks. The norm is rank
          * 0's, so the clip factor cannot differ with the ranks' thread counts. */
-        const int apply = step >= lag;
+        /* Mixed precision: an FP16 overflow on any rank skips the step everywhere and
+         * halves the loss scale (the gradient is still reduced, so every rank's MPI
+         * requests complete). */
+        const float scale_before = r.on_gpu ? r.dev.scaler.scale : 1.0f;
+        loss_scale_event scale_event = LOSS_SCALE_KEPT;
+        if (r.on_gpu) {
+            overflow = !par_all_ok(!overflow);
+            scale_event = loss_scaler_update(&r.dev.scaler, overflow);
+        }
+        const int reduced = step >= lag, apply = reduced && !overflow;
         float *g = r.ring[(step + n_slots - lag) % n_slots];
         double loss = local_loss, comm_s = 0.0, norm = NAN, local_sq = 0.0;
         if (world > 1) {
             double t_comm = gt_now();
-            if (apply) {
+            if (reduced) {
                 local_sq = par_reducer_wait(r.red, (int)((step - lag) % n_slots));
                 total_bytes += (double)par_reducer_bytes(r.red);
             }
@@ -803,6 +878,8 @@ int train_run(const gt_config *c)
                    (long long)c->steps, loss, lr);
         if (apply)
             par_printf("norm %.3f", norm);
+        else if (overflow)
+            par_printf("FP16 overflow: step skipped");
         else
             par_printf("no update (async warm-up)");
         par_printf(" | %7.1f ms | %7.0f tok/s | %6.1f GFLOP/s", dt * 1e3, tok_s, gflops);
@@ -810,13 +887,18 @@ int train_run(const gt_config *c)
             par_printf(" | MFU %4.1f%%", 100.0 * gflops / (r.peak_gflops * world));
         par_printf(" | wait %.2f ms", wait_s * 1e3);
         if (world > 1) par_printf(" | comm %.2f ms", comm_s * 1e3);
+        if (r.on_gpu) {
+            par_printf(" | scale %.0f", (double)scale_before);
+            if (scale_event != LOSS_SCALE_KEPT)
+                par_printf(" -> %.0f", (double)r.dev.scaler.scale);
+        }
         par_printf("\n");
 
         const int do_eval = is_eval_step(&r, c, step);
         double noise_tokens = NAN;
         if (do_eval) {
             double t_eval = gt_now();
-            last_val = evaluate(&r, c, r.eval_in, r.eval_tg);
+            if (evaluate(&r, c, r.eval_in, r.eval_tg, &last_val) != 0) goto local_failure;
             par_printf("step %5lld/%lld | val_loss %.4f | %d batches in %.2f s",
                        (long long)step + 1, (long long)c->steps, last_val, c->eval_batches,
                        gt_now() - t_eval);
@@ -840,10 +922,13 @@ int train_run(const gt_config *c)
                 fprintf(r.log, "\"grad_norm\":%.6f,", norm);
             else
                 fprintf(r.log, "\"grad_norm\":null,");
+            if (r.on_gpu)
+                fprintf(r.log, "\"loss_scale\":%.1f,\"skipped\":%s,", (double)scale_before,
+                        overflow ? "true" : "false");
             fprintf(r.log, "\"ms\":%.3f,\"tokens_per_s\":%.1f,\"gflops\":%.3f,"
                     "\"load_wait_ms\":%.4f,\"comm_ms\":%.4f,\"comm_bytes\":%.0f",
                     dt * 1e3, tok_s, gflops, wait_s * 1e3, comm_s * 1e3,
-                    world > 1 && apply ? (double)par_reducer_bytes(r.red) : 0.0);
+                    world > 1 && reduced ? (double)par_reducer_bytes(r.red) : 0.0);
             if (do_eval) fprintf(r.log, ",\"val_loss\":%.6f", last_val);
             if (isfinite(noise_tokens)) fprintf(r.log, ",\"noise_scale\":%.1f", noise_tokens);
             fprintf(r.log, "}\n");

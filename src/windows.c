@@ -26,6 +26,7 @@
 #define KEY_ORDER 0x243F6A8885A308D3ull
 #define KEY_SHIFT 0x13198A2E03707344ull
 #define KEY_ROUND 0xA4093822299F31D0ull
+#define KEY_RANDOM 0x082EFA98EC4E6C89ull
 
 int windows_init(token_windows *w, int64_t rows, int64_t row_len, int T, const char *what)
 {
@@ -62,6 +63,12 @@ int windows_init(token_windows *w, int64_t rows, int64_t row_len, int T, const c
     w->per_row = per_row;
     w->count = rows * per_row;
     w->slack = (n - 1) - per_row * (int64_t)T;
+    w->random = 0;
+    if ((uint64_t)rows > UINT64_MAX / (uint64_t)(n - T)) {
+        gt_error("%s: %lld rows x %lld start positions is too many", what, (long long)rows,
+                 (long long)(n - T));
+        return -1;
+    }
     return 0;
 }
 
@@ -97,8 +104,17 @@ static uint64_t permute(uint64_t i, uint64_t count, uint64_t key)
 void windows_sample(const token_windows *w, uint64_t seed, int64_t g, int64_t *row,
                     int64_t *col)
 {
-    uint64_t count = (uint64_t)w->count;
     uint64_t ug = (uint64_t)g;
+    if (w->random) {
+        /* n - T start positions per row; the modulo bias of a 64-bit hash over fewer
+         * than 2^40 positions is below 1e-7 and is ignored. */
+        uint64_t starts = (uint64_t)(w->row_len - w->T);
+        uint64_t p = rng_hash(ug, seed ^ KEY_RANDOM) % ((uint64_t)w->rows * starts);
+        *row = (int64_t)(p / starts);
+        *col = (int64_t)(p % starts);
+        return;
+    }
+    uint64_t count = (uint64_t)w->count;
     uint64_t epoch = ug / count, i = ug % count;
     uint64_t key = rng_hash(epoch, seed ^ KEY_ORDER);
     uint64_t j = permute(i, count, key);

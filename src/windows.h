@@ -9,6 +9,10 @@
  *    resumed run, or rank r of R taking samples g = step*B*R + r*B + b, reads exactly
  *    what an uninterrupted or single-process run would, and samples of one epoch are
  *    disjoint.
+ * With `random` set, sample g instead starts at a uniformly random token position of
+ * the set (any row, any column that leaves T+1 tokens), drawn with replacement from
+ * (seed, g) alone: the recipe of the common PyTorch reference trainers. The same
+ * pure-function property holds; only the per-epoch disjointness is given up.
  * Evaluation uses K fixed windows spread evenly over the set (the same each eval). */
 #ifndef GT_WINDOWS_H
 #define GT_WINDOWS_H
@@ -21,10 +25,11 @@ typedef struct token_windows {
     int64_t per_row;         /* windows per row at any shift */
     int64_t count;           /* rows * per_row */
     int64_t slack;           /* largest shift that keeps per_row windows in a row */
+    int random;              /* 1: sample uniform start positions with replacement */
 } token_windows;
 
 /* Fails (reporting `what`, e.g. "data.h5:/train/tokens") when a row is shorter than
- * T+1 tokens. */
+ * T+1 tokens. Starts in epoch mode (random = 0). */
 int windows_init(token_windows *w, int64_t rows, int64_t row_len, int T,
                  const char *what);
 

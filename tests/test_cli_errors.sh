@@ -149,8 +149,8 @@ expect_error "inspect: missing file" "nope\.h5" \
 expect_error "unknown verb" "frobnicate.*gentrain --help" \
     "$G" frobnicate
 # offload: with no GPU (this machine, CI) the default says so in one line and trains on
-# the CPU; offload = required is an error (also where a GPU is: the CUDA kernels are
-# not built yet); offload = none says nothing about it.
+# the CPU; offload = required is an error; offload = none says nothing about it.
+# (offload = blocks is refused only where a GPU would train: scripts/gpu-check.sh.)
 expect_error "offload = required without a usable GPU" "offload = required" \
     "$G" train --data "$tmp/good.h5" --val_dataset none "${TINY[@]}" --out none \
     --offload required

@@ -379,6 +379,51 @@ static void test_huge(void)
     TU_CHECK(rc == 0 && bad2 == 0, "huge: 2^62 windows map in range");
 }
 
+static void test_random_sampling(void)
+{
+    /* sampling = random: uniform start positions with replacement, a pure function of
+     * (seed, g), over every row and every column that leaves T+1 tokens. */
+    enum { ROWS = 3, N = 20, T = 4, STARTS = N - T };
+    token_windows w;
+    int rc = windows_init(&w, ROWS, N, T, "random");
+    TU_CHECK(rc == 0 && w.random == 0, "random: init starts in epoch mode");
+    if (rc != 0) return;
+    w.random = 1;
+    int64_t hits[ROWS * STARTS] = {0};
+    int64_t bad = 0, repeat_differs = 0;
+    const int64_t n = 48000;
+    for (int64_t g = 0; g < n; g++) {
+        int64_t row, col, row2, col2;
+        windows_sample(&w, 7, g, &row, &col);
+        windows_sample(&w, 7, g, &row2, &col2);
+        repeat_differs += row != row2 || col != col2;
+        if (row < 0 || row >= ROWS || col < 0 || col + T + 1 > N) {
+            bad++;
+            continue;
+        }
+        hits[row * STARTS + col]++;
+    }
+    TU_CHECK(bad == 0, "random: %lld samples inside the rows", (long long)n);
+    TU_CHECK(repeat_differs == 0, "random: sample g is a pure function of (seed, g)");
+    /* 48000 draws over 48 positions: 1000 expected each, sd ~31; 6 sd either side. */
+    int64_t lo = n, hi = 0;
+    for (int i = 0; i < ROWS * STARTS; i++) {
+        if (hits[i] < lo) lo = hits[i];
+        if (hits[i] > hi) hi = hits[i];
+    }
+    TU_CHECK(lo > 810 && hi < 1190, "random: every start position drawn about equally "
+             "(%lld..%lld of 1000 expected)", (long long)lo, (long long)hi);
+    int64_t same = 0;
+    for (int64_t g = 0; g < 1000; g++) {
+        int64_t r1, c1, r2, c2;
+        windows_sample(&w, 7, g, &r1, &c1);
+        windows_sample(&w, 8, g, &r2, &c2);
+        same += r1 == r2 && c1 == c2;
+    }
+    TU_CHECK(same < 100, "random: another seed draws other positions (%lld of 1000 equal)",
+             (long long)same);
+}
+
 static void test_rng(void)
 {
     /* Sanity for the generator the order depends on: determinism, range, moments. */
@@ -428,6 +473,7 @@ static void test_rng(void)
 
 int main(void)
 {
+    test_random_sampling();
     test_rng();
     test_bijection_counts();
     test_shapes();

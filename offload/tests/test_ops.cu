@@ -156,21 +156,34 @@ static void test_matmul(cublasHandle_t h, int N, int C, int OC, int with_bias)
     cudaFree(gw), cudaFree(gb);
 }
 
-static void test_attention(int B, int T, int C, int NH)
+static void test_attention(cublasHandle_t h, int B, int T, int C, int NH)
 {
     const int hs = C / NH;
     const size_t nq = (size_t)B * T * 3 * C, no = (size_t)B * T * C, na = (size_t)B * NH * T * T;
+    const size_t nfs = ol_attention_fwd_scratch_halves(B, T, C, NH),
+                 nbs = ol_attention_bwd_scratch_halves(B, T, C, NH);
     auto qkv = rnd(nq, -1, 1), dy = rnd(no, -1, 1), d0 = rnd(nq, -0.1f, 0.1f);
-    __half *dq = to_dev(qkv), *ddy = to_dev(dy), *out = dev<__half>(no), *dqkv = to_dev(d0);
-    float *att = dev<float>(na), *scratch = dev<float>(na);
+    __half *dq = to_dev(qkv), *ddy = to_dev(dy), *out = dev<__half>(no), *dqkv = to_dev(d0),
+           *qkvr = dev<__half>(nq), *att = dev<__half>(na), *fs = dev<__half>(nfs),
+           *bs = dev<__half>(nbs);
     poison(out, no);
-    poisonf(att, na);
-    poisonf(scratch, na);
-    ol_attention_forward(out, att, dq, B, T, C, NH, 0);
-    ol_attention_backward(dqkv, scratch, ddy, dq, att, B, T, C, NH, 0);
+    poison(qkvr, nq);
+    poison(att, na);
+    poison(fs, nfs);
+    poison(bs, nbs);
+    const int s1 = ol_attention_forward(h, out, qkvr, att, fs, dq, B, T, C, NH);
+    const int s2 = ol_attention_backward(h, dqkv, bs, ddy, qkvr, att, B, T, C, NH);
     CUDA_OK(cudaDeviceSynchronize());
+    checks++;
+    if (s1 != 0 || s2 != 0) {
+        failures++;
+        printf("FAIL attention B=%d T=%d C=%d NH=%d: status %d / %d\n", B, T, C, NH, s1, s2);
+        cudaFree(dq), cudaFree(ddy), cudaFree(out), cudaFree(dqkv), cudaFree(qkvr);
+        cudaFree(att), cudaFree(fs), cudaFree(bs);
+        return;
+    }
     // Reference in double: per (b, h) the T x T probabilities, then the gradients.
-    std::vector<double> ro(no), rg(nq), P((size_t)T * T), dP((size_t)T * T);
+    std::vector<double> ro(no), rg(nq), ratt(na), P((size_t)T * T), dP((size_t)T * T);
     for (size_t i = 0; i < nq; i++) rg[i] = d0[i];
     const double sc = 1.0 / sqrt((double)hs);
     // q, k, v of (b, t, head h, dimension d): the three thirds of a qkv row.
@@ -194,7 +207,10 @@ static void test_attention(int B, int T, int C, int NH)
                     P[(size_t)t * T + t2] = exp(P[(size_t)t * T + t2] - mx);
                     sum += P[(size_t)t * T + t2];
                 }
-                for (int t2 = 0; t2 <= t; t2++) P[(size_t)t * T + t2] /= sum;
+                for (int t2 = 0; t2 <= t; t2++) {
+                    P[(size_t)t * T + t2] /= sum;
+                    ratt[(((size_t)b * NH + h) * T + t) * T + t2] = P[(size_t)t * T + t2];
+                }
                 for (int d = 0; d < hs; d++) {
                     double s = 0;
                     for (int t2 = 0; t2 <= t; t2++) s += P[(size_t)t * T + t2] * Vv(b, t2, h, d);
@@ -224,9 +240,20 @@ static void test_attention(int B, int T, int C, int NH)
     char name[96];
     snprintf(name, sizeof name, "attention B=%d T=%d C=%d NH=%d", B, T, C, NH);
     std::string n(name);
+    const auto gatt = from_dev(att, na);
+    size_t above = 0; // probabilities above the diagonal must be exactly 0
+    for (size_t r = 0; r < (size_t)B * NH * T; r++)
+        for (int t2 = (int)(r % T) + 1; t2 < T; t2++) above += gatt[r * T + t2] != 0.0f;
+    checks++;
+    if (above) {
+        failures++;
+        printf("FAIL %s att: %zu entries above the diagonal are not 0\n", name, above);
+    }
+    compare((n + " att").c_str(), gatt, ratt, 1e-2);
     compare((n + " forward").c_str(), from_dev(out, no), ro, 1e-2);
     compare((n + " dqkv (accumulated)").c_str(), from_dev(dqkv, nq), rg, 1e-2);
-    cudaFree(dq), cudaFree(ddy), cudaFree(out), cudaFree(dqkv), cudaFree(att), cudaFree(scratch);
+    cudaFree(dq), cudaFree(ddy), cudaFree(out), cudaFree(dqkv), cudaFree(qkvr);
+    cudaFree(att), cudaFree(fs), cudaFree(bs);
 }
 
 static void test_encoder(int B, int T, int C, int V)
@@ -387,9 +414,12 @@ int main(void)
     test_matmul(h, 37, 72, 216, 1);  // odd sizes: no tensor-core-friendly multiples
     test_matmul(h, 512, 768, 2304, 1); // the GPT-2 124M c_attn shape
     test_matmul(h, 256, 768, 3072, 0);
+    test_attention(h, 2, 33, 48, 3);
+    test_attention(h, 2, 45, 64, 4);    // T not a multiple of 8: the scalar softmax rows
+    test_attention(h, 2, 128, 768, 12);
+    test_attention(h, 2, 256, 128, 4);
+    test_attention(h, 1, 1024, 128, 2); // the longest rows (GPT-2 T = 1024, hs = 64)
     cublasDestroy(h);
-    test_attention(2, 33, 48, 3);
-    test_attention(2, 128, 768, 12);
     test_encoder(2, 33, 72, 97);
     test_encoder(4, 128, 768, 50304);
     test_layernorm(37, 72);

@@ -1,0 +1,94 @@
+/* gpu_model — one GPT-2 shaped model trained on this process's GPU in FP16: the
+ * training step of offload = all. C interface, no CUDA types (src/ and the standalone
+ * GPU driver offload/tests/gpu_train.cu both use it).
+ *
+ * What lives on the device: FP16 copies of the parameters, every activation of one
+ * batch (resident from the embedding to the loss and back: no host round trip between
+ * layers), FP32 parameter-gradient accumulators, and the scratch of the kernels in
+ * ops.cuh. What stays on the host (the caller's): the FP32 master weights, AdamW and
+ * the loss scale.
+ *
+ * Parameter layout: exactly the flat layout of src/model.h (whole model, tp = 1):
+ *   wte[V,C] wpe[maxT,C] | per layer: ln_1.w ln_1.b attn.c_attn.w[3C,C] .b[3C]
+ *   attn.c_proj.w[C,C] .b[C] ln_2.w ln_2.b mlp.c_fc.w[4C,C] .b[4C] mlp.c_proj.w[C,4C]
+ *   .b[C] | ln_f.w ln_f.b
+ * so the host converts its master buffer to FP16 in one pass and the gradients come
+ * back in the same order (the trainer checks gpu_model_param_count against its own).
+ *
+ * Streams: the kernels run on one compute stream; a second stream copies. Parameters
+ * go up from a pinned staging buffer; during backward each layer's gradients, as soon
+ * as they are final, are converted to FP16 on the device and copied down into a pinned
+ * host buffer while the layers below are still computing.
+ *
+ * Loss scaling: gpu_model_step multiplies d(mean loss)/d(logits) by loss_scale, so
+ * every gradient that comes back is scaled by it (and may be inf or NaN when FP16
+ * overflowed; the caller checks, see src/lossscale.h).
+ *
+ * Errors: every function returning int gives 0, or -1 with a one-line reason in `why`
+ * (a CUDA or cuBLAS error, out of device memory, a bad argument). After an error the
+ * model may only be freed. */
+#ifndef GT_OFFLOAD_GPU_MODEL_H
+#define GT_OFFLOAD_GPU_MODEL_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef struct gpu_model gpu_model;
+
+typedef struct gpu_model_shape {
+    int vocab_size; /* V (pad it to a multiple of 128 for fast products) */
+    int block_size; /* maxT, rows of wpe */
+    int n_layer;    /* L */
+    int n_head;     /* NH, divides n_embd */
+    int n_embd;     /* C */
+} gpu_model_shape;
+
+/* Parameters of the layout above (floats on the host, halves on the device). */
+size_t gpu_model_param_count(const gpu_model_shape *s);
+
+/* Device bytes gpu_model_create allocates for batches of B x T (parameters, gradient
+ * accumulators, activations, scratch; cuBLAS's own workspace not included): what a
+ * caller compares with the free memory to pick the largest batch that fits. */
+size_t gpu_model_device_bytes(const gpu_model_shape *s, int B, int T);
+
+/* Allocates everything for batches up to B x T (T <= block_size) on the current
+ * device (offload_use_device) and returns the model, or NULL with `why` set. The
+ * parameters are undefined until gpu_model_upload_params. */
+gpu_model *gpu_model_create(const gpu_model_shape *s, int B, int T, char *why, size_t cap);
+void gpu_model_free(gpu_model *g);
+
+/* The pinned host buffer of gpu_model_param_count FP16 values (IEEE binary16 bits) the
+ * caller fills from its master weights (src/half.h), then uploads. */
+uint16_t *gpu_model_param_staging(gpu_model *g);
+/* Copies the staging buffer to the device (asynchronously: the next step waits for it,
+ * and the staging buffer must not change until gpu_model_sync or the next step). */
+int gpu_model_upload_params(gpu_model *g, char *why, size_t cap);
+
+/* One training step's forward and backward on inputs and targets [B,T] (host arrays of
+ * token ids < V; B x T within the size given at create). Sets *loss to the mean
+ * cross-entropy (unscaled, FP32 reductions). The gradients (scaled by loss_scale) are
+ * ready in gpu_model_grads afterwards. */
+int gpu_model_step(gpu_model *g, const int32_t *inputs, const int32_t *targets, int B,
+                   int T, float loss_scale, float *loss, char *why, size_t cap);
+
+/* Forward only (evaluation): *loss = mean cross-entropy. */
+int gpu_model_loss(gpu_model *g, const int32_t *inputs, const int32_t *targets, int B,
+                   int T, float *loss, char *why, size_t cap);
+
+/* Waits for the last step's gradient copies and returns the pinned host buffer of
+ * gpu_model_param_count FP16 gradients (scaled by that step's loss_scale), valid until
+ * the next step; NULL with `why` set on an error. */
+const uint16_t *gpu_model_grads(gpu_model *g, char *why, size_t cap);
+
+/* Waits for everything queued on the device (for timing). */
+int gpu_model_sync(gpu_model *g, char *why, size_t cap);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif

@@ -1,0 +1,1048 @@
+// gpu_train — gentrain's GPU training step (offload/gpu_model.h) driven on its own:
+// FP32 master weights, AdamW and the dynamic loss scale on the host, forward and
+// backward in FP16 on the GPU. Needs only nvcc, cuBLAS and a GPU: no MPI, HDF5 or BLAS
+// (scripts/gpu-check.sh and `make check` build it from gpu_model.cu, ops.cu and the
+// plain C src/lossscale.c and src/half.c).
+//
+//   gpu_train [test]       the step against a CPU reference in double (no argument:
+//                          test, as `make check` runs it)
+//   gpu_train bench        throughput at the GPT-2 124M shape: tokens/s and MFU
+//   gpu_train shakespeare  a short character-level run on data/tinyshakespeare.txt
+// Options: --data FILE (shakespeare), --steps N (shakespeare: 600; bench: timed steps,
+// 10), --peak-tflops X (bench: the peak MFU is measured against, 989.4 = H200 dense
+// FP16), --seed N.
+//
+// One training step (train_step, the same in every mode): the master weights go to
+// FP16 into the engine's pinned staging buffer and up; forward + backward with the
+// loss scale; the FP16 gradients come down and are unscaled into FP32; an inf or NaN
+// skips the update and halves the scale (src/lossscale.h), else the gradients are
+// clipped by their global norm and AdamW (the formulas of src/optim.c) updates the
+// master weights.
+//
+// Exit status: 0 passed, 1 a check or a call failed, 77 no GPU (skipped).
+#include <cuda_runtime.h>
+#include <errno.h>
+#include <math.h>
+#include <stdarg.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <algorithm>
+#include <chrono>
+#include <string>
+#include <vector>
+
+#ifdef _OPENMP
+#include <omp.h>
+#endif
+
+#include "gpu_model.h"
+// half.h and lossscale.h are C headers (with C99 `restrict`).
+#define restrict __restrict__
+extern "C" {
+#include "half.h"
+#include "lossscale.h"
+}
+#undef restrict
+
+// ------------------------------------------------------------------ errors, clocks
+
+static char why[512];
+static int checks = 0, failures = 0;
+
+// A failed engine or CUDA call ends the run: one line, exit 1.
+static void die(const char *what)
+{
+    printf("FAIL %s: %s\n", what, why[0] ? why : "(no reason given)");
+    fflush(stdout);
+    exit(1);
+}
+static void eng(int rc, const char *what)
+{
+    if (rc != 0) die(what);
+}
+#define CUDA_OK(call)                                                                  \
+    do {                                                                               \
+        cudaError_t e_ = (call);                                                       \
+        if (e_ != cudaSuccess) {                                                       \
+            printf("FAIL %s:%d: %s: %s\n", __FILE__, __LINE__, #call,                 \
+                   cudaGetErrorString(e_));                                            \
+            exit(1);                                                                   \
+        }                                                                              \
+    } while (0)
+
+static void report(bool ok, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static void report(bool ok, const char *fmt, ...)
+{
+    checks++;
+    if (!ok) failures++;
+    printf("%s ", ok ? "ok  " : "FAIL");
+    va_list ap;
+    va_start(ap, fmt);
+    vprintf(fmt, ap);
+    va_end(ap);
+    printf("\n");
+    fflush(stdout);
+}
+
+static double now_ms()
+{
+    using namespace std::chrono;
+    return duration<double, std::milli>(steady_clock::now().time_since_epoch()).count();
+}
+
+static int nthreads()
+{
+#ifdef _OPENMP
+    return omp_get_max_threads();
+#else
+    return 1;
+#endif
+}
+
+// ------------------------------------------------------------------ random numbers
+
+static uint64_t splitmix64(uint64_t x)
+{
+    x += 0x9e3779b97f4a7c15ull;
+    x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ull;
+    x = (x ^ (x >> 27)) * 0x94d049bb133111ebull;
+    return x ^ (x >> 31);
+}
+
+// xorshift64* with Box-Muller normals.
+struct Rng {
+    uint64_t s;
+    double spare = 0.0;
+    bool has_spare = false;
+    explicit Rng(uint64_t seed) : s(splitmix64(seed) | 1) {}
+    uint64_t next()
+    {
+        s ^= s >> 12;
+        s ^= s << 25;
+        s ^= s >> 27;
+        return s * 2685821657736338717ull;
+    }
+    double uniform() { return ((double)(next() >> 11) + 0.5) * (1.0 / 9007199254740992.0); }
+    uint32_t below(uint32_t n) { return (uint32_t)(((next() >> 32) * (uint64_t)n) >> 32); }
+    double normal()
+    {
+        if (has_spare) {
+            has_spare = false;
+            return spare;
+        }
+        const double r = sqrt(-2.0 * log(uniform())), a = 6.283185307179586 * uniform();
+        spare = r * sin(a);
+        has_spare = true;
+        return r * cos(a);
+    }
+};
+
+// ------------------------------------------------------------------ parameter layout
+
+// The flat layout of src/model.h (gpu_model.h): one entry per tensor.
+enum { INIT_NORMAL, INIT_PROJ, INIT_ZERO, INIT_ONE };
+struct Tensor {
+    std::string name;
+    size_t off, n;
+    int decay; // AdamW weight decay: 2-D matrices only
+    int init;
+};
+struct LayerOff {
+    size_t ln1w, ln1b, qkvw, qkvb, projw, projb, ln2w, ln2b, fcw, fcb, fcpw, fcpb;
+};
+struct Layout {
+    gpu_model_shape s;
+    size_t n = 0, wte = 0, wpe = 0, lnfw = 0, lnfb = 0;
+    std::vector<LayerOff> layer;
+    std::vector<Tensor> t;
+};
+
+static Layout make_layout(const gpu_model_shape &s)
+{
+    Layout L;
+    L.s = s;
+    const size_t C = (size_t)s.n_embd;
+    auto add = [&](const std::string &name, size_t n, int decay, int init) {
+        L.t.push_back(Tensor{name, L.n, n, decay, init});
+        L.n += n;
+        return L.t.back().off;
+    };
+    L.wte = add("wte", (size_t)s.vocab_size * C, 1, INIT_NORMAL);
+    L.wpe = add("wpe", (size_t)s.block_size * C, 1, INIT_NORMAL);
+    for (int l = 0; l < s.n_layer; l++) {
+        const std::string p = "h." + std::to_string(l) + ".";
+        LayerOff o;
+        o.ln1w = add(p + "ln_1.weight", C, 0, INIT_ONE);
+        o.ln1b = add(p + "ln_1.bias", C, 0, INIT_ZERO);
+        o.qkvw = add(p + "attn.c_attn.weight", 3 * C * C, 1, INIT_NORMAL);
+        o.qkvb = add(p + "attn.c_attn.bias", 3 * C, 0, INIT_ZERO);
+        o.projw = add(p + "attn.c_proj.weight", C * C, 1, INIT_PROJ);
+        o.projb = add(p + "attn.c_proj.bias", C, 0, INIT_ZERO);
+        o.ln2w = add(p + "ln_2.weight", C, 0, INIT_ONE);
+        o.ln2b = add(p + "ln_2.bias", C, 0, INIT_ZERO);
+        o.fcw = add(p + "mlp.c_fc.weight", 4 * C * C, 1, INIT_NORMAL);
+        o.fcb = add(p + "mlp.c_fc.bias", 4 * C, 0, INIT_ZERO);
+        o.fcpw = add(p + "mlp.c_proj.weight", 4 * C * C, 1, INIT_PROJ);
+        o.fcpb = add(p + "mlp.c_proj.bias", C, 0, INIT_ZERO);
+        L.layer.push_back(o);
+    }
+    L.lnfw = add("ln_f.weight", C, 0, INIT_ONE);
+    L.lnfb = add("ln_f.bias", C, 0, INIT_ZERO);
+    return L;
+}
+
+// GPT-2 initialisation (src/model.c's gpt_init_weights, with this file's generator):
+// N(0, 0.02), the residual projections N(0, 0.02/sqrt(2L)), biases 0, LayerNorm
+// weights 1. Each 64 Ki-element chunk has its own stream: the same weights for any
+// thread count.
+static void init_params(const Layout &L, float *p, uint64_t seed)
+{
+    const size_t CH = (size_t)1 << 16;
+    for (size_t k = 0; k < L.t.size(); k++) {
+        const Tensor &t = L.t[k];
+        float *w = p + t.off;
+        if (t.init == INIT_ZERO || t.init == INIT_ONE) {
+            const float v = t.init == INIT_ONE ? 1.0f : 0.0f;
+            for (size_t i = 0; i < t.n; i++) w[i] = v;
+            continue;
+        }
+        const double sd = t.init == INIT_PROJ ? 0.02 / sqrt(2.0 * L.s.n_layer) : 0.02;
+        const long nch = (long)((t.n + CH - 1) / CH);
+#pragma omp parallel for schedule(static)
+        for (long c = 0; c < nch; c++) {
+            Rng r(seed ^ splitmix64(((uint64_t)k << 32) + (uint64_t)c));
+            const size_t lo = (size_t)c * CH, hi = lo + CH < t.n ? lo + CH : t.n;
+            for (size_t i = lo; i < hi; i++) w[i] = (float)(sd * r.normal());
+        }
+    }
+}
+
+// ------------------------------------------------------------------ the trainer
+
+struct Hyper {
+    double beta1, beta2, eps, wd, clip;
+};
+
+struct Trainer {
+    Layout L;
+    gpu_model *g = nullptr;
+    std::vector<float> p, gr, m, v; // master weights, gradients, AdamW moments (FP32)
+    int64_t t = 0;                  // AdamW updates applied
+    loss_scaler ls;
+    Hyper h{0.9, 0.95, 1e-8, 0.1, 1.0};
+    int threads = 1;
+};
+
+// The engine's model g (made by the caller) with freshly initialised master weights.
+static void trainer_open(Trainer &tr, const gpu_model_shape &s, gpu_model *g, uint64_t seed)
+{
+    tr.L = make_layout(s);
+    const size_t n = gpu_model_param_count(&s);
+    if (n != tr.L.n) {
+        printf("FAIL parameter count: the engine says %zu, the layout here %zu\n", n, tr.L.n);
+        exit(1);
+    }
+    if (!gpu_model_param_staging(g)) {
+        printf("FAIL gpu_model_param_staging returned NULL\n");
+        exit(1);
+    }
+    tr.g = g;
+    tr.p.assign(n, 0.0f);
+    tr.gr.assign(n, 0.0f);
+    tr.m.assign(n, 0.0f);
+    tr.v.assign(n, 0.0f);
+    tr.t = 0;
+    tr.threads = nthreads();
+    init_params(tr.L, tr.p.data(), seed);
+    loss_scaler_init(&tr.ls, LOSS_SCALE_INIT, LOSS_SCALE_GROWTH_INTERVAL);
+}
+
+static void reset_optimizer(Trainer &tr)
+{
+    std::fill(tr.m.begin(), tr.m.end(), 0.0f);
+    std::fill(tr.v.begin(), tr.v.end(), 0.0f);
+    tr.t = 0;
+}
+
+// dst = FP16(src), in parallel chunks.
+static void to_half(uint16_t *dst, const float *src, size_t n)
+{
+    const size_t CH = (size_t)1 << 16;
+    const long nch = (long)((n + CH - 1) / CH);
+#pragma omp parallel for schedule(static)
+    for (long c = 0; c < nch; c++) {
+        const size_t lo = (size_t)c * CH, len = n - lo < CH ? n - lo : CH;
+        half_from_float(dst + lo, src + lo, len);
+    }
+}
+
+// The master weights to the device (through the engine's pinned staging buffer).
+static void upload_params(Trainer &tr)
+{
+    to_half(gpu_model_param_staging(tr.g), tr.p.data(), tr.L.n);
+    eng(gpu_model_upload_params(tr.g, why, sizeof why), "gpu_model_upload_params");
+}
+
+// What the GPU computes with: the master weights rounded through FP16, in double.
+static std::vector<double> rounded_params(const Trainer &tr)
+{
+    std::vector<uint16_t> h(tr.L.n);
+    std::vector<float> f(tr.L.n);
+    to_half(h.data(), tr.p.data(), tr.L.n);
+    half_to_float(f.data(), h.data(), tr.L.n);
+    return std::vector<double>(f.begin(), f.end());
+}
+
+// The learning rate of src/optim.c: linear warmup, then cosine down to min_lr at the
+// last step.
+static double lr_at_step(int64_t step, int64_t warmup, int64_t total, double lr, double min_lr)
+{
+    if (step < warmup) return lr * (double)(step + 1) / (double)warmup;
+    const int64_t span = total - 1 - warmup;
+    if (span <= 0 || step >= total - 1) return min_lr;
+    const double progress = (double)(step - warmup) / (double)span;
+    return min_lr + 0.5 * (1.0 + cos(3.14159265358979323846 * progress)) * (lr - min_lr);
+}
+
+static double global_norm(const float *g, size_t n)
+{
+    double acc = 0.0;
+#pragma omp parallel for schedule(static) reduction(+ : acc)
+    for (long i = 0; i < (long)n; i++) acc += (double)g[i] * (double)g[i];
+    return sqrt(acc);
+}
+
+// AdamW as src/optim.c: m = b1 m + (1-b1) g; v = b2 v + (1-b2) g^2;
+// p -= lr (mhat / (sqrt(vhat) + eps) + wd p), decay on 2-D matrices only.
+static void adamw_update(Trainer &tr, double lr)
+{
+    tr.t++;
+    const Hyper &h = tr.h;
+    const float b1 = (float)h.beta1, b2 = (float)h.beta2;
+    const double c1 = 1.0 - pow(h.beta1, (double)tr.t), c2 = 1.0 - pow(h.beta2, (double)tr.t);
+    const float step_size = (float)(lr / c1), inv_sqrt_c2 = (float)(1.0 / sqrt(c2));
+    const float epsf = (float)h.eps;
+    float *P = tr.p.data(), *M = tr.m.data(), *V = tr.v.data();
+    const float *G = tr.gr.data();
+    const int nt = (int)tr.L.t.size();
+#pragma omp parallel
+    for (int k = 0; k < nt; k++) {
+        const Tensor &tn = tr.L.t[k];
+        const float decay = tn.decay ? (float)(lr * h.wd) : 0.0f;
+        const long lo = (long)tn.off, hi = (long)(tn.off + tn.n);
+#pragma omp for schedule(static) nowait
+        for (long i = lo; i < hi; i++) {
+            const float gi = G[i];
+            const float mi = b1 * M[i] + (1.0f - b1) * gi;
+            const float vi = b2 * V[i] + (1.0f - b2) * gi * gi;
+            M[i] = mi;
+            V[i] = vi;
+            P[i] -= step_size * mi / (sqrtf(vi) * inv_sqrt_c2 + epsf) + decay * P[i];
+        }
+    }
+}
+
+struct StepOut {
+    float loss = 0.0f, scale = 0.0f; // the loss the GPU reported, the scale it ran with
+    int overflow = 0;                // inf/NaN gradients: the update was skipped
+    loss_scale_event ev = LOSS_SCALE_KEPT;
+    double norm = 0.0; // global gradient norm before clipping (0 when skipped)
+    double ms_up = 0, ms_gpu = 0, ms_unscale = 0, ms_opt = 0, ms = 0; // wall clock
+};
+
+// One mixed-precision training step at learning rate lr (see the top of the file).
+static void train_step(Trainer &tr, const int32_t *in, const int32_t *tg, int B, int T,
+                       double lr, StepOut *o)
+{
+    const size_t n = tr.L.n;
+    const double t0 = now_ms();
+    upload_params(tr);
+    const double t1 = now_ms();
+    o->scale = tr.ls.scale;
+    eng(gpu_model_step(tr.g, in, tg, B, T, o->scale, &o->loss, why, sizeof why),
+        "gpu_model_step");
+    const uint16_t *gh = gpu_model_grads(tr.g, why, sizeof why);
+    if (!gh) die("gpu_model_grads");
+    const double t2 = now_ms();
+    o->overflow = unscale_half_grads(tr.gr.data(), gh, n, 1.0f / o->scale, 0, tr.threads);
+    o->ev = loss_scaler_update(&tr.ls, o->overflow);
+    const double t3 = now_ms();
+    o->norm = 0.0;
+    if (!o->overflow) {
+        o->norm = global_norm(tr.gr.data(), n);
+        if (tr.h.clip > 0.0 && o->norm > tr.h.clip) {
+            const float f = (float)(tr.h.clip / (o->norm + 1e-6));
+            float *G = tr.gr.data();
+#pragma omp parallel for schedule(static)
+            for (long i = 0; i < (long)n; i++) G[i] *= f;
+        }
+        adamw_update(tr, lr);
+    }
+    const double t4 = now_ms();
+    o->ms_up = t1 - t0;
+    o->ms_gpu = t2 - t1;
+    o->ms_unscale = t3 - t2;
+    o->ms_opt = t4 - t3;
+    o->ms = t4 - t0;
+}
+
+// Inputs and targets of B rows: windows of T+1 tokens, targets shifted by one.
+static void random_batch(Rng &r, int V, int B, int T, std::vector<int32_t> &in,
+                         std::vector<int32_t> &tg)
+{
+    in.resize((size_t)B * T);
+    tg.resize((size_t)B * T);
+    for (int b = 0; b < B; b++) {
+        int32_t prev = (int32_t)r.below((uint32_t)V);
+        for (int t = 0; t < T; t++) {
+            const int32_t next = (int32_t)r.below((uint32_t)V);
+            in[(size_t)b * T + t] = prev;
+            tg[(size_t)b * T + t] = next;
+            prev = next;
+        }
+    }
+}
+
+// ------------------------------------------------------------------ CPU reference
+
+// The whole model's forward in double on weights w (flat layout), for one row of T
+// tokens: the summed cross-entropy. The math of src/kernels_cpu.c: LayerNorm eps 1e-5
+// (biased variance), GELU tanh approximation, attention scale 1/sqrt(hs), tied head.
+static void ref_layernorm(double *out, const double *x, const double *w, const double *b,
+                          int T, int C)
+{
+    for (int t = 0; t < T; t++) {
+        const double *xt = x + (size_t)t * C;
+        double mean = 0.0, var = 0.0;
+        for (int i = 0; i < C; i++) mean += xt[i];
+        mean /= C;
+        for (int i = 0; i < C; i++) var += (xt[i] - mean) * (xt[i] - mean);
+        const double rs = 1.0 / sqrt(var / C + 1e-5);
+        for (int i = 0; i < C; i++) out[(size_t)t * C + i] = (xt[i] - mean) * rs * w[i] + b[i];
+    }
+}
+
+// out[T,OC] = in[T,IC] @ W[OC,IC]^T + b
+static void ref_linear(double *out, const double *in, const double *W, const double *b, int T,
+                       int IC, int OC)
+{
+    for (int t = 0; t < T; t++)
+        for (int o = 0; o < OC; o++) {
+            const double *wr = W + (size_t)o * IC, *x = in + (size_t)t * IC;
+            double s = b ? b[o] : 0.0;
+            for (int i = 0; i < IC; i++) s += x[i] * wr[i];
+            out[(size_t)t * OC + o] = s;
+        }
+}
+
+static double ref_row(const Layout &L, const double *w, const int32_t *in, const int32_t *tg,
+                      int T)
+{
+    const int C = L.s.n_embd, NH = L.s.n_head, V = L.s.vocab_size, hs = C / NH;
+    const size_t TC = (size_t)T * C;
+    std::vector<double> x(TC), h(TC), qkv(3 * TC), y(TC), f(4 * TC), tmp(TC), p(T), logit(V);
+    for (int t = 0; t < T; t++)
+        for (int i = 0; i < C; i++)
+            x[(size_t)t * C + i] = w[L.wte + (size_t)in[t] * C + i] + w[L.wpe + (size_t)t * C + i];
+    const double scale = 1.0 / sqrt((double)hs);
+    for (const LayerOff &o : L.layer) {
+        ref_layernorm(h.data(), x.data(), w + o.ln1w, w + o.ln1b, T, C);
+        ref_linear(qkv.data(), h.data(), w + o.qkvw, w + o.qkvb, T, C, 3 * C);
+        for (int hh = 0; hh < NH; hh++)
+            for (int t = 0; t < T; t++) {
+                const double *q = &qkv[(size_t)t * 3 * C + (size_t)hh * hs];
+                double mx = -1e300;
+                for (int s = 0; s <= t; s++) {
+                    const double *k = &qkv[(size_t)s * 3 * C + C + (size_t)hh * hs];
+                    double d = 0.0;
+                    for (int j = 0; j < hs; j++) d += q[j] * k[j];
+                    p[s] = d * scale;
+                    mx = fmax(mx, p[s]);
+                }
+                double sum = 0.0;
+                for (int s = 0; s <= t; s++) sum += (p[s] = exp(p[s] - mx));
+                double *yt = &y[(size_t)t * C + (size_t)hh * hs];
+                for (int j = 0; j < hs; j++) yt[j] = 0.0;
+                for (int s = 0; s <= t; s++) {
+                    const double *vv = &qkv[(size_t)s * 3 * C + 2 * C + (size_t)hh * hs];
+                    for (int j = 0; j < hs; j++) yt[j] += p[s] / sum * vv[j];
+                }
+            }
+        ref_linear(tmp.data(), y.data(), w + o.projw, w + o.projb, T, C, C);
+        for (size_t i = 0; i < TC; i++) x[i] += tmp[i];
+        ref_layernorm(h.data(), x.data(), w + o.ln2w, w + o.ln2b, T, C);
+        ref_linear(f.data(), h.data(), w + o.fcw, w + o.fcb, T, C, 4 * C);
+        for (double &u : f)
+            u = 0.5 * u * (1.0 + tanh(0.7978845608028654 * (u + 0.044715 * u * u * u)));
+        ref_linear(tmp.data(), f.data(), w + o.fcpw, w + o.fcpb, T, 4 * C, C);
+        for (size_t i = 0; i < TC; i++) x[i] += tmp[i];
+    }
+    ref_layernorm(h.data(), x.data(), w + L.lnfw, w + L.lnfb, T, C);
+    double loss = 0.0;
+    for (int t = 0; t < T; t++) {
+        ref_linear(logit.data(), &h[(size_t)t * C], w + L.wte, nullptr, 1, C, V);
+        double mx = -1e300, sum = 0.0;
+        for (int v = 0; v < V; v++) mx = fmax(mx, logit[v]);
+        for (int v = 0; v < V; v++) sum += exp(logit[v] - mx);
+        loss += log(sum) + mx - logit[tg[t]];
+    }
+    return loss;
+}
+
+// Mean cross-entropy over B rows (rows in parallel, summed in a fixed order).
+static double ref_loss(const Layout &L, const double *w, const int32_t *in, const int32_t *tg,
+                       int B, int T)
+{
+    std::vector<double> rows(B);
+#pragma omp parallel for schedule(dynamic)
+    for (int b = 0; b < B; b++)
+        rows[b] = ref_row(L, w, in + (size_t)b * T, tg + (size_t)b * T, T);
+    double s = 0.0;
+    for (int b = 0; b < B; b++) s += rows[b];
+    return s / ((double)B * T);
+}
+
+// ------------------------------------------------------------------ test mode
+
+static double rel_diff(double a, double b) { return fabs(a - b) / fmax(fabs(b), 1e-30); }
+
+// A step whose gradient buffer was poisoned (0xFF bytes: NaN halves) before it ran,
+// so any gradient the engine does not write stays NaN. The buffer handed back is
+// poisoned before each try until the step hands back one that was (the engine may
+// keep more than one). The gradients come back unscaled into tr.gr; returns the
+// overflow flag of unscale_half_grads.
+static int poisoned_step(Trainer &tr, const int32_t *in, const int32_t *tg, int B, int T,
+                         float scale, float *loss, const uint16_t **grads)
+{
+    std::vector<const uint16_t *> seen;
+    for (int attempt = 0; attempt < 4; attempt++) {
+        for (const uint16_t *p : seen) memset((void *)p, 0xFF, tr.L.n * sizeof(uint16_t));
+        eng(gpu_model_step(tr.g, in, tg, B, T, scale, loss, why, sizeof why), "gpu_model_step");
+        const uint16_t *gh = gpu_model_grads(tr.g, why, sizeof why);
+        if (!gh) die("gpu_model_grads");
+        for (const uint16_t *p : seen)
+            if (p == gh) {
+                *grads = gh;
+                return unscale_half_grads(tr.gr.data(), gh, tr.L.n, 1.0f / scale, 0,
+                                          tr.threads);
+            }
+        seen.push_back(gh);
+    }
+    printf("FAIL gpu_model_grads hands back a new buffer every step: cannot poison it\n");
+    exit(1);
+}
+
+// Which tensors hold non-finite gradients, for the failure message.
+static std::string nonfinite_tensors(const Layout &L, const uint16_t *gh)
+{
+    std::string s;
+    for (const Tensor &t : L.t) {
+        size_t bad = 0;
+        for (size_t i = 0; i < t.n; i++) bad += (gh[t.off + i] & 0x7C00) == 0x7C00;
+        if (bad) s += " " + t.name + "(" + std::to_string(bad) + "/" + std::to_string(t.n) + ")";
+    }
+    return s;
+}
+
+// Gradient check along K random unit directions d restricted to [off, off+n): the
+// GPU's g.d against the central difference (L(w + eps d) - L(w - eps d)) / (2 eps) of
+// the double reference. Returns the norm-wise relative error over the K directions,
+// ||g.d - fd|| / ||fd|| (one direction alone would make it a ratio of two random
+// numbers of which the second can be near 0 by chance); *fd_rms gets the size of fd.
+static double direction_check(const Layout &L, const std::vector<double> &w, const float *g,
+                              size_t off, size_t n, int K, Rng &rng, const int32_t *in,
+                              const int32_t *tg, int B, int T, double *fd_rms)
+{
+    const double eps = 1e-3;
+    std::vector<double> wp(w), d(n);
+    double se = 0.0, sr = 0.0;
+    for (int k = 0; k < K; k++) {
+        double nn = 0.0;
+        for (double &u : d) {
+            u = rng.normal();
+            nn += u * u;
+        }
+        nn = sqrt(nn);
+        double gd = 0.0;
+        for (size_t i = 0; i < n; i++) {
+            d[i] /= nn;
+            gd += (double)g[off + i] * d[i];
+        }
+        for (size_t i = 0; i < n; i++) wp[off + i] = w[off + i] + eps * d[i];
+        const double lp = ref_loss(L, wp.data(), in, tg, B, T);
+        for (size_t i = 0; i < n; i++) wp[off + i] = w[off + i] - eps * d[i];
+        const double lm = ref_loss(L, wp.data(), in, tg, B, T);
+        for (size_t i = 0; i < n; i++) wp[off + i] = w[off + i];
+        const double fd = (lp - lm) / (2.0 * eps);
+        se += (gd - fd) * (gd - fd);
+        sr += fd * fd;
+    }
+    *fd_rms = sqrt(sr / K);
+    return sr > 0.0 ? sqrt(se / sr) : sqrt(se);
+}
+
+static void check_loss(const char *what, double got, double ref, double tol)
+{
+    const double r = rel_diff(got, ref);
+    report(isfinite(got) && r < tol, "%s: GPU %.6f, CPU reference %.6f, relative %.2e (< %.0e)",
+           what, got, ref, r, tol);
+}
+
+// Gradients of one step (poisoned buffer, loss scale 1024) checked tensor by tensor.
+static void check_gradients(Trainer &tr, const char *tag, const int32_t *in, const int32_t *tg,
+                            int B, int T, bool every_tensor, Rng &rng)
+{
+    const float scale = 1024.0f;
+    const std::vector<double> w = rounded_params(tr);
+    const double ref = ref_loss(tr.L, w.data(), in, tg, B, T);
+    float loss = 0.0f;
+    const uint16_t *gh = nullptr;
+    const int bad = poisoned_step(tr, in, tg, B, T, scale, &loss, &gh);
+    char what[160];
+    snprintf(what, sizeof what, "%s: loss of gpu_model_step", tag);
+    check_loss(what, loss, ref, 1e-2);
+    if (bad) {
+        report(false, "%s: gradients are finite (scale %.0f): inf/NaN in%s", tag, scale,
+               nonfinite_tensors(tr.L, gh).c_str());
+        return;
+    }
+    // Every tensor written (finite, above) and not all zero (wpe rows >= T get none).
+    std::string zero;
+    for (const Tensor &t : tr.L.t) {
+        size_t nz = 0;
+        const size_t len = t.off == tr.L.wpe ? (size_t)T * tr.L.s.n_embd : t.n;
+        for (size_t i = 0; i < len; i++) nz += tr.gr[t.off + i] != 0.0f;
+        if (!nz) zero += " " + t.name;
+    }
+    report(zero.empty(), "%s: gradients finite (poisoned buffer, scale %.0f) and nonzero in "
+           "every tensor%s%s", tag, scale, zero.empty() ? "" : "; all zero:", zero.c_str());
+    if (T < tr.L.s.block_size) { // wpe rows the batch never reaches: exactly zero
+        size_t nz = 0;
+        const size_t C = (size_t)tr.L.s.n_embd, maxT = (size_t)tr.L.s.block_size;
+        for (size_t i = (size_t)T * C; i < maxT * C; i++) nz += tr.gr[tr.L.wpe + i] != 0.0f;
+        report(nz == 0, "%s: wpe rows %d..%zu (beyond T) have zero gradient (%zu nonzero)", tag,
+               T, maxT - 1, nz);
+    }
+    struct Set {
+        std::string name;
+        size_t off, n;
+    };
+    std::vector<Set> sets;
+    sets.push_back({"all parameters", 0, tr.L.n});
+    for (const Tensor &t : tr.L.t)
+        if (every_tensor) sets.push_back({t.name, t.off, t.n});
+    const double tol = 3e-2;
+    for (const Set &s : sets) {
+        double fd_rms = 0.0;
+        const int K = 3;
+        const double r = direction_check(tr.L, w, tr.gr.data(), s.off, s.n, K, rng, in, tg, B,
+                                         T, &fd_rms);
+        report(r < tol, "%s: gradient . d vs central difference, %s (%zu, %d random "
+               "directions): relative %.2e (< %.0e), |fd| %.2e", tag, s.name.c_str(), s.n, K,
+               r, tol, fd_rms);
+    }
+}
+
+static int run_test(uint64_t seed)
+{
+    const gpu_model_shape s = {256, 32, 2, 4, 64};
+    const int B = 4, T = 32;
+    printf("# test: V=%d maxT=%d L=%d NH=%d C=%d, batch %d x %d, %d host threads\n",
+           s.vocab_size, s.block_size, s.n_layer, s.n_head, s.n_embd, B, T, nthreads());
+    gpu_model *g = gpu_model_create(&s, B, T, why, sizeof why);
+    if (!g) die("gpu_model_create");
+    Trainer tr;
+    trainer_open(tr, s, g, seed);
+    Rng rng(seed + 1);
+    std::vector<int32_t> in, tg;
+    random_batch(rng, s.vocab_size, B, T, in, tg);
+
+    // 1. Forward: the loss against the CPU reference on the FP16-rounded weights.
+    upload_params(tr);
+    std::vector<double> w = rounded_params(tr);
+    double ref = ref_loss(tr.L, w.data(), in.data(), tg.data(), B, T);
+    float loss = 0.0f;
+    eng(gpu_model_loss(tr.g, in.data(), tg.data(), B, T, &loss, why, sizeof why),
+        "gpu_model_loss");
+    check_loss("forward 4x32: gpu_model_loss", loss, ref, 1e-2);
+    report(fabs(ref - log((double)s.vocab_size)) < 0.5,
+           "forward 4x32: initial loss %.4f is near ln V = %.4f", ref, log((double)s.vocab_size));
+
+    // 2. Gradients: directional derivatives against central differences.
+    check_gradients(tr, "gradient 4x32", in.data(), tg.data(), B, T, true, rng);
+
+    // 6. A smaller batch than the model was made for: 2 x 16 on the 4 x 32 model.
+    {
+        const int B2 = 2, T2 = 16;
+        std::vector<int32_t> in2, tg2;
+        random_batch(rng, s.vocab_size, B2, T2, in2, tg2);
+        const double ref2 = ref_loss(tr.L, w.data(), in2.data(), tg2.data(), B2, T2);
+        eng(gpu_model_loss(tr.g, in2.data(), tg2.data(), B2, T2, &loss, why, sizeof why),
+            "gpu_model_loss");
+        check_loss("smaller batch 2x16: gpu_model_loss", loss, ref2, 1e-2);
+        check_gradients(tr, "smaller batch 2x16", in2.data(), tg2.data(), B2, T2, false, rng);
+        // And back to the full size.
+        eng(gpu_model_loss(tr.g, in.data(), tg.data(), B, T, &loss, why, sizeof why),
+            "gpu_model_loss");
+        check_loss("back to 4x32: gpu_model_loss", loss, ref, 1e-2);
+    }
+
+    // 3. Five full mixed-precision steps on the fixed batch: the loss the GPU reports
+    // is the reference's at the current master weights (FP16-rounded) each time.
+    {
+        reset_optimizer(tr);
+        loss_scaler_init(&tr.ls, 1024.0f, 1000);
+        const std::vector<float> p0 = tr.p;
+        double worst = 0.0;
+        int applied = 0;
+        std::string losses;
+        for (int i = 0; i < 5; i++) {
+            w = rounded_params(tr);
+            ref = ref_loss(tr.L, w.data(), in.data(), tg.data(), B, T);
+            StepOut o;
+            train_step(tr, in.data(), tg.data(), B, T, 1e-3, &o);
+            const double r = isfinite(o.loss) ? rel_diff(o.loss, ref) : 1.0;
+            worst = fmax(worst, r);
+            applied += !o.overflow;
+            char buf[64];
+            snprintf(buf, sizeof buf, "%s%.4f/%.4f", i ? " " : "", o.loss, ref);
+            losses += buf;
+        }
+        size_t changed = 0;
+        for (size_t i = 0; i < tr.L.n; i++) changed += tr.p[i] != p0[i];
+        report(worst < 1e-2 && applied == 5 && changed > tr.L.n / 2,
+               "5 training steps: GPU/reference loss %s; worst relative %.2e (< 1e-02); %d of "
+               "5 applied, %zu of %zu weights changed", losses.c_str(), worst, applied, changed,
+               tr.L.n);
+    }
+
+    // 4. Loss scaling: overflow skips the step and halves the scale; clean steps grow it.
+    {
+        const float huge = 1073741824.0f; // 2^30
+        loss_scaler_init(&tr.ls, huge, 2);
+        const std::vector<float> p0 = tr.p, m0 = tr.m, v0 = tr.v;
+        const int64_t t0 = tr.t, skipped0 = tr.ls.skipped;
+        StepOut o;
+        train_step(tr, in.data(), tg.data(), B, T, 1e-3, &o);
+        const bool same = memcmp(p0.data(), tr.p.data(), tr.L.n * sizeof(float)) == 0 &&
+                          memcmp(m0.data(), tr.m.data(), tr.L.n * sizeof(float)) == 0 &&
+                          memcmp(v0.data(), tr.v.data(), tr.L.n * sizeof(float)) == 0 &&
+                          tr.t == t0;
+        report(o.overflow == 1 && o.ev == LOSS_SCALE_SKIPPED && tr.ls.scale == huge * 0.5f &&
+                   tr.ls.skipped == skipped0 + 1 && same && isfinite(o.loss),
+               "loss scale 2^30: overflow %s, event %s, scale now 2^%.0f (2^29 expected), "
+               "weights and moments %s, loss %.4f",
+               o.overflow ? "detected" : "NOT detected",
+               o.ev == LOSS_SCALE_SKIPPED ? "skipped" : "NOT skipped", log2(tr.ls.scale),
+               same ? "unchanged" : "CHANGED", o.loss);
+        loss_scaler_init(&tr.ls, 1024.0f, 2);
+        StepOut a, b;
+        train_step(tr, in.data(), tg.data(), B, T, 1e-3, &a);
+        train_step(tr, in.data(), tg.data(), B, T, 1e-3, &b);
+        report(!a.overflow && !b.overflow && a.ev == LOSS_SCALE_KEPT &&
+                   b.ev == LOSS_SCALE_GREW && tr.ls.scale == 2048.0f,
+               "loss scale growth (interval 2): events %d, %d (0 kept, 1 grew), scale 1024 -> "
+               "%.0f (2048 expected)", (int)a.ev, (int)b.ev, tr.ls.scale);
+    }
+
+    // 5. Overfit one fixed batch.
+    {
+        init_params(tr.L, tr.p.data(), seed);
+        reset_optimizer(tr);
+        loss_scaler_init(&tr.ls, LOSS_SCALE_INIT, LOSS_SCALE_GROWTH_INTERVAL);
+        const int steps = 60;
+        float first = 0.0f;
+        int skipped = 0;
+        const double t0 = now_ms();
+        for (int i = 0; i < steps; i++) {
+            StepOut o;
+            train_step(tr, in.data(), tg.data(), B, T, 3e-3, &o);
+            if (i == 0) first = o.loss;
+            skipped += o.overflow;
+        }
+        const double ms = (now_ms() - t0) / steps;
+        upload_params(tr);
+        eng(gpu_model_loss(tr.g, in.data(), tg.data(), B, T, &loss, why, sizeof why),
+            "gpu_model_loss");
+        report(isfinite(loss) && loss < 0.3f * first,
+               "overfit one batch, %d steps at lr 3e-3: loss %.4f -> %.4f (%.1f%%, < 30%% "
+               "wanted), %d skipped for overflow, %.2f ms/step", steps, first, loss,
+               100.0 * loss / first, skipped, ms);
+    }
+
+    gpu_model_free(tr.g);
+    printf("%d checks, %d failed\n", checks, failures);
+    return failures ? 1 : 0;
+}
+
+// ------------------------------------------------------------------ bench mode
+
+static int run_bench(uint64_t seed, double peak_tflops, int timed)
+{
+    const gpu_model_shape s = {50304, 1024, 12, 12, 768};
+    const int T = 1024, Vreal = 50257;
+    const size_t GiB = (size_t)1 << 30;
+    size_t free0 = 0, total = 0;
+    CUDA_OK(cudaMemGetInfo(&free0, &total));
+    const int Bs[] = {128, 96, 64, 48, 32, 24, 16, 8, 4, 2, 1};
+    gpu_model *g = nullptr;
+    int B = 0;
+    size_t engine_bytes = 0;
+    for (int b : Bs) {
+        const size_t need = gpu_model_device_bytes(&s, b, T);
+        if (need + 2 * GiB > free0) continue;
+        g = gpu_model_create(&s, b, T, why, sizeof why);
+        if (g) {
+            B = b;
+            engine_bytes = need;
+            break;
+        }
+        printf("# batch %d x %d: gpu_model_create failed (%s); trying a smaller one\n", b, T,
+               why);
+    }
+    if (!g) {
+        printf("FAIL bench: no batch fits in %.1f GiB free (batch 1 needs %.1f GiB + 2 GiB)\n",
+               (double)free0 / GiB, (double)gpu_model_device_bytes(&s, 1, T) / GiB);
+        return 1;
+    }
+    Trainer tr;
+    double t0 = now_ms();
+    trainer_open(tr, s, g, seed);
+    const size_t n = tr.L.n, n_nowpe = n - (size_t)s.block_size * s.n_embd;
+    printf("bench: GPT-2 124M shape V=%d (50257 padded) maxT=%d L=%d NH=%d C=%d: %zu "
+           "parameters, %zu without wpe; host init %.1f s, %d threads\n",
+           s.vocab_size, s.block_size, s.n_layer, s.n_head, s.n_embd, n, n_nowpe,
+           (now_ms() - t0) / 1000.0, tr.threads);
+    printf("bench: batch B=%d x T=%d = %d tokens per step (largest of 128..1 with "
+           "gpu_model_device_bytes + 2 GiB <= %.1f GiB free)\n", B, T, B * T,
+           (double)free0 / GiB);
+    Rng rng(seed + 7);
+    std::vector<int32_t> in, tg;
+    random_batch(rng, Vreal, B, T, in, tg);
+    const double lr = 6e-4;
+
+    // Warm-up (also the first touch of every host buffer).
+    bool ok = true;
+    float first = 0.0f;
+    for (int i = 0; i < 3; i++) {
+        StepOut o;
+        train_step(tr, in.data(), tg.data(), B, T, lr, &o);
+        if (i == 0) first = o.loss;
+        ok = ok && isfinite(o.loss);
+    }
+    size_t free1 = 0;
+    CUDA_OK(cudaMemGetInfo(&free1, &total));
+    printf("bench: device memory: %.2f GiB for the model (gpu_model_device_bytes), %.2f GiB "
+           "used by this process after the warm-up (free before - free now), %.1f GiB total\n",
+           (double)engine_bytes / GiB, (double)(free0 - free1) / GiB, (double)total / GiB);
+    report(isfinite(first) && fabs(first - log((double)s.vocab_size)) < 1.0,
+           "bench: first loss %.4f is near ln V = %.4f", first, log((double)s.vocab_size));
+
+    // The GPU alone: forward + backward (and its overlapped gradient copies).
+    upload_params(tr);
+    eng(gpu_model_sync(tr.g, why, sizeof why), "gpu_model_sync");
+    t0 = now_ms();
+    for (int i = 0; i < timed; i++) {
+        float loss = 0.0f;
+        eng(gpu_model_step(tr.g, in.data(), tg.data(), B, T, tr.ls.scale, &loss, why,
+                           sizeof why),
+            "gpu_model_step");
+        eng(gpu_model_sync(tr.g, why, sizeof why), "gpu_model_sync");
+        ok = ok && isfinite(loss);
+    }
+    const double gpu_ms = (now_ms() - t0) / timed;
+
+    // The full step.
+    StepOut sum;
+    int skipped = 0;
+    float last = 0.0f;
+    t0 = now_ms();
+    for (int i = 0; i < timed; i++) {
+        StepOut o;
+        train_step(tr, in.data(), tg.data(), B, T, lr, &o);
+        sum.ms_up += o.ms_up, sum.ms_gpu += o.ms_gpu, sum.ms_unscale += o.ms_unscale;
+        sum.ms_opt += o.ms_opt;
+        skipped += o.overflow;
+        last = o.loss;
+        ok = ok && isfinite(o.loss);
+    }
+    const double step_ms = (now_ms() - t0) / timed;
+
+    const double tokens = (double)B * T;
+    const double flops_tok = 6.0 * (double)n_nowpe + 12.0 * s.n_layer * s.n_embd * (double)T;
+    const double peak = peak_tflops * 1e12;
+    const double gpu_tps = tokens / (gpu_ms / 1000.0), step_tps = tokens / (step_ms / 1000.0);
+    const double gpu_mfu = 100.0 * gpu_tps * flops_tok / peak,
+                 step_mfu = 100.0 * step_tps * flops_tok / peak;
+    printf("bench: FLOPs per token = 6*N + 12*L*C*T = 6*%zu + 12*%d*%d*%d = %.1f MFLOP (N: "
+           "parameters without wpe); peak %.1f TFLOP/s\n",
+           n_nowpe, s.n_layer, s.n_embd, T, flops_tok / 1e6, peak_tflops);
+    printf("bench: GPU forward+backward (gpu_model_step + gpu_model_sync), mean of %d: "
+           "%.1f ms/step, %.0f tokens/s, MFU %.1f%%\n", timed, gpu_ms, gpu_tps, gpu_mfu);
+    printf("bench: full step (FP16 convert + upload, GPU, gradients down, unscale, clip + "
+           "AdamW on %d threads), mean of %d: %.1f ms/step, %.0f tokens/s, MFU %.1f%%\n",
+           tr.threads, timed, step_ms, step_tps, step_mfu);
+    printf("bench: full step breakdown: convert+upload %.1f ms, GPU step + gradients wait "
+           "%.1f ms, unscale %.1f ms, clip + AdamW %.1f ms; loss %.4f -> %.4f, %d skipped\n",
+           sum.ms_up / timed, sum.ms_gpu / timed, sum.ms_unscale / timed, sum.ms_opt / timed,
+           first, last, skipped);
+    printf("RESULT bench B=%d T=%d tokens_per_step=%d gpu_ms=%.1f gpu_tok_s=%.0f gpu_mfu=%.1f%% "
+           "step_ms=%.1f step_tok_s=%.0f step_mfu=%.1f%% mem_gib=%.1f\n",
+           B, T, B * T, gpu_ms, gpu_tps, gpu_mfu, step_ms, step_tps, step_mfu,
+           (double)(free0 - free1) / GiB);
+    report(ok, "bench: every loss finite");
+    gpu_model_free(tr.g);
+    return failures ? 1 : 0;
+}
+
+// ------------------------------------------------------------------ shakespeare mode
+
+static int run_shakespeare(uint64_t seed, const char *path, int steps)
+{
+    FILE *f = fopen(path, "rb");
+    if (!f) {
+        printf("FAIL shakespeare: cannot open %s: %s\n", path, strerror(errno));
+        return 1;
+    }
+    std::vector<unsigned char> text;
+    unsigned char buf[1 << 16];
+    size_t got;
+    while ((got = fread(buf, 1, sizeof buf, f)) > 0) text.insert(text.end(), buf, buf + got);
+    fclose(f);
+    const gpu_model_shape s = {256, 256, 6, 6, 384};
+    const int B = 64, T = 256, NVAL = 20;
+    const size_t ntrain = text.size() * 9 / 10, nval = text.size() - ntrain;
+    if (ntrain < (size_t)T + 2 || nval < (size_t)T + 2) {
+        printf("FAIL shakespeare: %s is too short (%zu bytes)\n", path, text.size());
+        return 1;
+    }
+    gpu_model *g = gpu_model_create(&s, B, T, why, sizeof why);
+    if (!g) die("gpu_model_create");
+    Trainer tr;
+    trainer_open(tr, s, g, seed);
+    tr.h = Hyper{0.9, 0.99, 1e-8, 0.1, 1.0};
+    const double lr = 1e-3, min_lr = 1e-4;
+    const int warmup = 50;
+    printf("shakespeare: %s, %zu bytes (train %zu, val %zu); V=%d L=%d NH=%d C=%d T=%d, "
+           "%zu parameters; B=%d, %d steps, lr %.0e warmup %d cosine to %.0e, beta2 %.2f, "
+           "wd %.1f, clip %.1f\n", path, text.size(), ntrain, nval, s.vocab_size, s.n_layer,
+           s.n_head, s.n_embd, T, tr.L.n, B, steps, lr, warmup, min_lr, tr.h.beta2, tr.h.wd,
+           tr.h.clip);
+    auto window = [&](size_t start, int32_t *in, int32_t *tg) {
+        for (int t = 0; t < T; t++) {
+            in[t] = text[start + t];
+            tg[t] = text[start + t + 1];
+        }
+    };
+    // NVAL fixed validation batches: windows spread evenly over the val split.
+    std::vector<int32_t> vin((size_t)NVAL * B * T), vtg((size_t)NVAL * B * T);
+    for (int i = 0; i < NVAL * B; i++)
+        window(ntrain + (size_t)i * (nval - T - 1) / ((size_t)NVAL * B - 1),
+               &vin[(size_t)i * T], &vtg[(size_t)i * T]);
+    auto val_loss = [&]() {
+        upload_params(tr);
+        double sum = 0.0;
+        for (int j = 0; j < NVAL; j++) {
+            float loss = 0.0f;
+            eng(gpu_model_loss(tr.g, &vin[(size_t)j * B * T], &vtg[(size_t)j * B * T], B, T,
+                               &loss, why, sizeof why),
+                "gpu_model_loss");
+            sum += loss;
+        }
+        return sum / NVAL;
+    };
+    const double start_all = now_ms();
+    const double val0 = val_loss();
+    printf("shakespeare: val loss at the start %.4f (mean of %d batches of %d x %d)\n", val0,
+           NVAL, B, T);
+    Rng rng(seed + 3);
+    std::vector<int32_t> in((size_t)B * T), tg((size_t)B * T);
+    double win_loss = 0.0, win_ms = 0.0, train_ms = 0.0;
+    int win_n = 0, skipped = 0;
+    bool finite = true;
+    for (int step = 0; step < steps; step++) {
+        for (int b = 0; b < B; b++)
+            window(rng.below((uint32_t)(ntrain - T - 1)), &in[(size_t)b * T], &tg[(size_t)b * T]);
+        StepOut o;
+        train_step(tr, in.data(), tg.data(), B, T, lr_at_step(step, warmup, steps, lr, min_lr),
+                   &o);
+        finite = finite && isfinite(o.loss);
+        if (o.overflow) {
+            skipped++;
+            printf("shakespeare: step %d: FP16 overflow at loss scale %.0f: update skipped, "
+                   "scale now %.0f\n", step + 1, o.scale, tr.ls.scale);
+        }
+        win_loss += o.loss, win_ms += o.ms, train_ms += o.ms, win_n++;
+        if ((step + 1) % 50 == 0 || step + 1 == steps) {
+            printf("shakespeare: step %4d/%d  loss %.4f  scale %.0f  %.1f ms/step  %.0f "
+                   "tokens/s\n", step + 1, steps, win_loss / win_n, tr.ls.scale, win_ms / win_n,
+                   (double)B * T * win_n / (win_ms / 1000.0));
+            fflush(stdout);
+            win_loss = win_ms = 0.0;
+            win_n = 0;
+        }
+    }
+    const double val1 = val_loss();
+    const double secs = (now_ms() - start_all) / 1000.0;
+    printf("shakespeare: val loss %.4f -> %.4f in %d steps (%d skipped), %.1f s (%.1f ms per "
+           "training step)\n", val0, val1, steps, skipped, secs, train_ms / steps);
+    printf("RESULT shakespeare steps=%d val_start=%.4f val_end=%.4f seconds=%.1f "
+           "step_ms=%.1f\n", steps, val0, val1, secs, train_ms / steps);
+    report(finite && val1 < 2.0 && val0 - val1 > 2.5,
+           "shakespeare: final val loss %.4f < 2.0 and %.4f below the start (> 2.5 wanted)",
+           val1, val0 - val1);
+    gpu_model_free(tr.g);
+    return failures ? 1 : 0;
+}
+
+// ------------------------------------------------------------------ main
+
+static int usage()
+{
+    printf("usage: gpu_train [test | bench | shakespeare] [--data FILE] [--steps N] "
+           "[--peak-tflops X] [--seed N]\n");
+    return 1;
+}
+
+int main(int argc, char **argv)
+{
+    std::string mode = "test";
+    const char *data = "data/tinyshakespeare.txt";
+    int steps = -1;
+    double peak = 989.4;
+    uint64_t seed = 1337;
+    int i = 1;
+    if (i < argc && argv[i][0] != '-') mode = argv[i++];
+    for (; i < argc; i++) {
+        const std::string a = argv[i];
+        if (i + 1 >= argc) return usage();
+        if (a == "--data") data = argv[++i];
+        else if (a == "--steps") steps = atoi(argv[++i]);
+        else if (a == "--peak-tflops") peak = atof(argv[++i]);
+        else if (a == "--seed") seed = strtoull(argv[++i], nullptr, 10);
+        else return usage();
+    }
+    if ((mode != "test" && mode != "bench" && mode != "shakespeare") ||
+        (steps != -1 && steps < 1) || !(peak > 0.0))
+        return usage();
+
+    int count = 0;
+    const cudaError_t e = cudaGetDeviceCount(&count);
+    if (e != cudaSuccess || count == 0) {
+        printf("skip: no GPU (%s)\n", e != cudaSuccess ? cudaGetErrorString(e) : "no device");
+        return 77;
+    }
+    CUDA_OK(cudaSetDevice(0));
+    cudaDeviceProp p;
+    CUDA_OK(cudaGetDeviceProperties(&p, 0));
+    printf("# %s, sm_%d%d, %.1f GiB; %s mode; FP16 conversion on the host: %s\n", p.name,
+           p.major, p.minor, (double)p.totalGlobalMem / (1 << 30), mode.c_str(),
+           half_path_name());
+    fflush(stdout);
+    if (mode == "bench") return run_bench(seed, peak, steps > 0 ? steps : 10);
+    if (mode == "shakespeare") return run_shakespeare(seed, data, steps > 0 ? steps : 600);
+    return run_test(seed);
+}

@@ -1,0 +1,103 @@
+/* test_lossscale — the host side of mixed precision: FP16 gradients unscaled into FP32
+ * (overwrite and accumulate, SIMD and scalar conversion), inf/NaN anywhere detected
+ * (including the last value of a partial chunk), and the dynamic loss scale (halve and
+ * skip on overflow, double after the growth interval, bounded). */
+#include <math.h>
+#include <stdint.h>
+#include <stdlib.h>
+
+#include "../src/half.h"
+#include "../src/lossscale.h"
+#include "testutil.h"
+
+static void test_unscale(int simd)
+{
+    half_allow_simd(simd);
+    const char *path = half_path_name();
+    enum { N = 10007 }; /* not a multiple of the chunk size */
+    float *src = malloc(N * sizeof *src), *dst = malloc(N * sizeof *dst);
+    uint16_t *h = malloc(N * sizeof *h);
+    if (!src || !dst || !h) {
+        TU_CHECK(0, "out of memory");
+        goto done;
+    }
+    /* Scaled gradients as the GPU sends them: a spread of magnitudes. */
+    for (int i = 0; i < N; i++) src[i] = (float)((i % 97) - 48) * 37.0f * (1.0f + (float)i / N);
+    half_from_float(h, src, N);
+    const float inv = 1.0f / 1024.0f;
+    int bad = unscale_half_grads(dst, h, N, inv, 0, 2);
+    int wrong = 0;
+    for (int i = 0; i < N; i++)
+        if (dst[i] != half_to_float_scalar(h[i]) * inv) wrong++;
+    TU_CHECK(bad == 0 && wrong == 0, "%s: finite gradients unscaled exactly (%d wrong)", path,
+             wrong);
+
+    bad = unscale_half_grads(dst, h, N, inv, 1, 3);
+    wrong = 0;
+    for (int i = 0; i < N; i++)
+        if (dst[i] != 2.0f * (half_to_float_scalar(h[i]) * inv)) wrong++;
+    TU_CHECK(bad == 0 && wrong == 0, "%s: accumulate adds (%d wrong)", path, wrong);
+
+    /* One inf or NaN anywhere: first, middle, the last of a partial chunk. */
+    const int where[] = {0, 4095, 4096, 5000, N - 1};
+    const uint16_t specials[] = {0x7C00 /* +inf */, 0xFC00 /* -inf */, 0x7E00 /* NaN */};
+    int missed = 0, tries = 0;
+    for (size_t w = 0; w < sizeof where / sizeof *where; w++)
+        for (size_t k = 0; k < sizeof specials / sizeof *specials; k++) {
+            uint16_t keep = h[where[w]];
+            h[where[w]] = specials[k];
+            missed += unscale_half_grads(dst, h, N, inv, 0, 2) != 1;
+            tries++;
+            h[where[w]] = keep;
+        }
+    TU_CHECK(missed == 0, "%s: inf/NaN found in %d of %d placements", path, tries - missed,
+             tries);
+    TU_CHECK(unscale_half_grads(dst, h, 0, inv, 0, 2) == 0, "%s: empty buffer is clean", path);
+done:
+    free(src);
+    free(dst);
+    free(h);
+    half_allow_simd(1);
+}
+
+static void test_scaler(void)
+{
+    loss_scaler s;
+    loss_scaler_init(&s, 0.0f, 0);
+    TU_CHECK(s.scale == LOSS_SCALE_INIT && s.growth_interval == LOSS_SCALE_GROWTH_INTERVAL,
+             "defaults: scale %g, growth interval %d", s.scale, s.growth_interval);
+
+    loss_scaler_init(&s, 65536.0f, 3);
+    loss_scale_event e = loss_scaler_update(&s, 1);
+    TU_CHECK(e == LOSS_SCALE_SKIPPED && s.scale == 32768.0f && s.skipped == 1,
+             "overflow: skip and halve (scale %g)", s.scale);
+    e = loss_scaler_update(&s, 0);
+    loss_scale_event e2 = loss_scaler_update(&s, 0);
+    TU_CHECK(e == LOSS_SCALE_KEPT && e2 == LOSS_SCALE_KEPT && s.scale == 32768.0f,
+             "two clean steps of three: unchanged");
+    e = loss_scaler_update(&s, 0);
+    TU_CHECK(e == LOSS_SCALE_GREW && s.scale == 65536.0f, "third clean step: doubled (%g)",
+             s.scale);
+    loss_scaler_update(&s, 0);
+    loss_scaler_update(&s, 1);
+    loss_scaler_update(&s, 0);
+    loss_scaler_update(&s, 0);
+    TU_CHECK(s.scale == 32768.0f && s.skipped == 2,
+             "an overflow restarts the count of clean steps (scale %g)", s.scale);
+
+    loss_scaler_init(&s, 2.0f, 1);
+    for (int i = 0; i < 10; i++) loss_scaler_update(&s, 1);
+    TU_CHECK(s.scale == 1.0f && s.skipped == 10, "never below 1 (%g)", s.scale);
+    loss_scaler_init(&s, LOSS_SCALE_MAX, 1);
+    e = loss_scaler_update(&s, 0);
+    TU_CHECK(e == LOSS_SCALE_KEPT && s.scale == LOSS_SCALE_MAX, "never above 2^24 (%g)",
+             s.scale);
+}
+
+int main(void)
+{
+    test_unscale(1);
+    test_unscale(0);
+    test_scaler();
+    return tu_finish();
+}
