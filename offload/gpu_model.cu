@@ -32,7 +32,7 @@ struct layer_offsets {
 
 // Activations one block keeps for its backward.
 struct layer_acts {
-    __half *ln1, *qkv, *qkvr, *att, *atty, *res2, *ln2, *fch, *fch_gelu, *res3;
+    __half *ln1, *qkvr, *att, *atty, *res2, *ln2, *fch, *fch_gelu, *res3;
     float *ln1_mean, *ln1_rstd, *ln2_mean, *ln2_rstd;
 };
 
@@ -86,7 +86,7 @@ struct gpu_model {
     __half *grads_half;  // [n_params], what goes down
     int32_t *tokens;     // [2][maxB*maxT]: inputs, targets
     void *acts_mem;      // every activation and scratch buffer below
-    __half *x0, *lnf, *logits, *proj;
+    __half *x0, *lnf, *logits, *proj, *qkv; // qkv: one layer's, the backward uses qkvr
     float *lnf_mean, *lnf_rstd, *losses, *loss;
     layer_acts *la;      // [L]
     __half *dres, *dln, *datty, *dqkv, *d4a, *d4b, *att_fwd_scratch, *att_bwd_scratch;
@@ -125,12 +125,11 @@ size_t carve_acts(gpu_model *g, const gpu_model_shape *s, int B, int T, char *ba
     };
     auto H = [&](size_t n) { return (__half *)take(n * sizeof(__half)); };
     auto F = [&](size_t n) { return (float *)take(n * sizeof(float)); };
-    __half *x0 = H(BTC), *lnf = H(BTC), *logits = H(N * V), *proj = H(BTC);
+    __half *x0 = H(BTC), *lnf = H(BTC), *logits = H(N * V), *proj = H(BTC), *qkv = H(3 * BTC);
     float *lnf_mean = F(N), *lnf_rstd = F(N), *losses = F(N), *loss = F(1);
     for (size_t l = 0; l < L; l++) {
         layer_acts a;
         a.ln1 = H(BTC);
-        a.qkv = H(3 * BTC);
         a.qkvr = H(3 * BTC);
         a.att = H((size_t)B * NH * T * T);
         a.atty = H(BTC);
@@ -150,7 +149,7 @@ size_t carve_acts(gpu_model *g, const gpu_model_shape *s, int B, int T, char *ba
     __half *fs = H(ol_attention_fwd_scratch_halves(B, T, (int)C, (int)NH));
     __half *bs = H(ol_attention_bwd_scratch_halves(B, T, (int)C, (int)NH));
     if (g) {
-        g->x0 = x0, g->lnf = lnf, g->logits = logits, g->proj = proj;
+        g->x0 = x0, g->lnf = lnf, g->logits = logits, g->proj = proj, g->qkv = qkv;
         g->lnf_mean = lnf_mean, g->lnf_rstd = lnf_rstd, g->losses = losses, g->loss = loss;
         g->dres = dres, g->dln = dln, g->datty = datty, g->dqkv = dqkv;
         g->d4a = d4a, g->d4b = d4b, g->att_fwd_scratch = fs, g->att_bwd_scratch = bs;
@@ -214,7 +213,8 @@ const char *blas_name(int status)
     do {                                                                               \
         int s_ = (call);                                                               \
         if (s_ != 0) {                                                                 \
-            say(why, cap, "GPU: %s, status %d (%s)", blas_name(s_), s_, #call);        \
+            say(why, cap, "GPU: %s failed: %s (%d)", #call,                           \
+                s_ < 100 ? cudaGetErrorString((cudaError_t)s_) : blas_name(s_), s_);     \
             return -1;                                                                 \
         }                                                                              \
     } while (0)
@@ -277,8 +277,8 @@ int forward(gpu_model *g, int B, int T, float dlogits_scale, char *why, size_t c
         layer_acts &a = g->la[l];
         ol_layernorm_forward(a.ln1, a.ln1_mean, a.ln1_rstd, x, P + o.ln1w, P + o.ln1b, N, C,
                              st);
-        BL(ol_matmul_forward(g->blas, a.qkv, a.ln1, P + o.qkvw, P + o.qkvb, N, C, 3 * C));
-        BL(ol_attention_forward(g->blas, a.atty, a.qkvr, a.att, g->att_fwd_scratch, a.qkv, B,
+        BL(ol_matmul_forward(g->blas, g->qkv, a.ln1, P + o.qkvw, P + o.qkvb, N, C, 3 * C));
+        BL(ol_attention_forward(g->blas, a.atty, a.qkvr, a.att, g->att_fwd_scratch, g->qkv, B,
                                 T, C, NH));
         BL(ol_matmul_forward(g->blas, g->proj, a.atty, P + o.attprojw, P + o.attprojb, N, C,
                              C));
@@ -363,6 +363,9 @@ int backward(gpu_model *g, int B, int T, char *why, size_t cap)
         CU(cudaMemsetAsync(g->dln, 0, BTC * sizeof(__half), st));
         BL(ol_matmul_backward(g->blas, g->dln, G + o.qkvw, G + o.qkvb, g->dqkv, a.ln1,
                               P + o.qkvw, N, C, 3 * C));
+        // The key bias's gradient is exactly 0 (softmax ignores what a row shares): drop
+        // the rounding left there, as src/model.c does.
+        CU(cudaMemsetAsync(G + o.qkvb + C, 0, (size_t)C * sizeof(float), st));
         ol_layernorm_backward(g->dres, G + o.ln1w, G + o.ln1b, g->dln, x, P + o.ln1w,
                               a.ln1_mean, a.ln1_rstd, N, C, st);
         if (send_grads(g, o.begin, o.end, g->grads_ready[L - l], why, cap) != 0) return -1;

@@ -64,7 +64,8 @@ int device_step_grad(device_step *d, const float *params, float *grads,
                      int accumulate, float grad_scale, float *loss, int *overflow)
 {
     char why[512] = "";
-    if (upload(d, params) != 0) return -1;
+    /* The parameters do not change between the micro-batches of one step. */
+    if (!accumulate && upload(d, params) != 0) return -1;
     if (gpu_model_step(d->g, inputs, targets, B, T, d->scaler.scale, loss, why,
                        sizeof why) != 0) {
         gt_error("offload: training step: %s", why);

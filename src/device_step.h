@@ -36,7 +36,8 @@ int device_step_init(device_step *d, const gpt_model *m, int B, int T, int threa
 void device_step_free(device_step *d);
 
 /* One micro-batch at `params`: grads = (accumulate ? grads + : ) grad_scale x
- * d(mean loss)/d(params). Sets *loss and *overflow (1: FP16 overflowed, grads are
+ * d(mean loss)/d(params). With accumulate set the parameters are not sent again (the
+ * micro-batches of one step share them). Sets *loss and *overflow (1: FP16 overflowed, grads are
  * unusable). Returns 0, or -1 (reported). */
 int device_step_grad(device_step *d, const float *params, float *grads,
                      const int32_t *inputs, const int32_t *targets, int B, int T,

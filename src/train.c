@@ -362,7 +362,7 @@ static int load_checkpoint(run *r, const char *from)
  * `from` when not NULL: then training continues at its step), the loader, buffers.
  * Returns 0 or -1 (reported). */
 static int setup_run(run *r, const gt_config *c, int64_t *vocab, const char *from,
-                     const char *ckpt_dir)
+                     const char *ckpt_dir, int gpu)
 {
     const int B = c->batch_size, T = c->block_size;
     if (check_output_paths(c, r, ckpt_dir, from != NULL) != 0) return -1;
@@ -376,10 +376,11 @@ static int setup_run(run *r, const gt_config *c, int64_t *vocab, const char *fro
     r->model.tp_allreduce_max = grid_tp_allreduce_max_hook;
     if (gpt_alloc_grads(&r->model) != 0 || adamw_init(&r->opt, r->model.n_params) != 0)
         return -1;
-    /* Activations: one slot for the batch, or the pipeline's for its micro-batches. */
+    /* Activations: one slot for the batch, or the pipeline's for its micro-batches;
+     * none on the host when the GPU trains (they live on the device). */
     if (grid_pp_size() > 1) {
         if (!(r->pipe = pipeline_create(&r->model, r->micro, B, T))) return -1;
-    } else if (gpt_alloc_acts(&r->model, B, T) != 0) {
+    } else if (!gpu && gpt_alloc_acts(&r->model, B, T) != 0) {
         return -1;
     }
     if (from) {
@@ -611,10 +612,14 @@ int train_run(const gt_config *c)
     r.peak_gflops = c->peak_gflops > 0 ? c->peak_gflops
                     : gpu              ? 0.0
                                        : estimate_peak_gflops(r.threads);
-    par_printf("threads: %d OpenMP, kernels %s, OpenBLAS %s; peak %.1f GFLOP/s%s\n",
-               r.threads, kernels_simd_name(), openblas_get_parallel() == 2 ? "openmp" :
-               openblas_get_parallel() == 1 ? "pthreads" : "sequential", r.peak_gflops,
-               c->peak_gflops > 0 ? "" : " (estimated; set peak_gflops to override)");
+    par_printf("threads: %d OpenMP, kernels %s, OpenBLAS %s; ", r.threads,
+               kernels_simd_name(), openblas_get_parallel() == 2 ? "openmp" :
+               openblas_get_parallel() == 1 ? "pthreads" : "sequential");
+    if (r.peak_gflops > 0)
+        par_printf("peak %.1f GFLOP/s%s\n", r.peak_gflops,
+                   c->peak_gflops > 0 ? "" : " (estimated; set peak_gflops to override)");
+    else
+        par_printf("no MFU (set peak_gflops to the GPU's peak for it)\n");
     /* How the data is read: MPI-IO needs parallel HDF5, an MPI run, and MPI calls from
      * the loader thread (MPI_THREAD_MULTIPLE). The same answer on every rank. */
     const int mpi_io_ok = h5data_mpi_io_available() && par_thread_multiple();
@@ -683,7 +688,7 @@ int train_run(const gt_config *c)
     }
 
     int64_t vocab = 0;
-    if (!par_all_ok(setup_run(&r, c, &vocab, from, can_ckpt ? ckpt_dir : NULL) == 0))
+    if (!par_all_ok(setup_run(&r, c, &vocab, from, can_ckpt ? ckpt_dir : NULL, gpu) == 0))
         goto done;
     char identity[2 * (GT_PATH_MAX + GT_NAME_MAX) + 256];
     dataset_identity(&r, c, vocab, identity, sizeof identity);

@@ -1,0 +1,122 @@
+// ref_model — the CPU reference of the standalone GPU driver: the whole GPT-2
+// forward in double, to check the engine's loss (and, by finite differences of it,
+// its gradients) in gpu_train.cu's test mode.
+//
+// Header-only, for one translation unit (gpu_train.cu): everything is `static`.
+// Conventions:
+//  - the weights are one flat buffer of doubles in host_trainer.h's Layout (the order
+//    of src/model.h); to compare with the GPU, pass the master weights rounded
+//    through FP16 (host_trainer.h's rounded_params);
+//  - the math of src/kernels_cpu.c: LayerNorm eps 1e-5 (biased variance), GELU tanh
+//    approximation, causal attention with scale 1/sqrt(hs), head tied to wte;
+//  - ref_row gives one row's SUMMED cross-entropy, ref_loss the MEAN over B x T
+//    tokens (rows in parallel with OpenMP, summed in a fixed order: the same result
+//    for any thread count).
+#ifndef GT_OFFLOAD_TESTS_REF_MODEL_H
+#define GT_OFFLOAD_TESTS_REF_MODEL_H
+
+#include <math.h>
+#include <stdint.h>
+
+#include <vector>
+
+#include "host_trainer.h"
+
+// ------------------------------------------------------------------ CPU reference
+
+static inline void ref_layernorm(double *out, const double *x, const double *w,
+                                 const double *b, int T, int C)
+{
+    for (int t = 0; t < T; t++) {
+        const double *xt = x + (size_t)t * C;
+        double mean = 0.0, var = 0.0;
+        for (int i = 0; i < C; i++) mean += xt[i];
+        mean /= C;
+        for (int i = 0; i < C; i++) var += (xt[i] - mean) * (xt[i] - mean);
+        const double rs = 1.0 / sqrt(var / C + 1e-5);
+        for (int i = 0; i < C; i++) out[(size_t)t * C + i] = (xt[i] - mean) * rs * w[i] + b[i];
+    }
+}
+
+// out[T,OC] = in[T,IC] @ W[OC,IC]^T + b
+static inline void ref_linear(double *out, const double *in, const double *W,
+                              const double *b, int T, int IC, int OC)
+{
+    for (int t = 0; t < T; t++)
+        for (int o = 0; o < OC; o++) {
+            const double *wr = W + (size_t)o * IC, *x = in + (size_t)t * IC;
+            double s = b ? b[o] : 0.0;
+            for (int i = 0; i < IC; i++) s += x[i] * wr[i];
+            out[(size_t)t * OC + o] = s;
+        }
+}
+
+// The forward of one row of T tokens on weights w: the summed cross-entropy.
+static inline double ref_row(const Layout &L, const double *w, const int32_t *in,
+                             const int32_t *tg, int T)
+{
+    const int C = L.s.n_embd, NH = L.s.n_head, V = L.s.vocab_size, hs = C / NH;
+    const size_t TC = (size_t)T * C;
+    std::vector<double> x(TC), h(TC), qkv(3 * TC), y(TC), f(4 * TC), tmp(TC), p(T), logit(V);
+    for (int t = 0; t < T; t++)
+        for (int i = 0; i < C; i++)
+            x[(size_t)t * C + i] = w[L.wte + (size_t)in[t] * C + i] + w[L.wpe + (size_t)t * C + i];
+    const double scale = 1.0 / sqrt((double)hs);
+    for (const LayerOff &o : L.layer) {
+        ref_layernorm(h.data(), x.data(), w + o.ln1w, w + o.ln1b, T, C);
+        ref_linear(qkv.data(), h.data(), w + o.qkvw, w + o.qkvb, T, C, 3 * C);
+        for (int hh = 0; hh < NH; hh++)
+            for (int t = 0; t < T; t++) {
+                const double *q = &qkv[(size_t)t * 3 * C + (size_t)hh * hs];
+                double mx = -1e300;
+                for (int s = 0; s <= t; s++) {
+                    const double *k = &qkv[(size_t)s * 3 * C + C + (size_t)hh * hs];
+                    double d = 0.0;
+                    for (int j = 0; j < hs; j++) d += q[j] * k[j];
+                    p[s] = d * scale;
+                    mx = fmax(mx, p[s]);
+                }
+                double sum = 0.0;
+                for (int s = 0; s <= t; s++) sum += (p[s] = exp(p[s] - mx));
+                double *yt = &y[(size_t)t * C + (size_t)hh * hs];
+                for (int j = 0; j < hs; j++) yt[j] = 0.0;
+                for (int s = 0; s <= t; s++) {
+                    const double *vv = &qkv[(size_t)s * 3 * C + 2 * C + (size_t)hh * hs];
+                    for (int j = 0; j < hs; j++) yt[j] += p[s] / sum * vv[j];
+                }
+            }
+        ref_linear(tmp.data(), y.data(), w + o.projw, w + o.projb, T, C, C);
+        for (size_t i = 0; i < TC; i++) x[i] += tmp[i];
+        ref_layernorm(h.data(), x.data(), w + o.ln2w, w + o.ln2b, T, C);
+        ref_linear(f.data(), h.data(), w + o.fcw, w + o.fcb, T, C, 4 * C);
+        for (double &u : f)
+            u = 0.5 * u * (1.0 + tanh(0.7978845608028654 * (u + 0.044715 * u * u * u)));
+        ref_linear(tmp.data(), f.data(), w + o.fcpw, w + o.fcpb, T, 4 * C, C);
+        for (size_t i = 0; i < TC; i++) x[i] += tmp[i];
+    }
+    ref_layernorm(h.data(), x.data(), w + L.lnfw, w + L.lnfb, T, C);
+    double loss = 0.0;
+    for (int t = 0; t < T; t++) {
+        ref_linear(logit.data(), &h[(size_t)t * C], w + L.wte, nullptr, 1, C, V);
+        double mx = -1e300, sum = 0.0;
+        for (int v = 0; v < V; v++) mx = fmax(mx, logit[v]);
+        for (int v = 0; v < V; v++) sum += exp(logit[v] - mx);
+        loss += log(sum) + mx - logit[tg[t]];
+    }
+    return loss;
+}
+
+// Mean cross-entropy over B rows (rows in parallel, summed in a fixed order).
+static inline double ref_loss(const Layout &L, const double *w, const int32_t *in,
+                              const int32_t *tg, int B, int T)
+{
+    std::vector<double> rows(B);
+#pragma omp parallel for schedule(dynamic)
+    for (int b = 0; b < B; b++)
+        rows[b] = ref_row(L, w, in + (size_t)b * T, tg + (size_t)b * T, T);
+    double s = 0.0;
+    for (int b = 0; b < B; b++) s += rows[b];
+    return s / ((double)B * T);
+}
+
+#endif

@@ -1,0 +1,262 @@
+/* fake_gpu — a test double of the GPU side (offload/offload.h and offload/gpu_model.h)
+ * that runs on the CPU, so `make check` can drive the trainer's offload = all path
+ * (src/train.c, src/device_step.c, src/lossscale.c) on a machine without a GPU.
+ *
+ * It is linked only into tests/gentrain_fakegpu (src/main.c + this file, before
+ * libgentrain.a, so the archive's real offload objects are never pulled in), never into
+ * gentrain.
+ *
+ * What it does: one "device" (offload_device_count = 1). gpu_model_* keep a CPU model
+ * of src/model.h (whole, tp = 1: the same flat layout by construction). The parameters
+ * it computes with are what the caller put in the FP16 staging buffer, widened back to
+ * float, so the forward and backward see FP16-rounded weights as the GPU would. A
+ * training step computes d(mean loss)/d(params) in FP32, multiplies by the loss scale
+ * and rounds to FP16 (half.h), so a scaled gradient beyond the FP16 range comes back as
+ * inf, exactly as the GPU's would. Activations stay FP32: losses differ from the GPU's
+ * by that, not by the placement logic this double is for.
+ *
+ * Fault injection, read from the environment once per process:
+ *   GENTRAIN_FAKE_GPU_OVERFLOW=3,7    on the 3rd and 7th gpu_model_step call of this
+ *                                     process (1-based), one gradient comes back as +inf
+ *   GENTRAIN_FAKE_GPU_OVERFLOW_RANK=r only on the rank whose par_rank() is r (default:
+ *                                     every rank) */
+#include "../offload/gpu_model.h"
+#include "../offload/offload.h"
+
+#include <errno.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#ifdef _OPENMP
+#include <omp.h>
+#endif
+
+#include "../src/backend.h"
+#include "../src/half.h"
+#include "../src/model.h"
+#include "../src/parallel.h"
+
+#define FAKE_NAME "fake GPU (the CPU with FP16-rounded weights and gradients: a test double)"
+#define HALF_INF 0x7C00u
+
+enum { MAX_FAULTS = 64 };
+
+struct gpu_model {
+    gpt_model m;
+    int maxB, maxT;
+    uint16_t *staging; /* [n_params] FP16 parameters, filled by the caller */
+    uint16_t *grads;   /* [n_params] FP16 scaled gradients of the last step */
+};
+
+static void say(char *why, size_t cap, const char *fmt, ...)
+{
+    if (!why || cap == 0) return;
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(why, cap, fmt, ap);
+    va_end(ap);
+}
+
+/* ------------------------------------------------------------- fault injection */
+
+static struct {
+    int read;
+    int n;
+    long steps[MAX_FAULTS]; /* 1-based gpu_model_step calls that overflow */
+    int rank;               /* -1: every rank */
+    long calls;             /* gpu_model_step calls so far in this process */
+} faults;
+
+static void read_faults(void)
+{
+    if (faults.read) return;
+    faults.read = 1;
+    faults.rank = -1;
+    const char *list = getenv("GENTRAIN_FAKE_GPU_OVERFLOW");
+    for (const char *p = list; p && *p;) {
+        char *end;
+        errno = 0;
+        long k = strtol(p, &end, 10);
+        if (end == p || errno != 0 || k < 1) {
+            fprintf(stderr, "fake_gpu: GENTRAIN_FAKE_GPU_OVERFLOW=%s: expected step "
+                    "numbers >= 1 separated by commas\n", list);
+            exit(2);
+        }
+        if (faults.n < MAX_FAULTS) faults.steps[faults.n++] = k;
+        p = *end == ',' ? end + 1 : end;
+        if (*end != ',' && *end != '\0') {
+            fprintf(stderr, "fake_gpu: GENTRAIN_FAKE_GPU_OVERFLOW=%s: unexpected '%c'\n",
+                    list, *end);
+            exit(2);
+        }
+    }
+    const char *rank = getenv("GENTRAIN_FAKE_GPU_OVERFLOW_RANK");
+    if (rank && *rank) faults.rank = atoi(rank);
+}
+
+/* Whether call number `call` (1-based) of this process is to overflow. */
+static int overflow_here(long call)
+{
+    read_faults();
+    if (faults.rank >= 0 && faults.rank != par_rank()) return 0;
+    for (int i = 0; i < faults.n; i++)
+        if (faults.steps[i] == call) return 1;
+    return 0;
+}
+
+/* ------------------------------------------------------------- offload.h */
+
+int offload_built(void) { return 1; }
+
+int offload_device_count(char *why, size_t cap)
+{
+    if (cap) why[0] = '\0';
+    return 1;
+}
+
+int offload_use_device(int index, char *name, size_t name_cap, char *why, size_t cap)
+{
+    if (index != 0) {
+        if (name_cap) name[0] = '\0';
+        say(why, cap, "fake GPU: no device %d (there is one)", index);
+        return -1;
+    }
+    snprintf(name, name_cap, "%s", FAKE_NAME);
+    return 0;
+}
+
+/* ------------------------------------------------------------- gpu_model.h */
+
+static gpt_shape to_gpt(const gpu_model_shape *s)
+{
+    const gpt_shape g = {s->vocab_size, s->block_size, s->n_layer, s->n_head, s->n_embd};
+    return g;
+}
+
+size_t gpu_model_param_count(const gpu_model_shape *s)
+{
+    /* The layout of gpu_model.h, counted as the real one does. */
+    const size_t C = (size_t)s->n_embd, L = (size_t)s->n_layer;
+    return ((size_t)s->vocab_size + (size_t)s->block_size) * C + L * (12 * C * C + 13 * C) +
+           2 * C;
+}
+
+size_t gpu_model_device_bytes(const gpu_model_shape *s, int B, int T)
+{
+    /* What this double allocates: FP32 parameters and gradients, the two FP16 buffers,
+     * and the activations of model.c (per layer about 20 x C floats a token plus the
+     * attention matrices; the logits and their gradient). An estimate. */
+    const size_t P = gpu_model_param_count(s), N = (size_t)B * T, C = (size_t)s->n_embd;
+    const size_t acts = (size_t)s->n_layer * (20 * N * C + (size_t)B * s->n_head * T * T) +
+                        2 * N * (size_t)s->vocab_size + 4 * N * C;
+    return P * (4 + 4 + 2 + 2) + acts * sizeof(float);
+}
+
+gpu_model *gpu_model_create(const gpu_model_shape *s, int B, int T, char *why, size_t cap)
+{
+    if (!s || s->n_layer < 0 || s->n_head < 1 || s->n_embd < 1 || s->vocab_size < 1 ||
+        s->block_size < 1 || s->n_embd % s->n_head != 0 || B < 1 || T < 1 ||
+        T > s->block_size) {
+        say(why, cap, "fake GPU: bad model shape or batch (n_embd %% n_head, T <= block_size)");
+        return NULL;
+    }
+    gpu_model *g = calloc(1, sizeof *g);
+    if (!g) {
+        say(why, cap, "fake GPU: out of host memory");
+        return NULL;
+    }
+    int threads = 1;
+#ifdef _OPENMP
+    threads = omp_get_max_threads(); /* the kernels' scratch is per OpenMP thread */
+#endif
+    if (gpt_create(&g->m, to_gpt(s), &backend_cpu, threads) != 0) {
+        say(why, cap, "fake GPU: cannot make the CPU model");
+        free(g);
+        return NULL;
+    }
+    g->maxB = B;
+    g->maxT = T;
+    if (g->m.n_params != gpu_model_param_count(s) || gpt_alloc_grads(&g->m) != 0 ||
+        gpt_alloc_acts(&g->m, B, T) != 0 ||
+        !(g->staging = malloc(g->m.n_params * sizeof(uint16_t))) ||
+        !(g->grads = malloc(g->m.n_params * sizeof(uint16_t)))) {
+        say(why, cap, "fake GPU: out of host memory (or a layout mismatch)");
+        gpu_model_free(g);
+        return NULL;
+    }
+    return g;
+}
+
+void gpu_model_free(gpu_model *g)
+{
+    if (!g) return;
+    gpt_free(&g->m);
+    free(g->staging);
+    free(g->grads);
+    free(g);
+}
+
+uint16_t *gpu_model_param_staging(gpu_model *g) { return g->staging; }
+
+int gpu_model_upload_params(gpu_model *g, char *why, size_t cap)
+{
+    (void)why, (void)cap;
+    half_to_float(g->m.params, g->staging, g->m.n_params);
+    return 0;
+}
+
+static int check_batch(const gpu_model *g, int B, int T, char *why, size_t cap)
+{
+    if (B < 1 || T < 1 || B > g->maxB || T > g->maxT) {
+        say(why, cap, "fake GPU: batch %d x %d is outside the %d x %d the model was made for",
+            B, T, g->maxB, g->maxT);
+        return -1;
+    }
+    return 0;
+}
+
+int gpu_model_step(gpu_model *g, const int32_t *inputs, const int32_t *targets, int B,
+                   int T, float loss_scale, float *loss, char *why, size_t cap)
+{
+    if (check_batch(g, B, T, why, cap) != 0) return -1;
+    if (!inputs || !targets || !(loss_scale > 0.0f)) {
+        say(why, cap, "fake GPU: a training step needs targets and a loss scale > 0");
+        return -1;
+    }
+    const long call = ++faults.calls;
+    gpt_model *m = &g->m;
+    m->loss_grad_scale = 1.0f;
+    gpt_zero_grad(m);
+    *loss = gpt_forward(m, inputs, targets, B, T, 1);
+    gpt_backward(m);
+    /* Scaled, then rounded to FP16 (in place: the FP32 gradients are scratch here). */
+    for (size_t i = 0; i < m->n_params; i++) m->grads[i] *= loss_scale;
+    half_from_float(g->grads, m->grads, m->n_params);
+    if (overflow_here(call)) g->grads[m->n_params / 2] = HALF_INF;
+    return 0;
+}
+
+int gpu_model_loss(gpu_model *g, const int32_t *inputs, const int32_t *targets, int B,
+                   int T, float *loss, char *why, size_t cap)
+{
+    if (check_batch(g, B, T, why, cap) != 0) return -1;
+    if (!inputs || !targets) {
+        say(why, cap, "fake GPU: the loss needs targets");
+        return -1;
+    }
+    *loss = gpt_forward(&g->m, inputs, targets, B, T, 0);
+    return 0;
+}
+
+const uint16_t *gpu_model_grads(gpu_model *g, char *why, size_t cap)
+{
+    (void)why, (void)cap;
+    return g->grads;
+}
+
+int gpu_model_sync(gpu_model *g, char *why, size_t cap)
+{
+    (void)g, (void)why, (void)cap;
+    return 0;
+}

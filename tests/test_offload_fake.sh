@@ -1,0 +1,204 @@
+#!/usr/bin/env bash
+# The trainer's GPU path (offload = all: src/train.c, src/device_step.c,
+# src/lossscale.c) driven on the CPU through tests/gentrain_fakegpu, gentrain linked
+# with the test double tests/fake_gpu.c (one "GPU" that computes with FP16-rounded
+# weights and returns FP16 gradients x the loss scale; GENTRAIN_FAKE_GPU_OVERFLOW makes
+# chosen steps overflow). On a slice of the shipped corpus, a tiny model:
+#  1. offload = all: one `offload:` line saying every layer is on the GPU; step lines
+#     and log lines carry the loss scale (65536, nothing skipped); losses and
+#     val_losses within 1e-2 relative of the same run with offload = none, the final
+#     val_loss within 2%.
+#  2. An overflow at step 3: that step is skipped (line and log say so, no grad_norm),
+#     the scale halves to 32768 and stays there, the run finishes. With a constant lr,
+#     a 3-step run whose step 3 overflows ends with exactly the parameters of a 2-step
+#     run, and its checkpoints after steps 2 and 3 hold the same parameters and AdamW
+#     state (h5diff, where installed).
+#  3. global_batch_size = 2 x batch_size (2 micro-batches on the "GPU"): losses within
+#     1e-2 of offload = none.
+#  4. 2 ranks, an overflow on rank 1 only at step 2: every rank skips step 2, the run
+#     ends with the parameters identical on both ranks.
+#  5. The loss scale survives a checkpoint: a run resumed from the step-3 checkpoint of
+#     a run that overflowed at step 2 continues at scale 32768, and ends like the
+#     straight run (same losses, same parameters).
+#  6. Placement: offload = blocks is one error; with 2 ranks, tp = 2, pp = 2 and
+#     sync = async train on the CPU with one line saying why, and offload = required
+#     turns that into an error.
+# Every run is under `timeout`, so a hang fails the test instead of blocking it.
+#
+# Environment: GENTRAIN, GENTRAIN_FAKEGPU (tests/gentrain_fakegpu), CMPMODEL
+# (tests/cmpmodel), top_srcdir, MPIEXEC (parts 4 and 6's 2-rank cases are skipped
+# without it); Open MPI's run-as-root variables when run as root (Makefile.am sets them).
+set -u
+: "${GENTRAIN:?GENTRAIN must point at the gentrain binary}"
+: "${GENTRAIN_FAKEGPU:?GENTRAIN_FAKEGPU must point at tests/gentrain_fakegpu}"
+: "${CMPMODEL:?CMPMODEL must point at the tests/cmpmodel tool}"
+: "${top_srcdir:?top_srcdir must point at the source tree}"
+
+. "$top_srcdir/tests/lib.sh"
+test_tmpdir offload_fake
+
+prepare_slice
+
+FAKE=(timeout 120 "$GENTRAIN_FAKEGPU" train)
+ARGS=(--data "$tmp/d.h5" --n_layer 2 --n_head 2 --n_embd 32 --block_size 16
+      --batch_size 4 --eval_batches 2 --threads 1 --seed 5)
+# A constant learning rate (lr = min_lr, no warmup): a step's update does not depend on
+# `steps`, so runs of different lengths can be compared step for step.
+CONST=(--warmup_steps 0 --lr 1e-3 --min_lr 1e-3 --eval_every 0)
+unset GENTRAIN_FAKE_GPU_OVERFLOW GENTRAIN_FAKE_GPU_OVERFLOW_RANK
+
+# field LOG STEP KEY: the value of KEY in the log line of STEP ("" when absent).
+field() {
+    sed -n "s/^{\"step\":$2,.*\"$3\":\([^,}]*\).*/\1/p" "$1"
+}
+# step_line OUT STEP: the step line (not the val_loss one) of STEP in a run's output.
+step_line() { grep "^step *$2/[0-9]* | loss " "$1"; }
+# final_val OUT: the final val_loss of the done line.
+final_val() { sed -n 's/^done: .*final val_loss \([0-9.]*\).*/\1/p' "$1"; }
+
+# ------------------------------------------------------------- 1. offload = all
+run_ok gpu "${FAKE[@]}" "${ARGS[@]}" --steps 10 --warmup_steps 2 --lr 3e-3 --eval_every 5 \
+    --out "$tmp/gpu"
+run_ok cpu "${FAKE[@]}" "${ARGS[@]}" --steps 10 --warmup_steps 2 --lr 3e-3 --eval_every 5 \
+    --out "$tmp/cpu" --offload none
+n=$(grep -c '^offload:' "$tmp/gpu.out")
+check "all: one offload line ($n), every layer on the (fake) GPU" test "$n" -eq 1 -a \
+    "$(grep -c '^offload: every layer on the GPU (rank 0: GPU 0 of 1 on its node, fake GPU' \
+       "$tmp/gpu.out")" -eq 1
+n=$(grep -c '^step .*| loss .* | scale 65536$' "$tmp/gpu.out")
+check "all: every step line ends with | scale 65536 ($n of 10)" test "$n" -eq 10
+n=$(grep -c '"loss_scale":65536.0,"skipped":false,' "$tmp/gpu/log.jsonl")
+check "all: every log line has loss_scale 65536 and skipped false ($n of 10)" test "$n" -eq 10
+check "offload = none: no offload line, no scale on the step lines or in the log" \
+    test "$(cat "$tmp/cpu.out" "$tmp/cpu/log.jsonl" | grep -c '^offload:\| scale \|loss_scale')" -eq 0
+check "all: losses and val_losses within 1e-2 relative of offload = none" \
+    compare_logs "$tmp/cpu/log.jsonl" "$tmp/gpu/log.jsonl" 1e-2 10
+a=$(final_val "$tmp/gpu.out") b=$(final_val "$tmp/cpu.out")
+check "all: final val_loss ${a:-none} within 2% of offload = none's ${b:-none}" \
+    awk -v a="${a:-0}" -v b="${b:-1}" 'BEGIN { d = a - b; if (d < 0) d = -d; exit !(a > 0 && d <= 0.02 * b) }'
+
+# ------------------------------------------------------------- 2. an overflow
+GENTRAIN_FAKE_GPU_OVERFLOW=3 run_ok ovf5 "${FAKE[@]}" "${ARGS[@]}" "${CONST[@]}" --steps 5 \
+    --out "$tmp/ovf5"
+line=$(step_line "$tmp/ovf5.out" 3)
+echo "    $line"
+check "overflow at 3: step 3 says FP16 overflow: step skipped" \
+    grep -q '| FP16 overflow: step skipped |' <<< "$line"
+check "overflow at 3: step 3 says scale 65536 -> 32768" grep -q '| scale 65536 -> 32768$' <<< "$line"
+check "overflow at 3: steps 1, 2 at 65536 with a norm" test "$(grep -c \
+    '^step *[12]/5 | loss .* | norm [0-9.]* | .* | scale 65536$' "$tmp/ovf5.out")" -eq 2
+check "overflow at 3: steps 4, 5 at 32768 with a norm" test "$(grep -c \
+    '^step *[45]/5 | loss .* | norm [0-9.]* | .* | scale 32768$' "$tmp/ovf5.out")" -eq 2
+s=$(field "$tmp/ovf5/log.jsonl" 3 skipped) g=$(field "$tmp/ovf5/log.jsonl" 3 grad_norm)
+check "overflow at 3: log step 3 skipped ${s:-?}, grad_norm ${g:-?}" \
+    test "$s" = true -a "$g" = null
+check "overflow at 3: the other log lines are not skipped" \
+    test "$(grep -c '"skipped":false' "$tmp/ovf5/log.jsonl")" -eq 4
+s=$(field "$tmp/ovf5/log.jsonl" 4 loss_scale)
+check "overflow at 3: log step 4 loss_scale ${s:-?}" test "$s" = 32768.0
+check "overflow at 3: the run finishes" grep -q '^done: 5 steps' "$tmp/ovf5.out"
+
+# The skipped step leaves the parameters and AdamW alone: a 3-step run whose last step
+# overflows ends where a 2-step run does, bit for bit.
+GENTRAIN_FAKE_GPU_OVERFLOW=3 run_ok ovf3 "${FAKE[@]}" "${ARGS[@]}" "${CONST[@]}" --steps 3 \
+    --ckpt_every 1 --out "$tmp/ovf3"
+run_ok two "${FAKE[@]}" "${ARGS[@]}" "${CONST[@]}" --steps 2 --out "$tmp/two"
+"$CMPMODEL" "$tmp/ovf3/model.h5" "$tmp/two/model.h5" 0 > "$tmp/skip.cmp" 2>&1
+rc=$?
+sed -e 's/^/    /' "$tmp/skip.cmp"
+check "overflow at 3 of 3: the parameters of the 2-step run, bit for bit" test $rc -eq 0
+CK=$tmp/ovf3/checkpoints
+if command -v h5diff > /dev/null 2>&1 && command -v h5dump > /dev/null 2>&1; then
+    for grp in /model /optim; do
+        h5diff -q "$CK/ckpt_00000002.h5" "$CK/ckpt_00000003.h5" $grp $grp > "$tmp/h5diff.txt" 2>&1
+        rc=$?
+        check "overflow at 3 of 3: checkpoints 2 and 3 hold the same $grp (h5diff rc $rc)" \
+            test $rc -eq 0
+    done
+    t2=$(h5dump -a /adam_t "$CK/ckpt_00000002.h5" 2> /dev/null | sed -n 's/.*(0): //p')
+    t3=$(h5dump -a /adam_t "$CK/ckpt_00000003.h5" 2> /dev/null | sed -n 's/.*(0): //p')
+    check "overflow at 3 of 3: AdamW's t stays ${t2:-?} -> ${t3:-?}" test "${t2:-x}" = 2 -a "${t3:-y}" = 2
+else
+    echo "skip: checkpoint contents (no h5diff/h5dump)"
+fi
+
+# ------------------------------------------------------------- 3. accumulation
+run_ok acc_gpu "${FAKE[@]}" "${ARGS[@]}" --steps 6 --warmup_steps 2 --lr 3e-3 \
+    --eval_every 3 --global_batch_size 8 --out "$tmp/acc_gpu"
+run_ok acc_cpu "${FAKE[@]}" "${ARGS[@]}" --steps 6 --warmup_steps 2 --lr 3e-3 \
+    --eval_every 3 --global_batch_size 8 --out "$tmp/acc_cpu" --offload none
+check "accumulation: 2 micro-steps on the GPU" grep -q \
+    '^global batch: 8 sequences = batch_size 4 x 1 rank x 2 micro-steps' "$tmp/acc_gpu.out"
+check "accumulation: losses within 1e-2 relative of offload = none" \
+    compare_logs "$tmp/acc_cpu/log.jsonl" "$tmp/acc_gpu/log.jsonl" 1e-2 6
+
+# ------------------------------------------------------------- 5. resume keeps the scale
+GENTRAIN_FAKE_GPU_OVERFLOW=2 run_ok straight "${FAKE[@]}" "${ARGS[@]}" "${CONST[@]}" \
+    --steps 5 --ckpt_every 3 --out "$tmp/straight"
+check "resume: the straight run halved its scale at step 2" \
+    grep -q '^step *2/5 | .* | scale 65536 -> 32768$' "$tmp/straight.out"
+run_ok resumed "${FAKE[@]}" "${ARGS[@]}" "${CONST[@]}" --steps 5 --ckpt_every 3 \
+    --out "$tmp/resumed" --resume "$tmp/straight/checkpoints/ckpt_00000003.h5"
+check "resume: starts at step 3" grep -q '^resuming from .*ckpt_00000003.h5 at step 3' \
+    "$tmp/resumed.out"
+line=$(grep -m1 '^step .* | loss ' "$tmp/resumed.out")
+echo "    $line"
+check "resume: the first step after resuming (4) runs at scale 32768" \
+    grep -q '^step *4/5 | .* | scale 32768$' <<< "$line"
+check "resume: steps 4 and 5 log the same losses as the straight run" \
+    test "$(sed -n 's/^{"step":\([45]\),"loss":\([^,]*\),.*/\1 \2/p' "$tmp/straight/log.jsonl")" = \
+    "$(sed -n 's/^{"step":\([45]\),"loss":\([^,]*\),.*/\1 \2/p' "$tmp/resumed/log.jsonl")"
+"$CMPMODEL" "$tmp/straight/model.h5" "$tmp/resumed/model.h5" 0 > "$tmp/resume.cmp" 2>&1
+rc=$?
+check "resume: final parameters identical to the straight run's" test $rc -eq 0
+[ $rc -eq 0 ] || sed -e 's/^/    /' "$tmp/resume.cmp"
+
+# ------------------------------------------------------------- 6. placement (1 rank)
+SHORT=("${ARGS[@]}" "${CONST[@]}" --out none --log "")
+"${FAKE[@]}" "${SHORT[@]}" --steps 2 --offload blocks > "$tmp/blocks.out" 2>&1
+rc=$?
+check "offload = blocks: non-zero exit, no timeout (rc $rc)" test $rc -ne 0 -a $rc -ne 124
+n=$(grep -c 'gentrain: error: ' "$tmp/blocks.out")
+check "offload = blocks: one error line ($n) naming blocks, not built yet" test "$n" -eq 1 -a \
+    "$(grep -c 'gentrain: error: .*blocks.*not built yet' "$tmp/blocks.out")" -eq 1
+check "offload = blocks: no step trained" test "$(grep -c '^step ' "$tmp/blocks.out")" -eq 0
+
+# ------------------------------------------------------------- 4 and 6 on 2 ranks
+if [ -n "${MPIEXEC:-}" ]; then
+    MPI=(timeout 120 "$MPIEXEC" --oversubscribe --bind-to none -np 2 "$GENTRAIN_FAKEGPU" train)
+    GENTRAIN_FAKE_GPU_OVERFLOW=2 GENTRAIN_FAKE_GPU_OVERFLOW_RANK=1 \
+        run_ok np2 "${MPI[@]}" "${SHORT[@]}" --steps 4
+    line=$(step_line "$tmp/np2.out" 2)
+    echo "    $line"
+    check "np=2, overflow on rank 1 at step 2: rank 0 skips step 2 too" \
+        grep -q '| FP16 overflow: step skipped | .* | scale 65536 -> 32768$' <<< "$line"
+    check "np=2: the other steps update (3 norms)" \
+        test "$(grep -c '^step *[134]/4 | loss .* | norm ' "$tmp/np2.out")" -eq 3
+    check "np=2: parameters identical on all 2 ranks at the end" \
+        grep -q '^check: the parameters are identical on all 2 ranks' "$tmp/np2.out"
+
+    # cpu_line NAME WHY ARGS...: on 2 ranks ARGS train on the CPU, one offload line saying
+    # WHY; with offload = required the same is one error and a non-zero exit.
+    cpu_line() {
+        local name=$1 why=$2 n rc
+        shift 2
+        run_ok "$name" "${MPI[@]}" "${SHORT[@]}" --steps 2 "$@"
+        n=$(grep -c '^offload:' "$tmp/$name.out")
+        check "np=2 $*: one offload line ($n): $why ..., on the CPU" test "$n" -eq 1 -a \
+            "$(grep -c "^offload: $why.*; every layer runs on the CPU$" "$tmp/$name.out")" -eq 1
+        "${MPI[@]}" "${SHORT[@]}" --steps 2 "$@" --offload required > "$tmp/$name.req" 2>&1
+        rc=$?
+        check "np=2 $* offload = required: non-zero exit, no timeout (rc $rc)" \
+            test $rc -ne 0 -a $rc -ne 124
+        n=$(grep -c "gentrain: error: .*offload = required, but $why" "$tmp/$name.req")
+        check "np=2 $* offload = required: one error line ($n)" test "$n" -eq 1
+    }
+    cpu_line tp2 "tp or pp > 1 runs on the CPU" --tp 2
+    cpu_line pp2 "tp or pp > 1 runs on the CPU" --pp 2
+    cpu_line async "sync = async runs on the CPU" --sync async
+else
+    echo "skip: parts 4 and 6 on 2 ranks (no mpirun)"
+fi
+
+echo "$fails failed"
+[ $fails -eq 0 ]
