@@ -226,16 +226,22 @@ __global__ void bias_grad(float *dbias, const __half *dout, int N, int OC)
 
 // Attention. Heads split: src [B,T,P*NH*hs] -> dst [P,B,NH,T,hs] (P = 3 for qkv, 1 for
 // dout); one thread per element, in source order.
+// Where element i of [B,T,P*NH*hs] lives in [P,B,NH,T,hs].
+__device__ size_t head_major_index(size_t i, int B, int T, int P, int NH, int hs)
+{
+    const size_t C = (size_t)NH * hs;
+    const size_t c = i % (P * C), bt = i / (P * C);
+    const int part = (int)(c / C), h = (int)(c % C / hs), d = (int)(c % hs);
+    const int t = (int)(bt % T), b = (int)(bt / T);
+    return ((((size_t)part * B + b) * NH + h) * T + t) * hs + d;
+}
+
 __global__ void heads_split(__half *dst, const __half *src, int B, int T, int P, int NH,
                             int hs)
 {
     const size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x;
-    const size_t C = (size_t)NH * hs;
-    if (i >= (size_t)B * T * P * C) return;
-    const size_t c = i % (P * C), bt = i / (P * C);
-    const int part = (int)(c / C), h = (int)(c % C / hs), d = (int)(c % hs);
-    const int t = (int)(bt % T), b = (int)(bt / T);
-    dst[((((size_t)part * B + b) * NH + h) * T + t) * hs + d] = src[i];
+    if (i >= (size_t)B * T * P * NH * hs) return;
+    dst[head_major_index(i, B, T, P, NH, hs)] = src[i];
 }
 
 // Heads merged: src [P,B,NH,T,hs] -> dst [B,T,P*NH*hs], written (accumulate = 0) or
@@ -244,12 +250,8 @@ __global__ void heads_merge(__half *dst, const __half *src, int B, int T, int P,
                             int hs, int accumulate)
 {
     const size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x;
-    const size_t C = (size_t)NH * hs;
-    if (i >= (size_t)B * T * P * C) return;
-    const size_t c = i % (P * C), bt = i / (P * C);
-    const int part = (int)(c / C), h = (int)(c % C / hs), d = (int)(c % hs);
-    const int t = (int)(bt % T), b = (int)(bt / T);
-    const float v = __half2float(src[((((size_t)part * B + b) * NH + h) * T + t) * hs + d]);
+    if (i >= (size_t)B * T * P * NH * hs) return;
+    const float v = __half2float(src[head_major_index(i, B, T, P, NH, hs)]);
     dst[i] = __float2half(accumulate ? __half2float(dst[i]) + v : v);
 }
 

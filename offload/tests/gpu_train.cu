@@ -29,19 +29,11 @@
 #include <string>
 #include <vector>
 
+#include "cuda_ok.h"
 #include "driver_util.h"
 #include "host_trainer.h"
 #include "ref_model.h"
 
-#define CUDA_OK(call)                                                                  \
-    do {                                                                               \
-        cudaError_t e_ = (call);                                                       \
-        if (e_ != cudaSuccess) {                                                       \
-            printf("FAIL %s:%d: %s: %s\n", __FILE__, __LINE__, #call,                 \
-                   cudaGetErrorString(e_));                                            \
-            exit(1);                                                                   \
-        }                                                                              \
-    } while (0)
 
 // ------------------------------------------------------------------ test mode
 

@@ -18,18 +18,10 @@
 #include <vector>
 
 #include "../ops.cuh"
+#include "cuda_ok.h"
 
 static int failures = 0, checks = 0;
 
-#define CUDA_OK(call)                                                                  \
-    do {                                                                               \
-        cudaError_t e_ = (call);                                                       \
-        if (e_ != cudaSuccess) {                                                       \
-            printf("FAIL %s:%d: %s: %s\n", __FILE__, __LINE__, #call,                 \
-                   cudaGetErrorString(e_));                                            \
-            exit(1);                                                                   \
-        }                                                                              \
-    } while (0)
 
 static uint64_t rng_state = 0x9e3779b97f4a7c15ull;
 static float urand(float lo, float hi)
