@@ -1,6 +1,8 @@
 /* gpu_model — one GPT-2 shaped model trained on this process's GPU in FP16: the
- * training step of offload = all. C interface, no CUDA types (src/ and the standalone
- * GPU driver offload/tests/gpu_train.cu both use it).
+ * training step of offload = all (gpu_model_create, gpu_model_step), or, for
+ * offload = blocks, the transformer blocks alone (gpu_model_create_blocks, below).
+ * C interface, no CUDA types (src/ and the standalone GPU driver
+ * offload/tests/gpu_train.cu both use it).
  *
  * What lives on the device: FP16 copies of the parameters, every activation of one
  * batch (resident from the embedding to the loss and back: no host round trip between
@@ -79,10 +81,52 @@ int gpu_model_step(gpu_model *g, const int32_t *inputs, const int32_t *targets, 
 int gpu_model_loss(gpu_model *g, const int32_t *inputs, const int32_t *targets, int B,
                    int T, float *loss, char *why, size_t cap);
 
-/* Waits for the last step's gradient copies and returns the pinned host buffer of
- * gpu_model_param_count FP16 gradients (scaled by that step's loss_scale), valid until
- * the next step; NULL with `why` set on an error. */
+/* Waits for the last step's (or blocks backward's) gradient copies and returns the
+ * pinned host buffer of gpu_model_param_count FP16 gradients (scaled by that step's
+ * loss_scale), valid until the next step; NULL with `why` set on an error. */
 const uint16_t *gpu_model_grads(gpu_model *g, char *why, size_t cap);
+
+/* ---- offload = blocks: the transformer blocks alone on the device ----
+ *
+ * The caller computes the token + position embedding and the final LayerNorm, the tied
+ * head and the loss itself (src/device_step.c: in FP32 on the host) and hands the
+ * residual stream over once each way per forward and once each way per backward: as
+ * FP32 through a pinned host buffer on the copy stream, converted from and to FP16 on
+ * the device, where it stays FP16 through every block.
+ *
+ * A blocks model keeps the same flat layout and the same full-size staging and
+ * gradient buffers (gpu_model_param_staging, gpu_model_grads), but only the blocks'
+ * range [end of wpe, start of ln_f) exists on the device: gpu_model_upload_params
+ * sends that range alone, and neither tokens nor logits are allocated. gpu_model_step
+ * and gpu_model_loss refuse a blocks model; the two functions below refuse one made by
+ * gpu_model_create. */
+
+/* Device bytes gpu_model_create_blocks allocates for batches of B x T (the blocks'
+ * parameters and gradients, their activations, the residual stream in FP32 and FP16,
+ * scratch; cuBLAS's workspace not included). */
+size_t gpu_model_blocks_device_bytes(const gpu_model_shape *s, int B, int T);
+
+/* As gpu_model_create, for the blocks alone (see above). */
+gpu_model *gpu_model_create_blocks(const gpu_model_shape *s, int B, int T, char *why,
+                                   size_t cap);
+
+/* Forward through the n_layer blocks: x0 [B,T,C] (host FP32: the embedding's output)
+ * in, xL [B,T,C] (host FP32: the last block's output, rounded through FP16) out; x0
+ * and xL may be the same buffer. Returns once xL is written. Every block's activations
+ * stay on the device for gpu_model_blocks_backward (until the next forward). */
+int gpu_model_blocks_forward(gpu_model *g, const float *x0, float *xL, int B, int T,
+                             char *why, size_t cap);
+
+/* Backward through the blocks of the last gpu_model_blocks_forward (the same B x T):
+ * dxL [B,T,C] (host FP32) is the gradient of the loss with respect to xL, ALREADY
+ * multiplied by the loss scale (it goes to FP16 as it is); dx0 [B,T,C] (host FP32)
+ * gets the gradient with respect to x0, scaled the same (rounded through FP16; inf or
+ * NaN where FP16 overflowed). dxL and dx0 may be the same buffer. Returns once dx0 is
+ * written; gpu_model_grads then waits for the blocks' FP16 gradients (scaled the
+ * same): the block ranges are this backward's, the ranges of wte, wpe and ln_f are
+ * zero (a blocks model never writes them). */
+int gpu_model_blocks_backward(gpu_model *g, const float *dxL, float *dx0, int B, int T,
+                              char *why, size_t cap);
 
 /* Waits for everything queued on the device (for timing). */
 int gpu_model_sync(gpu_model *g, char *why, size_t cap);

@@ -11,7 +11,9 @@
 #                                  against a CPU reference in double: loss, gradients by
 #                                  directional derivatives, full mixed-precision steps,
 #                                  loss scaling (overflow skip, growth), overfitting one
-#                                  batch, a batch smaller than the model was made for
+#                                  batch, a batch smaller than the model was made for;
+#                                  the blocks-only engine (offload = blocks) between a
+#                                  host embedding and head: loss and gradients
 #   gpu_train bench                throughput at the GPT-2 124M shape (largest batch that
 #                                  fits, T = 1024): tokens/s and MFU of the GPU step alone
 #                                  and of the full step with the host's AdamW

@@ -119,10 +119,11 @@ static const key_def keys[] = {
             "peak GFLOP/s of the machine, for MFU; 0 = estimate from the CPU"),
     KEY_CHOICE(offload, G_RUN, "all", "all|blocks|none|required",
                "layers on the GPU: all (FP16 forward and backward on the rank's GPU, "
-               "FP32 master weights and AdamW on the host, dynamic loss scaling) or "
+               "FP32 master weights and AdamW on the host, dynamic loss scaling), blocks "
+               "(only the transformer blocks on the GPU in FP16; the embeddings, final "
+               "LayerNorm, head and loss on the CPU in FP32: no logits on the GPU) or "
                "none; with no GPU (or tp/pp > 1, or sync = async) the CPU trains, said in "
-               "one line; required: that is an error instead. blocks (only the "
-               "transformer blocks) is not built yet: an error where a GPU would train"),
+               "one line; required: as all, but that is an error instead"),
 
     KEY_DBL(bucket_mb, G_PAR, "25", 0, 4096, R_MIN | R_MIN_X | R_MAX,
             "gradient bucket size in MiB: each bucket is reduced as soon as backward "

@@ -1,14 +1,23 @@
-/* device_step — the trainer's side of offload = all: one rank's micro-batch forward
- * and backward on its GPU (offload/gpu_model.h), with the FP32 master weights, AdamW
- * and the loss scale staying on the host.
+/* device_step — the trainer's side of the GPU: one rank's micro-batch forward and
+ * backward with its GPU (offload/gpu_model.h), the FP32 master weights, AdamW and the
+ * loss scale staying on the host. Two placements, chosen at init and hidden behind the
+ * same calls:
+ *  - offload = all: every layer on the GPU (gpu_model_step);
+ *  - offload = blocks: the transformer blocks on the GPU (gpu_model_blocks_forward /
+ *    _backward, FP16), the token + position embedding and the final LayerNorm, tied
+ *    head and cross-entropy here in FP32 with the model's CPU ops (m->be). The
+ *    residual stream crosses to the GPU once each way per forward and once each way
+ *    per backward (FP32 over the bus, FP16 on the device).
  *
  * Each call that reads parameters first sends the host's current FP32 parameters up as
- * FP16 (converted into the pinned staging buffer with OpenMP), so whatever the trainer
- * did to them (an update, async weight prediction, a resume) is what the GPU uses. The
- * gradients come back as FP16 scaled by the loss scale; they are unscaled into the
- * trainer's FP32 gradient buffer and checked for inf/NaN (lossscale.h): an overflow
- * is reported to the caller, who skips the step on every rank and calls
- * loss_scaler_update.
+ * FP16 (the range the GPU holds, converted into the pinned staging buffer with
+ * OpenMP), so whatever the trainer did to them (an update, async weight prediction, a
+ * resume) is what the GPU uses; the host's part of offload = blocks reads `params`
+ * directly. The gradients are scaled by the loss scale: the GPU's come back as FP16,
+ * the host's (blocks: wte from both the head and the embedding, wpe, ln_f) are FP32;
+ * all are unscaled into the trainer's FP32 gradient buffer and checked for inf/NaN
+ * (lossscale.h): an overflow is reported to the caller, who skips the step on every
+ * rank and calls loss_scaler_update.
  *
  * Only whole models (tp = pp = 1) go to the GPU; the trainer checks. */
 #ifndef GT_DEVICE_STEP_H
@@ -17,6 +26,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "backend.h"
 #include "lossscale.h"
 #include "model.h"
 
@@ -27,18 +37,36 @@ typedef struct device_step {
     size_t n_params;
     int threads;
     loss_scaler scaler;
+    int blocks;            /* offload = blocks (else all) */
+    size_t dev_lo, dev_hi; /* the layout range the GPU computes with */
+    /* offload = blocks: the host's part, for batches up to maxB x maxT. */
+    gpt_shape shape;
+    const gt_backend *be;
+    int maxB, maxT;
+    size_t wte, wpe, lnf;  /* offsets of wte, wpe and ln_f.weight in the layout */
+    float *host_mem;       /* one allocation for the buffers below */
+    float *x;              /* [B,T,C] the embedding's output, then the last block's */
+    float *lnf_out, *lnf_mean, *lnf_rstd; /* [B,T,C] [B,T] [B,T] */
+    float *logits;         /* [B,T,V]; d(scaled loss)/d(logits) after a training pass */
+    float *losses;         /* [B,T] */
+    float *dln;            /* [B,T,C] gradient of ln_f's output */
+    float *dx;             /* [B,T,C] gradient of the last block's output, then of x0 */
+    float *grad_embed;     /* [dev_lo] scaled gradients of wte and wpe */
+    float *grad_lnf;       /* [2C] scaled gradients of ln_f.weight and ln_f.bias */
 } device_step;
 
 /* Makes the GPU model for m's shape and batches up to B x T on the device the rank
- * took (offload_use_device). Returns 0, or -1 (reported: what failed, e.g. the device
- * memory it needs against what is free). */
-int device_step_init(device_step *d, const gpt_model *m, int B, int T, int threads);
+ * took (offload_use_device): every layer (blocks = 0) or the blocks alone (blocks = 1,
+ * with the host buffers of the embedding and the head). Returns 0, or -1 (reported:
+ * what failed, e.g. the device memory it needs against what is free). */
+int device_step_init(device_step *d, const gpt_model *m, int B, int T, int threads,
+                     int blocks);
 void device_step_free(device_step *d);
 
 /* One micro-batch at `params`: grads = (accumulate ? grads + : ) grad_scale x
  * d(mean loss)/d(params). With accumulate set the parameters are not sent again (the
- * micro-batches of one step share them). Sets *loss and *overflow (1: FP16 overflowed, grads are
- * unusable). Returns 0, or -1 (reported). */
+ * micro-batches of one step share them). Sets *loss and *overflow (1: FP16 overflowed
+ * or a gradient is inf/NaN: grads are unusable). Returns 0, or -1 (reported). */
 int device_step_grad(device_step *d, const float *params, float *grads,
                      const int32_t *inputs, const int32_t *targets, int B, int T,
                      int accumulate, float grad_scale, float *loss, int *overflow);

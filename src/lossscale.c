@@ -20,8 +20,23 @@ void loss_scaler_init(loss_scaler *s, float scale, int growth_interval)
     s->skipped = 0;
 }
 
-int unscale_half_grads(float *dst, const uint16_t *src, size_t n, float inv_scale,
-                       int accumulate, int threads)
+/* One chunk of len floats: 1 when one is inf or NaN, else dst (+)= src * inv_scale. */
+static int unscale_chunk(float *dst, const float *src, size_t len, float inv_scale,
+                         int accumulate)
+{
+    float probe = 0.0f;
+    for (size_t i = 0; i < len; i++) probe += src[i] - src[i];
+    if (!(probe == 0.0f)) return 1;
+    if (accumulate)
+        for (size_t i = 0; i < len; i++) dst[i] += src[i] * inv_scale;
+    else
+        for (size_t i = 0; i < len; i++) dst[i] = src[i] * inv_scale;
+    return 0;
+}
+
+/* Both entry points: src holds n values, FP16 (is_half) or FP32. */
+static int unscale(float *dst, const void *src, int is_half, size_t n, float inv_scale,
+                   int accumulate, int threads)
 {
     const size_t chunks = (n + CHUNK - 1) / CHUNK;
     int bad = 0;
@@ -29,22 +44,28 @@ int unscale_half_grads(float *dst, const uint16_t *src, size_t n, float inv_scal
 #pragma omp parallel for num_threads(threads > 0 ? threads : 1) schedule(static) \
     reduction(| : bad)
     for (size_t k = 0; k < chunks; k++) {
-        float tmp[CHUNK];
         const size_t lo = k * CHUNK, len = (n - lo < CHUNK) ? n - lo : CHUNK;
-        half_to_float(tmp, src + lo, len);
-        float probe = 0.0f;
-        for (size_t i = 0; i < len; i++) probe += tmp[i] - tmp[i];
-        if (!(probe == 0.0f)) {
-            bad |= 1;
-            continue;
+        float tmp[CHUNK];
+        if (is_half) {
+            half_to_float(tmp, (const uint16_t *)src + lo, len);
+            bad |= unscale_chunk(dst + lo, tmp, len, inv_scale, accumulate);
+        } else {
+            bad |= unscale_chunk(dst + lo, (const float *)src + lo, len, inv_scale, accumulate);
         }
-        float *d = dst + lo;
-        if (accumulate)
-            for (size_t i = 0; i < len; i++) d[i] += tmp[i] * inv_scale;
-        else
-            for (size_t i = 0; i < len; i++) d[i] = tmp[i] * inv_scale;
     }
     return bad;
+}
+
+int unscale_half_grads(float *dst, const uint16_t *src, size_t n, float inv_scale,
+                       int accumulate, int threads)
+{
+    return unscale(dst, src, 1, n, inv_scale, accumulate, threads);
+}
+
+int unscale_float_grads(float *dst, const float *src, size_t n, float inv_scale,
+                        int accumulate, int threads)
+{
+    return unscale(dst, src, 0, n, inv_scale, accumulate, threads);
 }
 
 loss_scale_event loss_scaler_update(loss_scaler *s, int overflow)

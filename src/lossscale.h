@@ -39,6 +39,12 @@ void loss_scaler_init(loss_scaler *s, float scale, int growth_interval);
 int unscale_half_grads(float *dst, const uint16_t *src, size_t n, float inv_scale,
                        int accumulate, int threads);
 
+/* The same for gradients computed in FP32 but scaled the same way (offload = blocks:
+ * the embedding's and the head's, on the host): dst[i] (+)= src[i] * inv_scale,
+ * returning 1 when any src value is inf or NaN (dst is then unusable), else 0. */
+int unscale_float_grads(float *dst, const float *src, size_t n, float inv_scale,
+                        int accumulate, int threads);
+
 /* Records whether this step's gradients overflowed (on any rank: the caller agrees
  * on it first) and adjusts the scale. */
 loss_scale_event loss_scaler_update(loss_scaler *s, int overflow);

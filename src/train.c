@@ -69,8 +69,8 @@ typedef struct run {
     int micro;              /* its micro-batches per step */
     ckpt_meta meta;         /* of that checkpoint */
     int resumed;
-    int on_gpu;             /* offload = all: forward and backward on this rank's GPU */
-    device_step dev;        /* its GPU model and loss scale (on_gpu) */
+    int on_gpu;             /* offload = all or blocks: this rank's GPU trains */
+    device_step dev;        /* its GPU model, the host's part and the loss scale (on_gpu) */
 } run;
 
 /* FP32 peak of `threads` cores: flops per cycle x clock. The clock is read from
@@ -377,7 +377,8 @@ static int setup_run(run *r, const gt_config *c, int64_t *vocab, const char *fro
     if (gpt_alloc_grads(&r->model) != 0 || adamw_init(&r->opt, r->model.n_params) != 0)
         return -1;
     /* Activations: one slot for the batch, or the pipeline's for its micro-batches;
-     * none on the host when the GPU trains (they live on the device). */
+     * none here when the GPU trains (they live on the device; with offload = blocks
+     * device_step holds the embedding's and the head's). */
     if (grid_pp_size() > 1) {
         if (!(r->pipe = pipeline_create(&r->model, r->micro, B, T))) return -1;
     } else if (!gpu && gpt_alloc_acts(&r->model, B, T) != 0) {
@@ -507,14 +508,16 @@ static double grad_norm_parts(const gpt_model *m, const float *g)
     return sqrt(grid_mp_sum_double(sq));
 }
 
+/* Where settle_offload puts the training (0: the CPU). */
+enum { GPU_ALL = 1, GPU_BLOCKS = 2 };
+
 /* Which device trains (offload): each rank takes the GPU of its index on its node
  * (modulo the GPUs there). The GPU trains only when every rank has one (a step is a
  * collective; mixed devices would only wait for the slowest), the model is whole on
  * each rank (tp = pp = 1) and steps are synchronous; otherwise one line says why the
- * CPU trains, or, with offload = required, that is an error. offload = blocks (the
- * blocks on the GPU, the embeddings and the head on the CPU) is not built yet and is an
- * error where a GPU would be used. Every rank decides the same; sets *gpu and returns
- * 0, or -1 on every rank. */
+ * CPU trains, or, with offload = required, that is an error. Where the GPU trains, one
+ * line says which layers run where. Every rank decides the same; sets *gpu (0: the
+ * CPU, GPU_ALL, GPU_BLOCKS) and returns 0, or -1 on every rank. */
 static int settle_offload(const gt_config *c, int *gpu)
 {
     *gpu = 0;
@@ -552,17 +555,19 @@ static int settle_offload(const gt_config *c, int *gpu)
         return 0;
     }
     if (strcmp(c->offload, "blocks") == 0) {
-        if (par_is_root())
-            gt_error("offload = blocks (the blocks on the GPU, the embeddings and the head on "
-                     "the CPU) is not built yet; use offload = all (every layer on the GPU) "
-                     "or none");
-        return -1;
+        par_printf("offload: the %d transformer blocks on the GPU (rank %d: GPU %d of %d on "
+                   "its node, %s) in FP16, the embeddings, final LayerNorm, head and loss on "
+                   "the CPU in FP32; FP32 master weights and AdamW on the host, dynamic loss "
+                   "scaling from %.0f\n", c->n_layer, par_rank(), local % n, n, name,
+                   (double)LOSS_SCALE_INIT);
+        *gpu = GPU_BLOCKS;
+        return 0;
     }
     par_printf("offload: every layer on the GPU (rank %d: GPU %d of %d on its node, %s): "
                "FP16 weights and activations, FP32 master weights and AdamW on the host, "
                "dynamic loss scaling from %.0f\n", par_rank(), local % n, n, name,
                (double)LOSS_SCALE_INIT);
-    *gpu = 1;
+    *gpu = GPU_ALL;
     return 0;
 }
 
@@ -712,7 +717,9 @@ int train_run(const gt_config *c)
     }
 
     if (gpu) {
-        if (!par_all_ok(device_step_init(&r.dev, &r.model, B, T, r.threads) == 0)) goto done;
+        if (!par_all_ok(device_step_init(&r.dev, &r.model, B, T, r.threads,
+                                         gpu == GPU_BLOCKS) == 0))
+            goto done;
         r.on_gpu = 1;
         /* The scale the checkpoint's run had reached (a CPU run's checkpoint says 1). */
         if (r.resumed && r.meta.loss_scale > 1.0) r.dev.scaler.scale = (float)r.meta.loss_scale;

@@ -1,6 +1,7 @@
 /* fake_gpu — a test double of the GPU side (offload/offload.h and offload/gpu_model.h)
- * that runs on the CPU, so `make check` can drive the trainer's offload = all path
- * (src/train.c, src/device_step.c, src/lossscale.c) on a machine without a GPU.
+ * that runs on the CPU, so `make check` can drive the trainer's offload = all and
+ * offload = blocks paths (src/train.c, src/device_step.c, src/lossscale.c) on a machine
+ * without a GPU.
  *
  * It is linked only into tests/gentrain_fakegpu (src/main.c + this file, before
  * libgentrain.a, so the archive's real offload objects are never pulled in), never into
@@ -15,15 +16,27 @@
  * inf, exactly as the GPU's would. Activations stay FP32: losses differ from the GPU's
  * by that, not by the placement logic this double is for.
  *
+ * A blocks model (gpu_model_create_blocks) is the same whole-layout CPU model with its
+ * embedding and head switched off (has_embed = has_head = 0), so gpt_stage_forward and
+ * gpt_stage_backward run exactly its blocks, model.c's middle-stage path. As the GPU
+ * does, the residual stream is rounded through FP16 on the way in and out (x0, xL, dxL,
+ * dx0), only the blocks' range of the staging buffer is read, and the gradients hand
+ * back the blocks' range scaled (dxL carries the scale) through FP16, zeros elsewhere.
+ *
  * Fault injection, read from the environment once per process:
- *   GENTRAIN_FAKE_GPU_OVERFLOW=3,7    on the 3rd and 7th gpu_model_step call of this
- *                                     process (1-based), one gradient comes back as +inf
+ *   GENTRAIN_FAKE_GPU_OVERFLOW=3,7    on the 3rd and 7th training call of this process
+ *                                     (gpu_model_step, or gpu_model_blocks_backward;
+ *                                     1-based), one gradient comes back as +inf
+ *   GENTRAIN_FAKE_GPU_OVERFLOW_AT=dx0 blocks: instead one value of dx0 comes back as
+ *                                     +inf, so the host's embedding gradients overflow
+ *                                     (default: grads, a block's gradient)
  *   GENTRAIN_FAKE_GPU_OVERFLOW_RANK=r only on the rank whose par_rank() is r (default:
  *                                     every rank) */
 #include "../offload/gpu_model.h"
 #include "../offload/offload.h"
 
 #include <errno.h>
+#include <math.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -45,8 +58,12 @@ enum { MAX_FAULTS = 64 };
 struct gpu_model {
     gpt_model m;
     int maxB, maxT;
-    uint16_t *staging; /* [n_params] FP16 parameters, filled by the caller */
-    uint16_t *grads;   /* [n_params] FP16 scaled gradients of the last step */
+    int blocks;          /* made by gpu_model_create_blocks */
+    size_t lo, hi;       /* the layout range "on the device": all, or the blocks' */
+    int fwd_B, fwd_T;    /* blocks: the last forward's batch (0: none) */
+    uint16_t *staging;   /* [n_params] FP16 parameters, filled by the caller */
+    uint16_t *grads;     /* [n_params] FP16 scaled gradients of the last step */
+    float *stream;       /* blocks: [maxB*maxT*C] the residual stream rounded to FP16 */
 };
 
 static void say(char *why, size_t cap, const char *fmt, ...)
@@ -63,9 +80,10 @@ static void say(char *why, size_t cap, const char *fmt, ...)
 static struct {
     int read;
     int n;
-    long steps[MAX_FAULTS]; /* 1-based gpu_model_step calls that overflow */
+    long steps[MAX_FAULTS]; /* 1-based training calls that overflow */
     int rank;               /* -1: every rank */
-    long calls;             /* gpu_model_step calls so far in this process */
+    int at_dx0;             /* blocks: the overflow goes into dx0, not a gradient */
+    long calls;             /* training calls so far in this process */
 } faults;
 
 static void read_faults(void)
@@ -93,6 +111,13 @@ static void read_faults(void)
     }
     const char *rank = getenv("GENTRAIN_FAKE_GPU_OVERFLOW_RANK");
     if (rank && *rank) faults.rank = atoi(rank);
+    const char *at = getenv("GENTRAIN_FAKE_GPU_OVERFLOW_AT");
+    if (at && *at && strcmp(at, "grads") != 0 && strcmp(at, "dx0") != 0) {
+        fprintf(stderr, "fake_gpu: GENTRAIN_FAKE_GPU_OVERFLOW_AT=%s: expected grads or dx0\n",
+                at);
+        exit(2);
+    }
+    faults.at_dx0 = at && strcmp(at, "dx0") == 0;
 }
 
 /* Whether call number `call` (1-based) of this process is to overflow. */
@@ -142,18 +167,30 @@ size_t gpu_model_param_count(const gpu_model_shape *s)
            2 * C;
 }
 
-size_t gpu_model_device_bytes(const gpu_model_shape *s, int B, int T)
+/* What this double allocates: FP32 parameters and gradients, the two FP16 buffers, and
+ * the activations of model.c (per layer about 20 x C floats a token plus the attention
+ * matrices; with the head the logits and their gradient, without it the residual
+ * stream). An estimate. */
+static size_t fake_bytes(const gpu_model_shape *s, int B, int T, int blocks)
 {
-    /* What this double allocates: FP32 parameters and gradients, the two FP16 buffers,
-     * and the activations of model.c (per layer about 20 x C floats a token plus the
-     * attention matrices; the logits and their gradient). An estimate. */
     const size_t P = gpu_model_param_count(s), N = (size_t)B * T, C = (size_t)s->n_embd;
     const size_t acts = (size_t)s->n_layer * (20 * N * C + (size_t)B * s->n_head * T * T) +
-                        2 * N * (size_t)s->vocab_size + 4 * N * C;
+                        (blocks ? N * C : 2 * N * (size_t)s->vocab_size) + 4 * N * C;
     return P * (4 + 4 + 2 + 2) + acts * sizeof(float);
 }
 
-gpu_model *gpu_model_create(const gpu_model_shape *s, int B, int T, char *why, size_t cap)
+size_t gpu_model_device_bytes(const gpu_model_shape *s, int B, int T)
+{
+    return fake_bytes(s, B, T, 0);
+}
+
+size_t gpu_model_blocks_device_bytes(const gpu_model_shape *s, int B, int T)
+{
+    return fake_bytes(s, B, T, 1);
+}
+
+static gpu_model *create(const gpu_model_shape *s, int B, int T, int blocks, char *why,
+                         size_t cap)
 {
     if (!s || s->n_layer < 0 || s->n_head < 1 || s->n_embd < 1 || s->vocab_size < 1 ||
         s->block_size < 1 || s->n_embd % s->n_head != 0 || B < 1 || T < 1 ||
@@ -177,15 +214,33 @@ gpu_model *gpu_model_create(const gpu_model_shape *s, int B, int T, char *why, s
     }
     g->maxB = B;
     g->maxT = T;
-    if (g->m.n_params != gpu_model_param_count(s) || gpt_alloc_grads(&g->m) != 0 ||
-        gpt_alloc_acts(&g->m, B, T) != 0 ||
-        !(g->staging = malloc(g->m.n_params * sizeof(uint16_t))) ||
-        !(g->grads = malloc(g->m.n_params * sizeof(uint16_t)))) {
+    g->blocks = blocks;
+    gpt_model *m = &g->m;
+    g->lo = blocks ? m->info[m->i_wpe].offset + m->info[m->i_wpe].numel : 0;
+    g->hi = blocks ? m->info[m->i_lnf].offset : m->n_params;
+    /* The blocks alone: model.c's middle stage (no embedding, no head, no logits). */
+    if (blocks) m->has_embed = m->has_head = 0;
+    if (m->n_params != gpu_model_param_count(s) || gpt_alloc_grads(m) != 0 ||
+        gpt_alloc_acts(m, B, T) != 0 ||
+        !(g->staging = calloc(m->n_params, sizeof(uint16_t))) ||
+        !(g->grads = calloc(m->n_params, sizeof(uint16_t))) ||
+        (blocks && !(g->stream = malloc((size_t)B * T * s->n_embd * sizeof(float))))) {
         say(why, cap, "fake GPU: out of host memory (or a layout mismatch)");
         gpu_model_free(g);
         return NULL;
     }
     return g;
+}
+
+gpu_model *gpu_model_create(const gpu_model_shape *s, int B, int T, char *why, size_t cap)
+{
+    return create(s, B, T, 0, why, cap);
+}
+
+gpu_model *gpu_model_create_blocks(const gpu_model_shape *s, int B, int T, char *why,
+                                   size_t cap)
+{
+    return create(s, B, T, 1, why, cap);
 }
 
 void gpu_model_free(gpu_model *g)
@@ -194,6 +249,7 @@ void gpu_model_free(gpu_model *g)
     gpt_free(&g->m);
     free(g->staging);
     free(g->grads);
+    free(g->stream);
     free(g);
 }
 
@@ -202,7 +258,7 @@ uint16_t *gpu_model_param_staging(gpu_model *g) { return g->staging; }
 int gpu_model_upload_params(gpu_model *g, char *why, size_t cap)
 {
     (void)why, (void)cap;
-    half_to_float(g->m.params, g->staging, g->m.n_params);
+    half_to_float(g->m.params + g->lo, g->staging + g->lo, g->hi - g->lo);
     return 0;
 }
 
@@ -216,10 +272,18 @@ static int check_batch(const gpu_model *g, int B, int T, char *why, size_t cap)
     return 0;
 }
 
+static int check_kind(const gpu_model *g, int blocks, char *why, size_t cap)
+{
+    if (g->blocks == blocks) return 0;
+    say(why, cap, blocks ? "fake GPU: the blocks entry points need gpu_model_create_blocks"
+                         : "fake GPU: a blocks model has no embedding or head");
+    return -1;
+}
+
 int gpu_model_step(gpu_model *g, const int32_t *inputs, const int32_t *targets, int B,
                    int T, float loss_scale, float *loss, char *why, size_t cap)
 {
-    if (check_batch(g, B, T, why, cap) != 0) return -1;
+    if (check_kind(g, 0, why, cap) != 0 || check_batch(g, B, T, why, cap) != 0) return -1;
     if (!inputs || !targets || !(loss_scale > 0.0f)) {
         say(why, cap, "fake GPU: a training step needs targets and a loss scale > 0");
         return -1;
@@ -240,12 +304,61 @@ int gpu_model_step(gpu_model *g, const int32_t *inputs, const int32_t *targets, 
 int gpu_model_loss(gpu_model *g, const int32_t *inputs, const int32_t *targets, int B,
                    int T, float *loss, char *why, size_t cap)
 {
-    if (check_batch(g, B, T, why, cap) != 0) return -1;
+    if (check_kind(g, 0, why, cap) != 0 || check_batch(g, B, T, why, cap) != 0) return -1;
     if (!inputs || !targets) {
         say(why, cap, "fake GPU: the loss needs targets");
         return -1;
     }
     *loss = gpt_forward(&g->m, inputs, targets, B, T, 0);
+    return 0;
+}
+
+/* dst[n] = src[n] rounded through FP16 (dst may be src), in chunks. */
+static void round_half(float *dst, const float *src, size_t n)
+{
+    uint16_t h[4096];
+    for (size_t lo = 0; lo < n; lo += 4096) {
+        const size_t len = n - lo < 4096 ? n - lo : 4096;
+        half_from_float(h, src + lo, len);
+        half_to_float(dst + lo, h, len);
+    }
+}
+
+int gpu_model_blocks_forward(gpu_model *g, const float *x0, float *xL, int B, int T,
+                             char *why, size_t cap)
+{
+    if (check_kind(g, 1, why, cap) != 0 || check_batch(g, B, T, why, cap) != 0) return -1;
+    const size_t n = (size_t)B * T * g->m.shape.n_embd;
+    round_half(g->stream, x0, n);
+    const float *out = gpt_stage_forward(&g->m, NULL, g->stream, NULL, B, T, 1, NULL);
+    round_half(xL, out, n);
+    g->fwd_B = B, g->fwd_T = T;
+    return 0;
+}
+
+int gpu_model_blocks_backward(gpu_model *g, const float *dxL, float *dx0, int B, int T,
+                              char *why, size_t cap)
+{
+    if (check_kind(g, 1, why, cap) != 0) return -1;
+    if (B != g->fwd_B || T != g->fwd_T) {
+        say(why, cap, "fake GPU: a blocks backward of %d x %d needs a blocks forward of that "
+            "batch first (the last one was %d x %d)", B, T, g->fwd_B, g->fwd_T);
+        return -1;
+    }
+    const long call = ++faults.calls;
+    gpt_model *m = &g->m;
+    const size_t n = (size_t)B * T * m->shape.n_embd;
+    round_half(g->stream, dxL, n);
+    gpt_zero_grad(m);
+    const float *din = gpt_stage_backward(m, g->stream); /* scaled as dxL is */
+    round_half(dx0, din, n);
+    half_from_float(g->grads + g->lo, m->grads + g->lo, g->hi - g->lo);
+    if (overflow_here(call)) {
+        if (faults.at_dx0)
+            dx0[n / 2] = INFINITY;
+        else
+            g->grads[g->lo + (g->hi - g->lo) / 2] = HALF_INF;
+    }
     return 0;
 }
 

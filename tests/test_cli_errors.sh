@@ -148,9 +148,9 @@ expect_error "inspect: missing file" "nope\.h5" \
     "$G" inspect "$tmp/nope.h5"
 expect_error "unknown verb" "frobnicate.*gentrain --help" \
     "$G" frobnicate
-# offload: with no GPU (this machine, CI) the default says so in one line and trains on
-# the CPU; offload = required is an error; offload = none says nothing about it.
-# (offload = blocks is refused only where a GPU would train: scripts/gpu-check.sh.)
+# offload: with no GPU (this machine, CI) the default and offload = blocks say so in one
+# line and train on the CPU; offload = required is an error; offload = none says nothing
+# about it. (Both GPU placements train through a fake GPU: tests/test_offload_fake.sh.)
 expect_error "offload = required without a usable GPU" "offload = required" \
     "$G" train --data "$tmp/good.h5" --val_dataset none "${TINY[@]}" --out none \
     --offload required
@@ -162,6 +162,11 @@ else
     fail "offload default (rc $rc)"
     show_err
 fi
+run "$G" train --data "$tmp/good.h5" --val_dataset none "${TINY[@]}" --out none --log "" \
+    --offload blocks
+check "offload blocks without a GPU: one line saying the CPU trains" test "$rc" -eq 0 -a \
+    "$(grep -c '^offload: ' "$out")" -eq 1 -a \
+    "$(grep -c '^offload: .*every layer runs on the CPU' "$out")" -eq 1
 run "$G" train --data "$tmp/good.h5" --val_dataset none "${TINY[@]}" --out none --log "" \
     --offload none
 check "offload none: no offload line" test "$rc" -eq 0 -a "$(grep -c '^offload: ' "$out")" -eq 0

@@ -1,7 +1,8 @@
 /* test_lossscale — the host side of mixed precision: FP16 gradients unscaled into FP32
  * (overwrite and accumulate, SIMD and scalar conversion), inf/NaN anywhere detected
- * (including the last value of a partial chunk), and the dynamic loss scale (halve and
- * skip on overflow, double after the growth interval, bounded). */
+ * (including the last value of a partial chunk), the same for FP32 gradients (the host's
+ * part of offload = blocks), and the dynamic loss scale (halve and skip on overflow,
+ * double after the growth interval, bounded). */
 #include <math.h>
 #include <stdint.h>
 #include <stdlib.h>
@@ -60,6 +61,43 @@ done:
     half_allow_simd(1);
 }
 
+/* The FP32 variant (offload = blocks: the host's embedding and head gradients). */
+static void test_unscale_float(void)
+{
+    enum { N = 10007 };
+    float *src = malloc(N * sizeof *src), *dst = malloc(N * sizeof *dst);
+    if (!src || !dst) {
+        TU_CHECK(0, "out of memory");
+        goto done;
+    }
+    for (int i = 0; i < N; i++) src[i] = (float)((i % 97) - 48) * 1e5f * (1.0f + (float)i / N);
+    const float inv = 1.0f / 65536.0f;
+    int bad = unscale_float_grads(dst, src, N, inv, 0, 2);
+    int wrong = 0;
+    for (int i = 0; i < N; i++) wrong += dst[i] != src[i] * inv;
+    TU_CHECK(bad == 0 && wrong == 0, "fp32: finite gradients unscaled exactly (%d wrong)",
+             wrong);
+    bad = unscale_float_grads(dst, src, N, inv, 1, 3);
+    wrong = 0;
+    for (int i = 0; i < N; i++) wrong += dst[i] != 2.0f * (src[i] * inv);
+    TU_CHECK(bad == 0 && wrong == 0, "fp32: accumulate adds (%d wrong)", wrong);
+    const int where[] = {0, 4095, 4096, N - 1};
+    const float specials[] = {INFINITY, -INFINITY, NAN};
+    int missed = 0, tries = 0;
+    for (size_t w = 0; w < sizeof where / sizeof *where; w++)
+        for (size_t k = 0; k < sizeof specials / sizeof *specials; k++) {
+            const float keep = src[where[w]];
+            src[where[w]] = specials[k];
+            missed += unscale_float_grads(dst, src, N, inv, 0, 2) != 1;
+            tries++;
+            src[where[w]] = keep;
+        }
+    TU_CHECK(missed == 0, "fp32: inf/NaN found in %d of %d placements", tries - missed, tries);
+done:
+    free(src);
+    free(dst);
+}
+
 static void test_scaler(void)
 {
     loss_scaler s;
@@ -98,6 +136,7 @@ int main(void)
 {
     test_unscale(1);
     test_unscale(0);
+    test_unscale_float();
     test_scaler();
     return tu_finish();
 }

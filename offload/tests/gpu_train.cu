@@ -12,8 +12,12 @@
 // 10), --peak-tflops X (bench: the peak MFU is measured against, 989.4 = H200 dense
 // FP16), --seed N.
 //
+// The test mode checks offload = blocks too: the blocks-only engine
+// (gpu_model_create_blocks) between an embedding and a head computed here in double.
+//
 // Files: host_trainer.h (the host side of the training step: layout, init, AdamW,
-// train_step, batches), ref_model.h (the CPU reference forward in double),
+// train_step, batches), ref_model.h (the CPU reference forward in double, and the
+// embedding and head, forward and backward, the blocks test runs on the host),
 // driver_util.h (failure reporting, clocks, random numbers); this file holds the three
 // modes and main.
 //
@@ -176,6 +180,148 @@ static void check_gradients(Trainer &tr, const char *tag, const int32_t *in, con
     }
 }
 
+// ------------------------------------------------------------------ test mode: blocks
+
+// The layout range a blocks engine holds: from the first block to ln_f.
+static size_t blocks_lo(const Layout &L) { return L.wpe + (size_t)L.s.block_size * L.s.n_embd; }
+static size_t blocks_hi(const Layout &L) { return L.lnfw; }
+
+// What offload = blocks computes with (src/device_step.c): the blocks' weights rounded
+// through FP16 (on the device), the embedding's and the head's the FP32 master weights
+// (on the host), in double.
+static std::vector<double> blocks_params(const Trainer &tr)
+{
+    std::vector<double> w(tr.p.begin(), tr.p.end());
+    const std::vector<double> r = rounded_params(tr);
+    for (size_t i = blocks_lo(tr.L); i < blocks_hi(tr.L); i++) w[i] = r[i];
+    return w;
+}
+
+// One step of offload = blocks on weights w: the embedding in double here, the blocks on
+// the engine, the head in double here (forward; with grad also its backward with
+// d(mean loss)/d(logits) x scale, the blocks' backward on the engine and the
+// embedding's here). Returns the mean loss; with grad, tr.gr gets the unscaled
+// gradients (the engine's FP16 ones in the blocks' range, the host's elsewhere), *gh
+// the engine's gradient buffer, and the result of the inf/NaN check goes to *bad.
+static double blocks_step(Trainer &tr, const std::vector<double> &w, const int32_t *in,
+                          const int32_t *tg, int B, int T, bool grad, float scale,
+                          const uint16_t **gh, int *bad)
+{
+    const Layout &L = tr.L;
+    const int C = L.s.n_embd;
+    const size_t N = (size_t)B * T, RC = (size_t)T * C;
+    std::vector<double> x(N * C), dx(N * C), hg(grad ? L.n : 0, 0.0);
+    std::vector<float> f(N * C);
+    for (int b = 0; b < B; b++) ref_embed(L, w.data(), in + b * T, T, &x[b * RC]);
+    for (size_t i = 0; i < N * C; i++) f[i] = (float)x[i];
+    eng(gpu_model_blocks_forward(tr.g, f.data(), f.data(), B, T, why, sizeof why),
+        "gpu_model_blocks_forward");
+    for (size_t i = 0; i < N * C; i++) x[i] = f[i];
+    double loss = 0.0;
+    for (int b = 0; b < B; b++)
+        loss += ref_head(L, w.data(), &x[b * RC], tg + b * T, T, scale / (double)N,
+                         grad ? &dx[b * RC] : nullptr, grad ? hg.data() : nullptr);
+    if (!grad) return loss / (double)N;
+    for (size_t i = 0; i < N * C; i++) f[i] = (float)dx[i];
+    eng(gpu_model_blocks_backward(tr.g, f.data(), f.data(), B, T, why, sizeof why),
+        "gpu_model_blocks_backward");
+    for (size_t i = 0; i < N * C; i++) dx[i] = f[i];
+    for (int b = 0; b < B; b++) ref_embed_backward(L, in + b * T, T, &dx[b * RC], hg.data());
+    *gh = gpu_model_grads(tr.g, why, sizeof why);
+    if (!*gh) die("gpu_model_grads");
+    const size_t lo = blocks_lo(L), hi = blocks_hi(L);
+    *bad = unscale_half_grads(tr.gr.data() + lo, *gh + lo, hi - lo, 1.0f / scale, 0,
+                              tr.threads);
+    for (size_t i = 0; i < L.n; i++)
+        if (i < lo || i >= hi) {
+            const double v = hg[i] / scale;
+            *bad |= !isfinite(v);
+            tr.gr[i] = (float)v;
+        }
+    return loss / (double)N;
+}
+
+// 7. offload = blocks: the blocks-only engine between the host's embedding and head.
+static void test_blocks(const gpu_model_shape &s, int B, int T, uint64_t seed)
+{
+    gpu_model *g = gpu_model_create_blocks(&s, B, T, why, sizeof why);
+    if (!g) die("gpu_model_create_blocks");
+    Trainer tr;
+    trainer_open(tr, s, g, seed);
+    const Layout &L = tr.L;
+    Rng rng(seed + 11);
+    std::vector<int32_t> in, tg;
+    random_batch(rng, s.vocab_size, B, T, in, tg);
+    {
+        float loss = 0.0f;
+        const bool step = gpu_model_step(g, in.data(), tg.data(), B, T, 1024.0f, &loss, why,
+                                         sizeof why) != 0;
+        const bool bwd = gpu_model_blocks_backward(g, nullptr, nullptr, B, T, why,
+                                                   sizeof why) != 0;
+        report(step && bwd, "blocks: the engine refuses gpu_model_step (%s) and a backward "
+               "before any forward (%s)", step ? "refused" : "ACCEPTED",
+               bwd ? "refused" : "ACCEPTED");
+    }
+    upload_params(tr);
+    const std::vector<double> w = blocks_params(tr);
+    const double ref = ref_loss(L, w.data(), in.data(), tg.data(), B, T);
+    check_loss("blocks 4x32: loss (host embedding and head, GPU blocks)",
+               blocks_step(tr, w, in.data(), tg.data(), B, T, false, 0.0f, nullptr, nullptr),
+               ref, 1e-2);
+    // Gradients at scale 1024: one step, then the blocks' range of the buffer it handed
+    // back poisoned (NaN halves) and a second step, which must write all of it.
+    const float scale = 1024.0f;
+    const uint16_t *gh0 = nullptr, *gh = nullptr;
+    int bad = 0;
+    blocks_step(tr, w, in.data(), tg.data(), B, T, true, scale, &gh0, &bad);
+    const size_t lo = blocks_lo(L), hi = blocks_hi(L);
+    memset((void *)(gh0 + lo), 0xFF, (hi - lo) * sizeof(uint16_t));
+    const double loss = blocks_step(tr, w, in.data(), tg.data(), B, T, true, scale, &gh, &bad);
+    check_loss("blocks 4x32: loss of the training pass", loss, ref, 1e-2);
+    size_t outside = 0;
+    for (size_t i = 0; i < L.n; i++) outside += (i < lo || i >= hi) && gh[i] != 0;
+    report(gh == gh0 && outside == 0, "blocks: one gradient buffer (%s), zero outside the "
+           "blocks' range (%zu nonzero)", gh == gh0 ? "the same twice" : "A NEW ONE", outside);
+    if (bad) {
+        report(false, "blocks: gradients are finite (scale %.0f): inf/NaN in%s", scale,
+               nonfinite_tensors(L, gh).c_str());
+    } else {
+        std::string zero;
+        for (const Tensor &t : L.t) {
+            size_t nz = 0;
+            const size_t len = t.off == L.wpe ? (size_t)T * s.n_embd : t.n;
+            for (size_t i = 0; i < len; i++) nz += tr.gr[t.off + i] != 0.0f;
+            if (!nz) zero += " " + t.name;
+        }
+        report(zero.empty(), "blocks: gradients finite (poisoned blocks' range, scale %.0f) "
+               "and nonzero in every tensor%s%s", scale, zero.empty() ? "" : "; all zero:",
+               zero.c_str());
+        const double tol = 3e-2;
+        std::vector<Tensor> sets(1, Tensor{"all parameters", 0, L.n, 0, 0});
+        sets.insert(sets.end(), L.t.begin(), L.t.end());
+        for (const Tensor &t : sets) {
+            double fd_rms = 0.0;
+            const int K = 3;
+            const double r = direction_check(L, w, tr.gr.data(), t.off, t.n, K, rng,
+                                             in.data(), tg.data(), B, T, &fd_rms);
+            report(r < tol, "blocks: gradient . d vs central difference, %s (%zu, %d random "
+                   "directions): relative %.2e (< %.0e), |fd| %.2e", t.name.c_str(), t.n, K,
+                   r, tol, fd_rms);
+        }
+    }
+    // A smaller batch than the engine was made for.
+    {
+        const int B2 = 2, T2 = 16;
+        std::vector<int32_t> in2, tg2;
+        random_batch(rng, s.vocab_size, B2, T2, in2, tg2);
+        check_loss("blocks, smaller batch 2x16: loss",
+                   blocks_step(tr, w, in2.data(), tg2.data(), B2, T2, false, 0.0f, nullptr,
+                               nullptr),
+                   ref_loss(L, w.data(), in2.data(), tg2.data(), B2, T2), 1e-2);
+    }
+    gpu_model_free(tr.g);
+}
+
 static int run_test(uint64_t seed)
 {
     const gpu_model_shape s = {256, 32, 2, 4, 64};
@@ -304,6 +450,10 @@ static int run_test(uint64_t seed)
     }
 
     gpu_model_free(tr.g);
+
+    // 7. offload = blocks.
+    test_blocks(s, B, T, seed);
+
     printf("%d checks, %d failed\n", checks, failures);
     return failures ? 1 : 0;
 }

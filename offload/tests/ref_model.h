@@ -1,6 +1,8 @@
 // ref_model — the CPU reference of the standalone GPU driver: the whole GPT-2
 // forward in double, to check the engine's loss (and, by finite differences of it,
-// its gradients) in gpu_train.cu's test mode.
+// its gradients) in gpu_train.cu's test mode; and the pieces a blocks-only engine
+// (gpu_model_create_blocks) needs around it on the host: the embedding and the head
+// (ln_f, tied logits, cross-entropy), forward and backward in double.
 //
 // Header-only, for one translation unit (gpu_train.cu): everything is `static`.
 // Conventions:
@@ -51,16 +53,87 @@ static inline void ref_linear(double *out, const double *in, const double *W,
         }
 }
 
+// The embedding of one row: x[T,C] = wte[in[t]] + wpe[t].
+static inline void ref_embed(const Layout &L, const double *w, const int32_t *in, int T,
+                             double *x)
+{
+    const int C = L.s.n_embd;
+    for (int t = 0; t < T; t++)
+        for (int i = 0; i < C; i++)
+            x[(size_t)t * C + i] = w[L.wte + (size_t)in[t] * C + i] + w[L.wpe + (size_t)t * C + i];
+}
+
+// Its backward: g (the layout's size) += dx into the rows of wte and wpe it read.
+static inline void ref_embed_backward(const Layout &L, const int32_t *in, int T,
+                                      const double *dx, double *g)
+{
+    const int C = L.s.n_embd;
+    for (int t = 0; t < T; t++)
+        for (int i = 0; i < C; i++) {
+            g[L.wte + (size_t)in[t] * C + i] += dx[(size_t)t * C + i];
+            g[L.wpe + (size_t)t * C + i] += dx[(size_t)t * C + i];
+        }
+}
+
+// The head of one row on the last block's output x[T,C]: ln_f, logits = ln_f(x) @
+// wte^T, and the SUMMED cross-entropy against tg, returned. With dx != nullptr also
+// the backward of dscale x that sum: dx[T,C] = its gradient with respect to x, and g
+// (the layout's size) += its gradients of wte (the head's part) and ln_f.
+static inline double ref_head(const Layout &L, const double *w, const double *x,
+                              const int32_t *tg, int T, double dscale, double *dx, double *g)
+{
+    const int C = L.s.n_embd, V = L.s.vocab_size;
+    const double *lw = w + L.lnfw, *lb = w + L.lnfb, *wte = w + L.wte;
+    std::vector<double> xhat(C), h(C), logit(V), dh(C), dxhat(C);
+    double loss = 0.0;
+    for (int t = 0; t < T; t++) {
+        const double *xt = x + (size_t)t * C;
+        double mean = 0.0, var = 0.0;
+        for (int i = 0; i < C; i++) mean += xt[i];
+        mean /= C;
+        for (int i = 0; i < C; i++) var += (xt[i] - mean) * (xt[i] - mean);
+        const double rs = 1.0 / sqrt(var / C + 1e-5);
+        for (int i = 0; i < C; i++) {
+            xhat[i] = (xt[i] - mean) * rs;
+            h[i] = xhat[i] * lw[i] + lb[i];
+        }
+        ref_linear(logit.data(), h.data(), wte, nullptr, 1, C, V);
+        double mx = -1e300, sum = 0.0;
+        for (int v = 0; v < V; v++) mx = fmax(mx, logit[v]);
+        for (int v = 0; v < V; v++) sum += exp(logit[v] - mx);
+        loss += log(sum) + mx - logit[tg[t]];
+        if (!dx) continue;
+        // d logits = dscale (softmax - onehot); through the tied head, then ln_f.
+        for (int i = 0; i < C; i++) dh[i] = 0.0;
+        for (int v = 0; v < V; v++) {
+            const double d = dscale * (exp(logit[v] - mx) / sum - (v == tg[t] ? 1.0 : 0.0));
+            for (int i = 0; i < C; i++) {
+                dh[i] += d * wte[(size_t)v * C + i];
+                g[L.wte + (size_t)v * C + i] += d * h[i];
+            }
+        }
+        double m1 = 0.0, m2 = 0.0;
+        for (int i = 0; i < C; i++) {
+            g[L.lnfw + i] += dh[i] * xhat[i];
+            g[L.lnfb + i] += dh[i];
+            dxhat[i] = dh[i] * lw[i];
+            m1 += dxhat[i];
+            m2 += dxhat[i] * xhat[i];
+        }
+        m1 /= C, m2 /= C;
+        for (int i = 0; i < C; i++) dx[(size_t)t * C + i] = rs * (dxhat[i] - m1 - xhat[i] * m2);
+    }
+    return loss;
+}
+
 // The forward of one row of T tokens on weights w: the summed cross-entropy.
 static inline double ref_row(const Layout &L, const double *w, const int32_t *in,
                              const int32_t *tg, int T)
 {
-    const int C = L.s.n_embd, NH = L.s.n_head, V = L.s.vocab_size, hs = C / NH;
+    const int C = L.s.n_embd, NH = L.s.n_head, hs = C / NH;
     const size_t TC = (size_t)T * C;
-    std::vector<double> x(TC), h(TC), qkv(3 * TC), y(TC), f(4 * TC), tmp(TC), p(T), logit(V);
-    for (int t = 0; t < T; t++)
-        for (int i = 0; i < C; i++)
-            x[(size_t)t * C + i] = w[L.wte + (size_t)in[t] * C + i] + w[L.wpe + (size_t)t * C + i];
+    std::vector<double> x(TC), h(TC), qkv(3 * TC), y(TC), f(4 * TC), tmp(TC), p(T);
+    ref_embed(L, w, in, T, x.data());
     const double scale = 1.0 / sqrt((double)hs);
     for (const LayerOff &o : L.layer) {
         ref_layernorm(h.data(), x.data(), w + o.ln1w, w + o.ln1b, T, C);
@@ -94,16 +167,7 @@ static inline double ref_row(const Layout &L, const double *w, const int32_t *in
         ref_linear(tmp.data(), f.data(), w + o.fcpw, w + o.fcpb, T, 4 * C, C);
         for (size_t i = 0; i < TC; i++) x[i] += tmp[i];
     }
-    ref_layernorm(h.data(), x.data(), w + L.lnfw, w + L.lnfb, T, C);
-    double loss = 0.0;
-    for (int t = 0; t < T; t++) {
-        ref_linear(logit.data(), &h[(size_t)t * C], w + L.wte, nullptr, 1, C, V);
-        double mx = -1e300, sum = 0.0;
-        for (int v = 0; v < V; v++) mx = fmax(mx, logit[v]);
-        for (int v = 0; v < V; v++) sum += exp(logit[v] - mx);
-        loss += log(sum) + mx - logit[tg[t]];
-    }
-    return loss;
+    return ref_head(L, w, x.data(), tg, T, 0.0, nullptr, nullptr);
 }
 
 // Mean cross-entropy over B rows (rows in parallel, summed in a fixed order).
