@@ -88,3 +88,33 @@ int gpu_model_sync(gpu_model *g, char *why, size_t cap)
     snprintf(why, cap, NO_CUDA);
     return -1;
 }
+
+size_t gpu_model_blocks_device_bytes(const gpu_model_shape *s, int B, int T)
+{
+    (void)s, (void)B, (void)T;
+    return 0;
+}
+
+gpu_model *gpu_model_create_blocks(const gpu_model_shape *s, int B, int T, char *why,
+                                   size_t cap)
+{
+    (void)s, (void)B, (void)T;
+    snprintf(why, cap, NO_CUDA);
+    return NULL;
+}
+
+int gpu_model_blocks_forward(gpu_model *g, const float *x0, float *xL, int B, int T,
+                             char *why, size_t cap)
+{
+    (void)g, (void)x0, (void)xL, (void)B, (void)T;
+    snprintf(why, cap, NO_CUDA);
+    return -1;
+}
+
+int gpu_model_blocks_backward(gpu_model *g, const float *dxL, float *dx0, int B, int T,
+                              char *why, size_t cap)
+{
+    (void)g, (void)dxL, (void)dx0, (void)B, (void)T;
+    snprintf(why, cap, NO_CUDA);
+    return -1;
+}
