@@ -1,125 +1,18 @@
-// gpu_model — see gpu_model.h. The forward and backward of src/model.c, layer by layer
-// on the FP16 kernels of ops.cuh, with every activation of the batch kept on the device.
-//
-// Pieces: the forward is embed_forward, blocks_forward, head_forward and the backward
-// head_backward, blocks_backward, embed_backward; offload = all runs all six, a blocks
-// model (gpu_model_create_blocks) only the two block pieces, between the residual
-// stream coming up (put_stream) and going down (queue_stream, take_stream).
-//
-// Device coordinates: a blocks model holds only the blocks' range [dev_lo, dev_hi) of
-// the flat layout on the device (params, grads, grads_half), so the tensor offsets of
-// layer_offsets are relative to dev_lo (0 for offload = all); the host buffers
-// (staging, grad_host) keep the whole layout.
-//
-// Residual gradients: every residual add passes its output gradient unchanged to both
-// inputs, so one buffer (dres) carries d(residual stream) down through the blocks; each
-// LayerNorm's backward adds its input gradient into it.
-//
-// Gradient copies: backward finishes the parameter gradients in the reverse order of
-// the layout (ln_f, the last block, ..., the first block, then wte and wpe, which get
-// gradient from both the head and the embedding). As each of those ranges is final it
-// is converted to FP16 on the compute stream, an event marks it, and the copy stream
-// brings it down to the pinned host buffer while backward goes on below it.
-#include "gpu_model.h"
-
-#include <cublas_v2.h>
-#include <cuda_fp16.h>
-#include <cuda_runtime.h>
-#include <stdarg.h>
+// gpu_model — see gpu_model.h. The model's resources and the C API: the layout, the
+// carving of the activation area, create / free, the parameter upload, the tokens and
+// the residual stream between host and device, and the entry points, which queue the
+// passes of gpu_model_passes.cu (the forward and backward of src/model.c, layer by
+// layer on the FP16 kernels of ops.cuh, every activation of the batch kept on the
+// device). The struct, the device coordinates and the stream conventions:
+// gpu_model_impl.cuh.
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "gpu_model_impl.cuh"
 #include "ops.cuh"
 
-namespace {
-
-// Offsets (in elements) of one block's tensors: device coordinates (from dev_lo).
-struct layer_offsets {
-    size_t ln1w, ln1b, qkvw, qkvb, attprojw, attprojb, ln2w, ln2b, fcw, fcb, fcprojw, fcprojb;
-    size_t begin, end; // the block's range in the whole layout (host coordinates)
-};
-
-// Activations one block keeps for its backward.
-struct layer_acts {
-    __half *ln1, *qkvr, *att, *atty, *res2, *ln2, *fch, *fch_gelu, *res3;
-    float *ln1_mean, *ln1_rstd, *ln2_mean, *ln2_rstd;
-};
-
-void say(char *why, size_t cap, const char *fmt, ...)
-{
-    if (!why || cap == 0) return;
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(why, cap, fmt, ap);
-    va_end(ap);
-}
-
-__global__ void float_to_half(__half *dst, const float *src, size_t n)
-{
-    const size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x;
-    if (i < n) dst[i] = __float2half(src[i]);
-}
-
-__global__ void half_to_float(float *dst, const __half *src, size_t n)
-{
-    const size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x;
-    if (i < n) dst[i] = __half2float(src[i]);
-}
-
-unsigned blocks_for(size_t n) { return (unsigned)((n + 255) / 256); }
-
-// One block: the mean of n floats, summed in a fixed order.
-__global__ void mean_of(float *out, const float *x, int n)
-{
-    __shared__ float part[1024];
-    float s = 0.0f;
-    for (int i = threadIdx.x; i < n; i += blockDim.x) s += x[i];
-    part[threadIdx.x] = s;
-    __syncthreads();
-    for (int w = blockDim.x / 2; w > 0; w >>= 1) {
-        if ((int)threadIdx.x < w) part[threadIdx.x] += part[threadIdx.x + w];
-        __syncthreads();
-    }
-    if (threadIdx.x == 0) *out = part[0] / (float)n;
-}
-
-} // namespace
-
-struct gpu_model {
-    gpu_model_shape s;
-    int maxB, maxT;
-    int blocks;                  // made by gpu_model_create_blocks
-    int fwd_B, fwd_T;            // blocks: the last forward's batch (0: none yet)
-    size_t n_params;
-    size_t wte, wpe, lnfw, lnfb; // offsets (device = layout coordinates: offload = all)
-    size_t dev_lo, dev_hi;       // the layout range on the device: all, or the blocks'
-    layer_offsets *lo;           // [L]
-
-    cudaStream_t compute, copy;
-    cublasHandle_t blas;
-    cudaEvent_t uploaded, tokens_in, loss_ready, copies_done, compute_mark;
-    cudaEvent_t stream_up, stream_conv, stream_down; // the residual stream (blocks)
-    cudaEvent_t *grads_ready; // [L + 2]: ln_f, blocks L-1..0, embeddings
-
-    // Device memory: one allocation each for the big families, so a failure names one.
-    __half *params;      // [dev_hi - dev_lo]
-    float *grads;        // [dev_hi - dev_lo], scaled, accumulated by the kernels
-    __half *grads_half;  // [dev_hi - dev_lo], what goes down
-    int32_t *tokens;     // [2][maxB*maxT]: inputs, targets (offload = all)
-    void *acts_mem;      // every activation and scratch buffer below
-    __half *x0, *lnf, *logits, *proj, *qkv; // qkv: one layer's, the backward uses qkvr
-    float *lnf_mean, *lnf_rstd, *losses, *loss; // lnf .. loss: offload = all only
-    float *stream_f32;   // [maxB*maxT*C] the residual stream in FP32 (blocks only)
-    layer_acts *la;      // [L]
-    __half *dres, *dln, *datty, *dqkv, *d4a, *d4b, *att_fwd_scratch, *att_bwd_scratch;
-
-    // Pinned host memory.
-    uint16_t *param_staging, *grad_host; // [n_params] each: the whole layout
-    int32_t *token_staging;              // offload = all
-    float *loss_host;                    // offload = all
-    float *stream_host;                  // [maxB*maxT*C] blocks only
-};
+using namespace gpu_model_detail;
 
 extern "C" {
 
@@ -229,42 +122,6 @@ void set_layout(gpu_model *g)
     g->dev_hi = g->blocks ? g->lnfw : g->n_params;
 }
 
-const char *blas_name(int status)
-{
-    switch (status) {
-    case CUBLAS_STATUS_NOT_INITIALIZED: return "cuBLAS not initialised";
-    case CUBLAS_STATUS_ALLOC_FAILED: return "cuBLAS could not allocate";
-    case CUBLAS_STATUS_INVALID_VALUE: return "cuBLAS: invalid value";
-    case CUBLAS_STATUS_ARCH_MISMATCH: return "cuBLAS: not supported on this GPU";
-    case CUBLAS_STATUS_EXECUTION_FAILED: return "cuBLAS: execution failed";
-    case CUBLAS_STATUS_NOT_SUPPORTED: return "cuBLAS: not supported";
-    default: return "cuBLAS error";
-    }
-}
-
-} // namespace
-
-// Checks for the functions below (each has `why` and `cap` in scope).
-#define CU(call)                                                                       \
-    do {                                                                               \
-        cudaError_t e_ = (call);                                                       \
-        if (e_ != cudaSuccess) {                                                       \
-            say(why, cap, "GPU: %s (%s)", cudaGetErrorString(e_), #call);              \
-            return -1;                                                                 \
-        }                                                                              \
-    } while (0)
-#define BL(call)                                                                       \
-    do {                                                                               \
-        int s_ = (call);                                                               \
-        if (s_ != 0) {                                                                 \
-            say(why, cap, "GPU: %s failed: %s (%d)", #call,                           \
-                s_ < 100 ? cudaGetErrorString((cudaError_t)s_) : blas_name(s_), s_);     \
-            return -1;                                                                 \
-        }                                                                              \
-    } while (0)
-
-namespace {
-
 int check_batch(const gpu_model *g, int B, int T, char *why, size_t cap)
 {
     if (B < 1 || T < 1 || B > g->maxB || T > g->maxT) {
@@ -327,7 +184,7 @@ int put_stream(gpu_model *g, const float *x, __half *dst, size_t n, char *why, s
                        cudaMemcpyHostToDevice, g->copy));
     CU(cudaEventRecord(g->stream_up, g->copy));
     CU(cudaStreamWaitEvent(g->compute, g->stream_up, 0));
-    float_to_half<<<blocks_for(n), 256, 0, g->compute>>>(dst, g->stream_f32, n);
+    launch_float_to_half(dst, g->stream_f32, n, g->compute);
     CU(cudaGetLastError());
     return 0;
 }
@@ -337,7 +194,7 @@ int put_stream(gpu_model *g, const float *x, __half *dst, size_t n, char *why, s
 // gradient copies queued there); take_stream waits for it.
 int queue_stream(gpu_model *g, const __half *src, size_t n, char *why, size_t cap)
 {
-    half_to_float<<<blocks_for(n), 256, 0, g->compute>>>(g->stream_f32, src, n);
+    launch_half_to_float(g->stream_f32, src, n, g->compute);
     CU(cudaGetLastError());
     CU(cudaEventRecord(g->stream_conv, g->compute));
     CU(cudaStreamWaitEvent(g->copy, g->stream_conv, 0));
@@ -354,185 +211,6 @@ int take_stream(gpu_model *g, float *x, size_t n, char *why, size_t cap)
     memcpy(x, g->stream_host, n * sizeof(float));
     return 0;
 }
-
-// The last block's output (x0 with no blocks).
-const __half *blocks_out(const gpu_model *g)
-{
-    return g->s.n_layer > 0 ? g->la[g->s.n_layer - 1].res3 : g->x0;
-}
-
-// x0 = wte[inputs] + wpe (offload = all).
-void embed_forward(gpu_model *g, int B, int T)
-{
-    const __half *P = g->params;
-    ol_encoder_forward(g->x0, g->tokens, P + g->wte, P + g->wpe, B, T, g->s.n_embd,
-                       g->compute);
-}
-
-// Every block, from x0 to blocks_out(g), keeping what the backward needs.
-int blocks_forward(gpu_model *g, int B, int T, char *why, size_t cap)
-{
-    const int C = g->s.n_embd, NH = g->s.n_head, L = g->s.n_layer;
-    const int N = B * T;
-    const size_t BTC = (size_t)N * C;
-    const __half *P = g->params;
-    cudaStream_t st = g->compute;
-    const __half *x = g->x0;
-    for (int l = 0; l < L; l++) {
-        const layer_offsets &o = g->lo[l];
-        layer_acts &a = g->la[l];
-        ol_layernorm_forward(a.ln1, a.ln1_mean, a.ln1_rstd, x, P + o.ln1w, P + o.ln1b, N, C,
-                             st);
-        BL(ol_matmul_forward(g->blas, g->qkv, a.ln1, P + o.qkvw, P + o.qkvb, N, C, 3 * C));
-        BL(ol_attention_forward(g->blas, a.atty, a.qkvr, a.att, g->att_fwd_scratch, g->qkv, B,
-                                T, C, NH));
-        BL(ol_matmul_forward(g->blas, g->proj, a.atty, P + o.attprojw, P + o.attprojb, N, C,
-                             C));
-        ol_residual_forward(a.res2, x, g->proj, BTC, st);
-        ol_layernorm_forward(a.ln2, a.ln2_mean, a.ln2_rstd, a.res2, P + o.ln2w, P + o.ln2b, N,
-                             C, st);
-        BL(ol_matmul_forward(g->blas, a.fch, a.ln2, P + o.fcw, P + o.fcb, N, C, 4 * C));
-        ol_gelu_forward(a.fch_gelu, a.fch, 4 * BTC, st);
-        BL(ol_matmul_forward(g->blas, g->proj, a.fch_gelu, P + o.fcprojw, P + o.fcprojb, N,
-                             4 * C, C));
-        ol_residual_forward(a.res3, a.res2, g->proj, BTC, st);
-        x = a.res3;
-    }
-    return 0;
-}
-
-// ln_f, the tied head and the loss (offload = all). dlogits_scale > 0 also leaves
-// scale * d(mean loss) / d(logits) in place of the logits, for the backward.
-int head_forward(gpu_model *g, int B, int T, float dlogits_scale, char *why, size_t cap)
-{
-    const int C = g->s.n_embd, V = g->s.vocab_size, N = B * T;
-    const __half *P = g->params;
-    cudaStream_t st = g->compute;
-    const int32_t *targets = g->tokens + (size_t)g->maxB * g->maxT;
-    ol_layernorm_forward(g->lnf, g->lnf_mean, g->lnf_rstd, blocks_out(g), P + g->lnfw,
-                         P + g->lnfb, N, C, st);
-    BL(ol_matmul_forward(g->blas, g->logits, g->lnf, P + g->wte, nullptr, N, C, V));
-    ol_crossentropy(g->losses, dlogits_scale > 0.0f ? g->logits : nullptr, g->logits, targets,
-                    N, V, dlogits_scale, st);
-    mean_of<<<1, 1024, 0, st>>>(g->loss, g->losses, N);
-    CU(cudaGetLastError());
-    CU(cudaMemcpyAsync(g->loss_host, g->loss, sizeof(float), cudaMemcpyDeviceToHost, st));
-    CU(cudaEventRecord(g->loss_ready, st));
-    return 0;
-}
-
-// The forward through the loss (offload = all).
-int forward(gpu_model *g, int B, int T, float dlogits_scale, char *why, size_t cap)
-{
-    embed_forward(g, B, T);
-    if (blocks_forward(g, B, T, why, cap) != 0) return -1;
-    return head_forward(g, B, T, dlogits_scale, why, cap);
-}
-
-// Converts grads[begin, end) (layout coordinates) to FP16 and queues its copy to the
-// host behind `ev`.
-int send_grads(gpu_model *g, size_t begin, size_t end, cudaEvent_t ev, char *why, size_t cap)
-{
-    const size_t n = end - begin, d = begin - g->dev_lo;
-    float_to_half<<<blocks_for(n), 256, 0, g->compute>>>(g->grads_half + d, g->grads + d, n);
-    CU(cudaGetLastError());
-    CU(cudaEventRecord(ev, g->compute));
-    CU(cudaStreamWaitEvent(g->copy, ev, 0));
-    CU(cudaMemcpyAsync(g->grad_host + begin, g->grads_half + d, n * sizeof(__half),
-                       cudaMemcpyDeviceToHost, g->copy));
-    return 0;
-}
-
-// The head's backward (offload = all): leaves d(scaled loss)/d(last block's output)
-// in dres and sends ln_f's gradients down.
-int head_backward(gpu_model *g, int B, int T, char *why, size_t cap)
-{
-    const int C = g->s.n_embd, V = g->s.vocab_size, N = B * T;
-    const size_t BTC = (size_t)N * C;
-    const __half *P = g->params;
-    float *G = g->grads;
-    cudaStream_t st = g->compute;
-    // logits = lnf @ wte^T, its gradient already in place of the logits.
-    CU(cudaMemsetAsync(g->dln, 0, BTC * sizeof(__half), st));
-    BL(ol_matmul_backward(g->blas, g->dln, G + g->wte, nullptr, g->logits, g->lnf,
-                          P + g->wte, N, C, V));
-    CU(cudaMemsetAsync(g->dres, 0, BTC * sizeof(__half), st));
-    ol_layernorm_backward(g->dres, G + g->lnfw, G + g->lnfb, g->dln, blocks_out(g),
-                          P + g->lnfw, g->lnf_mean, g->lnf_rstd, N, C, st);
-    return send_grads(g, g->lnfw, g->n_params, g->grads_ready[0], why, cap);
-}
-
-// Every block's backward, last first: dres holds d(scaled loss)/d(blocks_out) on entry
-// and d(scaled loss)/d(x0) on return; each block's gradients go down as soon as they
-// are final.
-int blocks_backward(gpu_model *g, int B, int T, char *why, size_t cap)
-{
-    const int C = g->s.n_embd, NH = g->s.n_head, L = g->s.n_layer;
-    const int N = B * T;
-    const size_t BTC = (size_t)N * C;
-    const __half *P = g->params;
-    float *G = g->grads;
-    cudaStream_t st = g->compute;
-    for (int l = L - 1; l >= 0; l--) {
-        const layer_offsets &o = g->lo[l];
-        layer_acts &a = g->la[l];
-        const __half *x = l > 0 ? g->la[l - 1].res3 : g->x0;
-        // MLP: res3 = res2 + c_proj(gelu(c_fc(ln_2(res2)))).
-        CU(cudaMemsetAsync(g->d4a, 0, 4 * BTC * sizeof(__half), st));
-        BL(ol_matmul_backward(g->blas, g->d4a, G + o.fcprojw, G + o.fcprojb, g->dres,
-                              a.fch_gelu, P + o.fcprojw, N, 4 * C, C));
-        CU(cudaMemsetAsync(g->d4b, 0, 4 * BTC * sizeof(__half), st));
-        ol_gelu_backward(g->d4b, a.fch, g->d4a, 4 * BTC, st);
-        CU(cudaMemsetAsync(g->dln, 0, BTC * sizeof(__half), st));
-        BL(ol_matmul_backward(g->blas, g->dln, G + o.fcw, G + o.fcb, g->d4b, a.ln2,
-                              P + o.fcw, N, C, 4 * C));
-        ol_layernorm_backward(g->dres, G + o.ln2w, G + o.ln2b, g->dln, a.res2, P + o.ln2w,
-                              a.ln2_mean, a.ln2_rstd, N, C, st);
-        // Attention: res2 = x + c_proj(attn(c_attn(ln_1(x)))).
-        CU(cudaMemsetAsync(g->datty, 0, BTC * sizeof(__half), st));
-        BL(ol_matmul_backward(g->blas, g->datty, G + o.attprojw, G + o.attprojb, g->dres,
-                              a.atty, P + o.attprojw, N, C, C));
-        CU(cudaMemsetAsync(g->dqkv, 0, 3 * BTC * sizeof(__half), st));
-        BL(ol_attention_backward(g->blas, g->dqkv, g->att_bwd_scratch, g->datty, a.qkvr, a.att,
-                                 B, T, C, NH));
-        CU(cudaMemsetAsync(g->dln, 0, BTC * sizeof(__half), st));
-        BL(ol_matmul_backward(g->blas, g->dln, G + o.qkvw, G + o.qkvb, g->dqkv, a.ln1,
-                              P + o.qkvw, N, C, 3 * C));
-        // The key bias's gradient is exactly 0 (softmax ignores what a row shares): drop
-        // the rounding left there, as src/model.c does.
-        CU(cudaMemsetAsync(G + o.qkvb + C, 0, (size_t)C * sizeof(float), st));
-        ol_layernorm_backward(g->dres, G + o.ln1w, G + o.ln1b, g->dln, x, P + o.ln1w,
-                              a.ln1_mean, a.ln1_rstd, N, C, st);
-        if (send_grads(g, o.begin, o.end, g->grads_ready[L - l], why, cap) != 0) return -1;
-    }
-    return 0;
-}
-
-// The embedding's backward (offload = all): wte (which already has the head's part)
-// and wpe, then their copy down.
-int embed_backward(gpu_model *g, int B, int T, char *why, size_t cap)
-{
-    const int L = g->s.n_layer;
-    ol_encoder_backward(g->grads + g->wte, g->grads + g->wpe, g->dres, g->tokens, B, T,
-                        g->s.n_embd, g->compute);
-    return send_grads(g, g->wte, L > 0 ? g->lo[0].begin : g->lnfw, g->grads_ready[L + 1],
-                      why, cap);
-}
-
-// The backward of the last training forward (offload = all).
-int backward(gpu_model *g, int B, int T, char *why, size_t cap)
-{
-    if (head_backward(g, B, T, why, cap) != 0 || blocks_backward(g, B, T, why, cap) != 0 ||
-        embed_backward(g, B, T, why, cap) != 0)
-        return -1;
-    CU(cudaGetLastError());
-    CU(cudaEventRecord(g->copies_done, g->copy));
-    return 0;
-}
-
-} // namespace
-
-namespace {
 
 // Parameters of the layout on the device: all of them, or the blocks'.
 size_t device_params(const gpu_model_shape *s, int blocks)

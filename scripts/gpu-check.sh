@@ -7,7 +7,8 @@
 #                                  causal attention, encoder, LayerNorm, GELU, residual,
 #                                  cross-entropy; forward and backward) against an FP32
 #                                  reference on the CPU, with poisoned outputs
-#   offload/tests/gpu_train test   the whole GPU training step (offload/gpu_model.cu)
+#   offload/tests/gpu_train test   the whole GPU training step (offload/gpu_model.cu,
+#                                  gpu_model_passes.cu)
 #                                  against a CPU reference in double: loss, gradients by
 #                                  directional derivatives, full mixed-precision steps,
 #                                  loss scaling (overflow skip, growth), overfitting one
@@ -61,12 +62,14 @@ compile test_ops "$NVCC" "${NVFLAGS[@]}" -Ioffload -c offload/tests/test_ops.cu 
     -o "$out/test_ops.o"
 compile gpu_model "$NVCC" "${NVFLAGS[@]}" -Ioffload -c offload/gpu_model.cu \
     -o "$out/gpu_model.o"
+compile gpu_model_passes "$NVCC" "${NVFLAGS[@]}" -Ioffload -c offload/gpu_model_passes.cu \
+    -o "$out/gpu_model_passes.o"
 compile gpu_train "$NVCC" "${NVFLAGS[@]}" -Xcompiler -fopenmp -Ioffload -Isrc \
     -c offload/tests/gpu_train.cu -o "$out/gpu_train.o"
 compile lossscale "$CC" -O2 -fopenmp -c src/lossscale.c -o "$out/lossscale.o"
 compile half "$CC" -O2 -fopenmp -c src/half.c -o "$out/half.o"
 declare -A built
-for name in ops test_ops gpu_model gpu_train lossscale half; do
+for name in ops test_ops gpu_model gpu_model_passes gpu_train lossscale half; do
     if wait "${job[$name]}"; then
         built[$name]=1
     else
@@ -92,7 +95,7 @@ link() { # program, objects...
 }
 have_test_ops=0 have_gpu_train=0
 link test_ops test_ops ops && have_test_ops=1
-link gpu_train gpu_train gpu_model ops lossscale half && have_gpu_train=1
+link gpu_train gpu_train gpu_model gpu_model_passes ops lossscale half && have_gpu_train=1
 echo "gpu-check: built in $(( $(date +%s) - t_start )) s"
 
 # ---------------------------------------------------------------- run

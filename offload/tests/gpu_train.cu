@@ -1,8 +1,8 @@
 // gpu_train — gentrain's GPU training step (offload/gpu_model.h) driven on its own:
 // FP32 master weights, AdamW and the dynamic loss scale on the host, forward and
 // backward in FP16 on the GPU. Needs only nvcc, cuBLAS and a GPU: no MPI, HDF5 or BLAS
-// (scripts/gpu-check.sh and `make check` build it from gpu_model.cu, ops.cu and the
-// plain C src/lossscale.c and src/half.c).
+// (scripts/gpu-check.sh and `make check` build it from gpu_model.cu,
+// gpu_model_passes.cu, ops.cu and the plain C src/lossscale.c and src/half.c).
 //
 //   gpu_train [test]       the step against a CPU reference in double (no argument:
 //                          test, as `make check` runs it)

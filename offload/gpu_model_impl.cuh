@@ -1,0 +1,156 @@
+// gpu_model_impl — internal to offload/: what gpu_model.cu (the model's resources and
+// the C API of gpu_model.h) and gpu_model_passes.cu (the forward and backward pieces)
+// share. Nothing outside those two files includes it; src/ sees only gpu_model.h.
+//
+// It holds the definition of struct gpu_model, the per-layer offsets (layer_offsets)
+// and activations (layer_acts), the error helpers (say, blas_name and the CU / BL
+// macros), and the declarations of the passes gpu_model.cu queues. Shared names live in
+// namespace gpu_model_detail; each file keeps its own helpers in an anonymous namespace.
+//
+// Device coordinates: a blocks model holds only the blocks' range [dev_lo, dev_hi) of
+// the flat layout on the device (params, grads, grads_half), so the tensor offsets of
+// layer_offsets are relative to dev_lo (0 for offload = all); the host buffers
+// (staging, grad_host) keep the whole layout.
+//
+// Streams: every kernel, memset and cuBLAS call runs on g->compute (g->blas is bound
+// to it); every host <-> device copy runs on g->copy, but for the loss's one float,
+// which comes down on the compute stream (loss_ready). The two meet only through
+// events: the compute stream waits for what the copy stream brings up (uploaded,
+// tokens_in, stream_up); a copy that overwrites a device buffer queued kernels may
+// still read first waits for everything queued on the compute stream (compute_mark);
+// the copy stream waits for each range of gradients (grads_ready[]) and for the
+// residual stream (stream_conv) before bringing them down; copies_done marks the last
+// copy of a backward, and the next step's compute waits for it before zeroing the
+// gradients. The passes only queue work: none of them waits on the host.
+#ifndef GT_OFFLOAD_GPU_MODEL_IMPL_CUH
+#define GT_OFFLOAD_GPU_MODEL_IMPL_CUH
+
+#include <cublas_v2.h>
+#include <cuda_fp16.h>
+#include <cuda_runtime.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+
+#include "gpu_model.h"
+
+namespace gpu_model_detail {
+
+// Offsets (in elements) of one block's tensors: device coordinates (from dev_lo).
+struct layer_offsets {
+    size_t ln1w, ln1b, qkvw, qkvb, attprojw, attprojb, ln2w, ln2b, fcw, fcb, fcprojw, fcprojb;
+    size_t begin, end; // the block's range in the whole layout (host coordinates)
+};
+
+// Activations one block keeps for its backward.
+struct layer_acts {
+    __half *ln1, *qkvr, *att, *atty, *res2, *ln2, *fch, *fch_gelu, *res3;
+    float *ln1_mean, *ln1_rstd, *ln2_mean, *ln2_rstd;
+};
+
+inline void say(char *why, size_t cap, const char *fmt, ...)
+{
+    if (!why || cap == 0) return;
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(why, cap, fmt, ap);
+    va_end(ap);
+}
+
+inline const char *blas_name(int status)
+{
+    switch (status) {
+    case CUBLAS_STATUS_NOT_INITIALIZED: return "cuBLAS not initialised";
+    case CUBLAS_STATUS_ALLOC_FAILED: return "cuBLAS could not allocate";
+    case CUBLAS_STATUS_INVALID_VALUE: return "cuBLAS: invalid value";
+    case CUBLAS_STATUS_ARCH_MISMATCH: return "cuBLAS: not supported on this GPU";
+    case CUBLAS_STATUS_EXECUTION_FAILED: return "cuBLAS: execution failed";
+    case CUBLAS_STATUS_NOT_SUPPORTED: return "cuBLAS: not supported";
+    default: return "cuBLAS error";
+    }
+}
+
+} // namespace gpu_model_detail
+
+struct gpu_model {
+    gpu_model_shape s;
+    int maxB, maxT;
+    int blocks;                  // made by gpu_model_create_blocks
+    int fwd_B, fwd_T;            // blocks: the last forward's batch (0: none yet)
+    size_t n_params;
+    size_t wte, wpe, lnfw, lnfb; // offsets (device = layout coordinates: offload = all)
+    size_t dev_lo, dev_hi;       // the layout range on the device: all, or the blocks'
+    gpu_model_detail::layer_offsets *lo; // [L]
+
+    cudaStream_t compute, copy;
+    cublasHandle_t blas;
+    cudaEvent_t uploaded, tokens_in, loss_ready, copies_done, compute_mark;
+    cudaEvent_t stream_up, stream_conv, stream_down; // the residual stream (blocks)
+    cudaEvent_t *grads_ready; // [L + 2]: ln_f, blocks L-1..0, embeddings
+
+    // Device memory: one allocation each for the big families, so a failure names one.
+    __half *params;      // [dev_hi - dev_lo]
+    float *grads;        // [dev_hi - dev_lo], scaled, accumulated by the kernels
+    __half *grads_half;  // [dev_hi - dev_lo], what goes down
+    int32_t *tokens;     // [2][maxB*maxT]: inputs, targets (offload = all)
+    void *acts_mem;      // every activation and scratch buffer below
+    __half *x0, *lnf, *logits, *proj, *qkv; // qkv: one layer's, the backward uses qkvr
+    float *lnf_mean, *lnf_rstd, *losses, *loss; // lnf .. loss: offload = all only
+    float *stream_f32;   // [maxB*maxT*C] the residual stream in FP32 (blocks only)
+    gpu_model_detail::layer_acts *la; // [L]
+    __half *dres, *dln, *datty, *dqkv, *d4a, *d4b, *att_fwd_scratch, *att_bwd_scratch;
+
+    // Pinned host memory.
+    uint16_t *param_staging, *grad_host; // [n_params] each: the whole layout
+    int32_t *token_staging;              // offload = all
+    float *loss_host;                    // offload = all
+    float *stream_host;                  // [maxB*maxT*C] blocks only
+};
+
+// Checks for the functions of both files (each has `why` and `cap` in scope).
+#define CU(call)                                                                       \
+    do {                                                                               \
+        cudaError_t e_ = (call);                                                       \
+        if (e_ != cudaSuccess) {                                                       \
+            gpu_model_detail::say(why, cap, "GPU: %s (%s)", cudaGetErrorString(e_),   \
+                                  #call);                                              \
+            return -1;                                                                 \
+        }                                                                              \
+    } while (0)
+#define BL(call)                                                                       \
+    do {                                                                               \
+        int s_ = (call);                                                               \
+        if (s_ != 0) {                                                                 \
+            gpu_model_detail::say(why, cap, "GPU: %s failed: %s (%d)", #call,         \
+                                  s_ < 100 ? cudaGetErrorString((cudaError_t)s_)       \
+                                           : gpu_model_detail::blas_name(s_),          \
+                                  s_);                                                 \
+            return -1;                                                                 \
+        }                                                                              \
+    } while (0)
+
+namespace gpu_model_detail {
+
+// gpu_model_passes.cu: the FP32 <-> FP16 conversions of n elements, queued on `stream`
+// (the caller checks the launch with cudaGetLastError).
+void launch_float_to_half(__half *dst, const float *src, size_t n, cudaStream_t stream);
+void launch_half_to_float(float *dst, const __half *src, size_t n, cudaStream_t stream);
+
+// gpu_model_passes.cu: the passes the API queues, all on the compute stream.
+// The last block's output (x0 with no blocks).
+const __half *blocks_out(const gpu_model *g);
+// Every block, from x0 to blocks_out(g), keeping what the backward needs.
+int blocks_forward(gpu_model *g, int B, int T, char *why, size_t cap);
+// The forward through the loss (offload = all); dlogits_scale > 0 also leaves
+// scale * d(mean loss) / d(logits) for the backward.
+int forward(gpu_model *g, int B, int T, float dlogits_scale, char *why, size_t cap);
+// Every block's backward, last first: dres holds d(scaled loss)/d(blocks_out) on entry
+// and d(scaled loss)/d(x0) on return.
+int blocks_backward(gpu_model *g, int B, int T, char *why, size_t cap);
+// The backward of the last training forward (offload = all).
+int backward(gpu_model *g, int B, int T, char *why, size_t cap);
+
+} // namespace gpu_model_detail
+
+#endif

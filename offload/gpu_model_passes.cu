@@ -1,0 +1,262 @@
+// gpu_model_passes — the forward and backward of src/model.c for gpu_model.cu, layer by
+// layer on the FP16 kernels of ops.cuh, with every activation of the batch kept on the
+// device, and the small kernels they use. Internal to offload/ (gpu_model_impl.cuh);
+// everything here only queues work on the compute stream (and gradient copies on the
+// copy stream behind events).
+//
+// Pieces: the forward is embed_forward, blocks_forward, head_forward and the backward
+// head_backward, blocks_backward, embed_backward; offload = all runs all six (forward,
+// backward), a blocks model (gpu_model_create_blocks) only the two block pieces,
+// between the residual stream coming up (put_stream) and going down (queue_stream,
+// take_stream) in gpu_model.cu.
+//
+// Residual gradients: every residual add passes its output gradient unchanged to both
+// inputs, so one buffer (dres) carries d(residual stream) down through the blocks; each
+// LayerNorm's backward adds its input gradient into it.
+//
+// Gradient copies: backward finishes the parameter gradients in the reverse order of
+// the layout (ln_f, the last block, ..., the first block, then wte and wpe, which get
+// gradient from both the head and the embedding). As each of those ranges is final it
+// is converted to FP16 on the compute stream, an event marks it, and the copy stream
+// brings it down to the pinned host buffer while backward goes on below it
+// (send_grads).
+#include "gpu_model_impl.cuh"
+#include "ops.cuh"
+
+namespace gpu_model_detail {
+
+namespace {
+
+__global__ void float_to_half(__half *dst, const float *src, size_t n)
+{
+    const size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x;
+    if (i < n) dst[i] = __float2half(src[i]);
+}
+
+__global__ void half_to_float(float *dst, const __half *src, size_t n)
+{
+    const size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x;
+    if (i < n) dst[i] = __half2float(src[i]);
+}
+
+unsigned blocks_for(size_t n) { return (unsigned)((n + 255) / 256); }
+
+// One block: the mean of n floats, summed in a fixed order.
+__global__ void mean_of(float *out, const float *x, int n)
+{
+    __shared__ float part[1024];
+    float s = 0.0f;
+    for (int i = threadIdx.x; i < n; i += blockDim.x) s += x[i];
+    part[threadIdx.x] = s;
+    __syncthreads();
+    for (int w = blockDim.x / 2; w > 0; w >>= 1) {
+        if ((int)threadIdx.x < w) part[threadIdx.x] += part[threadIdx.x + w];
+        __syncthreads();
+    }
+    if (threadIdx.x == 0) *out = part[0] / (float)n;
+}
+
+} // namespace
+
+void launch_float_to_half(__half *dst, const float *src, size_t n, cudaStream_t stream)
+{
+    float_to_half<<<blocks_for(n), 256, 0, stream>>>(dst, src, n);
+}
+
+void launch_half_to_float(float *dst, const __half *src, size_t n, cudaStream_t stream)
+{
+    half_to_float<<<blocks_for(n), 256, 0, stream>>>(dst, src, n);
+}
+
+// The last block's output (x0 with no blocks).
+const __half *blocks_out(const gpu_model *g)
+{
+    return g->s.n_layer > 0 ? g->la[g->s.n_layer - 1].res3 : g->x0;
+}
+
+namespace {
+
+// x0 = wte[inputs] + wpe (offload = all).
+void embed_forward(gpu_model *g, int B, int T)
+{
+    const __half *P = g->params;
+    ol_encoder_forward(g->x0, g->tokens, P + g->wte, P + g->wpe, B, T, g->s.n_embd,
+                       g->compute);
+}
+
+} // namespace
+
+// Every block, from x0 to blocks_out(g), keeping what the backward needs.
+int blocks_forward(gpu_model *g, int B, int T, char *why, size_t cap)
+{
+    const int C = g->s.n_embd, NH = g->s.n_head, L = g->s.n_layer;
+    const int N = B * T;
+    const size_t BTC = (size_t)N * C;
+    const __half *P = g->params;
+    cudaStream_t st = g->compute;
+    const __half *x = g->x0;
+    for (int l = 0; l < L; l++) {
+        const layer_offsets &o = g->lo[l];
+        layer_acts &a = g->la[l];
+        ol_layernorm_forward(a.ln1, a.ln1_mean, a.ln1_rstd, x, P + o.ln1w, P + o.ln1b, N, C,
+                             st);
+        BL(ol_matmul_forward(g->blas, g->qkv, a.ln1, P + o.qkvw, P + o.qkvb, N, C, 3 * C));
+        BL(ol_attention_forward(g->blas, a.atty, a.qkvr, a.att, g->att_fwd_scratch, g->qkv, B,
+                                T, C, NH));
+        BL(ol_matmul_forward(g->blas, g->proj, a.atty, P + o.attprojw, P + o.attprojb, N, C,
+                             C));
+        ol_residual_forward(a.res2, x, g->proj, BTC, st);
+        ol_layernorm_forward(a.ln2, a.ln2_mean, a.ln2_rstd, a.res2, P + o.ln2w, P + o.ln2b, N,
+                             C, st);
+        BL(ol_matmul_forward(g->blas, a.fch, a.ln2, P + o.fcw, P + o.fcb, N, C, 4 * C));
+        ol_gelu_forward(a.fch_gelu, a.fch, 4 * BTC, st);
+        BL(ol_matmul_forward(g->blas, g->proj, a.fch_gelu, P + o.fcprojw, P + o.fcprojb, N,
+                             4 * C, C));
+        ol_residual_forward(a.res3, a.res2, g->proj, BTC, st);
+        x = a.res3;
+    }
+    return 0;
+}
+
+namespace {
+
+// ln_f, the tied head and the loss (offload = all). dlogits_scale > 0 also leaves
+// scale * d(mean loss) / d(logits) in place of the logits, for the backward.
+int head_forward(gpu_model *g, int B, int T, float dlogits_scale, char *why, size_t cap)
+{
+    const int C = g->s.n_embd, V = g->s.vocab_size, N = B * T;
+    const __half *P = g->params;
+    cudaStream_t st = g->compute;
+    const int32_t *targets = g->tokens + (size_t)g->maxB * g->maxT;
+    ol_layernorm_forward(g->lnf, g->lnf_mean, g->lnf_rstd, blocks_out(g), P + g->lnfw,
+                         P + g->lnfb, N, C, st);
+    BL(ol_matmul_forward(g->blas, g->logits, g->lnf, P + g->wte, nullptr, N, C, V));
+    ol_crossentropy(g->losses, dlogits_scale > 0.0f ? g->logits : nullptr, g->logits, targets,
+                    N, V, dlogits_scale, st);
+    mean_of<<<1, 1024, 0, st>>>(g->loss, g->losses, N);
+    CU(cudaGetLastError());
+    CU(cudaMemcpyAsync(g->loss_host, g->loss, sizeof(float), cudaMemcpyDeviceToHost, st));
+    CU(cudaEventRecord(g->loss_ready, st));
+    return 0;
+}
+
+} // namespace
+
+// The forward through the loss (offload = all).
+int forward(gpu_model *g, int B, int T, float dlogits_scale, char *why, size_t cap)
+{
+    embed_forward(g, B, T);
+    if (blocks_forward(g, B, T, why, cap) != 0) return -1;
+    return head_forward(g, B, T, dlogits_scale, why, cap);
+}
+
+namespace {
+
+// Converts grads[begin, end) (layout coordinates) to FP16 and queues its copy to the
+// host behind `ev`.
+int send_grads(gpu_model *g, size_t begin, size_t end, cudaEvent_t ev, char *why, size_t cap)
+{
+    const size_t n = end - begin, d = begin - g->dev_lo;
+    float_to_half<<<blocks_for(n), 256, 0, g->compute>>>(g->grads_half + d, g->grads + d, n);
+    CU(cudaGetLastError());
+    CU(cudaEventRecord(ev, g->compute));
+    CU(cudaStreamWaitEvent(g->copy, ev, 0));
+    CU(cudaMemcpyAsync(g->grad_host + begin, g->grads_half + d, n * sizeof(__half),
+                       cudaMemcpyDeviceToHost, g->copy));
+    return 0;
+}
+
+// The head's backward (offload = all): leaves d(scaled loss)/d(last block's output)
+// in dres and sends ln_f's gradients down.
+int head_backward(gpu_model *g, int B, int T, char *why, size_t cap)
+{
+    const int C = g->s.n_embd, V = g->s.vocab_size, N = B * T;
+    const size_t BTC = (size_t)N * C;
+    const __half *P = g->params;
+    float *G = g->grads;
+    cudaStream_t st = g->compute;
+    // logits = lnf @ wte^T, its gradient already in place of the logits.
+    CU(cudaMemsetAsync(g->dln, 0, BTC * sizeof(__half), st));
+    BL(ol_matmul_backward(g->blas, g->dln, G + g->wte, nullptr, g->logits, g->lnf,
+                          P + g->wte, N, C, V));
+    CU(cudaMemsetAsync(g->dres, 0, BTC * sizeof(__half), st));
+    ol_layernorm_backward(g->dres, G + g->lnfw, G + g->lnfb, g->dln, blocks_out(g),
+                          P + g->lnfw, g->lnf_mean, g->lnf_rstd, N, C, st);
+    return send_grads(g, g->lnfw, g->n_params, g->grads_ready[0], why, cap);
+}
+
+} // namespace
+
+// Every block's backward, last first: dres holds d(scaled loss)/d(blocks_out) on entry
+// and d(scaled loss)/d(x0) on return; each block's gradients go down as soon as they
+// are final.
+int blocks_backward(gpu_model *g, int B, int T, char *why, size_t cap)
+{
+    const int C = g->s.n_embd, NH = g->s.n_head, L = g->s.n_layer;
+    const int N = B * T;
+    const size_t BTC = (size_t)N * C;
+    const __half *P = g->params;
+    float *G = g->grads;
+    cudaStream_t st = g->compute;
+    for (int l = L - 1; l >= 0; l--) {
+        const layer_offsets &o = g->lo[l];
+        layer_acts &a = g->la[l];
+        const __half *x = l > 0 ? g->la[l - 1].res3 : g->x0;
+        // MLP: res3 = res2 + c_proj(gelu(c_fc(ln_2(res2)))).
+        CU(cudaMemsetAsync(g->d4a, 0, 4 * BTC * sizeof(__half), st));
+        BL(ol_matmul_backward(g->blas, g->d4a, G + o.fcprojw, G + o.fcprojb, g->dres,
+                              a.fch_gelu, P + o.fcprojw, N, 4 * C, C));
+        CU(cudaMemsetAsync(g->d4b, 0, 4 * BTC * sizeof(__half), st));
+        ol_gelu_backward(g->d4b, a.fch, g->d4a, 4 * BTC, st);
+        CU(cudaMemsetAsync(g->dln, 0, BTC * sizeof(__half), st));
+        BL(ol_matmul_backward(g->blas, g->dln, G + o.fcw, G + o.fcb, g->d4b, a.ln2,
+                              P + o.fcw, N, C, 4 * C));
+        ol_layernorm_backward(g->dres, G + o.ln2w, G + o.ln2b, g->dln, a.res2, P + o.ln2w,
+                              a.ln2_mean, a.ln2_rstd, N, C, st);
+        // Attention: res2 = x + c_proj(attn(c_attn(ln_1(x)))).
+        CU(cudaMemsetAsync(g->datty, 0, BTC * sizeof(__half), st));
+        BL(ol_matmul_backward(g->blas, g->datty, G + o.attprojw, G + o.attprojb, g->dres,
+                              a.atty, P + o.attprojw, N, C, C));
+        CU(cudaMemsetAsync(g->dqkv, 0, 3 * BTC * sizeof(__half), st));
+        BL(ol_attention_backward(g->blas, g->dqkv, g->att_bwd_scratch, g->datty, a.qkvr, a.att,
+                                 B, T, C, NH));
+        CU(cudaMemsetAsync(g->dln, 0, BTC * sizeof(__half), st));
+        BL(ol_matmul_backward(g->blas, g->dln, G + o.qkvw, G + o.qkvb, g->dqkv, a.ln1,
+                              P + o.qkvw, N, C, 3 * C));
+        // The key bias's gradient is exactly 0 (softmax ignores what a row shares): drop
+        // the rounding left there, as src/model.c does.
+        CU(cudaMemsetAsync(G + o.qkvb + C, 0, (size_t)C * sizeof(float), st));
+        ol_layernorm_backward(g->dres, G + o.ln1w, G + o.ln1b, g->dln, x, P + o.ln1w,
+                              a.ln1_mean, a.ln1_rstd, N, C, st);
+        if (send_grads(g, o.begin, o.end, g->grads_ready[L - l], why, cap) != 0) return -1;
+    }
+    return 0;
+}
+
+namespace {
+
+// The embedding's backward (offload = all): wte (which already has the head's part)
+// and wpe, then their copy down.
+int embed_backward(gpu_model *g, int B, int T, char *why, size_t cap)
+{
+    const int L = g->s.n_layer;
+    ol_encoder_backward(g->grads + g->wte, g->grads + g->wpe, g->dres, g->tokens, B, T,
+                        g->s.n_embd, g->compute);
+    return send_grads(g, g->wte, L > 0 ? g->lo[0].begin : g->lnfw, g->grads_ready[L + 1],
+                      why, cap);
+}
+
+} // namespace
+
+// The backward of the last training forward (offload = all).
+int backward(gpu_model *g, int B, int T, char *why, size_t cap)
+{
+    if (head_backward(g, B, T, why, cap) != 0 || blocks_backward(g, B, T, why, cap) != 0 ||
+        embed_backward(g, B, T, why, cap) != 0)
+        return -1;
+    CU(cudaGetLastError());
+    CU(cudaEventRecord(g->copies_done, g->copy));
+    return 0;
+}
+
+} // namespace gpu_model_detail
