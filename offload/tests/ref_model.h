@@ -26,17 +26,25 @@
 
 // ------------------------------------------------------------------ CPU reference
 
+// One row of C: xhat = (x - mean) * rstd (eps 1e-5); returns rstd.
+static inline double ref_normalize(double *xhat, const double *x, int C)
+{
+    double mean = 0.0, var = 0.0;
+    for (int i = 0; i < C; i++) mean += x[i];
+    mean /= C;
+    for (int i = 0; i < C; i++) var += (x[i] - mean) * (x[i] - mean);
+    const double rs = 1.0 / sqrt(var / C + 1e-5);
+    for (int i = 0; i < C; i++) xhat[i] = (x[i] - mean) * rs;
+    return rs;
+}
+
 static inline void ref_layernorm(double *out, const double *x, const double *w,
                                  const double *b, int T, int C)
 {
     for (int t = 0; t < T; t++) {
-        const double *xt = x + (size_t)t * C;
-        double mean = 0.0, var = 0.0;
-        for (int i = 0; i < C; i++) mean += xt[i];
-        mean /= C;
-        for (int i = 0; i < C; i++) var += (xt[i] - mean) * (xt[i] - mean);
-        const double rs = 1.0 / sqrt(var / C + 1e-5);
-        for (int i = 0; i < C; i++) out[(size_t)t * C + i] = (xt[i] - mean) * rs * w[i] + b[i];
+        double *ot = out + (size_t)t * C;
+        ref_normalize(ot, x + (size_t)t * C, C);
+        for (int i = 0; i < C; i++) ot[i] = ot[i] * w[i] + b[i];
     }
 }
 
@@ -87,16 +95,8 @@ static inline double ref_head(const Layout &L, const double *w, const double *x,
     std::vector<double> xhat(C), h(C), logit(V), dh(C), dxhat(C);
     double loss = 0.0;
     for (int t = 0; t < T; t++) {
-        const double *xt = x + (size_t)t * C;
-        double mean = 0.0, var = 0.0;
-        for (int i = 0; i < C; i++) mean += xt[i];
-        mean /= C;
-        for (int i = 0; i < C; i++) var += (xt[i] - mean) * (xt[i] - mean);
-        const double rs = 1.0 / sqrt(var / C + 1e-5);
-        for (int i = 0; i < C; i++) {
-            xhat[i] = (xt[i] - mean) * rs;
-            h[i] = xhat[i] * lw[i] + lb[i];
-        }
+        const double rs = ref_normalize(xhat.data(), x + (size_t)t * C, C);
+        for (int i = 0; i < C; i++) h[i] = xhat[i] * lw[i] + lb[i];
         ref_linear(logit.data(), h.data(), wte, nullptr, 1, C, V);
         double mx = -1e300, sum = 0.0;
         for (int v = 0; v < V; v++) mx = fmax(mx, logit[v]);
