@@ -122,7 +122,7 @@ static const key_def keys[] = {
                "FP32 master weights and AdamW on the host, dynamic loss scaling), blocks "
                "(only the transformer blocks on the GPU in FP16; the embeddings, final "
                "LayerNorm, head and loss on the CPU in FP32: no logits on the GPU) or "
-               "none; with no GPU (or tp/pp > 1, or sync = async) the CPU trains, said in "
+               "none; with no GPU (or with tp/pp > 1) the CPU trains, said in "
                "one line; required: as all, but that is an error instead"),
 
     KEY_DBL(bucket_mb, G_PAR, "25", 0, 4096, R_MIN | R_MIN_X | R_MAX,

@@ -70,6 +70,7 @@ typedef struct run {
     ckpt_meta meta;         /* of that checkpoint */
     int resumed;
     int on_gpu;             /* offload = all or blocks: this rank's GPU trains */
+    int slot_overflow[MAX_SLOTS]; /* on_gpu: the gradient in ring[i] overflowed FP16 */
     device_step dev;        /* its GPU model, the host's part and the loss scale (on_gpu) */
 } run;
 
@@ -540,9 +541,6 @@ static int settle_offload(const gt_config *c, int *gpu)
     else if (grid_tp_size() > 1 || grid_pp_size() > 1)
         cpu_because = "tp or pp > 1 runs on the CPU for now (the GPU step takes the whole "
                       "model)";
-    else if (strcmp(c->sync, "async") == 0)
-        cpu_because = "sync = async runs on the CPU for now (the GPU step's overflow check "
-                      "is not carried to the delayed update)";
     if (cpu_because) {
         if (required) {
             if (par_is_root()) gt_error("offload = required, but %s", cpu_because);
@@ -830,16 +828,20 @@ int train_run(const gt_config *c)
         if (predict) r.model.params = r.master;
         /* Loss and gradient of the global batch: means over the ranks. The norm is rank
          * 0's, so the clip factor cannot differ with the ranks' thread counts. */
-        /* Mixed precision: an FP16 overflow on any rank skips the step everywhere and
-         * halves the loss scale (the gradient is still reduced, so every rank's MPI
-         * requests complete). */
+        /* Mixed precision: an FP16 overflow on any rank halves the loss scale now and
+         * skips, on every rank, the update that would apply this gradient (this step's,
+         * or with async `lag` steps later: the flag travels with the gradient's slot).
+         * The gradient is still reduced, so every rank's MPI requests complete. */
         const float scale_before = r.on_gpu ? r.dev.scaler.scale : 1.0f;
         loss_scale_event scale_event = LOSS_SCALE_KEPT;
         if (r.on_gpu) {
             overflow = !par_all_ok(!overflow);
             scale_event = loss_scaler_update(&r.dev.scaler, overflow);
         }
-        const int reduced = step >= lag, apply = reduced && !overflow;
+        r.slot_overflow[slot] = overflow;
+        const int reduced = step >= lag;
+        const int skipped = reduced && r.slot_overflow[(step + n_slots - lag) % n_slots];
+        const int apply = reduced && !skipped;
         float *g = r.ring[(step + n_slots - lag) % n_slots];
         double loss = local_loss, comm_s = 0.0, norm = NAN, local_sq = 0.0;
         if (world > 1) {
@@ -890,8 +892,11 @@ int train_run(const gt_config *c)
                    (long long)c->steps, loss, lr);
         if (apply)
             par_printf("norm %.3f", norm);
-        else if (overflow)
+        else if (skipped && lag == 0)
             par_printf("FP16 overflow: step skipped");
+        else if (skipped)
+            par_printf("FP16 overflow in the gradient of step %lld: update skipped",
+                       (long long)(step + 1 - lag));
         else
             par_printf("no update (async warm-up)");
         par_printf(" | %7.1f ms | %7.0f tok/s | %6.1f GFLOP/s", dt * 1e3, tok_s, gflops);
@@ -936,7 +941,7 @@ int train_run(const gt_config *c)
                 fprintf(r.log, "\"grad_norm\":null,");
             if (r.on_gpu)
                 fprintf(r.log, "\"loss_scale\":%.1f,\"skipped\":%s,", (double)scale_before,
-                        overflow ? "true" : "false");
+                        skipped ? "true" : "false");
             fprintf(r.log, "\"ms\":%.3f,\"tokens_per_s\":%.1f,\"gflops\":%.3f,"
                     "\"load_wait_ms\":%.4f,\"comm_ms\":%.4f,\"comm_bytes\":%.0f",
                     dt * 1e3, tok_s, gflops, wait_s * 1e3, comm_s * 1e3,

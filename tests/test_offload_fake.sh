@@ -20,8 +20,10 @@
 #  5. The loss scale survives a checkpoint: a run resumed from the step-3 checkpoint of
 #     a run that overflowed at step 2 continues at scale 32768, and ends like the
 #     straight run (same losses, same parameters).
-#  6. Placement: with 2 ranks, tp = 2, pp = 2 and sync = async train on the CPU with
-#     one line saying why, and offload = required turns that into an error.
+#  6. Placement: with 2 ranks, tp = 2 and pp = 2 train on the CPU with one line saying
+#     why, and offload = required turns that into an error. sync = async trains on the
+#     "GPU": an overflow in step 2's gradient halves the scale at step 2 and skips the
+#     update of step 3, the one that applies that gradient.
 #  7. offload = blocks (the blocks on the "GPU", embedding and head on the host in
 #     FP32): one `offload:` line saying so; the run of part 1 with losses and
 #     val_losses within 1e-2 relative of offload = none and of offload = all; the
@@ -241,7 +243,26 @@ if [ -n "${MPIEXEC:-}" ]; then
     }
     cpu_line tp2 "tp or pp > 1 runs on the CPU" --tp 2
     cpu_line pp2 "tp or pp > 1 runs on the CPU" --pp 2
-    cpu_line async "sync = async runs on the CPU" --sync async
+
+    # sync = async on the "GPU": an overflow in the gradient of step 2 halves the scale
+    # at step 2 and skips the update that applies that gradient, at step 3.
+    GENTRAIN_FAKE_GPU_OVERFLOW=2 run_ok async "${MPI[@]}" "${SHORT[@]}" --steps 5 \
+        --sync async --staleness 1
+    n=$(grep -c '^offload: every layer on the GPU' "$tmp/async.out")
+    check "np=2 async: the GPU trains ($n offload line)" test "$n" -eq 1
+    line=$(step_line "$tmp/async.out" 2)
+    echo "    $line"
+    check "np=2 async: the gradient of step 2 overflows: scale 65536 -> 32768 at step 2" \
+        grep -q '| norm [0-9.]* | .* | scale 65536 -> 32768$' <<< "$line"
+    line=$(step_line "$tmp/async.out" 3)
+    echo "    $line"
+    check "np=2 async: step 3, which applies step 2's gradient, skips its update" \
+        grep -q '| FP16 overflow in the gradient of step 2: update skipped | .* | scale 32768$' \
+        <<< "$line"
+    check "np=2 async: steps 2, 4 and 5 update (3 norms; step 1 is the warm-up)" \
+        test "$(grep -c '^step *[245]/5 | loss .* | norm ' "$tmp/async.out")" -eq 3
+    check "np=2 async: parameters identical on all 2 ranks at the end" \
+        grep -q '^check: the parameters are identical on all 2 ranks' "$tmp/async.out"
 else
     echo "skip: parts 4 and 6 on 2 ranks (no mpirun)"
 fi
