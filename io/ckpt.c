@@ -39,16 +39,19 @@ static uint64_t fnv_floats(uint64_t h, const float *f, size_t n)
     return h;
 }
 
+/* The checksum of a file of mt->version (1: no loss_scale_clean in the line). */
 static uint64_t checksum(const ckpt_meta *mt, size_t n_params, const char *config_text,
                          const float *params, const float *m, const float *v)
 {
-    char head[512];
+    char head[512], clean[48] = "";
+    if (mt->version >= 2)
+        snprintf(clean, sizeof clean, " loss_scale_clean=%" PRId64, mt->loss_scale_clean);
     int len = snprintf(head, sizeof head,
                        "%s %d step=%" PRId64 " adam_t=%" PRId64 " world_size=%d seed=%" PRIu64
-                       " loss_scale=%a vocab_size=%d block_size=%d n_layer=%d n_head=%d "
+                       " loss_scale=%a%s vocab_size=%d block_size=%d n_layer=%d n_head=%d "
                        "n_embd=%d n_params=%zu\n",
-                       CKPT_FORMAT_NAME, CKPT_FORMAT_VERSION, mt->step, mt->adam_t,
-                       mt->world_size, mt->seed, mt->loss_scale, mt->shape.vocab_size,
+                       CKPT_FORMAT_NAME, mt->version, mt->step, mt->adam_t, mt->world_size,
+                       mt->seed, mt->loss_scale, clean, mt->shape.vocab_size,
                        mt->shape.block_size, mt->shape.n_layer, mt->shape.n_head,
                        mt->shape.n_embd, n_params);
     uint64_t h = gt_fnv1a(GT_FNV_OFFSET, head, (size_t)len);
@@ -303,7 +306,7 @@ static void crash_hook(hid_t file)
 
 int ckpt_save(const char *dir, int64_t step, const gpt_model *m, const adamw_state *opt,
               const char *config_text, int world_size, uint64_t seed, double loss_scale,
-              char *out_path, size_t cap)
+              int64_t loss_scale_clean, char *out_path, size_t cap)
 {
     char path[4096], tmp[4200], why[160], sum[40];
     if (ckpt_path(dir, step, path, sizeof path) != 0) return -1;
@@ -315,8 +318,9 @@ int ckpt_save(const char *dir, int64_t step, const gpt_model *m, const adamw_sta
     }
     if (remove_stale_tmp(dir) < 0) return -1;
 
-    ckpt_meta mt = {.step = step, .adam_t = opt->t, .world_size = world_size, .seed = seed,
-                    .loss_scale = loss_scale, .shape = m->shape};
+    ckpt_meta mt = {.version = CKPT_FORMAT_VERSION, .step = step, .adam_t = opt->t,
+                    .world_size = world_size, .seed = seed, .loss_scale = loss_scale,
+                    .loss_scale_clean = loss_scale_clean, .shape = m->shape};
     snprintf(sum, sizeof sum, "fnv1a64:%016" PRIx64,
              checksum(&mt, m->n_params, config_text, m->params, opt->m, opt->v));
 
@@ -337,6 +341,7 @@ int ckpt_save(const char *dir, int64_t step, const gpt_model *m, const adamw_sta
         write_scalar(file, "seed", H5T_STD_U64LE, H5T_NATIVE_UINT64, &seed) != 0 ||
         write_scalar(file, "loss_scale", H5T_IEEE_F64LE, H5T_NATIVE_DOUBLE, &loss_scale) !=
             0 ||
+        h5io_write_attr_int(file, "loss_scale_clean", loss_scale_clean) != 0 ||
         h5io_write_attr_int(file, "n_params", np) != 0 ||
         h5io_write_attr_str(file, "checksum", sum) != 0) {
         gt_error("cannot write the attributes of %s (disk full?)", tmp);
@@ -428,9 +433,10 @@ static int read_ckpt(const char *path, const gpt_model *want, ckpt_meta *meta,
     }
     int64_t ver = 0, ws = 0, np = 0, dims[5];
     r = h5io_attr_int(file, "format_version", &ver, w, sizeof w);
-    if (r != 1 || ver != CKPT_FORMAT_VERSION) {
+    /* Version 1 (no loss_scale_clean) is still read: nothing saved is lost. */
+    if (r != 1 || ver < 1 || ver > CKPT_FORMAT_VERSION) {
         if (r == 1)
-            snprintf(why, cap, "format_version %" PRId64 "; this gentrain reads version %d",
+            snprintf(why, cap, "format_version %" PRId64 "; this gentrain reads versions 1 to %d",
                      ver, CKPT_FORMAT_VERSION);
         else
             snprintf(why, cap, "format_version: %s", r == 0 ? "missing" : w);
@@ -465,6 +471,15 @@ static int read_ckpt(const char *path, const gpt_model *want, ckpt_meta *meta,
         read_scalar(file, "loss_scale", H5T_NATIVE_DOUBLE, H5T_FLOAT, &meta->loss_scale, why,
                     cap) != 0)
         goto done;
+    meta->version = (int)ver;
+    if (ver >= 2) {
+        r = h5io_attr_int(file, "loss_scale_clean", &meta->loss_scale_clean, w, sizeof w);
+        if (r != 1 || meta->loss_scale_clean < 0) {
+            snprintf(why, cap, "attribute loss_scale_clean: %s",
+                     r == 0 ? "missing" : r < 0 ? w : "negative");
+            goto done;
+        }
+    }
     r = h5io_attr_str(file, "config", &meta->config_text, w, sizeof w);
     if (r != 1) {
         snprintf(why, cap, "attribute config: %s", r == 0 ? "missing" : w);

@@ -1,7 +1,8 @@
 /* ckpt — training checkpoints: everything a run needs to continue exactly where it
  * stopped, one HDF5 file per save, readable with h5py/h5dump.
  *
- * Layout (format_version 1) of <dir>/ckpt_<step, 8 digits or more>.h5:
+ * Layout (format_version 2; version 1 files, which lack loss_scale_clean, are still
+ * read, with loss_scale_clean = 0) of <dir>/ckpt_<step, 8 digits or more>.h5:
  *   the model file layout (h5model.h), with format = "gentrain-checkpoint":
  *   /                 attributes: format, format_version = 1, step (int64: optimizer
  *                     steps done, i.e. the index of the next step), config (the
@@ -12,6 +13,8 @@
  *                                   saved it (its ranks / tp)
  *                       seed        uint64  the data order / initialisation seed
  *                       loss_scale  float64 the mixed-precision loss scale (1.0 on CPU)
+ *                       loss_scale_clean int64 clean steps since the scale last
+ *                                   changed (when it next doubles; 0 on CPU)
  *                       n_params    int64   floats in /model, /optim/m and /optim/v
  *                       checksum    string  "fnv1a64:<16 hex digits>"
  *   /model/<name>     float32 parameters under GPT-2 names (h5model.h)
@@ -19,9 +22,11 @@
  *                     the parameter buffer (gpt_params(): tensor after tensor)
  *
  * Checksum: 64-bit FNV-1a over, in this order, the text
- *   "gentrain-checkpoint 1 step=S adam_t=A world_size=W seed=D loss_scale=L
- *    vocab_size=.. block_size=.. n_layer=.. n_head=.. n_embd=.. n_params=N\n"
- * (one line, single spaces, integers in decimal, L as printf "%a"), the config text
+ *   "gentrain-checkpoint 2 step=S adam_t=A world_size=W seed=D loss_scale=L
+ *    loss_scale_clean=K vocab_size=.. block_size=.. n_layer=.. n_head=.. n_embd=..
+ *    n_params=N\n"
+ * (one line, single spaces, integers in decimal, L as printf "%a"; a version 1 file's
+ * line starts "gentrain-checkpoint 1" and has no loss_scale_clean), the config text
  * with its terminating NUL, then the little-endian bytes of every float of the flat
  * parameter buffer, of m and of v. A flipped bit in any dataset or in these attributes
  * makes the file fail verification: it is never loaded.
@@ -51,14 +56,16 @@
 #include "../src/optim.h"
 
 #define CKPT_FORMAT_NAME "gentrain-checkpoint"
-#define CKPT_FORMAT_VERSION 1
+#define CKPT_FORMAT_VERSION 2
 
 typedef struct ckpt_meta {
+    int version;         /* format_version of the file (1 or 2) */
     int64_t step;        /* optimizer steps done: training continues at this step */
     int64_t adam_t;      /* AdamW updates applied */
     int world_size;      /* data-parallel replicas (ranks / tp) of the run that saved it */
     uint64_t seed;
     double loss_scale;
+    int64_t loss_scale_clean; /* clean steps since the loss scale last changed */
     gpt_shape shape;
     char *config_text;   /* malloc'd; ckpt_meta_free */
     char path[4096];     /* the file it was read from */
@@ -71,12 +78,13 @@ int ckpt_path(const char *dir, int64_t step, char *buf, size_t cap);
 
 /* Saves a checkpoint of step `step` (steps done) into dir (which must exist):
  * parameters of m, moments and t of opt (opt->n == m->n_params), the effective config
- * text, world size, seed and loss scale. Removes stale ckpt_*.h5.tmp files of dir
+ * text, world size, seed, loss scale and its count of clean steps (lossscale.h).
+ * Removes stale ckpt_*.h5.tmp files of dir
  * first. Returns 0, or -1 after one error line (nothing but the earlier files is left).
  * out_path (may be NULL) gets the file written. */
 int ckpt_save(const char *dir, int64_t step, const gpt_model *m, const adamw_state *opt,
               const char *config_text, int world_size, uint64_t seed, double loss_scale,
-              char *out_path, size_t cap);
+              int64_t loss_scale_clean, char *out_path, size_t cap);
 
 /* Deletes all but the `keep` (>= 1) highest-step checkpoint files ckpt_<N>.h5 of dir,
  * and every stale ckpt_*.h5.tmp. Returns the number of files deleted, or -1 (reported)

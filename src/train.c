@@ -481,7 +481,8 @@ static int save_checkpoint(const run *r, const gt_config *c, const char *dir, in
     if (par_is_root() && ok) {
         ok = ckpt_save(dir, step, split ? &whole : &r->model, split ? &whole_opt : &r->opt,
                        config_text, grid_dp_size(), c->seed,
-                       r->on_gpu ? (double)r->dev.scaler.scale : 1.0, path, cap) == 0 &&
+                       r->on_gpu ? (double)r->dev.scaler.scale : 1.0,
+                       r->on_gpu ? (int64_t)r->dev.scaler.clean_steps : 0, path, cap) == 0 &&
              ckpt_prune(dir, c->keep_ckpts) >= 0;
         if (ok) printf("checkpoint: step %lld saved to %s in %.2f s\n", (long long)step,
                        path, gt_now() - t0);
@@ -720,7 +721,11 @@ int train_run(const gt_config *c)
             goto done;
         r.on_gpu = 1;
         /* The scale the checkpoint's run had reached (a CPU run's checkpoint says 1). */
-        if (r.resumed && r.meta.loss_scale > 1.0) r.dev.scaler.scale = (float)r.meta.loss_scale;
+        if (r.resumed && r.meta.loss_scale > 1.0) {
+            r.dev.scaler.scale = (float)r.meta.loss_scale;
+            /* When the scale next doubles, as in the run that saved it. */
+            r.dev.scaler.clean_steps = (int)(r.meta.loss_scale_clean % LOSS_SCALE_GROWTH_INTERVAL);
+        }
     }
 
     const gpt_shape shape = r.model.shape;

@@ -22,6 +22,8 @@
 
 #include "../io/ckpt.h"
 #include "../io/h5model.h"
+#include "../io/h5util.h"
+#include "../src/util.h"
 #include "testutil.h"
 
 static char dir[512];
@@ -136,7 +138,7 @@ static void round_trip(void)
     run_state a, b;
     make_state(&a, 32, 1);
     make_state(&b, 32, 0);
-    TU_CHECK(ckpt_save(sub, 1234, &a.m, &a.opt, cfg, 1, SEED, 65536.5, path, sizeof path) == 0,
+    TU_CHECK(ckpt_save(sub, 1234, &a.m, &a.opt, cfg, 1, SEED, 65536.5, 37, path, sizeof path) == 0,
              "save succeeds");
     snprintf(want, sizeof want, "%s/ckpt_00001234.h5", sub);
     TU_CHECK(strcmp(path, want) == 0, "file name ckpt_00001234.h5 (%s)", path);
@@ -152,9 +154,12 @@ static void round_trip(void)
              "AdamW moments equal bit for bit");
     TU_CHECK(b.opt.t == 77 && meta.adam_t == 77, "adam_t restored (%lld)", (long long)b.opt.t);
     TU_CHECK(meta.step == 1234 && meta.world_size == 1 && meta.seed == SEED &&
-                 meta.loss_scale == 65536.5,
-             "meta: step %lld, world %d, seed %llx, loss scale %g", (long long)meta.step,
-             meta.world_size, (unsigned long long)meta.seed, meta.loss_scale);
+                 meta.loss_scale == 65536.5 && meta.loss_scale_clean == 37 &&
+                 meta.version == CKPT_FORMAT_VERSION,
+             "meta: step %lld, world %d, seed %llx, loss scale %g after %lld clean steps, "
+             "version %d", (long long)meta.step, meta.world_size,
+             (unsigned long long)meta.seed, meta.loss_scale, (long long)meta.loss_scale_clean,
+             meta.version);
     TU_CHECK(meta.shape.n_embd == 32 && meta.shape.n_layer == 2 && meta.shape.vocab_size == 64,
              "meta shape");
     TU_CHECK(meta.config_text && strcmp(meta.config_text, cfg) == 0, "config text equal");
@@ -259,6 +264,71 @@ static void round_trip(void)
 
 /* ---- prune and find_latest --------------------------------------------------------- */
 
+/* Rewrites a version 2 checkpoint as version 1 wrote it (no loss_scale_clean, a
+ * version 1 checksum line), computing the checksum here from ckpt.h's definition: an
+ * independent check of the format and of the reader's version 1 path. */
+static int make_version1(const char *path, const run_state *s, double loss_scale)
+{
+    char head[512];
+    int len = snprintf(head, sizeof head,
+                       "gentrain-checkpoint 1 step=%d adam_t=%lld world_size=1 seed=%llu "
+                       "loss_scale=%a vocab_size=%d block_size=%d n_layer=%d n_head=%d "
+                       "n_embd=%d n_params=%zu\n",
+                       1234, (long long)s->opt.t, (unsigned long long)SEED, loss_scale,
+                       s->m.shape.vocab_size, s->m.shape.block_size, s->m.shape.n_layer,
+                       s->m.shape.n_head, s->m.shape.n_embd, s->m.n_params);
+    uint64_t h = gt_fnv1a(GT_FNV_OFFSET, head, (size_t)len);
+    h = gt_fnv1a(h, cfg, strlen(cfg) + 1);
+    h = gt_fnv1a(h, s->m.params, s->m.n_params * sizeof(float)); /* little-endian */
+    h = gt_fnv1a(h, s->opt.m, s->opt.n * sizeof(float));
+    h = gt_fnv1a(h, s->opt.v, s->opt.n * sizeof(float));
+    char sum[40];
+    snprintf(sum, sizeof sum, "fnv1a64:%016llx", (unsigned long long)h);
+    hid_t f = H5Fopen(path, H5F_ACC_RDWR, H5P_DEFAULT);
+    if (f < 0) return -1;
+    int bad = H5Adelete(f, "loss_scale_clean") < 0 || H5Adelete(f, "format_version") < 0 ||
+              H5Adelete(f, "checksum") < 0 ||
+              h5io_write_attr_int(f, "format_version", 1) != 0 ||
+              h5io_write_attr_str(f, "checksum", sum) != 0;
+    return H5Fclose(f) < 0 || bad ? -1 : 0;
+}
+
+static void versions(void)
+{
+    char sub[700], path[900];
+    snprintf(sub, sizeof sub, "%s/ver", dir);
+    mkdir(sub, 0755);
+    run_state a, b;
+    make_state(&a, 32, 1);
+    make_state(&b, 32, 0);
+    TU_CHECK(ckpt_save(sub, 1234, &a.m, &a.opt, cfg, 1, SEED, 8192.0, 12, path,
+                       sizeof path) == 0, "versions: save");
+    TU_CHECK(make_version1(path, &a, 8192.0) == 0, "versions: rewritten as version 1");
+    ckpt_meta meta;
+    int rc = ckpt_load(path, &b.m, &b.opt, &meta);
+    TU_CHECK(rc == 0 && meta.version == 1 && meta.loss_scale == 8192.0 &&
+                 meta.loss_scale_clean == 0 &&
+                 memcmp(a.m.params, b.m.params, a.m.n_params * sizeof(float)) == 0,
+             "a version 1 checkpoint still loads (its checksum verified), loss scale %g, "
+             "clean steps 0", rc == 0 ? meta.loss_scale : 0.0);
+    if (rc == 0) ckpt_meta_free(&meta);
+
+    /* The count of clean steps is covered by the checksum: changing it is caught. */
+    TU_CHECK(ckpt_save(sub, 1234, &a.m, &a.opt, cfg, 1, SEED, 8192.0, 12, path,
+                       sizeof path) == 0, "versions: save again");
+    hid_t f = H5Fopen(path, H5F_ACC_RDWR, H5P_DEFAULT);
+    int edited = f >= 0 && H5Adelete(f, "loss_scale_clean") >= 0 &&
+                 h5io_write_attr_int(f, "loss_scale_clean", 13) == 0;
+    if (f >= 0) H5Fclose(f);
+    tu_capture_begin();
+    rc = ckpt_load(path, &b.m, &b.opt, &meta);
+    const char *msg = tu_capture_end();
+    TU_CHECK(edited && rc != 0 && strstr(msg, "checksum mismatch") && tu_count_lines(msg) == 1,
+             "an edited loss_scale_clean fails the checksum, in one line");
+    free_state(&a);
+    free_state(&b);
+}
+
 static void prune_and_find(void)
 {
     char sub[700], p[900], out[1024], want[1200];
@@ -266,7 +336,7 @@ static void prune_and_find(void)
     mkdir(sub, 0755);
     run_state a;
     make_state(&a, 32, 1);
-    for (int s = 100; s <= 500; s += 100) ckpt_save(sub, s, &a.m, &a.opt, cfg, 1, 1, 1.0, NULL, 0);
+    for (int s = 100; s <= 500; s += 100) ckpt_save(sub, s, &a.m, &a.opt, cfg, 1, 1, 1.0, 0, NULL, 0);
     snprintf(p, sizeof p, "%s/ckpt_00000600.h5.tmp", sub);
     FILE *f = fopen(p, "w");
     fputs("half-written", f);
@@ -355,14 +425,14 @@ static void failed_saves(void)
     mkdir(sub, 0755);
     run_state a;
     make_state(&a, 32, 1);
-    TU_CHECK(ckpt_save(sub, 10, &a.m, &a.opt, cfg, 1, 1, 1.0, prev, sizeof prev) == 0,
+    TU_CHECK(ckpt_save(sub, 10, &a.m, &a.opt, cfg, 1, 1, 1.0, 0, prev, sizeof prev) == 0,
              "first save");
     snprintf(copy, sizeof copy, "%s/prev_copy", dir);
     copy_file(prev, copy);
 
     snprintf(p, sizeof p, "%s/no/such", dir);
     tu_capture_begin();
-    int rc = ckpt_save(p, 20, &a.m, &a.opt, cfg, 1, 1, 1.0, NULL, 0);
+    int rc = ckpt_save(p, 20, &a.m, &a.opt, cfg, 1, 1, 1.0, 0, NULL, 0);
     const char *msg = tu_capture_end();
     TU_CHECK(rc != 0 && strstr(msg, "no such folder") && tu_count_lines(msg) == 1,
              "save into a missing folder: one error line");
@@ -371,7 +441,7 @@ static void failed_saves(void)
     snprintf(p, sizeof p, "%s/ckpt_00000020.h5", sub);
     mkdir(p, 0755);
     tu_capture_begin();
-    rc = ckpt_save(sub, 20, &a.m, &a.opt, cfg, 1, 1, 1.0, NULL, 0);
+    rc = ckpt_save(sub, 20, &a.m, &a.opt, cfg, 1, 1, 1.0, 0, NULL, 0);
     msg = tu_capture_end();
     TU_CHECK(rc != 0 && strstr(msg, "cannot save checkpoint") && tu_count_lines(msg) == 1,
              "save whose rename fails: one error line");
@@ -390,7 +460,7 @@ static void failed_saves(void)
         char errf[900];
         snprintf(errf, sizeof errf, "%s/child_err", dir);
         if (!freopen(errf, "w", stderr)) _exit(98);
-        int r = ckpt_save(sub, 30, &a.m, &a.opt, cfg, 1, 1, 1.0, NULL, 0);
+        int r = ckpt_save(sub, 30, &a.m, &a.opt, cfg, 1, 1, 1.0, 0, NULL, 0);
         fflush(stderr);
         _exit(r == 0 ? 1 : 0);
     }
@@ -414,7 +484,7 @@ static void failed_saves(void)
     if (geteuid() != 0) {
         chmod(sub, 0555);
         tu_capture_begin();
-        rc = ckpt_save(sub, 40, &a.m, &a.opt, cfg, 1, 1, 1.0, NULL, 0);
+        rc = ckpt_save(sub, 40, &a.m, &a.opt, cfg, 1, 1, 1.0, 0, NULL, 0);
         msg = tu_capture_end();
         chmod(sub, 0755);
         TU_CHECK(rc != 0 && strstr(msg, "permission denied") && tu_count_lines(msg) == 1 &&
@@ -431,6 +501,7 @@ int main(void)
     tu_make_tmpdir(dir, sizeof dir, "gt_ckpt");
     H5Eset_auto2(H5E_DEFAULT, NULL, NULL);
     round_trip();
+    versions();
     prune_and_find();
     failed_saves();
     char cmd[700];
