@@ -1,8 +1,11 @@
 /* lossscale — see lossscale.h. The unscale pass converts in chunks through half.h's
- * (F16C when the CPU has it) array conversion, then scales and checks in float: an
- * inf or NaN half stays inf or NaN as a float, and x - x is 0 exactly for finite x
- * and NaN otherwise, so one branch-free sum per chunk finds any of them. */
+ * (F16C when the CPU has it) array conversion, then scales and checks in one pass: an
+ * inf or NaN half stays inf or NaN as a float, and a float is one exactly when its
+ * exponent bits are all set, so an OR over that test finds any of them. (An integer OR
+ * vectorises; a float sum used as the probe would be one long dependency chain.) */
 #include "lossscale.h"
+
+#include <string.h>
 
 #include "half.h"
 
@@ -20,18 +23,22 @@ void loss_scaler_init(loss_scaler *s, float scale, int growth_interval)
     s->skipped = 0;
 }
 
-/* One chunk of len floats: 1 when one is inf or NaN, else dst (+)= src * inv_scale. */
+/* One chunk of len floats: dst (+)= src * inv_scale; returns 1 when one is inf or NaN
+ * (dst is then unusable). */
 static int unscale_chunk(float *dst, const float *src, size_t len, float inv_scale,
                          int accumulate)
 {
-    float probe = 0.0f;
-    for (size_t i = 0; i < len; i++) probe += src[i] - src[i];
-    if (!(probe == 0.0f)) return 1;
+    uint32_t nonfinite = 0;
+    for (size_t i = 0; i < len; i++) {
+        uint32_t bits;
+        memcpy(&bits, &src[i], sizeof bits);
+        nonfinite |= (bits & 0x7F800000u) == 0x7F800000u;
+    }
     if (accumulate)
         for (size_t i = 0; i < len; i++) dst[i] += src[i] * inv_scale;
     else
         for (size_t i = 0; i < len; i++) dst[i] = src[i] * inv_scale;
-    return 0;
+    return nonfinite != 0;
 }
 
 /* Both entry points: src holds n values, FP16 (is_half) or FP32. */
