@@ -515,8 +515,8 @@ enum { GPU_ALL = 1, GPU_BLOCKS = 2 };
 
 /* Which device trains (offload): each rank takes the GPU of its index on its node
  * (modulo the GPUs there). The GPU trains only when every rank has one (a step is a
- * collective; mixed devices would only wait for the slowest), the model is whole on
- * each rank (tp = pp = 1) and steps are synchronous; otherwise one line says why the
+ * collective; mixed devices would only wait for the slowest) and the model is whole on
+ * each rank (tp = pp = 1); otherwise one line says why the
  * CPU trains, or, with offload = required, that is an error. Where the GPU trains, one
  * line says which layers run where. Every rank decides the same; sets *gpu (0: the
  * CPU, GPU_ALL, GPU_BLOCKS) and returns 0, or -1 on every rank. */

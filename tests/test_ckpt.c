@@ -336,7 +336,8 @@ static void prune_and_find(void)
     mkdir(sub, 0755);
     run_state a;
     make_state(&a, 32, 1);
-    for (int s = 100; s <= 500; s += 100) ckpt_save(sub, s, &a.m, &a.opt, cfg, 1, 1, 1.0, 0, NULL, 0);
+    for (int s = 100; s <= 500; s += 100)
+        ckpt_save(sub, s, &a.m, &a.opt, cfg, 1, 1, 1.0, 0, NULL, 0);
     snprintf(p, sizeof p, "%s/ckpt_00000600.h5.tmp", sub);
     FILE *f = fopen(p, "w");
     fputs("half-written", f);
