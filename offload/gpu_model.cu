@@ -10,9 +10,22 @@
 #include <string.h>
 
 #include "gpu_model_impl.cuh"
+#include "attention_plan.h"
 #include "ops.cuh"
 
 using namespace gpu_model_detail;
+
+int gpu_model_detail::prof_mark(gpu_model *g, int phase, char *why, size_t cap)
+{
+    profiler *p = g->prof;
+    if (p->n == kProfEvents) {
+        p->dropped++;
+        return 0;
+    }
+    CU(cudaEventRecord(p->ev[p->n], g->compute));
+    p->phase[p->n++] = phase;
+    return 0;
+}
 
 extern "C" {
 
@@ -219,13 +232,27 @@ size_t device_params(const gpu_model_shape *s, int blocks)
     return blocks ? (size_t)s->n_layer * (12 * C * C + 13 * C) : gpu_model_param_count(s);
 }
 
+// cuBLAS's workspace, given to it rather than left to its default: 32 MiB is the size
+// cuBLAS's documentation recommends for Hopper (4 MiB before it), where the fastest
+// kernels of large products need it.
+constexpr size_t kBlasWorkspace = (size_t)32 << 20;
+
 size_t device_bytes(const gpu_model_shape *s, int B, int T, int blocks)
 {
     const size_t P = device_params(s, blocks);
     return align256(P * sizeof(__half)) + align256(P * sizeof(float)) +
            align256(P * sizeof(__half)) +
            (blocks ? 0 : align256(2 * (size_t)B * T * sizeof(int32_t))) +
-           carve_acts(nullptr, s, B, T, blocks, nullptr);
+           carve_acts(nullptr, s, B, T, blocks, nullptr) + kBlasWorkspace;
+}
+
+void free_profiler(gpu_model *g)
+{
+    if (!g->prof) return;
+    for (cudaEvent_t ev : g->prof->ev)
+        if (ev) cudaEventDestroy(ev);
+    free(g->prof);
+    g->prof = nullptr;
 }
 
 gpu_model *create(const gpu_model_shape *s, int B, int T, int blocks, char *why, size_t cap)
@@ -289,6 +316,8 @@ gpu_model *create(const gpu_model_shape *s, int B, int T, int blocks, char *why,
     snprintf(what, sizeof what, "allocating %.2f GiB of activations for batch %d x %d",
              (double)act_bytes / 1073741824.0, B, T);
     if ((e = cudaMalloc(&g->acts_mem, act_bytes)) != cudaSuccess) return fail(what, e);
+    if ((e = cudaMalloc(&g->blas_workspace, kBlasWorkspace)) != cudaSuccess)
+        return fail("allocating cuBLAS's workspace", e);
     carve_acts(g, s, B, T, blocks, (char *)g->acts_mem);
     if ((e = cudaMallocHost((void **)&g->param_staging, P * sizeof(uint16_t))) != cudaSuccess ||
         (e = cudaMallocHost((void **)&g->grad_host, P * sizeof(uint16_t))) != cudaSuccess)
@@ -312,6 +341,13 @@ gpu_model *create(const gpu_model_shape *s, int B, int T, int blocks, char *why,
     }
     if ((bs = cublasSetStream(g->blas, g->compute)) != CUBLAS_STATUS_SUCCESS) {
         say(why, cap, "GPU: cublasSetStream: %s", blas_name((int)bs));
+        gpu_model_free(g);
+        return nullptr;
+    }
+    // After cublasSetStream, which resets the handle's workspace to its default.
+    if ((bs = cublasSetWorkspace(g->blas, g->blas_workspace, kBlasWorkspace)) !=
+        CUBLAS_STATUS_SUCCESS) {
+        say(why, cap, "GPU: cublasSetWorkspace: %s", blas_name((int)bs));
         gpu_model_free(g);
         return nullptr;
     }
@@ -354,6 +390,7 @@ void gpu_model_free(gpu_model *g)
     cudaFree(g->grads_half);
     cudaFree(g->tokens);
     cudaFree(g->acts_mem);
+    cudaFree(g->blas_workspace);
     cudaFreeHost(g->param_staging);
     cudaFreeHost(g->grad_host);
     cudaFreeHost(g->token_staging);
@@ -366,6 +403,7 @@ void gpu_model_free(gpu_model *g)
     if (g->grads_ready)
         for (int i = 0; i < g->s.n_layer + 2; i++)
             if (g->grads_ready[i]) cudaEventDestroy(g->grads_ready[i]);
+    free_profiler(g);
     if (g->compute) cudaStreamDestroy(g->compute);
     if (g->copy) cudaStreamDestroy(g->copy);
     free(g->grads_ready);
@@ -375,6 +413,74 @@ void gpu_model_free(gpu_model *g)
 }
 
 uint16_t *gpu_model_param_staging(gpu_model *g) { return g->param_staging; }
+
+const char *gpu_model_phase_name(int phase)
+{
+    static const char *const names[GPU_PHASE_COUNT] = {
+        "matmul", "attention", "layernorm", "gelu+residual", "embedding", "head", "loss",
+        "other"};
+    return phase >= 0 && phase < GPU_PHASE_COUNT ? names[phase] : "?";
+}
+
+int gpu_model_profile(gpu_model *g, int on, char *why, size_t cap)
+{
+    if (!on) {
+        CU(cudaStreamSynchronize(g->compute)); // no mark may still be pending
+        free_profiler(g);
+        return 0;
+    }
+    if (g->prof) return 0;
+    g->prof = (profiler *)calloc(1, sizeof *g->prof);
+    if (!g->prof) {
+        say(why, cap, "GPU: out of host memory for the profiler");
+        return -1;
+    }
+    for (cudaEvent_t &ev : g->prof->ev) {
+        const cudaError_t e = cudaEventCreate(&ev);
+        if (e != cudaSuccess) {
+            ev = nullptr;
+            free_profiler(g);
+            say(why, cap, "GPU: creating the profiler's events: %s", cudaGetErrorString(e));
+            return -1;
+        }
+    }
+    return 0;
+}
+
+int gpu_model_profile_read(gpu_model *g, double *ms, char *why, size_t cap)
+{
+    profiler *p = g->prof;
+    if (!p) {
+        say(why, cap, "GPU: profiling is off");
+        return -1;
+    }
+    CU(cudaStreamSynchronize(g->compute));
+    const int n = p->n, dropped = p->dropped;
+    p->n = p->dropped = 0;
+    if (dropped) {
+        say(why, cap, "GPU: %d profiling marks found the pool of %d full (read after each "
+            "step)", dropped, kProfEvents);
+        return -1;
+    }
+    for (int i = 0; i + 1 < n; i++) {
+        if (p->phase[i] == kProfIdle) continue;
+        float t = 0.0f;
+        CU(cudaEventElapsedTime(&t, p->ev[i], p->ev[i + 1]));
+        ms[p->phase[i]] += t;
+    }
+    return 0;
+}
+
+int gpu_model_set_attention_row_blocks(gpu_model *g, int nb, char *why, size_t cap)
+{
+    if (nb < 0 || nb > ATT_MAX_ROW_BLOCKS || (nb > 0 && g->maxT % nb != 0)) {
+        say(why, cap, "GPU: attention row blocks %d: not 0 (automatic) or a divisor of the "
+            "sequence length %d up to %d", nb, g->maxT, ATT_MAX_ROW_BLOCKS);
+        return -1;
+    }
+    g->att_row_blocks = nb;
+    return 0;
+}
 
 int gpu_model_upload_params(gpu_model *g, char *why, size_t cap)
 {
@@ -397,12 +503,14 @@ int gpu_model_step(gpu_model *g, const int32_t *inputs, const int32_t *targets, 
         say(why, cap, "GPU: a training step needs targets and a loss scale > 0");
         return -1;
     }
+    PROF(GPU_PHASE_OTHER);
     // The last step's gradients must be down before this one's overwrite them.
     CU(cudaStreamWaitEvent(g->compute, g->copies_done, 0));
     if (put_tokens(g, inputs, targets, (size_t)B * T, why, cap) != 0) return -1;
     CU(cudaMemsetAsync(g->grads, 0, g->n_params * sizeof(float), g->compute));
     if (forward(g, B, T, loss_scale / (float)(B * T), why, cap) != 0) return -1;
     if (backward(g, B, T, why, cap) != 0) return -1;
+    PROF(kProfIdle);
     // The loss is ready long before the backward ends: return with the backward queued.
     CU(cudaEventSynchronize(g->loss_ready));
     *loss = *g->loss_host;
@@ -417,8 +525,10 @@ int gpu_model_loss(gpu_model *g, const int32_t *inputs, const int32_t *targets, 
         say(why, cap, "GPU: the loss needs targets");
         return -1;
     }
+    PROF(GPU_PHASE_OTHER);
     if (put_tokens(g, inputs, targets, (size_t)B * T, why, cap) != 0) return -1;
     if (forward(g, B, T, 0.0f, why, cap) != 0) return -1;
+    PROF(kProfIdle);
     CU(cudaEventSynchronize(g->loss_ready));
     *loss = *g->loss_host;
     return 0;
@@ -430,9 +540,13 @@ int gpu_model_blocks_forward(gpu_model *g, const float *x0, float *xL, int B, in
     if (check_kind(g, 1, why, cap) != 0 || check_batch(g, B, T, why, cap) != 0) return -1;
     const size_t n = (size_t)B * T * g->s.n_embd;
     g->fwd_B = g->fwd_T = 0; // until this forward is queued whole
-    if (put_stream(g, x0, g->x0, n, why, cap) != 0 || blocks_forward(g, B, T, why, cap) != 0 ||
-        queue_stream(g, blocks_out(g), n, why, cap) != 0 || take_stream(g, xL, n, why, cap) != 0)
+    PROF(GPU_PHASE_OTHER);
+    if (put_stream(g, x0, g->x0, n, why, cap) != 0 || blocks_forward(g, B, T, why, cap) != 0)
         return -1;
+    PROF(GPU_PHASE_OTHER);
+    if (queue_stream(g, blocks_out(g), n, why, cap) != 0) return -1;
+    PROF(kProfIdle);
+    if (take_stream(g, xL, n, why, cap) != 0) return -1;
     g->fwd_B = B, g->fwd_T = T;
     return 0;
 }
@@ -448,11 +562,14 @@ int gpu_model_blocks_backward(gpu_model *g, const float *dxL, float *dx0, int B,
     }
     const size_t n = (size_t)B * T * g->s.n_embd;
     // The last backward's gradients must be down before this one's overwrite them.
+    PROF(GPU_PHASE_OTHER);
     CU(cudaStreamWaitEvent(g->compute, g->copies_done, 0));
     CU(cudaMemsetAsync(g->grads, 0, (g->dev_hi - g->dev_lo) * sizeof(float), g->compute));
-    if (put_stream(g, dxL, g->dres, n, why, cap) != 0 || blocks_backward(g, B, T, why, cap) != 0 ||
-        queue_stream(g, g->dres, n, why, cap) != 0)
+    if (put_stream(g, dxL, g->dres, n, why, cap) != 0 || blocks_backward(g, B, T, why, cap) != 0)
         return -1;
+    PROF(GPU_PHASE_OTHER);
+    if (queue_stream(g, g->dres, n, why, cap) != 0) return -1;
+    PROF(kProfIdle);
     // dx0 comes down behind the last block's gradients on the copy stream: its event
     // also marks every gradient copy of this backward.
     CU(cudaEventRecord(g->copies_done, g->copy));

@@ -53,7 +53,7 @@ typedef struct gpu_model_shape {
 size_t gpu_model_param_count(const gpu_model_shape *s);
 
 /* Device bytes gpu_model_create allocates for batches of B x T (parameters, gradient
- * accumulators, activations, scratch; cuBLAS's own workspace not included): what a
+ * accumulators, activations, scratch, cuBLAS's workspace): what a
  * caller compares with the free memory to pick the largest batch that fits. */
 size_t gpu_model_device_bytes(const gpu_model_shape *s, int B, int T);
 
@@ -103,7 +103,7 @@ const uint16_t *gpu_model_grads(gpu_model *g, char *why, size_t cap);
 
 /* Device bytes gpu_model_create_blocks allocates for batches of B x T (the blocks'
  * parameters and gradients, their activations, the residual stream in FP32 and FP16,
- * scratch; cuBLAS's workspace not included). */
+ * scratch, cuBLAS's workspace). */
 size_t gpu_model_blocks_device_bytes(const gpu_model_shape *s, int B, int T);
 
 /* As gpu_model_create, for the blocks alone (see above). */
@@ -127,6 +127,47 @@ int gpu_model_blocks_forward(gpu_model *g, const float *x0, float *xL, int B, in
  * zero (a blocks model never writes them). */
 int gpu_model_blocks_backward(gpu_model *g, const float *dxL, float *dx0, int B, int T,
                               char *why, size_t cap);
+
+/* Causal attention's row blocks (offload/attention_plan.h): the queries are cut into
+ * nb blocks so that the products and the softmax skip most of the masked half of each
+ * T x T score matrix. 0, the default, picks nb from T (8 at T = 1024: 56% of the
+ * square); 1 computes the whole square (for comparison). A blocks backward uses what
+ * its forward used. Returns 0, or -1 when nb is not 0 or a divisor of the model's T up
+ * to 8; a shorter T of a later call that nb does not divide fails that call (cuBLAS:
+ * invalid value). */
+int gpu_model_set_attention_row_blocks(gpu_model *g, int nb, char *why, size_t cap);
+
+/* ---- profiling: where the device's time goes ----
+ *
+ * With profiling on, every entry point above puts a timing event on the compute stream
+ * before each kernel or product it queues, and the time from one event to the next is
+ * charged to the phase of the first. It costs an event per kernel (a few microseconds
+ * each) and is meant for benchmarks: read after each step, since only the events of
+ * one call's work are charged (the device's idle time between calls is not). */
+typedef enum gpu_model_phase {
+    GPU_PHASE_MATMUL,        /* the blocks' linear layers: products, bias, bias grads */
+    GPU_PHASE_ATTENTION,     /* causal attention: permutes, score products, softmax */
+    GPU_PHASE_LAYERNORM,     /* every LayerNorm, forward and backward */
+    GPU_PHASE_GELU_RESIDUAL, /* GELU and the residual adds */
+    GPU_PHASE_EMBED,         /* token + position embedding, forward and backward */
+    GPU_PHASE_HEAD,          /* the tied head's products (logits and their gradient) */
+    GPU_PHASE_LOSS,          /* cross-entropy and the mean loss */
+    GPU_PHASE_OTHER,         /* tokens and residual stream in, zeroing, gradient
+                                conversions (the parameter upload before a step is
+                                not charged) */
+    GPU_PHASE_COUNT
+} gpu_model_phase;
+
+/* A phase's name ("matmul", "attention", ...). */
+const char *gpu_model_phase_name(int phase);
+
+/* Turns profiling on (1) or off (0). Returns 0, or -1 with `why` set. */
+int gpu_model_profile(gpu_model *g, int on, char *why, size_t cap);
+
+/* Waits for the device, then adds to ms[GPU_PHASE_COUNT] the milliseconds charged to
+ * each phase since the last read (or since profiling was turned on) and starts over.
+ * Returns 0, or -1 with `why` set (profiling off; too many kernels between reads). */
+int gpu_model_profile_read(gpu_model *g, double *ms, char *why, size_t cap);
 
 /* Waits for everything queued on the device (for timing). */
 int gpu_model_sync(gpu_model *g, char *why, size_t cap);

@@ -34,6 +34,7 @@
 #include <stdio.h>
 
 #include "gpu_model.h"
+#include "ops.cuh"
 
 namespace gpu_model_detail {
 
@@ -73,11 +74,29 @@ inline const char *blas_name(int status)
 
 } // namespace gpu_model_detail
 
+namespace gpu_model_detail {
+
+// Profiling (gpu_model_profile): timing events on the compute stream, one per mark; the
+// time from mark i to mark i + 1 is charged to mark i's phase, and a mark of kProfIdle
+// (the end of an entry point's work) charges nothing.
+constexpr int kProfEvents = 4096;
+constexpr int kProfIdle = -1;
+struct profiler {
+    cudaEvent_t ev[kProfEvents]; // all created when profiling is turned on
+    int phase[kProfEvents];
+    int n;       // marks since the last read
+    int dropped; // marks that found the pool full
+};
+
+} // namespace gpu_model_detail
+
 struct gpu_model {
     gpu_model_shape s;
     int maxB, maxT;
     int blocks;                  // made by gpu_model_create_blocks
     int fwd_B, fwd_T;            // blocks: the last forward's batch (0: none yet)
+    int att_row_blocks;          // attention's row blocks (ops.cuh; 0: the default)
+    int fwd_row_blocks;          // those the last blocks_forward used (its backward's)
     size_t n_params;
     size_t wte, wpe, lnfw, lnfb; // offsets (device = layout coordinates: offload = all)
     size_t dev_lo, dev_hi;       // the layout range on the device: all, or the blocks'
@@ -95,11 +114,14 @@ struct gpu_model {
     __half *grads_half;  // [dev_hi - dev_lo], what goes down
     int32_t *tokens;     // [2][maxB*maxT]: inputs, targets (offload = all)
     void *acts_mem;      // every activation and scratch buffer below
+    void *blas_workspace; // cuBLAS's (cublasSetWorkspace)
     __half *x0, *lnf, *logits, *proj, *qkv; // qkv: one layer's, the backward uses qkvr
     float *lnf_mean, *lnf_rstd, *losses, *loss; // lnf .. loss: offload = all only
     float *stream_f32;   // [maxB*maxT*C] the residual stream in FP32 (blocks only)
     gpu_model_detail::layer_acts *la; // [L]
     __half *dres, *dln, *datty, *dqkv, *d4a, *d4b, *att_fwd_scratch, *att_bwd_scratch;
+
+    gpu_model_detail::profiler *prof; // NULL: profiling off
 
     // Pinned host memory.
     uint16_t *param_staging, *grad_host; // [n_params] each: the whole layout
@@ -122,15 +144,27 @@ struct gpu_model {
     do {                                                                               \
         int s_ = (call);                                                               \
         if (s_ != 0) {                                                                 \
-            gpu_model_detail::say(why, cap, "GPU: %s failed: %s (%d)", #call,         \
-                                  s_ < 100 ? cudaGetErrorString((cudaError_t)s_)       \
-                                           : gpu_model_detail::blas_name(s_),          \
-                                  s_);                                                 \
+            gpu_model_detail::say(                                                     \
+                why, cap, "GPU: %s failed: %s (%d)", #call,                                \
+                s_ >= OL_CUDA_ERROR ? cudaGetErrorString((cudaError_t)(s_ - OL_CUDA_ERROR)) \
+                                    : gpu_model_detail::blas_name(s_),                     \
+                s_ >= OL_CUDA_ERROR ? s_ - OL_CUDA_ERROR : s_);                            \
             return -1;                                                                 \
         }                                                                              \
     } while (0)
 
+// Marks the start of a phase's work on the compute stream when profiling is on (for
+// the functions of both files; `g`, `why` and `cap` in scope).
+#define PROF(phase)                                                                    \
+    do {                                                                               \
+        if (g->prof && gpu_model_detail::prof_mark(g, (phase), why, cap) != 0) return -1; \
+    } while (0)
+
 namespace gpu_model_detail {
+
+// gpu_model.cu: records a profiling mark (see struct profiler). Returns 0, or -1 with
+// `why` set.
+int prof_mark(gpu_model *g, int phase, char *why, size_t cap);
 
 // gpu_model_passes.cu: the FP32 <-> FP16 conversions of n elements, queued on `stream`
 // (the caller checks the launch with cudaGetLastError).

@@ -95,23 +95,36 @@ int blocks_forward(gpu_model *g, int B, int T, char *why, size_t cap)
     const __half *P = g->params;
     cudaStream_t st = g->compute;
     const __half *x = g->x0;
+    // The backward must cut attention as this forward did (att is defined only up to
+    // each row block's end), even if gpu_model_set_attention_row_blocks comes between.
+    g->fwd_row_blocks = g->att_row_blocks;
     for (int l = 0; l < L; l++) {
         const layer_offsets &o = g->lo[l];
         layer_acts &a = g->la[l];
+        PROF(GPU_PHASE_LAYERNORM);
         ol_layernorm_forward(a.ln1, a.ln1_mean, a.ln1_rstd, x, P + o.ln1w, P + o.ln1b, N, C,
                              st);
+        PROF(GPU_PHASE_MATMUL);
         BL(ol_matmul_forward(g->blas, g->qkv, a.ln1, P + o.qkvw, P + o.qkvb, N, C, 3 * C));
+        PROF(GPU_PHASE_ATTENTION);
         BL(ol_attention_forward(g->blas, a.atty, a.qkvr, a.att, g->att_fwd_scratch, g->qkv, B,
-                                T, C, NH));
+                                T, C, NH, g->att_row_blocks));
+        PROF(GPU_PHASE_MATMUL);
         BL(ol_matmul_forward(g->blas, g->proj, a.atty, P + o.attprojw, P + o.attprojb, N, C,
                              C));
+        PROF(GPU_PHASE_GELU_RESIDUAL);
         ol_residual_forward(a.res2, x, g->proj, BTC, st);
+        PROF(GPU_PHASE_LAYERNORM);
         ol_layernorm_forward(a.ln2, a.ln2_mean, a.ln2_rstd, a.res2, P + o.ln2w, P + o.ln2b, N,
                              C, st);
+        PROF(GPU_PHASE_MATMUL);
         BL(ol_matmul_forward(g->blas, a.fch, a.ln2, P + o.fcw, P + o.fcb, N, C, 4 * C));
+        PROF(GPU_PHASE_GELU_RESIDUAL);
         ol_gelu_forward(a.fch_gelu, a.fch, 4 * BTC, st);
+        PROF(GPU_PHASE_MATMUL);
         BL(ol_matmul_forward(g->blas, g->proj, a.fch_gelu, P + o.fcprojw, P + o.fcprojb, N,
                              4 * C, C));
+        PROF(GPU_PHASE_GELU_RESIDUAL);
         ol_residual_forward(a.res3, a.res2, g->proj, BTC, st);
         x = a.res3;
     }
@@ -128,9 +141,12 @@ int head_forward(gpu_model *g, int B, int T, float dlogits_scale, char *why, siz
     const __half *P = g->params;
     cudaStream_t st = g->compute;
     const int32_t *targets = g->tokens + (size_t)g->maxB * g->maxT;
+    PROF(GPU_PHASE_LAYERNORM);
     ol_layernorm_forward(g->lnf, g->lnf_mean, g->lnf_rstd, blocks_out(g), P + g->lnfw,
                          P + g->lnfb, N, C, st);
+    PROF(GPU_PHASE_HEAD);
     BL(ol_matmul_forward(g->blas, g->logits, g->lnf, P + g->wte, nullptr, N, C, V));
+    PROF(GPU_PHASE_LOSS);
     ol_crossentropy(g->losses, dlogits_scale > 0.0f ? g->logits : nullptr, g->logits, targets,
                     N, V, dlogits_scale, st);
     mean_of<<<1, 1024, 0, st>>>(g->loss, g->losses, N);
@@ -145,6 +161,7 @@ int head_forward(gpu_model *g, int B, int T, float dlogits_scale, char *why, siz
 // The forward through the loss (offload = all).
 int forward(gpu_model *g, int B, int T, float dlogits_scale, char *why, size_t cap)
 {
+    PROF(GPU_PHASE_EMBED);
     embed_forward(g, B, T);
     if (blocks_forward(g, B, T, why, cap) != 0) return -1;
     return head_forward(g, B, T, dlogits_scale, why, cap);
@@ -157,6 +174,7 @@ namespace {
 int send_grads(gpu_model *g, size_t begin, size_t end, cudaEvent_t ev, char *why, size_t cap)
 {
     const size_t n = end - begin, d = begin - g->dev_lo;
+    PROF(GPU_PHASE_OTHER);
     float_to_half<<<blocks_for(n), 256, 0, g->compute>>>(g->grads_half + d, g->grads + d, n);
     CU(cudaGetLastError());
     CU(cudaEventRecord(ev, g->compute));
@@ -176,10 +194,12 @@ int head_backward(gpu_model *g, int B, int T, char *why, size_t cap)
     float *G = g->grads;
     cudaStream_t st = g->compute;
     // logits = lnf @ wte^T, its gradient already in place of the logits.
-    CU(cudaMemsetAsync(g->dln, 0, BTC * sizeof(__half), st));
+    PROF(GPU_PHASE_HEAD);
     BL(ol_matmul_backward(g->blas, g->dln, G + g->wte, nullptr, g->logits, g->lnf,
-                          P + g->wte, N, C, V));
+                          P + g->wte, N, C, V, 0));
+    PROF(GPU_PHASE_OTHER);
     CU(cudaMemsetAsync(g->dres, 0, BTC * sizeof(__half), st));
+    PROF(GPU_PHASE_LAYERNORM);
     ol_layernorm_backward(g->dres, G + g->lnfw, G + g->lnfb, g->dln, blocks_out(g),
                           P + g->lnfw, g->lnf_mean, g->lnf_rstd, N, C, st);
     return send_grads(g, g->lnfw, g->n_params, g->grads_ready[0], why, cap);
@@ -202,30 +222,33 @@ int blocks_backward(gpu_model *g, int B, int T, char *why, size_t cap)
         const layer_offsets &o = g->lo[l];
         layer_acts &a = g->la[l];
         const __half *x = l > 0 ? g->la[l - 1].res3 : g->x0;
-        // MLP: res3 = res2 + c_proj(gelu(c_fc(ln_2(res2)))).
-        CU(cudaMemsetAsync(g->d4a, 0, 4 * BTC * sizeof(__half), st));
+        // MLP: res3 = res2 + c_proj(gelu(c_fc(ln_2(res2)))). The input gradients
+        // below overwrite their buffers (accumulate = 0): no zeroing pass.
+        PROF(GPU_PHASE_MATMUL);
         BL(ol_matmul_backward(g->blas, g->d4a, G + o.fcprojw, G + o.fcprojb, g->dres,
-                              a.fch_gelu, P + o.fcprojw, N, 4 * C, C));
-        CU(cudaMemsetAsync(g->d4b, 0, 4 * BTC * sizeof(__half), st));
-        ol_gelu_backward(g->d4b, a.fch, g->d4a, 4 * BTC, st);
-        CU(cudaMemsetAsync(g->dln, 0, BTC * sizeof(__half), st));
+                              a.fch_gelu, P + o.fcprojw, N, 4 * C, C, 0));
+        PROF(GPU_PHASE_GELU_RESIDUAL);
+        ol_gelu_backward(g->d4b, a.fch, g->d4a, 4 * BTC, 0, st);
+        PROF(GPU_PHASE_MATMUL);
         BL(ol_matmul_backward(g->blas, g->dln, G + o.fcw, G + o.fcb, g->d4b, a.ln2,
-                              P + o.fcw, N, C, 4 * C));
+                              P + o.fcw, N, C, 4 * C, 0));
+        PROF(GPU_PHASE_LAYERNORM);
         ol_layernorm_backward(g->dres, G + o.ln2w, G + o.ln2b, g->dln, a.res2, P + o.ln2w,
                               a.ln2_mean, a.ln2_rstd, N, C, st);
         // Attention: res2 = x + c_proj(attn(c_attn(ln_1(x)))).
-        CU(cudaMemsetAsync(g->datty, 0, BTC * sizeof(__half), st));
+        PROF(GPU_PHASE_MATMUL);
         BL(ol_matmul_backward(g->blas, g->datty, G + o.attprojw, G + o.attprojb, g->dres,
-                              a.atty, P + o.attprojw, N, C, C));
-        CU(cudaMemsetAsync(g->dqkv, 0, 3 * BTC * sizeof(__half), st));
+                              a.atty, P + o.attprojw, N, C, C, 0));
+        PROF(GPU_PHASE_ATTENTION);
         BL(ol_attention_backward(g->blas, g->dqkv, g->att_bwd_scratch, g->datty, a.qkvr, a.att,
-                                 B, T, C, NH));
-        CU(cudaMemsetAsync(g->dln, 0, BTC * sizeof(__half), st));
+                                 B, T, C, NH, g->fwd_row_blocks, 0));
+        PROF(GPU_PHASE_MATMUL);
         BL(ol_matmul_backward(g->blas, g->dln, G + o.qkvw, G + o.qkvb, g->dqkv, a.ln1,
-                              P + o.qkvw, N, C, 3 * C));
+                              P + o.qkvw, N, C, 3 * C, 0));
         // The key bias's gradient is exactly 0 (softmax ignores what a row shares): drop
         // the rounding left there, as src/model.c does.
         CU(cudaMemsetAsync(G + o.qkvb + C, 0, (size_t)C * sizeof(float), st));
+        PROF(GPU_PHASE_LAYERNORM);
         ol_layernorm_backward(g->dres, G + o.ln1w, G + o.ln1b, g->dln, x, P + o.ln1w,
                               a.ln1_mean, a.ln1_rstd, N, C, st);
         if (send_grads(g, o.begin, o.end, g->grads_ready[L - l], why, cap) != 0) return -1;
@@ -240,6 +263,7 @@ namespace {
 int embed_backward(gpu_model *g, int B, int T, char *why, size_t cap)
 {
     const int L = g->s.n_layer;
+    PROF(GPU_PHASE_EMBED);
     ol_encoder_backward(g->grads + g->wte, g->grads + g->wpe, g->dres, g->tokens, B, T,
                         g->s.n_embd, g->compute);
     return send_grads(g, g->wte, L > 0 ? g->lo[0].begin : g->lnfw, g->grads_ready[L + 1],

@@ -82,6 +82,33 @@ const uint16_t *gpu_model_grads(gpu_model *g, char *why, size_t cap)
     return NULL;
 }
 
+int gpu_model_set_attention_row_blocks(gpu_model *g, int nb, char *why, size_t cap)
+{
+    (void)g, (void)nb;
+    snprintf(why, cap, NO_CUDA);
+    return -1;
+}
+
+const char *gpu_model_phase_name(int phase)
+{
+    (void)phase;
+    return "?";
+}
+
+int gpu_model_profile(gpu_model *g, int on, char *why, size_t cap)
+{
+    (void)g, (void)on;
+    snprintf(why, cap, NO_CUDA);
+    return -1;
+}
+
+int gpu_model_profile_read(gpu_model *g, double *ms, char *why, size_t cap)
+{
+    (void)g, (void)ms;
+    snprintf(why, cap, NO_CUDA);
+    return -1;
+}
+
 int gpu_model_sync(gpu_model *g, char *why, size_t cap)
 {
     (void)g;

@@ -3,6 +3,8 @@
 // cuBLAS for the matrix products, attention's included.
 #include "ops.cuh"
 
+#include "attention_plan.h"
+
 #include <math.h>
 
 namespace {
@@ -14,12 +16,6 @@ int blocks_for(size_t n) { return (int)((n + kThreads - 1) / kThreads); }
 __device__ float warp_sum(float v)
 {
     for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
-    return v;
-}
-
-__device__ float warp_max(float v)
-{
-    for (int o = 16; o > 0; o >>= 1) v = fmaxf(v, __shfl_xor_sync(0xffffffffu, v, o));
     return v;
 }
 
@@ -135,65 +131,19 @@ __global__ void gelu_fwd(__half *out, const __half *inp, size_t n)
     if (i < n) out[i] = __float2half(gelu(__half2float(inp[i])));
 }
 
-__global__ void gelu_bwd(__half *dinp, const __half *inp, const __half *dout, size_t n)
+__global__ void gelu_bwd(__half *dinp, const __half *inp, const __half *dout, size_t n,
+                         int accumulate)
 {
     const size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x;
-    if (i < n)
-        dinp[i] = __float2half(__half2float(dinp[i]) +
-                               gelu_grad(__half2float(inp[i])) * __half2float(dout[i]));
+    if (i >= n) return;
+    const float d = gelu_grad(__half2float(inp[i])) * __half2float(dout[i]);
+    dinp[i] = __float2half(accumulate ? __half2float(dinp[i]) + d : d);
 }
 
 __global__ void residual_fwd(__half *out, const __half *a, const __half *b, size_t n)
 {
     const size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x;
     if (i < n) out[i] = __float2half(__half2float(a[i]) + __half2float(b[i]));
-}
-
-// One block per row: the row max, the sum of exponentials, then loss and gradient.
-__global__ void crossentropy_rows(float *losses, __half *dlogits, const __half *logits,
-                                  const int32_t *targets, int V, float scale)
-{
-    __shared__ float part[kThreads / 32];
-    __shared__ float bcast;
-    const int row = blockIdx.x, tid = threadIdx.x, lane = tid % 32, warp = tid / 32;
-    const __half *x = logits + (size_t)row * V;
-    float m = -INFINITY;
-    for (int j = tid; j < V; j += blockDim.x) m = fmaxf(m, __half2float(x[j]));
-    m = warp_max(m);
-    if (lane == 0) part[warp] = m;
-    __syncthreads();
-    if (tid == 0) {
-        float mm = part[0];
-        for (int w = 1; w < (int)blockDim.x / 32; w++) mm = fmaxf(mm, part[w]);
-        bcast = mm;
-    }
-    __syncthreads();
-    m = bcast;
-    float s = 0.0f;
-    for (int j = tid; j < V; j += blockDim.x) s += expf(__half2float(x[j]) - m);
-    s = warp_sum(s);
-    __syncthreads(); // part[] is reused
-    if (lane == 0) part[warp] = s;
-    __syncthreads();
-    if (tid == 0) {
-        float ss = 0.0f;
-        for (int w = 0; w < (int)blockDim.x / 32; w++) ss += part[w];
-        bcast = ss;
-    }
-    __syncthreads();
-    s = bcast;
-    const int t = targets[row];
-    // Read the target's logit before any thread overwrites logits (dlogits may alias).
-    const float xt = __half2float(x[t]);
-    __syncthreads();
-    if (tid == 0) losses[row] = logf(s) - (xt - m);
-    if (dlogits) {
-        __half *g = dlogits + (size_t)row * V;
-        for (int j = tid; j < V; j += blockDim.x) {
-            const float p = expf(__half2float(x[j]) - m) / s;
-            g[j] = __float2half(scale * (p - (j == t ? 1.0f : 0.0f)));
-        }
-    }
 }
 
 __global__ void add_bias(__half *out, const __half *bias, int N, int OC)
@@ -283,15 +233,90 @@ template <int V> __device__ void store_halves(__half *p, const float (&f)[V])
     }
 }
 
+// Combines the (running max, sum of exp(x - max)) pairs of a warp's lanes, a lane
+// with no elements holding (-inf, 0); every lane gets the whole warp's pair.
+__device__ void warp_max_sum(float &m, float &s)
+{
+    for (int o = 16; o > 0; o >>= 1) {
+        const float m2 = __shfl_xor_sync(0xffffffffu, m, o);
+        const float s2 = __shfl_xor_sync(0xffffffffu, s, o);
+        const float mm = fmaxf(m, m2);
+        s = (m > -INFINITY ? s * expf(m - mm) : 0.0f) +
+            (m2 > -INFINITY ? s2 * expf(m2 - mm) : 0.0f);
+        m = mm;
+    }
+}
+
+// Softmax cross-entropy, one block per row of logits [N,Vocab]: the row is read once
+// for its max and sum together (each thread keeps a running max and rescales its sum
+// when the max grows; the pairs are combined per warp, then across warps), and once
+// more to write dlogits when asked. V halves per access (V = 8: 16 bytes; Vocab % V ==
+// 0 and aligned rows).
+template <int V>
+__global__ void crossentropy_rows(float *losses, __half *dlogits, const __half *logits,
+                                  const int32_t *targets, int Vocab, float scale)
+{
+    __shared__ float part_m[kThreads / 32], part_s[kThreads / 32];
+    __shared__ float row_m, row_s;
+    const int row = blockIdx.x, tid = threadIdx.x, lane = tid % 32, warp = tid / 32;
+    const int chunks = Vocab / V;
+    const __half *x = logits + (size_t)row * Vocab;
+    float m = -INFINITY, s = 0.0f;
+    for (int c = tid; c < chunks; c += blockDim.x) {
+        float v[V];
+        load_halves<V>(v, x + (size_t)c * V);
+        float cm = v[0];
+        for (int i = 1; i < V; i++) cm = fmaxf(cm, v[i]);
+        if (cm > m) {
+            s *= expf(m - cm); // m = -inf: s is 0, expf gives 0
+            m = cm;
+        }
+        for (int i = 0; i < V; i++) s += expf(v[i] - m);
+    }
+    warp_max_sum(m, s);
+    if (lane == 0) part_m[warp] = m, part_s[warp] = s;
+    __syncthreads();
+    if (tid == 0) {
+        float mm = part_m[0], ss = part_s[0];
+        for (int w = 1; w < (int)blockDim.x / 32; w++) {
+            const float m2 = fmaxf(mm, part_m[w]);
+            ss = (mm > -INFINITY ? ss * expf(mm - m2) : 0.0f) +
+                 (part_m[w] > -INFINITY ? part_s[w] * expf(part_m[w] - m2) : 0.0f);
+            mm = m2;
+        }
+        row_m = mm, row_s = ss;
+    }
+    __syncthreads();
+    m = row_m, s = row_s;
+    const int t = targets[row];
+    // Read the target's logit before any thread overwrites logits (dlogits may alias).
+    const float xt = __half2float(x[t]);
+    __syncthreads();
+    if (tid == 0) losses[row] = logf(s) - (xt - m);
+    if (!dlogits) return;
+    __half *g = dlogits + (size_t)row * Vocab;
+    const float inv = 1.0f / s;
+    for (int c = tid; c < chunks; c += blockDim.x) {
+        float v[V];
+        load_halves<V>(v, x + (size_t)c * V);
+        for (int i = 0; i < V; i++)
+            v[i] = scale * (expf(v[i] - m) * inv - (c * V + i == t ? 1.0f : 0.0f));
+        store_halves<V>(g + (size_t)c * V, v);
+    }
+}
+
 // Causal softmax in place, one warp per row of att [B*NH*T, T] (the scaled scores in,
-// the probabilities out; row r is query t = r % T). A lane takes chunks of V elements
-// (T % V == 0). Running max and sum in one pass (rescaling the sum when the max grows),
-// then a pass that writes; the scores above the diagonal are never read.
-template <int V> __global__ void att_softmax_fwd(__half *att, int rows, int T)
+// the probabilities out; row r is query t = r % T), up to the end of t's row block of
+// R rows (attention_plan.h): columns from there on are neither read nor written. A lane
+// takes chunks of V elements (R % V == 0). Running max and sum in one pass (rescaling
+// the sum when the max grows), then a pass that writes; the scores above the diagonal
+// are never read.
+template <int V> __global__ void att_softmax_fwd(__half *att, int rows, int T, int R)
 {
     const int row = blockIdx.x * (blockDim.x / 32) + threadIdx.x / 32, lane = threadIdx.x % 32;
     if (row >= rows) return;
-    const int t = row % T, chunks = T / V, live = t / V + 1; // chunks with some t2 <= t
+    const int t = row % T, chunks = (t / R + 1) * R / V; // to the row block's end
+    const int live = t / V + 1;                          // chunks with some t2 <= t
     __half *a = att + (size_t)row * T;
     float m = -INFINITY, s = 0.0f;
     for (int c = lane; c < live; c += 32) {
@@ -307,14 +332,7 @@ template <int V> __global__ void att_softmax_fwd(__half *att, int rows, int T)
         for (int i = 0; i < V; i++)
             if (c * V + i <= t) s += expf(x[i] - m);
     }
-    for (int o = 16; o > 0; o >>= 1) { // combine (max, sum) pairs; a lane may have none
-        const float m2 = __shfl_xor_sync(0xffffffffu, m, o);
-        const float s2 = __shfl_xor_sync(0xffffffffu, s, o);
-        const float mm = fmaxf(m, m2);
-        s = (m > -INFINITY ? s * expf(m - mm) : 0.0f) +
-            (m2 > -INFINITY ? s2 * expf(m2 - mm) : 0.0f);
-        m = mm;
-    }
+    warp_max_sum(m, s); // a lane may have had no elements
     const float inv = 1.0f / s;
     for (int c = lane; c < chunks; c += 32) {
         float x[V];
@@ -330,12 +348,14 @@ template <int V> __global__ void att_softmax_fwd(__half *att, int rows, int T)
 
 // The softmax's backward in place, one warp per row: d [B*NH*T, T] holds datt and
 // becomes dscores = att * (datt - sum over the row of att * datt), 0 above the diagonal
-// (the scale is applied by the GEMMs that use it).
-template <int V> __global__ void att_softmax_bwd(__half *d, const __half *att, int rows, int T)
+// up to the row block's end, as att_softmax_fwd (the scale is applied by the GEMMs that
+// use it).
+template <int V>
+__global__ void att_softmax_bwd(__half *d, const __half *att, int rows, int T, int R)
 {
     const int row = blockIdx.x * (blockDim.x / 32) + threadIdx.x / 32, lane = threadIdx.x % 32;
     if (row >= rows) return;
-    const int t = row % T, chunks = T / V, live = t / V + 1;
+    const int t = row % T, chunks = (t / R + 1) * R / V, live = t / V + 1;
     const __half *p = att + (size_t)row * T;
     __half *g = d + (size_t)row * T;
     float dot = 0.0f;
@@ -364,26 +384,56 @@ template <int V> __global__ void att_softmax_bwd(__half *d, const __half *att, i
 
 namespace {
 
-int launch_status() { return (int)cudaGetLastError(); }
-
-// T x T batched products on the B*NH heads, FP16 in and out, FP32 accumulation.
-// Row-major [R,K] is column-major [K,R] (its transpose): each call below computes the
-// transpose of the row-major product named in its comment.
-cublasStatus_t gemm_batched(cublasHandle_t h, cublasOperation_t ta, cublasOperation_t tb,
-                            int m, int n, int k, float alpha, const __half *A, int lda,
-                            long long sA, const __half *Bm, int ldb, long long sB,
-                            __half *Cm, int ldc, long long sC, int batch)
+// A failed launch as OL_CUDA_ERROR + its cudaError_t (ops.cuh), 0 when none.
+int launch_status()
 {
-    const float beta = 0.0f;
-    return cublasGemmStridedBatchedEx(h, ta, tb, m, n, k, &alpha, A, CUDA_R_16F, lda, sA, Bm,
-                                      CUDA_R_16F, ldb, sB, &beta, Cm, CUDA_R_16F, ldc, sC,
-                                      batch, CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT);
+    const cudaError_t e = cudaGetLastError();
+    return e == cudaSuccess ? 0 : OL_CUDA_ERROR + (int)e;
 }
 
-// 16-byte rows for the softmax kernels when T % 8 == 0 and the buffers are aligned.
-bool rows_vec8(int T, const void *a, const void *b)
+// One product of an attention plan on the B*NH heads, FP16 in and out, FP32
+// accumulation (see attention_plan.h for what the fields mean).
+cublasStatus_t gemm_batched(cublasHandle_t h, const att_gemm &g, __half *const *role,
+                            int batch)
 {
-    return T % 8 == 0 && (uintptr_t)a % 16 == 0 && (uintptr_t)b % 16 == 0;
+    const float beta = 0.0f;
+    return cublasGemmStridedBatchedEx(
+        h, g.trans_a ? CUBLAS_OP_T : CUBLAS_OP_N, g.trans_b ? CUBLAS_OP_T : CUBLAS_OP_N, g.m,
+        g.n, g.k, &g.alpha, role[g.a.role] + g.a.off, CUDA_R_16F, g.a.ld, g.a.stride,
+        role[g.b.role] + g.b.off, CUDA_R_16F, g.b.ld, g.b.stride, &beta,
+        role[g.c.role] + g.c.off, CUDA_R_16F, g.c.ld, g.c.stride, batch, CUBLAS_COMPUTE_32F,
+        CUBLAS_GEMM_DEFAULT);
+}
+
+// Every call of one product of the plan for nb row blocks; 0 or the cuBLAS status.
+int run_plan(cublasHandle_t h, att_product what, __half *const *role, int T, int hs, int nb,
+             int batch)
+{
+    att_gemm g[ATT_MAX_ROW_BLOCKS];
+    const int n = att_plan(g, what, T, hs, nb);
+    if (n == 0) return (int)CUBLAS_STATUS_INVALID_VALUE;
+    for (int i = 0; i < n; i++) {
+        const cublasStatus_t s = gemm_batched(h, g[i], role, batch);
+        if (s != CUBLAS_STATUS_SUCCESS) return (int)s;
+    }
+    return 0;
+}
+
+// The row blocks a call uses: `requested`, or att_row_blocks(T) for 0; -1 when the
+// request does not divide T or is out of range.
+int row_blocks_for(int T, int requested)
+{
+    if (requested == 0) return att_row_blocks(T);
+    return requested >= 1 && requested <= ATT_MAX_ROW_BLOCKS && T % requested == 0
+               ? requested
+               : -1;
+}
+
+// 16-byte chunks for the softmax kernels when every row block ends on a multiple of 8
+// and the buffers are aligned.
+bool rows_vec8(int T, int R, const void *a, const void *b)
+{
+    return T % 8 == 0 && R % 8 == 0 && (uintptr_t)a % 16 == 0 && (uintptr_t)b % 16 == 0;
 }
 
 } // namespace
@@ -401,88 +451,67 @@ size_t ol_attention_bwd_scratch_halves(int B, int T, int C, int NH)
 }
 
 int ol_attention_forward(cublasHandle_t h, __half *out, __half *qkvr, __half *att,
-                         __half *scratch, const __half *qkv, int B, int T, int C, int NH)
+                         __half *scratch, const __half *qkv, int B, int T, int C, int NH,
+                         int row_blocks)
 {
     const int hs = C / NH, BH = B * NH, rows = BH * T, per_block = kThreads / 32;
+    const int nb = row_blocks_for(T, row_blocks);
+    if (nb < 0) return (int)CUBLAS_STATUS_INVALID_VALUE;
     const size_t n = (size_t)B * T * C;
-    const long long sQ = (long long)T * hs, sA = (long long)T * T;
-    const __half *q = qkvr, *k = qkvr + n, *v = qkvr + 2 * n;
+    __half *role[ATT_DV + 1] = {};
+    role[ATT_Q] = qkvr, role[ATT_K] = qkvr + n, role[ATT_V] = qkvr + 2 * n;
+    role[ATT_P] = att, role[ATT_Y] = scratch;
     cudaStream_t stream;
     cublasStatus_t s = cublasGetStream(h, &stream);
     if (s != CUBLAS_STATUS_SUCCESS) return (int)s;
     heads_split<<<blocks_for(3 * n), kThreads, 0, stream>>>(qkvr, qkv, B, T, 3, NH, hs);
     if (int e = launch_status()) return e;
-    // att [T,T] = scale * q [T,hs] @ k^T, per head: column-major att^T = k q^T, with
-    // A = k (column-major [hs,T], transposed), B = q (column-major [hs,T]); m = n = T,
-    // k = hs; lda = ldb = hs, ldc = T; strides T*hs, T*hs, T*T.
-    s = gemm_batched(h, CUBLAS_OP_T, CUBLAS_OP_N, T, T, hs, 1.0f / sqrtf((float)hs), k, hs, sQ,
-                     q, hs, sQ, att, T, sA, BH);
-    if (s != CUBLAS_STATUS_SUCCESS) return (int)s;
-    const int grid = (rows + per_block - 1) / per_block;
-    if (rows_vec8(T, att, att))
-        att_softmax_fwd<8><<<grid, kThreads, 0, stream>>>(att, rows, T);
+    if (int e = run_plan(h, ATT_SCORES, role, T, hs, nb, BH)) return e;
+    const int grid = (rows + per_block - 1) / per_block, R = T / nb;
+    if (rows_vec8(T, R, att, att))
+        att_softmax_fwd<8><<<grid, kThreads, 0, stream>>>(att, rows, T, R);
     else
-        att_softmax_fwd<1><<<grid, kThreads, 0, stream>>>(att, rows, T);
+        att_softmax_fwd<1><<<grid, kThreads, 0, stream>>>(att, rows, T, R);
     if (int e = launch_status()) return e;
-    // y [T,hs] = att [T,T] @ v [T,hs], per head: column-major y^T = v^T att^T, with
-    // A = v (column-major [hs,T]), B = att (column-major [T,T] = att^T); m = hs, n = T,
-    // k = T; lda = hs, ldb = T, ldc = hs; strides T*hs, T*T, T*hs. y goes to scratch.
-    s = gemm_batched(h, CUBLAS_OP_N, CUBLAS_OP_N, hs, T, T, 1.0f, v, hs, sQ, att, T, sA,
-                     scratch, hs, sQ, BH);
-    if (s != CUBLAS_STATUS_SUCCESS) return (int)s;
+    if (int e = run_plan(h, ATT_CONTEXT, role, T, hs, nb, BH)) return e;
     heads_merge<<<blocks_for(n), kThreads, 0, stream>>>(out, scratch, B, T, 1, NH, hs, 0);
     return launch_status();
 }
 
 int ol_attention_backward(cublasHandle_t h, __half *dqkv, __half *scratch,
                           const __half *dout, const __half *qkvr, const __half *att,
-                          int B, int T, int C, int NH)
+                          int B, int T, int C, int NH, int row_blocks, int accumulate)
 {
     const int hs = C / NH, BH = B * NH, rows = BH * T, per_block = kThreads / 32;
+    const int nb = row_blocks_for(T, row_blocks);
+    if (nb < 0) return (int)CUBLAS_STATUS_INVALID_VALUE;
     const size_t n = (size_t)B * T * C;
-    const long long sQ = (long long)T * hs, sA = (long long)T * T;
-    const float scale = 1.0f / sqrtf((float)hs);
-    const __half *q = qkvr, *k = qkvr + n, *v = qkvr + 2 * n;
-    __half *datt = scratch, *dy = scratch + (size_t)BH * T * T, *dq = dy + n, *dk = dq + n,
-           *dv = dk + n;
+    __half *datt = scratch, *dy = scratch + (size_t)BH * T * T, *dq = dy + n;
+    // The plan's operands; q, k, v and att are only read.
+    __half *role[ATT_DV + 1] = {};
+    __half *in = const_cast<__half *>(qkvr);
+    role[ATT_Q] = in, role[ATT_K] = in + n, role[ATT_V] = in + 2 * n;
+    role[ATT_P] = const_cast<__half *>(att), role[ATT_DP] = datt, role[ATT_DY] = dy;
+    role[ATT_DQ] = dq, role[ATT_DK] = dq + n, role[ATT_DV] = dq + 2 * n;
     cudaStream_t stream;
     cublasStatus_t s = cublasGetStream(h, &stream);
     if (s != CUBLAS_STATUS_SUCCESS) return (int)s;
     heads_split<<<blocks_for(n), kThreads, 0, stream>>>(dy, dout, B, T, 1, NH, hs);
     if (int e = launch_status()) return e;
-    // datt [T,T] = dy [T,hs] @ v^T, per head: column-major datt^T = v dy^T, with
-    // A = v (column-major [hs,T], transposed), B = dy (column-major [hs,T]); m = n = T,
-    // k = hs; lda = ldb = hs, ldc = T; strides T*hs, T*hs, T*T.
-    s = gemm_batched(h, CUBLAS_OP_T, CUBLAS_OP_N, T, T, hs, 1.0f, v, hs, sQ, dy, hs, sQ, datt,
-                     T, sA, BH);
-    if (s != CUBLAS_STATUS_SUCCESS) return (int)s;
-    // dv [T,hs] = att^T [T,T] @ dy [T,hs], per head: column-major dv^T = dy^T att, with
-    // A = dy (column-major [hs,T]), B = att (column-major att^T, transposed); m = hs,
-    // n = T, k = T; lda = hs, ldb = T, ldc = hs; strides T*hs, T*T, T*hs.
-    s = gemm_batched(h, CUBLAS_OP_N, CUBLAS_OP_T, hs, T, T, 1.0f, dy, hs, sQ, att, T, sA, dv,
-                     hs, sQ, BH);
-    if (s != CUBLAS_STATUS_SUCCESS) return (int)s;
-    const int grid = (rows + per_block - 1) / per_block;
-    if (rows_vec8(T, datt, att))
-        att_softmax_bwd<8><<<grid, kThreads, 0, stream>>>(datt, att, rows, T);
+    if (int e = run_plan(h, ATT_DPROBS, role, T, hs, nb, BH)) return e;
+    if (int e = run_plan(h, ATT_DVALUES, role, T, hs, nb, BH)) return e;
+    const int grid = (rows + per_block - 1) / per_block, R = T / nb;
+    if (rows_vec8(T, R, datt, att))
+        att_softmax_bwd<8><<<grid, kThreads, 0, stream>>>(datt, att, rows, T, R);
     else
-        att_softmax_bwd<1><<<grid, kThreads, 0, stream>>>(datt, att, rows, T);
+        att_softmax_bwd<1><<<grid, kThreads, 0, stream>>>(datt, att, rows, T, R);
     if (int e = launch_status()) return e;
-    // dscores is now in datt (unscaled: the scale is these two GEMMs' alpha).
-    // dq [T,hs] = scale * dscores [T,T] @ k [T,hs], per head: column-major dq^T =
-    // k^T dscores^T, with A = k (column-major [hs,T]), B = dscores (column-major [T,T] =
-    // dscores^T); m = hs, n = T, k = T; lda = hs, ldb = T, ldc = hs; strides T*hs, T*T, T*hs.
-    s = gemm_batched(h, CUBLAS_OP_N, CUBLAS_OP_N, hs, T, T, scale, k, hs, sQ, datt, T, sA, dq,
-                     hs, sQ, BH);
-    if (s != CUBLAS_STATUS_SUCCESS) return (int)s;
-    // dk [T,hs] = scale * dscores^T [T,T] @ q [T,hs], per head: column-major dk^T =
-    // q^T dscores, with A = q (column-major [hs,T]), B = dscores (column-major dscores^T,
-    // transposed); m = hs, n = T, k = T; lda = hs, ldb = T, ldc = hs; strides as dq's.
-    s = gemm_batched(h, CUBLAS_OP_N, CUBLAS_OP_T, hs, T, T, scale, q, hs, sQ, datt, T, sA, dk,
-                     hs, sQ, BH);
-    if (s != CUBLAS_STATUS_SUCCESS) return (int)s;
-    // dq, dk, dv [3,B,NH,T,hs] are contiguous: one merge adds them into dqkv [B,T,3C].
-    heads_merge<<<blocks_for(3 * n), kThreads, 0, stream>>>(dqkv, dq, B, T, 3, NH, hs, 1);
+    // dscores is now in datt (unscaled: the scale is these two products' alpha).
+    if (int e = run_plan(h, ATT_DQUERIES, role, T, hs, nb, BH)) return e;
+    if (int e = run_plan(h, ATT_DKEYS, role, T, hs, nb, BH)) return e;
+    // dq, dk, dv [3,B,NH,T,hs] are contiguous: one merge puts them into dqkv [B,T,3C].
+    heads_merge<<<blocks_for(3 * n), kThreads, 0, stream>>>(dqkv, dq, B, T, 3, NH, hs,
+                                                            accumulate);
     return launch_status();
 }
 
@@ -498,20 +527,22 @@ int ol_matmul_forward(cublasHandle_t h, __half *out, const __half *inp, const __
                                     CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT);
     if (s != CUBLAS_STATUS_SUCCESS || !bias) return (int)s;
     cudaStream_t stream;
-    cublasGetStream(h, &stream);
+    s = cublasGetStream(h, &stream);
+    if (s != CUBLAS_STATUS_SUCCESS) return (int)s;
     const size_t n = (size_t)N * OC;
     add_bias<<<blocks_for(n), kThreads, 0, stream>>>(out, bias, N, OC);
-    return 0;
+    return launch_status();
 }
 
 int ol_matmul_backward(cublasHandle_t h, __half *dinp, float *dw, float *dbias,
                        const __half *dout, const __half *inp, const __half *w, int N,
-                       int C, int OC)
+                       int C, int OC, int accumulate)
 {
-    const float one = 1.0f;
-    // dinp^T [C,N] += w^T [C,OC] x dout^T [OC,N]
+    // With beta = 0 cuBLAS does not read dinp, so a fresh buffer needs no zeroing.
+    const float one = 1.0f, beta = accumulate ? 1.0f : 0.0f;
+    // dinp^T [C,N] (+)= w^T [C,OC] x dout^T [OC,N]
     cublasStatus_t s = cublasGemmEx(h, CUBLAS_OP_N, CUBLAS_OP_N, C, N, OC, &one, w, CUDA_R_16F,
-                                    C, dout, CUDA_R_16F, OC, &one, dinp, CUDA_R_16F, C,
+                                    C, dout, CUDA_R_16F, OC, &beta, dinp, CUDA_R_16F, C,
                                     CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT);
     if (s != CUBLAS_STATUS_SUCCESS) return (int)s;
     // dw^T [C,OC] += inp^T [C,N] x dout [N,OC]
@@ -520,7 +551,8 @@ int ol_matmul_backward(cublasHandle_t h, __half *dinp, float *dw, float *dbias,
                      CUBLAS_GEMM_DEFAULT);
     if (s != CUBLAS_STATUS_SUCCESS || !dbias) return (int)s;
     cudaStream_t stream;
-    cublasGetStream(h, &stream);
+    s = cublasGetStream(h, &stream);
+    if (s != CUBLAS_STATUS_SUCCESS) return (int)s;
     const dim3 grid((OC + 31) / 32, (N + kBiasRows - 1) / kBiasRows), block(32, 8);
     bias_grad<<<grid, block, 0, stream>>>(dbias, dout, N, OC);
     return launch_status();
@@ -566,9 +598,9 @@ void ol_gelu_forward(__half *out, const __half *inp, size_t n, cudaStream_t stre
 }
 
 void ol_gelu_backward(__half *dinp, const __half *inp, const __half *dout, size_t n,
-                      cudaStream_t stream)
+                      int accumulate, cudaStream_t stream)
 {
-    gelu_bwd<<<blocks_for(n), kThreads, 0, stream>>>(dinp, inp, dout, n);
+    gelu_bwd<<<blocks_for(n), kThreads, 0, stream>>>(dinp, inp, dout, n, accumulate);
 }
 
 void ol_residual_forward(__half *out, const __half *a, const __half *b, size_t n,
@@ -581,5 +613,12 @@ void ol_crossentropy(float *losses, __half *dlogits, const __half *logits,
                      const int32_t *targets, int N, int V, float scale,
                      cudaStream_t stream)
 {
-    crossentropy_rows<<<N, kThreads, 0, stream>>>(losses, dlogits, logits, targets, V, scale);
+    const bool vec8 = V % 8 == 0 && (uintptr_t)logits % 16 == 0 &&
+                      (!dlogits || (uintptr_t)dlogits % 16 == 0);
+    if (vec8)
+        crossentropy_rows<8><<<N, kThreads, 0, stream>>>(losses, dlogits, logits, targets, V,
+                                                         scale);
+    else
+        crossentropy_rows<1><<<N, kThreads, 0, stream>>>(losses, dlogits, logits, targets, V,
+                                                         scale);
 }

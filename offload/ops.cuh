@@ -7,7 +7,9 @@
 //    elementwise formula is computed in float;
 //  - parameter gradients are float (accumulated with atomics: summation order is not
 //    fixed, so results vary in the last bits between runs);
-//  - input gradients are __half and ACCUMULATED (+=), as on the CPU;
+//  - input gradients are __half; the LayerNorm's are ACCUMULATED (+=), as on the CPU
+//    (the residual stream's gradient gathers there), the others accumulate or
+//    overwrite as the call's `accumulate` says (overwriting spares zeroing the buffer);
 //  - every function launches on `stream` and returns without waiting.
 // Status: compiled in CI; run only by offload/tests on a GPU (scripts/gpu-check.sh).
 #ifndef GT_OFFLOAD_OPS_CUH
@@ -25,6 +27,10 @@ void ol_encoder_forward(__half *out, const int32_t *inp, const __half *wte,
 void ol_encoder_backward(float *dwte, float *dwpe, const __half *dout, const int32_t *inp,
                          int B, int T, int C, cudaStream_t stream);
 
+// The int the functions below return for a failed kernel launch is OL_CUDA_ERROR plus
+// the cudaError_t, so it cannot be mistaken for a cuBLAS status (both start at 1).
+#define OL_CUDA_ERROR 100000
+
 // out = (x - mean) * rstd * w + b per row of C; mean, rstd [N] float. eps 1e-5.
 void ol_layernorm_forward(__half *out, float *mean, float *rstd, const __half *inp,
                           const __half *w, const __half *b, int N, int C,
@@ -36,46 +42,54 @@ void ol_layernorm_backward(__half *dinp, float *dw, float *db, const __half *dou
 
 // GELU, tanh approximation (as the CPU backend).
 void ol_gelu_forward(__half *out, const __half *inp, size_t n, cudaStream_t stream);
-// dinp += gelu'(inp) * dout.
+// dinp (+)= gelu'(inp) * dout.
 void ol_gelu_backward(__half *dinp, const __half *inp, const __half *dout, size_t n,
-                      cudaStream_t stream);
+                      int accumulate, cudaStream_t stream);
 
 // Matrix products on tensor cores through cuBLAS (FP16 operands, FP32 accumulation;
 // the handle's stream is used). Row-major, as the CPU backend:
 // out[N,OC] = inp[N,C] @ w[OC,C]^T + bias[OC] (bias may be NULL).
-// Returns the cuBLAS status (CUBLAS_STATUS_SUCCESS = 0).
+// Returns 0, the failing cuBLAS status, or OL_CUDA_ERROR + the cudaError_t of a failed
+// kernel launch.
 int ol_matmul_forward(cublasHandle_t h, __half *out, const __half *inp, const __half *w,
                       const __half *bias, int N, int C, int OC);
-// dinp[N,C] += dout @ w; dw[OC,C] += dout^T @ inp (float); dbias[OC] += column sums of
-// dout (float; may be NULL).
+// dinp[N,C] (+)= dout @ w; dw[OC,C] += dout^T @ inp (float); dbias[OC] += column sums
+// of dout (float; may be NULL).
 int ol_matmul_backward(cublasHandle_t h, __half *dinp, float *dw, float *dbias,
                        const __half *dout, const __half *inp, const __half *w, int N,
-                       int C, int OC);
+                       int C, int OC, int accumulate);
 
-// Causal multi-head attention, NH heads of hs = C/NH; scale = 1/sqrt(hs). The four big
+// Causal multi-head attention, NH heads of hs = C/NH; scale = 1/sqrt(hs). The big
 // products run on tensor cores (cuBLAS strided-batched GEMMs, FP16 operands, FP32
-// accumulation; the handle's stream is used); permutes and the softmax are small kernels
-// (float math). Layouts, all row-major __half:
+// accumulation; the handle's stream is used), cut into row blocks so that the masked
+// part of the T x T scores is mostly skipped (offload/attention_plan.h); permutes and
+// the softmax are small kernels (float math). Layouts, all row-major __half:
 //   qkv  [B,T,3C]         per token q, k, v side by side, head h at columns h*hs..;
 //   qkvr [3,B,NH,T,hs]    q, k, v permuted per head (q at qkvr, k at + B*T*C, v at
 //                         + 2*B*T*C);
-//   att  [B,NH,T,T]       softmax probabilities of q.k * scale over t2 <= t, exactly 0
-//                         above the diagonal (t2 > t);
+//   att  [B,NH,T,T]       row t: the softmax probabilities of q.k * scale over t2 <= t,
+//                         exactly 0 for t < t2 < att_row_end(t, T, nb), and untouched
+//                         (never written nor read) from there to T;
 //   out, dout [B,T,C]     heads side by side, as in qkv.
-// Both return 0 on success, else the failing cuBLAS status or cudaError_t as an int.
+// row_blocks: nb, the number of row blocks (0: att_row_blocks(T), the fast default; 1:
+// the whole square); the backward must be given the forward's. Both return 0 on
+// success, else the failing cuBLAS status or OL_CUDA_ERROR + the cudaError_t of a
+// failed launch (CUBLAS_STATUS_INVALID_VALUE when nb does not divide T or exceeds
+// ATT_MAX_ROW_BLOCKS).
 // Halves of the scratch each call needs (caller allocates; contents not kept).
 size_t ol_attention_fwd_scratch_halves(int B, int T, int C, int NH);   // B*T*C
 size_t ol_attention_bwd_scratch_halves(int B, int T, int C, int NH);   // B*NH*T*T + 4*B*T*C
 // Forward on qkv [B,T,3C] (q, k, v stacked per token; NH heads of hs = C/NH):
 // qkvr [3,B,NH,T,hs] (q, k, v permuted per head) and att [B,NH,T,T] (softmax
-// probabilities in FP16, exactly 0 above the diagonal) are written and must be kept
-// for the backward; out [B,T,C] = att @ v with heads put back side by side.
+// probabilities in FP16, as above) are written and must be kept for the backward;
+// out [B,T,C] = att @ v with heads put back side by side.
 int ol_attention_forward(cublasHandle_t h, __half *out, __half *qkvr, __half *att,
-                         __half *scratch, const __half *qkv, int B, int T, int C, int NH);
-// dqkv [B,T,3C] += the gradient, given dout [B,T,C] and what the forward kept.
+                         __half *scratch, const __half *qkv, int B, int T, int C, int NH,
+                         int row_blocks);
+// dqkv [B,T,3C] (+)= the gradient, given dout [B,T,C] and what the forward kept.
 int ol_attention_backward(cublasHandle_t h, __half *dqkv, __half *scratch,
                           const __half *dout, const __half *qkvr, const __half *att,
-                          int B, int T, int C, int NH);
+                          int B, int T, int C, int NH, int row_blocks, int accumulate);
 
 // out = a + b.
 void ol_residual_forward(__half *out, const __half *a, const __half *b, size_t n,

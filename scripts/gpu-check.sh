@@ -11,13 +11,19 @@
 #                                  gpu_model_passes.cu)
 #                                  against a CPU reference in double: loss, gradients by
 #                                  directional derivatives, full mixed-precision steps,
-#                                  loss scaling (overflow skip, growth), overfitting one
-#                                  batch, a batch smaller than the model was made for;
+#                                  loss scaling (overflow skip, growth), gradient
+#                                  accumulation, attention's row blocks (2, 4 and the
+#                                  whole square), overfitting one batch, a batch smaller
+#                                  than the model was made for;
 #                                  the blocks-only engine (offload = blocks) between a
 #                                  host embedding and head: loss and gradients
 #   gpu_train bench                throughput at the GPT-2 124M shape (largest batch that
-#                                  fits, T = 1024): tokens/s and MFU of the GPU step alone
-#                                  and of the full step with the host's AdamW
+#                                  fits, T = 1024): tokens/s and MFU of the GPU step alone,
+#                                  of the full step with the host's AdamW, and of the full
+#                                  step with 4 micro-batches per update (gradient
+#                                  accumulation: 4*B*T tokens per update); the GPU's time
+#                                  by phase (one profiled step) and the GPU step with
+#                                  attention over the whole T x T square
 #   gpu_train shakespeare          600 steps of a 6 x 384 model on data/tinyshakespeare.txt
 #                                  (bytes); passes when the val loss ends below 2.0,
 #                                  more than 2.5 under where it started
@@ -150,13 +156,20 @@ done
 bench=$(grep -h '^RESULT bench' "$out"/run-*.log 2>/dev/null | tail -1)
 if [ -n "$bench" ]; then
     echo "gpu-check: GPT-2 124M benchmark (MFU against 989.4 TFLOP/s dense FP16):"
-    for k in B T tokens_per_step gpu_ms gpu_tok_s gpu_mfu step_ms step_tok_s step_mfu mem_gib; do
+    for k in B T tokens_per_step gpu_ms gpu_tok_s gpu_mfu step_ms step_tok_s step_mfu \
+        accum4_ms accum4_tok_s accum4_mfu square_gpu_ms mem_gib; do
         v=$(printf '%s\n' "$bench" | tr ' ' '\n' | sed -n "s/^$k=//p")
         printf '  %-16s %s\n' "$k" "$v"
     done
     echo "  (gpu_*: forward + backward on the GPU alone; step_*: the full step with the"
-    echo "   gradients down, unscale, clip and AdamW on the host and the weights up)"
+    echo "   gradients down, unscale + norm and AdamW (clip folded in) on the host and the"
+    echo "   weights up; accum4_*: the full step with 4 micro-batches of B x T per update"
+    echo "   (4*B*T tokens: 524288 at B = 128, GPT-2's batch), the weights up and AdamW once"
+    echo "   per 4 GPU steps; accum4_ms is per update, accum4_tok_s counts all 4*B*T tokens;"
+    echo "   square_gpu_ms: gpu_ms with attention over the whole T x T square, no row blocks)"
 fi
+phases=$(grep -h '^RESULT phases' "$out"/run-*.log 2>/dev/null | tail -1)
+[ -n "$phases" ] && echo "gpu-check: GPU ms by phase, one profiled step: ${phases#RESULT phases }"
 shk=$(grep -h '^RESULT shakespeare' "$out"/run-*.log 2>/dev/null | tail -1)
 [ -n "$shk" ] && echo "gpu-check: shakespeare: ${shk#RESULT shakespeare }"
 if [ $failed -ne 0 ]; then

@@ -39,6 +39,15 @@ void loss_scaler_init(loss_scaler *s, float scale, int growth_interval);
 int unscale_half_grads(float *dst, const uint16_t *src, size_t n, float inv_scale,
                        int accumulate, int threads);
 
+/* The same, and *sumsq = the sum of dst[i]^2 over the n values dst holds afterwards, in
+ * double: the squared global norm of the gradient (for the clip) when this call writes
+ * the whole gradient or, accumulating, its last micro-batch, without a second pass over
+ * dst. Deterministic for a thread count (each thread sums its own contiguous range, the
+ * partial sums are added in thread order), not bit-equal to optim.h's grad_global_norm
+ * (another order). Meaningless when the result is 1 (inf or NaN). */
+int unscale_half_grads_sumsq(float *dst, const uint16_t *src, size_t n, float inv_scale,
+                             int accumulate, int threads, double *sumsq);
+
 /* The same for gradients computed in FP32 but scaled the same way (offload = blocks:
  * the embedding's and the head's, on the host): dst[i] (+)= src[i] * inv_scale,
  * returning 1 when any src value is inf or NaN (dst is then unusable), else 0. */

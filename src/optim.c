@@ -73,16 +73,14 @@ double grad_global_norm(const float *g, size_t n)
     return sqrt(sum);
 }
 
-float grad_clip_by_norm(float *g, size_t n, double norm, double clip)
+float grad_clip_factor(double norm, double clip)
 {
+    /* Written so a NaN norm or clip gives 1, not a NaN factor. */
     if (!(clip > 0.0) || !(norm > clip)) return 1.0f;
-    float scale = (float)(clip / (norm + 1e-6));
-#pragma omp parallel for schedule(static)
-    for (size_t i = 0; i < n; i++) g[i] *= scale;
-    return scale;
+    return (float)(clip / (norm + 1e-6));
 }
 
-void adamw_step(adamw_state *s, float *params, const float *grads,
+void adamw_step(adamw_state *s, float *params, const float *grads, float grad_scale,
                 const gpt_param_info *info, int n_info, double lr, double beta1,
                 double beta2, double eps, double weight_decay)
 {
@@ -101,7 +99,11 @@ void adamw_step(adamw_state *s, float *params, const float *grads,
         const float *restrict g = grads + off;
 #pragma omp parallel for simd schedule(static)
         for (size_t i = 0; i < n; i++) {
-            float gi = g[i];
+            /* The clip, folded in: the product is rounded to float as the former
+             * in-place pass g[i] *= factor rounded it (it feeds only other products,
+             * never an addition, so no FMA contraction can absorb it), so the update
+             * is bit-identical to clipping first; x * 1.0f == x without a clip. */
+            float gi = g[i] * grad_scale;
             float mi = b1 * m[i] + (1.0f - b1) * gi;
             float vi = b2 * v[i] + (1.0f - b2) * gi * gi;
             m[i] = mi;

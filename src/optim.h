@@ -1,7 +1,12 @@
 /* optim — the optimizer step on the flat FP32 parameter buffer: AdamW with decoupled
  * weight decay (matrices only), warmup + cosine learning-rate schedule, clipping by
  * global gradient norm. SIMD + OpenMP over the buffer; deterministic for a thread
- * count (the norm is summed in double in a fixed order). */
+ * count (the norm is summed in double in a fixed order).
+ *
+ * Clipping is not a pass of its own: grad_clip_factor turns the norm into a factor and
+ * adamw_step multiplies each gradient by it as it reads it, so the clip adds no read and
+ * write of the whole buffer to a step that is memory-bound (the gradients are left as
+ * they were). */
 #ifndef GT_OPTIM_H
 #define GT_OPTIM_H
 
@@ -25,13 +30,17 @@ double lr_at_step(int64_t step, int64_t warmup, int64_t total, double lr, double
 
 /* sqrt(sum g^2) over n floats, accumulated in double. */
 double grad_global_norm(const float *g, size_t n);
-/* Scales g by clip/norm when norm > clip > 0. Returns the factor applied (1 if none). */
-float grad_clip_by_norm(float *g, size_t n, double norm, double clip);
+/* The factor that clips a gradient of global norm `norm` to `clip`: (float)(clip /
+ * (norm + 1e-6)) when norm > clip > 0, else exactly 1 (clip <= 0 disables clipping).
+ * Pass it to adamw_step as grad_scale. */
+float grad_clip_factor(double norm, double clip);
 
-/* One AdamW update of every tensor in the table (weight decay where info[i].decay):
+/* One AdamW update of every tensor in the table (weight decay where info[i].decay),
+ * with the gradient g = grads[i] * grad_scale (a float product, as if grads had been
+ * scaled in place first; grads itself is not written):
  *   m = b1 m + (1-b1) g;  v = b2 v + (1-b2) g^2;
  *   p -= lr * ( mhat / (sqrt(vhat) + eps) + wd * p ) */
-void adamw_step(adamw_state *s, float *params, const float *grads,
+void adamw_step(adamw_state *s, float *params, const float *grads, float grad_scale,
                 const gpt_param_info *info, int n_info, double lr, double beta1,
                 double beta2, double eps, double weight_decay);
 

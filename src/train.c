@@ -882,11 +882,12 @@ int train_run(const gt_config *c)
         }
         double lr = lr_at_step(step, c->warmup_steps, c->steps, c->lr, c->min_lr);
         if (apply) {
-            grad_clip_by_norm(g, r.model.n_params, norm, c->grad_clip);
             if (predict)
                 memcpy(r.before_update, r.master, r.model.n_params * sizeof(float));
-            adamw_step(&r.opt, r.model.params, g, r.model.info, r.model.n_info, lr,
-                       c->beta1, c->beta2, 1e-8, c->weight_decay);
+            /* Clipping by the global norm happens inside the update (one pass). */
+            adamw_step(&r.opt, r.model.params, g, grad_clip_factor(norm, c->grad_clip),
+                       r.model.info, r.model.n_info, lr, c->beta1, c->beta2, 1e-8,
+                       c->weight_decay);
         }
         const double dt = gt_now() - t0;
         t_compute += dt;

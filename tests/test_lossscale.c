@@ -1,11 +1,13 @@
 /* test_lossscale — the host side of mixed precision: FP16 gradients unscaled into FP32
  * (overwrite and accumulate, SIMD and scalar conversion), inf/NaN anywhere detected
- * (including the last value of a partial chunk), the same for FP32 gradients (the host's
+ * (including the last value of a partial chunk), the variant that also sums the squares
+ * (the global norm without a second pass), the same for FP32 gradients (the host's
  * part of offload = blocks), and the dynamic loss scale (halve and skip on overflow,
  * double after the growth interval, bounded). */
 #include <math.h>
 #include <stdint.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include "../src/half.h"
 #include "../src/lossscale.h"
@@ -59,6 +61,80 @@ done:
     free(dst);
     free(h);
     half_allow_simd(1);
+}
+
+/* unscale_half_grads_sumsq: dst exactly as unscale_half_grads writes it, and the sum of
+ * the squares of dst afterwards against a plain double sum in index order (another
+ * order, so to a relative 1e-12), for lengths of none, part of one, exactly one and
+ * several chunks (4096) with a partial last one, on 1 to 3 threads, overwriting and
+ * accumulating; bitwise repeatable for a thread count; inf/NaN still found. */
+static void test_unscale_sumsq(void)
+{
+    enum { NMAX = 3 * 4096 + 5 };
+    const size_t ns[] = {0, 1, 7, 4095, 4096, 4097, 10007, NMAX};
+    float *src = malloc(NMAX * sizeof *src), *dst = malloc(NMAX * sizeof *dst);
+    float *want = malloc(NMAX * sizeof *want);
+    uint16_t *h = malloc(NMAX * sizeof *h);
+    if (!src || !dst || !want || !h) {
+        TU_CHECK(0, "out of memory");
+        goto done;
+    }
+    for (int i = 0; i < NMAX; i++)
+        src[i] = (float)((i * 7919 % 211) - 105) * 13.0f * (1.0f + (float)i / NMAX);
+    half_from_float(h, src, NMAX);
+    const float inv = 1.0f / 512.0f;
+    int wrong_dst = 0, wrong_sum = 0, not_repeatable = 0, flagged = 0, cases = 0;
+    double worst = 0.0;
+    for (size_t k = 0; k < sizeof ns / sizeof *ns; k++)
+        for (int threads = 1; threads <= 3; threads++)
+            for (int acc = 0; acc <= 1; acc++) {
+                const size_t n = ns[k];
+                /* What dst holds before: for accumulate, a first micro-batch. */
+                for (size_t i = 0; i < n; i++) dst[i] = want[i] = 0.25f * (float)(i % 5);
+                flagged |= unscale_half_grads(want, h, n, inv, acc, threads);
+                double got = -1.0;
+                flagged |= unscale_half_grads_sumsq(dst, h, n, inv, acc, threads, &got);
+                double ref = 0.0;
+                for (size_t i = 0; i < n; i++) {
+                    wrong_dst += memcmp(&dst[i], &want[i], sizeof(float)) != 0;
+                    ref += (double)want[i] * (double)want[i];
+                }
+                const double rel = n ? tu_relerr(got, ref, 1e-300) : fabs(got);
+                worst = fmax(worst, rel);
+                wrong_sum += !(rel < 1e-12);
+                /* The same call again on the same input: the same bits. */
+                for (size_t i = 0; i < n; i++) dst[i] = 0.25f * (float)(i % 5);
+                double again = -1.0;
+                flagged |= unscale_half_grads_sumsq(dst, h, n, inv, acc, threads, &again);
+                not_repeatable += memcmp(&got, &again, sizeof got) != 0;
+                cases++;
+            }
+    TU_CHECK(!flagged, "sumsq: finite gradients not flagged");
+    TU_CHECK(wrong_dst == 0, "sumsq: dst as unscale_half_grads writes it (%d values differ)",
+             wrong_dst);
+    TU_CHECK(wrong_sum == 0, "sumsq: sum of squares matches a double sum in %d of %d cases "
+             "(worst relative %.2e)", cases - wrong_sum, cases, worst);
+    TU_CHECK(not_repeatable == 0, "sumsq: bitwise repeatable (%d of %d cases differ)",
+             not_repeatable, cases);
+
+    const int where[] = {0, 4095, 4096, NMAX - 1};
+    const uint16_t specials[] = {0x7C00, 0xFC00, 0x7E00};
+    int missed = 0, tries = 0;
+    for (size_t w = 0; w < sizeof where / sizeof *where; w++)
+        for (size_t k = 0; k < sizeof specials / sizeof *specials; k++) {
+            const uint16_t keep = h[where[w]];
+            h[where[w]] = specials[k];
+            double sq = 0.0;
+            missed += unscale_half_grads_sumsq(dst, h, NMAX, inv, 0, 2, &sq) != 1;
+            tries++;
+            h[where[w]] = keep;
+        }
+    TU_CHECK(missed == 0, "sumsq: inf/NaN found in %d of %d placements", tries - missed, tries);
+done:
+    free(src);
+    free(dst);
+    free(want);
+    free(h);
 }
 
 /* The FP32 variant (offload = blocks: the host's embedding and head gradients). */
@@ -136,6 +212,7 @@ int main(void)
 {
     test_unscale(1);
     test_unscale(0);
+    test_unscale_sumsq();
     test_unscale_float();
     test_scaler();
     return tu_finish();

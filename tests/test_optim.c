@@ -1,6 +1,7 @@
-/* optim: the learning-rate schedule at its landmarks, global norm and clipping against
- * double sums, and AdamW against a plain double-precision transcription of the update
- * rule (decay on matrices only) over several steps. */
+/* optim: the learning-rate schedule at its landmarks, global norm and clip factor against
+ * double sums, the clip folded into AdamW bit-identical to clipping in place first, and
+ * AdamW against a plain double-precision transcription of the update rule (decay on
+ * matrices only) over several steps. */
 #include <math.h>
 #include <string.h>
 
@@ -35,6 +36,7 @@ static void test_norm_and_clip(void)
 {
     enum { N = 100003 };
     float *g = malloc(N * sizeof(float));
+    if (!g) exit(99);
     rng r;
     rng_seed(&r, 3);
     double ref = 0.0;
@@ -46,12 +48,84 @@ static void test_norm_and_clip(void)
     double norm = grad_global_norm(g, N);
     TU_CHECK(tu_relerr(norm, ref, 1e-12) < 1e-12, "global norm %.9f vs double %.9f", norm, ref);
     TU_CHECK(grad_global_norm(g, N) == norm, "global norm is bitwise repeatable");
-    float f = grad_clip_by_norm(g, N, norm, 1.0);
-    double after = grad_global_norm(g, N);
+    const float f = grad_clip_factor(norm, 1.0);
+    TU_CHECK(f == (float)(1.0 / (norm + 1e-6)), "clip factor is (float)(clip / (norm + 1e-6)) "
+             "(%.9g)", f);
+    double after = 0.0;
+    for (int i = 0; i < N; i++) after += (double)(g[i] * f) * (g[i] * f);
+    after = sqrt(after);
     TU_CHECK(fabs(after - 1.0) < 1e-5, "clipped norm is 1 (%.7f), factor %.3g", after, f);
-    TU_CHECK(grad_clip_by_norm(g, N, after, 5.0) == 1.0f, "no clipping below the threshold");
-    TU_CHECK(grad_clip_by_norm(g, N, after, 0.0) == 1.0f, "clip 0 disables clipping");
+    TU_CHECK(grad_clip_factor(after, 5.0) == 1.0f, "no clipping below the threshold");
+    TU_CHECK(grad_clip_factor(5.0, 5.0) == 1.0f, "no clipping at the threshold");
+    TU_CHECK(grad_clip_factor(norm, 0.0) == 1.0f && grad_clip_factor(norm, -1.0) == 1.0f,
+             "clip <= 0 disables clipping");
+    TU_CHECK(grad_clip_factor(NAN, 1.0) == 1.0f, "a NaN norm gives factor 1, not NaN");
     free(g);
+}
+
+/* The clip folded into the update (grad_scale) against clipping in place first and then
+ * stepping with factor 1: parameters and moments bit-identical over several steps, on a
+ * buffer long enough for the SIMD body, its tail and the OpenMP split; both with a
+ * factor < 1 and with factor 1 (norm under the threshold). */
+static void test_folded_clip(void)
+{
+    enum { NW = 60000, NB = 3001, N = NW + NB, STEPS = 4 };
+    gpt_param_info info[2] = {
+        {.name = "w", .ndim = 2, .shape = {60, 1000}, .offset = 0, .numel = NW, .decay = 1},
+        {.name = "b", .ndim = 1, .shape = {NB, 0}, .offset = NW, .numel = NB, .decay = 0},
+    };
+    const double clips[] = {1.0, 1e6}; /* factor < 1 every step; factor 1 every step */
+    for (int c = 0; c < 2; c++) {
+        float *p_new = malloc(N * sizeof(float)), *p_old = malloc(N * sizeof(float));
+        float *p_raw = malloc(N * sizeof(float));
+        float *g = malloc(N * sizeof(float)), *g_keep = malloc(N * sizeof(float));
+        adamw_state s_new, s_old, s_raw;
+        if (!p_new || !p_old || !p_raw || !g || !g_keep || adamw_init(&s_new, N) != 0 ||
+            adamw_init(&s_old, N) != 0 || adamw_init(&s_raw, N) != 0)
+            exit(99);
+        rng r;
+        rng_seed(&r, 17);
+        for (int i = 0; i < N; i++) p_new[i] = p_old[i] = p_raw[i] = 0.02f * rng_normal(&r);
+        int factors_ok = 1, grads_kept = 1;
+        for (int t = 0; t < STEPS; t++) {
+            for (int i = 0; i < N; i++) g_keep[i] = g[i] = rng_normal(&r);
+            const double norm = grad_global_norm(g, N);
+            const float f = grad_clip_factor(norm, clips[c]);
+            factors_ok &= c == 0 ? f < 1.0f : f == 1.0f;
+            /* New: the factor inside the update; the gradients stay as they were. */
+            adamw_step(&s_new, p_new, g, f, info, 2, 3e-3, 0.9, 0.95, 1e-8, 0.1);
+            grads_kept &= memcmp(g, g_keep, N * sizeof(float)) == 0;
+            /* Without any clip, to show the clip changes the result when f < 1. */
+            adamw_step(&s_raw, p_raw, g, 1.0f, info, 2, 3e-3, 0.9, 0.95, 1e-8, 0.1);
+            /* Old: a separate pass scaling the gradients in place, then the update. */
+            if (f != 1.0f)
+                for (int i = 0; i < N; i++) g[i] *= f;
+            adamw_step(&s_old, p_old, g, 1.0f, info, 2, 3e-3, 0.9, 0.95, 1e-8, 0.1);
+        }
+        const int same = memcmp(p_new, p_old, N * sizeof(float)) == 0 &&
+                         memcmp(s_new.m, s_old.m, N * sizeof(float)) == 0 &&
+                         memcmp(s_new.v, s_old.v, N * sizeof(float)) == 0;
+        const int differs = memcmp(p_new, p_raw, N * sizeof(float)) != 0;
+        TU_CHECK(factors_ok, "clip %g: factor %s on every step", clips[c],
+                 c == 0 ? "< 1" : "== 1");
+        TU_CHECK(same, "clip %g: folded clip is bit-identical to clip-then-step after %d steps "
+                 "(parameters, m, v)", clips[c], STEPS);
+        TU_CHECK(grads_kept, "clip %g: adamw_step leaves the gradients unchanged", clips[c]);
+        if (c == 0)
+            TU_CHECK(differs, "clip %g: the clipped update differs from the unclipped one",
+                     clips[c]);
+        else
+            TU_CHECK(!differs, "clip %g: factor 1 is the unclipped update, bit for bit",
+                     clips[c]);
+        adamw_free(&s_new);
+        adamw_free(&s_old);
+        adamw_free(&s_raw);
+        free(p_new);
+        free(p_old);
+        free(p_raw);
+        free(g);
+        free(g_keep);
+    }
 }
 
 static void test_adamw(void)
@@ -72,7 +146,7 @@ static void test_adamw(void)
     const double lr = 3e-3, b1 = 0.9, b2 = 0.99, eps = 1e-8, wd = 0.1;
     for (int t = 1; t <= STEPS; t++) {
         for (int i = 0; i < N; i++) g[i] = rng_normal(&r);
-        adamw_step(&s, p, g, info, 2, lr, b1, b2, eps, wd);
+        adamw_step(&s, p, g, 1.0f, info, 2, lr, b1, b2, eps, wd);
         for (int i = 0; i < N; i++) {
             mr[i] = b1 * mr[i] + (1 - b1) * g[i];
             vr[i] = b2 * vr[i] + (1 - b2) * (double)g[i] * g[i];
@@ -93,7 +167,7 @@ static void test_adamw(void)
     memset(g, 0, sizeof g);
     adamw_state z;
     if (adamw_init(&z, N) != 0) exit(99);
-    adamw_step(&z, p, g, info, 2, lr, b1, b2, eps, wd);
+    adamw_step(&z, p, g, 1.0f, info, 2, lr, b1, b2, eps, wd);
     int bias_same = 1, w_shrunk = 1;
     for (int i = 15; i < N; i++) bias_same &= p[i] == before[i];
     for (int i = 0; i < 15; i++) w_shrunk &= fabsf(p[i]) < fabsf(before[i]);
@@ -107,6 +181,7 @@ int main(void)
 {
     test_schedule();
     test_norm_and_clip();
+    test_folded_clip();
     test_adamw();
     return tu_finish();
 }

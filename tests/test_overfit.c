@@ -33,8 +33,7 @@ static int train(float *losses)
         losses[step] = gpt_forward(&m, in, tg, B, T, 1);
         gpt_backward(&m);
         double norm = grad_global_norm(m.grads, m.n_params);
-        grad_clip_by_norm(m.grads, m.n_params, norm, 1.0);
-        adamw_step(&opt, m.params, m.grads, m.info, m.n_info,
+        adamw_step(&opt, m.params, m.grads, grad_clip_factor(norm, 1.0), m.info, m.n_info,
                    lr_at_step(step, 10, STEPS, 1e-2, 1e-3), 0.9, 0.99, 1e-8, 0.0);
     }
     adamw_free(&opt);

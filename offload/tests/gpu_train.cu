@@ -6,14 +6,17 @@
 //
 //   gpu_train [test]       the step against a CPU reference in double (no argument:
 //                          test, as `make check` runs it)
-//   gpu_train bench        throughput at the GPT-2 124M shape: tokens/s and MFU
+//   gpu_train bench        throughput at the GPT-2 124M shape: tokens/s and MFU of the
+//                          GPU step alone, of the full step, and of the full step with
+//                          4 micro-batches per update (gradient accumulation)
 //   gpu_train shakespeare  a short character-level run on data/tinyshakespeare.txt
 // Options: --data FILE (shakespeare), --steps N (shakespeare: 600; bench: timed steps,
 // 10), --peak-tflops X (bench: the peak MFU is measured against, 989.4 = H200 dense
 // FP16), --seed N.
 //
-// The test mode checks offload = blocks too: the blocks-only engine
-// (gpu_model_create_blocks) between an embedding and a head computed here in double.
+// The test mode checks gradient accumulation (several micro-batches per update) and
+// offload = blocks too: the blocks-only engine (gpu_model_create_blocks) between an
+// embedding and a head computed here in double.
 //
 // Files: host_trainer.h (the host side of the training step: layout, init, AdamW,
 // train_step, batches), ref_model.h (the CPU reference forward in double, and the
@@ -33,11 +36,11 @@
 #include <string>
 #include <vector>
 
+#include "attention_plan.h"
 #include "cuda_ok.h"
 #include "driver_util.h"
 #include "host_trainer.h"
 #include "ref_model.h"
-
 
 // ------------------------------------------------------------------ test mode
 
@@ -241,7 +244,7 @@ static double blocks_step(Trainer &tr, const std::vector<double> &w, const int32
     return loss / (double)N;
 }
 
-// 7. offload = blocks: the blocks-only engine between the host's embedding and head.
+// 9. offload = blocks: the blocks-only engine between the host's embedding and head.
 static void test_blocks(const gpu_model_shape &s, int B, int T, uint64_t seed)
 {
     gpu_model *g = gpu_model_create_blocks(&s, B, T, why, sizeof why);
@@ -350,7 +353,29 @@ static int run_test(uint64_t seed)
     // 2. Gradients: directional derivatives against central differences.
     check_gradients(tr, "gradient 4x32", in.data(), tg.data(), B, T, true, rng);
 
-    // 6. A smaller batch than the model was made for: 2 x 16 on the 4 x 32 model.
+    // 3. Attention's row blocks (offload/attention_plan.h): T = 32 is one block by
+    // default; 2 and 4 blocks (16 and 8 rows, the 16-byte softmax path) must give the
+    // same loss and gradients, and the whole square (1) too.
+    {
+        const int bad3 = gpu_model_set_attention_row_blocks(tr.g, 3, why, sizeof why);
+        const int bad9 = gpu_model_set_attention_row_blocks(tr.g, 9, why, sizeof why);
+        report(bad3 != 0 && bad9 != 0, "row blocks: 3 (does not divide T = 32) and 9 (over "
+               "8) refused (%s)", why);
+        for (int nb : {2, 4, 1}) {
+            eng(gpu_model_set_attention_row_blocks(tr.g, nb, why, sizeof why),
+                "gpu_model_set_attention_row_blocks");
+            char tag[64];
+            snprintf(tag, sizeof tag, "row blocks %d, 4x32", nb);
+            eng(gpu_model_loss(tr.g, in.data(), tg.data(), B, T, &loss, why, sizeof why),
+                "gpu_model_loss");
+            check_loss((std::string(tag) + ": gpu_model_loss").c_str(), loss, ref, 1e-2);
+            check_gradients(tr, tag, in.data(), tg.data(), B, T, false, rng);
+        }
+        eng(gpu_model_set_attention_row_blocks(tr.g, 0, why, sizeof why),
+            "gpu_model_set_attention_row_blocks");
+    }
+
+    // 4. A smaller batch than the model was made for: 2 x 16 on the 4 x 32 model.
     {
         const int B2 = 2, T2 = 16;
         std::vector<int32_t> in2, tg2;
@@ -366,7 +391,7 @@ static int run_test(uint64_t seed)
         check_loss("back to 4x32: gpu_model_loss", loss, ref, 1e-2);
     }
 
-    // 3. Five full mixed-precision steps on the fixed batch: the loss the GPU reports
+    // 5. Five full mixed-precision steps on the fixed batch: the loss the GPU reports
     // is the reference's at the current master weights (FP16-rounded) each time.
     {
         reset_optimizer(tr);
@@ -395,7 +420,7 @@ static int run_test(uint64_t seed)
                tr.L.n);
     }
 
-    // 4. Loss scaling: overflow skips the step and halves the scale; clean steps grow it.
+    // 6. Loss scaling: overflow skips the step and halves the scale; clean steps grow it.
     {
         const float huge = 1073741824.0f; // 2^30
         loss_scaler_init(&tr.ls, huge, 2);
@@ -424,7 +449,69 @@ static int run_test(uint64_t seed)
                "%.0f (2048 expected)", (int)a.ev, (int)b.ev, tr.ls.scale);
     }
 
-    // 5. Overfit one fixed batch.
+    // 7. Gradient accumulation: two micro-batches make one update of their mean gradient
+    // (against the two gradients taken one step each and averaged here), and an overflow
+    // in a micro-batch skips the update without running the rest.
+    {
+        loss_scaler_init(&tr.ls, 1024.0f, 1000);
+        std::vector<int32_t> in2, tg2;
+        random_batch(rng, s.vocab_size, B, T, in2, tg2);
+        std::vector<int32_t> in_ab(in), tg_ab(tg); // batch `in`, then in2
+        in_ab.insert(in_ab.end(), in2.begin(), in2.end());
+        tg_ab.insert(tg_ab.end(), tg2.begin(), tg2.end());
+        upload_params(tr);
+        std::vector<double> want(tr.L.n, 0.0);
+        double want_loss = 0.0;
+        for (int k = 0; k < 2; k++) {
+            float lk = 0.0f;
+            eng(gpu_model_step(tr.g, in_ab.data() + (size_t)k * B * T,
+                               tg_ab.data() + (size_t)k * B * T, B, T, tr.ls.scale, &lk, why,
+                               sizeof why),
+                "gpu_model_step");
+            const uint16_t *gh = gpu_model_grads(tr.g, why, sizeof why);
+            if (!gh) die("gpu_model_grads");
+            if (unscale_half_grads(tr.gr.data(), gh, tr.L.n, 1.0f / tr.ls.scale, 0, tr.threads))
+                die("accumulation test: a single step overflowed at scale 1024");
+            for (size_t i = 0; i < tr.L.n; i++) want[i] += 0.5 * tr.gr[i];
+            want_loss += 0.5 * lk;
+        }
+        double wsq = 0.0;
+        for (double x : want) wsq += x * x;
+        const int64_t t_before = tr.t;
+        StepOut o;
+        train_step(tr, in_ab.data(), tg_ab.data(), B, T, 1e-3, &o, 2);
+        double dsq = 0.0;
+        for (size_t i = 0; i < tr.L.n; i++) dsq += (tr.gr[i] - want[i]) * (tr.gr[i] - want[i]);
+        const double gerr = sqrt(dsq / wsq), nerr = rel_diff(o.norm, sqrt(wsq));
+        // The tolerances leave room for a GPU whose reductions are not bitwise
+        // repeatable (FP16 gradients a unit in the last place apart); a missing 1/accum
+        // or a second micro-batch overwriting the first is off by tens of percent.
+        report(!o.overflow && o.micro == 2 && tr.t == t_before + 1 && gerr < 1e-2 &&
+                   nerr < 1e-2 && rel_diff(o.loss, want_loss) < 1e-4,
+               "accumulation, 2 micro-batches: %d run, %lld update(s); gradient vs the mean "
+               "of two single steps: relative %.2e, norm %.6f vs %.6f (relative %.2e, both "
+               "< 1e-2); loss %.5f vs %.5f", o.micro, (long long)(tr.t - t_before), gerr,
+               o.norm, sqrt(wsq), nerr, o.loss, want_loss);
+
+        const float huge = 1073741824.0f; // 2^30: the first micro-batch overflows
+        loss_scaler_init(&tr.ls, huge, 1000);
+        const std::vector<float> p0 = tr.p, m0 = tr.m, v0 = tr.v;
+        const int64_t t0 = tr.t;
+        StepOut q;
+        train_step(tr, in_ab.data(), tg_ab.data(), B, T, 1e-3, &q, 2);
+        const bool same = memcmp(p0.data(), tr.p.data(), tr.L.n * sizeof(float)) == 0 &&
+                          memcmp(m0.data(), tr.m.data(), tr.L.n * sizeof(float)) == 0 &&
+                          memcmp(v0.data(), tr.v.data(), tr.L.n * sizeof(float)) == 0 &&
+                          tr.t == t0;
+        report(q.overflow == 1 && q.micro == 1 && q.ev == LOSS_SCALE_SKIPPED &&
+                   tr.ls.scale == huge * 0.5f && same,
+               "accumulation, overflow in the first of 2 micro-batches: overflow %s, %d "
+               "micro-batch(es) run (1 expected), scale now 2^%.0f (2^29 expected), weights "
+               "and moments %s", q.overflow ? "detected" : "NOT detected", q.micro,
+               log2(tr.ls.scale), same ? "unchanged" : "CHANGED");
+    }
+
+    // 8. Overfit one fixed batch.
     {
         init_params(tr.L, tr.p.data(), seed);
         reset_optimizer(tr);
@@ -451,7 +538,7 @@ static int run_test(uint64_t seed)
 
     gpu_model_free(tr.g);
 
-    // 7. offload = blocks.
+    // 9. offload = blocks.
     test_blocks(s, B, T, seed);
 
     printf("%d checks, %d failed\n", checks, failures);
@@ -535,6 +622,37 @@ static int run_bench(uint64_t seed, double peak_tflops, int timed)
     }
     const double gpu_ms = (now_ms() - t0) / timed;
 
+    // Where the GPU's time goes: one profiled step (an event before each kernel).
+    double phase_ms[GPU_PHASE_COUNT] = {0};
+    eng(gpu_model_profile(tr.g, 1, why, sizeof why), "gpu_model_profile");
+    {
+        float loss = 0.0f;
+        eng(gpu_model_step(tr.g, in.data(), tg.data(), B, T, tr.ls.scale, &loss, why,
+                           sizeof why),
+            "gpu_model_step");
+        eng(gpu_model_profile_read(tr.g, phase_ms, why, sizeof why), "gpu_model_profile_read");
+        ok = ok && isfinite(loss);
+    }
+    eng(gpu_model_profile(tr.g, 0, why, sizeof why), "gpu_model_profile");
+
+    // The same GPU step with attention over the whole T x T square (no row blocks), to
+    // see what the row blocks save.
+    const int square_timed = timed < 5 ? timed : 5;
+    eng(gpu_model_set_attention_row_blocks(tr.g, 1, why, sizeof why),
+        "gpu_model_set_attention_row_blocks");
+    t0 = now_ms();
+    for (int i = 0; i < square_timed; i++) {
+        float loss = 0.0f;
+        eng(gpu_model_step(tr.g, in.data(), tg.data(), B, T, tr.ls.scale, &loss, why,
+                           sizeof why),
+            "gpu_model_step");
+        eng(gpu_model_sync(tr.g, why, sizeof why), "gpu_model_sync");
+        ok = ok && isfinite(loss);
+    }
+    const double square_ms = (now_ms() - t0) / square_timed;
+    eng(gpu_model_set_attention_row_blocks(tr.g, 0, why, sizeof why),
+        "gpu_model_set_attention_row_blocks");
+
     // The full step.
     StepOut sum;
     int skipped = 0;
@@ -551,28 +669,78 @@ static int run_bench(uint64_t seed, double peak_tflops, int timed)
     }
     const double step_ms = (now_ms() - t0) / timed;
 
+    // The full step with gradient accumulation: ACC micro-batches of B x T per update
+    // (at B = 128: 524288 tokens, GPT-2's batch), so the host's per-update work (FP16
+    // convert + upload, AdamW) is paid once per ACC GPU steps; the unscale still runs
+    // after each. One untimed update first, then at most 3 (each is ACC GPU steps).
+    const int ACC = 4, acc_timed = timed < 3 ? timed : 3;
+    std::vector<int32_t> in_acc, tg_acc;
+    random_batch(rng, Vreal, ACC * B, T, in_acc, tg_acc); // ACC batches [B,T] in a row
+    {
+        StepOut o;
+        train_step(tr, in_acc.data(), tg_acc.data(), B, T, lr, &o, ACC);
+        ok = ok && isfinite(o.loss);
+    }
+    StepOut acc_sum;
+    int acc_skipped = 0;
+    t0 = now_ms();
+    for (int i = 0; i < acc_timed; i++) {
+        StepOut o;
+        train_step(tr, in_acc.data(), tg_acc.data(), B, T, lr, &o, ACC);
+        acc_sum.ms_up += o.ms_up, acc_sum.ms_gpu += o.ms_gpu;
+        acc_sum.ms_unscale += o.ms_unscale, acc_sum.ms_opt += o.ms_opt;
+        acc_skipped += o.overflow;
+        ok = ok && isfinite(o.loss);
+    }
+    const double acc_ms = (now_ms() - t0) / acc_timed;
+
     const double tokens = (double)B * T;
     const double flops_tok = 6.0 * (double)n_nowpe + 12.0 * s.n_layer * s.n_embd * (double)T;
     const double peak = peak_tflops * 1e12;
     const double gpu_tps = tokens / (gpu_ms / 1000.0), step_tps = tokens / (step_ms / 1000.0);
+    const double acc_tps = tokens * ACC / (acc_ms / 1000.0);
     const double gpu_mfu = 100.0 * gpu_tps * flops_tok / peak,
-                 step_mfu = 100.0 * step_tps * flops_tok / peak;
+                 step_mfu = 100.0 * step_tps * flops_tok / peak,
+                 acc_mfu = 100.0 * acc_tps * flops_tok / peak;
     printf("bench: FLOPs per token = 6*N + 12*L*C*T = 6*%zu + 12*%d*%d*%d = %.1f MFLOP (N: "
            "parameters without wpe); peak %.1f TFLOP/s\n",
            n_nowpe, s.n_layer, s.n_embd, T, flops_tok / 1e6, peak_tflops);
     printf("bench: GPU forward+backward (gpu_model_step + gpu_model_sync), mean of %d: "
            "%.1f ms/step, %.0f tokens/s, MFU %.1f%%\n", timed, gpu_ms, gpu_tps, gpu_mfu);
-    printf("bench: full step (FP16 convert + upload, GPU, gradients down, unscale, clip + "
-           "AdamW on %d threads), mean of %d: %.1f ms/step, %.0f tokens/s, MFU %.1f%%\n",
-           tr.threads, timed, step_ms, step_tps, step_mfu);
+    double phase_total = 0.0;
+    for (double v : phase_ms) phase_total += v;
+    printf("bench: GPU time by phase (one profiled step, %.1f ms in all):", phase_total);
+    for (int k = 0; k < GPU_PHASE_COUNT; k++)
+        printf(" %s %.1f ms (%.0f%%)%s", gpu_model_phase_name(k), phase_ms[k],
+               phase_total > 0 ? 100.0 * phase_ms[k] / phase_total : 0.0,
+               k + 1 < GPU_PHASE_COUNT ? "," : "\n");
+    printf("bench: attention over the whole T x T square instead of %d row blocks, mean of "
+           "%d: %.1f ms/step (the row blocks save %.1f%%)\n", att_row_blocks(T),
+           square_timed, square_ms, 100.0 * (square_ms - gpu_ms) / square_ms);
+    printf("bench: full step (FP16 convert + upload, GPU, gradients down, unscale + norm, "
+           "AdamW with the clip folded in, on %d threads), mean of %d: %.1f ms/step, %.0f "
+           "tokens/s, MFU %.1f%%\n", tr.threads, timed, step_ms, step_tps, step_mfu);
     printf("bench: full step breakdown: convert+upload %.1f ms, GPU step + gradients wait "
-           "%.1f ms, unscale %.1f ms, clip + AdamW %.1f ms; loss %.4f -> %.4f, %d skipped\n",
-           sum.ms_up / timed, sum.ms_gpu / timed, sum.ms_unscale / timed, sum.ms_opt / timed,
-           first, last, skipped);
+           "%.1f ms, unscale + norm %.1f ms, clip + AdamW %.1f ms; loss %.4f -> %.4f, %d "
+           "skipped\n", sum.ms_up / timed, sum.ms_gpu / timed, sum.ms_unscale / timed,
+           sum.ms_opt / timed, first, last, skipped);
+    printf("bench: full step with gradient accumulation, %d micro-batches of %d x %d per "
+           "update (%d tokens per update; convert + upload and AdamW once per update, an "
+           "unscale after each micro-batch), mean of %d: %.1f ms/update, %.0f tokens/s, MFU "
+           "%.1f%%\n", ACC, B, T, ACC * B * T, acc_timed, acc_ms, acc_tps, acc_mfu);
+    printf("bench: accumulated update breakdown: convert+upload %.1f ms, %d x (GPU step + "
+           "gradients wait) %.1f ms, %d x unscale (the last + norm) %.1f ms, clip + AdamW "
+           "%.1f ms; %d skipped\n", acc_sum.ms_up / acc_timed, ACC, acc_sum.ms_gpu / acc_timed,
+           ACC, acc_sum.ms_unscale / acc_timed, acc_sum.ms_opt / acc_timed, acc_skipped);
     printf("RESULT bench B=%d T=%d tokens_per_step=%d gpu_ms=%.1f gpu_tok_s=%.0f gpu_mfu=%.1f%% "
-           "step_ms=%.1f step_tok_s=%.0f step_mfu=%.1f%% mem_gib=%.1f\n",
-           B, T, B * T, gpu_ms, gpu_tps, gpu_mfu, step_ms, step_tps, step_mfu,
-           (double)(free0 - free1) / GiB);
+           "step_ms=%.1f step_tok_s=%.0f step_mfu=%.1f%% accum4_ms=%.1f accum4_tok_s=%.0f "
+           "accum4_mfu=%.1f%% square_gpu_ms=%.1f mem_gib=%.1f\n",
+           B, T, B * T, gpu_ms, gpu_tps, gpu_mfu, step_ms, step_tps, step_mfu, acc_ms, acc_tps,
+           acc_mfu, square_ms, (double)(free0 - free1) / GiB);
+    printf("RESULT phases");
+    for (int k = 0; k < GPU_PHASE_COUNT; k++)
+        printf(" %s=%.1f", gpu_model_phase_name(k), phase_ms[k]);
+    printf("\n");
     report(ok, "bench: every loss finite");
     gpu_model_free(tr.g);
     return failures ? 1 : 0;

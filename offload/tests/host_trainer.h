@@ -4,10 +4,14 @@
 // token batches. The device side is the engine of offload/gpu_model.h.
 //
 // One training step (train_step): the master weights go to FP16 into the engine's
-// pinned staging buffer and up; forward + backward with the loss scale; the FP16
-// gradients come down and are unscaled into FP32; an inf or NaN skips the update and
-// halves the scale (src/lossscale.h), else the gradients are clipped by their global
-// norm and AdamW (the formulas of src/optim.c) updates the master weights.
+// pinned staging buffer and up, once; forward + backward with the loss scale on each of
+// `accum` micro-batches (1 by default), whose FP16 gradients come down and are unscaled
+// into FP32, added up, each scaled by 1/accum so the sum is the mean; an inf or NaN in
+// any of them skips the update and halves the scale (src/lossscale.h), else AdamW (the
+// formulas of src/optim.c) updates the master weights with the gradients clipped by
+// their global norm. Neither the norm nor the clip is a pass over the gradients of its
+// own: the unscale of the last micro-batch also sums the squares (the norm), and AdamW
+// multiplies each gradient by the clip factor as it reads it (src/optim.c's way).
 //
 // Header-only, for one translation unit (gpu_train.cu): everything is `static`.
 // Conventions:
@@ -18,7 +22,7 @@
 //    with gpu_model_free(tr.g));
 //  - a failed engine call ends the program (driver_util.h's eng/die: exit 1);
 //  - OpenMP parallelises the loops; results do not depend on the thread count except
-//    for the summation order of global_norm.
+//    for the summation order of the gradient norm (fixed for a thread count).
 #ifndef GT_OFFLOAD_TESTS_HOST_TRAINER_H
 #define GT_OFFLOAD_TESTS_HOST_TRAINER_H
 
@@ -209,17 +213,19 @@ static inline double lr_at_step(int64_t step, int64_t warmup, int64_t total, dou
     return min_lr + 0.5 * (1.0 + cos(3.14159265358979323846 * progress)) * (lr - min_lr);
 }
 
-static inline double global_norm(const float *g, size_t n)
+// The clip factor of src/optim.c's grad_clip_factor: (float)(clip / (norm + 1e-6)) when
+// norm > clip > 0, else exactly 1.
+static inline float clip_factor(double norm, double clip)
 {
-    double acc = 0.0;
-#pragma omp parallel for schedule(static) reduction(+ : acc)
-    for (long i = 0; i < (long)n; i++) acc += (double)g[i] * (double)g[i];
-    return sqrt(acc);
+    if (!(clip > 0.0) || !(norm > clip)) return 1.0f;
+    return (float)(clip / (norm + 1e-6));
 }
 
-// AdamW as src/optim.c: m = b1 m + (1-b1) g; v = b2 v + (1-b2) g^2;
+// AdamW as src/optim.c, with the gradient g = gr * grad_scale (the clip factor, folded
+// in so the clip costs no pass over the gradients of its own; gr is not written):
+// m = b1 m + (1-b1) g; v = b2 v + (1-b2) g^2;
 // p -= lr (mhat / (sqrt(vhat) + eps) + wd p), decay on 2-D matrices only.
-static inline void adamw_update(Trainer &tr, double lr)
+static inline void adamw_update(Trainer &tr, double lr, float grad_scale)
 {
     tr.t++;
     const Hyper &h = tr.h;
@@ -237,7 +243,7 @@ static inline void adamw_update(Trainer &tr, double lr)
         const long lo = (long)tn.off, hi = (long)(tn.off + tn.n);
 #pragma omp for schedule(static) nowait
         for (long i = lo; i < hi; i++) {
-            const float gi = G[i];
+            const float gi = G[i] * grad_scale;
             const float mi = b1 * M[i] + (1.0f - b1) * gi;
             const float vi = b2 * V[i] + (1.0f - b2) * gi * gi;
             M[i] = mi;
@@ -248,45 +254,67 @@ static inline void adamw_update(Trainer &tr, double lr)
 }
 
 struct StepOut {
-    float loss = 0.0f, scale = 0.0f; // the loss the GPU reported, the scale it ran with
+    float loss = 0.0f, scale = 0.0f; // mean loss the GPU reported, the scale it ran with
     int overflow = 0;                // inf/NaN gradients: the update was skipped
+    int micro = 0;                   // micro-batches run (an overflow stops the step early)
     loss_scale_event ev = LOSS_SCALE_KEPT;
     double norm = 0.0; // global gradient norm before clipping (0 when skipped)
-    double ms_up = 0, ms_gpu = 0, ms_unscale = 0, ms_opt = 0, ms = 0; // wall clock
+    // Wall clock: convert + upload, GPU steps + gradient waits, unscales, AdamW, in all.
+    double ms_up = 0, ms_gpu = 0, ms_unscale = 0, ms_opt = 0, ms = 0;
 };
 
-// One mixed-precision training step at learning rate lr (see the top of the file).
+// One mixed-precision training step at learning rate lr (see the top of the file) over
+// accum micro-batches: in and tg hold accum batches [B,T] one after the other.
 static inline void train_step(Trainer &tr, const int32_t *in, const int32_t *tg, int B,
-                              int T, double lr, StepOut *o)
+                              int T, double lr, StepOut *o, int accum = 1)
 {
-    const size_t n = tr.L.n;
+    const size_t n = tr.L.n, bt = (size_t)B * T;
+    if (accum < 1) {
+        printf("FAIL train_step: %d micro-batches (at least 1)\n", accum);
+        exit(1);
+    }
     const double t0 = now_ms();
     upload_params(tr);
     const double t1 = now_ms();
     o->scale = tr.ls.scale;
-    eng(gpu_model_step(tr.g, in, tg, B, T, o->scale, &o->loss, why, sizeof why),
-        "gpu_model_step");
-    const uint16_t *gh = gpu_model_grads(tr.g, why, sizeof why);
-    if (!gh) die("gpu_model_grads");
-    const double t2 = now_ms();
-    o->overflow = unscale_half_grads(tr.gr.data(), gh, n, 1.0f / o->scale, 0, tr.threads);
+    // Each micro-batch's gradient is that of its own mean loss: 1/accum makes the sum
+    // the mean over all of them (accum = 1: exactly 1 / scale, as without accumulation).
+    const float inv = 1.0f / (o->scale * (float)accum);
+    double sumsq = 0.0, loss_sum = 0.0;
+    o->overflow = 0;
+    o->micro = 0;
+    o->ms_gpu = o->ms_unscale = 0.0;
+    for (int k = 0; k < accum && !o->overflow; k++) {
+        const double a = now_ms();
+        float loss = 0.0f;
+        eng(gpu_model_step(tr.g, in + k * bt, tg + k * bt, B, T, o->scale, &loss, why,
+                           sizeof why),
+            "gpu_model_step");
+        const uint16_t *gh = gpu_model_grads(tr.g, why, sizeof why);
+        if (!gh) die("gpu_model_grads");
+        const double b = now_ms();
+        // The last unscale also sums the squares of the whole (accumulated) gradient, so
+        // the norm needs no pass of its own.
+        if (k == accum - 1)
+            o->overflow = unscale_half_grads_sumsq(tr.gr.data(), gh, n, inv, k > 0,
+                                                   tr.threads, &sumsq);
+        else
+            o->overflow = unscale_half_grads(tr.gr.data(), gh, n, inv, k > 0, tr.threads);
+        o->ms_gpu += b - a;
+        o->ms_unscale += now_ms() - b;
+        loss_sum += loss;
+        o->micro++;
+    }
+    o->loss = (float)(loss_sum / o->micro);
     o->ev = loss_scaler_update(&tr.ls, o->overflow);
     const double t3 = now_ms();
     o->norm = 0.0;
     if (!o->overflow) {
-        o->norm = global_norm(tr.gr.data(), n);
-        if (tr.h.clip > 0.0 && o->norm > tr.h.clip) {
-            const float f = (float)(tr.h.clip / (o->norm + 1e-6));
-            float *G = tr.gr.data();
-#pragma omp parallel for schedule(static)
-            for (long i = 0; i < (long)n; i++) G[i] *= f;
-        }
-        adamw_update(tr, lr);
+        o->norm = sqrt(sumsq);
+        adamw_update(tr, lr, clip_factor(o->norm, tr.h.clip));
     }
     const double t4 = now_ms();
     o->ms_up = t1 - t0;
-    o->ms_gpu = t2 - t1;
-    o->ms_unscale = t3 - t2;
     o->ms_opt = t4 - t3;
     o->ms = t4 - t0;
 }

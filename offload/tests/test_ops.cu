@@ -17,6 +17,7 @@
 #include <string>
 #include <vector>
 
+#include "../attention_plan.h"
 #include "../ops.cuh"
 #include "cuda_ok.h"
 
@@ -96,7 +97,8 @@ static void compare(const char *what, const std::vector<float> &got,
     }
 }
 
-static void test_matmul(cublasHandle_t h, int N, int C, int OC, int with_bias)
+// accumulate = 0: dinp starts poisoned and must be overwritten; 1: it accumulates.
+static void test_matmul(cublasHandle_t h, int N, int C, int OC, int with_bias, int accumulate)
 {
     auto x = rnd((size_t)N * C, -1, 1), w = rnd((size_t)OC * C, -0.5f, 0.5f),
          b = rnd(OC, -1, 1), dy = rnd((size_t)N * OC, -1, 1),
@@ -105,10 +107,12 @@ static void test_matmul(cublasHandle_t h, int N, int C, int OC, int with_bias)
            *out = dev<__half>((size_t)N * OC), *dinp = to_dev(din0);
     float *gw = dev<float>((size_t)OC * C), *gb = dev<float>(OC);
     poison(out, (size_t)N * OC);
+    if (!accumulate) poison(dinp, (size_t)N * C);
     CUDA_OK(cudaMemset(gw, 0, (size_t)OC * C * 4));
     CUDA_OK(cudaMemset(gb, 0, OC * 4));
     int s1 = ol_matmul_forward(h, out, dx, dwt, with_bias ? db : nullptr, N, C, OC);
-    int s2 = ol_matmul_backward(h, dinp, gw, with_bias ? gb : nullptr, ddy, dx, dwt, N, C, OC);
+    int s2 = ol_matmul_backward(h, dinp, gw, with_bias ? gb : nullptr, ddy, dx, dwt, N, C, OC,
+                                accumulate);
     CUDA_OK(cudaDeviceSynchronize());
     checks++;
     if (s1 != 0 || s2 != 0) {
@@ -125,7 +129,7 @@ static void test_matmul(cublasHandle_t h, int N, int C, int OC, int with_bias)
         }
     for (int r = 0; r < N; r++)
         for (int c = 0; c < C; c++) {
-            double s = din0[(size_t)r * C + c];
+            double s = accumulate ? din0[(size_t)r * C + c] : 0.0;
             for (int o = 0; o < OC; o++) s += (double)dy[(size_t)r * OC + o] * w[(size_t)o * C + c];
             rd[(size_t)r * C + c] = s;
         }
@@ -141,15 +145,19 @@ static void test_matmul(cublasHandle_t h, int N, int C, int OC, int with_bias)
     snprintf(name, sizeof name, "matmul N=%d C=%d OC=%d%s", N, C, OC, with_bias ? " +bias" : "");
     std::string n(name);
     compare((n + " forward").c_str(), from_dev(out, ro.size()), ro, 1e-2);
-    compare((n + " dinp (accumulated)").c_str(), from_dev(dinp, rd.size()), rd, 1e-2);
+    compare((n + (accumulate ? " dinp (accumulated)" : " dinp (overwritten)")).c_str(),
+            from_dev(dinp, rd.size()), rd, 1e-2);
     compare((n + " dw").c_str(), from_devf(gw, rw.size()), rw, 1e-2);
     if (with_bias) compare((n + " dbias").c_str(), from_devf(gb, OC), rb, 1e-2);
     cudaFree(dx), cudaFree(dwt), cudaFree(db), cudaFree(ddy), cudaFree(out), cudaFree(dinp);
     cudaFree(gw), cudaFree(gb);
 }
 
-static void test_attention(cublasHandle_t h, int B, int T, int C, int NH)
+// nb: the row blocks (0: the default for T); accumulate as in test_matmul.
+static void test_attention(cublasHandle_t h, int B, int T, int C, int NH, int nb,
+                           int accumulate)
 {
+    const int rb = nb ? nb : att_row_blocks(T); // what the kernels will use
     const int hs = C / NH;
     const size_t nq = (size_t)B * T * 3 * C, no = (size_t)B * T * C, na = (size_t)B * NH * T * T;
     const size_t nfs = ol_attention_fwd_scratch_halves(B, T, C, NH),
@@ -163,20 +171,23 @@ static void test_attention(cublasHandle_t h, int B, int T, int C, int NH)
     poison(att, na);
     poison(fs, nfs);
     poison(bs, nbs);
-    const int s1 = ol_attention_forward(h, out, qkvr, att, fs, dq, B, T, C, NH);
-    const int s2 = ol_attention_backward(h, dqkv, bs, ddy, qkvr, att, B, T, C, NH);
+    if (!accumulate) poison(dqkv, nq);
+    const int s1 = ol_attention_forward(h, out, qkvr, att, fs, dq, B, T, C, NH, nb);
+    const int s2 = ol_attention_backward(h, dqkv, bs, ddy, qkvr, att, B, T, C, NH, nb,
+                                         accumulate);
     CUDA_OK(cudaDeviceSynchronize());
     checks++;
     if (s1 != 0 || s2 != 0) {
         failures++;
-        printf("FAIL attention B=%d T=%d C=%d NH=%d: status %d / %d\n", B, T, C, NH, s1, s2);
+        printf("FAIL attention B=%d T=%d C=%d NH=%d nb=%d: status %d / %d\n", B, T, C, NH, rb,
+               s1, s2);
         cudaFree(dq), cudaFree(ddy), cudaFree(out), cudaFree(dqkv), cudaFree(qkvr);
         cudaFree(att), cudaFree(fs), cudaFree(bs);
         return;
     }
     // Reference in double: per (b, h) the T x T probabilities, then the gradients.
     std::vector<double> ro(no), rg(nq), ratt(na), P((size_t)T * T), dP((size_t)T * T);
-    for (size_t i = 0; i < nq; i++) rg[i] = d0[i];
+    for (size_t i = 0; i < nq; i++) rg[i] = accumulate ? d0[i] : 0.0;
     const double sc = 1.0 / sqrt((double)hs);
     // q, k, v of (b, t, head h, dimension d): the three thirds of a qkv row.
     auto at = [&](int part, int b, int t, int h, int d) {
@@ -230,20 +241,37 @@ static void test_attention(cublasHandle_t h, int B, int T, int C, int NH)
             }
         }
     char name[96];
-    snprintf(name, sizeof name, "attention B=%d T=%d C=%d NH=%d", B, T, C, NH);
+    snprintf(name, sizeof name, "attention B=%d T=%d C=%d NH=%d nb=%d", B, T, C, NH, rb);
     std::string n(name);
-    const auto gatt = from_dev(att, na);
-    size_t above = 0; // probabilities above the diagonal must be exactly 0
-    for (size_t r = 0; r < (size_t)B * NH * T; r++)
-        for (int t2 = (int)(r % T) + 1; t2 < T; t2++) above += gatt[r * T + t2] != 0.0f;
+    // att, row t: exactly 0 from the diagonal to the row block's end, and past that end
+    // still the poison (neither written nor needed; compared as 0 below).
+    auto gatt = from_dev(att, na);
+    std::vector<__half> raw(na);
+    CUDA_OK(cudaMemcpy(raw.data(), att, na * sizeof(__half), cudaMemcpyDeviceToHost));
+    size_t above = 0, past = 0;
+    for (size_t r = 0; r < (size_t)B * NH * T; r++) {
+        const int t = (int)(r % T), end = att_row_end(t, T, rb);
+        for (int t2 = t + 1; t2 < end; t2++) above += gatt[r * T + t2] != 0.0f;
+        for (int t2 = end; t2 < T; t2++) {
+            uint16_t bits;
+            memcpy(&bits, &raw[r * T + t2], sizeof bits);
+            past += bits != 0x7e7e;
+            gatt[r * T + t2] = 0.0f;
+        }
+    }
     checks++;
-    if (above) {
+    if (above || past) {
         failures++;
-        printf("FAIL %s att: %zu entries above the diagonal are not 0\n", name, above);
+        printf("FAIL %s att: %zu entries between the diagonal and the row block's end are not "
+               "0, %zu past the end were written\n", name, above, past);
+    } else {
+        printf("ok   %s att: 0 above the diagonal, nothing written past the row blocks\n",
+               name);
     }
     compare((n + " att").c_str(), gatt, ratt, 1e-2);
     compare((n + " forward").c_str(), from_dev(out, no), ro, 1e-2);
-    compare((n + " dqkv (accumulated)").c_str(), from_dev(dqkv, nq), rg, 1e-2);
+    compare((n + (accumulate ? " dqkv (accumulated)" : " dqkv (overwritten)")).c_str(),
+            from_dev(dqkv, nq), rg, 1e-2);
     cudaFree(dq), cudaFree(ddy), cudaFree(out), cudaFree(dqkv), cudaFree(qkvr);
     cudaFree(att), cudaFree(fs), cudaFree(bs);
 }
@@ -328,15 +356,16 @@ static void test_layernorm(int N, int C)
     cudaFree(mean), cudaFree(rstd), cudaFree(gw), cudaFree(gb);
 }
 
-static void test_gelu_residual(size_t n)
+static void test_gelu_residual(size_t n, int accumulate)
 {
     auto x = rnd(n, -4, 4), y = rnd(n, -1, 1), dy = rnd(n, -1, 1), din0 = rnd(n, -0.1f, 0.1f);
     __half *dx = to_dev(x), *ddy = to_dev(dy), *dyy = to_dev(y), *out = dev<__half>(n),
            *sum = dev<__half>(n), *dinp = to_dev(din0);
     poison(out, n);
     poison(sum, n);
+    if (!accumulate) poison(dinp, n);
     ol_gelu_forward(out, dx, n, 0);
-    ol_gelu_backward(dinp, dx, ddy, n, 0);
+    ol_gelu_backward(dinp, dx, ddy, n, accumulate, 0);
     ol_residual_forward(sum, dx, dyy, n, 0);
     CUDA_OK(cudaDeviceSynchronize());
     std::vector<double> rg(n), rd(n), rs(n);
@@ -345,11 +374,12 @@ static void test_gelu_residual(size_t n)
         const double v = x[i], u = k * (v + 0.044715 * v * v * v), th = tanh(u);
         rg[i] = 0.5 * v * (1 + th);
         const double grad = 0.5 * (1 + th) + 0.5 * v * (1 - th * th) * k * (1 + 3 * 0.044715 * v * v);
-        rd[i] = din0[i] + grad * dy[i];
+        rd[i] = (accumulate ? din0[i] : 0.0) + grad * dy[i];
         rs[i] = (double)x[i] + y[i];
     }
     compare("gelu forward", from_dev(out, n), rg, 1e-2);
-    compare("gelu backward (accumulated)", from_dev(dinp, n), rd, 1e-2);
+    compare(accumulate ? "gelu backward (accumulated)" : "gelu backward (overwritten)",
+            from_dev(dinp, n), rd, 1e-2);
     compare("residual forward", from_dev(sum, n), rs, 1e-2);
     cudaFree(dx), cudaFree(ddy), cudaFree(dyy), cudaFree(out), cudaFree(sum), cudaFree(dinp);
 }
@@ -403,20 +433,27 @@ int main(void)
         printf("FAIL cublasCreate\n");
         return 1;
     }
-    test_matmul(h, 37, 72, 216, 1);  // odd sizes: no tensor-core-friendly multiples
-    test_matmul(h, 512, 768, 2304, 1); // the GPT-2 124M c_attn shape
-    test_matmul(h, 256, 768, 3072, 0);
-    test_attention(h, 2, 33, 48, 3);
-    test_attention(h, 2, 45, 64, 4);    // T not a multiple of 8: the scalar softmax rows
-    test_attention(h, 2, 128, 768, 12);
-    test_attention(h, 2, 256, 128, 4);
-    test_attention(h, 1, 1024, 128, 2); // the longest rows (GPT-2 T = 1024, hs = 64)
+    test_matmul(h, 37, 72, 216, 1, 1);  // odd sizes: no tensor-core-friendly multiples
+    test_matmul(h, 37, 72, 216, 1, 0);
+    test_matmul(h, 512, 768, 2304, 1, 0); // the GPT-2 124M c_attn shape
+    test_matmul(h, 256, 768, 3072, 0, 1);
+    // Attention: nb = 0 is the default row blocks (1 below T = 128, 8 at T >= 512).
+    test_attention(h, 2, 33, 48, 3, 0, 1);
+    test_attention(h, 2, 45, 64, 4, 0, 0);    // T not a multiple of 8: scalar softmax rows
+    test_attention(h, 2, 96, 48, 4, 3, 1);    // 3 blocks of 32 rows: 16-byte chunks
+    test_attention(h, 2, 90, 48, 4, 2, 0);    // 2 blocks of 45 rows: scalar rows again
+    test_attention(h, 2, 128, 768, 12, 0, 1); // 2 blocks
+    test_attention(h, 2, 128, 768, 12, 1, 0); // the whole square
+    test_attention(h, 2, 256, 128, 4, 0, 0);  // 4 blocks
+    test_attention(h, 1, 1024, 128, 2, 0, 1); // GPT-2's T = 1024, hs = 64: 8 blocks
+    test_attention(h, 1, 1024, 128, 2, 1, 0); // and the whole square
     cublasDestroy(h);
     test_encoder(2, 33, 72, 97);
     test_encoder(4, 128, 768, 50304);
     test_layernorm(37, 72);
     test_layernorm(1024, 768);
-    test_gelu_residual(100003);
+    test_gelu_residual(100003, 1);
+    test_gelu_residual(100003, 0);
     test_crossentropy(7, 65, 1.0f);
     test_crossentropy(64, 50304, 1.0f / 64);
     printf("%d checks, %d failed\n", checks, failures);
