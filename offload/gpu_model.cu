@@ -498,18 +498,33 @@ int gpu_model_upload_params(gpu_model *g, char *why, size_t cap)
 int gpu_model_step(gpu_model *g, const int32_t *inputs, const int32_t *targets, int B,
                    int T, float loss_scale, float *loss, char *why, size_t cap)
 {
+    return gpu_model_step_micro(g, inputs, targets, B, T, loss_scale, 1, 1, loss, why, cap);
+}
+
+int gpu_model_step_micro(gpu_model *g, const int32_t *inputs, const int32_t *targets, int B,
+                         int T, float loss_scale, int first, int last, float *loss,
+                         char *why, size_t cap)
+{
     if (check_kind(g, 0, why, cap) != 0 || check_batch(g, B, T, why, cap) != 0) return -1;
     if (!targets || !(loss_scale > 0.0f)) {
         say(why, cap, "GPU: a training step needs targets and a loss scale > 0");
+        return -1;
+    }
+    if (!first && !g->accumulating) {
+        say(why, cap, "GPU: a micro-batch that continues a step (first = 0) needs one that "
+            "began it and was not the last");
         return -1;
     }
     PROF(GPU_PHASE_OTHER);
     // The last step's gradients must be down before this one's overwrite them.
     CU(cudaStreamWaitEvent(g->compute, g->copies_done, 0));
     if (put_tokens(g, inputs, targets, (size_t)B * T, why, cap) != 0) return -1;
-    CU(cudaMemsetAsync(g->grads, 0, g->n_params * sizeof(float), g->compute));
+    g->accumulating = 0; // until this micro-batch is queued whole
+    if (first) CU(cudaMemsetAsync(g->grads, 0, g->n_params * sizeof(float), g->compute));
+    g->send = last;
     if (forward(g, B, T, loss_scale / (float)(B * T), why, cap) != 0) return -1;
     if (backward(g, B, T, why, cap) != 0) return -1;
+    g->accumulating = !last;
     PROF(kProfIdle);
     // The loss is ready long before the backward ends: return with the backward queued.
     CU(cudaEventSynchronize(g->loss_ready));
@@ -565,6 +580,7 @@ int gpu_model_blocks_backward(gpu_model *g, const float *dxL, float *dx0, int B,
     PROF(GPU_PHASE_OTHER);
     CU(cudaStreamWaitEvent(g->compute, g->copies_done, 0));
     CU(cudaMemsetAsync(g->grads, 0, (g->dev_hi - g->dev_lo) * sizeof(float), g->compute));
+    g->send = 1;
     if (put_stream(g, dxL, g->dres, n, why, cap) != 0 || blocks_backward(g, B, T, why, cap) != 0)
         return -1;
     PROF(GPU_PHASE_OTHER);
@@ -578,6 +594,11 @@ int gpu_model_blocks_backward(gpu_model *g, const float *dxL, float *dx0, int B,
 
 const uint16_t *gpu_model_grads(gpu_model *g, char *why, size_t cap)
 {
+    if (g->accumulating) {
+        say(why, cap, "GPU: the gradients are still adding up on the device (the last "
+            "micro-batch has not run)");
+        return nullptr;
+    }
     cudaError_t e = cudaStreamSynchronize(g->copy);
     if (e == cudaSuccess) e = cudaStreamSynchronize(g->compute);
     if (e != cudaSuccess) {

@@ -97,6 +97,8 @@ struct gpu_model {
     int fwd_B, fwd_T;            // blocks: the last forward's batch (0: none yet)
     int att_row_blocks;          // attention's row blocks (ops.cuh; 0: the default)
     int fwd_row_blocks;          // those the last blocks_forward used (its backward's)
+    int accumulating;            // a micro-batch with last = 0 ran: the sum is not down
+    int send;                    // this backward sends its gradients down (send_grads)
     size_t n_params;
     size_t wte, wpe, lnfw, lnfb; // offsets (device = layout coordinates: offload = all)
     size_t dev_lo, dev_hi;       // the layout range on the device: all, or the blocks'

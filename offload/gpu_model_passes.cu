@@ -170,9 +170,11 @@ int forward(gpu_model *g, int B, int T, float dlogits_scale, char *why, size_t c
 namespace {
 
 // Converts grads[begin, end) (layout coordinates) to FP16 and queues its copy to the
-// host behind `ev`.
+// host behind `ev`; nothing when this backward keeps its gradients on the device (a
+// micro-batch before the last: g->send = 0).
 int send_grads(gpu_model *g, size_t begin, size_t end, cudaEvent_t ev, char *why, size_t cap)
 {
+    if (!g->send) return 0;
     const size_t n = end - begin, d = begin - g->dev_lo;
     PROF(GPU_PHASE_OTHER);
     float_to_half<<<blocks_for(n), 256, 0, g->compute>>>(g->grads_half + d, g->grads + d, n);

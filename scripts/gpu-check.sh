@@ -164,8 +164,9 @@ if [ -n "$bench" ]; then
     echo "  (gpu_*: forward + backward on the GPU alone; step_*: the full step with the"
     echo "   gradients down, unscale + norm and AdamW (clip folded in) on the host and the"
     echo "   weights up; accum4_*: the full step with 4 micro-batches of B x T per update"
-    echo "   (4*B*T tokens: 524288 at B = 128, GPT-2's batch), the weights up and AdamW once"
-    echo "   per 4 GPU steps; accum4_ms is per update, accum4_tok_s counts all 4*B*T tokens;"
+    echo "   (4*B*T tokens: 524288 at B = 128, GPT-2's batch), the gradients summed on the"
+    echo "   GPU, so the weights up, gradients down and AdamW once per 4 GPU steps;"
+    echo "   accum4_ms is per update, accum4_tok_s counts all 4*B*T tokens;"
     echo "   square_gpu_ms: gpu_ms with attention over the whole T x T square, no row blocks)"
 fi
 phases=$(grep -h '^RESULT phases' "$out"/run-*.log 2>/dev/null | tail -1)

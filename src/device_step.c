@@ -168,9 +168,11 @@ static int host_backward(device_step *d, const float *params, const int32_t *inp
 
 int device_step_grad(device_step *d, const float *params, float *grads,
                      const int32_t *inputs, const int32_t *targets, int B, int T,
-                     int accumulate, float grad_scale, float *loss, int *overflow)
+                     int accumulate, int last, float grad_scale, float *loss,
+                     int *overflow)
 {
     char why[512] = "";
+    *overflow = 0;
     /* The parameters do not change between the micro-batches of one step. */
     if (!accumulate && upload(d, params) != 0) return -1;
     const float scale = d->scaler.scale;
@@ -179,10 +181,19 @@ int device_step_grad(device_step *d, const float *params, float *grads,
                          loss) != 0 ||
             host_backward(d, params, inputs, B, T) != 0)
             return -1;
-    } else if (gpu_model_step(d->g, inputs, targets, B, T, scale, loss, why, sizeof why) !=
-               0) {
-        gt_error("offload: training step: %s", why);
-        return -1;
+    } else {
+        /* The micro-batches' gradients add up on the GPU, each already multiplied by
+         * grad_scale (1/accum: the sum is scale x the mean, as large as one batch's, so
+         * it fits FP16 as well); only the last brings the sum down, and it overwrites
+         * grads. */
+        if (gpu_model_step_micro(d->g, inputs, targets, B, T, scale * grad_scale, !accumulate,
+                                 last, loss, why, sizeof why) != 0) {
+            gt_error("offload: training step: %s", why);
+            return -1;
+        }
+        if (!last) return 0;
+        accumulate = 0;
+        grad_scale = 1.0f; /* applied on the GPU */
     }
     const uint16_t *g16 = gpu_model_grads(d->g, why, sizeof why);
     if (!g16) {

@@ -63,13 +63,19 @@ int device_step_init(device_step *d, const gpt_model *m, int B, int T, int threa
                      int blocks);
 void device_step_free(device_step *d);
 
-/* One micro-batch at `params`: grads = (accumulate ? grads + : ) grad_scale x
- * d(mean loss)/d(params). With accumulate set the parameters are not sent again (the
- * micro-batches of one step share them). Sets *loss and *overflow (1: FP16 overflowed
- * or a gradient is inf/NaN: grads are unusable). Returns 0, or -1 (reported). */
+/* One micro-batch at `params`; the micro-batches of a step run from one with
+ * accumulate = 0 to one with last = 1, with the same grad_scale. When the last has run,
+ * grads = grad_scale x the sum over them of d(mean loss)/d(params); before that grads
+ * may or may not hold partial sums (offload = all adds them up on the GPU and sends the
+ * sum down once; blocks brings each micro-batch's down and adds it here). With
+ * accumulate set the parameters are not sent again (the micro-batches share them).
+ * Sets *loss, and *overflow (1: FP16 overflowed or a gradient is inf/NaN in some
+ * micro-batch: grads are unusable; it may only be known at the last). Returns 0, or
+ * -1 (reported). */
 int device_step_grad(device_step *d, const float *params, float *grads,
                      const int32_t *inputs, const int32_t *targets, int B, int T,
-                     int accumulate, float grad_scale, float *loss, int *overflow);
+                     int accumulate, int last, float grad_scale, float *loss,
+                     int *overflow);
 
 /* The mean loss of one batch at `params` (evaluation; upload = 0 reuses the parameters
  * the last call sent). Returns 0, or -1 (reported). */

@@ -815,7 +815,7 @@ int train_run(const gt_config *c)
                 float micro_loss;
                 int micro_overflow = 0;
                 if (device_step_grad(&r.dev, r.model.params, r.model.grads, in, tg, B, T,
-                                     micro > 0, r.model.loss_grad_scale, &micro_loss,
+                                     micro > 0, last, r.model.loss_grad_scale, &micro_loss,
                                      &micro_overflow) != 0)
                     goto local_failure;
                 loss_sum += micro_loss;

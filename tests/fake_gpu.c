@@ -25,8 +25,10 @@
  *
  * Fault injection, read from the environment once per process:
  *   GENTRAIN_FAKE_GPU_OVERFLOW=3,7    on the 3rd and 7th training call of this process
- *                                     (gpu_model_step, or gpu_model_blocks_backward;
- *                                     1-based), one gradient comes back as +inf
+ *                                     (a micro-batch of gpu_model_step_micro, or
+ *                                     gpu_model_blocks_backward; 1-based), one gradient
+ *                                     comes back as +inf (with accumulation: in the sum
+ *                                     that comes back after the last micro-batch)
  *   GENTRAIN_FAKE_GPU_OVERFLOW_AT=dx0 blocks: instead one value of dx0 comes back as
  *                                     +inf, so the host's embedding gradients overflow
  *                                     (default: grads, a block's gradient)
@@ -63,6 +65,8 @@ struct gpu_model {
     int fwd_B, fwd_T;    /* blocks: the last forward's batch (0: none) */
     uint16_t *staging;   /* [n_params] FP16 parameters, filled by the caller */
     uint16_t *grads;     /* [n_params] FP16 scaled gradients of the last step */
+    float *sum;          /* [n_params] FP32 scaled gradients of the micro-batches so far */
+    int accumulating;    /* a micro-batch with last = 0 ran: the sum is not "down" */
     float *stream;       /* blocks: [maxB*maxT*C] the residual stream rounded to FP16 */
 };
 
@@ -224,6 +228,7 @@ static gpu_model *create(const gpu_model_shape *s, int B, int T, int blocks, cha
         gpt_alloc_acts(m, B, T) != 0 ||
         !(g->staging = calloc(m->n_params, sizeof(uint16_t))) ||
         !(g->grads = calloc(m->n_params, sizeof(uint16_t))) ||
+        !(g->sum = calloc(m->n_params, sizeof(float))) ||
         (blocks && !(g->stream = malloc((size_t)B * T * s->n_embd * sizeof(float))))) {
         say(why, cap, "fake GPU: out of host memory (or a layout mismatch)");
         gpu_model_free(g);
@@ -249,6 +254,7 @@ void gpu_model_free(gpu_model *g)
     gpt_free(&g->m);
     free(g->staging);
     free(g->grads);
+    free(g->sum);
     free(g->stream);
     free(g);
 }
@@ -283,9 +289,23 @@ static int check_kind(const gpu_model *g, int blocks, char *why, size_t cap)
 int gpu_model_step(gpu_model *g, const int32_t *inputs, const int32_t *targets, int B,
                    int T, float loss_scale, float *loss, char *why, size_t cap)
 {
+    return gpu_model_step_micro(g, inputs, targets, B, T, loss_scale, 1, 1, loss, why, cap);
+}
+
+/* As the GPU: the scaled FP32 gradients of the micro-batches add up in `sum`, which is
+ * rounded to FP16 once, at the last; an injected overflow puts +inf in the sum, so it
+ * reaches the host only then, as a real one would. */
+int gpu_model_step_micro(gpu_model *g, const int32_t *inputs, const int32_t *targets, int B,
+                         int T, float loss_scale, int first, int last, float *loss,
+                         char *why, size_t cap)
+{
     if (check_kind(g, 0, why, cap) != 0 || check_batch(g, B, T, why, cap) != 0) return -1;
     if (!inputs || !targets || !(loss_scale > 0.0f)) {
         say(why, cap, "fake GPU: a training step needs targets and a loss scale > 0");
+        return -1;
+    }
+    if (!first && !g->accumulating) {
+        say(why, cap, "fake GPU: a micro-batch that continues a step needs one that began it");
         return -1;
     }
     const long call = ++faults.calls;
@@ -294,10 +314,11 @@ int gpu_model_step(gpu_model *g, const int32_t *inputs, const int32_t *targets, 
     gpt_zero_grad(m);
     *loss = gpt_forward(m, inputs, targets, B, T, 1);
     gpt_backward(m);
-    /* Scaled, then rounded to FP16 (in place: the FP32 gradients are scratch here). */
-    for (size_t i = 0; i < m->n_params; i++) m->grads[i] *= loss_scale;
-    half_from_float(g->grads, m->grads, m->n_params);
-    if (overflow_here(call)) g->grads[m->n_params / 2] = HALF_INF;
+    if (first) memset(g->sum, 0, m->n_params * sizeof(float));
+    for (size_t i = 0; i < m->n_params; i++) g->sum[i] += m->grads[i] * loss_scale;
+    if (overflow_here(call)) g->sum[m->n_params / 2] = INFINITY;
+    g->accumulating = !last;
+    if (last) half_from_float(g->grads, g->sum, m->n_params);
     return 0;
 }
 
@@ -364,7 +385,11 @@ int gpu_model_blocks_backward(gpu_model *g, const float *dxL, float *dx0, int B,
 
 const uint16_t *gpu_model_grads(gpu_model *g, char *why, size_t cap)
 {
-    (void)why, (void)cap;
+    if (g->accumulating) {
+        say(why, cap, "fake GPU: the gradients are still adding up (the last micro-batch "
+            "has not run)");
+        return NULL;
+    }
     return g->grads;
 }
 

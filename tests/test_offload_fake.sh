@@ -13,8 +13,9 @@
 #     a 3-step run whose step 3 overflows ends with exactly the parameters of a 2-step
 #     run, and its checkpoints after steps 2 and 3 hold the same parameters and AdamW
 #     state (h5diff, where installed).
-#  3. global_batch_size = 2 x batch_size (2 micro-batches on the "GPU"): losses within
-#     1e-2 of offload = none.
+#  3. global_batch_size = 2 x batch_size (2 micro-batches on the "GPU", their gradients
+#     summed there): losses within 1e-2 of offload = none; an overflow in the first
+#     micro-batch of a step skips that step.
 #  4. 2 ranks, an overflow on rank 1 only at step 2: every rank skips step 2, the run
 #     ends with the parameters identical on both ranks.
 #  5. The loss scale survives a checkpoint: a run resumed from the step-3 checkpoint of
@@ -139,6 +140,16 @@ check "accumulation: 2 micro-steps on the GPU" grep -q \
     '^global batch: 8 sequences = batch_size 4 x 1 rank x 2 micro-steps' "$tmp/acc_gpu.out"
 check "accumulation: losses within 1e-2 relative of offload = none" \
     compare_logs "$tmp/acc_cpu/log.jsonl" "$tmp/acc_gpu/log.jsonl" 1e-2 6
+# The micro-batches' gradients add up on the "GPU" and come down once: an overflow in
+# the first micro-batch of step 2 (training call 3) reaches the host with the sum.
+GENTRAIN_FAKE_GPU_OVERFLOW=3 run_ok acc_ovf "${FAKE[@]}" "${ARGS[@]}" "${CONST[@]}" --steps 3 \
+    --global_batch_size 8 --out "$tmp/acc_ovf"
+line=$(step_line "$tmp/acc_ovf.out" 2)
+echo "    $line"
+check "accumulation, overflow in step 2's first micro-batch: step 2 skipped, scale halved" \
+    grep -q '| FP16 overflow: step skipped | .*scale 65536 -> 32768$' <<< "$line"
+check "accumulation, overflow in step 2's first micro-batch: steps 1 and 3 not skipped" \
+    test "$(grep -c '"skipped":false' "$tmp/acc_ovf/log.jsonl")" -eq 2
 
 # ------------------------------------------------------------- 5. resume keeps the scale
 GENTRAIN_FAKE_GPU_OVERFLOW=2 run_ok straight "${FAKE[@]}" "${ARGS[@]}" "${CONST[@]}" \

@@ -449,9 +449,10 @@ static int run_test(uint64_t seed)
                "%.0f (2048 expected)", (int)a.ev, (int)b.ev, tr.ls.scale);
     }
 
-    // 7. Gradient accumulation: two micro-batches make one update of their mean gradient
-    // (against the two gradients taken one step each and averaged here), and an overflow
-    // in a micro-batch skips the update without running the rest.
+    // 7. Gradient accumulation on the device (gpu_model_step_micro): two micro-batches
+    // make one update of their mean gradient (against the two gradients taken one step
+    // each and averaged here), an overflow in a micro-batch reaches the sum and skips
+    // the update, and the engine refuses what would mix up the sum.
     {
         loss_scaler_init(&tr.ls, 1024.0f, 1000);
         std::vector<int32_t> in2, tg2;
@@ -503,12 +504,28 @@ static int run_test(uint64_t seed)
                           memcmp(m0.data(), tr.m.data(), tr.L.n * sizeof(float)) == 0 &&
                           memcmp(v0.data(), tr.v.data(), tr.L.n * sizeof(float)) == 0 &&
                           tr.t == t0;
-        report(q.overflow == 1 && q.micro == 1 && q.ev == LOSS_SCALE_SKIPPED &&
+        report(q.overflow == 1 && q.micro == 2 && q.ev == LOSS_SCALE_SKIPPED &&
                    tr.ls.scale == huge * 0.5f && same,
-               "accumulation, overflow in the first of 2 micro-batches: overflow %s, %d "
-               "micro-batch(es) run (1 expected), scale now 2^%.0f (2^29 expected), weights "
-               "and moments %s", q.overflow ? "detected" : "NOT detected", q.micro,
-               log2(tr.ls.scale), same ? "unchanged" : "CHANGED");
+               "accumulation at scale 2^30: overflow %s in the sum of %d micro-batches, "
+               "scale now 2^%.0f (2^29 expected), weights and moments %s",
+               q.overflow ? "detected" : "NOT detected", q.micro, log2(tr.ls.scale),
+               same ? "unchanged" : "CHANGED");
+
+        float l = 0.0f;
+        const bool orphan = gpu_model_step_micro(tr.g, in.data(), tg.data(), B, T, 1024.0f, 0,
+                                                 1, &l, why, sizeof why) != 0;
+        eng(gpu_model_step_micro(tr.g, in.data(), tg.data(), B, T, 1024.0f, 1, 0, &l, why,
+                                 sizeof why),
+            "gpu_model_step_micro");
+        const bool early = gpu_model_grads(tr.g, why, sizeof why) == nullptr;
+        eng(gpu_model_step_micro(tr.g, in.data(), tg.data(), B, T, 1024.0f, 0, 1, &l, why,
+                                 sizeof why),
+            "gpu_model_step_micro");
+        const bool after = gpu_model_grads(tr.g, why, sizeof why) != nullptr;
+        report(orphan && early && after, "accumulation: a micro-batch continuing nothing %s, "
+               "gpu_model_grads before the last micro-batch %s, after it %s",
+               orphan ? "refused" : "ACCEPTED", early ? "refused" : "ACCEPTED",
+               after ? "given" : "REFUSED");
     }
 
     // 8. Overfit one fixed batch.
@@ -546,6 +563,22 @@ static int run_test(uint64_t seed)
 }
 
 // ------------------------------------------------------------------ bench mode
+
+// The mean wall time of n GPU steps alone (forward + backward and the overlapped
+// gradient copies, each waited for); *ok stays true while every loss is finite.
+static double time_gpu_steps(Trainer &tr, const int32_t *in, const int32_t *tg, int B, int T,
+                             int n, bool *ok)
+{
+    const double t0 = now_ms();
+    for (int i = 0; i < n; i++) {
+        float loss = 0.0f;
+        eng(gpu_model_step(tr.g, in, tg, B, T, tr.ls.scale, &loss, why, sizeof why),
+            "gpu_model_step");
+        eng(gpu_model_sync(tr.g, why, sizeof why), "gpu_model_sync");
+        *ok = *ok && isfinite(loss);
+    }
+    return (now_ms() - t0) / n;
+}
 
 static int run_bench(uint64_t seed, double peak_tflops, int timed)
 {
@@ -611,16 +644,7 @@ static int run_bench(uint64_t seed, double peak_tflops, int timed)
     // The GPU alone: forward + backward (and its overlapped gradient copies).
     upload_params(tr);
     eng(gpu_model_sync(tr.g, why, sizeof why), "gpu_model_sync");
-    t0 = now_ms();
-    for (int i = 0; i < timed; i++) {
-        float loss = 0.0f;
-        eng(gpu_model_step(tr.g, in.data(), tg.data(), B, T, tr.ls.scale, &loss, why,
-                           sizeof why),
-            "gpu_model_step");
-        eng(gpu_model_sync(tr.g, why, sizeof why), "gpu_model_sync");
-        ok = ok && isfinite(loss);
-    }
-    const double gpu_ms = (now_ms() - t0) / timed;
+    const double gpu_ms = time_gpu_steps(tr, in.data(), tg.data(), B, T, timed, &ok);
 
     // Where the GPU's time goes: one profiled step (an event before each kernel).
     double phase_ms[GPU_PHASE_COUNT] = {0};
@@ -640,16 +664,7 @@ static int run_bench(uint64_t seed, double peak_tflops, int timed)
     const int square_timed = timed < 5 ? timed : 5;
     eng(gpu_model_set_attention_row_blocks(tr.g, 1, why, sizeof why),
         "gpu_model_set_attention_row_blocks");
-    t0 = now_ms();
-    for (int i = 0; i < square_timed; i++) {
-        float loss = 0.0f;
-        eng(gpu_model_step(tr.g, in.data(), tg.data(), B, T, tr.ls.scale, &loss, why,
-                           sizeof why),
-            "gpu_model_step");
-        eng(gpu_model_sync(tr.g, why, sizeof why), "gpu_model_sync");
-        ok = ok && isfinite(loss);
-    }
-    const double square_ms = (now_ms() - t0) / square_timed;
+    const double square_ms = time_gpu_steps(tr, in.data(), tg.data(), B, T, square_timed, &ok);
     eng(gpu_model_set_attention_row_blocks(tr.g, 0, why, sizeof why),
         "gpu_model_set_attention_row_blocks");
 
@@ -670,9 +685,10 @@ static int run_bench(uint64_t seed, double peak_tflops, int timed)
     const double step_ms = (now_ms() - t0) / timed;
 
     // The full step with gradient accumulation: ACC micro-batches of B x T per update
-    // (at B = 128: 524288 tokens, GPT-2's batch), so the host's per-update work (FP16
-    // convert + upload, AdamW) is paid once per ACC GPU steps; the unscale still runs
-    // after each. One untimed update first, then at most 3 (each is ACC GPU steps).
+    // (at B = 128: 524288 tokens, GPT-2's batch), the gradients adding up on the GPU, so
+    // the host's per-update work (FP16 convert + upload, gradients down, unscale, AdamW)
+    // is paid once per ACC GPU steps. One untimed update first, then at most 3 (each is
+    // ACC GPU steps).
     const int ACC = 4, acc_timed = timed < 3 ? timed : 3;
     std::vector<int32_t> in_acc, tg_acc;
     random_batch(rng, Vreal, ACC * B, T, in_acc, tg_acc); // ACC batches [B,T] in a row
@@ -725,13 +741,13 @@ static int run_bench(uint64_t seed, double peak_tflops, int timed)
            "skipped\n", sum.ms_up / timed, sum.ms_gpu / timed, sum.ms_unscale / timed,
            sum.ms_opt / timed, first, last, skipped);
     printf("bench: full step with gradient accumulation, %d micro-batches of %d x %d per "
-           "update (%d tokens per update; convert + upload and AdamW once per update, an "
-           "unscale after each micro-batch), mean of %d: %.1f ms/update, %.0f tokens/s, MFU "
-           "%.1f%%\n", ACC, B, T, ACC * B * T, acc_timed, acc_ms, acc_tps, acc_mfu);
-    printf("bench: accumulated update breakdown: convert+upload %.1f ms, %d x (GPU step + "
-           "gradients wait) %.1f ms, %d x unscale (the last + norm) %.1f ms, clip + AdamW "
-           "%.1f ms; %d skipped\n", acc_sum.ms_up / acc_timed, ACC, acc_sum.ms_gpu / acc_timed,
-           ACC, acc_sum.ms_unscale / acc_timed, acc_sum.ms_opt / acc_timed, acc_skipped);
+           "update (%d tokens per update, summed on the GPU; convert + upload, gradients "
+           "down, unscale and AdamW once per update), mean of %d: %.1f ms/update, %.0f "
+           "tokens/s, MFU %.1f%%\n", ACC, B, T, ACC * B * T, acc_timed, acc_ms, acc_tps, acc_mfu);
+    printf("bench: accumulated update breakdown: convert+upload %.1f ms, %d GPU steps + "
+           "gradients wait %.1f ms, unscale + norm %.1f ms, clip + AdamW %.1f ms; %d "
+           "skipped\n", acc_sum.ms_up / acc_timed, ACC, acc_sum.ms_gpu / acc_timed,
+           acc_sum.ms_unscale / acc_timed, acc_sum.ms_opt / acc_timed, acc_skipped);
     printf("RESULT bench B=%d T=%d tokens_per_step=%d gpu_ms=%.1f gpu_tok_s=%.0f gpu_mfu=%.1f%% "
            "step_ms=%.1f step_tok_s=%.0f step_mfu=%.1f%% accum4_ms=%.1f accum4_tok_s=%.0f "
            "accum4_mfu=%.1f%% square_gpu_ms=%.1f mem_gib=%.1f\n",

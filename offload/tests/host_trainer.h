@@ -4,14 +4,15 @@
 // token batches. The device side is the engine of offload/gpu_model.h.
 //
 // One training step (train_step): the master weights go to FP16 into the engine's
-// pinned staging buffer and up, once; forward + backward with the loss scale on each of
-// `accum` micro-batches (1 by default), whose FP16 gradients come down and are unscaled
-// into FP32, added up, each scaled by 1/accum so the sum is the mean; an inf or NaN in
-// any of them skips the update and halves the scale (src/lossscale.h), else AdamW (the
-// formulas of src/optim.c) updates the master weights with the gradients clipped by
-// their global norm. Neither the norm nor the clip is a pass over the gradients of its
-// own: the unscale of the last micro-batch also sums the squares (the norm), and AdamW
-// multiplies each gradient by the clip factor as it reads it (src/optim.c's way).
+// pinned staging buffer and up, once; forward + backward on each of `accum`
+// micro-batches (1 by default) with the loss scaled by scale/accum, their gradients
+// adding up on the GPU; the FP16 sum (scale x the mean gradient) comes down once and is
+// unscaled into FP32; an inf or NaN skips the update and halves the scale
+// (src/lossscale.h), else AdamW (the formulas of src/optim.c) updates the master
+// weights with the gradients clipped by their global norm. Neither the norm nor the
+// clip is a pass over the gradients of its own: the unscale also sums the squares (the
+// norm), and AdamW multiplies each gradient by the clip factor as it reads it
+// (src/optim.c's way).
 //
 // Header-only, for one translation unit (gpu_train.cu): everything is `static`.
 // Conventions:
@@ -256,15 +257,19 @@ static inline void adamw_update(Trainer &tr, double lr, float grad_scale)
 struct StepOut {
     float loss = 0.0f, scale = 0.0f; // mean loss the GPU reported, the scale it ran with
     int overflow = 0;                // inf/NaN gradients: the update was skipped
-    int micro = 0;                   // micro-batches run (an overflow stops the step early)
+    int micro = 0;                   // micro-batches run
     loss_scale_event ev = LOSS_SCALE_KEPT;
     double norm = 0.0; // global gradient norm before clipping (0 when skipped)
-    // Wall clock: convert + upload, GPU steps + gradient waits, unscales, AdamW, in all.
+    // Wall clock: convert + upload, GPU steps + gradient wait, unscale, AdamW, in all.
     double ms_up = 0, ms_gpu = 0, ms_unscale = 0, ms_opt = 0, ms = 0;
 };
 
 // One mixed-precision training step at learning rate lr (see the top of the file) over
-// accum micro-batches: in and tg hold accum batches [B,T] one after the other.
+// accum micro-batches: in and tg hold accum batches [B,T] one after the other. The
+// micro-batches' gradients add up on the GPU (gpu_model_step_micro), each with the loss
+// scaled by scale/accum so the sum is scale x the mean gradient, and come down once:
+// one unscale per update, whatever accum is. An overflow in any micro-batch shows in
+// the sum, so it is found after the last.
 static inline void train_step(Trainer &tr, const int32_t *in, const int32_t *tg, int B,
                               int T, double lr, StepOut *o, int accum = 1)
 {
@@ -277,34 +282,24 @@ static inline void train_step(Trainer &tr, const int32_t *in, const int32_t *tg,
     upload_params(tr);
     const double t1 = now_ms();
     o->scale = tr.ls.scale;
-    // Each micro-batch's gradient is that of its own mean loss: 1/accum makes the sum
-    // the mean over all of them (accum = 1: exactly 1 / scale, as without accumulation).
-    const float inv = 1.0f / (o->scale * (float)accum);
-    double sumsq = 0.0, loss_sum = 0.0;
-    o->overflow = 0;
+    double loss_sum = 0.0;
     o->micro = 0;
-    o->ms_gpu = o->ms_unscale = 0.0;
-    for (int k = 0; k < accum && !o->overflow; k++) {
-        const double a = now_ms();
+    for (int k = 0; k < accum; k++) {
         float loss = 0.0f;
-        eng(gpu_model_step(tr.g, in + k * bt, tg + k * bt, B, T, o->scale, &loss, why,
-                           sizeof why),
-            "gpu_model_step");
-        const uint16_t *gh = gpu_model_grads(tr.g, why, sizeof why);
-        if (!gh) die("gpu_model_grads");
-        const double b = now_ms();
-        // The last unscale also sums the squares of the whole (accumulated) gradient, so
-        // the norm needs no pass of its own.
-        if (k == accum - 1)
-            o->overflow = unscale_half_grads_sumsq(tr.gr.data(), gh, n, inv, k > 0,
-                                                   tr.threads, &sumsq);
-        else
-            o->overflow = unscale_half_grads(tr.gr.data(), gh, n, inv, k > 0, tr.threads);
-        o->ms_gpu += b - a;
-        o->ms_unscale += now_ms() - b;
+        eng(gpu_model_step_micro(tr.g, in + k * bt, tg + k * bt, B, T,
+                                 o->scale / (float)accum, k == 0, k == accum - 1, &loss, why,
+                                 sizeof why),
+            "gpu_model_step_micro");
         loss_sum += loss;
         o->micro++;
     }
+    const uint16_t *gh = gpu_model_grads(tr.g, why, sizeof why);
+    if (!gh) die("gpu_model_grads");
+    const double t2 = now_ms();
+    // The unscale also sums the squares, so the norm needs no pass of its own.
+    double sumsq = 0.0;
+    o->overflow = unscale_half_grads_sumsq(tr.gr.data(), gh, n, 1.0f / o->scale, 0,
+                                           tr.threads, &sumsq);
     o->loss = (float)(loss_sum / o->micro);
     o->ev = loss_scaler_update(&tr.ls, o->overflow);
     const double t3 = now_ms();
@@ -315,6 +310,8 @@ static inline void train_step(Trainer &tr, const int32_t *in, const int32_t *tg,
     }
     const double t4 = now_ms();
     o->ms_up = t1 - t0;
+    o->ms_gpu = t2 - t1;
+    o->ms_unscale = t3 - t2;
     o->ms_opt = t4 - t3;
     o->ms = t4 - t0;
 }
