@@ -9,6 +9,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include <initializer_list>
+
 #include "gpu_model_impl.cuh"
 #include "attention_plan.h"
 #include "ops.cuh"
@@ -276,7 +278,10 @@ gpu_model *create(const gpu_model_shape *s, int B, int T, int blocks, char *why,
     g->lo = (layer_offsets *)calloc((size_t)L + 1, sizeof *g->lo);
     g->la = (layer_acts *)calloc((size_t)L + 1, sizeof *g->la);
     g->grads_ready = (cudaEvent_t *)calloc((size_t)L + 2, sizeof(cudaEvent_t));
-    if (!g->lo || !g->la || !g->grads_ready) {
+    g->grads_down = (cudaEvent_t *)calloc((size_t)L + 2, sizeof(cudaEvent_t));
+    g->part_lo = (size_t *)calloc((size_t)L + 2, sizeof(size_t));
+    g->part_hi = (size_t *)calloc((size_t)L + 2, sizeof(size_t));
+    if (!g->lo || !g->la || !g->grads_ready || !g->grads_down || !g->part_lo || !g->part_hi) {
         say(why, cap, "GPU: out of host memory");
         gpu_model_free(g);
         return nullptr;
@@ -302,7 +307,9 @@ gpu_model *create(const gpu_model_shape *s, int B, int T, int blocks, char *why,
             return fail("creating events", e);
     for (int i = 0; i < L + 2; i++)
         if ((e = cudaEventCreateWithFlags(&g->grads_ready[i], cudaEventDisableTiming)) !=
-            cudaSuccess)
+                cudaSuccess ||
+            (e = cudaEventCreateWithFlags(&g->grads_down[i], cudaEventDisableTiming)) !=
+                cudaSuccess)
             return fail("creating events", e);
     char what[160];
     snprintf(what, sizeof what, "allocating %.2f GiB of parameters and gradients",
@@ -400,13 +407,17 @@ void gpu_model_free(gpu_model *g)
                          g->compute_mark, g->stream_up, g->stream_conv, g->stream_down};
     for (cudaEvent_t ev : evs)
         if (ev) cudaEventDestroy(ev);
-    if (g->grads_ready)
-        for (int i = 0; i < g->s.n_layer + 2; i++)
-            if (g->grads_ready[i]) cudaEventDestroy(g->grads_ready[i]);
+    for (cudaEvent_t *part_evs : {g->grads_ready, g->grads_down})
+        if (part_evs)
+            for (int i = 0; i < g->s.n_layer + 2; i++)
+                if (part_evs[i]) cudaEventDestroy(part_evs[i]);
     free_profiler(g);
     if (g->compute) cudaStreamDestroy(g->compute);
     if (g->copy) cudaStreamDestroy(g->copy);
     free(g->grads_ready);
+    free(g->grads_down);
+    free(g->part_lo);
+    free(g->part_hi);
     free(g->lo);
     free(g->la);
     free(g);
@@ -603,6 +614,32 @@ const uint16_t *gpu_model_grads(gpu_model *g, char *why, size_t cap)
     if (e == cudaSuccess) e = cudaStreamSynchronize(g->compute);
     if (e != cudaSuccess) {
         say(why, cap, "GPU: %s (waiting for the gradients)", cudaGetErrorString(e));
+        return nullptr;
+    }
+    return g->grad_host;
+}
+
+int gpu_model_grad_parts(const gpu_model *g) { return g->s.n_layer + 2; }
+
+const uint16_t *gpu_model_grads_part(gpu_model *g, int k, size_t *lo, size_t *hi, char *why,
+                                     size_t cap)
+{
+    if (g->accumulating) {
+        say(why, cap, "GPU: the gradients are still adding up on the device (the last "
+            "micro-batch has not run)");
+        return nullptr;
+    }
+    if (k < 0 || k >= g->s.n_layer + 2) {
+        say(why, cap, "GPU: gradient part %d of %d", k, g->s.n_layer + 2);
+        return nullptr;
+    }
+    *lo = g->part_lo[k];
+    *hi = g->part_hi[k];
+    if (*lo == *hi) return g->grad_host;
+    // A failed copy (or kernel before it) shows here as the event's error.
+    const cudaError_t e = cudaEventSynchronize(g->grads_down[k]);
+    if (e != cudaSuccess) {
+        say(why, cap, "GPU: %s (waiting for gradient part %d)", cudaGetErrorString(e), k);
         return nullptr;
     }
     return g->grad_host;

@@ -98,6 +98,17 @@ int gpu_model_loss(gpu_model *g, const int32_t *inputs, const int32_t *targets, 
  * loss_scale), valid until the next step; NULL with `why` set on an error. */
 const uint16_t *gpu_model_grads(gpu_model *g, char *why, size_t cap);
 
+/* The gradients part by part, in the order the backward finishes them (ln_f, the
+ * blocks from the last to the first, then wte and wpe; a blocks model: its blocks), so
+ * the host can unscale each part while the backward still runs below it. Part k of
+ * gpu_model_grad_parts(g) covers the layout range [*lo, *hi) (empty, lo == hi, for a
+ * part the last backward did not send); gpu_model_grads_part waits until that part is
+ * down and returns the buffer gpu_model_grads returns, valid in [*lo, *hi). Refused,
+ * as gpu_model_grads is, before the last micro-batch of a step. */
+int gpu_model_grad_parts(const gpu_model *g);
+const uint16_t *gpu_model_grads_part(gpu_model *g, int k, size_t *lo, size_t *hi, char *why,
+                                     size_t cap);
+
 /* ---- offload = blocks: the transformer blocks alone on the device ----
  *
  * The caller computes the token + position embedding and the final LayerNorm, the tied

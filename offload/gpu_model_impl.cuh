@@ -18,7 +18,8 @@
 // events: the compute stream waits for what the copy stream brings up (uploaded,
 // tokens_in, stream_up); a copy that overwrites a device buffer queued kernels may
 // still read first waits for everything queued on the compute stream (compute_mark);
-// the copy stream waits for each range of gradients (grads_ready[]) and for the
+// the copy stream waits for each range of gradients (grads_ready[]; grads_down[] marks
+// it down, for gpu_model_grads_part) and for the
 // residual stream (stream_conv) before bringing them down; copies_done marks the last
 // copy of a backward, and the next step's compute waits for it before zeroing the
 // gradients. The passes only queue work: none of them waits on the host.
@@ -108,7 +109,13 @@ struct gpu_model {
     cublasHandle_t blas;
     cudaEvent_t uploaded, tokens_in, loss_ready, copies_done, compute_mark;
     cudaEvent_t stream_up, stream_conv, stream_down; // the residual stream (blocks)
-    cudaEvent_t *grads_ready; // [L + 2]: ln_f, blocks L-1..0, embeddings
+    // The gradients' parts, in the order the backward finishes them: ln_f, blocks
+    // L-1..0, embeddings (L + 2; a blocks model has only the blocks'). Per part k:
+    // grads_ready[k] (compute stream: converted to FP16), grads_down[k] (copy stream:
+    // in the pinned host buffer), and its layout range [part_lo[k], part_hi[k]) as the
+    // last backward that sent it queued it (empty: never sent).
+    cudaEvent_t *grads_ready, *grads_down;
+    size_t *part_lo, *part_hi;
 
     // Device memory: one allocation each for the big families, so a failure names one.
     __half *params;      // [dev_hi - dev_lo]

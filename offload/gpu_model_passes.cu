@@ -169,20 +169,24 @@ int forward(gpu_model *g, int B, int T, float dlogits_scale, char *why, size_t c
 
 namespace {
 
-// Converts grads[begin, end) (layout coordinates) to FP16 and queues its copy to the
-// host behind `ev`; nothing when this backward keeps its gradients on the device (a
-// micro-batch before the last: g->send = 0).
-int send_grads(gpu_model *g, size_t begin, size_t end, cudaEvent_t ev, char *why, size_t cap)
+// Converts grads[begin, end) (layout coordinates), the backward's part k (see
+// gpu_model_impl.cuh), to FP16 and queues its copy to the host behind grads_ready[k],
+// marked down by grads_down[k]; nothing when this backward keeps its gradients on the
+// device (a micro-batch before the last: g->send = 0).
+int send_grads(gpu_model *g, size_t begin, size_t end, int k, char *why, size_t cap)
 {
     if (!g->send) return 0;
     const size_t n = end - begin, d = begin - g->dev_lo;
     PROF(GPU_PHASE_OTHER);
     float_to_half<<<blocks_for(n), 256, 0, g->compute>>>(g->grads_half + d, g->grads + d, n);
     CU(cudaGetLastError());
-    CU(cudaEventRecord(ev, g->compute));
-    CU(cudaStreamWaitEvent(g->copy, ev, 0));
+    CU(cudaEventRecord(g->grads_ready[k], g->compute));
+    CU(cudaStreamWaitEvent(g->copy, g->grads_ready[k], 0));
     CU(cudaMemcpyAsync(g->grad_host + begin, g->grads_half + d, n * sizeof(__half),
                        cudaMemcpyDeviceToHost, g->copy));
+    CU(cudaEventRecord(g->grads_down[k], g->copy));
+    g->part_lo[k] = begin;
+    g->part_hi[k] = end;
     return 0;
 }
 
@@ -204,7 +208,7 @@ int head_backward(gpu_model *g, int B, int T, char *why, size_t cap)
     PROF(GPU_PHASE_LAYERNORM);
     ol_layernorm_backward(g->dres, G + g->lnfw, G + g->lnfb, g->dln, blocks_out(g),
                           P + g->lnfw, g->lnf_mean, g->lnf_rstd, N, C, st);
-    return send_grads(g, g->lnfw, g->n_params, g->grads_ready[0], why, cap);
+    return send_grads(g, g->lnfw, g->n_params, 0, why, cap);
 }
 
 } // namespace
@@ -253,7 +257,7 @@ int blocks_backward(gpu_model *g, int B, int T, char *why, size_t cap)
         PROF(GPU_PHASE_LAYERNORM);
         ol_layernorm_backward(g->dres, G + o.ln1w, G + o.ln1b, g->dln, x, P + o.ln1w,
                               a.ln1_mean, a.ln1_rstd, N, C, st);
-        if (send_grads(g, o.begin, o.end, g->grads_ready[L - l], why, cap) != 0) return -1;
+        if (send_grads(g, o.begin, o.end, L - l, why, cap) != 0) return -1;
     }
     return 0;
 }
@@ -268,8 +272,7 @@ int embed_backward(gpu_model *g, int B, int T, char *why, size_t cap)
     PROF(GPU_PHASE_EMBED);
     ol_encoder_backward(g->grads + g->wte, g->grads + g->wpe, g->dres, g->tokens, B, T,
                         g->s.n_embd, g->compute);
-    return send_grads(g, g->wte, L > 0 ? g->lo[0].begin : g->lnfw, g->grads_ready[L + 1],
-                      why, cap);
+    return send_grads(g, g->wte, L > 0 ? g->lo[0].begin : g->lnfw, L + 1, why, cap);
 }
 
 } // namespace

@@ -119,6 +119,21 @@ int gpu_model_profile_read(gpu_model *g, double *ms, char *why, size_t cap)
     return -1;
 }
 
+int gpu_model_grad_parts(const gpu_model *g)
+{
+    (void)g;
+    return 0;
+}
+
+const uint16_t *gpu_model_grads_part(gpu_model *g, int k, size_t *lo, size_t *hi, char *why,
+                                     size_t cap)
+{
+    (void)g, (void)k;
+    *lo = *hi = 0;
+    snprintf(why, cap, NO_CUDA);
+    return NULL;
+}
+
 int gpu_model_sync(gpu_model *g, char *why, size_t cap)
 {
     (void)g;

@@ -7,16 +7,54 @@
 
 #include <math.h>
 
+#include <initializer_list>
+
 namespace {
 
 constexpr int kThreads = 256;
 
 int blocks_for(size_t n) { return (int)((n + kThreads - 1) / kThreads); }
 
+// Whether every buffer is 16-byte aligned, for the elementwise kernels' V = 8 form.
+bool ew_vec8(std::initializer_list<const void *> buffers)
+{
+    for (const void *p : buffers)
+        if ((uintptr_t)p % 16 != 0) return false;
+    return true;
+}
+
 __device__ float warp_sum(float v)
 {
     for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
     return v;
+}
+
+// V consecutive halves of a row as floats (V = 8: one 16-byte access, p aligned).
+template <int V> __device__ void load_halves(float (&f)[V], const __half *p)
+{
+    if (V == 8) {
+        const uint4 u = *reinterpret_cast<const uint4 *>(p);
+        const __half2 *h2 = reinterpret_cast<const __half2 *>(&u);
+        for (int i = 0; i < V / 2; i++) {
+            const float2 x = __half22float2(h2[i]);
+            f[2 * i] = x.x;
+            f[2 * i + 1] = x.y;
+        }
+    } else {
+        for (int i = 0; i < V; i++) f[i] = __half2float(p[i]);
+    }
+}
+
+template <int V> __device__ void store_halves(__half *p, const float (&f)[V])
+{
+    if (V == 8) {
+        uint4 u;
+        __half2 *h2 = reinterpret_cast<__half2 *>(&u);
+        for (int i = 0; i < V / 2; i++) h2[i] = __floats2half2_rn(f[2 * i], f[2 * i + 1]);
+        *reinterpret_cast<uint4 *>(p) = u;
+    } else {
+        for (int i = 0; i < V; i++) p[i] = __float2half(f[i]);
+    }
 }
 
 __global__ void encoder_fwd(__half *out, const int32_t *inp, const __half *wte,
@@ -125,32 +163,76 @@ __device__ float gelu_grad(float x)
     return 0.5f * (1.0f + th) + 0.5f * x * (1.0f - th * th) * du;
 }
 
-__global__ void gelu_fwd(__half *out, const __half *inp, size_t n)
+// The elementwise kernels below take V consecutive elements per thread (V = 8: 16-byte
+// accesses, for aligned buffers; ew_vec8 decides), the last thread of a ragged end
+// element by element.
+template <int V> __global__ void gelu_fwd(__half *out, const __half *inp, size_t n)
 {
-    const size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x;
-    if (i < n) out[i] = __float2half(gelu(__half2float(inp[i])));
+    const size_t i = ((size_t)blockIdx.x * blockDim.x + threadIdx.x) * V;
+    if (i >= n) return;
+    if (i + V <= n) {
+        float x[V];
+        load_halves<V>(x, inp + i);
+        for (int k = 0; k < V; k++) x[k] = gelu(x[k]);
+        store_halves<V>(out + i, x);
+    } else {
+        for (size_t k = i; k < n; k++) out[k] = __float2half(gelu(__half2float(inp[k])));
+    }
 }
 
+template <int V>
 __global__ void gelu_bwd(__half *dinp, const __half *inp, const __half *dout, size_t n,
                          int accumulate)
 {
-    const size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x;
+    const size_t i = ((size_t)blockIdx.x * blockDim.x + threadIdx.x) * V;
     if (i >= n) return;
-    const float d = gelu_grad(__half2float(inp[i])) * __half2float(dout[i]);
-    dinp[i] = __float2half(accumulate ? __half2float(dinp[i]) + d : d);
+    if (i + V <= n) {
+        float x[V], d[V], acc[V];
+        load_halves<V>(x, inp + i);
+        load_halves<V>(d, dout + i);
+        if (accumulate) load_halves<V>(acc, dinp + i);
+        for (int k = 0; k < V; k++) x[k] = gelu_grad(x[k]) * d[k] + (accumulate ? acc[k] : 0.0f);
+        store_halves<V>(dinp + i, x);
+    } else {
+        for (size_t k = i; k < n; k++) {
+            const float g = gelu_grad(__half2float(inp[k])) * __half2float(dout[k]);
+            dinp[k] = __float2half(accumulate ? __half2float(dinp[k]) + g : g);
+        }
+    }
 }
 
+template <int V>
 __global__ void residual_fwd(__half *out, const __half *a, const __half *b, size_t n)
 {
-    const size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x;
-    if (i < n) out[i] = __float2half(__half2float(a[i]) + __half2float(b[i]));
+    const size_t i = ((size_t)blockIdx.x * blockDim.x + threadIdx.x) * V;
+    if (i >= n) return;
+    if (i + V <= n) {
+        float x[V], y[V];
+        load_halves<V>(x, a + i);
+        load_halves<V>(y, b + i);
+        for (int k = 0; k < V; k++) x[k] += y[k];
+        store_halves<V>(out + i, x);
+    } else {
+        for (size_t k = i; k < n; k++)
+            out[k] = __float2half(__half2float(a[k]) + __half2float(b[k]));
+    }
 }
 
-__global__ void add_bias(__half *out, const __half *bias, int N, int OC)
+// out[N,OC] += bias per row; with V = 8 a chunk never crosses a row (OC % 8 == 0).
+template <int V> __global__ void add_bias(__half *out, const __half *bias, int N, int OC)
 {
-    const size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x;
-    if (i < (size_t)N * OC)
-        out[i] = __float2half(__half2float(out[i]) + __half2float(bias[i % OC]));
+    const size_t n = (size_t)N * OC, i = ((size_t)blockIdx.x * blockDim.x + threadIdx.x) * V;
+    if (i >= n) return;
+    if (i + V <= n) {
+        float x[V], y[V];
+        load_halves<V>(x, out + i);
+        load_halves<V>(y, bias + i % OC);
+        for (int k = 0; k < V; k++) x[k] += y[k];
+        store_halves<V>(out + i, x);
+    } else {
+        for (size_t k = i; k < n; k++)
+            out[k] = __float2half(__half2float(out[k]) + __half2float(bias[k % OC]));
+    }
 }
 
 // Column sums of dout [N,OC] into dbias: blocks of 32 columns x 8 row lanes (the 32
@@ -203,34 +285,6 @@ __global__ void heads_merge(__half *dst, const __half *src, int B, int T, int P,
     if (i >= (size_t)B * T * P * NH * hs) return;
     const float v = __half2float(src[head_major_index(i, B, T, P, NH, hs)]);
     dst[i] = __float2half(accumulate ? __half2float(dst[i]) + v : v);
-}
-
-// V consecutive halves of a row as floats (V = 8: one 16-byte access, p aligned).
-template <int V> __device__ void load_halves(float (&f)[V], const __half *p)
-{
-    if (V == 8) {
-        const uint4 u = *reinterpret_cast<const uint4 *>(p);
-        const __half2 *h2 = reinterpret_cast<const __half2 *>(&u);
-        for (int i = 0; i < V / 2; i++) {
-            const float2 x = __half22float2(h2[i]);
-            f[2 * i] = x.x;
-            f[2 * i + 1] = x.y;
-        }
-    } else {
-        for (int i = 0; i < V; i++) f[i] = __half2float(p[i]);
-    }
-}
-
-template <int V> __device__ void store_halves(__half *p, const float (&f)[V])
-{
-    if (V == 8) {
-        uint4 u;
-        __half2 *h2 = reinterpret_cast<__half2 *>(&u);
-        for (int i = 0; i < V / 2; i++) h2[i] = __floats2half2_rn(f[2 * i], f[2 * i + 1]);
-        *reinterpret_cast<uint4 *>(p) = u;
-    } else {
-        for (int i = 0; i < V; i++) p[i] = __float2half(f[i]);
-    }
 }
 
 // Combines the (running max, sum of exp(x - max)) pairs of a warp's lanes, a lane
@@ -530,7 +584,10 @@ int ol_matmul_forward(cublasHandle_t h, __half *out, const __half *inp, const __
     s = cublasGetStream(h, &stream);
     if (s != CUBLAS_STATUS_SUCCESS) return (int)s;
     const size_t n = (size_t)N * OC;
-    add_bias<<<blocks_for(n), kThreads, 0, stream>>>(out, bias, N, OC);
+    if (OC % 8 == 0 && ew_vec8({out, bias}))
+        add_bias<8><<<blocks_for((n + 7) / 8), kThreads, 0, stream>>>(out, bias, N, OC);
+    else
+        add_bias<1><<<blocks_for(n), kThreads, 0, stream>>>(out, bias, N, OC);
     return launch_status();
 }
 
@@ -594,19 +651,29 @@ void ol_layernorm_backward(__half *dinp, float *dw, float *db, const __half *dou
 
 void ol_gelu_forward(__half *out, const __half *inp, size_t n, cudaStream_t stream)
 {
-    gelu_fwd<<<blocks_for(n), kThreads, 0, stream>>>(out, inp, n);
+    if (ew_vec8({out, inp}))
+        gelu_fwd<8><<<blocks_for((n + 7) / 8), kThreads, 0, stream>>>(out, inp, n);
+    else
+        gelu_fwd<1><<<blocks_for(n), kThreads, 0, stream>>>(out, inp, n);
 }
 
 void ol_gelu_backward(__half *dinp, const __half *inp, const __half *dout, size_t n,
                       int accumulate, cudaStream_t stream)
 {
-    gelu_bwd<<<blocks_for(n), kThreads, 0, stream>>>(dinp, inp, dout, n, accumulate);
+    if (ew_vec8({dinp, inp, dout}))
+        gelu_bwd<8><<<blocks_for((n + 7) / 8), kThreads, 0, stream>>>(dinp, inp, dout, n,
+                                                                      accumulate);
+    else
+        gelu_bwd<1><<<blocks_for(n), kThreads, 0, stream>>>(dinp, inp, dout, n, accumulate);
 }
 
 void ol_residual_forward(__half *out, const __half *a, const __half *b, size_t n,
                          cudaStream_t stream)
 {
-    residual_fwd<<<blocks_for(n), kThreads, 0, stream>>>(out, a, b, n);
+    if (ew_vec8({out, a, b}))
+        residual_fwd<8><<<blocks_for((n + 7) / 8), kThreads, 0, stream>>>(out, a, b, n);
+    else
+        residual_fwd<1><<<blocks_for(n), kThreads, 0, stream>>>(out, a, b, n);
 }
 
 void ol_crossentropy(float *losses, __half *dlogits, const __half *logits,

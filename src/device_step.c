@@ -166,35 +166,55 @@ static int host_backward(device_step *d, const float *params, const int32_t *inp
     return 0;
 }
 
-int device_step_grad(device_step *d, const float *params, float *grads,
-                     const int32_t *inputs, const int32_t *targets, int B, int T,
-                     int accumulate, int last, float grad_scale, float *loss,
-                     int *overflow)
+/* offload = all, one micro-batch: the micro-batches' gradients add up on the GPU, each
+ * already multiplied by grad_scale (1/accum: the sum is scale x the mean, as large as
+ * one batch's, so it fits FP16 as well); only the last brings the sum down, part by
+ * part as the backward finishes them, each part unscaled into grads (overwriting)
+ * while the GPU computes the parts below it. */
+static int all_grad(device_step *d, float *grads, const int32_t *inputs,
+                    const int32_t *targets, int B, int T, int first, int last,
+                    float grad_scale, float *loss, int *overflow)
 {
     char why[512] = "";
-    *overflow = 0;
-    /* The parameters do not change between the micro-batches of one step. */
-    if (!accumulate && upload(d, params) != 0) return -1;
     const float scale = d->scaler.scale;
-    if (d->blocks) {
-        if (host_forward(d, params, inputs, targets, B, T, scale / (float)((size_t)B * T),
-                         loss) != 0 ||
-            host_backward(d, params, inputs, B, T) != 0)
-            return -1;
-    } else {
-        /* The micro-batches' gradients add up on the GPU, each already multiplied by
-         * grad_scale (1/accum: the sum is scale x the mean, as large as one batch's, so
-         * it fits FP16 as well); only the last brings the sum down, and it overwrites
-         * grads. */
-        if (gpu_model_step_micro(d->g, inputs, targets, B, T, scale * grad_scale, !accumulate,
-                                 last, loss, why, sizeof why) != 0) {
-            gt_error("offload: training step: %s", why);
+    if (gpu_model_step_micro(d->g, inputs, targets, B, T, scale * grad_scale, first, last,
+                             loss, why, sizeof why) != 0) {
+        gt_error("offload: training step: %s", why);
+        return -1;
+    }
+    if (!last) return 0;
+    size_t covered = 0;
+    for (int k = 0; k < gpu_model_grad_parts(d->g); k++) {
+        size_t lo = 0, hi = 0;
+        const uint16_t *g16 = gpu_model_grads_part(d->g, k, &lo, &hi, why, sizeof why);
+        if (!g16) {
+            gt_error("offload: %s", why);
             return -1;
         }
-        if (!last) return 0;
-        accumulate = 0;
-        grad_scale = 1.0f; /* applied on the GPU */
+        *overflow |= unscale_half_grads(grads + lo, g16 + lo, hi - lo, 1.0f / scale, 0,
+                                        d->threads);
+        covered += hi - lo;
     }
+    if (covered != d->n_params) {
+        gt_error("internal: the GPU's gradient parts cover %zu of %zu parameters", covered,
+                 d->n_params);
+        return -1;
+    }
+    return 0;
+}
+
+/* offload = blocks, one micro-batch: the host's part and the GPU's blocks, each
+ * micro-batch's gradients brought down and added into grads here. */
+static int blocks_grad(device_step *d, const float *params, float *grads,
+                       const int32_t *inputs, const int32_t *targets, int B, int T,
+                       int accumulate, float grad_scale, float *loss, int *overflow)
+{
+    char why[512] = "";
+    const float scale = d->scaler.scale;
+    if (host_forward(d, params, inputs, targets, B, T, scale / (float)((size_t)B * T), loss) !=
+            0 ||
+        host_backward(d, params, inputs, B, T) != 0)
+        return -1;
     const uint16_t *g16 = gpu_model_grads(d->g, why, sizeof why);
     if (!g16) {
         gt_error("offload: %s", why);
@@ -203,13 +223,25 @@ int device_step_grad(device_step *d, const float *params, float *grads,
     const float inv = grad_scale / scale;
     const size_t lo = d->dev_lo, hi = d->dev_hi;
     *overflow = unscale_half_grads(grads + lo, g16 + lo, hi - lo, inv, accumulate, d->threads);
-    if (d->blocks) {
-        /* The host's FP32 part, checked the same way. */
-        *overflow |= unscale_float_grads(grads, d->grad_embed, lo, inv, accumulate, d->threads);
-        *overflow |= unscale_float_grads(grads + d->lnf, d->grad_lnf, 2 * (size_t)d->shape.n_embd,
-                                         inv, accumulate, d->threads);
-    }
+    /* The host's FP32 part, checked the same way. */
+    *overflow |= unscale_float_grads(grads, d->grad_embed, lo, inv, accumulate, d->threads);
+    *overflow |= unscale_float_grads(grads + d->lnf, d->grad_lnf, 2 * (size_t)d->shape.n_embd,
+                                     inv, accumulate, d->threads);
     return 0;
+}
+
+int device_step_grad(device_step *d, const float *params, float *grads,
+                     const int32_t *inputs, const int32_t *targets, int B, int T,
+                     int accumulate, int last, float grad_scale, float *loss,
+                     int *overflow)
+{
+    *overflow = 0;
+    /* The parameters do not change between the micro-batches of one step. */
+    if (!accumulate && upload(d, params) != 0) return -1;
+    return d->blocks ? blocks_grad(d, params, grads, inputs, targets, B, T, accumulate,
+                                   grad_scale, loss, overflow)
+                     : all_grad(d, grads, inputs, targets, B, T, !accumulate, last,
+                                grad_scale, loss, overflow);
 }
 
 int device_step_loss(device_step *d, const float *params, int upload_params,

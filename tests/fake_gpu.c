@@ -393,6 +393,37 @@ const uint16_t *gpu_model_grads(gpu_model *g, char *why, size_t cap)
     return g->grads;
 }
 
+/* The parts in the engine's order: ln_f, the blocks from the last to the first, the
+ * embeddings (a blocks model: only its blocks, the other two empty). Nothing to wait
+ * for here: the gradients are all there once the step returns. */
+int gpu_model_grad_parts(const gpu_model *g) { return g->m.shape.n_layer + 2; }
+
+const uint16_t *gpu_model_grads_part(gpu_model *g, int k, size_t *lo, size_t *hi, char *why,
+                                     size_t cap)
+{
+    const gpt_model *m = &g->m;
+    const int L = m->shape.n_layer;
+    if (g->accumulating || k < 0 || k >= L + 2) {
+        say(why, cap, "fake GPU: gradient part %d of %d refused%s", k, L + 2,
+            g->accumulating ? " (the last micro-batch has not run)" : "");
+        return NULL;
+    }
+    const size_t first = m->info[m->i_wpe].offset + m->info[m->i_wpe].numel,
+                 lnf = m->info[m->i_lnf].offset;
+    const size_t per_block = L > 0 ? (lnf - first) / (size_t)L : 0;
+    if (k == 0) {
+        *lo = g->blocks ? 0 : lnf;
+        *hi = g->blocks ? 0 : m->n_params;
+    } else if (k == L + 1) {
+        *lo = 0;
+        *hi = g->blocks ? 0 : first;
+    } else {
+        *lo = first + (size_t)(L - k) * per_block;
+        *hi = *lo + per_block;
+    }
+    return g->grads;
+}
+
 int gpu_model_sync(gpu_model *g, char *why, size_t cap)
 {
     (void)g, (void)why, (void)cap;

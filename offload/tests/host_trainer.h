@@ -6,8 +6,9 @@
 // One training step (train_step): the master weights go to FP16 into the engine's
 // pinned staging buffer and up, once; forward + backward on each of `accum`
 // micro-batches (1 by default) with the loss scaled by scale/accum, their gradients
-// adding up on the GPU; the FP16 sum (scale x the mean gradient) comes down once and is
-// unscaled into FP32; an inf or NaN skips the update and halves the scale
+// adding up on the GPU; the FP16 sum (scale x the mean gradient) comes down once, part
+// by part as the backward finishes them, each part unscaled into FP32 while the GPU
+// works on the next (gpu_model_grads_part); an inf or NaN skips the update and halves the scale
 // (src/lossscale.h), else AdamW (the formulas of src/optim.c) updates the master
 // weights with the gradients clipped by their global norm. Neither the norm nor the
 // clip is a pass over the gradients of its own: the unscale also sums the squares (the
@@ -260,7 +261,8 @@ struct StepOut {
     int micro = 0;                   // micro-batches run
     loss_scale_event ev = LOSS_SCALE_KEPT;
     double norm = 0.0; // global gradient norm before clipping (0 when skipped)
-    // Wall clock: convert + upload, GPU steps + gradient wait, unscale, AdamW, in all.
+    // Wall clock: convert + upload, GPU steps until the last gradient part is unscaled,
+    // the unscale calls within that (overlapped with the backward), AdamW, in all.
     double ms_up = 0, ms_gpu = 0, ms_unscale = 0, ms_opt = 0, ms = 0;
 };
 
@@ -293,13 +295,30 @@ static inline void train_step(Trainer &tr, const int32_t *in, const int32_t *tg,
         loss_sum += loss;
         o->micro++;
     }
-    const uint16_t *gh = gpu_model_grads(tr.g, why, sizeof why);
-    if (!gh) die("gpu_model_grads");
-    const double t2 = now_ms();
-    // The unscale also sums the squares, so the norm needs no pass of its own.
+    // The gradients part by part as the backward finishes them: each part is unscaled
+    // while the GPU computes the parts below it. The unscale also sums the squares, so
+    // the norm needs no pass of its own.
     double sumsq = 0.0;
-    o->overflow = unscale_half_grads_sumsq(tr.gr.data(), gh, n, 1.0f / o->scale, 0,
-                                           tr.threads, &sumsq);
+    o->overflow = 0;
+    o->ms_unscale = 0.0;
+    size_t covered = 0;
+    for (int k = 0; k < gpu_model_grad_parts(tr.g); k++) {
+        size_t lo = 0, hi = 0;
+        const uint16_t *gh = gpu_model_grads_part(tr.g, k, &lo, &hi, why, sizeof why);
+        if (!gh) die("gpu_model_grads_part");
+        const double a = now_ms();
+        double sq = 0.0;
+        o->overflow |= unscale_half_grads_sumsq(tr.gr.data() + lo, gh + lo, hi - lo,
+                                                1.0f / o->scale, 0, tr.threads, &sq);
+        sumsq += sq;
+        covered += hi - lo;
+        o->ms_unscale += now_ms() - a;
+    }
+    if (covered != n) {
+        printf("FAIL train_step: the gradient parts cover %zu of %zu parameters\n", covered, n);
+        exit(1);
+    }
+    const double t2 = now_ms();
     o->loss = (float)(loss_sum / o->micro);
     o->ev = loss_scaler_update(&tr.ls, o->overflow);
     const double t3 = now_ms();
@@ -310,8 +329,7 @@ static inline void train_step(Trainer &tr, const int32_t *in, const int32_t *tg,
     }
     const double t4 = now_ms();
     o->ms_up = t1 - t0;
-    o->ms_gpu = t2 - t1;
-    o->ms_unscale = t3 - t2;
+    o->ms_gpu = t2 - t1; // the GPU steps, with the unscale overlapped
     o->ms_opt = t4 - t3;
     o->ms = t4 - t0;
 }
