@@ -509,16 +509,18 @@ int gpu_model_upload_params(gpu_model *g, char *why, size_t cap)
 int gpu_model_step(gpu_model *g, const int32_t *inputs, const int32_t *targets, int B,
                    int T, float loss_scale, float *loss, char *why, size_t cap)
 {
-    return gpu_model_step_micro(g, inputs, targets, B, T, loss_scale, 1, 1, loss, why, cap);
+    return gpu_model_step_micro(g, inputs, targets, B, T, loss_scale, 1, 1, 1.0f, loss, why,
+                                cap);
 }
 
 int gpu_model_step_micro(gpu_model *g, const int32_t *inputs, const int32_t *targets, int B,
-                         int T, float loss_scale, int first, int last, float *loss,
-                         char *why, size_t cap)
+                         int T, float loss_scale, int first, int last, float sum_scale,
+                         float *loss, char *why, size_t cap)
 {
     if (check_kind(g, 0, why, cap) != 0 || check_batch(g, B, T, why, cap) != 0) return -1;
-    if (!targets || !(loss_scale > 0.0f)) {
-        say(why, cap, "GPU: a training step needs targets and a loss scale > 0");
+    if (!targets || !(loss_scale > 0.0f) || !(sum_scale > 0.0f)) {
+        say(why, cap, "GPU: a training step needs targets, a loss scale > 0 and a sum "
+            "scale > 0");
         return -1;
     }
     if (!first && !g->accumulating) {
@@ -530,16 +532,21 @@ int gpu_model_step_micro(gpu_model *g, const int32_t *inputs, const int32_t *tar
     // The last step's gradients must be down before this one's overwrite them.
     CU(cudaStreamWaitEvent(g->compute, g->copies_done, 0));
     if (put_tokens(g, inputs, targets, (size_t)B * T, why, cap) != 0) return -1;
-    g->accumulating = 0; // until this micro-batch is queued whole
+    g->accumulating = 0; // until this micro-batch has run whole
     if (first) CU(cudaMemsetAsync(g->grads, 0, g->n_params * sizeof(float), g->compute));
     g->send = last;
+    g->sum_scale = sum_scale;
+    if (last) { // the parts this backward sends, none yet (gpu_model_grads_part)
+        memset(g->part_lo, 0, ((size_t)g->s.n_layer + 2) * sizeof(size_t));
+        memset(g->part_hi, 0, ((size_t)g->s.n_layer + 2) * sizeof(size_t));
+    }
     if (forward(g, B, T, loss_scale / (float)(B * T), why, cap) != 0) return -1;
     if (backward(g, B, T, why, cap) != 0) return -1;
-    g->accumulating = !last;
     PROF(kProfIdle);
     // The loss is ready long before the backward ends: return with the backward queued.
     CU(cudaEventSynchronize(g->loss_ready));
     *loss = *g->loss_host;
+    g->accumulating = !last;
     return 0;
 }
 
@@ -592,6 +599,7 @@ int gpu_model_blocks_backward(gpu_model *g, const float *dxL, float *dx0, int B,
     CU(cudaStreamWaitEvent(g->compute, g->copies_done, 0));
     CU(cudaMemsetAsync(g->grads, 0, (g->dev_hi - g->dev_lo) * sizeof(float), g->compute));
     g->send = 1;
+    g->sum_scale = 1.0f;
     if (put_stream(g, dxL, g->dres, n, why, cap) != 0 || blocks_backward(g, B, T, why, cap) != 0)
         return -1;
     PROF(GPU_PHASE_OTHER);

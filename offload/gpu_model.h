@@ -79,15 +79,18 @@ int gpu_model_step(gpu_model *g, const int32_t *inputs, const int32_t *targets, 
 
 /* One micro-batch of a step made of several (gradient accumulation): as
  * gpu_model_step, but the micro-batches from one with first = 1 to one with last = 1
- * add their gradients up on the device (FP32) and send the sum down once, at the last:
- * no transfer and no host work per micro-batch. Each may have its own loss_scale (the
- * sum is of loss_scale x gradient). gpu_model_step(...) is first = last = 1. Until the
+ * add their gradients up on the device (FP32) and send the sum down once, at the last,
+ * multiplied by sum_scale on its way to FP16 (1/accum makes it loss_scale x the mean
+ * gradient, as large as one batch's, while each micro-batch's FP16 backward keeps the
+ * whole loss scale against underflow): no transfer and no host work per micro-batch.
+ * Each may have its own loss_scale (the sum is of loss_scale x gradient); the last's
+ * sum_scale counts. gpu_model_step(...) is first = last = 1, sum_scale = 1. Until the
  * last, gpu_model_grads refuses (the sum is not down yet); a micro-batch with first = 0
  * needs an unfinished one before it. An overflow in any micro-batch leaves inf or NaN
  * in the sum. */
 int gpu_model_step_micro(gpu_model *g, const int32_t *inputs, const int32_t *targets, int B,
-                         int T, float loss_scale, int first, int last, float *loss,
-                         char *why, size_t cap);
+                         int T, float loss_scale, int first, int last, float sum_scale,
+                         float *loss, char *why, size_t cap);
 
 /* Forward only (evaluation): *loss = mean cross-entropy. */
 int gpu_model_loss(gpu_model *g, const int32_t *inputs, const int32_t *targets, int B,

@@ -100,6 +100,7 @@ struct gpu_model {
     int fwd_row_blocks;          // those the last blocks_forward used (its backward's)
     int accumulating;            // a micro-batch with last = 0 ran: the sum is not down
     int send;                    // this backward sends its gradients down (send_grads)
+    float sum_scale;             // ... multiplied by this on the way to FP16
     size_t n_params;
     size_t wte, wpe, lnfw, lnfb; // offsets (device = layout coordinates: offload = all)
     size_t dev_lo, dev_hi;       // the layout range on the device: all, or the blocks'

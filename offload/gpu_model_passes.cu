@@ -27,10 +27,11 @@ namespace gpu_model_detail {
 
 namespace {
 
-__global__ void float_to_half(__half *dst, const float *src, size_t n)
+// dst = FP16(mul x src).
+__global__ void float_to_half(__half *dst, const float *src, size_t n, float mul)
 {
     const size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x;
-    if (i < n) dst[i] = __float2half(src[i]);
+    if (i < n) dst[i] = __float2half(src[i] * mul);
 }
 
 __global__ void half_to_float(float *dst, const __half *src, size_t n)
@@ -60,7 +61,7 @@ __global__ void mean_of(float *out, const float *x, int n)
 
 void launch_float_to_half(__half *dst, const float *src, size_t n, cudaStream_t stream)
 {
-    float_to_half<<<blocks_for(n), 256, 0, stream>>>(dst, src, n);
+    float_to_half<<<blocks_for(n), 256, 0, stream>>>(dst, src, n, 1.0f);
 }
 
 void launch_half_to_float(float *dst, const __half *src, size_t n, cudaStream_t stream)
@@ -170,15 +171,16 @@ int forward(gpu_model *g, int B, int T, float dlogits_scale, char *why, size_t c
 namespace {
 
 // Converts grads[begin, end) (layout coordinates), the backward's part k (see
-// gpu_model_impl.cuh), to FP16 and queues its copy to the host behind grads_ready[k],
-// marked down by grads_down[k]; nothing when this backward keeps its gradients on the
-// device (a micro-batch before the last: g->send = 0).
+// gpu_model_impl.cuh), times g->sum_scale to FP16 and queues its copy to the host
+// behind grads_ready[k], marked down by grads_down[k]; nothing when this backward keeps
+// its gradients on the device (a micro-batch before the last: g->send = 0).
 int send_grads(gpu_model *g, size_t begin, size_t end, int k, char *why, size_t cap)
 {
     if (!g->send) return 0;
     const size_t n = end - begin, d = begin - g->dev_lo;
     PROF(GPU_PHASE_OTHER);
-    float_to_half<<<blocks_for(n), 256, 0, g->compute>>>(g->grads_half + d, g->grads + d, n);
+    float_to_half<<<blocks_for(n), 256, 0, g->compute>>>(g->grads_half + d, g->grads + d, n,
+                                                         g->sum_scale);
     CU(cudaGetLastError());
     CU(cudaEventRecord(g->grads_ready[k], g->compute));
     CU(cudaStreamWaitEvent(g->copy, g->grads_ready[k], 0));

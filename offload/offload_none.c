@@ -68,11 +68,11 @@ int gpu_model_step(gpu_model *g, const int32_t *inputs, const int32_t *targets, 
 }
 
 int gpu_model_step_micro(gpu_model *g, const int32_t *inputs, const int32_t *targets, int B,
-                         int T, float loss_scale, int first, int last, float *loss,
-                         char *why, size_t cap)
+                         int T, float loss_scale, int first, int last, float sum_scale,
+                         float *loss, char *why, size_t cap)
 {
     (void)g, (void)inputs, (void)targets, (void)B, (void)T, (void)loss_scale, (void)first;
-    (void)last, (void)loss;
+    (void)last, (void)sum_scale, (void)loss;
     snprintf(why, cap, NO_CUDA);
     return -1;
 }
@@ -129,7 +129,7 @@ const uint16_t *gpu_model_grads_part(gpu_model *g, int k, size_t *lo, size_t *hi
                                      size_t cap)
 {
     (void)g, (void)k;
-    *lo = *hi = 0;
+    if (lo && hi) *lo = *hi = 0;
     snprintf(why, cap, NO_CUDA);
     return NULL;
 }

@@ -166,24 +166,25 @@ static int host_backward(device_step *d, const float *params, const int32_t *inp
     return 0;
 }
 
-/* offload = all, one micro-batch: the micro-batches' gradients add up on the GPU, each
- * already multiplied by grad_scale (1/accum: the sum is scale x the mean, as large as
- * one batch's, so it fits FP16 as well); only the last brings the sum down, part by
- * part as the backward finishes them, each part unscaled into grads (overwriting)
- * while the GPU computes the parts below it. */
+/* offload = all, one micro-batch: the micro-batches' gradients add up on the GPU; only
+ * the last brings the sum down, multiplied by grad_scale on the way to FP16 (1/accum:
+ * scale x the mean, as large as one batch's, while each micro-batch's backward keeps
+ * the whole loss scale), part by part as the backward finishes them, each part
+ * unscaled into grads (overwriting) while the GPU computes the parts below it; the
+ * parts must tile the layout from its end down. */
 static int all_grad(device_step *d, float *grads, const int32_t *inputs,
                     const int32_t *targets, int B, int T, int first, int last,
                     float grad_scale, float *loss, int *overflow)
 {
     char why[512] = "";
     const float scale = d->scaler.scale;
-    if (gpu_model_step_micro(d->g, inputs, targets, B, T, scale * grad_scale, first, last,
+    if (gpu_model_step_micro(d->g, inputs, targets, B, T, scale, first, last, grad_scale,
                              loss, why, sizeof why) != 0) {
         gt_error("offload: training step: %s", why);
         return -1;
     }
     if (!last) return 0;
-    size_t covered = 0;
+    size_t next_hi = d->n_params; /* where the next part must end */
     for (int k = 0; k < gpu_model_grad_parts(d->g); k++) {
         size_t lo = 0, hi = 0;
         const uint16_t *g16 = gpu_model_grads_part(d->g, k, &lo, &hi, why, sizeof why);
@@ -191,13 +192,14 @@ static int all_grad(device_step *d, float *grads, const int32_t *inputs,
             gt_error("offload: %s", why);
             return -1;
         }
+        if (hi != next_hi || lo > hi) break;
         *overflow |= unscale_half_grads(grads + lo, g16 + lo, hi - lo, 1.0f / scale, 0,
                                         d->threads);
-        covered += hi - lo;
+        next_hi = lo;
     }
-    if (covered != d->n_params) {
-        gt_error("internal: the GPU's gradient parts cover %zu of %zu parameters", covered,
-                 d->n_params);
+    if (next_hi != 0) {
+        gt_error("internal: the GPU's gradient parts do not tile the layout (a gap or "
+                 "overlap below parameter %zu)", next_hi);
         return -1;
     }
     return 0;

@@ -289,15 +289,16 @@ static int check_kind(const gpu_model *g, int blocks, char *why, size_t cap)
 int gpu_model_step(gpu_model *g, const int32_t *inputs, const int32_t *targets, int B,
                    int T, float loss_scale, float *loss, char *why, size_t cap)
 {
-    return gpu_model_step_micro(g, inputs, targets, B, T, loss_scale, 1, 1, loss, why, cap);
+    return gpu_model_step_micro(g, inputs, targets, B, T, loss_scale, 1, 1, 1.0f, loss, why,
+                                cap);
 }
 
 /* As the GPU: the scaled FP32 gradients of the micro-batches add up in `sum`, which is
- * rounded to FP16 once, at the last; an injected overflow puts +inf in the sum, so it
- * reaches the host only then, as a real one would. */
+ * multiplied by sum_scale and rounded to FP16 once, at the last; an injected overflow
+ * puts +inf in the sum, so it reaches the host only then, as a real one would. */
 int gpu_model_step_micro(gpu_model *g, const int32_t *inputs, const int32_t *targets, int B,
-                         int T, float loss_scale, int first, int last, float *loss,
-                         char *why, size_t cap)
+                         int T, float loss_scale, int first, int last, float sum_scale,
+                         float *loss, char *why, size_t cap)
 {
     if (check_kind(g, 0, why, cap) != 0 || check_batch(g, B, T, why, cap) != 0) return -1;
     if (!inputs || !targets || !(loss_scale > 0.0f)) {
@@ -318,7 +319,10 @@ int gpu_model_step_micro(gpu_model *g, const int32_t *inputs, const int32_t *tar
     for (size_t i = 0; i < m->n_params; i++) g->sum[i] += m->grads[i] * loss_scale;
     if (overflow_here(call)) g->sum[m->n_params / 2] = INFINITY;
     g->accumulating = !last;
-    if (last) half_from_float(g->grads, g->sum, m->n_params);
+    if (last) {
+        for (size_t i = 0; i < m->n_params; i++) g->sum[i] *= sum_scale;
+        half_from_float(g->grads, g->sum, m->n_params);
+    }
     return 0;
 }
 

@@ -513,12 +513,12 @@ static int run_test(uint64_t seed)
 
         float l = 0.0f;
         const bool orphan = gpu_model_step_micro(tr.g, in.data(), tg.data(), B, T, 1024.0f, 0,
-                                                 1, &l, why, sizeof why) != 0;
-        eng(gpu_model_step_micro(tr.g, in.data(), tg.data(), B, T, 1024.0f, 1, 0, &l, why,
+                                                 1, 1.0f, &l, why, sizeof why) != 0;
+        eng(gpu_model_step_micro(tr.g, in.data(), tg.data(), B, T, 1024.0f, 1, 0, 1.0f, &l, why,
                                  sizeof why),
             "gpu_model_step_micro");
         const bool early = gpu_model_grads(tr.g, why, sizeof why) == nullptr;
-        eng(gpu_model_step_micro(tr.g, in.data(), tg.data(), B, T, 1024.0f, 0, 1, &l, why,
+        eng(gpu_model_step_micro(tr.g, in.data(), tg.data(), B, T, 1024.0f, 0, 1, 1.0f, &l, why,
                                  sizeof why),
             "gpu_model_step_micro");
         const bool after = gpu_model_grads(tr.g, why, sizeof why) != nullptr;

@@ -5,8 +5,8 @@
 //
 // One training step (train_step): the master weights go to FP16 into the engine's
 // pinned staging buffer and up, once; forward + backward on each of `accum`
-// micro-batches (1 by default) with the loss scaled by scale/accum, their gradients
-// adding up on the GPU; the FP16 sum (scale x the mean gradient) comes down once, part
+// micro-batches (1 by default) with the loss scale, their gradients adding up on the
+// GPU; the sum times 1/accum (scale x the mean gradient) comes down once as FP16, part
 // by part as the backward finishes them, each part unscaled into FP32 while the GPU
 // works on the next (gpu_model_grads_part); an inf or NaN skips the update and halves the scale
 // (src/lossscale.h), else AdamW (the formulas of src/optim.c) updates the master
@@ -268,8 +268,8 @@ struct StepOut {
 
 // One mixed-precision training step at learning rate lr (see the top of the file) over
 // accum micro-batches: in and tg hold accum batches [B,T] one after the other. The
-// micro-batches' gradients add up on the GPU (gpu_model_step_micro), each with the loss
-// scaled by scale/accum so the sum is scale x the mean gradient, and come down once:
+// micro-batches' gradients add up on the GPU (gpu_model_step_micro), each at the whole
+// loss scale, and come down once, times 1/accum (scale x the mean gradient):
 // one unscale per update, whatever accum is. An overflow in any micro-batch shows in
 // the sum, so it is found after the last.
 static inline void train_step(Trainer &tr, const int32_t *in, const int32_t *tg, int B,
@@ -288,9 +288,8 @@ static inline void train_step(Trainer &tr, const int32_t *in, const int32_t *tg,
     o->micro = 0;
     for (int k = 0; k < accum; k++) {
         float loss = 0.0f;
-        eng(gpu_model_step_micro(tr.g, in + k * bt, tg + k * bt, B, T,
-                                 o->scale / (float)accum, k == 0, k == accum - 1, &loss, why,
-                                 sizeof why),
+        eng(gpu_model_step_micro(tr.g, in + k * bt, tg + k * bt, B, T, o->scale, k == 0,
+                                 k == accum - 1, 1.0f / (float)accum, &loss, why, sizeof why),
             "gpu_model_step_micro");
         loss_sum += loss;
         o->micro++;

@@ -356,11 +356,16 @@ static void test_layernorm(int N, int C)
     cudaFree(mean), cudaFree(rstd), cudaFree(gw), cudaFree(gb);
 }
 
-static void test_gelu_residual(size_t n, int accumulate)
+// misalign = 1 starts every buffer one half past a 16-byte boundary, so the kernels
+// take their element-by-element form instead of 16-byte accesses.
+static void test_gelu_residual(size_t n, int accumulate, int misalign)
 {
-    auto x = rnd(n, -4, 4), y = rnd(n, -1, 1), dy = rnd(n, -1, 1), din0 = rnd(n, -0.1f, 0.1f);
-    __half *dx = to_dev(x), *ddy = to_dev(dy), *dyy = to_dev(y), *out = dev<__half>(n),
-           *sum = dev<__half>(n), *dinp = to_dev(din0);
+    const size_t m = n + (size_t)misalign;
+    auto x = rnd(m, -4, 4), y = rnd(m, -1, 1), dy = rnd(m, -1, 1), din0 = rnd(m, -0.1f, 0.1f);
+    __half *bx = to_dev(x), *bdy = to_dev(dy), *by = to_dev(y), *bout = dev<__half>(m),
+           *bsum = dev<__half>(m), *bdinp = to_dev(din0);
+    __half *dx = bx + misalign, *ddy = bdy + misalign, *dyy = by + misalign,
+           *out = bout + misalign, *sum = bsum + misalign, *dinp = bdinp + misalign;
     poison(out, n);
     poison(sum, n);
     if (!accumulate) poison(dinp, n);
@@ -371,17 +376,21 @@ static void test_gelu_residual(size_t n, int accumulate)
     std::vector<double> rg(n), rd(n), rs(n);
     const double k = sqrt(2.0 / M_PI);
     for (size_t i = 0; i < n; i++) {
-        const double v = x[i], u = k * (v + 0.044715 * v * v * v), th = tanh(u);
+        const size_t j = i + (size_t)misalign;
+        const double v = x[j], u = k * (v + 0.044715 * v * v * v), th = tanh(u);
         rg[i] = 0.5 * v * (1 + th);
-        const double grad = 0.5 * (1 + th) + 0.5 * v * (1 - th * th) * k * (1 + 3 * 0.044715 * v * v);
-        rd[i] = (accumulate ? din0[i] : 0.0) + grad * dy[i];
-        rs[i] = (double)x[i] + y[i];
+        const double grad =
+            0.5 * (1 + th) + 0.5 * v * (1 - th * th) * k * (1 + 3 * 0.044715 * v * v);
+        rd[i] = (accumulate ? din0[j] : 0.0) + grad * dy[j];
+        rs[i] = (double)x[j] + y[j];
     }
-    compare("gelu forward", from_dev(out, n), rg, 1e-2);
-    compare(accumulate ? "gelu backward (accumulated)" : "gelu backward (overwritten)",
+    const std::string tag = misalign ? " (misaligned: element by element)" : "";
+    compare(("gelu forward" + tag).c_str(), from_dev(out, n), rg, 1e-2);
+    compare(((accumulate ? "gelu backward (accumulated)" : "gelu backward (overwritten)") + tag)
+                .c_str(),
             from_dev(dinp, n), rd, 1e-2);
-    compare("residual forward", from_dev(sum, n), rs, 1e-2);
-    cudaFree(dx), cudaFree(ddy), cudaFree(dyy), cudaFree(out), cudaFree(sum), cudaFree(dinp);
+    compare(("residual forward" + tag).c_str(), from_dev(sum, n), rs, 1e-2);
+    cudaFree(bx), cudaFree(bdy), cudaFree(by), cudaFree(bout), cudaFree(bsum), cudaFree(bdinp);
 }
 
 static void test_crossentropy(int N, int V, float scale)
@@ -437,6 +446,7 @@ int main(void)
     test_matmul(h, 37, 72, 216, 1, 0);
     test_matmul(h, 512, 768, 2304, 1, 0); // the GPT-2 124M c_attn shape
     test_matmul(h, 256, 768, 3072, 0, 1);
+    test_matmul(h, 64, 48, 100, 1, 0); // OC % 8 != 0: the bias added element by element
     // Attention: nb = 0 is the default row blocks (1 below T = 128, 8 at T >= 512).
     test_attention(h, 2, 33, 48, 3, 0, 1);
     test_attention(h, 2, 45, 64, 4, 0, 0);    // T not a multiple of 8: scalar softmax rows
@@ -452,8 +462,9 @@ int main(void)
     test_encoder(4, 128, 768, 50304);
     test_layernorm(37, 72);
     test_layernorm(1024, 768);
-    test_gelu_residual(100003, 1);
-    test_gelu_residual(100003, 0);
+    test_gelu_residual(100003, 1, 0); // 16-byte accesses and a ragged end of 3
+    test_gelu_residual(100003, 0, 0);
+    test_gelu_residual(1000, 1, 1);
     test_crossentropy(7, 65, 1.0f);
     test_crossentropy(64, 50304, 1.0f / 64);
     printf("%d checks, %d failed\n", checks, failures);
