@@ -57,27 +57,43 @@ template <int V> __device__ void store_halves(__half *p, const float (&f)[V])
     }
 }
 
+// Index arithmetic: a 64-bit division costs the GPU tens of instructions, so the
+// kernels that turn a flat index into coordinates do it once per V elements, in I =
+// uint32_t whenever the count fits (ix_type picks), uint64_t otherwise.
+
+// out[B,T,C] = wte[inp[b,t]] + wpe[t]: one thread per V consecutive channels (C % V ==
+// 0; V = 8 needs 16-byte aligned tables and output).
+template <int V, typename I>
 __global__ void encoder_fwd(__half *out, const int32_t *inp, const __half *wte,
                             const __half *wpe, int B, int T, int C)
 {
-    const size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x;
-    if (i >= (size_t)B * T * C) return;
-    const size_t r = i / C;
-    const int c = (int)(i % C), t = (int)(r % T);
-    out[i] = __float2half(__half2float(wte[(size_t)inp[r] * C + c]) +
-                          __half2float(wpe[(size_t)t * C + c]));
+    const I per_row = (I)(C / V), chunks = (I)B * (I)T * per_row;
+    const I k = (I)blockIdx.x * (I)blockDim.x + (I)threadIdx.x;
+    if (k >= chunks) return;
+    const I r = k / per_row, c = (k - r * per_row) * (I)V, t = r % (I)T;
+    float x[V], y[V];
+    load_halves<V>(x, wte + (size_t)inp[r] * C + c);
+    load_halves<V>(y, wpe + (size_t)t * C + c);
+    for (int i = 0; i < V; i++) x[i] += y[i];
+    store_halves<V>(out + (size_t)r * C + c, x);
 }
 
+// dwte[tok] += dout[b,t]; dwpe[t] += dout[b,t]: one thread per V channels, float atomics.
+template <int V, typename I>
 __global__ void encoder_bwd(float *dwte, float *dwpe, const __half *dout,
                             const int32_t *inp, int B, int T, int C)
 {
-    const size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x;
-    if (i >= (size_t)B * T * C) return;
-    const size_t r = i / C;
-    const int c = (int)(i % C), t = (int)(r % T);
-    const float d = __half2float(dout[i]);
-    atomicAdd(&dwte[(size_t)inp[r] * C + c], d);
-    atomicAdd(&dwpe[(size_t)t * C + c], d);
+    const I per_row = (I)(C / V), chunks = (I)B * (I)T * per_row;
+    const I k = (I)blockIdx.x * (I)blockDim.x + (I)threadIdx.x;
+    if (k >= chunks) return;
+    const I r = k / per_row, c = (k - r * per_row) * (I)V, t = r % (I)T;
+    float d[V];
+    load_halves<V>(d, dout + (size_t)r * C + c);
+    float *gw = dwte + (size_t)inp[r] * C + c, *gp = dwpe + (size_t)t * C + c;
+    for (int i = 0; i < V; i++) {
+        atomicAdd(&gw[i], d[i]);
+        atomicAdd(&gp[i], d[i]);
+    }
 }
 
 // One warp per row.
@@ -218,20 +234,22 @@ __global__ void residual_fwd(__half *out, const __half *a, const __half *b, size
     }
 }
 
-// out[N,OC] += bias per row; with V = 8 a chunk never crosses a row (OC % 8 == 0).
-template <int V> __global__ void add_bias(__half *out, const __half *bias, int N, int OC)
+// out[N,OC] += bias per row; with V = 8 a chunk never crosses a row (OC % 8 == 0). I as
+// for the encoder (the column is a division per V elements).
+template <int V, typename I>
+__global__ void add_bias(__half *out, const __half *bias, int N, int OC)
 {
-    const size_t n = (size_t)N * OC, i = ((size_t)blockIdx.x * blockDim.x + threadIdx.x) * V;
+    const I n = (I)N * (I)OC, i = ((I)blockIdx.x * (I)blockDim.x + (I)threadIdx.x) * (I)V;
     if (i >= n) return;
     if (i + V <= n) {
         float x[V], y[V];
         load_halves<V>(x, out + i);
-        load_halves<V>(y, bias + i % OC);
+        load_halves<V>(y, bias + i % (I)OC);
         for (int k = 0; k < V; k++) x[k] += y[k];
         store_halves<V>(out + i, x);
     } else {
-        for (size_t k = i; k < n; k++)
-            out[k] = __float2half(__half2float(out[k]) + __half2float(bias[k % OC]));
+        for (I k = i; k < n; k++)
+            out[k] = __float2half(__half2float(out[k]) + __half2float(bias[k % (I)OC]));
     }
 }
 
@@ -256,35 +274,52 @@ __global__ void bias_grad(float *dbias, const __half *dout, int N, int OC)
     }
 }
 
-// Attention. Heads split: src [B,T,P*NH*hs] -> dst [P,B,NH,T,hs] (P = 3 for qkv, 1 for
-// dout); one thread per element, in source order.
-// Where element i of [B,T,P*NH*hs] lives in [P,B,NH,T,hs].
-__device__ size_t head_major_index(size_t i, int B, int T, int P, int NH, int hs)
+// Heads split: src [B,T,P*NH*hs] (token-major: per token, P parts of NH heads of hs) ->
+// dst [P,B,NH,T,hs] (head-major), and merged back. One thread per V consecutive
+// elements of one head's row (hs % V == 0), whose source-order chunk index k =
+// (((b*T + t)*P + part)*NH + h)*(hs/V) + j is decomposed once.
+template <typename I>
+__device__ size_t head_major_offset(I k, int B, int T, int P, int NH, int hs, int V)
 {
-    const size_t C = (size_t)NH * hs;
-    const size_t c = i % (P * C), bt = i / (P * C);
-    const int part = (int)(c / C), h = (int)(c % C / hs), d = (int)(c % hs);
-    const int t = (int)(bt % T), b = (int)(bt / T);
-    return ((((size_t)part * B + b) * NH + h) * T + t) * hs + d;
+    const I per_head = (I)(hs / V);
+    I r = k / per_head;
+    const I j = k - r * per_head;
+    const I h = r % (I)NH;
+    r /= (I)NH;
+    const I part = r % (I)P;
+    r /= (I)P;
+    const I t = r % (I)T, b = r / (I)T;
+    return ((((size_t)part * B + b) * NH + h) * T + t) * hs + (size_t)j * V;
 }
 
+template <int V, typename I>
 __global__ void heads_split(__half *dst, const __half *src, int B, int T, int P, int NH,
                             int hs)
 {
-    const size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x;
-    if (i >= (size_t)B * T * P * NH * hs) return;
-    dst[head_major_index(i, B, T, P, NH, hs)] = src[i];
+    const I chunks = (I)B * (I)T * (I)P * (I)NH * (I)(hs / V);
+    const I k = (I)blockIdx.x * (I)blockDim.x + (I)threadIdx.x;
+    if (k >= chunks) return;
+    float x[V];
+    load_halves<V>(x, src + (size_t)k * V);
+    store_halves<V>(dst + head_major_offset<I>(k, B, T, P, NH, hs, V), x);
 }
 
 // Heads merged: src [P,B,NH,T,hs] -> dst [B,T,P*NH*hs], written (accumulate = 0) or
-// added to (accumulate = 1); one thread per element, in destination order.
+// added (1).
+template <int V, typename I>
 __global__ void heads_merge(__half *dst, const __half *src, int B, int T, int P, int NH,
                             int hs, int accumulate)
 {
-    const size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x;
-    if (i >= (size_t)B * T * P * NH * hs) return;
-    const float v = __half2float(src[head_major_index(i, B, T, P, NH, hs)]);
-    dst[i] = __float2half(accumulate ? __half2float(dst[i]) + v : v);
+    const I chunks = (I)B * (I)T * (I)P * (I)NH * (I)(hs / V);
+    const I k = (I)blockIdx.x * (I)blockDim.x + (I)threadIdx.x;
+    if (k >= chunks) return;
+    float x[V], y[V];
+    load_halves<V>(x, src + head_major_offset<I>(k, B, T, P, NH, hs, V));
+    if (accumulate) {
+        load_halves<V>(y, dst + (size_t)k * V);
+        for (int i = 0; i < V; i++) x[i] += y[i];
+    }
+    store_halves<V>(dst + (size_t)k * V, x);
 }
 
 // Combines the (running max, sum of exp(x - max)) pairs of a warp's lanes, a lane
@@ -445,6 +480,47 @@ int launch_status()
     return e == cudaSuccess ? 0 : OL_CUDA_ERROR + (int)e;
 }
 
+// Whether a flat count of work items (and a grid over them) fits 32-bit indices.
+bool fits_u32(size_t items) { return items < ((size_t)1 << 32) - 1024; }
+
+// The head split / merge launches: V = 8 when hs % 8 == 0 and both buffers are 16-byte
+// aligned, 32-bit indices when the count fits.
+void launch_heads_split(__half *dst, const __half *src, int B, int T, int P, int NH, int hs,
+                        cudaStream_t st)
+{
+    const bool v8 = hs % 8 == 0 && ew_vec8({dst, src});
+    const size_t chunks = (size_t)B * T * P * NH * (hs / (v8 ? 8 : 1));
+    const int grid = blocks_for(chunks);
+    if (v8 && fits_u32(chunks))
+        heads_split<8, uint32_t><<<grid, kThreads, 0, st>>>(dst, src, B, T, P, NH, hs);
+    else if (v8)
+        heads_split<8, uint64_t><<<grid, kThreads, 0, st>>>(dst, src, B, T, P, NH, hs);
+    else if (fits_u32(chunks))
+        heads_split<1, uint32_t><<<grid, kThreads, 0, st>>>(dst, src, B, T, P, NH, hs);
+    else
+        heads_split<1, uint64_t><<<grid, kThreads, 0, st>>>(dst, src, B, T, P, NH, hs);
+}
+
+void launch_heads_merge(__half *dst, const __half *src, int B, int T, int P, int NH, int hs,
+                        int accumulate, cudaStream_t st)
+{
+    const bool v8 = hs % 8 == 0 && ew_vec8({dst, src});
+    const size_t chunks = (size_t)B * T * P * NH * (hs / (v8 ? 8 : 1));
+    const int grid = blocks_for(chunks);
+    if (v8 && fits_u32(chunks))
+        heads_merge<8, uint32_t><<<grid, kThreads, 0, st>>>(dst, src, B, T, P, NH, hs,
+                                                            accumulate);
+    else if (v8)
+        heads_merge<8, uint64_t><<<grid, kThreads, 0, st>>>(dst, src, B, T, P, NH, hs,
+                                                            accumulate);
+    else if (fits_u32(chunks))
+        heads_merge<1, uint32_t><<<grid, kThreads, 0, st>>>(dst, src, B, T, P, NH, hs,
+                                                            accumulate);
+    else
+        heads_merge<1, uint64_t><<<grid, kThreads, 0, st>>>(dst, src, B, T, P, NH, hs,
+                                                            accumulate);
+}
+
 // One product of an attention plan on the B*NH heads, FP16 in and out, FP32
 // accumulation (see attention_plan.h for what the fields mean).
 cublasStatus_t gemm_batched(cublasHandle_t h, const att_gemm &g, __half *const *role,
@@ -518,7 +594,7 @@ int ol_attention_forward(cublasHandle_t h, __half *out, __half *qkvr, __half *at
     cudaStream_t stream;
     cublasStatus_t s = cublasGetStream(h, &stream);
     if (s != CUBLAS_STATUS_SUCCESS) return (int)s;
-    heads_split<<<blocks_for(3 * n), kThreads, 0, stream>>>(qkvr, qkv, B, T, 3, NH, hs);
+    launch_heads_split(qkvr, qkv, B, T, 3, NH, hs, stream);
     if (int e = launch_status()) return e;
     if (int e = run_plan(h, ATT_SCORES, role, T, hs, nb, BH)) return e;
     const int grid = (rows + per_block - 1) / per_block, R = T / nb;
@@ -528,7 +604,7 @@ int ol_attention_forward(cublasHandle_t h, __half *out, __half *qkvr, __half *at
         att_softmax_fwd<1><<<grid, kThreads, 0, stream>>>(att, rows, T, R);
     if (int e = launch_status()) return e;
     if (int e = run_plan(h, ATT_CONTEXT, role, T, hs, nb, BH)) return e;
-    heads_merge<<<blocks_for(n), kThreads, 0, stream>>>(out, scratch, B, T, 1, NH, hs, 0);
+    launch_heads_merge(out, scratch, B, T, 1, NH, hs, 0, stream);
     return launch_status();
 }
 
@@ -550,7 +626,7 @@ int ol_attention_backward(cublasHandle_t h, __half *dqkv, __half *scratch,
     cudaStream_t stream;
     cublasStatus_t s = cublasGetStream(h, &stream);
     if (s != CUBLAS_STATUS_SUCCESS) return (int)s;
-    heads_split<<<blocks_for(n), kThreads, 0, stream>>>(dy, dout, B, T, 1, NH, hs);
+    launch_heads_split(dy, dout, B, T, 1, NH, hs, stream);
     if (int e = launch_status()) return e;
     if (int e = run_plan(h, ATT_DPROBS, role, T, hs, nb, BH)) return e;
     if (int e = run_plan(h, ATT_DVALUES, role, T, hs, nb, BH)) return e;
@@ -564,8 +640,7 @@ int ol_attention_backward(cublasHandle_t h, __half *dqkv, __half *scratch,
     if (int e = run_plan(h, ATT_DQUERIES, role, T, hs, nb, BH)) return e;
     if (int e = run_plan(h, ATT_DKEYS, role, T, hs, nb, BH)) return e;
     // dq, dk, dv [3,B,NH,T,hs] are contiguous: one merge puts them into dqkv [B,T,3C].
-    heads_merge<<<blocks_for(3 * n), kThreads, 0, stream>>>(dqkv, dq, B, T, 3, NH, hs,
-                                                            accumulate);
+    launch_heads_merge(dqkv, dq, B, T, 3, NH, hs, accumulate, stream);
     return launch_status();
 }
 
@@ -584,10 +659,16 @@ int ol_matmul_forward(cublasHandle_t h, __half *out, const __half *inp, const __
     s = cublasGetStream(h, &stream);
     if (s != CUBLAS_STATUS_SUCCESS) return (int)s;
     const size_t n = (size_t)N * OC;
-    if (OC % 8 == 0 && ew_vec8({out, bias}))
-        add_bias<8><<<blocks_for((n + 7) / 8), kThreads, 0, stream>>>(out, bias, N, OC);
+    const bool v8 = OC % 8 == 0 && ew_vec8({out, bias}), small = fits_u32(n);
+    const int grid = blocks_for(v8 ? (n + 7) / 8 : n);
+    if (v8 && small)
+        add_bias<8, uint32_t><<<grid, kThreads, 0, stream>>>(out, bias, N, OC);
+    else if (v8)
+        add_bias<8, uint64_t><<<grid, kThreads, 0, stream>>>(out, bias, N, OC);
+    else if (small)
+        add_bias<1, uint32_t><<<grid, kThreads, 0, stream>>>(out, bias, N, OC);
     else
-        add_bias<1><<<blocks_for(n), kThreads, 0, stream>>>(out, bias, N, OC);
+        add_bias<1, uint64_t><<<grid, kThreads, 0, stream>>>(out, bias, N, OC);
     return launch_status();
 }
 
@@ -619,14 +700,36 @@ void ol_encoder_forward(__half *out, const int32_t *inp, const __half *wte,
                         const __half *wpe, int B, int T, int C, cudaStream_t stream)
 {
     const size_t n = (size_t)B * T * C;
-    encoder_fwd<<<blocks_for(n), kThreads, 0, stream>>>(out, inp, wte, wpe, B, T, C);
+    const bool v8 = C % 8 == 0 && ew_vec8({out, wte, wpe});
+    const size_t chunks = n / (v8 ? 8 : 1);
+    const int grid = blocks_for(chunks);
+    if (v8 && fits_u32(chunks))
+        encoder_fwd<8, uint32_t><<<grid, kThreads, 0, stream>>>(out, inp, wte, wpe, B, T, C);
+    else if (v8)
+        encoder_fwd<8, uint64_t><<<grid, kThreads, 0, stream>>>(out, inp, wte, wpe, B, T, C);
+    else if (fits_u32(chunks))
+        encoder_fwd<1, uint32_t><<<grid, kThreads, 0, stream>>>(out, inp, wte, wpe, B, T, C);
+    else
+        encoder_fwd<1, uint64_t><<<grid, kThreads, 0, stream>>>(out, inp, wte, wpe, B, T, C);
 }
 
 void ol_encoder_backward(float *dwte, float *dwpe, const __half *dout, const int32_t *inp,
                          int B, int T, int C, cudaStream_t stream)
 {
     const size_t n = (size_t)B * T * C;
-    encoder_bwd<<<blocks_for(n), kThreads, 0, stream>>>(dwte, dwpe, dout, inp, B, T, C);
+    // Atomics go one float at a time, but the index arithmetic once per 8 channels (and
+    // dout read 16 bytes at a time) when C and dout allow it.
+    const bool v8 = C % 8 == 0 && ew_vec8({dout});
+    const size_t chunks = n / (v8 ? 8 : 1);
+    const int grid = blocks_for(chunks);
+    if (v8 && fits_u32(chunks))
+        encoder_bwd<8, uint32_t><<<grid, kThreads, 0, stream>>>(dwte, dwpe, dout, inp, B, T, C);
+    else if (v8)
+        encoder_bwd<8, uint64_t><<<grid, kThreads, 0, stream>>>(dwte, dwpe, dout, inp, B, T, C);
+    else if (fits_u32(chunks))
+        encoder_bwd<1, uint32_t><<<grid, kThreads, 0, stream>>>(dwte, dwpe, dout, inp, B, T, C);
+    else
+        encoder_bwd<1, uint64_t><<<grid, kThreads, 0, stream>>>(dwte, dwpe, dout, inp, B, T, C);
 }
 
 void ol_layernorm_forward(__half *out, float *mean, float *rstd, const __half *inp,

@@ -450,7 +450,7 @@ int main(void)
     // Attention: nb = 0 is the default row blocks (1 below T = 128, 8 at T >= 512).
     test_attention(h, 2, 33, 48, 3, 0, 1);
     test_attention(h, 2, 45, 64, 4, 0, 0);    // T not a multiple of 8: scalar softmax rows
-    test_attention(h, 2, 96, 48, 4, 3, 1);    // 3 blocks of 32 rows: 16-byte chunks
+    test_attention(h, 2, 96, 48, 4, 3, 1);    // 3 blocks of 32 rows; hs 12: heads one by one
     test_attention(h, 2, 90, 48, 4, 2, 0);    // 2 blocks of 45 rows: scalar rows again
     test_attention(h, 2, 128, 768, 12, 0, 1); // 2 blocks
     test_attention(h, 2, 128, 768, 12, 1, 0); // the whole square
@@ -458,7 +458,8 @@ int main(void)
     test_attention(h, 1, 1024, 128, 2, 0, 1); // GPT-2's T = 1024, hs = 64: 8 blocks
     test_attention(h, 1, 1024, 128, 2, 1, 0); // and the whole square
     cublasDestroy(h);
-    test_encoder(2, 33, 72, 97);
+    test_encoder(2, 33, 72, 97);  // C % 8 == 0: 8 channels per thread
+    test_encoder(2, 5, 12, 7);    // C % 8 != 0: one channel per thread
     test_encoder(4, 128, 768, 50304);
     test_layernorm(37, 72);
     test_layernorm(1024, 768);
