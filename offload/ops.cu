@@ -1,6 +1,7 @@
-// ops — see ops.cuh. One thread per element for the elementwise kernels; one warp per
-// row for LayerNorm and the attention softmax; one block per row for the cross-entropy;
-// cuBLAS for the matrix products, attention's included.
+// ops — see ops.cuh. One thread per 8 elements (16-byte accesses; one per element where
+// sizes or alignment do not allow) for the elementwise kernels and the permutes; one
+// warp per row for LayerNorm and the attention softmax; one block per row for the
+// cross-entropy; cuBLAS for the matrix products, attention's included.
 #include "ops.cuh"
 
 #include "attention_plan.h"
@@ -59,7 +60,7 @@ template <int V> __device__ void store_halves(__half *p, const float (&f)[V])
 
 // Index arithmetic: a 64-bit division costs the GPU tens of instructions, so the
 // kernels that turn a flat index into coordinates do it once per V elements, in I =
-// uint32_t whenever the count fits (ix_type picks), uint64_t otherwise.
+// uint32_t whenever the count fits (fits_u32 decides), uint64_t otherwise.
 
 // out[B,T,C] = wte[inp[b,t]] + wpe[t]: one thread per V consecutive channels (C % V ==
 // 0; V = 8 needs 16-byte aligned tables and output).
@@ -78,22 +79,17 @@ __global__ void encoder_fwd(__half *out, const int32_t *inp, const __half *wte,
     store_halves<V>(out + (size_t)r * C + c, x);
 }
 
-// dwte[tok] += dout[b,t]; dwpe[t] += dout[b,t]: one thread per V channels, float atomics.
-template <int V, typename I>
+// dwte[tok] += dout[b,t]; dwpe[t] += dout[b,t]: float atomics, one row (token) per
+// blockIdx.x and consecutive channels across a block's threads, so a warp's atomics
+// fall on consecutive floats (one cache line each) and no thread divides by C.
 __global__ void encoder_bwd(float *dwte, float *dwpe, const __half *dout,
-                            const int32_t *inp, int B, int T, int C)
+                            const int32_t *inp, int T, int C)
 {
-    const I per_row = (I)(C / V), chunks = (I)B * (I)T * per_row;
-    const I k = (I)blockIdx.x * (I)blockDim.x + (I)threadIdx.x;
-    if (k >= chunks) return;
-    const I r = k / per_row, c = (k - r * per_row) * (I)V, t = r % (I)T;
-    float d[V];
-    load_halves<V>(d, dout + (size_t)r * C + c);
-    float *gw = dwte + (size_t)inp[r] * C + c, *gp = dwpe + (size_t)t * C + c;
-    for (int i = 0; i < V; i++) {
-        atomicAdd(&gw[i], d[i]);
-        atomicAdd(&gp[i], d[i]);
-    }
+    const unsigned r = blockIdx.x, c = blockIdx.y * blockDim.x + threadIdx.x;
+    if (c >= (unsigned)C) return;
+    const float d = __half2float(dout[(size_t)r * C + c]);
+    atomicAdd(&dwte[(size_t)inp[r] * C + c], d);
+    atomicAdd(&dwpe[(size_t)(r % (unsigned)T) * C + c], d);
 }
 
 // One warp per row.
@@ -716,20 +712,8 @@ void ol_encoder_forward(__half *out, const int32_t *inp, const __half *wte,
 void ol_encoder_backward(float *dwte, float *dwpe, const __half *dout, const int32_t *inp,
                          int B, int T, int C, cudaStream_t stream)
 {
-    const size_t n = (size_t)B * T * C;
-    // Atomics go one float at a time, but the index arithmetic once per 8 channels (and
-    // dout read 16 bytes at a time) when C and dout allow it.
-    const bool v8 = C % 8 == 0 && ew_vec8({dout});
-    const size_t chunks = n / (v8 ? 8 : 1);
-    const int grid = blocks_for(chunks);
-    if (v8 && fits_u32(chunks))
-        encoder_bwd<8, uint32_t><<<grid, kThreads, 0, stream>>>(dwte, dwpe, dout, inp, B, T, C);
-    else if (v8)
-        encoder_bwd<8, uint64_t><<<grid, kThreads, 0, stream>>>(dwte, dwpe, dout, inp, B, T, C);
-    else if (fits_u32(chunks))
-        encoder_bwd<1, uint32_t><<<grid, kThreads, 0, stream>>>(dwte, dwpe, dout, inp, B, T, C);
-    else
-        encoder_bwd<1, uint64_t><<<grid, kThreads, 0, stream>>>(dwte, dwpe, dout, inp, B, T, C);
+    const dim3 grid((unsigned)B * (unsigned)T, (unsigned)((C + kThreads - 1) / kThreads));
+    encoder_bwd<<<grid, kThreads, 0, stream>>>(dwte, dwpe, dout, inp, T, C);
 }
 
 void ol_layernorm_forward(__half *out, float *mean, float *rstd, const __half *inp,
