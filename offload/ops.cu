@@ -9,6 +9,7 @@
 #include <math.h>
 
 #include <initializer_list>
+#include <type_traits>
 
 namespace {
 
@@ -479,6 +480,24 @@ int launch_status()
 // Whether a flat count of work items (and a grid over them) fits 32-bit indices.
 bool fits_u32(size_t items) { return items < ((size_t)1 << 32) - 1024; }
 
+// Calls launch(V, I) with the kernel form to use: V = 8 elements per thread (v8) or 1
+// as a std::integral_constant, and a value of I = uint32_t when `items` fits 32-bit
+// indices (fits_u32), uint64_t otherwise; launch instantiates kernel<V, I> from them.
+template <typename Launch> void launch_form(bool v8, size_t items, Launch launch)
+{
+    using V8 = std::integral_constant<int, 8>;
+    using V1 = std::integral_constant<int, 1>;
+    const bool small = fits_u32(items);
+    if (v8 && small)
+        launch(V8(), uint32_t());
+    else if (v8)
+        launch(V8(), uint64_t());
+    else if (small)
+        launch(V1(), uint32_t());
+    else
+        launch(V1(), uint64_t());
+}
+
 // The head split / merge launches: V = 8 when hs % 8 == 0 and both buffers are 16-byte
 // aligned, 32-bit indices when the count fits.
 void launch_heads_split(__half *dst, const __half *src, int B, int T, int P, int NH, int hs,
@@ -486,15 +505,10 @@ void launch_heads_split(__half *dst, const __half *src, int B, int T, int P, int
 {
     const bool v8 = hs % 8 == 0 && ew_vec8({dst, src});
     const size_t chunks = (size_t)B * T * P * NH * (hs / (v8 ? 8 : 1));
-    const int grid = blocks_for(chunks);
-    if (v8 && fits_u32(chunks))
-        heads_split<8, uint32_t><<<grid, kThreads, 0, st>>>(dst, src, B, T, P, NH, hs);
-    else if (v8)
-        heads_split<8, uint64_t><<<grid, kThreads, 0, st>>>(dst, src, B, T, P, NH, hs);
-    else if (fits_u32(chunks))
-        heads_split<1, uint32_t><<<grid, kThreads, 0, st>>>(dst, src, B, T, P, NH, hs);
-    else
-        heads_split<1, uint64_t><<<grid, kThreads, 0, st>>>(dst, src, B, T, P, NH, hs);
+    launch_form(v8, chunks, [&](auto v, auto ix) {
+        heads_split<decltype(v)::value, decltype(ix)>
+            <<<blocks_for(chunks), kThreads, 0, st>>>(dst, src, B, T, P, NH, hs);
+    });
 }
 
 void launch_heads_merge(__half *dst, const __half *src, int B, int T, int P, int NH, int hs,
@@ -502,19 +516,10 @@ void launch_heads_merge(__half *dst, const __half *src, int B, int T, int P, int
 {
     const bool v8 = hs % 8 == 0 && ew_vec8({dst, src});
     const size_t chunks = (size_t)B * T * P * NH * (hs / (v8 ? 8 : 1));
-    const int grid = blocks_for(chunks);
-    if (v8 && fits_u32(chunks))
-        heads_merge<8, uint32_t><<<grid, kThreads, 0, st>>>(dst, src, B, T, P, NH, hs,
-                                                            accumulate);
-    else if (v8)
-        heads_merge<8, uint64_t><<<grid, kThreads, 0, st>>>(dst, src, B, T, P, NH, hs,
-                                                            accumulate);
-    else if (fits_u32(chunks))
-        heads_merge<1, uint32_t><<<grid, kThreads, 0, st>>>(dst, src, B, T, P, NH, hs,
-                                                            accumulate);
-    else
-        heads_merge<1, uint64_t><<<grid, kThreads, 0, st>>>(dst, src, B, T, P, NH, hs,
-                                                            accumulate);
+    launch_form(v8, chunks, [&](auto v, auto ix) {
+        heads_merge<decltype(v)::value, decltype(ix)>
+            <<<blocks_for(chunks), kThreads, 0, st>>>(dst, src, B, T, P, NH, hs, accumulate);
+    });
 }
 
 // One product of an attention plan on the B*NH heads, FP16 in and out, FP32
@@ -559,7 +564,7 @@ int row_blocks_for(int T, int requested)
 // and the buffers are aligned.
 bool rows_vec8(int T, int R, const void *a, const void *b)
 {
-    return T % 8 == 0 && R % 8 == 0 && (uintptr_t)a % 16 == 0 && (uintptr_t)b % 16 == 0;
+    return T % 8 == 0 && R % 8 == 0 && ew_vec8({a, b});
 }
 
 } // namespace
@@ -655,16 +660,11 @@ int ol_matmul_forward(cublasHandle_t h, __half *out, const __half *inp, const __
     s = cublasGetStream(h, &stream);
     if (s != CUBLAS_STATUS_SUCCESS) return (int)s;
     const size_t n = (size_t)N * OC;
-    const bool v8 = OC % 8 == 0 && ew_vec8({out, bias}), small = fits_u32(n);
-    const int grid = blocks_for(v8 ? (n + 7) / 8 : n);
-    if (v8 && small)
-        add_bias<8, uint32_t><<<grid, kThreads, 0, stream>>>(out, bias, N, OC);
-    else if (v8)
-        add_bias<8, uint64_t><<<grid, kThreads, 0, stream>>>(out, bias, N, OC);
-    else if (small)
-        add_bias<1, uint32_t><<<grid, kThreads, 0, stream>>>(out, bias, N, OC);
-    else
-        add_bias<1, uint64_t><<<grid, kThreads, 0, stream>>>(out, bias, N, OC);
+    const bool v8 = OC % 8 == 0 && ew_vec8({out, bias});
+    launch_form(v8, n, [&](auto v, auto ix) {
+        add_bias<decltype(v)::value, decltype(ix)>
+            <<<blocks_for(v8 ? (n + 7) / 8 : n), kThreads, 0, stream>>>(out, bias, N, OC);
+    });
     return launch_status();
 }
 
@@ -698,15 +698,10 @@ void ol_encoder_forward(__half *out, const int32_t *inp, const __half *wte,
     const size_t n = (size_t)B * T * C;
     const bool v8 = C % 8 == 0 && ew_vec8({out, wte, wpe});
     const size_t chunks = n / (v8 ? 8 : 1);
-    const int grid = blocks_for(chunks);
-    if (v8 && fits_u32(chunks))
-        encoder_fwd<8, uint32_t><<<grid, kThreads, 0, stream>>>(out, inp, wte, wpe, B, T, C);
-    else if (v8)
-        encoder_fwd<8, uint64_t><<<grid, kThreads, 0, stream>>>(out, inp, wte, wpe, B, T, C);
-    else if (fits_u32(chunks))
-        encoder_fwd<1, uint32_t><<<grid, kThreads, 0, stream>>>(out, inp, wte, wpe, B, T, C);
-    else
-        encoder_fwd<1, uint64_t><<<grid, kThreads, 0, stream>>>(out, inp, wte, wpe, B, T, C);
+    launch_form(v8, chunks, [&](auto v, auto ix) {
+        encoder_fwd<decltype(v)::value, decltype(ix)>
+            <<<blocks_for(chunks), kThreads, 0, stream>>>(out, inp, wte, wpe, B, T, C);
+    });
 }
 
 void ol_encoder_backward(float *dwte, float *dwpe, const __half *dout, const int32_t *inp,
@@ -767,8 +762,7 @@ void ol_crossentropy(float *losses, __half *dlogits, const __half *logits,
                      const int32_t *targets, int N, int V, float scale,
                      cudaStream_t stream)
 {
-    const bool vec8 = V % 8 == 0 && (uintptr_t)logits % 16 == 0 &&
-                      (!dlogits || (uintptr_t)dlogits % 16 == 0);
+    const bool vec8 = V % 8 == 0 && ew_vec8({logits, dlogits}); // NULL is aligned
     if (vec8)
         crossentropy_rows<8><<<N, kThreads, 0, stream>>>(losses, dlogits, logits, targets, V,
                                                          scale);
