@@ -31,14 +31,31 @@ __device__ float warp_sum(float v)
     return v;
 }
 
+// Two halves in a 32-bit word, the first (at the lower address) in the low bits. The
+// 16-byte accesses below go through these, not through a uint4 cast to __half2: that
+// breaks C++'s aliasing rules, and a host compiler that relies on them (cuda_emu's g++
+// at -O2) computes garbage. nvcc makes them register moves.
+__device__ float2 unpack_halves(unsigned w)
+{
+    return __half22float2(__halves2half2(__ushort_as_half((unsigned short)(w & 0xffffu)),
+                                         __ushort_as_half((unsigned short)(w >> 16))));
+}
+
+__device__ unsigned pack_halves(float lo, float hi)
+{
+    const __half2 h = __floats2half2_rn(lo, hi);
+    return (unsigned)__half_as_ushort(__low2half(h)) |
+           ((unsigned)__half_as_ushort(__high2half(h)) << 16);
+}
+
 // V consecutive halves of a row as floats (V = 8: one 16-byte access, p aligned).
 template <int V> __device__ void load_halves(float (&f)[V], const __half *p)
 {
     if (V == 8) {
         const uint4 u = *reinterpret_cast<const uint4 *>(p);
-        const __half2 *h2 = reinterpret_cast<const __half2 *>(&u);
-        for (int i = 0; i < V / 2; i++) {
-            const float2 x = __half22float2(h2[i]);
+        const unsigned w[4] = {u.x, u.y, u.z, u.w};
+        for (int i = 0; i < 4; i++) {
+            const float2 x = unpack_halves(w[i]);
             f[2 * i] = x.x;
             f[2 * i + 1] = x.y;
         }
@@ -50,9 +67,8 @@ template <int V> __device__ void load_halves(float (&f)[V], const __half *p)
 template <int V> __device__ void store_halves(__half *p, const float (&f)[V])
 {
     if (V == 8) {
-        uint4 u;
-        __half2 *h2 = reinterpret_cast<__half2 *>(&u);
-        for (int i = 0; i < V / 2; i++) h2[i] = __floats2half2_rn(f[2 * i], f[2 * i + 1]);
+        const uint4 u = {pack_halves(f[0], f[1]), pack_halves(f[2], f[3]),
+                         pack_halves(f[4], f[5]), pack_halves(f[6], f[7])};
         *reinterpret_cast<uint4 *>(p) = u;
     } else {
         for (int i = 0; i < V; i++) p[i] = __float2half(f[i]);
