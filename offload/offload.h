@@ -2,9 +2,8 @@
  * src/. Built from cuda_device.cu with `./configure --with-cuda[=DIR]`, else from
  * offload_none.c, which answers "no GPU" with the reason.
  *
- * This first part finds the GPUs and binds a rank to one; the FP16 kernels of the op
- * table (src/backend.h) are still to come, and until they are the trainer says so and
- * runs every layer on the CPU (src/train.c). All functions are called by the thread
+ * This part finds the GPUs and binds a rank to one; the training step on the GPU is
+ * gpu_model.h, which src/device_step.c drives. All functions are called by the thread
  * that trains. */
 #ifndef GT_OFFLOAD_H
 #define GT_OFFLOAD_H

@@ -4,8 +4,9 @@
 # Runs as root, or through sudo when it is available.
 set -eu
 
-# procps: pgrep/pkill for the tests (minimal container images lack it).
-PACKAGES="autoconf automake libtool pkg-config autoconf-archive make gcc
+# procps: pgrep/pkill for the tests (minimal container images lack it). g++: the host
+# compiler nvcc needs, and the one that runs the CUDA tests on the CPU (--with-cuda).
+PACKAGES="autoconf automake libtool pkg-config autoconf-archive make gcc g++
 libopenmpi-dev openmpi-bin libopenblas-openmp-dev libhdf5-openmpi-dev hdf5-tools procps"
 
 missing=

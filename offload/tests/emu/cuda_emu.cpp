@@ -1,0 +1,765 @@
+// cuda_emu — see cuda_emu.h: the kernel launcher (blocks in turn, threads as fibers)
+// and the CUDA runtime and cuBLAS calls gentrain's sources make, on the CPU.
+#include "cuda_emu.h"
+
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <time.h>
+#include <ucontext.h>
+
+#include <map>
+#include <set>
+#include <vector>
+
+namespace {
+
+[[noreturn]] void die(const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    fprintf(stderr, "cuda_emu: ");
+    vfprintf(stderr, fmt, ap);
+    fprintf(stderr, "\n");
+    va_end(ap);
+    fflush(stdout);
+    abort();
+}
+
+// ------------------------------------------------------------ memory and handles
+
+// Device allocations by start address: a pointer is "device" when it lies inside one.
+std::map<uintptr_t, size_t> g_device;
+size_t g_device_used = 0;
+std::set<uintptr_t> g_pinned, g_streams, g_events_all, g_handles;
+cudaError_t g_last_error = cudaSuccess;
+
+size_t device_capacity()
+{
+    const char *s = getenv("CUDA_EMU_DEVICE_BYTES");
+    return s ? strtoull(s, nullptr, 10) : (size_t)8 << 30;
+}
+
+// Whether [p, p + n) lies inside one device allocation.
+bool is_device(const void *p, size_t n)
+{
+    const uintptr_t a = (uintptr_t)p;
+    auto it = g_device.upper_bound(a);
+    if (it == g_device.begin()) return false;
+    --it;
+    return a >= it->first && a + n <= it->first + it->second;
+}
+
+// Whether any byte of [p, p + n) is device memory.
+bool touches_device(const void *p, size_t n)
+{
+    if (n == 0) return false;
+    const uintptr_t a = (uintptr_t)p;
+    auto it = g_device.upper_bound(a + n - 1);
+    if (it == g_device.begin()) return false;
+    --it;
+    return it->first + it->second > a;
+}
+
+bool valid_stream(cudaStream_t s) { return s == 0 || g_streams.count((uintptr_t)s) != 0; }
+
+struct Event {
+    unsigned flags;
+    bool recorded;
+    double ms;
+};
+
+double now_ms()
+{
+    timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    return (double)t.tv_sec * 1e3 + (double)t.tv_nsec * 1e-6;
+}
+
+// ------------------------------------------------------------ the kernel launcher
+
+constexpr size_t kStackBytes = 256 * 1024;
+
+// Switching fibers: on x86-64 a hand-written switch of the callee-saved registers and
+// the stack pointer, as fast as a call; elsewhere ucontext's swapcontext, which also
+// saves the signal mask with a system call each time (correct, some 50x slower).
+#if defined(__x86_64__)
+#define EMU_FAST_SWITCH 1
+// emu_switch(save, next): pushes the callee-saved registers, stores the stack pointer
+// in *save, continues on the stack `next` (one that emu_switch saved, or a new one
+// prepared by new_stack) by popping its registers and returning there.
+extern "C" void emu_switch(void **save, void *next);
+asm(".text\n"
+    ".globl emu_switch\n"
+    ".type emu_switch,@function\n"
+    "emu_switch:\n"
+    "    pushq %rbp\n"
+    "    pushq %rbx\n"
+    "    pushq %r12\n"
+    "    pushq %r13\n"
+    "    pushq %r14\n"
+    "    pushq %r15\n"
+    "    movq %rsp, (%rdi)\n"
+    "    movq %rsi, %rsp\n"
+    "    popq %r15\n"
+    "    popq %r14\n"
+    "    popq %r13\n"
+    "    popq %r12\n"
+    "    popq %rbx\n"
+    "    popq %rbp\n"
+    "    ret\n"
+    ".size emu_switch,.-emu_switch\n");
+#else
+#define EMU_FAST_SWITCH 0
+#endif
+
+struct Fiber {
+    ucontext_t ctx; // EMU_FAST_SWITCH 0
+    void *sp;       // EMU_FAST_SWITCH 1: the saved stack pointer
+    uint3 tid;
+    int warp, lane;
+    bool done;
+    int waits;     // 0: runnable, 1: at the block barrier, 2: at its warp's barrier
+    unsigned gen;  // the barrier generation it waits to see pass
+};
+
+struct Barrier {
+    int live, arrived;
+    unsigned gen;
+};
+
+struct Launch {
+    emu::Config c;
+    void (*body)(void *);
+    void *ctx;
+    uint3 block_idx;
+    std::vector<Fiber> fibers;
+    std::vector<Barrier> warps;
+    Barrier block;
+    std::vector<float> slots; // [warp][32] warp exchange values
+    std::vector<unsigned char> shared;
+    ucontext_t scheduler; // EMU_FAST_SWITCH 0
+    void *scheduler_sp;   // EMU_FAST_SWITCH 1
+    Fiber *cur;
+};
+
+Launch *g_launch = nullptr;
+// CUDA_EMU_ORDER=reverse: blocks from the last, a block's threads from the last: a
+// kernel whose result depends on the order blocks or threads run in shows it.
+const bool g_reverse = [] {
+    const char *s = getenv("CUDA_EMU_ORDER");
+    return s && strcmp(s, "reverse") == 0;
+}();
+char *g_stacks = nullptr;
+size_t g_stack_count = 0;
+
+Launch &running()
+{
+    if (!g_launch || !g_launch->cur) die("a device function was called outside a kernel");
+    return *g_launch;
+}
+
+// From the running fiber back to the scheduler (run_block).
+void to_scheduler(Fiber &f)
+{
+    Launch &L = *g_launch;
+#if EMU_FAST_SWITCH
+    emu_switch(&f.sp, L.scheduler_sp);
+#else
+    if (swapcontext(&f.ctx, &L.scheduler) != 0) die("swapcontext failed");
+#endif
+}
+
+// From the scheduler into fiber f, until it waits or ends.
+void to_fiber(Fiber &f)
+{
+    Launch &L = *g_launch;
+    L.cur = &f;
+#if EMU_FAST_SWITCH
+    emu_switch(&L.scheduler_sp, f.sp);
+#else
+    if (swapcontext(&L.scheduler, &f.ctx) != 0) die("swapcontext failed");
+#endif
+    L.cur = nullptr;
+}
+
+void fiber_main()
+{
+    Launch &L = *g_launch;
+    L.body(L.ctx);
+    Fiber &f = *L.cur;
+    f.done = true;
+    L.block.live--;
+    if (L.block.arrived > 0 && L.block.arrived == L.block.live) {
+        L.block.arrived = 0;
+        L.block.gen++;
+    }
+    Barrier &w = L.warps[(size_t)f.warp];
+    w.live--;
+    if (w.arrived > 0)
+        die("block (%u,%u,%u) thread (%u,%u,%u) exited while lanes of its warp wait in a "
+            "warp shuffle (undefined on a GPU)", L.block_idx.x, L.block_idx.y,
+            L.block_idx.z, f.tid.x, f.tid.y, f.tid.z);
+#if EMU_FAST_SWITCH
+    to_scheduler(f); // never resumed
+    die("a finished fiber was resumed");
+#endif
+    // ucontext: returning resumes the scheduler (uc_link).
+}
+
+// A fresh stack for fiber f whose first emu_switch into it starts fiber_main; 16-byte
+// aligned as the x86-64 ABI wants at a call (fiber_main sees a zero return address).
+void new_stack(Fiber &f, char *stack, size_t bytes)
+{
+#if EMU_FAST_SWITCH
+    void **sp = (void **)(((uintptr_t)stack + bytes) & ~(uintptr_t)15);
+    *--sp = nullptr;                          // fiber_main's return address: none
+    *--sp = (void *)(void (*)())fiber_main;   // where emu_switch's ret goes
+    for (int i = 0; i < 6; i++) *--sp = nullptr; // rbp rbx r12 r13 r14 r15
+    f.sp = sp;
+#else
+    if (getcontext(&f.ctx) != 0) die("getcontext failed");
+    f.ctx.uc_stack.ss_sp = stack;
+    f.ctx.uc_stack.ss_size = bytes;
+    f.ctx.uc_link = &g_launch->scheduler;
+    makecontext(&f.ctx, fiber_main, 0);
+#endif
+}
+
+void wait_at(Barrier &b, int kind)
+{
+    Launch &L = *g_launch;
+    Fiber &f = *L.cur;
+    if (++b.arrived == b.live) { // the last to arrive releases the others
+        b.arrived = 0;
+        b.gen++;
+        return;
+    }
+    f.waits = kind;
+    f.gen = b.gen;
+    to_scheduler(f);
+}
+
+// Runs one block to completion: each runnable fiber in turn, until all are done.
+void run_block(Launch &L)
+{
+    const dim3 bd = L.c.block;
+    const int n = (int)(bd.x * bd.y * bd.z);
+    L.fibers.assign((size_t)n, Fiber());
+    L.warps.assign((size_t)(n + 31) / 32, Barrier{0, 0, 0});
+    L.block = Barrier{n, 0, 0};
+    L.slots.assign(L.warps.size() * 32, 0.0f);
+    if (!L.shared.empty()) memset(L.shared.data(), 0xff, L.shared.size()); // unset: NaN
+    for (int i = 0; i < n; i++) {
+        Fiber &f = L.fibers[(size_t)i];
+        f.tid = uint3{(unsigned)i % bd.x, (unsigned)i / bd.x % bd.y, (unsigned)i / (bd.x * bd.y)};
+        f.warp = i / 32;
+        f.lane = i % 32;
+        L.warps[(size_t)f.warp].live++;
+        new_stack(f, g_stacks + (size_t)i * kStackBytes, kStackBytes);
+    }
+    for (;;) {
+        bool ran = false, all_done = true;
+        for (int k = 0; k < n; k++) {
+            Fiber &f = L.fibers[(size_t)(g_reverse ? n - 1 - k : k)];
+            if (f.done) continue;
+            all_done = false;
+            if (f.waits == 1 && f.gen == L.block.gen) continue;
+            if (f.waits == 2 && f.gen == L.warps[(size_t)f.warp].gen) continue;
+            f.waits = 0;
+            to_fiber(f);
+            ran = true;
+        }
+        if (all_done) return;
+        if (!ran)
+            die("deadlock in block (%u,%u,%u): threads wait at a barrier (__syncthreads or a "
+                "warp shuffle) that other live threads of the block never reach",
+                L.block_idx.x, L.block_idx.y, L.block_idx.z);
+    }
+}
+
+} // namespace
+
+// ------------------------------------------------------------ emu:: (cuda_emu.h)
+
+namespace emu {
+
+void run(const Config &c, void (*body)(void *), void *ctx)
+{
+    if (g_launch) die("a kernel launched another kernel (not supported)");
+    const dim3 g = c.grid, b = c.block;
+    const unsigned long long threads = (unsigned long long)b.x * b.y * b.z;
+    if (g.x == 0 || g.y == 0 || g.z == 0 || g.x > 2147483647u || g.y > 65535 ||
+        g.z > 65535 || threads == 0 || threads > 1024 || b.x > 1024 || b.y > 1024 ||
+        b.z > 64) {
+        g_last_error = cudaErrorInvalidConfiguration;
+        return;
+    }
+    if (c.shared_bytes > 48 * 1024) { // more needs cudaFuncSetAttribute on a GPU
+        g_last_error = cudaErrorInvalidValue;
+        return;
+    }
+    if (!valid_stream(c.stream)) {
+        g_last_error = cudaErrorInvalidResourceHandle;
+        return;
+    }
+    if (threads > g_stack_count) {
+        if (g_stacks) munmap(g_stacks, g_stack_count * kStackBytes);
+        void *m = mmap(nullptr, threads * kStackBytes, PROT_READ | PROT_WRITE,
+                       MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+        if (m == MAP_FAILED) die("no memory for %llu fiber stacks", threads);
+        g_stacks = (char *)m;
+        g_stack_count = threads;
+    }
+    Launch L;
+    L.c = c;
+    L.body = body;
+    L.ctx = ctx;
+    L.cur = nullptr;
+    L.shared.assign(c.shared_bytes, 0);
+    g_launch = &L;
+    for (unsigned z = 0; z < g.z; z++)
+        for (unsigned y = 0; y < g.y; y++)
+            for (unsigned x = 0; x < g.x; x++) {
+                L.block_idx = g_reverse ? uint3{g.x - 1 - x, g.y - 1 - y, g.z - 1 - z}
+                                        : uint3{x, y, z};
+                run_block(L);
+            }
+    g_launch = nullptr;
+}
+
+const uint3 &thread_idx() { return running().cur->tid; }
+const uint3 &block_idx() { return running().block_idx; }
+const dim3 &block_dim() { return running().c.block; }
+const dim3 &grid_dim() { return running().c.grid; }
+
+void *dynamic_shared()
+{
+    Launch &L = running();
+    return L.shared.empty() ? nullptr : L.shared.data();
+}
+
+void sync_threads()
+{
+    Launch &L = running();
+    wait_at(L.block, 1);
+}
+
+int lane_id() { return running().cur->lane; }
+
+float warp_exchange(unsigned mask, float v, int src_lane)
+{
+    Launch &L = running();
+    Fiber &f = *L.cur;
+    Barrier &w = L.warps[(size_t)f.warp];
+    const int lanes = (int)L.fibers.size() - f.warp * 32 < 32 ? (int)L.fibers.size() - f.warp * 32 : 32;
+    if (mask != 0xffffffffu || lanes != 32)
+        die("warp shuffle with mask %#x in a warp of %d lanes (gentrain's kernels shuffle "
+            "whole warps)", mask, lanes);
+    if (w.live != 32)
+        die("block (%u,%u,%u): a warp shuffle over all 32 lanes after %d of them exited "
+            "(undefined on a GPU)", L.block_idx.x, L.block_idx.y, L.block_idx.z, 32 - w.live);
+    if (src_lane < 0 || src_lane > 31) die("warp shuffle from lane %d", src_lane);
+    float *slot = &L.slots[(size_t)f.warp * 32];
+    slot[f.lane] = v;
+    wait_at(w, 2); // every lane has written
+    const float r = slot[src_lane];
+    wait_at(w, 2); // every lane has read
+    return r;
+}
+
+} // namespace emu
+
+// ------------------------------------------------------------ the CUDA runtime
+
+extern "C" {
+
+cudaError_t cudaGetDeviceCount(int *count)
+{
+    *count = 1;
+    return cudaSuccess;
+}
+
+cudaError_t cudaSetDevice(int device)
+{
+    return device == 0 ? cudaSuccess : cudaErrorInvalidDevice;
+}
+
+cudaError_t cudaGetDeviceProperties(cudaDeviceProp *p, int device)
+{
+    if (device != 0) return cudaErrorInvalidDevice;
+    memset(p, 0, sizeof *p);
+    snprintf(p->name, sizeof p->name, "CPU emulation of a GPU (cuda_emu)");
+    p->totalGlobalMem = device_capacity();
+    p->major = 9;
+    p->minor = 0;
+    p->multiProcessorCount = 1;
+    p->warpSize = 32;
+    p->maxThreadsPerBlock = 1024;
+    p->sharedMemPerBlock = 48 * 1024;
+    return cudaSuccess;
+}
+
+cudaError_t cudaMemGetInfo(size_t *free_bytes, size_t *total)
+{
+    *total = device_capacity();
+    *free_bytes = *total > g_device_used ? *total - g_device_used : 0;
+    return cudaSuccess;
+}
+
+cudaError_t cudaDeviceSynchronize(void) { return cudaSuccess; }
+
+cudaError_t cudaGetLastError(void)
+{
+    const cudaError_t e = g_last_error;
+    g_last_error = cudaSuccess;
+    return e;
+}
+
+cudaError_t cudaPeekAtLastError(void) { return g_last_error; }
+
+const char *cudaGetErrorString(cudaError_t e)
+{
+    switch (e) {
+    case cudaSuccess: return "no error";
+    case cudaErrorInvalidValue: return "invalid argument";
+    case cudaErrorMemoryAllocation: return "out of memory";
+    case cudaErrorInvalidConfiguration: return "invalid configuration argument";
+    case cudaErrorInvalidDevice: return "invalid device ordinal";
+    case cudaErrorInvalidResourceHandle: return "invalid resource handle";
+    case cudaErrorNoDevice: return "no CUDA-capable device is detected";
+    case cudaErrorInsufficientDriver: return "CUDA driver version is insufficient";
+    default: return "unknown error (cuda_emu)";
+    }
+}
+
+cudaError_t cudaMalloc(void **p, size_t n)
+{
+    *p = nullptr;
+    if (n == 0) return cudaSuccess;
+    if (g_device_used + n > device_capacity()) return cudaErrorMemoryAllocation;
+    void *m = nullptr;
+    if (posix_memalign(&m, 256, n) != 0) return cudaErrorMemoryAllocation;
+    memset(m, 0xff, n); // never written: NaN in FP16 and FP32
+    g_device[(uintptr_t)m] = n;
+    g_device_used += n;
+    *p = m;
+    return cudaSuccess;
+}
+
+cudaError_t cudaFree(void *p)
+{
+    if (!p) return cudaSuccess;
+    auto it = g_device.find((uintptr_t)p);
+    if (it == g_device.end()) return cudaErrorInvalidValue;
+    g_device_used -= it->second;
+    g_device.erase(it);
+    free(p);
+    return cudaSuccess;
+}
+
+cudaError_t cudaMallocHost(void **p, size_t n)
+{
+    *p = malloc(n ? n : 1);
+    if (!*p) return cudaErrorMemoryAllocation;
+    g_pinned.insert((uintptr_t)*p);
+    return cudaSuccess;
+}
+
+cudaError_t cudaFreeHost(void *p)
+{
+    if (!p) return cudaSuccess;
+    if (!g_pinned.erase((uintptr_t)p)) return cudaErrorInvalidValue;
+    free(p);
+    return cudaSuccess;
+}
+
+cudaError_t cudaMemcpy(void *dst, const void *src, size_t n, cudaMemcpyKind kind)
+{
+    if (n == 0) return cudaSuccess;
+    const bool dst_dev = kind == cudaMemcpyHostToDevice || kind == cudaMemcpyDeviceToDevice;
+    const bool src_dev = kind == cudaMemcpyDeviceToHost || kind == cudaMemcpyDeviceToDevice;
+    if (kind != cudaMemcpyDefault) {
+        if (dst_dev ? !is_device(dst, n) : touches_device(dst, n)) return cudaErrorInvalidValue;
+        if (src_dev ? !is_device(src, n) : touches_device(src, n)) return cudaErrorInvalidValue;
+    }
+    memmove(dst, src, n);
+    return cudaSuccess;
+}
+
+cudaError_t cudaMemcpyAsync(void *dst, const void *src, size_t n, cudaMemcpyKind kind,
+                            cudaStream_t s)
+{
+    if (!valid_stream(s)) return cudaErrorInvalidResourceHandle;
+    return cudaMemcpy(dst, src, n, kind);
+}
+
+cudaError_t cudaMemset(void *p, int v, size_t n)
+{
+    if (n == 0) return cudaSuccess;
+    if (!is_device(p, n)) return cudaErrorInvalidValue;
+    memset(p, v, n);
+    return cudaSuccess;
+}
+
+cudaError_t cudaMemsetAsync(void *p, int v, size_t n, cudaStream_t s)
+{
+    if (!valid_stream(s)) return cudaErrorInvalidResourceHandle;
+    return cudaMemset(p, v, n);
+}
+
+cudaError_t cudaStreamCreateWithFlags(cudaStream_t *s, unsigned int flags)
+{
+    (void)flags;
+    char *h = (char *)malloc(1);
+    if (!h) return cudaErrorMemoryAllocation;
+    g_streams.insert((uintptr_t)h);
+    *s = (cudaStream_t)h;
+    return cudaSuccess;
+}
+
+cudaError_t cudaStreamCreate(cudaStream_t *s) { return cudaStreamCreateWithFlags(s, 0); }
+
+cudaError_t cudaStreamDestroy(cudaStream_t s)
+{
+    if (!g_streams.erase((uintptr_t)s)) return cudaErrorInvalidResourceHandle;
+    free((void *)s);
+    return cudaSuccess;
+}
+
+cudaError_t cudaStreamSynchronize(cudaStream_t s)
+{
+    return valid_stream(s) ? cudaSuccess : cudaErrorInvalidResourceHandle;
+}
+
+cudaError_t cudaEventCreateWithFlags(cudaEvent_t *e, unsigned int flags)
+{
+    Event *ev = (Event *)calloc(1, sizeof(Event));
+    if (!ev) return cudaErrorMemoryAllocation;
+    ev->flags = flags;
+    g_events_all.insert((uintptr_t)ev);
+    *e = (cudaEvent_t)ev;
+    return cudaSuccess;
+}
+
+cudaError_t cudaEventCreate(cudaEvent_t *e) { return cudaEventCreateWithFlags(e, 0); }
+
+cudaError_t cudaEventDestroy(cudaEvent_t e)
+{
+    if (!g_events_all.erase((uintptr_t)e)) return cudaErrorInvalidResourceHandle;
+    free((void *)e);
+    return cudaSuccess;
+}
+
+cudaError_t cudaEventRecord(cudaEvent_t e, cudaStream_t s)
+{
+    if (!g_events_all.count((uintptr_t)e) || !valid_stream(s))
+        return cudaErrorInvalidResourceHandle;
+    Event *ev = (Event *)e;
+    ev->recorded = true;
+    ev->ms = now_ms();
+    return cudaSuccess;
+}
+
+cudaError_t cudaEventSynchronize(cudaEvent_t e)
+{
+    return g_events_all.count((uintptr_t)e) ? cudaSuccess : cudaErrorInvalidResourceHandle;
+}
+
+cudaError_t cudaEventQuery(cudaEvent_t e)
+{
+    return g_events_all.count((uintptr_t)e) ? cudaSuccess : cudaErrorInvalidResourceHandle;
+}
+
+cudaError_t cudaStreamWaitEvent(cudaStream_t s, cudaEvent_t e, unsigned int flags)
+{
+    (void)flags;
+    if (!valid_stream(s) || !g_events_all.count((uintptr_t)e))
+        return cudaErrorInvalidResourceHandle;
+    return cudaSuccess;
+}
+
+cudaError_t cudaEventElapsedTime(float *ms, cudaEvent_t start, cudaEvent_t end)
+{
+    if (!g_events_all.count((uintptr_t)start) || !g_events_all.count((uintptr_t)end))
+        return cudaErrorInvalidResourceHandle;
+    const Event *a = (const Event *)start, *b = (const Event *)end;
+    if ((a->flags | b->flags) & cudaEventDisableTiming) return cudaErrorInvalidResourceHandle;
+    if (!a->recorded || !b->recorded) return cudaErrorInvalidResourceHandle;
+    *ms = (float)(b->ms - a->ms);
+    return cudaSuccess;
+}
+
+} // extern "C"
+
+// ------------------------------------------------------------ cuBLAS
+
+namespace {
+
+struct Handle {
+    cudaStream_t stream;
+};
+
+bool valid_handle(cublasHandle_t h) { return h && g_handles.count((uintptr_t)h); }
+
+size_t type_bytes(cudaDataType t) { return t == CUDA_R_16F ? 2 : 4; }
+
+float load(const void *p, cudaDataType t, size_t i)
+{
+    return t == CUDA_R_16F ? __half2float(((const __half *)p)[i]) : ((const float *)p)[i];
+}
+
+void store(void *p, cudaDataType t, size_t i, float v)
+{
+    if (t == CUDA_R_16F)
+        ((__half *)p)[i] = __float2half(v);
+    else
+        ((float *)p)[i] = v;
+}
+
+// The column-major extent, in elements, of a rows x cols matrix with leading dimension
+// ld, and whether it lies in device memory.
+bool matrix_on_device(const void *p, cudaDataType t, int rows, int cols, int ld)
+{
+    if (rows == 0 || cols == 0) return true;
+    const size_t n = (size_t)ld * (size_t)(cols - 1) + (size_t)rows;
+    return is_device(p, n * type_bytes(t));
+}
+
+// The products' inner loop, in FP32 in whatever order vectorises. Not instrumented by
+// the sanitizers: it reads only the emulator's own copies (a, b in gemm), and it is
+// most of the emulation's time.
+__attribute__((no_sanitize("address", "undefined"))) float dot(const float *x,
+                                                                const float *y, int k)
+{
+    float s = 0.0f;
+#pragma omp simd reduction(+ : s)
+    for (int l = 0; l < k; l++) s += x[l] * y[l];
+    return s;
+}
+
+// C = alpha op(A) op(B) + beta C for `batch` matrices (cuBLAS's rules and meaning; C is
+// not read when beta is 0). FP32 accumulation, as the tensor cores do with
+// CUBLAS_COMPUTE_32F.
+cublasStatus_t gemm(cublasHandle_t handle, cublasOperation_t ta, cublasOperation_t tb, int m,
+                    int n, int k, const void *alpha, const void *A, cudaDataType at, int lda,
+                    long long sa, const void *B, cudaDataType bt, int ldb, long long sb,
+                    const void *beta, void *C, cudaDataType ct, int ldc, long long sc,
+                    int batch, cublasComputeType_t compute)
+{
+    if (!valid_handle(handle)) return CUBLAS_STATUS_NOT_INITIALIZED;
+    const bool ok_types = compute == CUBLAS_COMPUTE_32F &&
+                          ((at == CUDA_R_16F && bt == CUDA_R_16F &&
+                            (ct == CUDA_R_16F || ct == CUDA_R_32F)) ||
+                           (at == CUDA_R_32F && bt == CUDA_R_32F && ct == CUDA_R_32F));
+    if (!ok_types) return CUBLAS_STATUS_NOT_SUPPORTED;
+    const bool tA = ta == CUBLAS_OP_T, tB = tb == CUBLAS_OP_T;
+    if ((ta != CUBLAS_OP_N && !tA) || (tb != CUBLAS_OP_N && !tB) || m < 0 || n < 0 || k < 0 ||
+        batch < 0 || lda < (tA ? (k > 1 ? k : 1) : (m > 1 ? m : 1)) ||
+        ldb < (tB ? (n > 1 ? n : 1) : (k > 1 ? k : 1)) || ldc < (m > 1 ? m : 1))
+        return CUBLAS_STATUS_INVALID_VALUE;
+    if (m == 0 || n == 0 || batch == 0) return CUBLAS_STATUS_SUCCESS;
+    const float al = *(const float *)alpha, be = *(const float *)beta;
+    std::vector<float> a((size_t)m * k), b((size_t)n * k); // op(A) rows, op(B) columns
+    for (int bi = 0; bi < batch; bi++) {
+        const char *Ab = (const char *)A + (long long)bi * sa * (long long)type_bytes(at);
+        const char *Bb = (const char *)B + (long long)bi * sb * (long long)type_bytes(bt);
+        char *Cb = (char *)C + (long long)bi * sc * (long long)type_bytes(ct);
+        if (!matrix_on_device(Ab, at, tA ? k : m, tA ? m : k, lda) ||
+            !matrix_on_device(Bb, bt, tB ? n : k, tB ? k : n, ldb) ||
+            !matrix_on_device(Cb, ct, m, n, ldc))
+            return CUBLAS_STATUS_INVALID_VALUE; // a host pointer or past an allocation
+        for (int i = 0; i < m; i++)
+            for (int l = 0; l < k; l++)
+                a[(size_t)i * k + l] =
+                    load(Ab, at, tA ? (size_t)i * lda + l : (size_t)l * lda + i);
+        for (int j = 0; j < n; j++)
+            for (int l = 0; l < k; l++)
+                b[(size_t)j * k + l] =
+                    load(Bb, bt, tB ? (size_t)l * ldb + j : (size_t)j * ldb + l);
+#pragma omp parallel for schedule(static)
+        for (int j = 0; j < n; j++) {
+            const float *bj = &b[(size_t)j * k];
+            for (int i = 0; i < m; i++) {
+                const float s = dot(&a[(size_t)i * k], bj, k);
+                const size_t ci = (size_t)j * ldc + i;
+                const float v = al * s + (be != 0.0f ? be * load(Cb, ct, ci) : 0.0f);
+                store(Cb, ct, ci, v);
+            }
+        }
+    }
+    return CUBLAS_STATUS_SUCCESS;
+}
+
+} // namespace
+
+extern "C" {
+
+cublasStatus_t cublasCreate(cublasHandle_t *h)
+{
+    Handle *x = (Handle *)calloc(1, sizeof(Handle));
+    if (!x) return CUBLAS_STATUS_ALLOC_FAILED;
+    g_handles.insert((uintptr_t)x);
+    *h = (cublasHandle_t)x;
+    return CUBLAS_STATUS_SUCCESS;
+}
+
+cublasStatus_t cublasDestroy(cublasHandle_t h)
+{
+    if (!valid_handle(h)) return CUBLAS_STATUS_NOT_INITIALIZED;
+    g_handles.erase((uintptr_t)h);
+    free((void *)h);
+    return CUBLAS_STATUS_SUCCESS;
+}
+
+cublasStatus_t cublasSetStream(cublasHandle_t h, cudaStream_t s)
+{
+    if (!valid_handle(h)) return CUBLAS_STATUS_NOT_INITIALIZED;
+    if (!valid_stream(s)) return CUBLAS_STATUS_INVALID_VALUE;
+    ((Handle *)h)->stream = s;
+    return CUBLAS_STATUS_SUCCESS;
+}
+
+cublasStatus_t cublasGetStream(cublasHandle_t h, cudaStream_t *s)
+{
+    if (!valid_handle(h)) return CUBLAS_STATUS_NOT_INITIALIZED;
+    *s = ((Handle *)h)->stream;
+    return CUBLAS_STATUS_SUCCESS;
+}
+
+cublasStatus_t cublasSetWorkspace(cublasHandle_t h, void *ws, size_t bytes)
+{
+    if (!valid_handle(h)) return CUBLAS_STATUS_NOT_INITIALIZED;
+    if (bytes > 0 && !is_device(ws, bytes)) return CUBLAS_STATUS_INVALID_VALUE;
+    if ((uintptr_t)ws % 256 != 0) return CUBLAS_STATUS_INVALID_VALUE;
+    return CUBLAS_STATUS_SUCCESS;
+}
+
+cublasStatus_t cublasGemmEx(cublasHandle_t h, cublasOperation_t ta, cublasOperation_t tb,
+                            int m, int n, int k, const void *alpha, const void *A,
+                            cudaDataType at, int lda, const void *B, cudaDataType bt, int ldb,
+                            const void *beta, void *C, cudaDataType ct, int ldc,
+                            cublasComputeType_t compute, cublasGemmAlgo_t algo)
+{
+    (void)algo;
+    return gemm(h, ta, tb, m, n, k, alpha, A, at, lda, 0, B, bt, ldb, 0, beta, C, ct, ldc, 0,
+                1, compute);
+}
+
+cublasStatus_t cublasGemmStridedBatchedEx(cublasHandle_t h, cublasOperation_t ta,
+                                          cublasOperation_t tb, int m, int n, int k,
+                                          const void *alpha, const void *A, cudaDataType at,
+                                          int lda, long long sa, const void *B,
+                                          cudaDataType bt, int ldb, long long sb,
+                                          const void *beta, void *C, cudaDataType ct, int ldc,
+                                          long long sc, int batch, cublasComputeType_t compute,
+                                          cublasGemmAlgo_t algo)
+{
+    (void)algo;
+    return gemm(h, ta, tb, m, n, k, alpha, A, at, lda, sa, B, bt, ldb, sb, beta, C, ct, ldc,
+                sc, batch, compute);
+}
+
+} // extern "C"

@@ -1,0 +1,110 @@
+#!/usr/bin/env bash
+# The trainer's GPU path with the real GPU engine (offload/gpu_model*.cu, ops.cu) run
+# on the CPU by the CUDA emulation (offload/tests/emu): tests/gentrain_emugpu. Where
+# test_offload_fake.sh checks the trainer against a test double of the GPU, this runs
+# what a GPU would run, kernel for kernel, through src/device_step.c. Tiny model, a
+# slice of the shipped corpus:
+#  1. offload = all: one `offload:` line naming the emulated GPU; every step at scale
+#     65536; losses and val_losses within 1e-2 relative of offload = none (FP16 against
+#     FP32), the final val_loss within 2%.
+#  2. offload = blocks: the same against offload = none and against offload = all.
+#  3. global_batch_size = 2 x batch_size (2 micro-batches summed on the device), for
+#     all and blocks: losses within 1e-2 relative of offload = none.
+#  4. Resume: a run resumed from its step-3 checkpoint ends with the straight run's
+#     losses and parameters, bit for bit (the emulation is deterministic: this checks
+#     that a checkpoint holds all the GPU path's state, the loss scale included).
+#  5. 2 ranks, each with its own emulated GPU: the parameters identical on both ranks
+#     at the end; losses within 1e-2 relative of 1 rank with 2 micro-batches.
+# Every run is under `timeout`, so a hang fails the test instead of blocking it.
+#
+# Environment: GENTRAIN_EMUGPU (tests/gentrain_emugpu; the test skips without it),
+# CMPMODEL, top_srcdir, MPIEXEC (part 5 is skipped without it).
+set -u
+: "${CMPMODEL:?CMPMODEL must point at the tests/cmpmodel tool}"
+: "${top_srcdir:?top_srcdir must point at the source tree}"
+if [ -z "${GENTRAIN_EMUGPU:-}" ] || [ ! -x "$GENTRAIN_EMUGPU" ]; then
+    echo "skip: no tests/gentrain_emugpu (configure --with-cuda builds it)"
+    exit 77
+fi
+
+. "$top_srcdir/tests/lib.sh"
+test_tmpdir offload_emu
+
+prepare_slice
+
+EMU=(timeout 300 "$GENTRAIN_EMUGPU" train)
+ARGS=(--data "$tmp/d.h5" --n_layer 2 --n_head 2 --n_embd 32 --block_size 16
+      --batch_size 4 --eval_batches 2 --threads 1 --seed 5)
+CONST=(--warmup_steps 0 --lr 1e-3 --min_lr 1e-3 --eval_every 0)
+# final_val OUT: the final val_loss of the done line.
+final_val() { sed -n 's/^done: .*final val_loss \([0-9.]*\).*/\1/p' "$1"; }
+
+# ------------------------------------------------------------- 1. offload = all
+run_ok cpu "${EMU[@]}" "${ARGS[@]}" --steps 10 --warmup_steps 2 --lr 3e-3 --eval_every 5 \
+    --out "$tmp/cpu" --offload none
+run_ok gpu "${EMU[@]}" "${ARGS[@]}" --steps 10 --warmup_steps 2 --lr 3e-3 --eval_every 5 \
+    --out "$tmp/gpu"
+n=$(grep -c '^offload:' "$tmp/gpu.out")
+check "all: one offload line ($n), every layer on the emulated GPU" test "$n" -eq 1 -a \
+    "$(grep -c '^offload: every layer on the GPU (rank 0: GPU 0 of 1 on its node, CPU emulation of a GPU' \
+       "$tmp/gpu.out")" -eq 1
+n=$(grep -c '^step .*| loss .* | scale 65536$' "$tmp/gpu.out")
+check "all: every step line ends with | scale 65536 ($n of 10)" test "$n" -eq 10
+check "all: losses and val_losses within 1e-2 relative of offload = none" \
+    compare_logs "$tmp/cpu/log.jsonl" "$tmp/gpu/log.jsonl" 1e-2 10
+a=$(final_val "$tmp/gpu.out") b=$(final_val "$tmp/cpu.out")
+check "all: final val_loss ${a:-none} within 2% of offload = none's ${b:-none}" \
+    awk -v a="${a:-0}" -v b="${b:-1}" 'BEGIN { d = a - b; if (d < 0) d = -d; exit !(a > 0 && d <= 0.02 * b) }'
+
+# ------------------------------------------------------------- 2. offload = blocks
+run_ok blk "${EMU[@]}" "${ARGS[@]}" --steps 10 --warmup_steps 2 --lr 3e-3 --eval_every 5 \
+    --out "$tmp/blk" --offload blocks
+check "blocks: one offload line, the 2 blocks on the emulated GPU" test \
+    "$(grep -c '^offload: the 2 transformer blocks on the GPU (rank 0: GPU 0 of 1 on its node, CPU emulation of a GPU' \
+       "$tmp/blk.out")" -eq 1
+check "blocks: losses and val_losses within 1e-2 relative of offload = none" \
+    compare_logs "$tmp/cpu/log.jsonl" "$tmp/blk/log.jsonl" 1e-2 10
+check "blocks: losses and val_losses within 1e-2 relative of offload = all" \
+    compare_logs "$tmp/gpu/log.jsonl" "$tmp/blk/log.jsonl" 1e-2 10
+
+# ------------------------------------------------------------- 3. accumulation
+ACC=(--steps 6 --warmup_steps 2 --lr 3e-3 --eval_every 3 --global_batch_size 8)
+run_ok acc_cpu "${EMU[@]}" "${ARGS[@]}" "${ACC[@]}" --out "$tmp/acc_cpu" --offload none
+for placement in all blocks; do
+    run_ok "acc_$placement" "${EMU[@]}" "${ARGS[@]}" "${ACC[@]}" --out "$tmp/acc_$placement" \
+        --offload "$placement"
+    check "$placement, 2 micro-batches: losses within 1e-2 relative of offload = none" \
+        compare_logs "$tmp/acc_cpu/log.jsonl" "$tmp/acc_$placement/log.jsonl" 1e-2 6
+done
+
+# ------------------------------------------------------------- 4. resume
+run_ok straight "${EMU[@]}" "${ARGS[@]}" "${CONST[@]}" --steps 5 --ckpt_every 3 \
+    --out "$tmp/straight"
+run_ok resumed "${EMU[@]}" "${ARGS[@]}" "${CONST[@]}" --steps 5 --ckpt_every 3 \
+    --out "$tmp/resumed" --resume "$tmp/straight/checkpoints/ckpt_00000003.h5"
+check "resume: steps 4 and 5 log the straight run's losses" \
+    test "$(sed -n 's/^{"step":\([45]\),"loss":\([^,]*\),.*/\1 \2/p' "$tmp/straight/log.jsonl")" = \
+    "$(sed -n 's/^{"step":\([45]\),"loss":\([^,]*\),.*/\1 \2/p' "$tmp/resumed/log.jsonl")"
+"$CMPMODEL" "$tmp/straight/model.h5" "$tmp/resumed/model.h5" 0 > "$tmp/resume.cmp" 2>&1
+rc=$?
+check "resume: final parameters identical to the straight run's" test $rc -eq 0
+[ $rc -eq 0 ] || sed -e 's/^/    /' "$tmp/resume.cmp"
+
+# ------------------------------------------------------------- 5. 2 ranks
+if [ -n "${MPIEXEC:-}" ]; then
+    run_ok np2 timeout 300 "$MPIEXEC" --oversubscribe --bind-to none -np 2 \
+        "$GENTRAIN_EMUGPU" train "${ARGS[@]}" --steps 6 --warmup_steps 2 --lr 3e-3 \
+        --eval_every 3 --out "$tmp/np2"
+    check "np=2: every rank on its emulated GPU" \
+        test "$(grep -c '^offload: every layer on the GPU (rank 0: GPU 0 of 1 on its node' \
+                "$tmp/np2.out")" -eq 1
+    check "np=2: parameters identical on all 2 ranks at the end" \
+        grep -q '^check: the parameters are identical on all 2 ranks' "$tmp/np2.out"
+    check "np=2: losses within 1e-2 relative of 1 rank with 2 micro-batches (CPU)" \
+        compare_logs "$tmp/acc_cpu/log.jsonl" "$tmp/np2/log.jsonl" 1e-2 6
+else
+    echo "skip: part 5 on 2 ranks (no mpirun)"
+fi
+
+echo "$fails failed"
+[ $fails -eq 0 ]
