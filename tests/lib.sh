@@ -68,3 +68,36 @@ compare_logs() {
             exit !(bad == 0 && n1 == steps && n1 == n2 && worst <= tol)
         }' "$1" "$2"
 }
+
+# The GPU-path tests' tiny model on prepare_slice's data (sets the arrays TINY and
+# CONST). CONST is a constant learning rate (lr = min_lr, no warmup): a step's update
+# does not depend on `steps`, so runs of different lengths compare step for step.
+tiny_gpt_args() {
+    TINY=(--data "$tmp/d.h5" --n_layer 2 --n_head 2 --n_embd 32 --block_size 16
+          --batch_size 4 --eval_batches 2 --threads 1 --seed 5)
+    CONST=(--warmup_steps 0 --lr 1e-3 --min_lr 1e-3 --eval_every 0)
+}
+
+# check_final_val WHAT OUT REF: the final val_loss of run output OUT is within 2% of
+# REF's (the `done:` lines).
+check_final_val() {
+    local what=$1 a b
+    a=$(sed -n 's/^done: .*final val_loss \([0-9.]*\).*/\1/p' "$2")
+    b=$(sed -n 's/^done: .*final val_loss \([0-9.]*\).*/\1/p' "$3")
+    check "$what: final val_loss ${a:-none} within 2% of ${b:-none}" awk -v a="${a:-0}" \
+        -v b="${b:-1}" 'BEGIN { d = a - b; if (d < 0) d = -d; exit !(a > 0 && d <= 0.02 * b) }'
+}
+
+# check_resumed STRAIGHT RESUMED: the run folder RESUMED (resumed from STRAIGHT's
+# step-3 checkpoint of 5 steps) logs STRAIGHT's losses for steps 4 and 5 and ends with
+# its parameters, bit for bit.
+check_resumed() {
+    local rc
+    check "resume: steps 4 and 5 log the same losses as the straight run" \
+        test "$(sed -n 's/^{"step":\([45]\),"loss":\([^,]*\),.*/\1 \2/p' "$1/log.jsonl")" = \
+        "$(sed -n 's/^{"step":\([45]\),"loss":\([^,]*\),.*/\1 \2/p' "$2/log.jsonl")"
+    "$CMPMODEL" "$1/model.h5" "$2/model.h5" 0 > "$2.cmp" 2>&1
+    rc=$?
+    check "resume: final parameters identical to the straight run's" test $rc -eq 0
+    [ $rc -eq 0 ] || sed -e 's/^/    /' "$2.cmp"
+}
