@@ -34,7 +34,13 @@
 #
 # Environment: NVCC (default: nvcc on PATH, else /usr/local/cuda/bin/nvcc), ARCH
 # (default: sm_90, the H200; e.g. sm_80 for an A100), CC (default: gcc; builds the
-# plain C src/lossscale.c and src/half.c), GPU_CHECK_BUDGET.
+# plain C src/lossscale.c and src/half.c), GPU_CHECK_BUDGET. For checking this script
+# itself where there is no GPU (tests/test_gpu_check_emu.sh): GPU_CHECK_BIN=DIR runs
+# DIR/test_ops and DIR/gpu_train instead of building them (e.g. the CPU emulation's,
+# offload/tests/emu in a --with-cuda build tree), and GPU_CHECK_SMALL=1 runs bench and
+# shakespeare with --small (a tiny shape; figures that mean nothing). GPU_CHECK_ONLY
+# (default "test_ops test bench shakespeare") picks which of the four to run, e.g.
+# GPU_CHECK_ONLY=bench to measure again without the tests.
 # Exit status: 0 everything built and passed, 1 a build or a check failed (or ran out
 # of time), 77 no GPU.
 set -u
@@ -47,62 +53,82 @@ out=$(mktemp -d "${TMPDIR:-/tmp}/gpu-check.XXXXXX") || exit 1
 trap 'rm -rf "$out"' EXIT
 t_start=$(date +%s)
 
-[ -x "$NVCC" ] || { echo "gpu-check: no nvcc (set NVCC)" >&2; exit 1; }
-command -v "$CC" >/dev/null || { echo "gpu-check: no C compiler $CC (set CC)" >&2; exit 1; }
+SMALL=()
+[ -n "${GPU_CHECK_SMALL:-}" ] && SMALL=(--small)
+ONLY=" ${GPU_CHECK_ONLY:-test_ops test bench shakespeare} "
+for w in $ONLY; do
+    case $w in
+    test_ops | test | bench | shakespeare) ;;
+    *) echo "gpu-check: GPU_CHECK_ONLY: unknown check '$w' (test_ops test bench shakespeare)" >&2
+       exit 1 ;;
+    esac
+done
+wanted() { [[ $ONLY == *" $1 "* ]]; }
 nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader 2>/dev/null |
     sed 's/^/gpu: /'
 
 # ---------------------------------------------------------------- build
-# Every object in parallel (ops.cu once for both programs), then the two links.
-echo "gpu-check: building offload/tests/test_ops and gpu_train with $NVCC for $ARCH and $CC"
-NVFLAGS=(-O2 -arch="$ARCH")
-declare -A job
-compile() { # name, command...
-    local name=$1
-    shift
-    ("$@" >"$out/build-$name.log" 2>&1) &
-    job[$name]=$!
-}
-compile ops "$NVCC" "${NVFLAGS[@]}" -Ioffload -c offload/ops.cu -o "$out/ops.o"
-compile test_ops "$NVCC" "${NVFLAGS[@]}" -Ioffload -c offload/tests/test_ops.cu \
-    -o "$out/test_ops.o"
-compile gpu_model "$NVCC" "${NVFLAGS[@]}" -Ioffload -c offload/gpu_model.cu \
-    -o "$out/gpu_model.o"
-compile gpu_model_passes "$NVCC" "${NVFLAGS[@]}" -Ioffload -c offload/gpu_model_passes.cu \
-    -o "$out/gpu_model_passes.o"
-compile gpu_train "$NVCC" "${NVFLAGS[@]}" -Xcompiler -fopenmp -Ioffload -Isrc \
-    -c offload/tests/gpu_train.cu -o "$out/gpu_train.o"
-compile lossscale "$CC" -O2 -fopenmp -c src/lossscale.c -o "$out/lossscale.o"
-compile half "$CC" -O2 -fopenmp -c src/half.c -o "$out/half.o"
-declare -A built
-for name in ops test_ops gpu_model gpu_model_passes gpu_train lossscale half; do
-    if wait "${job[$name]}"; then
-        built[$name]=1
-    else
-        built[$name]=0
-        echo "gpu-check: compiling $name failed:"
-        sed 's/^/  /' "$out/build-$name.log"
-    fi
-done
-link() { # program, objects...
-    local prog=$1
-    shift
-    local o
-    for o in "$@"; do
-        [ "${built[$o]}" = 1 ] || { echo "gpu-check: $prog not built ($o did not compile)"; return 1; }
-    done
-    local objs=()
-    for o in "$@"; do objs+=("$out/$o.o"); done
-    "$NVCC" "${NVFLAGS[@]}" -Xcompiler -fopenmp "${objs[@]}" -lcublas -o "$out/$prog" \
-        >"$out/link-$prog.log" 2>&1 && return 0
-    echo "gpu-check: linking $prog failed:"
-    sed 's/^/  /' "$out/link-$prog.log"
-    return 1
-}
 have_test_ops=0 have_gpu_train=0
-link test_ops test_ops ops && have_test_ops=1
-link gpu_train gpu_train gpu_model gpu_model_passes ops lossscale half && have_gpu_train=1
-echo "gpu-check: built in $(( $(date +%s) - t_start )) s"
+if [ -n "${GPU_CHECK_BIN:-}" ]; then
+    echo "gpu-check: not building: the programs of $GPU_CHECK_BIN"
+    for prog in test_ops gpu_train; do
+        [ -x "$GPU_CHECK_BIN/$prog" ] || { echo "gpu-check: no $GPU_CHECK_BIN/$prog" >&2; exit 1; }
+        cp "$GPU_CHECK_BIN/$prog" "$out/$prog" || exit 1
+    done
+    have_test_ops=1 have_gpu_train=1
+else
+    [ -x "$NVCC" ] || { echo "gpu-check: no nvcc (set NVCC)" >&2; exit 1; }
+    command -v "$CC" >/dev/null || { echo "gpu-check: no C compiler $CC (set CC)" >&2; exit 1; }
+    # Every object in parallel (ops.cu once for both programs), then the two links.
+    echo "gpu-check: building offload/tests/test_ops and gpu_train with $NVCC for $ARCH and $CC"
+    NVFLAGS=(-O2 -arch="$ARCH")
+    declare -A job
+    compile() { # name, command...
+        local name=$1
+        shift
+        ("$@" >"$out/build-$name.log" 2>&1) &
+        job[$name]=$!
+    }
+    compile ops "$NVCC" "${NVFLAGS[@]}" -Ioffload -c offload/ops.cu -o "$out/ops.o"
+    compile test_ops "$NVCC" "${NVFLAGS[@]}" -Ioffload -c offload/tests/test_ops.cu \
+        -o "$out/test_ops.o"
+    compile gpu_model "$NVCC" "${NVFLAGS[@]}" -Ioffload -c offload/gpu_model.cu \
+        -o "$out/gpu_model.o"
+    compile gpu_model_passes "$NVCC" "${NVFLAGS[@]}" -Ioffload -c offload/gpu_model_passes.cu \
+        -o "$out/gpu_model_passes.o"
+    compile gpu_train "$NVCC" "${NVFLAGS[@]}" -Xcompiler -fopenmp -Ioffload -Isrc \
+        -c offload/tests/gpu_train.cu -o "$out/gpu_train.o"
+    compile lossscale "$CC" -O2 -fopenmp -c src/lossscale.c -o "$out/lossscale.o"
+    compile half "$CC" -O2 -fopenmp -c src/half.c -o "$out/half.o"
+    declare -A built
+    for name in ops test_ops gpu_model gpu_model_passes gpu_train lossscale half; do
+        if wait "${job[$name]}"; then
+            built[$name]=1
+        else
+            built[$name]=0
+            echo "gpu-check: compiling $name failed:"
+            sed 's/^/  /' "$out/build-$name.log"
+        fi
+    done
+    link() { # program, objects...
+        local prog=$1
+        shift
+        local o
+        for o in "$@"; do
+            [ "${built[$o]}" = 1 ] || { echo "gpu-check: $prog not built ($o did not compile)"; return 1; }
+        done
+        local objs=()
+        for o in "$@"; do objs+=("$out/$o.o"); done
+        "$NVCC" "${NVFLAGS[@]}" -Xcompiler -fopenmp "${objs[@]}" -lcublas -o "$out/$prog" \
+            >"$out/link-$prog.log" 2>&1 && return 0
+        echo "gpu-check: linking $prog failed:"
+        sed 's/^/  /' "$out/link-$prog.log"
+        return 1
+    }
+    link test_ops test_ops ops && have_test_ops=1
+    link gpu_train gpu_train gpu_model gpu_model_passes ops lossscale half && have_gpu_train=1
+    echo "gpu-check: built in $(( $(date +%s) - t_start )) s"
+fi
 
 # ---------------------------------------------------------------- run
 names=() results=() secs=()
@@ -138,13 +164,23 @@ run() { # label, have, program, args...
     esac
     return "$rc"
 }
-run test_ops "$have_test_ops" test_ops
-[ $? -eq 77 ] && { echo "gpu-check: no GPU here"; exit 77; }
-run "gpu_train test" "$have_gpu_train" gpu_train test
-[ $? -eq 77 ] && { echo "gpu-check: no GPU here"; exit 77; }
-run "gpu_train bench" "$have_gpu_train" gpu_train bench
-run "gpu_train shakespeare" "$have_gpu_train" gpu_train shakespeare \
-    --data data/tinyshakespeare.txt
+if wanted test_ops; then
+    run test_ops "$have_test_ops" test_ops
+    [ $? -eq 77 ] && { echo "gpu-check: no GPU here"; exit 77; }
+fi
+if wanted test; then
+    run "gpu_train test" "$have_gpu_train" gpu_train test
+    [ $? -eq 77 ] && { echo "gpu-check: no GPU here"; exit 77; }
+fi
+if wanted bench; then
+    run "gpu_train bench" "$have_gpu_train" gpu_train bench "${SMALL[@]}"
+    [ $? -eq 77 ] && { echo "gpu-check: no GPU here"; exit 77; }
+fi
+if wanted shakespeare; then
+    run "gpu_train shakespeare" "$have_gpu_train" gpu_train shakespeare \
+        --data data/tinyshakespeare.txt "${SMALL[@]}"
+    [ $? -eq 77 ] && { echo "gpu-check: no GPU here"; exit 77; }
+fi
 
 # ---------------------------------------------------------------- summary
 echo
@@ -155,7 +191,11 @@ for i in "${!names[@]}"; do
 done
 bench=$(grep -h '^RESULT bench' "$out"/run-*.log 2>/dev/null | tail -1)
 if [ -n "$bench" ]; then
-    echo "gpu-check: GPT-2 124M benchmark (MFU against 989.4 TFLOP/s dense FP16):"
+    if [ ${#SMALL[@]} -gt 0 ]; then
+        echo "gpu-check: benchmark at the --small shape (a smoke run: the figures mean nothing):"
+    else
+        echo "gpu-check: GPT-2 124M benchmark (MFU against 989.4 TFLOP/s dense FP16):"
+    fi
     for k in B T tokens_per_step gpu_ms gpu_tok_s gpu_mfu step_ms step_tok_s step_mfu \
         accum4_ms accum4_tok_s accum4_mfu square_gpu_ms mem_gib; do
         v=$(printf '%s\n' "$bench" | tr ' ' '\n' | sed -n "s/^$k=//p")

@@ -679,7 +679,7 @@ cublasStatus_t gemm(cublasHandle_t handle, cublasOperation_t ta, cublasOperation
             for (int l = 0; l < k; l++)
                 b[(size_t)j * k + l] =
                     load(Bb, bt, tB ? (size_t)l * ldb + j : (size_t)j * ldb + l);
-#pragma omp parallel for schedule(static)
+#pragma omp parallel for schedule(static) if ((double)m * n * k > 1e6)
         for (int j = 0; j < n; j++) {
             const float *bj = &b[(size_t)j * k];
             for (int i = 0; i < m; i++) {

@@ -1,0 +1,79 @@
+#!/usr/bin/env bash
+# scripts/gpu-check.sh itself, run on the CPU emulation's programs (GPU_CHECK_BIN =
+# offload/tests/emu of a --with-cuda build tree), so that its runs, its time budget, its
+# table and the figures it reads from the programs' RESULT lines are known to work
+# before a GPU's scarce minutes are spent on them. test_ops and `gpu_train test` run on
+# the emulation as tests of their own, so this runs the two others:
+#  1. GPU_CHECK_ONLY="bench shakespeare" GPU_CHECK_SMALL=1 (the --small shape): exit 0;
+#     both "passed" in the table; every benchmark figure has a value; the phase line
+#     names all 8 phases; the shakespeare line.
+#  2. GPU_CHECK_BUDGET=0: nothing runs, the table says so for each check, exit 1.
+#  3. Bad settings (GPU_CHECK_BIN without the programs, an unknown GPU_CHECK_ONLY
+#     word): one error line naming the problem, exit 1.
+# Environment: top_srcdir, top_builddir (the test skips without the emulation's
+# programs there).
+set -u
+: "${top_srcdir:?top_srcdir must point at the source tree}"
+: "${top_builddir:?top_builddir must point at the build tree}"
+BIN=$top_builddir/offload/tests/emu
+if [ ! -x "$BIN/gpu_train" ] || [ ! -x "$BIN/test_ops" ]; then
+    echo "skip: no $BIN/gpu_train and test_ops (configure --with-cuda builds them)"
+    exit 77
+fi
+
+. "$top_srcdir/tests/lib.sh"
+test_tmpdir gpu_check_emu
+export TMPDIR=$tmp
+CHECK=(timeout 600 bash "$top_srcdir/scripts/gpu-check.sh")
+
+# row OUT LABEL: the result column of LABEL's row in the summary table of OUT.
+row() { sed -n "s/^  $2  *\([^ ].*[^ ]\)  *[-0-9][0-9]*\$/\1/p" "$1"; }
+
+# ------------------------------------------------------------- 1. a smoke run
+GPU_CHECK_BIN=$BIN GPU_CHECK_SMALL=1 GPU_CHECK_ONLY="bench shakespeare" \
+    run_ok smoke "${CHECK[@]}"
+show "$tmp/smoke.out"
+for label in "gpu_train bench" "gpu_train shakespeare"; do
+    r=$(row "$tmp/smoke.out" "$label")
+    check "smoke: $label ${r:-missing} in the table" test "$r" = passed
+done
+check "smoke: test_ops and gpu_train test not run (GPU_CHECK_ONLY)" \
+    test -z "$(row "$tmp/smoke.out" test_ops)$(row "$tmp/smoke.out" "gpu_train test")"
+empty=
+for k in B T tokens_per_step gpu_ms gpu_tok_s gpu_mfu step_ms step_tok_s step_mfu \
+    accum4_ms accum4_tok_s accum4_mfu square_gpu_ms mem_gib; do
+    grep -q "^  $k  *[0-9][0-9.]*%*\$" "$tmp/smoke.out" || empty+=" $k"
+done
+check "smoke: every benchmark figure has a value (missing:${empty:- none})" test -z "$empty"
+phases=$(grep '^gpu-check: GPU ms by phase' "$tmp/smoke.out")
+n=0
+for p in matmul attention layernorm gelu+residual embedding head loss other; do
+    [[ $phases == *" $p="[0-9]* ]] && n=$((n + 1))
+done
+check "smoke: the phase line names all 8 phases ($n)" test $n -eq 8
+check "smoke: the shakespeare line has its figures" \
+    grep -q '^gpu-check: shakespeare: steps=[0-9]* val_start=[0-9.]* val_end=[0-9.]*' \
+    "$tmp/smoke.out"
+check "smoke: says the figures mean nothing" grep -q 'the figures mean nothing' "$tmp/smoke.out"
+check "smoke: all passed" grep -q '^gpu-check: all passed$' "$tmp/smoke.out"
+
+# ------------------------------------------------------------- 2. no time left
+GPU_CHECK_BIN=$BIN GPU_CHECK_BUDGET=0 "${CHECK[@]}" > "$tmp/budget.out" 2>&1
+rc=$?
+check "budget 0: exit 1 (rc $rc)" test $rc -eq 1
+n=$(grep -c 'NOT RUN (time budget spent)' "$tmp/budget.out")
+check "budget 0: all 4 checks NOT RUN in the table ($n)" test "$n" -eq 4
+check "budget 0: FAILED" grep -q '^gpu-check: FAILED$' "$tmp/budget.out"
+
+# ------------------------------------------------------------- 3. bad settings
+GPU_CHECK_BIN=$tmp/nowhere "${CHECK[@]}" > "$tmp/nobin.out" 2>&1
+rc=$?
+check "GPU_CHECK_BIN without programs: exit 1 (rc $rc), names the missing program" \
+    test $rc -eq 1 -a "$(grep -c "^gpu-check: no $tmp/nowhere/test_ops\$" "$tmp/nobin.out")" -eq 1
+GPU_CHECK_BIN=$BIN GPU_CHECK_ONLY="bench typo" "${CHECK[@]}" > "$tmp/only.out" 2>&1
+rc=$?
+check "GPU_CHECK_ONLY=\"bench typo\": exit 1 (rc $rc), names 'typo'" \
+    test $rc -eq 1 -a "$(grep -c "unknown check 'typo'" "$tmp/only.out")" -eq 1
+
+echo "$fails failed"
+[ $fails -eq 0 ]
