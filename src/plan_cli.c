@@ -306,6 +306,20 @@ int plan_command(int argc, char **argv, int first)
     else if (dp_only)
         printf("why: pure data parallelism is fastest here: its step (%.1f ms) has the "
                "least communication and no pipeline bubble\n", dp_only->step_s * 1e3);
+    /* The trainer's GPU step takes the whole model (src/train.c): on GPUs, a grid with
+     * tp or pp > 1 would train on the CPU. Say so, and what does run on the GPUs. */
+    if (mc.gpu && (best->g.tp > 1 || best->g.pp > 1)) {
+        if (dp_only)
+            printf("note: gentrain trains tp or pp > 1 on the CPU for now (its GPU step takes "
+                   "the whole model); on these GPUs it runs dp %d: %.1f ms a step, %.1f min "
+                   "to the target (%.0f%% longer)\n", dp_only->g.dp, dp_only->step_s * 1e3,
+                   dp_only->total_s / 60.0,
+                   100.0 * (dp_only->total_s - best->total_s) / best->total_s);
+        else
+            printf("note: gentrain trains tp or pp > 1 on the CPU for now (its GPU step takes "
+                   "the whole model), and no grid with tp = pp = 1 fits this model in these "
+                   "GPUs' memory\n");
+    }
     free(rows);
     return finish(cal, 0);
 }
