@@ -10,6 +10,11 @@
 #  2. GPU_CHECK_BUDGET=0: nothing runs, the table says so for each check, exit 1.
 #  3. Bad settings (GPU_CHECK_BIN without the programs, an unknown GPU_CHECK_ONLY
 #     word): one error line naming the problem, exit 1.
+#  4. The benchmark at its real size, dry (CUDA_EMU_DRY=1 with a 140 GiB emulated
+#     device, the H200's): gpu_train bench picks B = 128, allocates its ~93 GiB (as
+#     address space) and gets through every step with every kernel launch and cuBLAS
+#     call at the GPT-2 124M shape accepted; nothing is computed, so its only FAIL is
+#     the first loss (0 instead of ~ln V) and its figures mean nothing.
 # Environment: top_srcdir, top_builddir (the test skips without the emulation's
 # programs there).
 set -u
@@ -74,6 +79,19 @@ GPU_CHECK_BIN=$BIN GPU_CHECK_ONLY="bench typo" "${CHECK[@]}" > "$tmp/only.out" 2
 rc=$?
 check "GPU_CHECK_ONLY=\"bench typo\": exit 1 (rc $rc), names 'typo'" \
     test $rc -eq 1 -a "$(grep -c "unknown check 'typo'" "$tmp/only.out")" -eq 1
+
+# ------------------------------------------------------------- 4. full size, dry
+CUDA_EMU_DRY=1 CUDA_EMU_DEVICE_BYTES=$((140 << 30)) timeout 600 "$BIN/gpu_train" bench \
+    --steps 2 > "$tmp/dry.out" 2>&1
+rc=$?
+show "$tmp/dry.out"
+check "dry bench: ends with its verdict, not an abort (rc $rc)" test $rc -eq 0 -o $rc -eq 1
+check "dry bench: no emulator or engine error" \
+    test "$(grep -c 'cuda_emu:\|error\|gpu_model_[a-z_]*:' "$tmp/dry.out")" -eq 0
+check "dry bench: the only FAIL is the first loss" test \
+    "$(grep '^FAIL' "$tmp/dry.out" | grep -vc '^FAIL bench: first loss 0.0000 is near ln V')" -eq 0
+check "dry bench: B = 128 x T = 1024 at the GPT-2 124M shape, ~93 GiB" grep -q \
+    '^RESULT bench B=128 T=1024 .* mem_gib=9[0-9]\.' "$tmp/dry.out"
 
 echo "$fails failed"
 [ $fails -eq 0 ]
