@@ -158,29 +158,18 @@ run() { # label, have, program, args...
     secs+=("$(( $(date +%s) - t0 ))")
     case $rc in
     0) results+=("passed") ;;
-    77) results+=("skipped: no GPU") ;;
+    77) echo "gpu-check: no GPU here"; exit 77 ;;
     124 | 137) results+=("FAILED: timed out after $limit s"); failed=1 ;;
     *) results+=("FAILED (exit $rc)"); failed=1 ;;
     esac
     return "$rc"
 }
-if wanted test_ops; then
-    run test_ops "$have_test_ops" test_ops
-    [ $? -eq 77 ] && { echo "gpu-check: no GPU here"; exit 77; }
-fi
-if wanted test; then
-    run "gpu_train test" "$have_gpu_train" gpu_train test
-    [ $? -eq 77 ] && { echo "gpu-check: no GPU here"; exit 77; }
-fi
-if wanted bench; then
-    run "gpu_train bench" "$have_gpu_train" gpu_train bench "${SMALL[@]}"
-    [ $? -eq 77 ] && { echo "gpu-check: no GPU here"; exit 77; }
-fi
-if wanted shakespeare; then
-    run "gpu_train shakespeare" "$have_gpu_train" gpu_train shakespeare \
-        --data data/tinyshakespeare.txt "${SMALL[@]}"
-    [ $? -eq 77 ] && { echo "gpu-check: no GPU here"; exit 77; }
-fi
+# A program that finds no GPU (exit 77) ends the script with 77 (inside run).
+wanted test_ops && run test_ops "$have_test_ops" test_ops
+wanted test && run "gpu_train test" "$have_gpu_train" gpu_train test
+wanted bench && run "gpu_train bench" "$have_gpu_train" gpu_train bench "${SMALL[@]}"
+wanted shakespeare && run "gpu_train shakespeare" "$have_gpu_train" gpu_train shakespeare \
+    --data data/tinyshakespeare.txt "${SMALL[@]}"
 
 # ---------------------------------------------------------------- summary
 echo

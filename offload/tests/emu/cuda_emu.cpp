@@ -196,6 +196,15 @@ void to_fiber(Fiber &f)
     L.cur = nullptr;
 }
 
+// Releases b's waiting threads once every live thread has arrived; whether it did.
+bool release_if_complete(Barrier &b)
+{
+    if (b.arrived == 0 || b.arrived != b.live) return false;
+    b.arrived = 0;
+    b.gen++;
+    return true;
+}
+
 void fiber_main()
 {
     Launch &L = *g_launch;
@@ -203,10 +212,7 @@ void fiber_main()
     Fiber &f = *L.cur;
     f.done = true;
     L.block.live--;
-    if (L.block.arrived > 0 && L.block.arrived == L.block.live) {
-        L.block.arrived = 0;
-        L.block.gen++;
-    }
+    release_if_complete(L.block); // those waiting for this thread no longer need it
     Barrier &w = L.warps[(size_t)f.warp];
     w.live--;
     if (w.arrived > 0)
@@ -243,11 +249,8 @@ void wait_at(Barrier &b, int kind)
 {
     Launch &L = *g_launch;
     Fiber &f = *L.cur;
-    if (++b.arrived == b.live) { // the last to arrive releases the others
-        b.arrived = 0;
-        b.gen++;
-        return;
-    }
+    b.arrived++;
+    if (release_if_complete(b)) return; // the last to arrive goes on
     f.waits = kind;
     f.gen = b.gen;
     to_scheduler(f);
