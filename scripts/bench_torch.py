@@ -60,6 +60,13 @@ def parse_args(argv=None):
     p.add_argument("--seed", type=int, default=1337)
     p.add_argument("--foreach", choices=["on", "off"], default="on",
                    help="AdamW foreach (multi-tensor) implementation (default on)")
+    p.add_argument("--precision", choices=["fp32", "bf16"], default="fp32",
+                   help="fp32, or bf16 = the forward and loss under "
+                        "torch.autocast('cpu', torch.bfloat16) (default fp32)")
+    p.add_argument("--attention", choices=["auto", "sdpa", "manual"], default="auto",
+                   help="sdpa = F.scaled_dot_product_attention(is_causal=True), as PyTorch "
+                        "2.x users write it; manual = matmul + mask + softmax + matmul; "
+                        "auto = sdpa where torch has it (default)")
     p.add_argument("--label", default="single", help="variant name put in the JSON line")
     p.add_argument("--variants", default=None, metavar="LIST",
                    help="comma-separated variants to run as subprocesses, or 'all'")
@@ -172,9 +179,26 @@ def torch_config(torch):
 # --------------------------------------------------------------------------------------
 # The model.
 
+def attention_kind(torch, a):
+    have = hasattr(torch.nn.functional, "scaled_dot_product_attention")
+    if a.attention == "sdpa" and not have:
+        sys.exit("bench_torch: --attention sdpa needs PyTorch 2.x (torch %s)" %
+                 torch.__version__)
+    return "sdpa" if (a.attention != "manual" and have) else "manual"
+
+
+def autocast_context(torch, a):
+    """The context the forward and loss run in: bf16 autocast, or nothing."""
+    import contextlib
+    if a.precision == "bf16":
+        return torch.autocast("cpu", dtype=torch.bfloat16)
+    return contextlib.nullcontext()
+
+
 def build_model(torch, a):
     nn = torch.nn
     F = torch.nn.functional
+    use_sdpa = attention_kind(torch, a) == "sdpa"
 
     class Attention(nn.Module):
         # x (B,T,C) -> qkv (B,T,3C) -> per head (B,nh,T,hs) -> att (B,nh,T,T) -> (B,T,C)
@@ -194,6 +218,9 @@ def build_model(torch, a):
             q = q.view(B, T, self.nh, hs).transpose(1, 2)
             k = k.view(B, T, self.nh, hs).transpose(1, 2)
             v = v.view(B, T, self.nh, hs).transpose(1, 2)
+            if use_sdpa:
+                y = F.scaled_dot_product_attention(q, k, v, is_causal=True)
+                return self.c_proj(y.transpose(1, 2).contiguous().view(B, T, C))
             att = torch.matmul(q, k.transpose(-2, -1)) * (1.0 / math.sqrt(hs))
             att = att.masked_fill(~self.mask[:, :, :T, :T], float("-inf"))
             att = F.softmax(att, dim=-1)
@@ -299,7 +326,8 @@ def run_single(a):
             busy0 = cpu_busy_s()
         t0 = time.perf_counter()
         opt.zero_grad(set_to_none=True)
-        loss = model(x, y)
+        with autocast_context(torch, a):
+            loss = model(x, y)
         loss.backward()
         torch.nn.utils.clip_grad_norm_(params, 1.0)
         opt.step()
@@ -344,12 +372,14 @@ def run_single(a):
         "other_load_cores": None if other is None else round(other, 2),
         "data": "random" if a.data is None else "file",
         "foreach": a.foreach == "on",
+        "precision": a.precision,
+        "attention": attention_kind(torch, a),
         "config": cfg,
         "blas": blas_desc,
     }
-    print("pytorch %-12s %8.1f ms/step  %9.1f tokens/s  %7.2f GFLOP/s  params %d  "
+    print("pytorch %-12s %s %-6s %8.1f ms/step  %9.1f tokens/s  %7.2f GFLOP/s  params %d  "
           "torch %s, %d threads, BLAS %s%s" %
-          (a.label, res["ms"], res["tokens_per_s"], res["gflops"], n_params,
+          (a.label, a.precision, res["attention"], res["ms"], res["tokens_per_s"], res["gflops"], n_params,
            cfg["torch"], cfg["threads"], blas_desc,
            "" if other is None or other < 0.2 else
            "  [other processes used %.1f cores]" % other))

@@ -16,6 +16,7 @@
 
 #include "../io/inspect.h" /* inspect_file */
 #include "../io/prepare.h" /* prepare_bytes */
+#include "blas_core.h"     /* blas_core_fixup */
 #include "config.h"        /* gt_config, config_* */
 #include "parallel.h"      /* par_init, par_finalize, par_all_ok, par_is_root */
 #include "plan_cli.h"      /* plan_command */
@@ -512,6 +513,11 @@ int main(int argc, char **argv)
         return EXIT_OK;
     }
     if (strcmp(verb, "prepare") == 0) return cmd_prepare(argc, argv);
+    /* The verbs that compute: make sure OpenBLAS runs kernels this CPU is built for
+     * (may restart the process, before MPI exists) */
+    if (strcmp(verb, "train") == 0 || strcmp(verb, "sample") == 0 ||
+        strcmp(verb, "plan") == 0)
+        blas_core_fixup(argv);
     if (strcmp(verb, "train") == 0) return cmd_train(argc, argv);
     if (strcmp(verb, "sample") == 0) return cmd_sample(argc, argv);
     if (strcmp(verb, "inspect") == 0) return cmd_inspect(argc, argv);

@@ -27,6 +27,8 @@
 #include "../io/h5data.h"
 #include "../io/h5model.h"
 #include "../offload/offload.h"
+#include "blas_core.h"
+#include "cpu_features.h"
 #include "device_step.h"
 #include "kernels_cpu.h"
 #include "loader.h"
@@ -73,33 +75,6 @@ typedef struct run {
     int slot_overflow[MAX_SLOTS]; /* on_gpu: the gradient in ring[i] overflowed FP16 */
     device_step dev;        /* its GPU model, the host's part and the loss scale (on_gpu) */
 } run;
-
-/* FP32 peak of `threads` cores: flops per cycle x clock. The clock is read from
- * /proc/cpuinfo; a wrong guess only skews MFU, never the training. */
-static double estimate_peak_gflops(int threads)
-{
-    double mhz = 0.0;
-    FILE *f = fopen("/proc/cpuinfo", "r");
-    if (f) {
-        char line[512];
-        while (fgets(line, sizeof line, f))
-            if (strncmp(line, "cpu MHz", 7) == 0) {
-                const char *colon = strchr(line, ':');
-                if (colon) mhz = atof(colon + 1);
-                break;
-            }
-        fclose(f);
-    }
-    if (mhz <= 0.0) return 0.0;
-    /* What the CPU can do (OpenBLAS uses it whatever path our own kernels take):
-     * 2 FMA units x lanes x 2 flops. */
-    __builtin_cpu_init();
-    double flops_per_cycle = 8.0; /* SSE: 4 lanes, separate add and multiply */
-    if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma"))
-        flops_per_cycle = 32.0;
-    if (__builtin_cpu_supports("avx512f")) flops_per_cycle = 64.0;
-    return threads * flops_per_cycle * mhz * 1e-3;
-}
 
 static int is_none(const char *s) { return s[0] == '\0' || strcmp(s, "none") == 0; }
 
@@ -611,19 +586,20 @@ int train_run(const gt_config *c)
     if (settle_offload(c, &gpu) != 0) goto done;
 
     r.threads = gt_resolve_threads(c->threads);
-    /* MFU: against the CPU's estimated peak, or, on a GPU, only when peak_gflops says
+    /* MFU: against the CPU's measured multiply-add peak, or, on a GPU, only when peak_gflops says
      * what the GPU's is. */
     r.peak_gflops = c->peak_gflops > 0 ? c->peak_gflops
                     : gpu              ? 0.0
-                                       : estimate_peak_gflops(r.threads);
+                                       : cpu_fma_peak_gflops(r.threads);
     par_printf("threads: %d OpenMP, kernels %s, OpenBLAS %s; ", r.threads,
                kernels_simd_name(), openblas_get_parallel() == 2 ? "openmp" :
                openblas_get_parallel() == 1 ? "pthreads" : "sequential");
     if (r.peak_gflops > 0)
         par_printf("peak %.1f GFLOP/s%s\n", r.peak_gflops,
-                   c->peak_gflops > 0 ? "" : " (estimated; set peak_gflops to override)");
+                   c->peak_gflops > 0 ? "" : " (measured FMA peak; set peak_gflops to override)");
     else
         par_printf("no MFU (set peak_gflops to the GPU's peak for it)\n");
+    par_printf("BLAS: %s\n", blas_core_summary());
     /* How the data is read: MPI-IO needs parallel HDF5, an MPI run, and MPI calls from
      * the loader thread (MPI_THREAD_MULTIPLE). The same answer on every rank. */
     const int mpi_io_ok = h5data_mpi_io_available() && par_thread_multiple();

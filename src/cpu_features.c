@@ -1,0 +1,263 @@
+/* cpu_features — see cpu_features.h.
+ *
+ * The ISA bits come from CPUID and XGETBV directly (not __builtin_cpu_supports), so
+ * the answer does not depend on what the compiler's runtime knows: AVX512_BF16 and
+ * AMX are newer than some of the compilers we build with. */
+#include "cpu_features.h"
+
+#include <stdatomic.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "util.h" /* defines: gt_now */
+
+#ifdef _OPENMP
+#include <omp.h>
+#endif
+
+#if (defined(__GNUC__) || defined(__clang__)) && defined(__x86_64__)
+#define GT_X86 1
+#include <cpuid.h>
+#include <immintrin.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+#else
+#define GT_X86 0
+#endif
+
+#if GT_X86
+static void cpuid(unsigned leaf, unsigned sub, unsigned r[4])
+{
+    r[0] = r[1] = r[2] = r[3] = 0;
+    if ((unsigned)__get_cpuid_max(0, NULL) >= leaf)
+        __cpuid_count(leaf, sub, r[0], r[1], r[2], r[3]);
+}
+
+static unsigned long long xgetbv0(void)
+{
+    unsigned lo, hi;
+    __asm__ volatile("xgetbv" : "=a"(lo), "=d"(hi) : "c"(0));
+    return ((unsigned long long)hi << 32) | lo;
+}
+
+static enum cpu_isa detect_level(void)
+{
+    unsigned l1[4], l7[4], l71[4];
+    cpuid(1, 0, l1);
+    cpuid(7, 0, l7);
+    cpuid(7, 1, l71);
+    const int osxsave = (l1[2] >> 27) & 1;
+    if (!osxsave) return CPU_ISA_GENERIC;
+    const unsigned long long xcr0 = xgetbv0();
+    /* XMM and YMM state (bits 1, 2); opmask, upper ZMM halves and ZMM16-31 (5, 6, 7) */
+    const int os_ymm = (xcr0 & 0x6) == 0x6, os_zmm = (xcr0 & 0xe6) == 0xe6;
+    const int avx = (l1[2] >> 28) & 1, fma = (l1[2] >> 12) & 1, avx2 = (l7[1] >> 5) & 1;
+    const int f = (l7[1] >> 16) & 1, dq = (l7[1] >> 17) & 1, bw = (l7[1] >> 30) & 1,
+              vl = (l7[1] >> 31) & 1;
+    const int bf16 = (l71[0] >> 5) & 1;
+    if (!avx || !os_ymm) return CPU_ISA_GENERIC;
+    if (!avx2 || !fma) return CPU_ISA_AVX;
+    if (!(f && dq && bw && vl) || !os_zmm) return CPU_ISA_AVX2;
+    return bf16 ? CPU_ISA_AVX512_BF16 : CPU_ISA_AVX512;
+}
+#else
+static enum cpu_isa detect_level(void) { return CPU_ISA_GENERIC; }
+#endif
+
+enum cpu_isa cpu_isa_level(void)
+{
+    static atomic_int level = -1;
+    int l = atomic_load_explicit(&level, memory_order_relaxed);
+    if (l < 0) {
+        l = (int)detect_level();
+        atomic_store_explicit(&level, l, memory_order_relaxed);
+    }
+    return (enum cpu_isa)l;
+}
+
+const char *cpu_isa_name(enum cpu_isa level)
+{
+    switch (level) {
+    case CPU_ISA_AVX: return "AVX";
+    case CPU_ISA_AVX2: return "AVX2+FMA";
+    case CPU_ISA_AVX512: return "AVX-512";
+    case CPU_ISA_AVX512_BF16: return "AVX-512+BF16";
+    case CPU_ISA_GENERIC: break;
+    }
+    return "generic SSE2";
+}
+
+int cpu_has_amx_bf16(void)
+{
+#if GT_X86 && defined(__linux__)
+    static atomic_int answer = -1;
+    int a = atomic_load_explicit(&answer, memory_order_relaxed);
+    if (a >= 0) return a;
+    unsigned l7[4];
+    cpuid(7, 0, l7);
+    const int tile = (l7[3] >> 24) & 1, bf16 = (l7[3] >> 22) & 1;
+    a = 0;
+    if (tile && bf16) {
+        /* Linux hands out the 8 KB tile state only on request (XFEATURE_XTILEDATA) */
+        enum { ARCH_REQ_XCOMP_PERM = 0x1023, XFEATURE_XTILEDATA = 18 };
+        a = syscall(SYS_arch_prctl, ARCH_REQ_XCOMP_PERM, XFEATURE_XTILEDATA) == 0;
+    }
+    atomic_store_explicit(&answer, a, memory_order_relaxed);
+    return a;
+#else
+    return 0;
+#endif
+}
+
+const char *cpu_model_name(char *buf, int cap)
+{
+    gt_strlcpy(buf, "unknown CPU", (size_t)cap);
+    FILE *f = fopen("/proc/cpuinfo", "r");
+    if (!f) return buf;
+    char line[512];
+    while (fgets(line, sizeof line, f)) {
+        if (strncmp(line, "model name", 10) != 0) continue;
+        const char *v = strchr(line, ':');
+        if (!v) break;
+        v++;
+        while (*v == ' ' || *v == '\t') v++;
+        size_t n = strcspn(v, "\n");
+        if (n >= (size_t)cap) n = (size_t)cap - 1;
+        memcpy(buf, v, n);
+        buf[n] = '\0';
+        break;
+    }
+    fclose(f);
+    return buf;
+}
+
+/* ------------------------------------------------------------------------------------ */
+/* FMA peak. Each loop keeps 12 independent accumulators in named registers (more than
+ * latency x units on every core we know; an array could be left in memory at -O2 and
+ * measure store forwarding instead), x = x * a + b with a just below 1 so nothing
+ * overflows, and returns flops per second. The accumulators feed a volatile sink so
+ * the compiler cannot drop the chain. */
+
+#define PEAK_INNER 2048
+static volatile float peak_sink;
+
+/* Twelve chains of OP(x) for the accumulators x0..x11. */
+#define PEAK_12(OP)                                                                     \
+    do {                                                                                \
+        x0 = OP(x0); x1 = OP(x1); x2 = OP(x2); x3 = OP(x3); x4 = OP(x4); x5 = OP(x5);   \
+        x6 = OP(x6); x7 = OP(x7); x8 = OP(x8); x9 = OP(x9); x10 = OP(x10);              \
+        x11 = OP(x11);                                                                  \
+    } while (0)
+
+#if GT_X86
+#define FMA512(x) _mm512_fmadd_ps(x, a, b)
+__attribute__((target("avx512f"))) static double fma_loop_avx512(double seconds)
+{
+    const __m512 a = _mm512_set1_ps(0.9999999f), b = _mm512_set1_ps(1e-7f);
+    __m512 x0 = _mm512_set1_ps(0.f), x1 = _mm512_set1_ps(1.f), x2 = _mm512_set1_ps(2.f),
+           x3 = _mm512_set1_ps(3.f), x4 = _mm512_set1_ps(4.f), x5 = _mm512_set1_ps(5.f),
+           x6 = _mm512_set1_ps(6.f), x7 = _mm512_set1_ps(7.f), x8 = _mm512_set1_ps(8.f),
+           x9 = _mm512_set1_ps(9.f), x10 = _mm512_set1_ps(10.f), x11 = _mm512_set1_ps(11.f);
+    double flops = 0.0, t0 = gt_now();
+    do {
+        for (int it = 0; it < PEAK_INNER; it++) PEAK_12(FMA512);
+        flops += 2.0 * 16 * 12 * PEAK_INNER;
+    } while (gt_now() - t0 < seconds);
+    double t = gt_now() - t0;
+    __m512 s = _mm512_add_ps(_mm512_add_ps(_mm512_add_ps(x0, x1), _mm512_add_ps(x2, x3)),
+                             _mm512_add_ps(_mm512_add_ps(x4, x5), _mm512_add_ps(x6, x7)));
+    s = _mm512_add_ps(s, _mm512_add_ps(_mm512_add_ps(x8, x9), _mm512_add_ps(x10, x11)));
+    peak_sink = _mm512_reduce_add_ps(s);
+    return flops / t;
+}
+
+#define FMA256(x) _mm256_fmadd_ps(x, a, b)
+__attribute__((target("avx2,fma"))) static double fma_loop_avx2(double seconds)
+{
+    const __m256 a = _mm256_set1_ps(0.9999999f), b = _mm256_set1_ps(1e-7f);
+    __m256 x0 = _mm256_set1_ps(0.f), x1 = _mm256_set1_ps(1.f), x2 = _mm256_set1_ps(2.f),
+           x3 = _mm256_set1_ps(3.f), x4 = _mm256_set1_ps(4.f), x5 = _mm256_set1_ps(5.f),
+           x6 = _mm256_set1_ps(6.f), x7 = _mm256_set1_ps(7.f), x8 = _mm256_set1_ps(8.f),
+           x9 = _mm256_set1_ps(9.f), x10 = _mm256_set1_ps(10.f), x11 = _mm256_set1_ps(11.f);
+    double flops = 0.0, t0 = gt_now();
+    do {
+        for (int it = 0; it < PEAK_INNER; it++) PEAK_12(FMA256);
+        flops += 2.0 * 8 * 12 * PEAK_INNER;
+    } while (gt_now() - t0 < seconds);
+    double t = gt_now() - t0;
+    __m256 s = _mm256_add_ps(_mm256_add_ps(_mm256_add_ps(x0, x1), _mm256_add_ps(x2, x3)),
+                             _mm256_add_ps(_mm256_add_ps(x4, x5), _mm256_add_ps(x6, x7)));
+    s = _mm256_add_ps(s, _mm256_add_ps(_mm256_add_ps(x8, x9), _mm256_add_ps(x10, x11)));
+    float lanes[8];
+    _mm256_storeu_ps(lanes, s);
+    peak_sink = lanes[0] + lanes[7];
+    return flops / t;
+}
+
+/* SSE2: a separate multiply and add on 4 lanes (no FMA at this level) */
+#define MULADD128(x) _mm_add_ps(_mm_mul_ps(x, a), b)
+static double fma_loop_generic(double seconds)
+{
+    const __m128 a = _mm_set1_ps(0.9999999f), b = _mm_set1_ps(1e-7f);
+    __m128 x0 = _mm_set1_ps(0.f), x1 = _mm_set1_ps(1.f), x2 = _mm_set1_ps(2.f),
+           x3 = _mm_set1_ps(3.f), x4 = _mm_set1_ps(4.f), x5 = _mm_set1_ps(5.f),
+           x6 = _mm_set1_ps(6.f), x7 = _mm_set1_ps(7.f), x8 = _mm_set1_ps(8.f),
+           x9 = _mm_set1_ps(9.f), x10 = _mm_set1_ps(10.f), x11 = _mm_set1_ps(11.f);
+    double flops = 0.0, t0 = gt_now();
+    do {
+        for (int it = 0; it < PEAK_INNER; it++) PEAK_12(MULADD128);
+        flops += 2.0 * 4 * 12 * PEAK_INNER;
+    } while (gt_now() - t0 < seconds);
+    double t = gt_now() - t0;
+    __m128 s = _mm_add_ps(_mm_add_ps(_mm_add_ps(x0, x1), _mm_add_ps(x2, x3)),
+                          _mm_add_ps(_mm_add_ps(x4, x5), _mm_add_ps(x6, x7)));
+    s = _mm_add_ps(s, _mm_add_ps(_mm_add_ps(x8, x9), _mm_add_ps(x10, x11)));
+    peak_sink = _mm_cvtss_f32(s);
+    return flops / t;
+}
+#else
+/* no x86 vector unit known: a scalar multiply-add chain */
+#define MULADD1(x) ((x) * 0.9999999f + 1e-7f)
+static double fma_loop_generic(double seconds)
+{
+    float x0 = 0.f, x1 = 1.f, x2 = 2.f, x3 = 3.f, x4 = 4.f, x5 = 5.f, x6 = 6.f, x7 = 7.f,
+          x8 = 8.f, x9 = 9.f, x10 = 10.f, x11 = 11.f;
+    double flops = 0.0, t0 = gt_now();
+    do {
+        for (int it = 0; it < PEAK_INNER; it++) PEAK_12(MULADD1);
+        flops += 2.0 * 12 * PEAK_INNER;
+    } while (gt_now() - t0 < seconds);
+    double t = gt_now() - t0;
+    peak_sink = x0 + x1 + x2 + x3 + x4 + x5 + x6 + x7 + x8 + x9 + x10 + x11;
+    return flops / t;
+}
+#endif
+
+static double fma_loop(double seconds)
+{
+#if GT_X86
+    enum cpu_isa l = cpu_isa_level();
+    if (l >= CPU_ISA_AVX512) return fma_loop_avx512(seconds);
+    if (l >= CPU_ISA_AVX2) return fma_loop_avx2(seconds);
+#endif
+    return fma_loop_generic(seconds);
+}
+
+double cpu_fma_peak_gflops(int threads)
+{
+    if (threads < 1) threads = 1;
+    double total = 0.0;
+    /* Each thread: a warm-up, so the clock has ramped, then the best of three short
+     * runs, so one preemption by another process does not halve the figure. */
+#pragma omp parallel num_threads(threads) reduction(+ : total)
+    {
+        (void)fma_loop(0.01);
+        double best = 0.0;
+        for (int k = 0; k < 3; k++) {
+            double r = fma_loop(0.01);
+            best = r > best ? r : best;
+        }
+        total += best;
+    }
+    return total * 1e-9;
+}

@@ -1,0 +1,37 @@
+/* cpu_features — what this x86 CPU (and the OS) lets gentrain run: the vector ISA
+ * levels its kernel paths are chosen by, and a measured FMA peak for MFU.
+ *
+ * Contract:
+ *  - cpu_isa_level() is the widest level whose instructions both the CPU has and the
+ *    OS saves the registers of (XCR0), so a path of that level can run. It is computed
+ *    once; every call returns the same answer. On a non-x86 build it is CPU_ISA_GENERIC.
+ *  - Levels are ordered: a CPU at a level can run every path of a lower one.
+ *  - cpu_has_amx_bf16() also asks Linux for the AMX tile state (arch_prctl), which a
+ *    process must do before its first tile instruction; it returns 1 only when that
+ *    permission was granted.
+ *  - cpu_fma_peak_gflops() measures, never guesses: `threads` threads run independent
+ *    multiply-adds of the widest vector unit for about 20 ms and the sum of their rates
+ *    is returned (FP32 GFLOP/s, a multiply-add counted as 2). It reflects the clock the
+ *    cores hold under vector load and a double-pumped unit (AMD Zen 4) alike. */
+#ifndef GT_CPU_FEATURES_H
+#define GT_CPU_FEATURES_H
+
+enum cpu_isa {
+    CPU_ISA_GENERIC = 0,   /* SSE2 only (every x86-64) */
+    CPU_ISA_AVX = 1,       /* AVX, no FMA3 / AVX2 */
+    CPU_ISA_AVX2 = 2,      /* AVX2 + FMA3 */
+    CPU_ISA_AVX512 = 3,    /* AVX-512 F, BW, DQ, VL */
+    CPU_ISA_AVX512_BF16 = 4 /* the above + AVX512_BF16 dot products */
+};
+
+enum cpu_isa cpu_isa_level(void);
+/* "generic SSE2", "AVX", "AVX2+FMA", "AVX-512", "AVX-512+BF16". */
+const char *cpu_isa_name(enum cpu_isa level);
+/* 1 when the CPU has AMX-BF16 tiles and Linux granted this process their state. */
+int cpu_has_amx_bf16(void);
+/* The CPU's model name from /proc/cpuinfo into buf (or "unknown CPU"); returns buf. */
+const char *cpu_model_name(char *buf, int cap);
+/* Measured FP32 multiply-add peak of `threads` threads, GFLOP/s (0 if it failed). */
+double cpu_fma_peak_gflops(int threads);
+
+#endif
