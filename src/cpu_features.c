@@ -8,8 +8,16 @@
 #include <stdatomic.h>
 #include <stdio.h>
 #include <string.h>
+#include <time.h>
 
-#include "util.h" /* defines: gt_now */
+/* No dependence on the rest of gentrain (util.c pulls in BLAS): the GPU step's test
+ * driver links this file alone. */
+static double now_s(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
 
 #ifdef _OPENMP
 #include <omp.h>
@@ -51,12 +59,13 @@ static enum cpu_isa detect_level(void)
     const unsigned long long xcr0 = xgetbv0();
     /* XMM and YMM state (bits 1, 2); opmask, upper ZMM halves and ZMM16-31 (5, 6, 7) */
     const int os_ymm = (xcr0 & 0x6) == 0x6, os_zmm = (xcr0 & 0xe6) == 0xe6;
-    const int avx = (l1[2] >> 28) & 1, fma = (l1[2] >> 12) & 1, avx2 = (l7[1] >> 5) & 1;
+    const int avx = (l1[2] >> 28) & 1, fma = (l1[2] >> 12) & 1, avx2 = (l7[1] >> 5) & 1,
+              f16c = (l1[2] >> 29) & 1;
     const int f = (l7[1] >> 16) & 1, dq = (l7[1] >> 17) & 1, bw = (l7[1] >> 30) & 1,
               vl = (l7[1] >> 31) & 1;
     const int bf16 = (l71[0] >> 5) & 1;
     if (!avx || !os_ymm) return CPU_ISA_GENERIC;
-    if (!avx2 || !fma) return CPU_ISA_AVX;
+    if (!avx2 || !fma || !f16c) return CPU_ISA_AVX;
     if (!(f && dq && bw && vl) || !os_zmm) return CPU_ISA_AVX2;
     return bf16 ? CPU_ISA_AVX512_BF16 : CPU_ISA_AVX512;
 }
@@ -111,7 +120,7 @@ int cpu_has_amx_bf16(void)
 
 const char *cpu_model_name(char *buf, int cap)
 {
-    gt_strlcpy(buf, "unknown CPU", (size_t)cap);
+    snprintf(buf, (size_t)cap, "%s", "unknown CPU");
     FILE *f = fopen("/proc/cpuinfo", "r");
     if (!f) return buf;
     char line[512];
@@ -158,12 +167,12 @@ __attribute__((target("avx512f"))) static double fma_loop_avx512(double seconds)
            x3 = _mm512_set1_ps(3.f), x4 = _mm512_set1_ps(4.f), x5 = _mm512_set1_ps(5.f),
            x6 = _mm512_set1_ps(6.f), x7 = _mm512_set1_ps(7.f), x8 = _mm512_set1_ps(8.f),
            x9 = _mm512_set1_ps(9.f), x10 = _mm512_set1_ps(10.f), x11 = _mm512_set1_ps(11.f);
-    double flops = 0.0, t0 = gt_now();
+    double flops = 0.0, t0 = now_s();
     do {
         for (int it = 0; it < PEAK_INNER; it++) PEAK_12(FMA512);
         flops += 2.0 * 16 * 12 * PEAK_INNER;
-    } while (gt_now() - t0 < seconds);
-    double t = gt_now() - t0;
+    } while (now_s() - t0 < seconds);
+    double t = now_s() - t0;
     __m512 s = _mm512_add_ps(_mm512_add_ps(_mm512_add_ps(x0, x1), _mm512_add_ps(x2, x3)),
                              _mm512_add_ps(_mm512_add_ps(x4, x5), _mm512_add_ps(x6, x7)));
     s = _mm512_add_ps(s, _mm512_add_ps(_mm512_add_ps(x8, x9), _mm512_add_ps(x10, x11)));
@@ -179,12 +188,12 @@ __attribute__((target("avx2,fma"))) static double fma_loop_avx2(double seconds)
            x3 = _mm256_set1_ps(3.f), x4 = _mm256_set1_ps(4.f), x5 = _mm256_set1_ps(5.f),
            x6 = _mm256_set1_ps(6.f), x7 = _mm256_set1_ps(7.f), x8 = _mm256_set1_ps(8.f),
            x9 = _mm256_set1_ps(9.f), x10 = _mm256_set1_ps(10.f), x11 = _mm256_set1_ps(11.f);
-    double flops = 0.0, t0 = gt_now();
+    double flops = 0.0, t0 = now_s();
     do {
         for (int it = 0; it < PEAK_INNER; it++) PEAK_12(FMA256);
         flops += 2.0 * 8 * 12 * PEAK_INNER;
-    } while (gt_now() - t0 < seconds);
-    double t = gt_now() - t0;
+    } while (now_s() - t0 < seconds);
+    double t = now_s() - t0;
     __m256 s = _mm256_add_ps(_mm256_add_ps(_mm256_add_ps(x0, x1), _mm256_add_ps(x2, x3)),
                              _mm256_add_ps(_mm256_add_ps(x4, x5), _mm256_add_ps(x6, x7)));
     s = _mm256_add_ps(s, _mm256_add_ps(_mm256_add_ps(x8, x9), _mm256_add_ps(x10, x11)));
@@ -203,12 +212,12 @@ static double fma_loop_generic(double seconds)
            x3 = _mm_set1_ps(3.f), x4 = _mm_set1_ps(4.f), x5 = _mm_set1_ps(5.f),
            x6 = _mm_set1_ps(6.f), x7 = _mm_set1_ps(7.f), x8 = _mm_set1_ps(8.f),
            x9 = _mm_set1_ps(9.f), x10 = _mm_set1_ps(10.f), x11 = _mm_set1_ps(11.f);
-    double flops = 0.0, t0 = gt_now();
+    double flops = 0.0, t0 = now_s();
     do {
         for (int it = 0; it < PEAK_INNER; it++) PEAK_12(MULADD128);
         flops += 2.0 * 4 * 12 * PEAK_INNER;
-    } while (gt_now() - t0 < seconds);
-    double t = gt_now() - t0;
+    } while (now_s() - t0 < seconds);
+    double t = now_s() - t0;
     __m128 s = _mm_add_ps(_mm_add_ps(_mm_add_ps(x0, x1), _mm_add_ps(x2, x3)),
                           _mm_add_ps(_mm_add_ps(x4, x5), _mm_add_ps(x6, x7)));
     s = _mm_add_ps(s, _mm_add_ps(_mm_add_ps(x8, x9), _mm_add_ps(x10, x11)));
@@ -222,12 +231,12 @@ static double fma_loop_generic(double seconds)
 {
     float x0 = 0.f, x1 = 1.f, x2 = 2.f, x3 = 3.f, x4 = 4.f, x5 = 5.f, x6 = 6.f, x7 = 7.f,
           x8 = 8.f, x9 = 9.f, x10 = 10.f, x11 = 11.f;
-    double flops = 0.0, t0 = gt_now();
+    double flops = 0.0, t0 = now_s();
     do {
         for (int it = 0; it < PEAK_INNER; it++) PEAK_12(MULADD1);
         flops += 2.0 * 12 * PEAK_INNER;
-    } while (gt_now() - t0 < seconds);
-    double t = gt_now() - t0;
+    } while (now_s() - t0 < seconds);
+    double t = now_s() - t0;
     peak_sink = x0 + x1 + x2 + x3 + x4 + x5 + x6 + x7 + x8 + x9 + x10 + x11;
     return flops / t;
 }

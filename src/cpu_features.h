@@ -19,7 +19,7 @@
 enum cpu_isa {
     CPU_ISA_GENERIC = 0,   /* SSE2 only (every x86-64) */
     CPU_ISA_AVX = 1,       /* AVX, no FMA3 / AVX2 */
-    CPU_ISA_AVX2 = 2,      /* AVX2 + FMA3 */
+    CPU_ISA_AVX2 = 2,      /* AVX2 + FMA3 + F16C */
     CPU_ISA_AVX512 = 3,    /* AVX-512 F, BW, DQ, VL */
     CPU_ISA_AVX512_BF16 = 4 /* the above + AVX512_BF16 dot products */
 };

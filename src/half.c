@@ -3,6 +3,8 @@
 
 #include <string.h>
 
+#include "simd.h" /* defines: the array conversions of each SIMD path */
+
 #if defined(__x86_64__) || defined(__i386__)
 #include <immintrin.h>
 #define HALF_X86 1
@@ -62,26 +64,6 @@ float half_to_float_scalar(uint16_t h)
 }
 
 #ifdef HALF_X86
-__attribute__((target("avx,f16c"))) static void from_f16c(uint16_t *restrict dst,
-                                                          const float *restrict src, size_t n)
-{
-    size_t i = 0;
-    for (; i + 8 <= n; i += 8) {
-        __m128i h = _mm256_cvtps_ph(_mm256_loadu_ps(src + i), _MM_FROUND_TO_NEAREST_INT);
-        _mm_storeu_si128((__m128i *)(dst + i), h);
-    }
-    for (; i < n; i++) dst[i] = half_from_float_scalar(src[i]);
-}
-
-__attribute__((target("avx,f16c"))) static void to_f16c(float *restrict dst,
-                                                        const uint16_t *restrict src, size_t n)
-{
-    size_t i = 0;
-    for (; i + 8 <= n; i += 8)
-        _mm256_storeu_ps(dst + i, _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(src + i))));
-    for (; i < n; i++) dst[i] = half_to_float_scalar(src[i]);
-}
-
 __attribute__((target("avx,f16c"))) static void add_f16c(uint16_t *restrict inout,
                                                          const uint16_t *restrict in, size_t n)
 {
@@ -105,36 +87,29 @@ void half_allow_simd(int allow) { allow_simd = allow != 0; }
 static int use_f16c(void)
 {
 #ifdef HALF_X86
-    if (!allow_simd) return 0;
-    __builtin_cpu_init();
-    return __builtin_cpu_supports("avx") && __builtin_cpu_supports("f16c");
+    return allow_simd && simd_get_path() != SIMD_PORTABLE;
 #else
     return 0;
 #endif
 }
 
-const char *half_path_name(void) { return use_f16c() ? "f16c" : "scalar"; }
+/* The array conversions: simd.h's loops (F16C 8 or 16 at a time), or its portable
+ * ones, which call the scalar conversions above. */
+static const simd_kernels *conv(void)
+{
+    return allow_simd ? simd_kernels_get() : &simd_kernels_portable;
+}
+
+const char *half_path_name(void) { return allow_simd ? conv()->name : "scalar"; }
 
 void half_from_float(uint16_t *restrict dst, const float *restrict src, size_t n)
 {
-#ifdef HALF_X86
-    if (use_f16c()) {
-        from_f16c(dst, src, n);
-        return;
-    }
-#endif
-    for (size_t i = 0; i < n; i++) dst[i] = half_from_float_scalar(src[i]);
+    conv()->half_from_float(dst, src, n);
 }
 
 void half_to_float(float *restrict dst, const uint16_t *restrict src, size_t n)
 {
-#ifdef HALF_X86
-    if (use_f16c()) {
-        to_f16c(dst, src, n);
-        return;
-    }
-#endif
-    for (size_t i = 0; i < n; i++) dst[i] = half_to_float_scalar(src[i]);
+    conv()->half_to_float(dst, src, n);
 }
 
 void half_add(uint16_t *restrict inout, const uint16_t *restrict in, size_t n)

@@ -3,8 +3,9 @@
  * float -> half rounds to nearest, ties to even; overflow gives +-inf; values below
  * the smallest subnormal half round to +-0 (or to the smallest subnormal by the same
  * rule); NaN stays NaN (the quiet bit set, the top payload bits kept). half -> float is
- * exact (a signalling NaN comes back quiet). The array functions use the CPU's F16C instructions when it has them (checked
- * at run time) and a scalar path otherwise; both give the same bits for every input. */
+ * exact (a signalling NaN comes back quiet). The array functions run the SIMD path in
+ * use (simd.h: F16C, 8 or 16 values at a time) or the scalar one; every path gives the
+ * same bits for every input. */
 #ifndef GT_HALF_H
 #define GT_HALF_H
 
@@ -22,7 +23,7 @@ void half_to_float(float *restrict dst, const uint16_t *restrict src, size_t n);
 /* inout[i] = half(float(in[i]) + float(inout[i])): the sum an fp16 reduction uses. */
 void half_add(uint16_t *restrict inout, const uint16_t *restrict in, size_t n);
 
-/* "f16c" or "scalar": the path the array functions take on this CPU. */
+/* "avx512", "avx2", "portable" (simd.h's path) or "scalar" (half_allow_simd(0)). */
 const char *half_path_name(void);
 /* Forces the scalar path (0) or lets the CPU check decide (1); for tests. */
 void half_allow_simd(int allow);

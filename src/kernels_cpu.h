@@ -1,6 +1,7 @@
 /* kernels_cpu — the layers of a GPT-2 decoder on the CPU in FP32: forward and backward,
- * OpenMP over rows/heads, AVX2+FMA inner loops where the CPU has them (chosen at run
- * time), OpenBLAS sgemm for every matrix product.
+ * OpenMP over rows/heads, the inner loops of the widest SIMD path the CPU has (simd.h:
+ * AVX-512, AVX2+FMA or portable, chosen at run time), OpenBLAS sgemm for every matrix
+ * product.
  *
  * Conventions (shared with every backend):
  *  - Row-major. N = B*T rows. Weights of a linear layer are [OC, C] (out, in), as in
@@ -10,21 +11,26 @@
  *  - Results are deterministic for a given thread count: no atomics on floats, every
  *    reduction has a fixed order.
  *  - Kernels cannot fail; they never allocate. Scratch is passed in.
- *  - The SIMD path and the portable path give the same results within float rounding;
- *    kernels_set_simd() forces one of them (tests compare both). */
+ *  - Every SIMD path gives the portable path's results within float rounding;
+ *    kernels_set_simd() forces one of them (tests compare each with the portable one). */
 #ifndef GT_KERNELS_CPU_H
 #define GT_KERNELS_CPU_H
 
 #include <stddef.h>
 #include <stdint.h>
 
-/* SIMD path selection. */
-enum kernels_simd { KERNELS_SIMD_AUTO = 0, KERNELS_SIMD_PORTABLE = 1, KERNELS_SIMD_AVX2 = 2 };
-/* Forces a path (AUTO: AVX2+FMA if the CPU has them). Returns the path now in use;
- * asking for AVX2 on a CPU without it falls back to PORTABLE. The environment variable
- * GENTRAIN_SIMD=portable|avx2 sets the initial choice. */
+/* SIMD path selection (the values of simd.h's enum simd_path). */
+enum kernels_simd {
+    KERNELS_SIMD_AUTO = 0,
+    KERNELS_SIMD_PORTABLE = 1,
+    KERNELS_SIMD_AVX2 = 2,
+    KERNELS_SIMD_AVX512 = 3
+};
+/* Forces a path (AUTO: the widest the CPU has). Returns the path now in use; asking
+ * for one the CPU lacks gives the widest it has. The environment variable
+ * GENTRAIN_SIMD=portable|avx2|avx512|auto sets the initial choice. */
 enum kernels_simd kernels_set_simd(enum kernels_simd want);
-/* "avx2+fma" or "portable". */
+/* "avx512", "avx2" or "portable". */
 const char *kernels_simd_name(void);
 
 /* out[B,T,C] = wte[inp[b,t], :] + wpe[t, :]; inp holds token ids < V (checked by caller). */

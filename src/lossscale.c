@@ -1,14 +1,14 @@
 /* lossscale — see lossscale.h. The unscale pass converts in chunks through half.h's
- * (F16C when the CPU has it) array conversion, then scales and checks in one pass (and,
- * for the _sumsq variant, sums the squares of the chunk it just wrote): an
- * inf or NaN half stays inf or NaN as a float, and a float is one exactly when its
- * exponent bits are all set, so an OR over that test finds any of them. (An integer OR
- * vectorises; a float sum used as the probe would be one long dependency chain.) */
+ * array conversion, then scales and checks in one pass (and, for the _sumsq variant,
+ * sums the squares of the chunk it just wrote), with the loops of the SIMD path in use
+ * (simd.h): an inf or NaN half stays inf or NaN as a float, and the check finds a
+ * float whose exponent bits are all set. */
 #include "lossscale.h"
 
 #include <string.h>
 
 #include "half.h"
+#include "simd.h"
 
 #ifdef _OPENMP
 #include <omp.h>
@@ -24,46 +24,6 @@ void loss_scaler_init(loss_scaler *s, float scale, int growth_interval)
     s->skipped = 0;
 }
 
-/* One chunk of len floats: dst (+)= src * inv_scale; returns 1 when one is inf or NaN
- * (dst is then unusable). */
-static int unscale_chunk(float *dst, const float *src, size_t len, float inv_scale,
-                         int accumulate)
-{
-    uint32_t nonfinite = 0;
-    for (size_t i = 0; i < len; i++) {
-        uint32_t bits;
-        memcpy(&bits, &src[i], sizeof bits);
-        nonfinite |= (bits & 0x7F800000u) == 0x7F800000u;
-    }
-    if (accumulate)
-        for (size_t i = 0; i < len; i++) dst[i] += src[i] * inv_scale;
-    else
-        for (size_t i = 0; i < len; i++) dst[i] = src[i] * inv_scale;
-    return nonfinite != 0;
-}
-
-/* sum d[i]^2 over one chunk, in double. Eight independent sums, combined in a fixed
- * order: the adds of one long sum would form a chain of dependent additions that runs
- * slower than the memory pass it rides on; eight can pipeline (and vectorise). */
-static double chunk_sumsq(const float *d, size_t len)
-{
-    /* Named sums rather than an array: GCC keeps an array in memory and adds through it. */
-    double a0 = 0.0, a1 = 0.0, a2 = 0.0, a3 = 0.0, a4 = 0.0, a5 = 0.0, a6 = 0.0, a7 = 0.0;
-    size_t i = 0;
-    for (; i + 8 <= len; i += 8) {
-        a0 += (double)d[i] * (double)d[i];
-        a1 += (double)d[i + 1] * (double)d[i + 1];
-        a2 += (double)d[i + 2] * (double)d[i + 2];
-        a3 += (double)d[i + 3] * (double)d[i + 3];
-        a4 += (double)d[i + 4] * (double)d[i + 4];
-        a5 += (double)d[i + 5] * (double)d[i + 5];
-        a6 += (double)d[i + 6] * (double)d[i + 6];
-        a7 += (double)d[i + 7] * (double)d[i + 7];
-    }
-    for (; i < len; i++) a0 += (double)d[i] * (double)d[i];
-    return ((a0 + a1) + (a2 + a3)) + ((a4 + a5) + (a6 + a7));
-}
-
 /* Every entry point: src holds n values, FP16 (is_half) or FP32; with sumsq, the sum of
  * the squares of dst afterwards, taken from each chunk while it is still in cache. */
 static int unscale(float *dst, const void *src, int is_half, size_t n, float inv_scale,
@@ -76,6 +36,7 @@ static int unscale(float *dst, const void *src, int is_half, size_t n, float inv
      * the thread count alone (an OpenMP reduction adds in whatever order threads end). */
     double partial[MAXT];
     int bad = 0, used = 1;
+    const simd_kernels *kr = simd_kernels_get();
     (void)nt; /* unused without OpenMP */
 #pragma omp parallel num_threads(nt) reduction(| : bad)
     {
@@ -91,12 +52,12 @@ static int unscale(float *dst, const void *src, int is_half, size_t n, float inv
             float tmp[CHUNK];
             if (is_half) {
                 half_to_float(tmp, (const uint16_t *)src + lo, len);
-                bad |= unscale_chunk(dst + lo, tmp, len, inv_scale, accumulate);
+                bad |= kr->unscale(dst + lo, tmp, len, inv_scale, accumulate);
             } else {
-                bad |= unscale_chunk(dst + lo, (const float *)src + lo, len, inv_scale,
-                                     accumulate);
+                bad |= kr->unscale(dst + lo, (const float *)src + lo, len, inv_scale,
+                                  accumulate);
             }
-            if (sumsq) acc += chunk_sumsq(dst + lo, len);
+            if (sumsq) acc += kr->sumsq(dst + lo, len);
         }
         partial[t] = acc;
     }

@@ -1,13 +1,14 @@
 /* optim — see optim.h. The update is memory-bound (it streams params, grads and two
- * moments), so it is one fused pass per tensor: OpenMP splits the elements statically,
- * and the loop body is written so the compiler vectorises it (no branches, no
- * cross-iteration dependence). */
+ * moments), so it is one fused pass per tensor: OpenMP splits the elements statically
+ * into chunks, and each chunk runs the AdamW loop of the SIMD path in use (simd.h; all
+ * paths give the same bits). */
 #include "optim.h"
 
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "simd.h"
 #include "util.h"
 
 #ifdef _OPENMP
@@ -91,24 +92,23 @@ void adamw_step(adamw_state *s, float *params, const float *grads, float grad_sc
     const double c2 = 1.0 - pow(beta2, (double)s->t);
     const float step_size = (float)(lr / c1);
     const float inv_sqrt_c2 = (float)(1.0 / sqrt(c2));
-    const float epsf = (float)eps;
-    for (int k = 0; k < n_info; k++) {
-        const size_t off = info[k].offset, n = info[k].numel;
-        const float decay = info[k].decay ? (float)(lr * weight_decay) : 0.0f;
-        float *restrict p = params + off, *restrict m = s->m + off, *restrict v = s->v + off;
-        const float *restrict g = grads + off;
-#pragma omp parallel for simd schedule(static)
-        for (size_t i = 0; i < n; i++) {
-            /* The clip, folded in: the product is rounded to float as the former
-             * in-place pass g[i] *= factor rounded it (it feeds only other products,
-             * never an addition, so no FMA contraction can absorb it), so the update
-             * is bit-identical to clipping first; x * 1.0f == x without a clip. */
-            float gi = g[i] * grad_scale;
-            float mi = b1 * m[i] + (1.0f - b1) * gi;
-            float vi = b2 * v[i] + (1.0f - b2) * gi * gi;
-            m[i] = mi;
-            v[i] = vi;
-            p[i] -= step_size * mi / (sqrtf(vi) * inv_sqrt_c2 + epsf) + decay * p[i];
+    simd_adamw_consts k = {.b1 = b1, .b2 = b2, .omb1 = 1.0f - b1, .omb2 = 1.0f - b2,
+                           .step_size = step_size, .inv_sqrt_c2 = inv_sqrt_c2,
+                           .eps = (float)eps, .grad_scale = grad_scale};
+    const simd_kernels *kr = simd_kernels_get();
+    enum { CHUNK = 16384 };
+    for (int t = 0; t < n_info; t++) {
+        const size_t off = info[t].offset, n = info[t].numel;
+        const size_t chunks = (n + CHUNK - 1) / CHUNK;
+        /* The clip is folded in as grad_scale: the product g * scale is rounded to float
+         * as the former in-place pass g *= factor rounded it, so the update is
+         * bit-identical to clipping first; x * 1.0f == x without a clip. */
+        k.decay = info[t].decay ? (float)(lr * weight_decay) : 0.0f;
+#pragma omp parallel for schedule(static) if (chunks > 1)
+        for (size_t c = 0; c < chunks; c++) {
+            const size_t i0 = c * CHUNK, len = n - i0 < CHUNK ? n - i0 : CHUNK;
+            kr->adamw(params + off + i0, s->m + off + i0, s->v + off + i0,
+                      grads + off + i0, len, &k);
         }
     }
 }

@@ -1,0 +1,108 @@
+/* simd — the inner loops of gentrain's own CPU kernels, in one portable C version and
+ * its AVX2 and AVX-512 twins, picked once at run time for the CPU found (as DeepSpeed's
+ * CPU Adam and ggml do).
+ *
+ * What is here: the per-row and per-chunk loops that kernels_cpu.c (LayerNorm, GELU,
+ * attention softmax, cross-entropy, residual adds, bias sums), optim.c (AdamW),
+ * lossscale.c (unscale, inf/NaN check, squared norm) and half.c (FP16 and BF16
+ * conversion) split over OpenMP threads. Each path is a table of function pointers;
+ * simd_kernels_get() returns the one in use. Threading stays with the callers.
+ *
+ * Files: simd_portable.c (plain C, every CPU); simd_x86.h, one source for the vector
+ * paths written against a few vector macros, compiled for 8 lanes by simd_avx2.c
+ * (AVX2 + FMA + F16C) and for 16 lanes by simd_avx512.c (AVX-512 F/BW/DQ/VL).
+ *
+ * Contract:
+ *  - Every path computes the same function. Exactly the same bits for the elementwise
+ *    products and quotients (adds, AdamW, unscale, FP16/BF16 conversion: IEEE
+ *    operations in the same order); within a few float ulps where a path sums in
+ *    another order or uses its own exp (LayerNorm, softmax, GELU, cross-entropy).
+ *    Tests compare every path the CPU can run with the portable one.
+ *  - simd_set_path() forces a path (tests, GENTRAIN_SIMD=portable|avx2|avx512|auto);
+ *    asking for one the CPU lacks gives the widest one it has, with a warning.
+ *  - No function allocates or fails. */
+#ifndef GT_SIMD_H
+#define GT_SIMD_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+enum simd_path { SIMD_AUTO = 0, SIMD_PORTABLE = 1, SIMD_AVX2 = 2, SIMD_AVX512 = 3 };
+
+/* Constants of one AdamW update (optim.c): with gi = g * grad_scale,
+ *   m = b1 m + omb1 gi;  v = b2 v + omb2 gi gi;
+ *   p = p - (step_size m / (sqrt(v) inv_sqrt_c2 + eps) + decay p). */
+typedef struct {
+    float b1, b2, omb1, omb2, step_size, inv_sqrt_c2, eps, decay, grad_scale;
+} simd_adamw_consts;
+
+/* Columns a column-sum call covers at most (ln_wb_cols, colsum): a multiple of 16. */
+#define SIMD_COL_BLOCK 64
+
+typedef struct simd_kernels {
+    const char *name; /* "portable", "avx2", "avx512" */
+    /* out[n] = a[n] + b[n];  acc[n] += x[n] */
+    void (*add)(float *out, const float *a, const float *b, size_t n);
+    void (*acc)(float *acc, const float *x, size_t n);
+    /* LayerNorm of one row x[C]: out = (x - mean) * rstd * w + b, eps 1e-5 */
+    void (*ln_fwd_row)(float *out, float *mean, float *rstd, const float *x, const float *w,
+                       const float *b, int C);
+    /* dinp[C] += rstd * (dout*w - mean(dout*w) - xhat * mean(dout*w*xhat)) */
+    void (*ln_bwd_row)(float *dinp, const float *dout, const float *x, const float *w,
+                       float mean, float rstd, int C);
+    /* dw[c0:c0+w] += sum_n dout[n,c] xhat[n,c]; db[...] += sum_n dout[n,c]; w <= 64;
+     * rows summed in order (so the result does not depend on the thread count) */
+    void (*ln_wb_cols)(float *dw, float *db, const float *dout, const float *inp,
+                       const float *mean, const float *rstd, size_t N, int C, int c0, int w);
+    /* acc[c0:c0+w] += sum over n of x[n*ld + c], rows in order; w <= 64 */
+    void (*colsum)(float *acc, const float *x, size_t N, size_t ld, int c0, int w);
+    /* s[0..len) becomes its softmax, s[len..T) = 0 */
+    void (*softmax_row)(float *s, int len, int T);
+    /* d[j] = a[j] (d[j] - sum_k a[k] d[k]) for j < len; d[len..width) = 0 */
+    void (*softmax_bwd_row)(float *d, const float *a, int len, int width);
+    /* GELU (tanh form): out = gelu(x);  dinp += gelu'(x) dout */
+    void (*gelu_fwd)(float *out, const float *x, size_t n);
+    void (*gelu_bwd)(float *dinp, const float *x, const float *dout, size_t n);
+    /* -log softmax(x)[target] of one row x[V]; with g != NULL (may alias x) also
+     * g = scale * (softmax(x) - onehot(target)) */
+    float (*xent_row)(float *g, const float *x, int target, int V, float scale);
+    /* AdamW on n elements (see simd_adamw_consts) */
+    void (*adamw)(float *p, float *m, float *v, const float *g, size_t n,
+                  const simd_adamw_consts *k);
+    /* dst (+)= src * inv_scale; returns 1 when some src value is inf or NaN */
+    int (*unscale)(float *dst, const float *src, size_t n, float inv_scale, int accumulate);
+    /* sum of d[i]^2 in double (a fixed order for a given path and n) */
+    double (*sumsq)(const float *d, size_t n);
+    /* IEEE binary16 <-> float, round to nearest even (as F16C) */
+    void (*half_from_float)(uint16_t *dst, const float *src, size_t n);
+    void (*half_to_float)(float *dst, const uint16_t *src, size_t n);
+    /* bfloat16 <-> float: round to nearest even, NaN stays a (quiet) NaN */
+    void (*bf16_from_float)(uint16_t *dst, const float *src, size_t n);
+    void (*bf16_to_float)(float *dst, const uint16_t *src, size_t n);
+} simd_kernels;
+
+/* The vector twins exist where the compiler can target x86-64 vector extensions. */
+#if (defined(__GNUC__) || defined(__clang__)) && defined(__x86_64__)
+#define GT_SIMD_X86 1
+#else
+#define GT_SIMD_X86 0
+#endif
+
+extern const simd_kernels simd_kernels_portable;
+#if GT_SIMD_X86
+extern const simd_kernels simd_kernels_avx2;   /* needs CPU_ISA_AVX2 */
+extern const simd_kernels simd_kernels_avx512; /* needs CPU_ISA_AVX512 */
+#endif
+
+/* The table in use (chosen at the first call: GENTRAIN_SIMD, else the widest). */
+const simd_kernels *simd_kernels_get(void);
+/* Forces a path; returns the one now in use. */
+enum simd_path simd_set_path(enum simd_path want);
+enum simd_path simd_get_path(void);
+/* The widest path this CPU can run. */
+enum simd_path simd_best_path(void);
+/* The table of a path (NULL for SIMD_AUTO), whether or not the CPU can run it (the
+ * portable one for the vector paths of a build without them). */
+const simd_kernels *simd_kernels_of(enum simd_path path);
+
+#endif

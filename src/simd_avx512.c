@@ -1,0 +1,104 @@
+/* simd_avx512 — simd_x86.h compiled for 16 lanes: AVX-512 F, BW, DQ and VL
+ * (CPU_ISA_AVX512). */
+#include "simd.h"
+
+#if GT_SIMD_X86
+#if defined(__clang__)
+#pragma clang attribute push(__attribute__((target("avx512f,avx512bw,avx512dq,avx512vl,fma,f16c"))), apply_to = function)
+#else
+#pragma GCC push_options
+#pragma GCC target("avx512f,avx512bw,avx512dq,avx512vl,fma,f16c")
+#endif
+
+#include <immintrin.h>
+#include <math.h>
+#include <string.h>
+
+typedef __m512 vf;
+typedef __m512i vi;
+typedef __m512d vd;
+typedef __mmask16 vmask; /* a bit per lane */
+#define VL 16
+#define SIMD_FN(name) name##_avx512
+#define SIMD_TABLE simd_kernels_avx512
+#define SIMD_NAME "avx512"
+
+#define vload(p) _mm512_loadu_ps(p)
+#define vstore(p, v) _mm512_storeu_ps(p, v)
+#define vset1(x) _mm512_set1_ps(x)
+#define vzero() _mm512_setzero_ps()
+#define vadd _mm512_add_ps
+#define vsub _mm512_sub_ps
+#define vmul _mm512_mul_ps
+#define vdiv _mm512_div_ps
+#define vmin _mm512_min_ps
+#define vmax _mm512_max_ps
+#define vsqrt _mm512_sqrt_ps
+#define vfmadd _mm512_fmadd_ps
+#define vfnmadd _mm512_fnmadd_ps
+#define vround(x) _mm512_roundscale_ps(x, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC)
+#define vpow2i(n)                                                                       \
+    _mm512_castsi512_ps(_mm512_slli_epi32(                                              \
+        _mm512_add_epi32(_mm512_cvtps_epi32(n), _mm512_set1_epi32(127)), 23))
+/* NLT / NGT unordered: a NaN compares true, so it is kept as in the AVX2 version */
+#define vkeep_ge(x, lo, y) _mm512_maskz_mov_ps(_mm512_cmp_ps_mask(x, lo, _CMP_NLT_UQ), y)
+#define vkeep_le(x, hi, y)                                                              \
+    _mm512_maskz_mov_ps(_mm512_cmp_ps_mask(x, _mm512_set1_ps(hi), _CMP_NGT_UQ), y)
+#define vcast_i _mm512_castps_si512
+#define vcast_f _mm512_castsi512_ps
+#define vi_set1 _mm512_set1_epi32
+#define vi_add _mm512_add_epi32
+#define vi_and _mm512_and_si512
+#define vi_or _mm512_or_si512
+#define vi_srli _mm512_srli_epi32
+/* a mask register stands in for the all-ones lanes of AVX2 */
+#define vi_gt(a, b) _mm512_cmpgt_epi32_mask(a, b)
+#define vi_blend(m, a, b) _mm512_mask_blend_epi32(m, a, b)
+#define vdzero() _mm512_setzero_pd()
+#define vhsum _mm512_reduce_add_ps
+#define vhmax _mm512_reduce_max_ps
+#define vdhsum _mm512_reduce_add_pd
+
+static inline int vnonfinite(vf v)
+{
+    const __m512i e = _mm512_set1_epi32(0x7f800000);
+    return _mm512_cmpeq_epi32_mask(_mm512_and_si512(_mm512_castps_si512(v), e), e) != 0;
+}
+
+static inline void vsumsq_acc(vd *a0, vd *a1, vf v)
+{
+    vd lo = _mm512_cvtps_pd(_mm512_castps512_ps256(v));
+    vd hi = _mm512_cvtps_pd(_mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(v), 1)));
+    *a0 = _mm512_fmadd_pd(lo, lo, *a0);
+    *a1 = _mm512_fmadd_pd(hi, hi, *a1);
+}
+
+static inline vf vcvt_half_load(const uint16_t *p)
+{
+    return _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)p));
+}
+
+static inline void vcvt_half_store(uint16_t *p, vf v)
+{
+    _mm256_storeu_si256((__m256i *)p, _mm512_cvtps_ph(v, _MM_FROUND_TO_NEAREST_INT));
+}
+
+static inline void vbf16_store(uint16_t *p, vi u)
+{
+    _mm256_storeu_si256((__m256i *)p, _mm512_cvtepi32_epi16(u));
+}
+
+static inline vf vbf16_load(const uint16_t *p)
+{
+    __m512i u = _mm512_cvtepu16_epi32(_mm256_loadu_si256((const __m256i *)p));
+    return _mm512_castsi512_ps(_mm512_slli_epi32(u, 16));
+}
+
+#include "simd_x86.h"
+
+#if defined(__clang__)
+#pragma clang attribute pop
+#else
+#pragma GCC pop_options
+#endif
+#endif /* GT_SIMD_X86 */

@@ -1,0 +1,307 @@
+/* test_simd — every SIMD path this CPU can run (simd.h) against the portable one, entry
+ * by entry, at lengths that leave every kind of tail (1 .. 2 vectors + a few):
+ *   (a) the elementwise entries give the same bits: add, acc, AdamW, unscale (and its
+ *       inf/NaN flag wherever the bad value sits), FP16 conversion of all 65536 halves
+ *       and of floats around every rounding boundary, BF16 conversion (ties, NaN
+ *       payloads, infinities, subnormals);
+ *   (b) the entries that sum in another order or use their own exp agree within a
+ *       few float ulps of the row's scale: LayerNorm rows and columns, column sums, softmax and its
+ *       backward, GELU and its gradient, cross-entropy, the squared norm;
+ *   (c) the BF16 conversion is checked against its definition too (nearest even of
+ *       the top 16 bits), not only against the portable loop.
+ * Paths the CPU cannot run are named and skipped: their code is still compiled. */
+#include <math.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "../src/half.h"
+#include "../src/simd.h"
+#include "testutil.h"
+
+static uint64_t rs = 0x2545F4914F6CDD1Dull;
+static uint32_t rnd32(void)
+{
+    rs ^= rs << 13;
+    rs ^= rs >> 7;
+    rs ^= rs << 17;
+    return (uint32_t)(rs >> 16);
+}
+static float runif(float lo, float hi) { return lo + (hi - lo) * (float)(rnd32() >> 8) * 0x1p-24f; }
+
+static float *frand(size_t n, float lo, float hi)
+{
+    float *p = malloc((n ? n : 1) * sizeof *p);
+    if (!p) exit(99);
+    for (size_t i = 0; i < n; i++) p[i] = runif(lo, hi);
+    return p;
+}
+
+static float *fdup(const float *a, size_t n)
+{
+    float *p = malloc((n ? n : 1) * sizeof *p);
+    if (!p) exit(99);
+    memcpy(p, a, n * sizeof *p);
+    return p;
+}
+
+/* largest |a-b| over the largest |a| (or floor): the error relative to the row's scale,
+ * as another summation order perturbs every element by ulps of the sums it came from */
+static double relerr(const float *a, const float *b, size_t n, double floor_)
+{
+    double e = 0.0, scale = floor_;
+    for (size_t i = 0; i < n; i++) {
+        double d = fabs((double)a[i] - (double)b[i]);
+        if (d > e || d != d) e = d;
+        if (fabs(a[i]) > scale) scale = fabs(a[i]);
+    }
+    return e / scale;
+}
+
+static const size_t lens[] = {1, 3, 7, 8, 9, 15, 16, 17, 31, 33, 64, 77, 100, 256, 1000};
+#define NLENS (sizeof lens / sizeof lens[0])
+
+static void test_elementwise(const simd_kernels *k)
+{
+    const simd_kernels *p = &simd_kernels_portable;
+    int bad_add = 0, bad_acc = 0, bad_adamw = 0, bad_unscale = 0, bad_flag = 0;
+    for (size_t li = 0; li < NLENS; li++) {
+        const size_t n = lens[li];
+        float *a = frand(n, -3, 3), *b = frand(n, -3, 3);
+        float *o1 = frand(n, 0, 1), *o2 = fdup(o1, n);
+        p->add(o1, a, b, n);
+        k->add(o2, a, b, n);
+        bad_add += memcmp(o1, o2, n * sizeof *o1) != 0;
+        p->acc(o1, a, n);
+        k->acc(o2, a, n);
+        bad_acc += memcmp(o1, o2, n * sizeof *o1) != 0;
+
+        simd_adamw_consts c = {.b1 = 0.9f, .b2 = 0.99f, .omb1 = 0.1f, .omb2 = 1.0f - 0.99f,
+                               .step_size = 1e-3f, .inv_sqrt_c2 = 3.7f, .eps = 1e-8f,
+                               .decay = 1e-4f, .grad_scale = 0.75f};
+        float *p1 = frand(n, -1, 1), *m1 = frand(n, -0.1f, 0.1f), *v1 = frand(n, 0, 0.01f);
+        float *p2 = fdup(p1, n), *m2 = fdup(m1, n), *v2 = fdup(v1, n);
+        for (int step = 0; step < 3; step++) {
+            p->adamw(p1, m1, v1, a, n, &c);
+            k->adamw(p2, m2, v2, a, n, &c);
+        }
+        bad_adamw += memcmp(p1, p2, n * sizeof *p1) || memcmp(m1, m2, n * sizeof *m1) ||
+                     memcmp(v1, v2, n * sizeof *v1);
+
+        for (int acc = 0; acc < 2; acc++) {
+            int f1 = p->unscale(o1, a, n, 1.0f / 1024, acc);
+            int f2 = k->unscale(o2, a, n, 1.0f / 1024, acc);
+            bad_unscale += f1 != 0 || f2 != 0 || memcmp(o1, o2, n * sizeof *o1) != 0;
+        }
+        /* an inf or a NaN at each position is found */
+        const float bads[2] = {INFINITY, NAN};
+        for (size_t at = 0; at < n; at++) {
+            float keep = a[at];
+            a[at] = bads[at & 1];
+            bad_flag += k->unscale(o2, a, n, 0.5f, 0) != 1;
+            a[at] = keep;
+        }
+        free(a), free(b), free(o1), free(o2), free(p1), free(m1), free(v1), free(p2);
+        free(m2), free(v2);
+    }
+    TU_CHECK(bad_add == 0, "%s: add gives the portable bits (%d lengths differ)", k->name,
+             bad_add);
+    TU_CHECK(bad_acc == 0, "%s: acc gives the portable bits (%d lengths differ)", k->name,
+             bad_acc);
+    TU_CHECK(bad_adamw == 0, "%s: 3 AdamW steps give the portable bits (%d lengths differ)",
+             k->name, bad_adamw);
+    TU_CHECK(bad_unscale == 0, "%s: unscale (overwrite, accumulate) gives the portable bits "
+             "(%d differ)", k->name, bad_unscale);
+    TU_CHECK(bad_flag == 0, "%s: an inf or NaN anywhere is flagged (%d missed)", k->name,
+             bad_flag);
+}
+
+static uint16_t bf16_reference(float f)
+{
+    uint32_t u;
+    memcpy(&u, &f, sizeof u);
+    if ((u & 0x7fffffffu) > 0x7f800000u) return (uint16_t)((u >> 16) | 0x40u);
+    uint32_t lo = u & 0xffffu, hi = u >> 16;
+    if (lo > 0x8000u || (lo == 0x8000u && (hi & 1u))) hi++;
+    return (uint16_t)hi;
+}
+
+static void test_conversions(const simd_kernels *k)
+{
+    const simd_kernels *p = &simd_kernels_portable;
+    enum { NH = 65536 };
+    static uint16_t h[NH], h1[NH], h2[NH];
+    static float f1[NH], f2[NH], xs[NH];
+    for (int i = 0; i < NH; i++) h[i] = (uint16_t)i;
+    p->half_to_float(f1, h, NH);
+    k->half_to_float(f2, h, NH);
+    int diff = 0;
+    for (int i = 0; i < NH; i++) diff += memcmp(&f1[i], &f2[i], sizeof f1[i]) != 0;
+    TU_CHECK(diff == 0, "%s: all 65536 halves to float give the portable bits (%d differ)",
+             k->name, diff);
+
+    /* floats at and around every half's rounding boundaries, plus random ones */
+    for (int i = 0; i < NH; i++) {
+        uint32_t u;
+        memcpy(&u, &f1[i & 0xffff], sizeof u);
+        u += (uint32_t)(i % 3) * 0x1000u - 0x1000u; /* below, at, above */
+        memcpy(&xs[i], &u, sizeof u);
+        if (i % 5 == 0) xs[i] = runif(-70000.f, 70000.f) * (float)(1 + (i % 7));
+    }
+    p->half_from_float(h1, xs, NH);
+    k->half_from_float(h2, xs, NH);
+    diff = 0;
+    for (int i = 0; i < NH; i++) diff += h1[i] != h2[i];
+    TU_CHECK(diff == 0, "%s: 65536 floats to half give the portable bits (%d differ)",
+             k->name, diff);
+
+    /* bfloat16: ties (low half 0x8000 on odd and even), NaN with low payload only,
+     * infinities, subnormals, and random bits */
+    for (int i = 0; i < NH; i++) {
+        uint32_t u = rnd32() ^ ((uint32_t)rnd32() << 16);
+        switch (i % 8) {
+        case 0: u = (u & 0xffff0000u) | 0x8000u; break;
+        case 1: u = 0x7f800001u | (u & 0x80000000u); break;
+        case 2: u = (u & 0x80000000u) | 0x7f800000u; break;
+        case 3: u &= 0x807fffffu; break;
+        case 4: u = (u & 0xffff0000u) | 0x7fffu; break;
+        default: break;
+        }
+        memcpy(&xs[i], &u, sizeof u);
+    }
+    p->bf16_from_float(h1, xs, NH);
+    k->bf16_from_float(h2, xs, NH);
+    int diff_p = 0, diff_ref = 0;
+    for (int i = 0; i < NH; i++) {
+        diff_p += h1[i] != h2[i];
+        diff_ref += h2[i] != bf16_reference(xs[i]);
+    }
+    TU_CHECK(diff_p == 0, "%s: 65536 floats to bf16 give the portable bits (%d differ)",
+             k->name, diff_p);
+    TU_CHECK(diff_ref == 0, "%s: bf16 is the nearest even of the top 16 bits, NaN quiet "
+             "(%d differ)", k->name, diff_ref);
+    p->bf16_to_float(f1, h, NH);
+    k->bf16_to_float(f2, h, NH);
+    diff = 0;
+    for (int i = 0; i < NH; i++) {
+        uint32_t want = (uint32_t)h[i] << 16, got;
+        memcpy(&got, &f2[i], sizeof got);
+        diff += got != want || memcmp(&f1[i], &f2[i], sizeof got) != 0;
+    }
+    TU_CHECK(diff == 0, "%s: all 65536 bf16 to float are exact (%d differ)", k->name, diff);
+}
+
+/* Row kernels: within a few ulps of the portable path at every tail length. */
+static void test_rows(const simd_kernels *k)
+{
+    const simd_kernels *p = &simd_kernels_portable;
+    double e_ln = 0, e_lnb = 0, e_sm = 0, e_smb = 0, e_gelu = 0, e_xent = 0, e_sq = 0;
+    for (size_t li = 0; li < NLENS; li++) {
+        const int n = (int)lens[li];
+        float *x = frand((size_t)n, -2, 2), *w = frand((size_t)n, 0.5f, 1.5f);
+        float *b = frand((size_t)n, -0.5f, 0.5f), *d = frand((size_t)n, -1, 1);
+        float *o1 = frand((size_t)n, 0, 0), *o2 = fdup(o1, (size_t)n);
+        float m1, r1, m2, r2;
+        p->ln_fwd_row(o1, &m1, &r1, x, w, b, n);
+        k->ln_fwd_row(o2, &m2, &r2, x, w, b, n);
+        double e = relerr(o1, o2, (size_t)n, 1e-3);
+        e = fmax(e, fmax(tu_relerr(m1, m2, 1e-3), tu_relerr(r1, r2, 1e-3)));
+        e_ln = fmax(e_ln, e);
+        memset(o1, 0, (size_t)n * sizeof *o1);
+        memset(o2, 0, (size_t)n * sizeof *o2);
+        p->ln_bwd_row(o1, d, x, w, m1, r1, n);
+        k->ln_bwd_row(o2, d, x, w, m1, r1, n);
+        e_lnb = fmax(e_lnb, relerr(o1, o2, (size_t)n, 1e-3));
+
+        /* softmax over the first len = n - n/3 entries of a row of width n */
+        const int len = n - n / 3;
+        float *s1 = fdup(x, (size_t)n), *s2 = fdup(x, (size_t)n);
+        p->softmax_row(s1, len, n);
+        k->softmax_row(s2, len, n);
+        e_sm = fmax(e_sm, relerr(s1, s2, (size_t)n, 1e-6));
+        float *g1 = fdup(d, (size_t)n), *g2 = fdup(d, (size_t)n);
+        p->softmax_bwd_row(g1, s1, len, n);
+        k->softmax_bwd_row(g2, s1, len, n);
+        e_smb = fmax(e_smb, relerr(g1, g2, (size_t)n, 1e-6));
+
+        /* GELU over [-10, 10] (both sides of the cut at -7.35) */
+        float *gx = frand((size_t)n, -10, 10);
+        p->gelu_fwd(o1, gx, (size_t)n);
+        k->gelu_fwd(o2, gx, (size_t)n);
+        e_gelu = fmax(e_gelu, relerr(o1, o2, (size_t)n, 1e-6));
+        /* from zero: accumulated onto the forward output, the sums would cancel and the
+         * check would measure that cancellation rather than the kernels */
+        memset(o1, 0, (size_t)n * sizeof *o1);
+        memset(o2, 0, (size_t)n * sizeof *o2);
+        p->gelu_bwd(o1, gx, d, (size_t)n);
+        k->gelu_bwd(o2, gx, d, (size_t)n);
+        e_gelu = fmax(e_gelu, relerr(o1, o2, (size_t)n, 1e-6));
+
+        /* cross-entropy: loss and gradient */
+        float *l1 = fdup(x, (size_t)n), *l2 = fdup(x, (size_t)n);
+        const int target = n / 2;
+        float a1 = p->xent_row(l1, l1, target, n, 0.25f);
+        float a2 = k->xent_row(l2, l2, target, n, 0.25f);
+        float a3 = k->xent_row(NULL, x, target, n, 0.f);
+        e_xent = fmax(e_xent, fmax(tu_relerr(a1, a2, 1e-6), tu_relerr(a1, a3, 1e-6)));
+        e_xent = fmax(e_xent, relerr(l1, l2, (size_t)n, 1e-6));
+
+        e_sq = fmax(e_sq, tu_relerr(p->sumsq(x, (size_t)n), k->sumsq(x, (size_t)n), 1e-30));
+        free(x), free(w), free(b), free(d), free(o1), free(o2), free(s1), free(s2);
+        free(g1), free(g2), free(gx), free(l1), free(l2);
+    }
+    TU_CHECK(e_ln < 2e-6, "%s: LayerNorm row forward vs portable %.2e", k->name, e_ln);
+    TU_CHECK(e_lnb < 1e-5, "%s: LayerNorm row backward vs portable %.2e", k->name, e_lnb);
+    TU_CHECK(e_sm < 2e-6, "%s: softmax row vs portable %.2e", k->name, e_sm);
+    TU_CHECK(e_smb < 1e-5, "%s: softmax backward row vs portable %.2e", k->name, e_smb);
+    TU_CHECK(e_gelu < 2e-6, "%s: GELU and its gradient vs portable %.2e", k->name, e_gelu);
+    TU_CHECK(e_xent < 2e-6, "%s: cross-entropy loss and gradient vs portable %.2e", k->name,
+             e_xent);
+    TU_CHECK(e_sq < 1e-12, "%s: sum of squares (double) vs portable %.2e", k->name, e_sq);
+
+    /* column blocks: a full block of 64 and a narrow last one, over 37 rows */
+    const size_t N = 37;
+    const int C = 64 + 13;
+    float *x = frand(N * C, -2, 2), *d = frand(N * C, -1, 1), *mean = frand(N, -0.1f, 0.1f);
+    float *rstd = frand(N, 0.5f, 2);
+    float dw1[64 + 13] = {0}, db1[64 + 13] = {0}, dw2[64 + 13] = {0}, db2[64 + 13] = {0};
+    float cs1[64 + 13] = {0}, cs2[64 + 13] = {0};
+    for (int c0 = 0; c0 < C; c0 += SIMD_COL_BLOCK) {
+        int wd = C - c0 < SIMD_COL_BLOCK ? C - c0 : SIMD_COL_BLOCK;
+        p->ln_wb_cols(dw1, db1, d, x, mean, rstd, N, C, c0, wd);
+        k->ln_wb_cols(dw2, db2, d, x, mean, rstd, N, C, c0, wd);
+        p->colsum(cs1, x, N, (size_t)C, c0, wd);
+        k->colsum(cs2, x, N, (size_t)C, c0, wd);
+    }
+    double ec = fmax(relerr(dw1, dw2, (size_t)C, 1e-3), relerr(db1, db2, (size_t)C, 1e-3));
+    ec = fmax(ec, relerr(cs1, cs2, (size_t)C, 1e-3));
+    TU_CHECK(ec < 1e-5, "%s: LayerNorm weight/bias and bias column sums vs portable %.2e",
+             k->name, ec);
+    free(x), free(d), free(mean), free(rstd);
+}
+
+int main(void)
+{
+    const enum simd_path best = simd_best_path();
+    const char *const names[] = {"", "portable", "avx2", "avx512"};
+    printf("     widest path on this CPU: %s\n", names[best]);
+    for (int path = SIMD_AVX2; path <= SIMD_AVX512; path++) {
+        if (path > (int)best) {
+            printf("     %s: not run (this CPU lacks it); compiled only\n", names[path]);
+            continue;
+        }
+        const simd_kernels *k = simd_kernels_of((enum simd_path)path);
+        test_elementwise(k);
+        test_conversions(k);
+        test_rows(k);
+    }
+    /* the portable path itself: bf16 against its definition */
+    test_conversions(&simd_kernels_portable);
+    TU_CHECK(simd_set_path(SIMD_PORTABLE) == SIMD_PORTABLE &&
+                 simd_kernels_get() == &simd_kernels_portable,
+             "the portable path can be forced");
+    TU_CHECK(simd_set_path(SIMD_AUTO) == best, "auto gives the widest path (%s)",
+             simd_kernels_get()->name);
+    printf("%d checks, %d failed\n", tu_checks, tu_failures);
+    return tu_failures ? 1 : 0;
+}
