@@ -3,8 +3,8 @@
  * kernels with the signatures and conventions of kernels_cpu.h (accumulating
  * backwards, deterministic reductions, no allocation inside a kernel).
  *
- * The CPU backend (FP32, OpenMP + SIMD + OpenBLAS) is always present; the CUDA backend
- * (offload/) plugs in behind the same table. */
+ * The CPU backends (FP32, or BF16 matrix products; OpenMP + SIMD + OpenBLAS) are always
+ * present. */
 #ifndef GT_BACKEND_H
 #define GT_BACKEND_H
 
@@ -56,5 +56,9 @@ typedef struct gt_backend {
 
 /* The FP32 CPU backend (kernels_cpu.c). */
 extern const gt_backend backend_cpu;
+/* The same with every matrix product in BF16 with FP32 accumulation (precision = bf16;
+ * gemm_bf16.h): the rest (LayerNorm, softmax, GELU, the loss, the optimizer) stays FP32.
+ * Call gemm_bf16_init for the thread count first. */
+extern const gt_backend backend_cpu_bf16;
 
 #endif

@@ -117,6 +117,11 @@ static const key_def keys[] = {
             "set; empty = none"),
     KEY_DBL(peak_gflops, G_RUN, "0", 0, 0, R_MIN,
             "peak GFLOP/s of the machine, for MFU; 0 = estimate from the CPU"),
+    KEY_CHOICE(precision, G_RUN, "fp32", "fp32|bf16",
+               "CPU matrix products (attention's too): fp32, or bf16 = BF16 operands with "
+               "FP32 accumulation (AVX512_BF16 dot products where the CPU has them, a "
+               "portable path elsewhere); weights, AdamW, LayerNorm, softmax and the loss "
+               "stay FP32, no loss scaling. A GPU trains in FP16 whatever this says"),
     KEY_CHOICE(offload, G_RUN, "all", "all|blocks|none|required",
                "layers on the GPU: all (FP16 forward and backward on the rank's GPU, "
                "FP32 master weights and AdamW on the host, dynamic loss scaling), blocks "

@@ -40,6 +40,7 @@ typedef struct gt_config {
     char out[GT_PATH_MAX];           /* run folder; "" = do not save */
     char log[GT_PATH_MAX];           /* JSON Lines metrics file; "" = none */
     double peak_gflops;              /* for MFU; 0 = estimate from the CPU */
+    char precision[8];               /* CPU matrix products: "fp32" or "bf16" */
     char offload[12];                /* "all", "blocks", "none" or "required" */
     char data_io[8];                 /* "auto", "mpi-io" or "posix" */
     char sampling[8];                /* "epoch" or "random" (see windows.h) */

@@ -203,6 +203,33 @@ __attribute__((target("avx2,fma"))) static double fma_loop_avx2(double seconds)
     return flops / t;
 }
 
+#if (defined(__clang__) && __clang_major__ >= 9) || (!defined(__clang__) && __GNUC__ >= 10)
+#define GT_PEAK_BF16 1
+/* VDPBF16PS: 16 lanes, each two products and their sum into the accumulator (64 flops
+ * an instruction, as the BF16 matrix products count them) */
+#define DPBF16(x) _mm512_dpbf16_ps(x, a, b)
+__attribute__((target("avx512f,avx512bf16"))) static double dpbf16_loop(double seconds)
+{
+    const __m512bh a = (__m512bh)_mm512_set1_epi32(0x3f803f80), /* (1, 1) */
+        b = (__m512bh)_mm512_set1_epi32(0x33d633d6);           /* (1e-7, 1e-7) */
+    __m512 x0 = _mm512_set1_ps(0.f), x1 = _mm512_set1_ps(1.f), x2 = _mm512_set1_ps(2.f),
+           x3 = _mm512_set1_ps(3.f), x4 = _mm512_set1_ps(4.f), x5 = _mm512_set1_ps(5.f),
+           x6 = _mm512_set1_ps(6.f), x7 = _mm512_set1_ps(7.f), x8 = _mm512_set1_ps(8.f),
+           x9 = _mm512_set1_ps(9.f), x10 = _mm512_set1_ps(10.f), x11 = _mm512_set1_ps(11.f);
+    double flops = 0.0, t0 = now_s();
+    do {
+        for (int it = 0; it < PEAK_INNER; it++) PEAK_12(DPBF16);
+        flops += 4.0 * 16 * 12 * PEAK_INNER;
+    } while (now_s() - t0 < seconds);
+    double t = now_s() - t0;
+    __m512 s = _mm512_add_ps(_mm512_add_ps(_mm512_add_ps(x0, x1), _mm512_add_ps(x2, x3)),
+                             _mm512_add_ps(_mm512_add_ps(x4, x5), _mm512_add_ps(x6, x7)));
+    s = _mm512_add_ps(s, _mm512_add_ps(_mm512_add_ps(x8, x9), _mm512_add_ps(x10, x11)));
+    peak_sink = _mm512_reduce_add_ps(s);
+    return flops / t;
+}
+#endif
+
 /* SSE2: a separate multiply and add on 4 lanes (no FMA at this level) */
 #define MULADD128(x) _mm_add_ps(_mm_mul_ps(x, a), b)
 static double fma_loop_generic(double seconds)
@@ -252,21 +279,31 @@ static double fma_loop(double seconds)
     return fma_loop_generic(seconds);
 }
 
-double cpu_fma_peak_gflops(int threads)
+/* The best of three short runs of `loop` on each of `threads` threads, after a
+ * warm-up (so the clock has ramped and one preemption does not halve the figure). */
+static double measure(double (*loop)(double), int threads)
 {
     if (threads < 1) threads = 1;
     double total = 0.0;
-    /* Each thread: a warm-up, so the clock has ramped, then the best of three short
-     * runs, so one preemption by another process does not halve the figure. */
 #pragma omp parallel num_threads(threads) reduction(+ : total)
     {
-        (void)fma_loop(0.01);
+        (void)loop(0.01);
         double best = 0.0;
         for (int k = 0; k < 3; k++) {
-            double r = fma_loop(0.01);
+            double r = loop(0.01);
             best = r > best ? r : best;
         }
         total += best;
     }
     return total * 1e-9;
+}
+
+double cpu_fma_peak_gflops(int threads) { return measure(fma_loop, threads); }
+
+double cpu_bf16_peak_gflops(int threads)
+{
+#if GT_X86 && defined(GT_PEAK_BF16)
+    if (cpu_isa_level() >= CPU_ISA_AVX512_BF16) return measure(dpbf16_loop, threads);
+#endif
+    return measure(fma_loop, threads);
 }

@@ -33,5 +33,8 @@ int cpu_has_amx_bf16(void);
 const char *cpu_model_name(char *buf, int cap);
 /* Measured FP32 multiply-add peak of `threads` threads, GFLOP/s (0 if it failed). */
 double cpu_fma_peak_gflops(int threads);
+/* Measured peak of BF16 matrix products: VDPBF16PS dot products where the CPU has
+ * AVX512_BF16, else the FP32 multiply-add peak (what the portable BF16 path runs on). */
+double cpu_bf16_peak_gflops(int threads);
 
 #endif

@@ -27,6 +27,7 @@
 #include <cblas.h> /* defines: cblas_sgemm (+ openblas_* with OpenBLAS) */
 
 #include "backend.h"
+#include "gemm_bf16.h" /* defines: gemm_bf16 */
 #include "simd.h" /* defines: simd_kernels_get and the inner loops of every path */
 
 #ifdef _OPENMP
@@ -157,10 +158,24 @@ void layernorm_backward(float *dinp, float *dw, float *db, const float *dout,
 }
 
 /* ------------------------------------------------------------------------------------ */
-/* Matmul */
+/* Matrix products: FP32 (OpenBLAS sgemm) or BF16 with FP32 accumulation (gemm_bf16.h),
+ * through one entry with sgemm's row-major arguments (ta / tb: 1 = transposed) */
 
-void matmul_forward(float *out, const float *inp, const float *w, const float *bias,
-                    size_t N, int C, int OC)
+typedef enum { PREC_FP32, PREC_BF16 } precision;
+
+static void mm(precision p, int ta, int tb, int M, int N, int K, float alpha, const float *A,
+               int lda, const float *B, int ldb, float beta, float *C, int ldc)
+{
+    if (p == PREC_BF16) {
+        gemm_bf16(ta, tb, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
+        return;
+    }
+    cblas_sgemm(CblasRowMajor, ta ? CblasTrans : CblasNoTrans, tb ? CblasTrans : CblasNoTrans,
+                M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
+}
+
+static void matmul_fwd(precision p, float *out, const float *inp, const float *w,
+                       const float *bias, size_t N, int C, int OC)
 {
     /* out = bias (broadcast), then out += inp @ w^T in one sgemm with beta = 1: one
      * pass over out fewer than adding the bias afterwards. */
@@ -170,20 +185,17 @@ void matmul_forward(float *out, const float *inp, const float *w, const float *b
         for (size_t n = 0; n < N; n++) memcpy(out + n * OC, bias, (size_t)OC * sizeof *out);
         beta = 1.0f;
     }
-    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, (int)N, OC, C, 1.0f, inp, C, w, C,
-                beta, out, OC);
+    mm(p, 0, 1, (int)N, OC, C, 1.0f, inp, C, w, C, beta, out, OC);
 }
 
-void matmul_backward(float *dinp, float *dw, float *dbias, const float *dout,
-                     const float *inp, const float *w, size_t N, int C, int OC)
+static void matmul_bwd(precision p, float *dinp, float *dw, float *dbias,
+                       const float *dout, const float *inp, const float *w, size_t N, int C,
+                       int OC)
 {
     /* dinp[N,C] += dout[N,OC] @ w[OC,C] */
-    if (dinp)
-        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, (int)N, C, OC, 1.0f, dout,
-                    OC, w, C, 1.0f, dinp, C);
+    if (dinp) mm(p, 0, 0, (int)N, C, OC, 1.0f, dout, OC, w, C, 1.0f, dinp, C);
     /* dw[OC,C] += dout^T @ inp[N,C] */
-    cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, OC, C, (int)N, 1.0f, dout, OC,
-                inp, C, 1.0f, dw, C);
+    mm(p, 1, 0, OC, C, (int)N, 1.0f, dout, OC, inp, C, 1.0f, dw, C);
     if (dbias) {
         const simd_kernels *k = simd_kernels_get();
         const int nblk = (OC + COL_BLOCK - 1) / COL_BLOCK;
@@ -199,8 +211,8 @@ void matmul_backward(float *dinp, float *dw, float *dbias, const float *dout,
 /* Attention */
 
 /* One (batch, head): rows of q/k/v have stride 3C, rows of out stride C. */
-static void att_fwd_head(const simd_kernels *kr, float *out, float *a, const float *q,
-                         int T, int C, int hs)
+static void att_fwd_head(precision p, const simd_kernels *kr, float *out, float *a,
+                         const float *q, int T, int C, int hs)
 {
     const float *k = q + C, *v = q + 2 * C;
     const int ld = 3 * C;
@@ -208,16 +220,16 @@ static void att_fwd_head(const simd_kernels *kr, float *out, float *a, const flo
     for (int r0 = 0; r0 < T; r0 += ATT_ROW_BLOCK) {
         int r1 = r0 + ATT_ROW_BLOCK < T ? r0 + ATT_ROW_BLOCK : T, m = r1 - r0;
         /* a[r0:r1, 0:r1] = scale * q[r0:r1] @ k[0:r1]^T */
-        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, m, r1, hs, scale,
-                    q + (size_t)r0 * ld, ld, k, ld, 0.0f, a + (size_t)r0 * T, T);
+        mm(p, 0, 1, m, r1, hs, scale, q + (size_t)r0 * ld, ld, k, ld, 0.0f,
+           a + (size_t)r0 * T, T);
         for (int i = r0; i < r1; i++) kr->softmax_row(a + (size_t)i * T, i + 1, T);
         /* out[r0:r1] = a[r0:r1, 0:r1] @ v[0:r1] */
-        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, m, hs, r1, 1.0f,
-                    a + (size_t)r0 * T, T, v, ld, 0.0f, out + (size_t)r0 * C, C);
+        mm(p, 0, 0, m, hs, r1, 1.0f, a + (size_t)r0 * T, T, v, ld, 0.0f,
+           out + (size_t)r0 * C, C);
     }
 }
 
-static void att_bwd_head(const simd_kernels *kr, float *dq, const float *dout,
+static void att_bwd_head(precision p, const simd_kernels *kr, float *dq, const float *dout,
                          const float *q, const float *a, float *d, int T, int C, int hs)
 {
     const float *k = q + C, *v = q + 2 * C;
@@ -229,25 +241,21 @@ static void att_bwd_head(const simd_kernels *kr, float *dq, const float *dout,
         const float *ab = a + (size_t)r0 * T, *dob = dout + (size_t)r0 * C;
         float *db = d + (size_t)r0 * T;
         /* datt[r0:r1, 0:r1] = dout[r0:r1] @ v[0:r1]^T */
-        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, m, r1, hs, 1.0f, dob, C, v,
-                    ld, 0.0f, db, T);
+        mm(p, 0, 1, m, r1, hs, 1.0f, dob, C, v, ld, 0.0f, db, T);
         /* dv[0:r1] += a[r0:r1, 0:r1]^T @ dout[r0:r1] */
-        cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, r1, hs, m, 1.0f, ab, T, dob,
-                    C, 1.0f, dv, ld);
+        mm(p, 1, 0, r1, hs, m, 1.0f, ab, T, dob, C, 1.0f, dv, ld);
         /* dpre = a * (datt - rowsum(a * datt)), in place */
         for (int i = r0; i < r1; i++)
             kr->softmax_bwd_row(d + (size_t)i * T, a + (size_t)i * T, i + 1, r1);
         /* dq[r0:r1] += scale * dpre @ k[0:r1] */
-        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, m, hs, r1, scale, db, T, k,
-                    ld, 1.0f, dq + (size_t)r0 * ld, ld);
+        mm(p, 0, 0, m, hs, r1, scale, db, T, k, ld, 1.0f, dq + (size_t)r0 * ld, ld);
         /* dk[0:r1] += scale * dpre^T @ q[r0:r1] */
-        cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, r1, hs, m, scale, db, T,
-                    q + (size_t)r0 * ld, ld, 1.0f, dk, ld);
+        mm(p, 1, 0, r1, hs, m, scale, db, T, q + (size_t)r0 * ld, ld, 1.0f, dk, ld);
     }
 }
 
-void attention_forward(float *out, float *att, const float *qkv, int B, int T, int C,
-                       int NH)
+static void att_forward(precision p, float *out, float *att, const float *qkv, int B, int T,
+                        int C, int NH)
 {
     const simd_kernels *kr = simd_kernels_get();
     const int hs = C / NH, jobs = B * NH;
@@ -257,8 +265,9 @@ void attention_forward(float *out, float *att, const float *qkv, int B, int T, i
 #pragma omp parallel for schedule(static) if (par)
     for (int j = 0; j < jobs; j++) {
         int b = j / NH, h = j % NH;
-        att_fwd_head(kr, out + (size_t)b * T * C + (size_t)h * hs, att + (size_t)j * T * T,
-                     qkv + (size_t)b * T * 3 * C + (size_t)h * hs, T, C, hs);
+        att_fwd_head(p, kr, out + (size_t)b * T * C + (size_t)h * hs,
+                     att + (size_t)j * T * T, qkv + (size_t)b * T * 3 * C + (size_t)h * hs, T,
+                     C, hs);
     }
     blas_single_end(saved);
 }
@@ -268,8 +277,8 @@ size_t attention_scratch_floats(int T, int threads)
     return (size_t)(threads > 0 ? threads : 1) * (size_t)T * (size_t)T;
 }
 
-void attention_backward(float *dqkv, const float *dout, const float *qkv,
-                        const float *att, float *scratch, int B, int T, int C, int NH)
+static void att_backward(precision p, float *dqkv, const float *dout, const float *qkv,
+                         const float *att, float *scratch, int B, int T, int C, int NH)
 {
     const simd_kernels *kr = simd_kernels_get();
     const int hs = C / NH, jobs = B * NH;
@@ -280,10 +289,61 @@ void attention_backward(float *dqkv, const float *dout, const float *qkv,
         int b = j / NH, h = j % NH;
         size_t qoff = (size_t)b * T * 3 * C + (size_t)h * hs;
         float *d = scratch + (size_t)omp_get_thread_num() * T * T;
-        att_bwd_head(kr, dqkv + qoff, dout + (size_t)b * T * C + (size_t)h * hs,
+        att_bwd_head(p, kr, dqkv + qoff, dout + (size_t)b * T * C + (size_t)h * hs,
                      qkv + qoff, att + (size_t)j * T * T, d, T, C, hs);
     }
     blas_single_end(saved);
+}
+
+/* The public FP32 kernels, and the BF16 twins behind backend_cpu_bf16 */
+
+void matmul_forward(float *out, const float *inp, const float *w, const float *bias,
+                    size_t N, int C, int OC)
+{
+    matmul_fwd(PREC_FP32, out, inp, w, bias, N, C, OC);
+}
+
+void matmul_backward(float *dinp, float *dw, float *dbias, const float *dout,
+                     const float *inp, const float *w, size_t N, int C, int OC)
+{
+    matmul_bwd(PREC_FP32, dinp, dw, dbias, dout, inp, w, N, C, OC);
+}
+
+void attention_forward(float *out, float *att, const float *qkv, int B, int T, int C,
+                       int NH)
+{
+    att_forward(PREC_FP32, out, att, qkv, B, T, C, NH);
+}
+
+void attention_backward(float *dqkv, const float *dout, const float *qkv,
+                        const float *att, float *scratch, int B, int T, int C, int NH)
+{
+    att_backward(PREC_FP32, dqkv, dout, qkv, att, scratch, B, T, C, NH);
+}
+
+static void matmul_forward_bf16(float *out, const float *inp, const float *w,
+                                const float *bias, size_t N, int C, int OC)
+{
+    matmul_fwd(PREC_BF16, out, inp, w, bias, N, C, OC);
+}
+
+static void matmul_backward_bf16(float *dinp, float *dw, float *dbias, const float *dout,
+                                 const float *inp, const float *w, size_t N, int C, int OC)
+{
+    matmul_bwd(PREC_BF16, dinp, dw, dbias, dout, inp, w, N, C, OC);
+}
+
+static void attention_forward_bf16(float *out, float *att, const float *qkv, int B, int T,
+                                   int C, int NH)
+{
+    att_forward(PREC_BF16, out, att, qkv, B, T, C, NH);
+}
+
+static void attention_backward_bf16(float *dqkv, const float *dout, const float *qkv,
+                                    const float *att, float *scratch, int B, int T, int C,
+                                    int NH)
+{
+    att_backward(PREC_BF16, dqkv, dout, qkv, att, scratch, B, T, C, NH);
 }
 
 /* ------------------------------------------------------------------------------------ */
@@ -371,6 +431,32 @@ const gt_backend backend_cpu = {
     .attention_forward = attention_forward,
     .attention_scratch_floats = attention_scratch_floats,
     .attention_backward = attention_backward,
+    .gelu_forward = gelu_forward,
+    .gelu_backward = gelu_backward,
+    .residual_forward = residual_forward,
+    .residual_backward = residual_backward,
+    .crossentropy_forward = crossentropy_forward,
+    .crossentropy_forward_backward = crossentropy_forward_backward,
+    .encoder_forward_shard = encoder_forward_shard,
+    .encoder_backward_shard = encoder_backward_shard,
+    .xent_shard_max = xent_shard_max,
+    .xent_shard_sums = xent_shard_sums,
+    .xent_shard_finish = xent_shard_finish,
+};
+
+/* The same kernels with every matrix product (attention's too) in BF16, for
+ * precision = bf16; gemm_bf16_init must have reserved the buffers. */
+const gt_backend backend_cpu_bf16 = {
+    .name = "cpu-bf16",
+    .encoder_forward = encoder_forward,
+    .encoder_backward = encoder_backward,
+    .layernorm_forward = layernorm_forward,
+    .layernorm_backward = layernorm_backward,
+    .matmul_forward = matmul_forward_bf16,
+    .matmul_backward = matmul_backward_bf16,
+    .attention_forward = attention_forward_bf16,
+    .attention_scratch_floats = attention_scratch_floats,
+    .attention_backward = attention_backward_bf16,
     .gelu_forward = gelu_forward,
     .gelu_backward = gelu_backward,
     .residual_forward = residual_forward,

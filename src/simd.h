@@ -88,6 +88,14 @@ typedef struct simd_kernels {
 #define GT_SIMD_X86 0
 #endif
 
+/* ... and the AVX512_BF16 dot products (GCC 10, clang 9 and later know them) */
+#if GT_SIMD_X86 && ((defined(__clang__) && __clang_major__ >= 9) || \
+                    (!defined(__clang__) && __GNUC__ >= 10))
+#define GT_SIMD_X86_BF16 1
+#else
+#define GT_SIMD_X86_BF16 0
+#endif
+
 extern const simd_kernels simd_kernels_portable;
 #if GT_SIMD_X86
 extern const simd_kernels simd_kernels_avx2;   /* needs CPU_ISA_AVX2 */

@@ -30,6 +30,7 @@
 #include "blas_core.h"
 #include "cpu_features.h"
 #include "device_step.h"
+#include "gemm_bf16.h"
 #include "kernels_cpu.h"
 #include "loader.h"
 #include "grid.h"
@@ -344,7 +345,8 @@ static int setup_run(run *r, const gt_config *c, int64_t *vocab, const char *fro
     if (check_output_paths(c, r, ckpt_dir, from != NULL) != 0) return -1;
     if (setup_data(r, c, vocab) != 0) return -1;
     gpt_shape shape = {(int)*vocab, T, c->n_layer, c->n_head, c->n_embd};
-    if (gpt_create_stage(&r->model, shape, &backend_cpu, r->threads, grid_tp_size(),
+    const gt_backend *be = strcmp(c->precision, "bf16") == 0 ? &backend_cpu_bf16 : &backend_cpu;
+    if (gpt_create_stage(&r->model, shape, be, r->threads, grid_tp_size(),
                          grid_tp_rank(), grid_pp_rank(), grid_pp_size()) != 0)
         return -1;
     r->have_model = 1;
@@ -588,18 +590,31 @@ int train_run(const gt_config *c)
     r.threads = gt_resolve_threads(c->threads);
     /* MFU: against the CPU's measured multiply-add peak, or, on a GPU, only when peak_gflops says
      * what the GPU's is. */
+    const int bf16 = !gpu && strcmp(c->precision, "bf16") == 0;
     r.peak_gflops = c->peak_gflops > 0 ? c->peak_gflops
                     : gpu              ? 0.0
+                    : bf16             ? cpu_bf16_peak_gflops(r.threads)
                                        : cpu_fma_peak_gflops(r.threads);
     par_printf("threads: %d OpenMP, kernels %s, OpenBLAS %s; ", r.threads,
                kernels_simd_name(), openblas_get_parallel() == 2 ? "openmp" :
                openblas_get_parallel() == 1 ? "pthreads" : "sequential");
     if (r.peak_gflops > 0)
         par_printf("peak %.1f GFLOP/s%s\n", r.peak_gflops,
-                   c->peak_gflops > 0 ? "" : " (measured FMA peak; set peak_gflops to override)");
+                   c->peak_gflops > 0 ? ""
+                   : bf16 ? " (measured BF16 dot-product peak; set peak_gflops to override)"
+                          : " (measured FMA peak; set peak_gflops to override)");
     else
         par_printf("no MFU (set peak_gflops to the GPU's peak for it)\n");
     par_printf("BLAS: %s\n", blas_core_summary());
+    if (bf16) {
+        /* reserve the BF16 products' buffers (on every rank: a collective answer) */
+        if (!par_all_ok(gemm_bf16_init(r.threads) == 0)) goto done;
+        par_printf("precision: bf16 matrix products (%s path), FP32 accumulation, weights "
+                   "and optimizer\n", gemm_bf16_path_name());
+    } else if (gpu && strcmp(c->precision, "bf16") == 0) {
+        par_printf("precision: bf16 applies to the CPU; the GPU trains in FP16 with loss "
+                   "scaling\n");
+    }
     /* How the data is read: MPI-IO needs parallel HDF5, an MPI run, and MPI calls from
      * the loader thread (MPI_THREAD_MULTIPLE). The same answer on every rank. */
     const int mpi_io_ok = h5data_mpi_io_available() && par_thread_multiple();
@@ -1034,6 +1049,7 @@ done:
     free(config_text);
     free(saved_text);
     free_run(&r);
+    gemm_bf16_free();
     grid_free();
     signals_uninstall();
     return rc;

@@ -1,0 +1,54 @@
+/* gemm_bf16 — matrix products in BF16 with FP32 accumulation, for `precision = bf16`.
+ *
+ *   C[M,N] = alpha * op(A)[M,K] @ op(B)[K,N] + beta * C
+ *
+ * with the arguments of cblas_sgemm in row-major order (transa / transb: 0 = as
+ * stored, 1 = transposed). A, B and C are FP32 arrays: every element of A and B is
+ * rounded to bfloat16 (nearest even) as it is packed, each product of two bfloat16 is
+ * exact in FP32, and the sums are FP32. The master weights and every activation stay
+ * FP32; only the products see BF16. beta = 0 never reads C.
+ *
+ * Paths, picked once for the CPU (gemm_bf16_path_name says which runs):
+ *  - "avx512-bf16": packed panels and a micro-kernel of VDPBF16PS dot products
+ *    (AVX512_BF16: Intel Cooper Lake and Sapphire Rapids on, AMD Zen 4 on);
+ *  - "portable": the operands rounded to bfloat16 values in FP32 panels, multiplied
+ *    by OpenBLAS sgemm. The same function on every CPU (a reference, and correct where
+ *    the CPU has no BF16 instructions), at FP32 speed.
+ * The two differ only in the order of the FP32 sums and in inputs below 2^-126, which
+ * VDPBF16PS treats as zero.
+ *
+ * Threads: called outside a parallel region, a product uses the OpenMP threads
+ * (blocks of rows in parallel); called inside one (attention, one head per thread), it
+ * runs on the calling thread. On the AVX512_BF16 path the results do not depend on
+ * either (each block of C is summed in one fixed order); the portable path is as
+ * deterministic as OpenBLAS, which may take another kernel on one thread.
+ *
+ * Memory: gemm_bf16_init reserves every buffer the products use (a few MB per
+ * thread), so a product never allocates and cannot fail. */
+#ifndef GT_GEMM_BF16_H
+#define GT_GEMM_BF16_H
+
+/* Reserves the buffers for up to `threads` OpenMP threads (and no fewer than the
+ * OpenMP runtime's current maximum). Reports and returns -1 when out of memory.
+ * Calling it again with as many threads or fewer does nothing. */
+int gemm_bf16_init(int threads);
+void gemm_bf16_free(void);
+
+void gemm_bf16(int transa, int transb, int M, int N, int K, float alpha, const float *A,
+               int lda, const float *B, int ldb, float beta, float *C, int ldc);
+
+/* Forces the portable path (1) or lets the CPU decide (0); for tests and benchmarks. */
+void gemm_bf16_force_portable(int on);
+/* "avx512-bf16" or "portable" */
+const char *gemm_bf16_path_name(void);
+
+/* The AVX512_BF16 path (gemm_bf16_avx512.c), for the dispatcher: packs into the
+ * caller's buffers apack (GEMM_BF16_APACK bytes) and bpack (GEMM_BF16_BPACK bytes);
+ * `parallel` = use the OpenMP threads (with ws = the per-thread A buffers). */
+#define GEMM_BF16_APACK ((size_t)64 * 256 * 4)
+#define GEMM_BF16_BPACK ((size_t)128 * 2048 * 4)
+void gemm_bf16_avx512(int transa, int transb, int M, int N, int K, float alpha,
+                      const float *A, int lda, const float *B, int ldb, float beta, float *C,
+                      int ldc, void *bpack, void *const *apacks, int parallel);
+
+#endif

@@ -1,0 +1,214 @@
+/* gemm_bf16_avx512 — the AVX512_BF16 path of gemm_bf16.h.
+ *
+ * The classic blocked product (as BLIS and OpenBLAS cut it): for each block of NC
+ * columns and KC depth, B is packed once into strips of NR = 32 columns, then each
+ * thread takes blocks of MC rows, packs them into strips of MR = 14 rows, and runs the
+ * micro-kernel on every (row strip, column strip) pair. Packing rounds FP32 to BF16
+ * and lays pairs of consecutive k side by side in one 32-bit word, the operand layout
+ * of VDPBF16PS: lane i of acc += a[2i] b[2i] + a[2i+1] b[2i+1].
+ *
+ *   packed A strip: [k2][r]   r < MR,  the pair (A[r, 2 k2], A[r, 2 k2 + 1])
+ *   packed B strip: [k2][n]   n < NR,  the pair (B[2 k2, n], B[2 k2 + 1, n])
+ *
+ * The micro-kernel keeps a 14 x 32 block of C in 28 registers: per pair of k it loads
+ * two B vectors and broadcasts 14 A pairs, 28 dot-product instructions of 64 flops.
+ * Rows past M and columns past N are packed as zeros and never stored; an odd K gets
+ * a zero partner. */
+#include "gemm_bf16.h"
+#include "simd.h" /* GT_SIMD_X86_BF16 */
+
+#if GT_SIMD_X86_BF16
+#if defined(__clang__)
+#pragma clang attribute push(__attribute__((target("avx512f,avx512bw,avx512vl,avx512dq,avx512bf16"))), apply_to = function)
+#else
+#pragma GCC push_options
+#pragma GCC target("avx512f,avx512bw,avx512vl,avx512dq,avx512bf16")
+#endif
+
+#include <immintrin.h>
+#include <stdint.h>
+
+#ifdef _OPENMP
+#include <omp.h>
+#endif
+
+enum { MR = 14, NR = 32, KC = 256, KC2 = KC / 2, MC = 4 * MR, NC = 2048 };
+
+_Static_assert((size_t)MC * KC2 * 4 <= GEMM_BF16_APACK, "A panel fits its buffer");
+_Static_assert((size_t)NC * KC2 * 4 <= GEMM_BF16_BPACK, "B panel fits its buffer");
+
+static inline __mmask16 lanes(int n) { return n >= 16 ? 0xffff : (__mmask16)((1u << n) - 1u); }
+
+/* 16 pairs from two vectors: element i of x0 (row k) low, of x1 (row k + 1) high */
+static inline __m512i pairs_of(__m512 x0, __m512 x1)
+{
+    __m512i lo = _mm512_cvtepu16_epi32((__m256i)_mm512_cvtneps_pbh(x0));
+    __m512i hi = _mm512_cvtepu16_epi32((__m256i)_mm512_cvtneps_pbh(x1));
+    return _mm512_or_si512(lo, _mm512_slli_epi32(hi, 16));
+}
+
+/* Pairs along a row stored with k contiguous: x[0 .. kc) becomes kc2 pairs, written to
+ * out[j * stride] for j < kc2 (a scatter: the pairs of one row go to one column of
+ * the packed strip). */
+static void pack_along_k(uint32_t *out, int stride, const float *x, int kc)
+{
+    const __m512i idx = _mm512_mullo_epi32(
+        _mm512_set_epi32(15, 14, 13, 12, 11, 10, 9, 8, 7, 6, 5, 4, 3, 2, 1, 0),
+        _mm512_set1_epi32(stride));
+    for (int kk = 0; kk < kc; kk += 32) {
+        const int n = kc - kk < 32 ? kc - kk : 32;
+        __m512 x0 = _mm512_maskz_loadu_ps(lanes(n), x + kk);
+        __m512 x1 = _mm512_maskz_loadu_ps(lanes(n - 16 > 0 ? n - 16 : 0), x + kk + 16);
+        __m512i v = (__m512i)_mm512_cvtne2ps_pbh(x1, x0); /* k order: pairs (2j, 2j+1) */
+        _mm512_mask_i32scatter_epi32(out + (size_t)(kk / 2) * stride, lanes((n + 1) / 2),
+                                     idx, v, 4);
+    }
+}
+
+/* Pairs across rows k, k+1 stored with the other index contiguous: `width` values of
+ * each (the rest zero) to out[0 .. 16 * nvec). */
+static void pack_across_k(uint32_t *out, int nvec, const float *r0, const float *r1,
+                          int width)
+{
+    for (int v = 0; v < nvec; v++) {
+        const int n = width - 16 * v;
+        const __mmask16 m = lanes(n > 0 ? n : 0);
+        __m512 x0 = _mm512_maskz_loadu_ps(m, r0 + 16 * v);
+        __m512 x1 = r1 ? _mm512_maskz_loadu_ps(m, r1 + 16 * v) : _mm512_setzero_ps();
+        _mm512_storeu_si512(out + 16 * v, pairs_of(x0, x1));
+    }
+}
+
+/* A strip: rows m0 .. m0+mr of op(A), depth k0 .. k0+kc, into ap[kc2][MR] */
+static void pack_a(uint32_t *ap, int trans, const float *A, int lda, int m0, int mr, int k0,
+                   int kc)
+{
+    const int kc2 = (kc + 1) / 2;
+    if (!trans) { /* A[m][k]: each row's pairs are contiguous */
+        for (int r = 0; r < MR; r++) {
+            if (r < mr) {
+                pack_along_k(ap + r, MR, A + (size_t)(m0 + r) * lda + k0, kc);
+            } else {
+                for (int j = 0; j < kc2; j++) ap[(size_t)j * MR + r] = 0;
+            }
+        }
+        return;
+    }
+    /* A stored [k][m]: rows k and k+1 side by side (14 of 16 lanes stored) */
+    for (int j = 0; j < kc2; j++) {
+        const int k = k0 + 2 * j;
+        const float *r0 = A + (size_t)k * lda + m0;
+        const float *r1 = 2 * j + 1 < kc ? r0 + lda : NULL;
+        const __mmask16 m = lanes(mr);
+        __m512 x0 = _mm512_maskz_loadu_ps(m, r0);
+        __m512 x1 = r1 ? _mm512_maskz_loadu_ps(m, r1) : _mm512_setzero_ps();
+        _mm512_mask_storeu_epi32(ap + (size_t)j * MR, lanes(MR), pairs_of(x0, x1));
+    }
+}
+
+/* B strip: columns n0 .. n0+nr of op(B), depth k0 .. k0+kc, into bp[kc2][NR] */
+static void pack_b(uint32_t *bp, int trans, const float *B, int ldb, int n0, int nr, int k0,
+                   int kc)
+{
+    const int kc2 = (kc + 1) / 2;
+    if (trans) { /* B stored [n][k]: each column's pairs are contiguous */
+        for (int n = 0; n < NR; n++) {
+            if (n < nr) {
+                pack_along_k(bp + n, NR, B + (size_t)(n0 + n) * ldb + k0, kc);
+            } else {
+                for (int j = 0; j < kc2; j++) bp[(size_t)j * NR + n] = 0;
+            }
+        }
+        return;
+    }
+    for (int j = 0; j < kc2; j++) {
+        const int k = k0 + 2 * j;
+        const float *r0 = B + (size_t)k * ldb + n0;
+        pack_across_k(bp + (size_t)j * NR, NR / 16, r0, 2 * j + 1 < kc ? r0 + ldb : NULL, nr);
+    }
+}
+
+/* C[mr, nr] = alpha * (A strip @ B strip) + beta * C (beta = 0: C is not read) */
+static void kernel(int kc2, const uint32_t *ap, const uint32_t *bp, float *c, int ldc,
+                   int mr, int nr, float alpha, float beta)
+{
+    __m512 acc[MR][2];
+#pragma GCC unroll 14
+    for (int r = 0; r < MR; r++) acc[r][0] = acc[r][1] = _mm512_setzero_ps();
+    for (int j = 0; j < kc2; j++) {
+        const __m512bh b0 = (__m512bh)_mm512_loadu_si512(bp + (size_t)j * NR);
+        const __m512bh b1 = (__m512bh)_mm512_loadu_si512(bp + (size_t)j * NR + 16);
+        const uint32_t *a = ap + (size_t)j * MR;
+#pragma GCC unroll 14
+        for (int r = 0; r < MR; r++) {
+            const __m512bh av = (__m512bh)_mm512_set1_epi32((int)a[r]);
+            acc[r][0] = _mm512_dpbf16_ps(acc[r][0], av, b0);
+            acc[r][1] = _mm512_dpbf16_ps(acc[r][1], av, b1);
+        }
+    }
+    const __mmask16 m0 = lanes(nr), m1 = lanes(nr > 16 ? nr - 16 : 0);
+    const __m512 va = _mm512_set1_ps(alpha), vb = _mm512_set1_ps(beta);
+    for (int r = 0; r < mr; r++) {
+        float *cr = c + (size_t)r * ldc;
+        __m512 v0 = _mm512_mul_ps(va, acc[r][0]), v1 = _mm512_mul_ps(va, acc[r][1]);
+        if (beta != 0.0f) {
+            v0 = _mm512_fmadd_ps(vb, _mm512_maskz_loadu_ps(m0, cr), v0);
+            v1 = _mm512_fmadd_ps(vb, _mm512_maskz_loadu_ps(m1, cr + 16), v1);
+        }
+        _mm512_mask_storeu_ps(cr, m0, v0);
+        _mm512_mask_storeu_ps(cr + 16, m1, v1);
+    }
+}
+
+void gemm_bf16_avx512(int transa, int transb, int M, int N, int K, float alpha,
+                      const float *A, int lda, const float *B, int ldb, float beta, float *C,
+                      int ldc, void *bpack, void *const *apacks, int parallel)
+{
+    uint32_t *const bp = bpack;
+    const int mblocks = (M + MC - 1) / MC;
+    (void)parallel;
+    /* Every thread walks the same (column block, depth block) loops; the work inside
+     * each is split by the omp for's, whose barriers keep packing and use apart. */
+#pragma omp parallel if (parallel && mblocks > 1)
+    {
+#ifdef _OPENMP
+        uint32_t *const ap = apacks[parallel ? omp_get_thread_num() : 0];
+#else
+        uint32_t *const ap = apacks[0];
+#endif
+        for (int jc = 0; jc < N; jc += NC) {
+            const int nc = N - jc < NC ? N - jc : NC, nstrips = (nc + NR - 1) / NR;
+            for (int pc = 0; pc < K; pc += KC) {
+                const int kc = K - pc < KC ? K - pc : KC, kc2 = (kc + 1) / 2;
+                const float bet = pc == 0 ? beta : 1.0f;
+#pragma omp for schedule(static)
+                for (int s = 0; s < nstrips; s++) {
+                    const int n0 = s * NR, nr = nc - n0 < NR ? nc - n0 : NR;
+                    pack_b(bp + (size_t)s * kc2 * NR, transb, B, ldb, jc + n0, nr, pc, kc);
+                }
+#pragma omp for schedule(dynamic)
+                for (int ib = 0; ib < mblocks; ib++) {
+                    const int m0 = ib * MC, mc = M - m0 < MC ? M - m0 : MC;
+                    for (int i = 0; i < mc; i += MR)
+                        pack_a(ap + (size_t)(i / MR) * kc2 * MR, transa, A, lda, m0 + i,
+                               mc - i < MR ? mc - i : MR, pc, kc);
+                    for (int s = 0; s < nstrips; s++) {
+                        const int n0 = s * NR, nr = nc - n0 < NR ? nc - n0 : NR;
+                        for (int i = 0; i < mc; i += MR)
+                            kernel(kc2, ap + (size_t)(i / MR) * kc2 * MR,
+                                   bp + (size_t)s * kc2 * NR,
+                                   C + (size_t)(m0 + i) * ldc + jc + n0, ldc,
+                                   mc - i < MR ? mc - i : MR, nr, alpha, bet);
+                    }
+                }
+            }
+        }
+    }
+}
+
+#if defined(__clang__)
+#pragma clang attribute pop
+#else
+#pragma GCC pop_options
+#endif
+#endif /* GT_SIMD_X86_BF16 */

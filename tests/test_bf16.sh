@@ -1,0 +1,86 @@
+#!/usr/bin/env bash
+# precision = bf16 end to end (BF16 matrix products, FP32 everything else):
+#  - it trains: the line says which path runs, the loss falls, and the first step's
+#    loss (no update yet) is within 1e-2 of the FP32 run's, the last within 5%;
+#  - the AVX512_BF16 path and the portable one (GENTRAIN_BF16=portable) train to the
+#    same losses within 1e-3 (run on a CPU with AVX512_BF16; elsewhere both are the
+#    portable path and agree exactly);
+#  - data parallel: 2 ranks with batch 4 match 1 process with batch 8 within 2e-5, tp 2
+#    and pp 2 (4 micro-batches) within 1e-4;
+#  - a run stopped after its step-10 checkpoint and resumed (resume = auto) logs the
+#    losses of the straight run exactly and saves the same parameters;
+#  - precision = fp16 is refused with one line naming the choices.
+# Every run under `timeout`, so a hang fails instead of blocking.
+set -u
+: "${GENTRAIN:?GENTRAIN must point at the gentrain binary}"
+: "${CMPMODEL:?CMPMODEL must point at tests/cmpmodel}"
+: "${top_srcdir:?top_srcdir must point at the source tree}"
+. "$top_srcdir/tests/lib.sh"
+test_tmpdir bf16
+prepare_slice
+
+ARGS=(--data "$tmp/d.h5" --n_layer 2 --n_head 4 --n_embd 64 --block_size 32 --steps 20
+      --warmup_steps 3 --lr 3e-3 --eval_every 10 --eval_batches 2 --threads 1 --seed 11)
+train() { # NAME ARGS...: one process
+    local name=$1
+    shift
+    run_ok "$name" timeout 300 "$GENTRAIN" train "${ARGS[@]}" --out "$tmp/$name" "$@"
+}
+loss_at() { sed -n "s/^{\"step\":$2,\"loss\":\([^,]*\),.*/\1/p" "$tmp/$1/log.jsonl" | tail -n 1; }
+
+train fp32 --batch_size 8
+train bf16 --batch_size 8 --precision bf16
+check "bf16: the precision line names the path" \
+    grep -q "^precision: bf16 matrix products (\(avx512-bf16\|portable\) path)" "$tmp/bf16.out"
+sed -n 's/^precision: /    /p' "$tmp/bf16.out"
+f1=$(loss_at fp32 1) b1=$(loss_at bf16 1) f20=$(loss_at fp32 20) b20=$(loss_at bf16 20)
+echo "    step 1: fp32 $f1, bf16 $b1; step 20: fp32 $f20, bf16 $b20"
+check "bf16: step-1 loss within 1e-2 of fp32" \
+    awk -v a="$f1" -v b="$b1" 'BEGIN { d = a - b; if (d < 0) d = -d; exit !(a > 0 && d / a < 1e-2) }'
+check "bf16: step-20 loss within 5% of fp32" \
+    awk -v a="$f20" -v b="$b20" 'BEGIN { d = a - b; if (d < 0) d = -d; exit !(a > 0 && d / a < 0.05) }'
+check "bf16: the loss falls by more than 1 (step 1: $b1, step 20: $b20)" \
+    awk -v a="$b1" -v b="$b20" 'BEGIN { exit !(b < a - 1.0) }'
+
+GENTRAIN_BF16=portable train portable --batch_size 8 --precision bf16
+check "portable path: the line says so" grep -q "(portable path)" "$tmp/portable.out"
+check "avx512-bf16 and portable paths: same losses within 1e-3" \
+    compare_logs "$tmp/bf16/log.jsonl" "$tmp/portable/log.jsonl" 1e-3 20
+
+# resume from the straight run's step-3 checkpoint (constant learning rate)
+tiny_gpt_args
+run_ok straight timeout 300 "$GENTRAIN" train "${TINY[@]}" "${CONST[@]}" --precision bf16 \
+    --steps 5 --ckpt_every 3 --out "$tmp/straight"
+run_ok resumed timeout 300 "$GENTRAIN" train "${TINY[@]}" "${CONST[@]}" --precision bf16 \
+    --steps 5 --ckpt_every 3 --out "$tmp/resumed" \
+    --resume "$tmp/straight/checkpoints/ckpt_00000003.h5"
+check_resumed "$tmp/straight" "$tmp/resumed"
+
+if [ -n "${MPIEXEC:-}" ]; then
+    MPI=(timeout 300 "$MPIEXEC" --oversubscribe --bind-to none)
+    run_ok dp2 "${MPI[@]}" -np 2 "$GENTRAIN" train "${ARGS[@]}" --batch_size 4 \
+        --precision bf16 --out "$tmp/dp2"
+    # 2e-5 (FP32 grids: 1e-5): the dot products add pairs of terms, so another split of
+    # the batch moves more roundings
+    check "bf16, 2 ranks x batch 4: losses within 2e-5 of 1 process x batch 8" \
+        compare_logs "$tmp/bf16/log.jsonl" "$tmp/dp2/log.jsonl" 2e-5 20
+    run_ok tp2 "${MPI[@]}" -np 2 "$GENTRAIN" train "${ARGS[@]}" --batch_size 8 \
+        --precision bf16 --tp 2 --out "$tmp/tp2"
+    check "bf16, tp 2: losses within 1e-4 of 1 process" \
+        compare_logs "$tmp/bf16/log.jsonl" "$tmp/tp2/log.jsonl" 1e-4 20
+    run_ok pp2 "${MPI[@]}" -np 2 "$GENTRAIN" train "${ARGS[@]}" --batch_size 8 \
+        --precision bf16 --pp 2 --micro_batches 4 --out "$tmp/pp2"
+    check "bf16, pp 2 (4 micro-batches): losses within 1e-4 of 1 process" \
+        compare_logs "$tmp/bf16/log.jsonl" "$tmp/pp2/log.jsonl" 1e-4 20
+else
+    echo "    (no MPIEXEC: the data, tensor and pipeline parallel runs are skipped)"
+fi
+
+timeout 60 "$GENTRAIN" train "${ARGS[@]}" --precision fp16 --out "$tmp/bad" \
+    > "$tmp/bad.out" 2> "$tmp/bad.err"
+rc=$?
+check "precision = fp16: exit 2 (rc $rc)" test $rc -eq 2
+check "precision = fp16: one line naming the choices" \
+    test "$(wc -l < "$tmp/bad.err")" -eq 1 -a -n "$(grep 'precision.*fp32|bf16' "$tmp/bad.err")"
+show "$tmp/bad.err"
+[ "$fails" -eq 0 ]
