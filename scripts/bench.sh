@@ -1,37 +1,49 @@
 #!/bin/bash
-# bench.sh — gentrain against PyTorch on the throughput target, side by side.
+# bench.sh — gentrain against the PyTorch our users pick, side by side.
 #
-# Target: gentrain's tokens/s >= PyTorch's (CPU, FP32) on the GPT config
-# n_layer=6 n_head=6 n_embd=384 block_size=256 batch_size=8, vocab 256, THREADS threads.
+# Config: GPT n_layer=6 n_head=6 n_embd=384 block_size=256 batch_size=8, vocab 256
+# (override with N_LAYER N_HEAD N_EMBD BLOCK_SIZE BATCH_SIZE VOCAB, e.g. the GPT-2 124M
+# shape 12 12 768 1024 4 50304), THREADS threads. Targets on that config: gentrain
+# fp32 >= 1.5x PyTorch 2.x fp32 tokens/s; gentrain bf16 >= 1.2x PyTorch 2.x under
+# torch.autocast("cpu", torch.bfloat16), on CPUs with AMX or AVX512_BF16.
 #
-#   (a) bench_sgemm on that config's GEMM shapes: what the BLAS delivers here;
-#   (b) gentrain: prepare tinyshakespeare as bytes, train STEPS steps, read the
-#       JSON Lines log, median over the steps after the first two;
-#   (c) scripts/bench_torch.py, once per thread-setting variant; the best is the baseline;
-#   (d) a table (impl, ms/step, tokens/s, GFLOP/s, tokens/s vs PyTorch, GFLOP/s as a
-#       fraction of the sgemm step average) and one JSON line with every figure.
+#   (a) the CPU: model name, vector ISA, the OpenBLAS core gentrain runs, and the
+#       measured peaks (FP32 multiply-add, BF16 dot products) of THREADS threads;
+#   (b) bench_sgemm on the config's GEMM shapes: what the BLAS delivers here;
+#   (c) gentrain: prepare tinyshakespeare as bytes, train STEPS steps in each of
+#       PRECISIONS (default "fp32 bf16"), median over the steps after the first two;
+#   (d) PyTorch 2.x from PyPI in its own virtual environment (TORCH_VENV; made with pip
+#       when missing, unless BENCH_TORCH_INSTALL=0), fp32 and bf16 autocast, with
+#       scaled_dot_product_attention; and Debian's PyTorch ($PYTHON, 1.13) in fp32
+#       when it imports torch. Each over its thread-setting variants; the best counts;
+#   (e) a table: ms/step, tokens/s, GFLOP/s, peak memory, the ratio to PyTorch 2.x in
+#       the same precision, and the fraction of the measured peak; one JSON line.
 #
 # Environment:
-#   GENTRAIN      path to the gentrain binary (part b skipped when unset)
-#   BENCH_SGEMM   path to the built bench_sgemm (part a skipped when unset)
-#   PYTHON        Python with torch 1.13 (default /usr/bin/python3, Debian's, which sees
-#                 python3-torch); also does the JSON arithmetic, so it is required
+#   GENTRAIN      path to the gentrain binary (part c skipped when unset)
+#   BENCH_SGEMM   path to the built bench_sgemm (part b skipped when unset)
+#   PYTHON        Python for the JSON arithmetic and Debian's torch (default /usr/bin/python3)
+#   TORCH_VENV    virtual environment with PyTorch 2.x (default
+#                 ${XDG_CACHE_HOME:-$HOME/.cache}/gentrain/torch-venv)
+#   BENCH_TORCH_INSTALL  0: never create TORCH_VENV (part d then runs what exists)
 #   top_srcdir    source tree (default: the parent of this script's folder)
 #   THREADS       threads for every implementation (default 2)
+#   PRECISIONS    gentrain and PyTorch 2.x precisions (default "fp32 bf16")
 #   STEPS         gentrain training steps (default 12, at least 3)
 #   TORCH_STEPS / TORCH_WARMUP   timed / untimed PyTorch steps per variant (10 / 3)
-#   TORCH_VARIANTS  comma list or "all" (default all; see bench_torch.py --help)
+#   TORCH_VARIANTS  variants for Debian's PyTorch (default all; see bench_torch.py --help)
+#   TORCH2_VARIANTS variants for PyTorch 2.x (default "default,passive")
 #   SGEMM_REPS    repetitions per GEMM shape (default 10)
 #   BENCH_WAIT_IDLE  seconds to wait, before each measurement, for a >= 90% idle
 #                 machine (default 60; 0 = do not wait). Each figure also carries how
 #                 much CPU other processes took meanwhile (column "other", in cores)
 #   BENCH_RETRIES reruns of a gentrain run or PyTorch variant that other processes
 #                 disturbed (default 2)
-#   BENCH_STRICT  1: exit 1 when gentrain is slower than the PyTorch baseline
+#   BENCH_STRICT  1: exit 1 when a target is missed
 #   BENCH_KEEP    1: keep the scratch folder and say where it is
 #
 # Exit status: 0 when every part that could run ran; 1 when one failed (or, with
-# BENCH_STRICT=1, when the target is missed).
+# BENCH_STRICT=1, when a target is missed).
 set -u
 
 here=$(cd "$(dirname "$0")" && pwd)
@@ -42,14 +54,19 @@ STEPS=${STEPS:-12}
 TORCH_STEPS=${TORCH_STEPS:-10}
 TORCH_WARMUP=${TORCH_WARMUP:-3}
 TORCH_VARIANTS=${TORCH_VARIANTS:-all}
+TORCH2_VARIANTS=${TORCH2_VARIANTS:-default,passive}
+PRECISIONS=${PRECISIONS:-fp32 bf16}
+TORCH_VENV=${TORCH_VENV:-${XDG_CACHE_HOME:-$HOME/.cache}/gentrain/torch-venv}
+BENCH_TORCH_INSTALL=${BENCH_TORCH_INSTALL:-1}
 SGEMM_REPS=${SGEMM_REPS:-10}
 BENCH_WAIT_IDLE=${BENCH_WAIT_IDLE:-60}
 BENCH_RETRIES=${BENCH_RETRIES:-2}
 GENTRAIN=${GENTRAIN:-}
 BENCH_SGEMM=${BENCH_SGEMM:-}
 
-# the target config
-N_LAYER=6 N_HEAD=6 N_EMBD=384 BLOCK_SIZE=256 BATCH_SIZE=8 VOCAB=256
+# the config (the targets' unless overridden)
+N_LAYER=${N_LAYER:-6} N_HEAD=${N_HEAD:-6} N_EMBD=${N_EMBD:-384}
+BLOCK_SIZE=${BLOCK_SIZE:-256} BATCH_SIZE=${BATCH_SIZE:-8} VOCAB=${VOCAB:-256}
 TEXT=$top_srcdir/data/tinyshakespeare.txt
 
 fail=0
@@ -95,8 +112,9 @@ rc = subprocess.call(sys.argv[2:])
 b1, wall = busy(), time.time() - t0
 ru = resource.getrusage(resource.RUSAGE_CHILDREN)
 if b0 is not None and b1 is not None and wall > 0:
-    with open(sys.argv[1], "w") as f:
-        f.write("%.2f\n" % max(0.0, (b1 - b0 - ru.ru_utime - ru.ru_stime) / wall))
+    with open(sys.argv[1], "w") as f:  # other processes' cores, then our peak RSS in MB
+        f.write("%.2f %.0f\n" % (max(0.0, (b1 - b0 - ru.ru_utime - ru.ru_stime) / wall),
+                                 ru.ru_maxrss / 1024.0))
 sys.exit(rc if rc >= 0 else 128 - rc)
 EOF
 }
@@ -105,11 +123,15 @@ if ! "$PYTHON" -c 'import json, statistics' 2>/dev/null; then
     say "bench.sh: PYTHON=$PYTHON is not a working Python (needed for the JSON figures)" >&2
     exit 1
 fi
-for v in THREADS STEPS TORCH_STEPS TORCH_WARMUP SGEMM_REPS BENCH_WAIT_IDLE BENCH_RETRIES; do
+for v in THREADS STEPS TORCH_STEPS TORCH_WARMUP SGEMM_REPS BENCH_WAIT_IDLE BENCH_RETRIES \
+         N_LAYER N_HEAD N_EMBD BLOCK_SIZE BATCH_SIZE VOCAB; do
     eval "val=\$$v"
     case $val in
     ''|*[!0-9]*) say "bench.sh: $v=$val is not a whole number" >&2; exit 1;;
     esac
+done
+for p in $PRECISIONS; do
+    case $p in fp32|bf16) ;; *) say "bench.sh: PRECISIONS: '$p' is not fp32 or bf16" >&2; exit 1;; esac
 done
 if [ "$STEPS" -lt 3 ]; then
     say "bench.sh: STEPS=$STEPS: need at least 3 (the first 2 are not timed)" >&2
@@ -122,14 +144,19 @@ if [ "${BENCH_KEEP:-0}" = 1 ]; then
 else
     trap 'rm -rf "$tmp"' EXIT
 fi
+# The CPU, the BLAS core and the peaks, as gentrain sees them (a 1-step run prints them)
+section "the CPU"
+say "CPU: $(grep -m1 'model name' /proc/cpuinfo 2>/dev/null | sed 's/.*: //')"
+say "vector flags: $(grep -m1 '^flags' /proc/cpuinfo 2>/dev/null | tr ' ' '\n' |
+    grep -E '^(avx2|fma|avx512f|avx512_bf16|amx_bf16|amx_tile)$' | tr '\n' ' ')"
+say "OPENBLAS_CORETYPE: ${OPENBLAS_CORETYPE:-(not set)}"
 : >"$tmp/sgemm.json"
-: >"$tmp/torch.json"
-run=run0   # the gentrain attempt whose log the summary reads
+: >"$tmp/runs.txt" # one line per measured run: label kind precision json-or-log load-file
 
 say "gentrain bench: n_layer=$N_LAYER n_head=$N_HEAD n_embd=$N_EMBD" \
     "block_size=$BLOCK_SIZE batch_size=$BATCH_SIZE vocab=$VOCAB threads=$THREADS"
 
-# ---- (a) sgemm ceiling ------------------------------------------------------------------
+# ---- (b) sgemm ceiling ------------------------------------------------------------------
 section "sgemm on the step's GEMM shapes ($THREADS threads)"
 if [ -z "$BENCH_SGEMM" ]; then
     say "skipped: BENCH_SGEMM is not set"
@@ -144,8 +171,8 @@ else
     cat "$tmp/sgemm.out"; say "failed: bench_sgemm exited with an error"; fail=1
 fi
 
-# ---- (b) gentrain -----------------------------------------------------------------------
-section "gentrain ($STEPS steps, $THREADS threads)"
+# ---- (c) gentrain -----------------------------------------------------------------------
+section "gentrain ($STEPS steps, $THREADS threads; precisions: $PRECISIONS)"
 if [ -z "$GENTRAIN" ]; then
     say "skipped: GENTRAIN is not set"
 elif [ ! -x "$GENTRAIN" ]; then
@@ -155,58 +182,94 @@ elif [ ! -r "$TEXT" ]; then
 elif ! "$GENTRAIN" prepare "$TEXT" -o "$tmp/shakespeare.h5" >"$tmp/prepare.out" 2>&1; then
     cat "$tmp/prepare.out"; say "failed: gentrain prepare"; fail=1
 else
-    # a run other processes disturbed is rerun, as bench_torch.py does for PyTorch
-    for attempt in $(seq 0 "$BENCH_RETRIES"); do
-        run=run$attempt
-        mkdir -p "$tmp/$run"
-        if ! run_measured "$tmp/$run.load" "$GENTRAIN" train --data "$tmp/shakespeare.h5" \
-                --n_layer $N_LAYER --n_head $N_HEAD --n_embd $N_EMBD \
-                --block_size $BLOCK_SIZE --batch_size $BATCH_SIZE --steps "$STEPS" \
-                --eval_every 0 --val_dataset none --threads "$THREADS" \
-                --out "$tmp/$run" --log "$tmp/$run/log.jsonl" >"$tmp/$run.out" 2>&1; then
-            tail -n 20 "$tmp/$run.out"; say "failed: gentrain train"; fail=1
-            break
-        fi
-        tail -n 5 "$tmp/$run.out"
-        disturbed "$tmp/$run.load" || break
-        [ "$attempt" -lt "$BENCH_RETRIES" ] &&
-            say "(other processes used $(cat "$tmp/$run.load") cores meanwhile; rerunning)"
+    for prec in $PRECISIONS; do
+        # a run other processes disturbed is rerun, as bench_torch.py does for PyTorch
+        for attempt in $(seq 0 "$BENCH_RETRIES"); do
+            run=$prec-$attempt
+            mkdir -p "$tmp/$run"
+            if ! run_measured "$tmp/$run.load" "$GENTRAIN" train --data "$tmp/shakespeare.h5" \
+                    --n_layer $N_LAYER --n_head $N_HEAD --n_embd $N_EMBD \
+                    --block_size $BLOCK_SIZE --batch_size $BATCH_SIZE --vocab_size $VOCAB \
+                    --steps "$STEPS" --eval_every 0 --val_dataset none --threads "$THREADS" \
+                    --precision "$prec" --out "" --log "$tmp/$run/log.jsonl" \
+                    >"$tmp/$run.out" 2>&1; then
+                tail -n 20 "$tmp/$run.out"; say "failed: gentrain train --precision $prec"
+                fail=1
+                break
+            fi
+            grep -E '^(threads|BLAS|precision):' "$tmp/$run.out"
+            tail -n 2 "$tmp/$run.out"
+            if ! disturbed "$tmp/$run.load" || [ "$attempt" -ge "$BENCH_RETRIES" ]; then
+                echo "gentrain gentrain $prec $tmp/$run/log.jsonl $tmp/$run.load $tmp/$run.out" \
+                    >>"$tmp/runs.txt"
+                break
+            fi
+            say "(other processes used $(cut -d' ' -f1 "$tmp/$run.load") cores meanwhile; rerunning)"
+        done
     done
 fi
 
-# ---- (c) PyTorch ------------------------------------------------------------------------
-section "PyTorch (variants: $TORCH_VARIANTS; $TORCH_WARMUP warm-up + $TORCH_STEPS timed steps each)"
-if ! "$PYTHON" -c 'import torch' 2>/dev/null; then
-    say "skipped: $PYTHON cannot import torch"
-elif "$PYTHON" "$here/bench_torch.py" --n_layer $N_LAYER --n_head $N_HEAD \
-        --n_embd $N_EMBD --block_size $BLOCK_SIZE --batch_size $BATCH_SIZE \
-        --vocab_size $VOCAB --threads "$THREADS" --steps "$TORCH_STEPS" \
-        --warmup-steps "$TORCH_WARMUP" --data "$TEXT" --variants "$TORCH_VARIANTS" \
-        --wait-idle "$BENCH_WAIT_IDLE" --retries "$BENCH_RETRIES" \
-        >"$tmp/torch.out" 2>&1; then
-    grep -v '^{"impl"' "$tmp/torch.out"
-    grep '^{"impl"' "$tmp/torch.out" | tail -n 1 >"$tmp/torch.json"
+# ---- (d) PyTorch ------------------------------------------------------------------------
+# torch_run LABEL PY PRECISION VARIANTS: bench_torch.py on the config; the best variant's
+# JSON line goes to $tmp/LABEL.json
+torch_run() {
+    local label=$1 py=$2 prec=$3 variants=$4
+    if "$py" "$here/bench_torch.py" --n_layer $N_LAYER --n_head $N_HEAD \
+            --n_embd $N_EMBD --block_size $BLOCK_SIZE --batch_size $BATCH_SIZE \
+            --vocab_size $VOCAB --threads "$THREADS" --steps "$TORCH_STEPS" \
+            --warmup-steps "$TORCH_WARMUP" --data "$TEXT" --variants "$variants" \
+            --precision "$prec" --wait-idle "$BENCH_WAIT_IDLE" --retries "$BENCH_RETRIES" \
+            >"$tmp/$label.out" 2>&1; then
+        grep -v '^{"impl"' "$tmp/$label.out"
+        grep '^{"impl"' "$tmp/$label.out" | tail -n 1 >"$tmp/$label.json"
+        echo "$label pytorch $prec $tmp/$label.json - -" >>"$tmp/runs.txt"
+    else
+        cat "$tmp/$label.out"; say "failed: bench_torch.py ($label)"; fail=1
+    fi
+}
+
+section "PyTorch 2.x (virtual environment $TORCH_VENV; variants $TORCH2_VARIANTS)"
+TPY=$TORCH_VENV/bin/python
+if ! "$TPY" -c 'import torch' 2>/dev/null && [ "$BENCH_TORCH_INSTALL" = 1 ]; then
+    say "installing PyTorch and numpy from PyPI into $TORCH_VENV (about 3 GB, once)"
+    mkdir -p "$(dirname "$TORCH_VENV")" &&
+        python3 -m venv "$TORCH_VENV" >"$tmp/venv.out" 2>&1 &&
+        "$TPY" -m pip install -q torch numpy >>"$tmp/venv.out" 2>&1 ||
+        { tail -n 5 "$tmp/venv.out"; say "failed: cannot install PyTorch into $TORCH_VENV"; }
+fi
+if ! "$TPY" -c 'import torch' 2>/dev/null; then
+    say "skipped: $TPY cannot import torch"
 else
-    cat "$tmp/torch.out"; say "failed: bench_torch.py"; fail=1
+    say "torch $("$TPY" -c 'import torch; print(torch.__version__, "cpu capability", torch.backends.cpu.get_cpu_capability())' 2>/dev/null)"
+    for prec in $PRECISIONS; do
+        torch_run "torch2-$prec" "$TPY" "$prec" "$TORCH2_VARIANTS"
+    done
 fi
 
-# ---- (d) summary ------------------------------------------------------------------------
-section "summary"
-"$PYTHON" - "$here" "$tmp/sgemm.json" "$tmp/$run/log.jsonl" "$tmp/torch.json" "$tmp/$run.load" \
-    "$THREADS" "$STEPS" "$N_LAYER" "$N_HEAD" "$N_EMBD" "$BLOCK_SIZE" "$BATCH_SIZE" \
-    "$VOCAB" "${BENCH_STRICT:-0}" <<'EOF'
-import json, os, statistics, sys
+section "Debian's PyTorch ($PYTHON; variants $TORCH_VARIANTS; fp32)"
+if ! "$PYTHON" -c 'import torch' 2>/dev/null; then
+    say "skipped: $PYTHON cannot import torch (apt-get install python3-torch)"
+else
+    torch_run torch-debian "$PYTHON" fp32 "$TORCH_VARIANTS"
+fi
 
-here, sgemm_f, log_f, torch_f, load_f = sys.argv[1:6]
-threads, steps, L, nh, C, T, B, V, strict = (int(x) for x in sys.argv[6:15])
+# ---- (e) summary ------------------------------------------------------------------------
+section "summary"
+"$PYTHON" - "$here" "$tmp/sgemm.json" "$tmp/runs.txt" "$THREADS" "$STEPS" "$N_LAYER" \
+    "$N_HEAD" "$N_EMBD" "$BLOCK_SIZE" "$BATCH_SIZE" "$VOCAB" "${BENCH_STRICT:-0}" <<'EOF'
+import json, os, re, statistics, sys
+
+here, sgemm_f, runs_f = sys.argv[1:4]
+threads, steps, L, nh, C, T, B, V, strict = (int(x) for x in sys.argv[4:13])
 sys.dont_write_bytecode = True  # no __pycache__ in the source tree
 sys.path.insert(0, here)
 from bench_torch import flops_per_step  # one flop count for every impl
 
 flops = flops_per_step(L, C, V, B, T)
+TARGETS = {"fp32": 1.5, "bf16": 1.2}  # gentrain / PyTorch 2.x, same precision
 
 
-def load_line(path):
+def load_json(path):
     try:
         with open(path) as f:
             text = f.read().strip()
@@ -216,120 +279,131 @@ def load_line(path):
         return None
 
 
-sgemm = load_line(sgemm_f)
-torch = load_line(torch_f)
-
-other_load = None
-try:
-    with open(load_f) as f:
-        other_load = float(f.read())
-except (OSError, ValueError):
-    pass
-
-gentrain = None
-if os.path.exists(log_f):
+def gentrain_row(prec, log_f, load_f, out_f):
     rows = []
-    with open(log_f) as f:
-        for n, line in enumerate(f, 1):
-            line = line.strip()
-            if not line:
-                continue
-            try:
-                r = json.loads(line)
-            except ValueError:
-                print("bench.sh: %s:%d: not JSON" % (log_f, n))
-                continue
-            if "step" in r and "tokens_per_s" in r:
-                rows.append(r)
+    try:
+        with open(log_f) as f:
+            for line in f:
+                try:
+                    r = json.loads(line)
+                except ValueError:
+                    continue
+                if "step" in r and "tokens_per_s" in r:
+                    rows.append(r)
+    except OSError as e:
+        print("bench.sh: %s: %s" % (log_f, e))
+        return None
     rows.sort(key=lambda r: r["step"])
     timed = rows[2:]
-    if timed:
-        def med(key):
-            vals = [r[key] for r in timed if isinstance(r.get(key), (int, float))]
-            return statistics.median(vals) if vals else None
-        tps = med("tokens_per_s")
-        ms = med("ms")
-        if ms is None and tps:
-            ms = B * T / tps * 1e3
-        gentrain = {"impl": "gentrain", "steps_logged": len(rows), "steps_timed": len(timed),
-                    "ms": ms, "tokens_per_s": tps, "gflops_logged": med("gflops"),
-                    "load_wait_ms": med("load_wait_ms"), "other_load_cores": other_load,
-                    "gflops": round(flops * tps / (B * T) / 1e9, 2) if tps else None}
-    else:
+    if not timed:
         print("bench.sh: %s has %d step lines, need 3 or more" % (log_f, len(rows)))
+        return None
+    tps = statistics.median(r["tokens_per_s"] for r in timed)
+    other = rss = peak = None
+    try:
+        other, rss = (float(x) for x in open(load_f).read().split()[:2])
+    except (OSError, ValueError):
+        pass
+    text = open(out_f).read() if os.path.exists(out_f) else ""
+    m = re.search(r"peak ([0-9.]+) GFLOP/s \(measured", text)
+    if m:
+        peak = float(m.group(1))
+    m = re.search(r"^BLAS: (.*)$", text, re.M)
+    return {"impl": "gentrain", "label": "gentrain " + prec, "precision": prec,
+            "tokens_per_s": tps, "ms": B * T / tps * 1e3,
+            "gflops": flops * tps / (B * T) / 1e9, "peak_gflops": peak,
+            "max_rss_mb": rss, "other_load_cores": other,
+            "blas": m.group(1) if m else None}
 
-sg_avg = sgemm.get("step_avg_gflops") if sgemm else None
-base_tps = torch.get("tokens_per_s") if torch else None
+
+def torch_row(key, prec, json_f):
+    t = load_json(json_f)
+    if not t:
+        return None
+    version = (t.get("config") or {}).get("torch") or "?"
+    return {"impl": "pytorch", "key": key, "precision": prec,
+            "label": "pytorch %s %s (%s)" % (version.split("+")[0], prec, t.get("variant")),
+            "tokens_per_s": t["tokens_per_s"], "ms": t["ms"],
+            "gflops": flops * t["tokens_per_s"] / (B * T) / 1e9,
+            "max_rss_mb": t.get("max_rss_mb"), "other_load_cores": t.get("other_load_cores"),
+            "attention": t.get("attention"), "blas": t.get("blas"), "torch": version}
+
 
 table = []
-if gentrain:
-    # gentrain's achieved rate: its own count when it logs one, else the common count
-    achieved = gentrain["gflops_logged"] or gentrain["gflops"]
-    table.append(("gentrain", gentrain["ms"], gentrain["tokens_per_s"], gentrain["gflops"],
-                  achieved, other_load))
-if torch:
-    table.append(("pytorch (%s)" % torch["variant"], torch["ms"], torch["tokens_per_s"],
-                  torch["gflops"], torch["gflops"], torch.get("other_load_cores")))
-    for v in torch.get("variants", []):
-        if v["variant"] != torch["variant"]:
-            table.append(("  pytorch %s" % v["variant"], v["ms"], v["tokens_per_s"],
-                          v["gflops"], v["gflops"], v.get("other_load_cores")))
+try:
+    lines = open(runs_f).read().split("\n")
+except OSError:
+    lines = []
+for line in lines:
+    f = line.split()
+    if len(f) < 4:
+        continue
+    key, kind, prec, data = f[:4]
+    r = gentrain_row(prec, data, f[4], f[5]) if kind == "gentrain" else torch_row(key, prec, data)
+    if r:
+        table.append(r)
+sgemm = load_json(sgemm_f)
 
 
 def fmt(x, spec):
     return format(x, spec) if isinstance(x, (int, float)) else "-"
 
 
+def baseline(prec):
+    for r in table:
+        if r["impl"] == "pytorch" and r.get("key") == "torch2-" + prec:
+            return r
+    return None
+
+
 print("model: %.2f GFLOP per step (6 x tokens x matrix params + full T x T attention)"
       % (flops / 1e9))
-row = "%-22s %10s %10s %9s %11s %9s %6s"
-print(row % ("impl", "ms/step", "tokens/s", "GFLOP/s", "vs pytorch", "of sgemm", "other"))
-for name, ms, tps, gf, achieved, other in table:
-    ratio = tps / base_tps if (tps and base_tps) else None
-    frac = achieved / sg_avg if (achieved and sg_avg) else None
-    print(row % (name, fmt(ms, ".1f"), fmt(tps, ".1f"), fmt(gf, ".1f"),
-                 fmt(ratio, ".3f") + "x" if ratio else "-",
-                 fmt(frac, ".1%") if frac else "-", fmt(other, ".2f")))
+row = "%-34s %9s %9s %8s %8s %11s %8s %6s"
+print(row % ("impl", "ms/step", "tokens/s", "GFLOP/s", "RSS MB", "vs torch2.x", "of peak",
+             "other"))
+for r in table:
+    base = baseline(r["precision"])
+    r["ratio_vs_torch2"] = (r["tokens_per_s"] / base["tokens_per_s"]
+                            if base and r is not base else None)
+    r["frac_of_peak"] = r["gflops"] / r["peak_gflops"] if r.get("peak_gflops") else None
+    print(row % (r["label"], fmt(r["ms"], ".1f"), fmt(r["tokens_per_s"], ".1f"),
+                 fmt(r["gflops"], ".1f"), fmt(r.get("max_rss_mb"), ".0f"),
+                 fmt(r["ratio_vs_torch2"], ".2f") + "x" if r["ratio_vs_torch2"] else "-",
+                 fmt(r["frac_of_peak"], ".1%") if r["frac_of_peak"] else "-",
+                 fmt(r.get("other_load_cores"), ".2f")))
 if sgemm:
     print(row % ("sgemm step average", fmt(sgemm["step_gemm_ms"], ".1f"), "-",
-                 fmt(sg_avg, ".1f"), "-", "100.0%", fmt(sgemm.get("other_load_cores"), ".2f")))
-    if sgemm.get("square_gflops"):
-        print(row % ("sgemm 2048^3", "-", "-", fmt(sgemm["square_gflops"], ".1f"), "-", "-",
-                     ""))
-others = [t[5] for t in table] + [sgemm.get("other_load_cores") if sgemm else None]
-if any(isinstance(o, float) and o >= 0.2 for o in others):
+                 fmt(sgemm.get("step_avg_gflops"), ".1f"), "-", "-", "-",
+                 fmt(sgemm.get("other_load_cores"), ".2f")))
+for r in table:
+    if r["impl"] == "gentrain":
+        if r.get("blas"):
+            print("%s: BLAS %s" % (r["label"], r["blas"]))
+        if r.get("peak_gflops"):
+            print("%s: measured peak %.1f GFLOP/s (%s)" % (
+                r["label"], r["peak_gflops"],
+                "BF16 dot products" if r["precision"] == "bf16" else "FP32 multiply-add"))
+if any(isinstance(r.get("other_load_cores"), float) and r["other_load_cores"] >= 0.2
+       for r in table):
     print("warning: other processes took CPU during the runs (column 'other', in cores);"
           " those figures are not clean, rerun on an idle machine")
 
+missed = []
+for r in table:
+    if r["impl"] == "gentrain" and r["ratio_vs_torch2"]:
+        want = TARGETS[r["precision"]]
+        met = r["ratio_vs_torch2"] >= want
+        print("target %s: gentrain >= %.1fx PyTorch 2.x: %s (%.2fx)"
+              % (r["precision"], want, "met" if met else "NOT met", r["ratio_vs_torch2"]))
+        if not met:
+            missed.append(r["precision"])
 out = {"bench": "gentrain-vs-pytorch", "n_layer": L, "n_head": nh, "n_embd": C,
        "block_size": T, "batch_size": B, "vocab": V, "threads": threads,
-       "gflop_per_step": round(flops / 1e9, 4)}
-verdict = None
-if gentrain:
-    out["gentrain"] = gentrain
-    if gentrain["gflops_logged"] is not None:
-        print("gentrain's own count: %.1f GFLOP/s (log key gflops)" % gentrain["gflops_logged"])
-    if sg_avg:
-        out["gentrain_frac_of_sgemm"] = round((gentrain["gflops_logged"] or gentrain["gflops"])
-                                              / sg_avg, 4)
-if torch:
-    out["pytorch"] = {k: torch.get(k) for k in ("variant", "ms", "tokens_per_s", "gflops",
-                                                "params", "blas", "variants")}
-    out["pytorch"]["torch"] = torch.get("config", {}).get("torch")
-if sgemm:
-    out["sgemm"] = {k: sgemm.get(k) for k in ("blas", "blas_parallel", "threads",
-                                              "step_avg_gflops", "step_gemm_ms",
-                                              "square_gflops", "other_load_cores",
-                                              "shapes")}
-if gentrain and torch and gentrain["tokens_per_s"]:
-    ratio = gentrain["tokens_per_s"] / torch["tokens_per_s"]
-    out["ratio_vs_pytorch"] = round(ratio, 4)
-    verdict = ratio >= 1.0
-    out["target_met"] = verdict
-    print("target (gentrain tokens/s >= pytorch best): %s (%.3fx)"
-          % ("met" if verdict else "NOT met", ratio))
+       "gflop_per_step": round(flops / 1e9, 4), "runs": table,
+       "sgemm": {k: sgemm.get(k) for k in ("blas", "step_avg_gflops", "square_gflops")}
+       if sgemm else None, "targets_missed": missed}
 print(json.dumps(out))
-sys.exit(1 if (strict and verdict is False) else 0)
+sys.exit(1 if (strict and missed) else 0)
 EOF
 rc=$?
 [ $rc -ne 0 ] && fail=1

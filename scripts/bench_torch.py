@@ -35,6 +35,7 @@ import argparse
 import json
 import math
 import os
+import resource
 import statistics
 import subprocess
 import sys
@@ -373,6 +374,7 @@ def run_single(a):
         "data": "random" if a.data is None else "file",
         "foreach": a.foreach == "on",
         "precision": a.precision,
+        "max_rss_mb": round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024.0),
         "attention": attention_kind(torch, a),
         "config": cfg,
         "blas": blas_desc,
