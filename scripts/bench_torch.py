@@ -182,16 +182,17 @@ def torch_config(torch):
 
 def attention_kind(torch, a):
     have = hasattr(torch.nn.functional, "scaled_dot_product_attention")
-    if a.attention == "sdpa" and not have:
+    want = getattr(a, "attention", "auto")
+    if want == "sdpa" and not have:
         sys.exit("bench_torch: --attention sdpa needs PyTorch 2.x (torch %s)" %
                  torch.__version__)
-    return "sdpa" if (a.attention != "manual" and have) else "manual"
+    return "sdpa" if (want != "manual" and have) else "manual"
 
 
 def autocast_context(torch, a):
     """The context the forward and loss run in: bf16 autocast, or nothing."""
     import contextlib
-    if a.precision == "bf16":
+    if getattr(a, "precision", "fp32") == "bf16":
         return torch.autocast("cpu", dtype=torch.bfloat16)
     return contextlib.nullcontext()
 

@@ -11,7 +11,8 @@ implementations can land by chance, so gentrain's figure can be judged against i
 
 Recipe (nanoGPT's shakespeare_char CPU settings): AdamW lr 1e-3, betas (0.9, 0.99),
 eps 1e-8, weight decay 0.1 on 2-D parameters only, global grad-norm clip 1.0, no
-dropout, FP32; lr = lr*(it+1)/(warmup+1) for the first 100 steps, then cosine to
+dropout, FP32 (or --precision bf16: forward and loss under bf16 autocast);
+lr = lr*(it+1)/(warmup+1) for the first 100 steps, then cosine to
 min_lr 1e-4 at step `--steps` (nanoGPT's get_lr with lr_decay_iters = steps).
 Training batches: random offsets with replacement each step from the global torch
 RNG seeded with torch.manual_seed(seed) (which also seeds the initialisation).
@@ -24,7 +25,8 @@ window k of K = eval_batches * batch_size = 1680 starts at 64 * floor(k * count 
 The loss reported is the mean over all evaluated target tokens (equal to gentrain's
 mean of batch means, every batch being 12 x 64 tokens).
 
-Run with /usr/bin/python3 (the interpreter that sees torch).
+Run with a Python that sees torch: /usr/bin/python3 (Debian's 1.13), or the virtual
+environment `make bench` makes for PyTorch 2.x.
 """
 
 import argparse
@@ -50,6 +52,10 @@ def parse_args():
     p.add_argument("--threads", type=int, default=1)
     p.add_argument("--eval_every", type=int, default=250)
     p.add_argument("--eval_batches", type=int, default=140)
+    p.add_argument("--precision", choices=["fp32", "bf16"], default="fp32",
+                   help="bf16: forward and loss under torch.autocast('cpu', bfloat16)")
+    p.add_argument("--attention", choices=["auto", "sdpa", "manual"], default="auto",
+                   help="as bench_torch.py (auto: SDPA where torch has it)")
     a = p.parse_args()
     a.seeds = [int(s) for s in a.seeds.split(",") if s.strip()]
     # the recipe (data/shakespeare-cpu.cfg)
@@ -102,7 +108,8 @@ def run_seed(torch, a, train, val_x, val_y, seed, out):
         with torch.no_grad():
             for i in range(0, val_x.shape[0], B):
                 x, y = val_x[i:i + B], val_y[i:i + B]
-                total += model(x, y).item() * y.numel()
+                with bench_torch.autocast_context(torch, a):
+                    total += model(x, y).item() * y.numel()
                 n += y.numel()
         model.train()
         return total / n
@@ -117,7 +124,8 @@ def run_seed(torch, a, train, val_x, val_y, seed, out):
         ix = torch.randint(len(train) - T - 1, (B,))
         xy = train[ix[:, None] + offs]
         x, y = xy[:, :T].contiguous(), xy[:, 1:].contiguous()
-        loss = model(x, y)
+        with bench_torch.autocast_context(torch, a):
+            loss = model(x, y)
         opt.zero_grad(set_to_none=True)
         loss.backward()
         torch.nn.utils.clip_grad_norm_(params, a.grad_clip)

@@ -150,123 +150,71 @@ const char *cpu_model_name(char *buf, int cap)
 #define PEAK_INNER 2048
 static volatile float peak_sink;
 
-/* Twelve chains of OP(x) for the accumulators x0..x11. */
-#define PEAK_12(OP)                                                                     \
-    do {                                                                                \
-        x0 = OP(x0); x1 = OP(x1); x2 = OP(x2); x3 = OP(x3); x4 = OP(x4); x5 = OP(x5);   \
-        x6 = OP(x6); x7 = OP(x7); x8 = OP(x8); x9 = OP(x9); x10 = OP(x10);              \
-        x11 = OP(x11);                                                                  \
-    } while (0)
+/* Defines `static double NAME(double seconds)`: twelve chains x = OP(x) of vector type
+ * VT (x0..x11 start at SET1(0) .. SET1(11); OP may use the constants a and b, set by
+ * the statement CONSTS), repeated until `seconds` have passed; FLOPS is what one OP
+ * does. The accumulators' bytes feed the sink. */
+#define DEFINE_PEAK_LOOP(NAME, ATTR, VT, SET1, CONSTS, OP, FLOPS)                        \
+    ATTR static double NAME(double seconds)                                             \
+    {                                                                                   \
+        CONSTS;                                                                         \
+        VT x0 = SET1(0.f), x1 = SET1(1.f), x2 = SET1(2.f), x3 = SET1(3.f),              \
+           x4 = SET1(4.f), x5 = SET1(5.f), x6 = SET1(6.f), x7 = SET1(7.f),              \
+           x8 = SET1(8.f), x9 = SET1(9.f), x10 = SET1(10.f), x11 = SET1(11.f);          \
+        double flops = 0.0, t0 = now_s();                                               \
+        do {                                                                            \
+            for (int it = 0; it < PEAK_INNER; it++) {                                   \
+                x0 = OP(x0); x1 = OP(x1); x2 = OP(x2); x3 = OP(x3); x4 = OP(x4);         \
+                x5 = OP(x5); x6 = OP(x6); x7 = OP(x7); x8 = OP(x8); x9 = OP(x9);         \
+                x10 = OP(x10); x11 = OP(x11);                                           \
+            }                                                                           \
+            flops += (double)(FLOPS) * 12 * PEAK_INNER;                                 \
+        } while (now_s() - t0 < seconds);                                               \
+        double t = now_s() - t0;                                                        \
+        VT all[12] = {x0, x1, x2, x3, x4, x5, x6, x7, x8, x9, x10, x11};                \
+        float f = 0.0f;                                                                 \
+        for (int i = 0; i < 12; i++) {                                                  \
+            float lane;                                                                 \
+            memcpy(&lane, &all[i], sizeof lane);                                        \
+            f += lane;                                                                  \
+        }                                                                               \
+        peak_sink = f;                                                                  \
+        return flops / t;                                                               \
+    }
 
 #if GT_X86
 #define FMA512(x) _mm512_fmadd_ps(x, a, b)
-__attribute__((target("avx512f"))) static double fma_loop_avx512(double seconds)
-{
-    const __m512 a = _mm512_set1_ps(0.9999999f), b = _mm512_set1_ps(1e-7f);
-    __m512 x0 = _mm512_set1_ps(0.f), x1 = _mm512_set1_ps(1.f), x2 = _mm512_set1_ps(2.f),
-           x3 = _mm512_set1_ps(3.f), x4 = _mm512_set1_ps(4.f), x5 = _mm512_set1_ps(5.f),
-           x6 = _mm512_set1_ps(6.f), x7 = _mm512_set1_ps(7.f), x8 = _mm512_set1_ps(8.f),
-           x9 = _mm512_set1_ps(9.f), x10 = _mm512_set1_ps(10.f), x11 = _mm512_set1_ps(11.f);
-    double flops = 0.0, t0 = now_s();
-    do {
-        for (int it = 0; it < PEAK_INNER; it++) PEAK_12(FMA512);
-        flops += 2.0 * 16 * 12 * PEAK_INNER;
-    } while (now_s() - t0 < seconds);
-    double t = now_s() - t0;
-    __m512 s = _mm512_add_ps(_mm512_add_ps(_mm512_add_ps(x0, x1), _mm512_add_ps(x2, x3)),
-                             _mm512_add_ps(_mm512_add_ps(x4, x5), _mm512_add_ps(x6, x7)));
-    s = _mm512_add_ps(s, _mm512_add_ps(_mm512_add_ps(x8, x9), _mm512_add_ps(x10, x11)));
-    peak_sink = _mm512_reduce_add_ps(s);
-    return flops / t;
-}
+DEFINE_PEAK_LOOP(fma_loop_avx512, __attribute__((target("avx512f"))), __m512, _mm512_set1_ps,
+                 const __m512 a = _mm512_set1_ps(0.9999999f); const __m512 b = _mm512_set1_ps(1e-7f),
+                 FMA512, 2 * 16)
 
 #define FMA256(x) _mm256_fmadd_ps(x, a, b)
-__attribute__((target("avx2,fma"))) static double fma_loop_avx2(double seconds)
-{
-    const __m256 a = _mm256_set1_ps(0.9999999f), b = _mm256_set1_ps(1e-7f);
-    __m256 x0 = _mm256_set1_ps(0.f), x1 = _mm256_set1_ps(1.f), x2 = _mm256_set1_ps(2.f),
-           x3 = _mm256_set1_ps(3.f), x4 = _mm256_set1_ps(4.f), x5 = _mm256_set1_ps(5.f),
-           x6 = _mm256_set1_ps(6.f), x7 = _mm256_set1_ps(7.f), x8 = _mm256_set1_ps(8.f),
-           x9 = _mm256_set1_ps(9.f), x10 = _mm256_set1_ps(10.f), x11 = _mm256_set1_ps(11.f);
-    double flops = 0.0, t0 = now_s();
-    do {
-        for (int it = 0; it < PEAK_INNER; it++) PEAK_12(FMA256);
-        flops += 2.0 * 8 * 12 * PEAK_INNER;
-    } while (now_s() - t0 < seconds);
-    double t = now_s() - t0;
-    __m256 s = _mm256_add_ps(_mm256_add_ps(_mm256_add_ps(x0, x1), _mm256_add_ps(x2, x3)),
-                             _mm256_add_ps(_mm256_add_ps(x4, x5), _mm256_add_ps(x6, x7)));
-    s = _mm256_add_ps(s, _mm256_add_ps(_mm256_add_ps(x8, x9), _mm256_add_ps(x10, x11)));
-    float lanes[8];
-    _mm256_storeu_ps(lanes, s);
-    peak_sink = lanes[0] + lanes[7];
-    return flops / t;
-}
+DEFINE_PEAK_LOOP(fma_loop_avx2, __attribute__((target("avx2,fma"))), __m256, _mm256_set1_ps,
+                 const __m256 a = _mm256_set1_ps(0.9999999f); const __m256 b = _mm256_set1_ps(1e-7f),
+                 FMA256, 2 * 8)
 
 #if (defined(__clang__) && __clang_major__ >= 9) || (!defined(__clang__) && __GNUC__ >= 10)
 #define GT_PEAK_BF16 1
 /* VDPBF16PS: 16 lanes, each two products and their sum into the accumulator (64 flops
- * an instruction, as the BF16 matrix products count them) */
+ * an instruction, as the BF16 matrix products count them); a = (1, 1), b = (1e-7, 1e-7) */
 #define DPBF16(x) _mm512_dpbf16_ps(x, a, b)
-__attribute__((target("avx512f,avx512bf16"))) static double dpbf16_loop(double seconds)
-{
-    const __m512bh a = (__m512bh)_mm512_set1_epi32(0x3f803f80), /* (1, 1) */
-        b = (__m512bh)_mm512_set1_epi32(0x33d633d6);           /* (1e-7, 1e-7) */
-    __m512 x0 = _mm512_set1_ps(0.f), x1 = _mm512_set1_ps(1.f), x2 = _mm512_set1_ps(2.f),
-           x3 = _mm512_set1_ps(3.f), x4 = _mm512_set1_ps(4.f), x5 = _mm512_set1_ps(5.f),
-           x6 = _mm512_set1_ps(6.f), x7 = _mm512_set1_ps(7.f), x8 = _mm512_set1_ps(8.f),
-           x9 = _mm512_set1_ps(9.f), x10 = _mm512_set1_ps(10.f), x11 = _mm512_set1_ps(11.f);
-    double flops = 0.0, t0 = now_s();
-    do {
-        for (int it = 0; it < PEAK_INNER; it++) PEAK_12(DPBF16);
-        flops += 4.0 * 16 * 12 * PEAK_INNER;
-    } while (now_s() - t0 < seconds);
-    double t = now_s() - t0;
-    __m512 s = _mm512_add_ps(_mm512_add_ps(_mm512_add_ps(x0, x1), _mm512_add_ps(x2, x3)),
-                             _mm512_add_ps(_mm512_add_ps(x4, x5), _mm512_add_ps(x6, x7)));
-    s = _mm512_add_ps(s, _mm512_add_ps(_mm512_add_ps(x8, x9), _mm512_add_ps(x10, x11)));
-    peak_sink = _mm512_reduce_add_ps(s);
-    return flops / t;
-}
+DEFINE_PEAK_LOOP(dpbf16_loop, __attribute__((target("avx512f,avx512bf16"))), __m512,
+                 _mm512_set1_ps,
+                 const __m512bh a = (__m512bh)_mm512_set1_epi32(0x3f803f80);
+                 const __m512bh b = (__m512bh)_mm512_set1_epi32(0x33d633d6), DPBF16, 4 * 16)
 #endif
 
 /* SSE2: a separate multiply and add on 4 lanes (no FMA at this level) */
 #define MULADD128(x) _mm_add_ps(_mm_mul_ps(x, a), b)
-static double fma_loop_generic(double seconds)
-{
-    const __m128 a = _mm_set1_ps(0.9999999f), b = _mm_set1_ps(1e-7f);
-    __m128 x0 = _mm_set1_ps(0.f), x1 = _mm_set1_ps(1.f), x2 = _mm_set1_ps(2.f),
-           x3 = _mm_set1_ps(3.f), x4 = _mm_set1_ps(4.f), x5 = _mm_set1_ps(5.f),
-           x6 = _mm_set1_ps(6.f), x7 = _mm_set1_ps(7.f), x8 = _mm_set1_ps(8.f),
-           x9 = _mm_set1_ps(9.f), x10 = _mm_set1_ps(10.f), x11 = _mm_set1_ps(11.f);
-    double flops = 0.0, t0 = now_s();
-    do {
-        for (int it = 0; it < PEAK_INNER; it++) PEAK_12(MULADD128);
-        flops += 2.0 * 4 * 12 * PEAK_INNER;
-    } while (now_s() - t0 < seconds);
-    double t = now_s() - t0;
-    __m128 s = _mm_add_ps(_mm_add_ps(_mm_add_ps(x0, x1), _mm_add_ps(x2, x3)),
-                          _mm_add_ps(_mm_add_ps(x4, x5), _mm_add_ps(x6, x7)));
-    s = _mm_add_ps(s, _mm_add_ps(_mm_add_ps(x8, x9), _mm_add_ps(x10, x11)));
-    peak_sink = _mm_cvtss_f32(s);
-    return flops / t;
-}
+DEFINE_PEAK_LOOP(fma_loop_generic, , __m128, _mm_set1_ps,
+                 const __m128 a = _mm_set1_ps(0.9999999f); const __m128 b = _mm_set1_ps(1e-7f),
+                 MULADD128, 2 * 4)
 #else
 /* no x86 vector unit known: a scalar multiply-add chain */
-#define MULADD1(x) ((x) * 0.9999999f + 1e-7f)
-static double fma_loop_generic(double seconds)
-{
-    float x0 = 0.f, x1 = 1.f, x2 = 2.f, x3 = 3.f, x4 = 4.f, x5 = 5.f, x6 = 6.f, x7 = 7.f,
-          x8 = 8.f, x9 = 9.f, x10 = 10.f, x11 = 11.f;
-    double flops = 0.0, t0 = now_s();
-    do {
-        for (int it = 0; it < PEAK_INNER; it++) PEAK_12(MULADD1);
-        flops += 2.0 * 12 * PEAK_INNER;
-    } while (now_s() - t0 < seconds);
-    double t = now_s() - t0;
-    peak_sink = x0 + x1 + x2 + x3 + x4 + x5 + x6 + x7 + x8 + x9 + x10 + x11;
-    return flops / t;
-}
+#define SET1_SCALAR(v) (v)
+#define MULADD1(x) ((x) * a + b)
+DEFINE_PEAK_LOOP(fma_loop_generic, , float, SET1_SCALAR,
+                 const float a = 0.9999999f; const float b = 1e-7f, MULADD1, 2)
 #endif
 
 static double fma_loop(double seconds)

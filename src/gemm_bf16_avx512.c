@@ -47,21 +47,58 @@ static inline __m512i pairs_of(__m512 x0, __m512 x1)
     return _mm512_or_si512(lo, _mm512_slli_epi32(hi, 16));
 }
 
-/* Pairs along a row stored with k contiguous: x[0 .. kc) becomes kc2 pairs, written to
- * out[j * stride] for j < kc2 (a scatter: the pairs of one row go to one column of
- * the packed strip). */
-static void pack_along_k(uint32_t *out, int stride, const float *x, int kc)
+/* Transposes 16 x 16 32-bit elements in place: v[c] lane r = old v[r] lane c. Two
+ * rounds of unpacks within 128-bit lanes, then a 4 x 4 transpose of the lanes. */
+static inline void transpose16(__m512i v[16])
 {
-    const __m512i idx = _mm512_mullo_epi32(
-        _mm512_set_epi32(15, 14, 13, 12, 11, 10, 9, 8, 7, 6, 5, 4, 3, 2, 1, 0),
-        _mm512_set1_epi32(stride));
+    __m512i t[16], u[16];
+    for (int i = 0; i < 16; i += 4) {
+        t[i] = _mm512_unpacklo_epi32(v[i], v[i + 1]);
+        t[i + 1] = _mm512_unpackhi_epi32(v[i], v[i + 1]);
+        t[i + 2] = _mm512_unpacklo_epi32(v[i + 2], v[i + 3]);
+        t[i + 3] = _mm512_unpackhi_epi32(v[i + 2], v[i + 3]);
+        u[i] = _mm512_unpacklo_epi64(t[i], t[i + 2]);
+        u[i + 1] = _mm512_unpackhi_epi64(t[i], t[i + 2]);
+        u[i + 2] = _mm512_unpacklo_epi64(t[i + 1], t[i + 3]);
+        u[i + 3] = _mm512_unpackhi_epi64(t[i + 1], t[i + 3]);
+    }
+    /* u[4i + c], 128-bit lane L: rows 4i..4i+3 of column 4L + c */
+    for (int c = 0; c < 4; c++) {
+        __m512i b0 = _mm512_shuffle_i32x4(u[c], u[4 + c], 0x44);
+        __m512i b1 = _mm512_shuffle_i32x4(u[c], u[4 + c], 0xee);
+        __m512i b2 = _mm512_shuffle_i32x4(u[8 + c], u[12 + c], 0x44);
+        __m512i b3 = _mm512_shuffle_i32x4(u[8 + c], u[12 + c], 0xee);
+        v[c] = _mm512_shuffle_i32x4(b0, b2, 0x88);
+        v[4 + c] = _mm512_shuffle_i32x4(b0, b2, 0xdd);
+        v[8 + c] = _mm512_shuffle_i32x4(b1, b3, 0x88);
+        v[12 + c] = _mm512_shuffle_i32x4(b1, b3, 0xdd);
+    }
+}
+
+/* Pairs along rows stored with k contiguous: row r < nrows is x + r * ld, and its kc
+ * values become kc2 pairs; pair j of row r goes to out[j * stride + r] for r < width
+ * (rows from nrows on as zeros). 16 rows x 16 pairs at a time, turned by transpose16
+ * so each store writes one j. */
+static void pack_along_k(uint32_t *out, int stride, int width, const float *x, size_t ld,
+                         int nrows, int kc)
+{
+    __m512i v[16];
     for (int kk = 0; kk < kc; kk += 32) {
         const int n = kc - kk < 32 ? kc - kk : 32;
-        __m512 x0 = _mm512_maskz_loadu_ps(lanes(n), x + kk);
-        __m512 x1 = _mm512_maskz_loadu_ps(lanes(n - 16 > 0 ? n - 16 : 0), x + kk + 16);
-        __m512i v = (__m512i)_mm512_cvtne2ps_pbh(x1, x0); /* k order: pairs (2j, 2j+1) */
-        _mm512_mask_i32scatter_epi32(out + (size_t)(kk / 2) * stride, lanes((n + 1) / 2),
-                                     idx, v, 4);
+        const __mmask16 m0 = lanes(n), m1 = lanes(n - 16 > 0 ? n - 16 : 0);
+        for (int r = 0; r < 16; r++) {
+            if (r < nrows) {
+                const float *row = x + (size_t)r * ld + kk;
+                v[r] = (__m512i)_mm512_cvtne2ps_pbh(_mm512_maskz_loadu_ps(m1, row + 16),
+                                                    _mm512_maskz_loadu_ps(m0, row));
+            } else {
+                v[r] = _mm512_setzero_si512();
+            }
+        }
+        transpose16(v);
+        const int npairs = (n + 1) / 2;
+        for (int j = 0; j < npairs; j++)
+            _mm512_mask_storeu_epi32(out + (size_t)(kk / 2 + j) * stride, lanes(width), v[j]);
     }
 }
 
@@ -85,13 +122,7 @@ static void pack_a(uint32_t *ap, int trans, const float *A, int lda, int m0, int
 {
     const int kc2 = (kc + 1) / 2;
     if (!trans) { /* A[m][k]: each row's pairs are contiguous */
-        for (int r = 0; r < MR; r++) {
-            if (r < mr) {
-                pack_along_k(ap + r, MR, A + (size_t)(m0 + r) * lda + k0, kc);
-            } else {
-                for (int j = 0; j < kc2; j++) ap[(size_t)j * MR + r] = 0;
-            }
-        }
+        pack_along_k(ap, MR, MR, A + (size_t)m0 * lda + k0, (size_t)lda, mr, kc);
         return;
     }
     /* A stored [k][m]: rows k and k+1 side by side (14 of 16 lanes stored) */
@@ -112,13 +143,9 @@ static void pack_b(uint32_t *bp, int trans, const float *B, int ldb, int n0, int
 {
     const int kc2 = (kc + 1) / 2;
     if (trans) { /* B stored [n][k]: each column's pairs are contiguous */
-        for (int n = 0; n < NR; n++) {
-            if (n < nr) {
-                pack_along_k(bp + n, NR, B + (size_t)(n0 + n) * ldb + k0, kc);
-            } else {
-                for (int j = 0; j < kc2; j++) bp[(size_t)j * NR + n] = 0;
-            }
-        }
+        for (int g = 0; g < NR; g += 16)
+            pack_along_k(bp + g, NR, 16, B + (size_t)(n0 + g) * ldb + k0, (size_t)ldb,
+                         nr - g, kc);
         return;
     }
     for (int j = 0; j < kc2; j++) {

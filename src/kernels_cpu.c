@@ -420,52 +420,34 @@ void crossentropy_forward_backward(float *losses, float *logits, const int32_t *
 
 /* ------------------------------------------------------------------------------------ */
 
+/* What both CPU backends share: everything but the matrix products. */
+#define CPU_BACKEND_SHARED                                                              \
+    .encoder_forward = encoder_forward, .encoder_backward = encoder_backward,           \
+    .layernorm_forward = layernorm_forward, .layernorm_backward = layernorm_backward,   \
+    .attention_scratch_floats = attention_scratch_floats, .gelu_forward = gelu_forward, \
+    .gelu_backward = gelu_backward, .residual_forward = residual_forward,               \
+    .residual_backward = residual_backward, .crossentropy_forward = crossentropy_forward, \
+    .crossentropy_forward_backward = crossentropy_forward_backward,                     \
+    .encoder_forward_shard = encoder_forward_shard,                                     \
+    .encoder_backward_shard = encoder_backward_shard, .xent_shard_max = xent_shard_max, \
+    .xent_shard_sums = xent_shard_sums, .xent_shard_finish = xent_shard_finish
+
 const gt_backend backend_cpu = {
     .name = "cpu",
-    .encoder_forward = encoder_forward,
-    .encoder_backward = encoder_backward,
-    .layernorm_forward = layernorm_forward,
-    .layernorm_backward = layernorm_backward,
+    CPU_BACKEND_SHARED,
     .matmul_forward = matmul_forward,
     .matmul_backward = matmul_backward,
     .attention_forward = attention_forward,
-    .attention_scratch_floats = attention_scratch_floats,
     .attention_backward = attention_backward,
-    .gelu_forward = gelu_forward,
-    .gelu_backward = gelu_backward,
-    .residual_forward = residual_forward,
-    .residual_backward = residual_backward,
-    .crossentropy_forward = crossentropy_forward,
-    .crossentropy_forward_backward = crossentropy_forward_backward,
-    .encoder_forward_shard = encoder_forward_shard,
-    .encoder_backward_shard = encoder_backward_shard,
-    .xent_shard_max = xent_shard_max,
-    .xent_shard_sums = xent_shard_sums,
-    .xent_shard_finish = xent_shard_finish,
 };
 
 /* The same kernels with every matrix product (attention's too) in BF16, for
  * precision = bf16; gemm_bf16_init must have reserved the buffers. */
 const gt_backend backend_cpu_bf16 = {
     .name = "cpu-bf16",
-    .encoder_forward = encoder_forward,
-    .encoder_backward = encoder_backward,
-    .layernorm_forward = layernorm_forward,
-    .layernorm_backward = layernorm_backward,
+    CPU_BACKEND_SHARED,
     .matmul_forward = matmul_forward_bf16,
     .matmul_backward = matmul_backward_bf16,
     .attention_forward = attention_forward_bf16,
-    .attention_scratch_floats = attention_scratch_floats,
     .attention_backward = attention_backward_bf16,
-    .gelu_forward = gelu_forward,
-    .gelu_backward = gelu_backward,
-    .residual_forward = residual_forward,
-    .residual_backward = residual_backward,
-    .crossentropy_forward = crossentropy_forward,
-    .crossentropy_forward_backward = crossentropy_forward_backward,
-    .encoder_forward_shard = encoder_forward_shard,
-    .encoder_backward_shard = encoder_backward_shard,
-    .xent_shard_max = xent_shard_max,
-    .xent_shard_sums = xent_shard_sums,
-    .xent_shard_finish = xent_shard_finish,
 };
