@@ -9,7 +9,8 @@
 #
 #   (a) the CPU: model name, vector ISA, the OpenBLAS core gentrain runs, and the
 #       measured peaks (FP32 multiply-add, BF16 dot products) of THREADS threads;
-#   (b) bench_sgemm on the config's GEMM shapes: what the BLAS delivers here;
+#   (b) bench_sgemm on the config's GEMM shapes: what OpenBLAS sgemm (and, for bf16,
+#       gentrain's BF16 products) deliver here;
 #   (c) gentrain: prepare tinyshakespeare as bytes, train STEPS steps in each of
 #       PRECISIONS (default "fp32 bf16"), median over the steps after the first two;
 #   (d) PyTorch 2.x from PyPI in its own virtual environment (TORCH_VENV; made with pip
@@ -156,20 +157,24 @@ say "OPENBLAS_CORETYPE: ${OPENBLAS_CORETYPE:-(not set)}"
 say "gentrain bench: n_layer=$N_LAYER n_head=$N_HEAD n_embd=$N_EMBD" \
     "block_size=$BLOCK_SIZE batch_size=$BATCH_SIZE vocab=$VOCAB threads=$THREADS"
 
-# ---- (b) sgemm ceiling ------------------------------------------------------------------
-section "sgemm on the step's GEMM shapes ($THREADS threads)"
-if [ -z "$BENCH_SGEMM" ]; then
-    say "skipped: BENCH_SGEMM is not set"
-elif [ ! -x "$BENCH_SGEMM" ]; then
-    say "failed: BENCH_SGEMM=$BENCH_SGEMM is not an executable"; fail=1
-elif wait_idle; "$BENCH_SGEMM" --n_embd $N_EMBD --block_size $BLOCK_SIZE --batch_size $BATCH_SIZE \
-        --vocab $VOCAB --n_layer $N_LAYER --threads "$THREADS" --reps "$SGEMM_REPS" \
-        >"$tmp/sgemm.out" 2>&1; then
-    grep -v '^{"impl"' "$tmp/sgemm.out"
-    grep '^{"impl"' "$tmp/sgemm.out" | tail -n 1 >"$tmp/sgemm.json"
-else
-    cat "$tmp/sgemm.out"; say "failed: bench_sgemm exited with an error"; fail=1
-fi
+# ---- (b) matrix-product ceiling ---------------------------------------------------------
+for prec in $PRECISIONS; do
+    what="OpenBLAS sgemm"
+    [ "$prec" = bf16 ] && what="gentrain's BF16 products (gemm_bf16)"
+    section "$what on the step's GEMM shapes ($THREADS threads)"
+    if [ -z "$BENCH_SGEMM" ]; then
+        say "skipped: BENCH_SGEMM is not set"
+    elif [ ! -x "$BENCH_SGEMM" ]; then
+        say "failed: BENCH_SGEMM=$BENCH_SGEMM is not an executable"; fail=1
+    elif wait_idle; "$BENCH_SGEMM" --n_embd $N_EMBD --block_size $BLOCK_SIZE \
+            --batch_size $BATCH_SIZE --vocab $VOCAB --n_layer $N_LAYER --threads "$THREADS" \
+            --reps "$SGEMM_REPS" --precision "$prec" >"$tmp/gemm-$prec.out" 2>&1; then
+        grep -v '^{"impl"' "$tmp/gemm-$prec.out"
+        [ "$prec" = fp32 ] && grep '^{"impl"' "$tmp/gemm-$prec.out" | tail -n 1 >"$tmp/sgemm.json"
+    else
+        cat "$tmp/gemm-$prec.out"; say "failed: bench_sgemm --precision $prec"; fail=1
+    fi
+done
 
 # ---- (c) gentrain -----------------------------------------------------------------------
 section "gentrain ($STEPS steps, $THREADS threads; precisions: $PRECISIONS)"

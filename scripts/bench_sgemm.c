@@ -1,6 +1,7 @@
 /* bench_sgemm — what the BLAS delivers on the matrix products of one training step.
  *
- * For a GPT config it times cblas_sgemm on every Linear-layer product of a step, with
+ * For a GPT config it times cblas_sgemm (or, with --precision bf16, gentrain's BF16
+ * products: src/gemm_bf16.h) on every Linear-layer product of a step, with
  * N = B*T rows and the weights stored as (out, in), as gentrain and PyTorch store them:
  *   forward   out  (N,out) = inp (N,in) @ W^T          M=N   N=out K=in
  *   backward  dinp (N,in)  = dout (N,out) @ W          M=N   N=in  K=out
@@ -17,6 +18,7 @@
  * the OpenMP build of OpenBLAS so the library and the OpenMP runtime share one pool. */
 #define _XOPEN_SOURCE 700 /* posix_memalign, getrusage, sysconf */
 #include <cblas.h>   /* defines: cblas_sgemm (+ openblas_* when OPENBLAS_VERSION) */
+#include "../src/gemm_bf16.h" /* defines: gemm_bf16 (--precision bf16) */
 #include <errno.h>
 #include <omp.h>     /* defines: omp_get_max_threads, omp_set_num_threads, omp_get_wtime */
 #include <stdint.h>
@@ -38,6 +40,7 @@ static void usage(FILE *f) {
     fprintf(f,
             "usage: bench_sgemm [--n_embd C] [--block_size T] [--batch_size B] [--vocab V]\n"
             "                   [--n_layer L] [--threads N] [--reps R] [--square S]\n"
+            "                   [--precision fp32|bf16]\n"
             "defaults: C=384 T=256 B=8 V=256 L=6, N=current OpenMP threads, R=10, S=2048\n");
 }
 
@@ -61,6 +64,8 @@ static int cmp_double(const void *a, const void *b) {
 
 static double flops_of(const shape *s) { return 2.0 * (double)s->m * s->n * s->k; }
 
+static int use_bf16; /* --precision bf16: gentrain's BF16 products instead of sgemm */
+
 /* Times C (m,n) = op(A) op(B) (+ C when accumulating) reps times after one warm-up. */
 static void time_shape(shape *s, const float *A, const float *B, float *C, int reps,
                        double *t) {
@@ -69,9 +74,13 @@ static void time_shape(shape *s, const float *A, const float *B, float *C, int r
     const float beta = s->ta ? 1.0f : 0.0f;    /* weight gradients accumulate */
     for (int r = -1; r < reps; r++) {
         double t0 = omp_get_wtime();
-        cblas_sgemm(CblasRowMajor, s->ta ? CblasTrans : CblasNoTrans,
-                    s->tb ? CblasTrans : CblasNoTrans, (int)s->m, (int)s->n, (int)s->k,
-                    1.0f, A, (int)lda, B, (int)ldb, beta, C, (int)s->n);
+        if (use_bf16)
+            gemm_bf16(s->ta, s->tb, (int)s->m, (int)s->n, (int)s->k, 1.0f, A, (int)lda, B,
+                      (int)ldb, beta, C, (int)s->n);
+        else
+            cblas_sgemm(CblasRowMajor, s->ta ? CblasTrans : CblasNoTrans,
+                        s->tb ? CblasTrans : CblasNoTrans, (int)s->m, (int)s->n,
+                        (int)s->k, 1.0f, A, (int)lda, B, (int)ldb, beta, C, (int)s->n);
         double t1 = omp_get_wtime();
         if (r >= 0) t[r] = t1 - t0;
     }
@@ -118,6 +127,15 @@ int main(int argc, char **argv) {
         char key[64];
         if (!strcmp(a, "-h") || !strcmp(a, "--help")) { usage(stdout); return 0; }
         if (strncmp(a, "--", 2)) { usage(stderr); return 2; }
+        if (!strcmp(a, "--precision") || !strncmp(a, "--precision=", 12)) {
+            const char *v = a[11] == '=' ? a + 12 : (i + 1 < argc ? argv[++i] : "");
+            if (strcmp(v, "fp32") && strcmp(v, "bf16")) {
+                fprintf(stderr, "bench_sgemm: --precision needs fp32 or bf16, got '%s'\n", v);
+                return 2;
+            }
+            use_bf16 = !strcmp(v, "bf16");
+            continue;
+        }
         const char *eq = strchr(a, '=');
         size_t kl = eq ? (size_t)(eq - a - 2) : strlen(a + 2);
         if (kl >= sizeof key) kl = sizeof key - 1;
@@ -143,6 +161,7 @@ int main(int argc, char **argv) {
 #endif
     }
     const int nthr = omp_get_max_threads();
+    if (use_bf16 && gemm_bf16_init(nthr) != 0) return 1;
     const char *blas = "unknown CBLAS";
     const char *par = "unknown";
     int blas_thr = nthr;
@@ -196,7 +215,11 @@ int main(int argc, char **argv) {
     printf("bench_sgemm: C=%lld T=%lld B=%lld V=%lld L=%lld (N=B*T=%lld rows), "
            "%d threads, %lld reps\n", (long long)C, (long long)T, (long long)B,
            (long long)V, (long long)L, (long long)N, nthr, (long long)reps);
-    printf("BLAS: %s (%s, %d threads)\n\n", blas, par, blas_thr);
+    if (use_bf16)
+        printf("BF16 products: gentrain's gemm_bf16, %s path (BF16 operands, FP32 sums)\n\n",
+               gemm_bf16_path_name());
+    else
+        printf("BLAS: %s (%s, %d threads)\n\n", blas, par, blas_thr);
     printf("%-16s %2s %6s %6s %6s %5s %9s %9s %9s\n", "product", "op", "M", "N", "K",
            "x/step", "med ms", "best ms", "GFLOP/s");
     double step_flops = 0, step_s = 0, all0, own0, all1, own1;
@@ -226,11 +249,12 @@ int main(int argc, char **argv) {
         printf("warning: other processes used %.1f cores meanwhile; not a clean figure\n",
                other);
 
-    printf("{\"impl\":\"sgemm\",\"blas\":\"%s\",\"blas_parallel\":\"%s\","
+    printf("{\"impl\":\"%s\",\"blas\":\"%s\",\"blas_parallel\":\"%s\","
            "\"blas_threads\":%d,\"threads\":%d,\"reps\":%lld,\"n_embd\":%lld,"
            "\"block_size\":%lld,\"batch_size\":%lld,\"vocab\":%lld,\"n_layer\":%lld,"
            "\"shapes\":[",
-           blas, par, blas_thr, nthr, (long long)reps, (long long)C, (long long)T,
+           use_bf16 ? "gemm_bf16" : "sgemm", use_bf16 ? gemm_bf16_path_name() : blas, par,
+           blas_thr, nthr, (long long)reps, (long long)C, (long long)T,
            (long long)B, (long long)V, (long long)L);
     for (int i = 0; i < nsh; i++) {
         const shape *s = &sh[i];

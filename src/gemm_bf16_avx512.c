@@ -32,7 +32,10 @@
 #include <omp.h>
 #endif
 
-enum { MR = 14, NR = 32, KC = 256, KC2 = KC / 2, MC = 4 * MR, NC = 2048 };
+/* KC = 512: C is read and written once per 512 of depth (256 measured 5-15% slower on
+ * the model's K = 1536 products); a packed B strip (32 KB) and A strip (14 KB) still
+ * fit a 48 KB L1 together. */
+enum { MR = 14, NR = 32, KC = 512, KC2 = KC / 2, MC = 4 * MR, NC = 2048 };
 
 _Static_assert((size_t)MC * KC2 * 4 <= GEMM_BF16_APACK, "A panel fits its buffer");
 _Static_assert((size_t)NC * KC2 * 4 <= GEMM_BF16_BPACK, "B panel fits its buffer");
