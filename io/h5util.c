@@ -9,6 +9,8 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "../src/util.h" /* defines: gt_special_kind */
+
 /* ---- reasons ---------------------------------------------------------------------- */
 
 static void set_why(char *why, size_t cap, const char *s)
@@ -118,7 +120,8 @@ static int has_signature(int fd, off_t size)
 
 static hid_t open_read(const char *path, int mpi_io, char *why, size_t cap)
 {
-    int fd = open(path, O_RDONLY);
+    /* non-blocking, so a named pipe is found out instead of waited on */
+    int fd = open(path, O_RDONLY | O_NONBLOCK);
     if (fd < 0) {
         set_why(why, cap, h5io_errno_reason(errno));
         return -1;
@@ -131,6 +134,12 @@ static hid_t open_read(const char *path, int mpi_io, char *why, size_t cap)
     }
     if (S_ISDIR(st.st_mode)) {
         set_why(why, cap, "it is a folder");
+        close(fd);
+        return -1;
+    }
+    if (!S_ISREG(st.st_mode)) {
+        set_why(why, cap, S_ISFIFO(st.st_mode) ? "it is a named pipe (FIFO), not a regular file"
+                          : "it is a device or socket, not a regular file");
         close(fd);
         return -1;
     }
@@ -190,6 +199,14 @@ hid_t h5io_create(const char *path, char *why, size_t cap)
 
 static int commit(const char *tmp, const char *path, char *why, size_t cap)
 {
+    /* rename would replace whatever path is: only a regular file may be replaced */
+    const char *kind = gt_special_kind(path);
+    if (kind) {
+        char msg[160];
+        snprintf(msg, sizeof msg, "it is %s; only a regular file is replaced", kind);
+        set_why(why, cap, msg);
+        return -1;
+    }
     int fd = open(tmp, O_RDONLY);
     if (fd < 0 || fsync(fd) != 0) {
         set_why(why, cap, h5io_errno_reason(errno));

@@ -11,6 +11,7 @@
 #include "prepare.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <math.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -150,25 +151,29 @@ int prepare_bytes(const char *const *inputs, int n_inputs, const char *out,
     }
     snprintf(tmp, olen + 5, "%s.tmp", out);
 
-    /* An output that can never be written fails before any work is done. */
+    /* An output that can never be written fails before any work is done; only a
+     * regular file is ever replaced, and never one of the inputs (nor a link to one). */
     struct stat ost;
-    if (stat(out, &ost) == 0 && S_ISDIR(ost.st_mode)) {
-        gt_error("cannot write %s: it is a folder", out);
+    const int out_exists = stat(out, &ost) == 0;
+    const char *kind = gt_special_kind(out);
+    if (kind) {
+        gt_error("cannot write %s: it is %s; gentrain replaces only regular files", out, kind);
         goto fail;
     }
 
     /* Every input must be a readable regular file; their sizes fix the split. */
     int64_t total = 0;
     for (int i = 0; i < n_inputs; i++) {
-        FILE *f = fopen(inputs[i], "rb");
+        /* non-blocking: a named pipe is found out by fstat instead of waited on */
+        int fd = open(inputs[i], O_RDONLY | O_NONBLOCK);
         struct stat st;
-        if (!f) {
+        if (fd < 0) {
             gt_error("cannot read %s: %s", inputs[i], h5io_errno_reason(errno));
             goto fail;
         }
-        int ok = fstat(fileno(f), &st) == 0;
+        int ok = fstat(fd, &st) == 0;
         int err = errno;
-        fclose(f);
+        close(fd);
         if (!ok) {
             gt_error("cannot read %s: %s", inputs[i], h5io_errno_reason(err));
             goto fail;
@@ -178,8 +183,14 @@ int prepare_bytes(const char *const *inputs, int n_inputs, const char *out,
             goto fail;
         }
         if (!S_ISREG(st.st_mode)) {
-            gt_error("cannot read %s: not a regular file (pipes and devices are not "
-                     "supported; save the text to a file first)", inputs[i]);
+            gt_error("cannot read %s: it is %s, not a regular file (save the text to a "
+                     "file first)", inputs[i],
+                     S_ISFIFO(st.st_mode) ? "a named pipe (FIFO)" : "a device or socket");
+            goto fail;
+        }
+        if (out_exists && st.st_dev == ost.st_dev && st.st_ino == ost.st_ino) {
+            gt_error("output %s is the input %s (or a link to it): it would be "
+                     "overwritten; write the tokens to another file", out, inputs[i]);
             goto fail;
         }
         sizes[i] = (int64_t)st.st_size;

@@ -12,6 +12,7 @@
 #include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "util.h"
 
@@ -584,9 +585,13 @@ int config_load_text(gt_config *c, const char *text, const char *origin)
 static int load_file(gt_config *c, const char *path, given_set *given)
 {
     enum { MAX_BYTES = 1 << 20 };
-    FILE *f = fopen(path, "rb");
+    int fd = gt_open_regular(path, "config file", 0, NULL);
+    FILE *f = fd >= 0 ? fdopen(fd, "rb") : NULL;
     if (!f) {
-        gt_error("cannot open config file %s: %s", path, strerror(errno));
+        if (fd >= 0) {
+            gt_error("cannot open config file %s: %s", path, strerror(errno));
+            close(fd);
+        }
         return -1;
     }
     char *buf = malloc(MAX_BYTES + 1);

@@ -13,6 +13,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include "../io/inspect.h" /* inspect_file */
 #include "../io/prepare.h" /* prepare_bytes */
@@ -134,22 +135,9 @@ static int wants_help(int argc, char **argv, int first)
  * unless folder_ok). what: "data file", "input file", ... */
 static int check_readable(const char *path, const char *what, int folder_ok)
 {
-    struct stat st;
-    if (stat(path, &st) != 0) {
-        gt_error("cannot open %s %s: %s", what, path, strerror(errno));
-        return -1;
-    }
-    if (S_ISDIR(st.st_mode)) {
-        if (folder_ok) return 0;
-        gt_error("%s %s is a folder, not a file", what, path);
-        return -1;
-    }
-    FILE *f = fopen(path, "rb");
-    if (!f) {
-        gt_error("cannot open %s %s: %s", what, path, strerror(errno));
-        return -1;
-    }
-    fclose(f);
+    int fd = gt_open_regular(path, what, folder_ok, NULL);
+    if (fd < 0) return -1;
+    close(fd);
     return 0;
 }
 

@@ -232,6 +232,11 @@ static int check_output_paths(const gt_config *c, run *r, const char *ckpt_dir, 
             *slash = '\0';
             if (gt_mkdirs(dir) != 0) return -1;
         }
+        const char *kind = gt_special_kind(c->log);
+        if (kind) {
+            gt_error("log file %s is %s; gentrain writes only regular files", c->log, kind);
+            return -1;
+        }
         r->log = fopen(c->log, append ? "a" : "w");
         if (!r->log) {
             gt_error("cannot open log file %s for writing: %s", c->log, strerror(errno));

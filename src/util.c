@@ -7,6 +7,7 @@
 #endif
 
 #include <errno.h>
+#include <fcntl.h>
 #include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
@@ -91,6 +92,59 @@ const char *gt_printable(const char *s, char buf[72])
         buf[n] = ((unsigned char)s[n] < 0x20 || s[n] == 0x7f) ? '?' : s[n];
     buf[n] = '\0';
     return buf;
+}
+
+static const char *kind_of(mode_t m)
+{
+    if (S_ISFIFO(m)) return "a named pipe (FIFO)";
+    if (S_ISCHR(m) || S_ISBLK(m)) return "a device";
+    if (S_ISSOCK(m)) return "a socket";
+    if (S_ISDIR(m)) return "a folder";
+    return S_ISREG(m) ? NULL : "not a regular file";
+}
+
+const char *gt_special_kind(const char *path)
+{
+    struct stat st;
+    if (stat(path, &st) != 0) return NULL;
+    return kind_of(st.st_mode);
+}
+
+int gt_open_regular(const char *path, const char *what, int folder_ok, int *is_dir)
+{
+    char shown[72];
+    if (is_dir) *is_dir = 0;
+    /* O_NONBLOCK: opening a FIFO for reading returns at once instead of waiting for a
+     * writer; fstat on the open descriptor then says what it really is */
+    int fd = open(path, O_RDONLY | O_NONBLOCK | O_CLOEXEC);
+    if (fd < 0) {
+        gt_error("cannot open %s %s: %s", what, gt_printable(path, shown), strerror(errno));
+        return -1;
+    }
+    struct stat st;
+    if (fstat(fd, &st) != 0) {
+        gt_error("cannot open %s %s: %s", what, gt_printable(path, shown), strerror(errno));
+        close(fd);
+        return -1;
+    }
+    if (S_ISDIR(st.st_mode) && folder_ok) {
+        if (is_dir) *is_dir = 1;
+        return fd;
+    }
+    const char *kind = kind_of(st.st_mode);
+    if (kind) {
+        gt_error("%s %s is %s, not a regular file%s", what, gt_printable(path, shown), kind,
+                 S_ISDIR(st.st_mode) ? "" : " (only regular files are read)");
+        close(fd);
+        return -1;
+    }
+    int fl = fcntl(fd, F_GETFL);
+    if (fl < 0 || fcntl(fd, F_SETFL, fl & ~O_NONBLOCK) < 0) {
+        gt_error("cannot open %s %s: %s", what, gt_printable(path, shown), strerror(errno));
+        close(fd);
+        return -1;
+    }
+    return fd;
 }
 
 int gt_mkdirs(const char *path)

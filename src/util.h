@@ -42,6 +42,17 @@ int gt_strlcpy(char *dst, const char *src, size_t cap);
  * '?' so the error stays one line. Returns buf. */
 const char *gt_printable(const char *s, char buf[72]);
 
+/* Opens path for reading without ever blocking: a named pipe, device or socket is
+ * refused ("<what> <path> is a named pipe (FIFO), not a regular file"), as it could
+ * hang the run or feed it an endless stream. Returns the descriptor of a regular file
+ * (blocking mode restored), or of a folder when folder_ok (and then *is_dir = 1);
+ * otherwise reports one error line and returns -1. */
+int gt_open_regular(const char *path, const char *what, int folder_ok, int *is_dir);
+/* NULL when path does not exist or is a regular file (following links); else what it
+ * is ("a named pipe (FIFO)", "a device", "a socket", "a folder"), for an error line:
+ * gentrain only ever replaces regular files. */
+const char *gt_special_kind(const char *path);
+
 /* mkdir -p; reports and returns -1 on failure (names the path). */
 int gt_mkdirs(const char *path);
 

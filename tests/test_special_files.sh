@@ -1,0 +1,70 @@
+#!/usr/bin/env bash
+# Hostile paths: named pipes, devices and inputs given as outputs (issue: hardening).
+#  - a FIFO given as --data, --config, inspect's file, sample --checkpoint, --resume or a
+#    prepare input: one "gentrain: error:" line naming it as a named pipe, exit 1 or 2,
+#    and no hang (every run under `timeout`, so a blocked open fails the test);
+#  - prepare -o onto a FIFO or a device node, and --log onto a FIFO: refused, the node
+#    is still what it was;
+#  - prepare a.txt -o a.txt, and -o a link to an input: refused, the input unchanged
+#    (checksum) and the link still a link;
+#  - a model saved where a FIFO stands (out/model.h5): the save fails clearly, the FIFO
+#    stays.
+set -u
+: "${GENTRAIN:?GENTRAIN must point at the gentrain binary}"
+: "${top_srcdir:?top_srcdir must point at the source tree}"
+. "$top_srcdir/tests/lib.sh"
+test_tmpdir special
+prepare_slice
+mkfifo "$tmp/fifo" || { echo "SKIP: mkfifo failed"; exit 77; }
+
+# refused NAME WANT CMD...: CMD exits 1 or 2 within 20 s with one error line matching WANT
+refused() {
+    local name=$1 want=$2 rc
+    shift 2
+    timeout 20 "$@" > "$tmp/$name.out" 2> "$tmp/$name.err" < /dev/null
+    rc=$?
+    check "$name: exit 1 or 2, no hang (rc $rc)" test $rc -eq 1 -o $rc -eq 2
+    check "$name: one error line naming the problem" \
+        test "$(grep -c '^gentrain: error:' "$tmp/$name.err")" -eq 1 -a \
+        -n "$(grep -E "$want" "$tmp/$name.err")"
+    sed -e 's/^/    | /' "$tmp/$name.err" | head -n 3
+}
+FIFO_RE="named pipe \\(FIFO\\)"
+SMALL=(--n_layer 1 --n_head 1 --n_embd 8 --block_size 8 --batch_size 2 --steps 1
+       --eval_every 0 --threads 1)
+
+refused data-fifo "$FIFO_RE" "$GENTRAIN" train --data "$tmp/fifo" "${SMALL[@]}" --out ""
+refused config-fifo "$FIFO_RE" "$GENTRAIN" train --config "$tmp/fifo"
+refused inspect-fifo "$FIFO_RE" "$GENTRAIN" inspect "$tmp/fifo"
+refused sample-fifo "$FIFO_RE" "$GENTRAIN" sample --checkpoint "$tmp/fifo" --tokens 4
+refused prepare-in-fifo "$FIFO_RE" "$GENTRAIN" prepare "$tmp/fifo" -o "$tmp/x.h5"
+refused resume-fifo "$FIFO_RE" "$GENTRAIN" train --data "$tmp/d.h5" "${SMALL[@]}" \
+    --out "$tmp/r" --resume "$tmp/fifo"
+check "resume-fifo: nothing trained" test ! -e "$tmp/r/model.h5"
+
+refused prepare-out-fifo "$FIFO_RE" "$GENTRAIN" prepare "$tmp/slice.txt" -o "$tmp/fifo"
+check "prepare-out-fifo: the FIFO is still a FIFO" test -p "$tmp/fifo"
+refused prepare-out-dev "a device" "$GENTRAIN" prepare "$tmp/slice.txt" -o /dev/null
+check "prepare-out-dev: /dev/null is still a device" test -c /dev/null
+refused log-fifo "$FIFO_RE" "$GENTRAIN" train --data "$tmp/d.h5" "${SMALL[@]}" \
+    --out "$tmp/l" --log "$tmp/fifo"
+check "log-fifo: the FIFO is still a FIFO" test -p "$tmp/fifo"
+
+sum_before=$(cksum < "$tmp/slice.txt")
+refused prepare-self "is the input" "$GENTRAIN" prepare "$tmp/slice.txt" -o "$tmp/slice.txt"
+check "prepare-self: the input is unchanged" test "$(cksum < "$tmp/slice.txt")" = "$sum_before"
+ln -s slice.txt "$tmp/link.txt"
+refused prepare-link "is the input" "$GENTRAIN" prepare "$tmp/slice.txt" -o "$tmp/link.txt"
+check "prepare-link: the input is unchanged" test "$(cksum < "$tmp/slice.txt")" = "$sum_before"
+check "prepare-link: the link is still a link" test -L "$tmp/link.txt"
+cp "$tmp/slice.txt" "$tmp/second.txt"
+refused prepare-second "is the input" "$GENTRAIN" prepare "$tmp/slice.txt" \
+    "$tmp/second.txt" -o "$tmp/second.txt"
+
+mkdir -p "$tmp/m"
+mkfifo "$tmp/m/model.h5"
+refused save-over-fifo "$FIFO_RE|only a regular file" "$GENTRAIN" train --data "$tmp/d.h5" \
+    "${SMALL[@]}" --out "$tmp/m"
+check "save-over-fifo: the FIFO is still there" test -p "$tmp/m/model.h5"
+check "save-over-fifo: no temporary file left" test ! -e "$tmp/m/model.h5.tmp"
+[ "$fails" -eq 0 ]
