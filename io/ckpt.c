@@ -631,6 +631,8 @@ int ckpt_find_latest(const char *dir, char *out, size_t cap)
         free(p);
     }
     free_entries(e, n);
+    /* checkpoint files, and not one of them usable: not the same as none at all */
+    if (rc == 0 && n > 0) rc = 2;
     return rc;
 }
 

@@ -95,8 +95,10 @@ int ckpt_prune(const char *dir, int keep);
 /* Finds the highest-step checkpoint of dir that opens and verifies (format, version,
  * shapes, checksum; the whole file is read). Each file that does not is skipped with
  * one warning line, "gentrain: warning: skipping checkpoint <file>: <why>".
- * Returns 1 with out set, 0 when dir holds no usable checkpoint (or does not exist:
- * a fresh run), -1 on an error (reported: dir unreadable, out too small). */
+ * Returns 1 with out set; 0 when dir holds no checkpoint file (or does not exist: a
+ * fresh run); 2 when it holds checkpoint files and none of them verifies (each named
+ * in a warning; a run must not start fresh over them); -1 on an error (reported: dir
+ * unreadable, out too small). */
 int ckpt_find_latest(const char *dir, char *out, size_t cap);
 
 /* Loads a checkpoint into m (created with the run's shape) and opt (opt->n ==

@@ -424,7 +424,8 @@ static void dataset_identity(const run *r, const gt_config *c, int64_t vocab, ch
 
 /* resume = auto: the step of the newest checkpoint of dir that verifies, found by rank
  * 0 and broadcast: >= 0, -1 when there is none (a fresh run), -2 on an error
- * (reported by rank 0). A collective. */
+ * (reported by rank 0), and so when every checkpoint there is damaged: starting fresh
+ * would overwrite them. A collective. */
 static int64_t find_resume_step(const char *dir)
 {
     double found = -2.0;
@@ -432,6 +433,10 @@ static int64_t find_resume_step(const char *dir)
         char path[GT_PATH_MAX + 64];
         int k = ckpt_find_latest(dir, path, sizeof path);
         if (k == 0) found = -1.0;
+        if (k == 2)
+            gt_error("resume = auto: no checkpoint in %s verifies (see the warnings above); "
+                     "none was changed. Move them away, or set resume = none to start "
+                     "fresh", dir);
         if (k == 1) {
             const char *base = strrchr(path, '/');
             long long step = -1;

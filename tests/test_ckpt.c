@@ -407,6 +407,17 @@ static void prune_and_find(void)
     snprintf(p, sizeof p, "%s/empty", dir);
     mkdir(p, 0755);
     TU_CHECK(ckpt_find_latest(p, out, sizeof out) == 0, "empty folder: no checkpoint");
+    /* only damaged checkpoints: 2, so resume = auto stops instead of starting fresh */
+    snprintf(p, sizeof p, "%s/empty/ckpt_00000007.h5", dir);
+    f = fopen(p, "w");
+    fputs("not a checkpoint", f);
+    fclose(f);
+    snprintf(p, sizeof p, "%s/empty", dir);
+    tu_capture_begin();
+    rc = ckpt_find_latest(p, out, sizeof out);
+    msg = tu_capture_end();
+    TU_CHECK(rc == 2 && strstr(msg, "skipping checkpoint") && tu_count_lines(msg) == 1,
+             "only a damaged checkpoint: 2, with one warning naming it");
     free_state(&a);
 }
 

@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# Hostile paths: named pipes, devices and inputs given as outputs (issue: hardening).
+# Hostile and damaged inputs a user can hit, each with one clear error line, exit 1 or 2
+# and no hang (every run under `timeout`), and no user file changed:
 #  - a FIFO given as --data, --config, inspect's file, sample --checkpoint, --resume or a
 #    prepare input: one "gentrain: error:" line naming it as a named pipe, exit 1 or 2,
 #    and no hang (every run under `timeout`, so a blocked open fails the test);
@@ -8,12 +9,14 @@
 #  - prepare a.txt -o a.txt, and -o a link to an input: refused, the input unchanged
 #    (checksum) and the link still a link;
 #  - a model saved where a FIFO stands (out/model.h5): the save fails clearly, the FIFO
-#    stays.
+#    stays;
+#  - resume = auto with only damaged checkpoints: refused, the files unchanged (resume =
+#    none then starts fresh).
 set -u
 : "${GENTRAIN:?GENTRAIN must point at the gentrain binary}"
 : "${top_srcdir:?top_srcdir must point at the source tree}"
 . "$top_srcdir/tests/lib.sh"
-test_tmpdir special
+test_tmpdir hardening
 prepare_slice
 mkfifo "$tmp/fifo" || { echo "SKIP: mkfifo failed"; exit 77; }
 
@@ -67,4 +70,15 @@ refused save-over-fifo "$FIFO_RE|only a regular file" "$GENTRAIN" train --data "
     "${SMALL[@]}" --out "$tmp/m"
 check "save-over-fifo: the FIFO is still there" test -p "$tmp/m/model.h5"
 check "save-over-fifo: no temporary file left" test ! -e "$tmp/m/model.h5.tmp"
+
+mkdir -p "$tmp/dmg/checkpoints"
+printf 'not a checkpoint' > "$tmp/dmg/checkpoints/ckpt_00000004.h5"
+sum_ck=$(cksum < "$tmp/dmg/checkpoints/ckpt_00000004.h5")
+refused resume-damaged "no checkpoint in .* verifies" "$GENTRAIN" train --data "$tmp/d.h5" \
+    "${SMALL[@]}" --out "$tmp/dmg" --resume auto --ckpt_every 1
+check "resume-damaged: the damaged checkpoint is unchanged" \
+    test "$(cksum < "$tmp/dmg/checkpoints/ckpt_00000004.h5")" = "$sum_ck"
+check "resume-damaged: nothing trained" test ! -e "$tmp/dmg/model.h5"
+run_ok resume-none timeout 60 "$GENTRAIN" train --data "$tmp/d.h5" "${SMALL[@]}" \
+    --out "$tmp/dmg" --resume none
 [ "$fails" -eq 0 ]
