@@ -110,13 +110,61 @@ static void free_entries(entries *es)
     free(es->v);
 }
 
+/* Length of the valid UTF-8 sequence at s (at most n bytes) of a printable character
+ * (not a C1 control, U+0080..U+009F), or 0. */
+static size_t utf8_printable(const unsigned char *s, size_t n)
+{
+    size_t len = s[0] >= 0xf0 ? 4 : s[0] >= 0xe0 ? 3 : s[0] >= 0xc2 ? 2 : 0;
+    if (len == 0 || s[0] > 0xf4 || len > n) return 0;
+    for (size_t i = 1; i < len; i++)
+        if ((s[i] & 0xc0) != 0x80) return 0;
+    if (len == 2 && s[0] == 0xc2 && s[1] < 0xa0) return 0;     /* C1 controls */
+    if (len == 3 && s[0] == 0xe0 && s[1] < 0xa0) return 0;     /* overlong */
+    if (len == 3 && s[0] == 0xed && s[1] >= 0xa0) return 0;    /* surrogates */
+    if (len == 4 && s[0] == 0xf0 && s[1] < 0x90) return 0;     /* overlong */
+    if (len == 4 && s[0] == 0xf4 && s[1] >= 0x90) return 0;    /* past U+10FFFF */
+    return len;
+}
+
+/* Writes n bytes of text from a file as it is, except what could steer a terminal
+ * (control characters, escape sequences, broken UTF-8): those as \xNN (tab as \t).
+ * Returns the number of columns written; with out == NULL only counts them. */
+static int put_safe(FILE *out, const char *text, size_t n)
+{
+    const unsigned char *s = (const unsigned char *)text;
+    int cols = 0;
+    for (size_t i = 0; i < n;) {
+        size_t u = s[i] >= 0x80 ? utf8_printable(s + i, n - i) : 0;
+        if (u || (s[i] >= 0x20 && s[i] < 0x7f)) {
+            if (!u) u = 1;
+            if (out) fwrite(s + i, 1, u, out);
+            i += u;
+            cols++;
+            continue;
+        }
+        char esc[8];
+        if (s[i] == '\t')
+            snprintf(esc, sizeof esc, "\\t");
+        else
+            snprintf(esc, sizeof esc, "\\x%02x", s[i]);
+        if (out) fputs(esc, out);
+        cols += (int)strlen(esc);
+        i++;
+    }
+    return cols;
+}
+
+static int put_safe_str(FILE *out, const char *s) { return put_safe(out, s, strlen(s)); }
+
 /* Prints a multi-line string as an indented block. */
 static void print_block(FILE *out, const char *s, const char *indent)
 {
     while (*s) {
         const char *nl = strchr(s, '\n');
-        int n = nl ? (int)(nl - s) : (int)strlen(s);
-        fprintf(out, "%s%.*s\n", indent, n, s);
+        size_t n = nl ? (size_t)(nl - s) : strlen(s);
+        fputs(indent, out);
+        put_safe(out, s, n);
+        fputc('\n', out);
         s += n + (nl ? 1 : 0);
     }
 }
@@ -167,12 +215,16 @@ static void print_string_attr(FILE *out, hid_t attr, hid_t type, hssize_t n)
             print_block(out, s, "            ");
             goto done;
         }
-        fprintf(out, "\"%s\"", s);
+        fputc('"', out);
+        put_safe_str(out, s);
+        fputc('"', out);
     } else {
         fputc('[', out);
         for (hssize_t i = 0; i < shown; i++) {
             const char *s = var ? (vs[i] ? vs[i] : "") : fs + (size_t)i * (sz + 1);
-            fprintf(out, "%s\"%s\"", i ? ", " : "", s);
+            fputs(i ? ", \"" : "\"", out);
+            put_safe_str(out, s);
+            fputc('"', out);
         }
         if (n > shown) fprintf(out, ", ...] (%lld values)", (long long)n);
         else fputc(']', out);
@@ -208,7 +260,9 @@ static herr_t attr_cb(hid_t obj, const char *name, const H5A_info_t *ainfo, void
     FILE *out = c->out;
     hid_t attr = -1, type = -1, space = -1;
     char tn[48], shape[96];
-    fprintf(out, "    @%s = ", name);
+    fputs("    @", out);
+    put_safe_str(out, name);
+    fputs(" = ", out);
     if ((attr = H5Aopen(obj, name, H5P_DEFAULT)) < 0 || (type = H5Aget_type(attr)) < 0 ||
         (space = H5Aget_space(attr)) < 0) {
         fprintf(out, "(unreadable)\n");
@@ -422,7 +476,8 @@ int inspect_file(const char *path, FILE *out)
     }
     struct stat st;
     human_bytes(stat(path, &st) == 0 ? (double)st.st_size : 0.0, sz, sizeof sz);
-    fprintf(out, "%s: HDF5 file, %s\n", path, sz);
+    put_safe_str(out, path);
+    fprintf(out, ": HDF5 file, %s\n", sz);
     int is_model = print_model_header(out, file);
 
     if (add_entry(&es, "/", H5L_TYPE_HARD, NULL) != 0 ||
@@ -435,19 +490,18 @@ int inspect_file(const char *path, FILE *out)
     }
     int width = 0;
     for (size_t i = 0; i < es.n; i++) {
-        int n = (int)strlen(es.v[i].name);
+        int n = put_safe(NULL, es.v[i].name, strlen(es.v[i].name));
         if (n > width) width = n;
     }
     if (width > 48) width = 48;
     for (size_t i = 0; i < es.n; i++) {
         const entry *e = &es.v[i];
-        fprintf(out, "%-*s  ", width, e->name);
-        if (e->type == H5L_TYPE_SOFT) {
-            fprintf(out, "-> %s  (soft link)\n", e->target);
-            continue;
-        }
-        if (e->type == H5L_TYPE_EXTERNAL) {
-            fprintf(out, "-> %s  (external link)\n", e->target);
+        for (int pad = width - put_safe_str(out, e->name); pad > 0; pad--) fputc(' ', out);
+        fputs("  ", out);
+        if (e->type == H5L_TYPE_SOFT || e->type == H5L_TYPE_EXTERNAL) {
+            fputs("-> ", out);
+            put_safe_str(out, e->target);
+            fputs(e->type == H5L_TYPE_SOFT ? "  (soft link)\n" : "  (external link)\n", out);
             continue;
         }
         if (e->type != H5L_TYPE_HARD) {

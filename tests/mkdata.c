@@ -35,7 +35,9 @@ static void usage(FILE *f)
             "  --append         add to an existing OUT.h5 instead of replacing it\n"
             "  --chunk C        chunked storage, C elements per chunk along the rows\n"
             "                   (default: contiguous)\n"
-            "  --gzip L         deflate level L (0-9; implies --chunk 4096 if not given)\n");
+            "  --gzip L         deflate level L (0-9; implies --chunk 4096 if not given)\n"
+            "  --note TEXT      a string attribute 'note' on the dataset, bytes as given\n"
+            "                   (for the tests of what inspect prints)\n");
 }
 
 static int parse_i64(const char *opt, const char *s, int64_t *v)
@@ -93,6 +95,20 @@ static int find_dtype(const char *s, dtype_info *t)
     return -1;
 }
 
+static int write_note(hid_t obj, const char *text)
+{
+    hid_t sp = H5Screate(H5S_SCALAR), ty = H5Tcopy(H5T_C_S1), a = -1;
+    int rc = -1;
+    if (sp >= 0 && ty >= 0 && H5Tset_size(ty, strlen(text) + 1) >= 0 &&
+        (a = H5Acreate2(obj, "note", ty, sp, H5P_DEFAULT, H5P_DEFAULT)) >= 0 &&
+        H5Awrite(a, ty, text) >= 0)
+        rc = 0;
+    if (a >= 0) H5Aclose(a);
+    if (ty >= 0) H5Tclose(ty);
+    if (sp >= 0) H5Sclose(sp);
+    return rc;
+}
+
 static int write_vocab(hid_t obj, int64_t v)
 {
     hid_t sp = H5Screate(H5S_SCALAR), a = -1;
@@ -109,7 +125,7 @@ static int write_vocab(hid_t obj, int64_t v)
 
 int main(int argc, char **argv)
 {
-    const char *out = NULL, *dataset = NULL, *dtype = NULL;
+    const char *out = NULL, *dataset = NULL, *dtype = NULL, *note = NULL;
     int64_t rank = -1, len = -1, rows = 1, vocab = 0, root_vocab = 0, max_token = -1;
     int64_t bad_index = -1, bad_value = 0, chunk = 0, gzip = -1;
     int have_bad_value = 0, append = 0;
@@ -140,6 +156,7 @@ int main(int argc, char **argv)
         const char *v = argv[++i];
         int rc = 0;
         if (strcmp(a, "--dataset") == 0) dataset = v;
+        else if (strcmp(a, "--note") == 0) note = v;
         else if (strcmp(a, "--dtype") == 0) dtype = v;
         else if (strcmp(a, "--rank") == 0) rc = parse_i64(a, v, &rank);
         else if (strcmp(a, "--len") == 0) rc = parse_i64(a, v, &len);
@@ -236,6 +253,7 @@ int main(int argc, char **argv)
         goto done;
     }
     if (vocab > 0 && write_vocab(dset, vocab) != 0) goto hdf5_fail;
+    if (note && write_note(dset, note) != 0) goto hdf5_fail;
     if (root_vocab > 0 && write_vocab(file, root_vocab) != 0) goto hdf5_fail;
 
     /* Values in blocks of flat indices: whole rows (rank >= 2) when a row fits a block. */

@@ -11,7 +11,9 @@
 #  - a model saved where a FIFO stands (out/model.h5): the save fails clearly, the FIFO
 #    stays;
 #  - resume = auto with only damaged checkpoints: refused, the files unchanged (resume =
-#    none then starts fresh).
+#    none then starts fresh);
+#  - inspect of a file whose dataset name and attribute hold escape sequences and
+#    control characters prints them as \xNN, never raw (valid UTF-8 stays as it is).
 set -u
 : "${GENTRAIN:?GENTRAIN must point at the gentrain binary}"
 : "${top_srcdir:?top_srcdir must point at the source tree}"
@@ -81,4 +83,16 @@ check "resume-damaged: the damaged checkpoint is unchanged" \
 check "resume-damaged: nothing trained" test ! -e "$tmp/dmg/model.h5"
 run_ok resume-none timeout 60 "$GENTRAIN" train --data "$tmp/d.h5" "${SMALL[@]}" \
     --out "$tmp/dmg" --resume none
+
+: "${MKDATA:?MKDATA must point at tests/mkdata}"
+"$MKDATA" "$tmp/evil.h5" --dataset $'/train/to\e[2Jkens' --dtype uint8 --rank 1 --len 100 \
+    --vocab 256 --note $'red\e[31mRED\e[0m\abell \xc3\xa9 c1\xc2\x9b title\e]0;x\a\nline2' \
+    > "$tmp/mk.out" 2>&1 || { fail "setup: mkdata"; show "$tmp/mk.out"; }
+run_ok inspect-escapes timeout 30 "$GENTRAIN" inspect "$tmp/evil.h5"
+check "inspect: no escape, bell or C1 byte reaches the terminal" \
+    env LC_ALL=C awk '/\033|\007|\302\233/ { bad = 1 } END { exit bad }' "$tmp/inspect-escapes.out"
+check "inspect: the escapes are shown as \\xNN" \
+    grep -qF 'red\x1b[31mRED\x1b[0m\x07bell' "$tmp/inspect-escapes.out"
+check "inspect: the dataset name too" grep -qF '/train/to\x1b[2Jkens' "$tmp/inspect-escapes.out"
+check "inspect: valid UTF-8 stays as it is" grep -q $'bell \xc3\xa9 c1' "$tmp/inspect-escapes.out"
 [ "$fails" -eq 0 ]
