@@ -17,6 +17,9 @@
 
 enum { MAX_ROWS = 4096 };
 
+/* The most ranks (nodes x cores or GPUs a node) a plan enumerates. */
+#define PLAN_MAX_SLOTS (1 << 20)
+
 typedef struct plan_opts {
     int measure, json, nodes, cores, gpus, reps;
     double core_gflops, gpu_tflops, efficiency, intra_gbs, inter_gbs, latency_us, noise;
@@ -45,12 +48,16 @@ static double d_adam(void *ctx, int threads)
     return 16.0 / (20e9 * threads); /* ~16 bytes touched per parameter at 20 GB/s */
 }
 
-static int parse_num(const char *key, const char *v, double lo, double *out)
+/* A finite number in [lo, hi] (a whole one when whole): the values feed products of
+ * ints and the table, so an infinity, a NaN or a count past hi is refused here. */
+static int parse_num(const char *key, const char *v, double lo, double hi, int whole,
+                     double *out)
 {
-    char *end = NULL;
+    char *end = NULL, shown[72];
     double x = v ? strtod(v, &end) : 0.0;
-    if (!v || end == v || *end != '\0' || !(x >= lo)) {
-        gt_error("plan: %s needs a number >= %g, got '%s'", key, lo, v ? v : "");
+    if (!v || end == v || *end != '\0' || !(x >= lo && x <= hi) || (whole && x != floor(x))) {
+        gt_error("plan: %s needs a number from %.10g to %.10g%s, got '%s'", key, lo, hi,
+                 whole ? " (a whole one)" : "", v ? gt_printable(v, shown) : "");
         return -1;
     }
     *out = x;
@@ -61,20 +68,27 @@ static int parse_num(const char *key, const char *v, double lo, double *out)
 static int parse_opts(int *argc, char **argv, int first, plan_opts *o)
 {
     enum { FLAG, INT, DBL };
-    static const struct { const char *name; int kind; size_t off; double lo; } opt[] = {
-        {"--measure", FLAG, offsetof(plan_opts, measure), 0},
-        {"--json", FLAG, offsetof(plan_opts, json), 0},
-        {"--nodes", INT, offsetof(plan_opts, nodes), 1},
-        {"--cores-per-node", INT, offsetof(plan_opts, cores), 1},
-        {"--gpus-per-node", INT, offsetof(plan_opts, gpus), 1},
-        {"--reps", INT, offsetof(plan_opts, reps), 1},
-        {"--core-gflops", DBL, offsetof(plan_opts, core_gflops), 1e-9},
-        {"--gpu-tflops", DBL, offsetof(plan_opts, gpu_tflops), 1e-9},
-        {"--efficiency", DBL, offsetof(plan_opts, efficiency), 1e-6},
-        {"--intra-gbs", DBL, offsetof(plan_opts, intra_gbs), 1e-9},
-        {"--inter-gbs", DBL, offsetof(plan_opts, inter_gbs), 1e-9},
-        {"--latency-us", DBL, offsetof(plan_opts, latency_us), 0},
-        {"--noise-scale", DBL, offsetof(plan_opts, noise), 0},
+    /* Bounds a real machine stays within; nodes x slots per node is bounded too,
+     * in plan_command. */
+    static const struct {
+        const char *name;
+        int kind;
+        size_t off;
+        double lo, hi;
+    } opt[] = {
+        {"--measure", FLAG, offsetof(plan_opts, measure), 0, 0},
+        {"--json", FLAG, offsetof(plan_opts, json), 0, 0},
+        {"--nodes", INT, offsetof(plan_opts, nodes), 1, PLAN_MAX_SLOTS},
+        {"--cores-per-node", INT, offsetof(plan_opts, cores), 1, 65536},
+        {"--gpus-per-node", INT, offsetof(plan_opts, gpus), 1, 1024},
+        {"--reps", INT, offsetof(plan_opts, reps), 1, 1000},
+        {"--core-gflops", DBL, offsetof(plan_opts, core_gflops), 1e-9, 1e9},
+        {"--gpu-tflops", DBL, offsetof(plan_opts, gpu_tflops), 1e-9, 1e9},
+        {"--efficiency", DBL, offsetof(plan_opts, efficiency), 1e-6, 1},
+        {"--intra-gbs", DBL, offsetof(plan_opts, intra_gbs), 1e-9, 1e9},
+        {"--inter-gbs", DBL, offsetof(plan_opts, inter_gbs), 1e-9, 1e9},
+        {"--latency-us", DBL, offsetof(plan_opts, latency_us), 0, 1e9},
+        {"--noise-scale", DBL, offsetof(plan_opts, noise), 0, 1e18},
     };
     int out = first;
     for (int i = first; i < *argc; i++) {
@@ -91,7 +105,8 @@ static int parse_opts(int *argc, char **argv, int first, plan_opts *o)
             continue;
         }
         double x;
-        if (parse_num(opt[k].name, i + 1 < *argc ? argv[i + 1] : NULL, opt[k].lo, &x) != 0)
+        if (parse_num(opt[k].name, i + 1 < *argc ? argv[i + 1] : NULL, opt[k].lo, opt[k].hi,
+                      opt[k].kind == INT, &x) != 0)
             return -1;
         i++;
         if (opt[k].kind == INT)
@@ -227,6 +242,12 @@ int plan_command(int argc, char **argv, int first)
         mc.ctx = &desc;
     }
 
+    if ((double)mc.nodes * mc.slots_per_node > PLAN_MAX_SLOTS) {
+        gt_error("plan: %d nodes x %d %s a node is more than %d ranks; plan a smaller "
+                 "machine", mc.nodes, mc.slots_per_node, mc.gpu ? "GPUs" : "cores",
+                 PLAN_MAX_SLOTS);
+        return finish(cal, 2);
+    }
     const int slots = mc.nodes * mc.slots_per_node;
     plan_estimate *rows = gt_malloc(sizeof *rows * MAX_ROWS, "plan table");
     if (!rows) return finish(cal, 1);
@@ -255,6 +276,21 @@ int plan_command(int argc, char **argv, int first)
         gt_error("plan: no grid fits this model on this machine");
         free(rows);
         return finish(cal, 1);
+    }
+    /* A failed measurement or a degenerate description shows as a time that is not a
+     * positive number: no table is better than a wrong one. */
+    for (int i = 0; i < n; i++) {
+        const plan_estimate *e = &rows[i];
+        if (!(isfinite(e->step_s) && e->step_s > 0 && isfinite(e->total_s) &&
+              e->total_s > 0 && isfinite(e->steps) && e->steps > 0)) {
+            gt_error("plan: the %s costs give dp %d x pp %d x tp %d a step of %g s and %g "
+                     "steps; no plan from them (%s)", how, e->g.dp, e->g.pp, e->g.tp,
+                     e->step_s, e->steps,
+                     o.measure ? "a measurement failed or was disturbed: run it again"
+                               : "check the described machine");
+            free(rows);
+            return finish(cal, 1);
+        }
     }
     qsort(rows, (size_t)n, sizeof *rows, by_total);
 

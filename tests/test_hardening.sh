@@ -13,7 +13,9 @@
 #  - resume = auto with only damaged checkpoints: refused, the files unchanged (resume =
 #    none then starts fresh);
 #  - inspect of a file whose dataset name and attribute hold escape sequences and
-#    control characters prints them as \xNN, never raw (valid UTF-8 stays as it is).
+#    control characters prints them as \xNN, never raw (valid UTF-8 stays as it is);
+#  - plan with huge or fractional counts, or an infinite noise scale: exit 2, one line,
+#    no table.
 set -u
 : "${GENTRAIN:?GENTRAIN must point at the gentrain binary}"
 : "${top_srcdir:?top_srcdir must point at the source tree}"
@@ -31,7 +33,7 @@ refused() {
     check "$name: exit 1 or 2, no hang (rc $rc)" test $rc -eq 1 -o $rc -eq 2
     check "$name: one error line naming the problem" \
         test "$(grep -c '^gentrain: error:' "$tmp/$name.err")" -eq 1 -a \
-        -n "$(grep -E "$want" "$tmp/$name.err")"
+        -n "$(grep -E -e "$want" "$tmp/$name.err")"
     sed -e 's/^/    | /' "$tmp/$name.err" | head -n 3
 }
 FIFO_RE="named pipe \\(FIFO\\)"
@@ -95,4 +97,18 @@ check "inspect: the escapes are shown as \\xNN" \
     grep -qF 'red\x1b[31mRED\x1b[0m\x07bell' "$tmp/inspect-escapes.out"
 check "inspect: the dataset name too" grep -qF '/train/to\x1b[2Jkens' "$tmp/inspect-escapes.out"
 check "inspect: valid UTF-8 stays as it is" grep -q $'bell \xc3\xa9 c1' "$tmp/inspect-escapes.out"
+
+PLAN=("$GENTRAIN" plan --vocab_size 256 --core-gflops 10)
+refused plan-nodes "--nodes needs a number from 1 to 1048576 \\(a whole one\\)" "${PLAN[@]}" --nodes 1e30
+refused plan-fraction "--nodes needs a number from 1 to 1048576 \\(a whole one\\)" "${PLAN[@]}" --nodes 2.5
+refused plan-gpus "more than 1048576 ranks" "${PLAN[@]}" --nodes 1000000 \
+    --gpus-per-node 1024 --gpu-tflops 100
+refused plan-noise-inf "--noise-scale needs a number" "${PLAN[@]}" --noise-scale inf
+refused plan-nan "--core-gflops needs a number" "$GENTRAIN" plan --vocab_size 256 \
+    --core-gflops nan
+check "plan refusals print no table" \
+    test -z "$(cat "$tmp"/plan-*.out)"
+run_ok plan-ok timeout 60 "${PLAN[@]}" --nodes 4 --noise-scale 1e6
+check "plan on a described machine still prints its table" \
+    grep -q "^recommended: dp" "$tmp/plan-ok.out"
 [ "$fails" -eq 0 ]
