@@ -28,17 +28,6 @@
 
 /* ---- checksum ------------------------------------------------------------------- */
 
-/* FNV-1a (util.h) over the floats' little-endian bytes, whatever the host's byte order. */
-static uint64_t fnv_floats(uint64_t h, const float *f, size_t n)
-{
-    for (size_t i = 0; i < n; i++) {
-        uint32_t u;
-        memcpy(&u, &f[i], 4);
-        for (int b = 0; b < 4; b++) h = (h ^ ((u >> (8 * b)) & 0xffu)) * GT_FNV_PRIME;
-    }
-    return h;
-}
-
 /* The checksum of a file of mt->version (1: no loss_scale_clean in the line). */
 static uint64_t checksum(const ckpt_meta *mt, size_t n_params, const char *config_text,
                          const float *params, const float *m, const float *v)
@@ -57,9 +46,9 @@ static uint64_t checksum(const ckpt_meta *mt, size_t n_params, const char *confi
     uint64_t h = gt_fnv1a(GT_FNV_OFFSET, head, (size_t)len);
     const char *cfg = config_text ? config_text : "";
     h = gt_fnv1a(h, cfg, strlen(cfg) + 1);
-    h = fnv_floats(h, params, n_params);
-    h = fnv_floats(h, m, n_params);
-    return fnv_floats(h, v, n_params);
+    h = gt_fnv1a_floats(h, params, n_params);
+    h = gt_fnv1a_floats(h, m, n_params);
+    return gt_fnv1a_floats(h, v, n_params);
 }
 
 /* ---- small HDF5 helpers ----------------------------------------------------------- */

@@ -9,7 +9,9 @@
 
 #include <dirent.h>
 #include <errno.h>
+#include <inttypes.h>
 #include <limits.h>
+#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
@@ -83,6 +85,23 @@ int h5model_write_layout(hid_t file, const gpt_model *m, const char *format,
     return 0;
 }
 
+/* The model file's checksum: its step, shape and config text, then every parameter in
+ * the model's layout order, as "fnv1a64:<16 hex digits>". */
+static void model_checksum(const gpt_model *m, int64_t step, const char *config_text,
+                           const float *params, char out[32])
+{
+    char head[160];
+    const gpt_shape s = m->shape;
+    int len = snprintf(head, sizeof head, "%s %d step=%lld shape=%d,%d,%d,%d,%d\n",
+                       FORMAT_NAME, FORMAT_VERSION, (long long)step, s.vocab_size,
+                       s.block_size, s.n_layer, s.n_head, s.n_embd);
+    uint64_t h = gt_fnv1a(GT_FNV_OFFSET, head, (size_t)len);
+    const char *cfg = config_text ? config_text : "";
+    h = gt_fnv1a(h, cfg, strlen(cfg) + 1);
+    h = gt_fnv1a_floats(h, params, m->n_params);
+    snprintf(out, 32, "fnv1a64:%016" PRIx64, h);
+}
+
 int h5model_save(const char *path, const gpt_model *m, const char *config_text,
                  int64_t step)
 {
@@ -105,6 +124,12 @@ int h5model_save(const char *path, const gpt_model *m, const char *config_text,
     if (h5model_write_layout(file, m, FORMAT_NAME, FORMAT_VERSION, config_text, step, tmp) !=
         0)
         goto fail;
+    char sum[32];
+    model_checksum(m, step, config_text, m->params, sum);
+    if (h5io_write_attr_str(file, "checksum", sum) != 0) {
+        gt_error("cannot write the checksum of %s (disk full?)", tmp);
+        goto fail;
+    }
     hid_t written = file;
     file = -1;
     if (h5io_finish(written, 0, tmp, path, why, sizeof why) != 0) {
@@ -362,20 +387,84 @@ done:
     return rc;
 }
 
+/* The checksum check of a loaded model: 0 when it matches, or when the file has none
+ * (an older gentrain wrote it: a warning says its tensors are not verified); -1 with
+ * why set on a mismatch or an unreadable attribute. */
+static int verify_checksum(hid_t file, const char *path, const gpt_model *m,
+                           const float *params, char *why, size_t cap)
+{
+    char *stored = NULL, *config = NULL, w[160];
+    int64_t step = 0;
+    int rc = -1;
+    int r = h5io_attr_str(file, "checksum", &stored, w, sizeof w);
+    if (r == 0) {
+        gt_warn("%s has no checksum (saved by an older gentrain): its tensors are not "
+                "verified", path);
+        return 0;
+    }
+    if (r < 0) {
+        snprintf(why, cap, "%s: attribute checksum %s", path, w);
+        goto done;
+    }
+    if (h5io_attr_int(file, "step", &step, w, sizeof w) != 1 ||
+        h5io_attr_str(file, "config", &config, w, sizeof w) < 0) {
+        snprintf(why, cap, "%s: attributes step and config unreadable (damaged file?)", path);
+        goto done;
+    }
+    char have[32];
+    model_checksum(m, step, config, params, have);
+    if (strcmp(have, stored) != 0) {
+        snprintf(why, cap, "%s: checksum mismatch (stored %.40s, computed %s): the file is "
+                 "damaged", path, stored, have);
+        goto done;
+    }
+    rc = 0;
+done:
+    free(stored);
+    free(config);
+    return rc;
+}
+
+/* Every weight finite: one NaN or infinity makes every generated token garbage. */
+static int check_finite(const char *path, const gpt_model *m, const float *params,
+                        char *why, size_t cap)
+{
+    for (int i = 0; i < m->n_info; i++) {
+        const gpt_param_info *p = &m->info[i];
+        const float *v = params + p->offset;
+        for (size_t j = 0; j < p->numel; j++)
+            if (!isfinite(v[j])) {
+                snprintf(why, cap, "%s: tensor %s holds %s at element %zu: the model is "
+                         "unusable (it diverged, or the file was altered)", path, p->name,
+                         isnan(v[j]) ? "NaN" : "an infinity", j);
+                return -1;
+            }
+    }
+    return 0;
+}
+
 int h5model_load_params(const char *path, gpt_model *m)
 {
     int rc = -1;
     char why[6000]; /* a path of GT_PATH_MAX and the reason */
+    /* read into scratch: m changes only once everything has been verified */
+    float *scratch = gt_malloc(m->n_params * sizeof *scratch, "the model file's parameters");
+    if (!scratch) return -1;
     h5lock_acquire();
     hid_t file = open_model(path);
     if (file < 0) goto done;
-    if (h5model_read_layout(file, path, m, m->params, why, sizeof why) != 0)
+    if (h5model_read_layout(file, path, m, scratch, why, sizeof why) != 0 ||
+        verify_checksum(file, path, m, scratch, why, sizeof why) != 0 ||
+        check_finite(path, m, scratch, why, sizeof why) != 0) {
         gt_error("%s", why);
-    else
+    } else {
+        memcpy(m->params, scratch, m->n_params * sizeof *scratch);
         rc = 0;
+    }
 done:
     if (file >= 0) H5Fclose(file);
     h5lock_release();
+    free(scratch);
     return rc;
 }
 

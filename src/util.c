@@ -204,3 +204,13 @@ uint64_t gt_fnv1a(uint64_t h, const void *bytes, size_t n)
 }
 
 uint64_t gt_hash64(const void *bytes, size_t n) { return gt_fnv1a(GT_FNV_OFFSET, bytes, n); }
+
+uint64_t gt_fnv1a_floats(uint64_t h, const float *f, size_t n)
+{
+    for (size_t i = 0; i < n; i++) {
+        uint32_t u;
+        memcpy(&u, &f[i], 4);
+        for (int b = 0; b < 4; b++) h = (h ^ ((u >> (8 * b)) & 0xffu)) * GT_FNV_PRIME;
+    }
+    return h;
+}

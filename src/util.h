@@ -70,5 +70,8 @@ int gt_resolve_threads(int requested);
 #define GT_FNV_PRIME 0x100000001b3ull
 uint64_t gt_fnv1a(uint64_t h, const void *bytes, size_t n);
 uint64_t gt_hash64(const void *bytes, size_t n);
+/* gt_fnv1a over n floats' little-endian bytes, whatever the host's byte order (the
+ * checksums of checkpoints and model files). */
+uint64_t gt_fnv1a_floats(uint64_t h, const float *f, size_t n);
 
 #endif

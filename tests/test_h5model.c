@@ -5,6 +5,7 @@
  * several files; a failed save leaves the previous file as it was. */
 #include <errno.h>
 #include <fcntl.h>
+#include <math.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -229,6 +230,59 @@ static void damaged_files(const char *good)
     gpt_free(&m);
 }
 
+/* Integrity: a NaN saved in a tensor is refused naming it; a byte changed in a tensor
+ * fails the checksum; a file without a checksum (older gentrain) loads with a warning. */
+static void integrity(const char *good)
+{
+    char path[700], want[1600];
+    gpt_model m;
+    make_model(&m, 64, 16, 2, 2, 32);
+    fill_random(&m);
+    const int wte = gpt_find_param(&m, "transformer.wte.weight");
+    TU_CHECK(wte >= 0, "the model has transformer.wte.weight");
+    path_in(path, sizeof path, "nan.h5");
+    float keep = m.params[m.info[wte].offset + 5];
+    m.params[m.info[wte].offset + 5] = NAN;
+    TU_CHECK(h5model_save(path, &m, config_text, 7) == 0, "a model holding a NaN saves");
+    m.params[m.info[wte].offset + 5] = keep;
+    expect_load_fail("NaN in wte", path, &m,
+                     "tensor transformer.wte.weight holds NaN at element 5");
+
+    /* one float of a tensor changed in place: the checksum finds it */
+    path_in(path, sizeof path, "flipped.h5");
+    copy_file(good, path, file_size(good));
+    hid_t f = H5Fopen(path, H5F_ACC_RDWR, H5P_DEFAULT);
+    hid_t d = H5Dopen2(f, "/model/transformer.h.1.mlp.c_proj.weight", H5P_DEFAULT);
+    hsize_t one = 1, at = 3;
+    hid_t fs = H5Dget_space(d), ms = H5Screate_simple(1, &one, NULL);
+    float v = 0.123f;
+    int ok = f >= 0 && d >= 0 &&
+             H5Sselect_elements(fs, H5S_SELECT_SET, 1, &at) >= 0 &&
+             H5Dwrite(d, H5T_NATIVE_FLOAT, ms, fs, H5P_DEFAULT, &v) >= 0;
+    H5Sclose(ms);
+    H5Sclose(fs);
+    H5Dclose(d);
+    H5Fclose(f);
+    TU_CHECK(ok, "changed one weight of %s in place", path);
+    snprintf(want, sizeof want, "%s: checksum mismatch", path);
+    expect_load_fail("one weight changed", path, &m, want);
+
+    /* no checksum attribute: a file of an older gentrain */
+    path_in(path, sizeof path, "old.h5");
+    copy_file(good, path, file_size(good));
+    f = H5Fopen(path, H5F_ACC_RDWR, H5P_DEFAULT);
+    ok = f >= 0 && H5Adelete(f, "checksum") >= 0;
+    H5Fclose(f);
+    TU_CHECK(ok, "removed the checksum attribute of %s", path);
+    tu_capture_begin();
+    int rc = h5model_load_params(path, &m);
+    const char *msg = tu_capture_end();
+    TU_CHECK(rc == 0 && strstr(msg, "warning") && strstr(msg, "no checksum") &&
+                 tu_count_lines(msg) == 1,
+             "a file without a checksum loads, with one warning saying so");
+    gpt_free(&m);
+}
+
 static void newest(void)
 {
     char sub[700], p[800], out[1024], want[1600];
@@ -380,6 +434,7 @@ int main(void)
     path_in(path, sizeof path, "model.h5");
     round_trip(path);
     damaged_files(path);
+    integrity(path);
     newest();
     failed_saves();
 
