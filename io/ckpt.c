@@ -359,7 +359,7 @@ int ckpt_save(const char *dir, int64_t step, const gpt_model *m, const adamw_sta
     rc = 0;
 fail:
     if (group >= 0) H5Gclose(group);
-    if (file >= 0) H5Fclose(file);
+    h5io_close_write(file);
     if (made_tmp) unlink(tmp);
     h5lock_release();
     return rc;

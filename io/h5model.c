@@ -139,7 +139,7 @@ int h5model_save(const char *path, const gpt_model *m, const char *config_text,
     made_tmp = 0;
     rc = 0;
 fail:
-    if (file >= 0) H5Fclose(file);
+    h5io_close_write(file);
     if (made_tmp) unlink(tmp);
     h5lock_release();
     free(tmp);

@@ -239,11 +239,23 @@ static int commit(const char *tmp, const char *path, char *why, size_t cap)
     return 0;
 }
 
+static int unusable;
+
+int h5io_unusable(void) { return unusable; }
+
+void h5io_close_write(hid_t file)
+{
+    if (file >= 0 && H5Fclose(file) < 0) unusable = 1;
+}
+
 int h5io_finish(hid_t file, int failed, const char *tmp, const char *path, char *why,
                 size_t cap)
 {
     int bad = failed || H5Fflush(file, H5F_SCOPE_GLOBAL) < 0;
-    bad |= H5Fclose(file) < 0;
+    if (H5Fclose(file) < 0) {
+        unusable = 1;
+        bad = 1;
+    }
     if (bad) {
         set_why(why, cap, "writing it failed (disk full?)");
         return -1;

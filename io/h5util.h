@@ -32,6 +32,13 @@ hid_t h5io_create(const char *path, char *why, size_t cap);
 int h5io_finish(hid_t file, int failed, const char *tmp, const char *path, char *why,
                 size_t cap);
 
+/* Closes a file being written, on an error path (the write already failed). */
+void h5io_close_write(hid_t file);
+/* 1 once closing a written file has failed (a full disk, a file size limit): HDF5 1.10
+ * then holds a half-closed file that crashes its own clean-up at exit and at
+ * MPI_Finalize, so the process must end without them (main: _exit after the error). */
+int h5io_unusable(void);
+
 /* A short reason for an errno value: "no such file", "permission denied", ... */
 const char *h5io_errno_reason(int err);
 

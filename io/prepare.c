@@ -269,7 +269,7 @@ fail:
     close_set(&sets[0]);
     close_set(&sets[1]);
     if (lcpl >= 0) H5Pclose(lcpl);
-    if (file >= 0) H5Fclose(file);
+    h5io_close_write(file);
     if (made_tmp) unlink(tmp);
     if (locked) h5lock_release();
     free(sizes);

@@ -15,6 +15,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "../io/h5util.h"  /* h5io_unusable */
 #include "../io/inspect.h" /* inspect_file */
 #include "../io/prepare.h" /* prepare_bytes */
 #include "blas_core.h"     /* blas_core_fixup */
@@ -139,6 +140,20 @@ static int check_readable(const char *path, const char *what, int folder_ok)
     if (fd < 0) return -1;
     close(fd);
     return 0;
+}
+
+/* The end of a verb that may have written HDF5 files under MPI. After a failed write,
+ * HDF5 1.10's own clean-up (at MPI_Finalize and at exit) crashes on the half-closed
+ * file (exit 139 after the right error line), so the process ends here instead: the
+ * error is reported, the partial file removed. */
+static int finish_verb(int rc)
+{
+    if (h5io_unusable()) {
+        fflush(NULL);
+        _exit(rc != EXIT_OK ? rc : EXIT_FAIL);
+    }
+    par_finalize();
+    return rc;
 }
 
 /* ---------------------------------------------------------------- option values */
@@ -286,7 +301,10 @@ static int cmd_prepare(int argc, char **argv)
     rc = EXIT_FAIL;
     for (int i = 0; i < n_inputs; i++)
         if (check_readable(inputs[i], "input file", 0) != 0) goto done;
-    if (prepare_bytes(inputs, n_inputs, out, val_fraction) != 0) goto done;
+    if (prepare_bytes(inputs, n_inputs, out, val_fraction) != 0) {
+        free(inputs);
+        return finish_verb(EXIT_FAIL);
+    }
     rc = EXIT_OK;
 done:
     free(inputs);
@@ -322,9 +340,7 @@ static int cmd_train(int argc, char **argv)
     }
     /* MPI only when a launcher started us: a plain `gentrain train` stays MPI-free. */
     par_init(&argc, &argv);
-    int rc = train_verb(argc, argv);
-    par_finalize();
-    return rc;
+    return finish_verb(train_verb(argc, argv));
 }
 
 static const char plan_help[] =
@@ -368,9 +384,7 @@ static int cmd_plan(int argc, char **argv)
         return EXIT_OK;
     }
     par_init(&argc, &argv); /* --measure under mpirun times the links */
-    int rc = plan_command(argc, argv, 2);
-    par_finalize();
-    return rc;
+    return finish_verb(plan_command(argc, argv, 2));
 }
 
 static int cmd_sample(int argc, char **argv)

@@ -15,7 +15,10 @@
 #  - inspect of a file whose dataset name and attribute hold escape sequences and
 #    control characters prints them as \xNN, never raw (valid UTF-8 stays as it is);
 #  - plan with huge or fractional counts, or an infinite noise scale: exit 2, one line,
-#    no table.
+#    no table;
+#  - a full disk while saving (a file size limit, and where root may mount one, a 1 MB
+#    tmpfs): exit 1 after the one error line (HDF5's own clean-up used to crash with
+#    exit 139 after it), no partial file left, an older file of the same name intact.
 set -u
 : "${GENTRAIN:?GENTRAIN must point at the gentrain binary}"
 : "${top_srcdir:?top_srcdir must point at the source tree}"
@@ -111,4 +114,36 @@ check "plan refusals print no table" \
 run_ok plan-ok timeout 60 "${PLAN[@]}" --nodes 4 --noise-scale 1e6
 check "plan on a described machine still prints its table" \
     grep -q "^recommended: dp" "$tmp/plan-ok.out"
+
+# full disk, as a file size limit of 40 blocks (SIGXFSZ ignored: writes fail with EFBIG)
+SMALL_FS=(bash -c 'trap "" XFSZ; ulimit -f 40; exec "$@"' small_fs)
+TRAIN_ARGS=(--data "$tmp/d.h5" --n_layer 2 --n_head 2 --n_embd 64 --block_size 32
+            --batch_size 4 --steps 2 --eval_every 0 --threads 1)
+refused full-model "disk full" "${SMALL_FS[@]}" "$GENTRAIN" train "${TRAIN_ARGS[@]}" --out "$tmp/full"
+check "full-model: no partial model file" test ! -e "$tmp/full/model.h5" -a ! -e "$tmp/full/model.h5.tmp"
+refused full-ckpt "disk full" "${SMALL_FS[@]}" "$GENTRAIN" train "${TRAIN_ARGS[@]}" --out "$tmp/fullc" \
+    --ckpt_every 1
+check "full-ckpt: no partial checkpoint" test -z "$(ls "$tmp/fullc/checkpoints" 2> /dev/null)"
+cp "$tmp/d.h5" "$tmp/old.h5"
+sum_old=$(cksum < "$tmp/old.h5")
+refused full-prepare "disk full" "${SMALL_FS[@]}" "$GENTRAIN" prepare \
+    "$top_srcdir/data/tinyshakespeare.txt" -o "$tmp/old.h5"
+check "full-prepare: the older file of that name is intact, no .tmp" \
+    test "$(cksum < "$tmp/old.h5")" = "$sum_old" -a ! -e "$tmp/old.h5.tmp"
+if [ "$(id -u)" = 0 ] && mkdir -p "$tmp/mnt" && mount -t tmpfs -o size=1m tmpfs "$tmp/mnt" 2> /dev/null; then
+    trap 'umount "$tmp/mnt" 2> /dev/null; rm -rf "$tmp"' EXIT
+    refused tmpfs-full "disk full" "$GENTRAIN" train "${TRAIN_ARGS[@]}" --out "$tmp/mnt/run" \
+        --ckpt_every 1
+    check "tmpfs-full: no partial checkpoint" test -z "$(ls "$tmp/mnt/run/checkpoints")"
+    if [ -n "${MPIEXEC:-}" ]; then
+        timeout 120 "$MPIEXEC" -np 2 --bind-to none "$GENTRAIN" train "${TRAIN_ARGS[@]}" \
+            --out "$tmp/mnt/mpi" --ckpt_every 1 > "$tmp/tmpfs-mpi.out" 2>&1
+        rc=$?
+        check "tmpfs-full under mpirun -np 2: exit 1 (rc $rc), the error line from rank 0" \
+            test $rc -eq 1 -a -n "$(grep 'gentrain: error: rank 0: .*disk full' "$tmp/tmpfs-mpi.out")"
+    fi
+    umount "$tmp/mnt"
+else
+    echo "    (cannot mount a tmpfs here: the real full-disk runs are skipped)"
+fi
 [ "$fails" -eq 0 ]
