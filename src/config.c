@@ -3,6 +3,7 @@
  * Everything a key needs (field, type, default, allowed range, help) is one row of
  * `keys` below; parsing, range checks, printing and --help all walk that table. */
 #include "config.h"
+#include "model.h" /* GPT_MAX_*: the largest shapes */
 
 #include <ctype.h>
 #include <errno.h>
@@ -77,11 +78,11 @@ static const key_def keys[] = {
                "order at a fresh offset; random = uniform start positions drawn with "
                "replacement (the recipe of the common PyTorch reference trainers)"),
 
-    KEY_INT(n_layer, G_MODEL, "4", 1, INT_MAX, 0, "transformer blocks"),
-    KEY_INT(n_head, G_MODEL, "4", 1, INT_MAX, 0, "attention heads (must divide n_embd)"),
-    KEY_INT(n_embd, G_MODEL, "128", 1, INT_MAX, 0, "embedding width"),
-    KEY_INT(block_size, G_MODEL, "64", 1, INT_MAX, 0, "context length in tokens"),
-    KEY_INT(vocab_size, G_MODEL, "0", 0, INT32_MAX, R_MAX,
+    KEY_INT(n_layer, G_MODEL, "4", 1, GPT_MAX_LAYERS, 0, "transformer blocks"),
+    KEY_INT(n_head, G_MODEL, "4", 1, GPT_MAX_HEADS, 0, "attention heads (must divide n_embd)"),
+    KEY_INT(n_embd, G_MODEL, "128", 1, GPT_MAX_EMBD, 0, "embedding width"),
+    KEY_INT(block_size, G_MODEL, "64", 1, GPT_MAX_BLOCK, 0, "context length in tokens"),
+    KEY_INT(vocab_size, G_MODEL, "0", 0, GPT_MAX_VOCAB, R_MAX,
             "vocabulary size; 0 = the dataset's vocab_size attribute"),
 
     KEY_INT(batch_size, G_OPTIM, "12", 1, INT_MAX, 0,

@@ -174,6 +174,14 @@ int gpt_create_stage(gpt_model *m, gpt_shape s, const gt_backend *be, int thread
                  s.n_head, s.n_embd);
         return -1;
     }
+    if (s.n_layer > GPT_MAX_LAYERS || s.n_head > GPT_MAX_HEADS || s.n_embd > GPT_MAX_EMBD ||
+        s.block_size > GPT_MAX_BLOCK || s.vocab_size > GPT_MAX_VOCAB) {
+        gt_error("model shape too large (vocab_size %d, block_size %d, n_layer %d, n_head "
+                 "%d, n_embd %d; at most %d, %d, %d, %d, %d)", s.vocab_size, s.block_size,
+                 s.n_layer, s.n_head, s.n_embd, GPT_MAX_VOCAB, GPT_MAX_BLOCK, GPT_MAX_LAYERS,
+                 GPT_MAX_HEADS, GPT_MAX_EMBD);
+        return -1;
+    }
     if (s.n_embd % s.n_head != 0) {
         gt_error("n_embd %d is not divisible by n_head %d", s.n_embd, s.n_head);
         return -1;
@@ -218,12 +226,20 @@ int gpt_create_stage(gpt_model *m, gpt_shape s, const gt_backend *be, int thread
         gpt_free(m);
         return -1;
     }
-    for (int i = 0; i < m->n_info; i++)
-        for (int j = 0; j < whole.n_info; j++)
-            if (strcmp(m->info[i].name, whole.info[j].name) == 0) {
-                m->info[i].whole_offset = whole.info[j].offset;
-                break;
-            }
+    /* The part's tensors come in the whole model's order (but for a last stage's own
+     * wte copy, at its end): one forward walk finds them, a full search only when the
+     * walk misses (a quadratic search took minutes at thousands of layers). */
+    for (int i = 0, j = 0; i < m->n_info; i++) {
+        int k = j;
+        while (k < whole.n_info && strcmp(m->info[i].name, whole.info[k].name) != 0) k++;
+        if (k == whole.n_info)
+            for (k = 0; k < whole.n_info && strcmp(m->info[i].name, whole.info[k].name); k++)
+                ;
+        if (k < whole.n_info) {
+            m->info[i].whole_offset = whole.info[k].offset;
+            j = k + 1;
+        }
+    }
     m->n_whole = whole.n_params;
     free(whole.info);
 
@@ -357,6 +373,17 @@ static gpt_acts *make_acts(const gpt_model *m, int B, int T)
         BT, 2 * BT,
     };
     const size_t nslots = sizeof sizes / sizeof sizes[0];
+    /* The same sum in floating point first: batch_size and block_size come from the
+     * user, and their products must not wrap around in size_t. */
+    const double Ld = (double)L, BTd = (double)B * T;
+    const double need = 4.0 * (Ld * BTd * (16.0 * C + 12.0 * Cl) +
+                               Ld * (double)B * NH * (double)T * T + BTd * (V + 16.0 * C));
+    if (!(need < 0x1p50)) {
+        gt_error("activations for batch_size %d x block_size %d of this model would need "
+                 "%.3g bytes: too large (lower batch_size, block_size or use pp)", B, T, need);
+        free(a);
+        return NULL;
+    }
     size_t total = 0;
     for (size_t i = 0; i < nslots; i++) total += (sizes[i] + 15) & ~(size_t)15;
     total += (BT * sizeof(int32_t) + 63) / sizeof(float);

@@ -15,6 +15,15 @@
 #ifndef GT_MODEL_H
 #define GT_MODEL_H
 
+/* The largest shapes gentrain takes (from a config, a model file or a checkpoint):
+ * past them the sizes computed from the shape could overflow, and no real model comes
+ * near them (GPT-3: 96 layers, n_embd 12288, 96 heads). */
+#define GPT_MAX_LAYERS 1024
+#define GPT_MAX_HEADS 4096
+#define GPT_MAX_EMBD 65536
+#define GPT_MAX_BLOCK 131072
+#define GPT_MAX_VOCAB (1 << 27)
+
 #include <stddef.h>
 #include <stdint.h>
 

@@ -297,8 +297,14 @@ static void test_ranges(void)
     expect_set_error("eval_every", "-1", "must be >= 0");
     expect_set_error("eval_batches", "0", "must be >= 1");
     expect_set_error("threads", "-1", "must be >= 0");
-    expect_set_error("vocab_size", "-1", "must be >= 0 and <= 2147483647");
-    expect_set_error("vocab_size", "2147483648", "must be >= 0 and <= 2147483647");
+    /* the model shape's limits (model.h GPT_MAX_*): past them sizes could overflow */
+    expect_set_error("vocab_size", "-1", "must be >= 0 and <= 134217728");
+    expect_set_error("vocab_size", "2147483648", "must be >= 0 and <= 134217728");
+    expect_set_error("vocab_size", "134217729", "must be >= 0 and <= 134217728");
+    expect_set_error("n_layer", "357913942", "at most 1024");
+    expect_set_error("n_embd", "65537", "at most 65536");
+    expect_set_error("n_head", "4097", "at most 4096");
+    expect_set_error("block_size", "131073", "at most 131072");
     expect_set_error("peak_gflops", "-3", "must be >= 0");
     /* Overflow and malformed integers. */
     expect_set_error("n_layer", "2147483648", "too large");
@@ -329,7 +335,8 @@ static void test_ranges(void)
     TU_CHECK(config_set(&c, "beta1", "0", NULL) == 0 && c.beta1 == 0, "beta1 = 0 is fine");
     TU_CHECK(config_set(&c, "grad_clip", "0", NULL) == 0 && c.grad_clip == 0,
              "grad_clip = 0 (off) is fine");
-    TU_CHECK(config_set(&c, "vocab_size", "2147483647", NULL) == 0, "vocab_size 2^31-1");
+    TU_CHECK(config_set(&c, "vocab_size", "134217728", NULL) == 0, "vocab_size 2^27");
+    TU_CHECK(config_set(&c, "n_layer", "1024", NULL) == 0, "n_layer 1024");
     TU_CHECK(config_set(&c, "steps", "+7", NULL) == 0 && c.steps == 7, "steps = +7");
     TU_CHECK(config_set(&c, "min_lr", "1e-320", NULL) == 0 && c.min_lr > 0,
              "subnormal min_lr kept");

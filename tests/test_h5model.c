@@ -17,6 +17,7 @@
 #include <hdf5.h>
 
 #include "../io/h5model.h"
+#include "../src/backend.h"
 #include "../io/inspect.h"
 #include "testutil.h"
 
@@ -253,11 +254,11 @@ static void integrity(const char *good)
     copy_file(good, path, file_size(good));
     hid_t f = H5Fopen(path, H5F_ACC_RDWR, H5P_DEFAULT);
     hid_t d = H5Dopen2(f, "/model/transformer.h.1.mlp.c_proj.weight", H5P_DEFAULT);
-    hsize_t one = 1, at = 3;
+    hsize_t one = 1, at[2] = {0, 3}; /* row 0, column 3 of the [C, 4C] weight */
     hid_t fs = H5Dget_space(d), ms = H5Screate_simple(1, &one, NULL);
     float v = 0.123f;
     int ok = f >= 0 && d >= 0 &&
-             H5Sselect_elements(fs, H5S_SELECT_SET, 1, &at) >= 0 &&
+             H5Sselect_elements(fs, H5S_SELECT_SET, 1, at) >= 0 &&
              H5Dwrite(d, H5T_NATIVE_FLOAT, ms, fs, H5P_DEFAULT, &v) >= 0;
     H5Sclose(ms);
     H5Sclose(fs);
@@ -280,6 +281,26 @@ static void integrity(const char *good)
     TU_CHECK(rc == 0 && strstr(msg, "warning") && strstr(msg, "no checksum") &&
                  tu_count_lines(msg) == 1,
              "a file without a checksum loads, with one warning saying so");
+    /* a shape attribute far past any real model (n_layer 357913942, whose 12 tensors a
+     * layer overflow an int): the model is refused before anything is sized from it */
+    path_in(path, sizeof path, "huge.h5");
+    copy_file(good, path, file_size(good));
+    f = H5Fopen(path, H5F_ACC_RDWR, H5P_DEFAULT);
+    hid_t at_n = f >= 0 ? H5Aopen(f, "n_layer", H5P_DEFAULT) : -1;
+    int64_t huge = 357913942;
+    ok = at_n >= 0 && H5Awrite(at_n, H5T_NATIVE_INT64, &huge) >= 0;
+    if (at_n >= 0) H5Aclose(at_n);
+    H5Fclose(f);
+    TU_CHECK(ok, "set n_layer = 357913942 in %s", path);
+    gpt_shape hs;
+    TU_CHECK(h5model_read_meta(path, &hs, NULL, NULL) == 0 && hs.n_layer == 357913942,
+             "its metadata reads back (n_layer %d)", hs.n_layer);
+    gpt_model big;
+    tu_capture_begin();
+    rc = gpt_create(&big, hs, &backend_cpu, 1);
+    msg = tu_capture_end();
+    TU_CHECK(rc != 0 && strstr(msg, "model shape too large") && tu_count_lines(msg) == 1,
+             "a model of that shape is refused in one line");
     gpt_free(&m);
 }
 

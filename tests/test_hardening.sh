@@ -16,6 +16,9 @@
 #    control characters prints them as \xNN, never raw (valid UTF-8 stays as it is);
 #  - plan with huge or fractional counts, or an infinite noise scale: exit 2, one line,
 #    no table;
+#  - sizes from input: n_layer 357913942 (which overflowed the tensor table) or a batch
+#    whose activations cannot exist are one error line; 1024 layers (the most) build in
+#    seconds (a quadratic name lookup took minutes);
 #  - a full disk while saving (a file size limit, and where root may mount one, a 1 MB
 #    tmpfs): exit 1 after the one error line (HDF5's own clean-up used to crash with
 #    exit 139 after it), no partial file left, an older file of the same name intact.
@@ -114,6 +117,14 @@ check "plan refusals print no table" \
 run_ok plan-ok timeout 60 "${PLAN[@]}" --nodes 4 --noise-scale 1e6
 check "plan on a described machine still prints its table" \
     grep -q "^recommended: dp" "$tmp/plan-ok.out"
+
+refused layers-huge "n_layer = 357913942: too large \\(at most 1024\\)" "$GENTRAIN" train \
+    --data "$tmp/d.h5" --n_layer 357913942 --out ""
+refused batch-huge "out of memory|too large" "$GENTRAIN" train --data "$tmp/d.h5" \
+    --batch_size 2000000000 --block_size 8 --n_layer 1 --n_embd 8 --n_head 1 --out ""
+run_ok layers-1024 timeout 120 "$GENTRAIN" train --data "$tmp/d.h5" --n_layer 1024 \
+    --n_embd 8 --n_head 1 --block_size 8 --batch_size 1 --steps 1 --eval_every 0 \
+    --val_dataset none --threads 1 --out ""
 
 # full disk, as a file size limit of 40 blocks (SIGXFSZ ignored: writes fail with EFBIG)
 SMALL_FS=(bash -c 'trap "" XFSZ; ulimit -f 40; exec "$@"' small_fs)
