@@ -8,6 +8,9 @@
  * instead of whole chunks. */
 #include "h5data.h"
 
+/* The largest chunk a token dataset may be stored in (HDF5 reads chunks whole). */
+#define H5DATA_MAX_CHUNK_BYTES (256 << 20)
+
 #include <stdlib.h>
 #include <string.h>
 
@@ -208,6 +211,23 @@ static h5data *open_data(const char *path, const char *dataset, int mpi_io)
         gt_error("%s:%s is empty (shape %s)", path, d->name, shape);
         goto fail;
     }
+    /* HDF5 reads a chunk whole: a file claiming chunks of gigabytes would make every
+     * window read allocate that much (untrusted sizes, checked before any read) */
+    hid_t dcpl = H5Dget_create_plist(d->dset);
+    if (dcpl >= 0 && H5Pget_layout(dcpl) == H5D_CHUNKED) {
+        hsize_t cdims[H5S_MAX_RANK];
+        int cr = H5Pget_chunk(dcpl, H5S_MAX_RANK, cdims);
+        double bytes = (double)d->esize;
+        for (int i = 0; i < cr; i++) bytes *= (double)cdims[i];
+        if (cr != rank || !(bytes <= (double)H5DATA_MAX_CHUNK_BYTES)) {
+            H5Pclose(dcpl);
+            gt_error("%s:%s is stored in chunks of %.0f bytes; gentrain reads chunks of at "
+                     "most %d MiB (rewrite it with smaller chunks, e.g. h5repack -l "
+                     "CHUNK=1048576)", path, d->name, bytes, H5DATA_MAX_CHUNK_BYTES >> 20);
+            goto fail;
+        }
+    }
+    if (dcpl >= 0) H5Pclose(dcpl);
     d->rank = rank;
     d->rows = rank == 1 ? 1 : (int64_t)dims[0];
     d->row_len = rank == 1 ? (int64_t)dims[0] : (int64_t)dims[1];

@@ -32,6 +32,11 @@ hid_t h5io_create(const char *path, char *why, size_t cap);
 int h5io_finish(hid_t file, int failed, const char *tmp, const char *path, char *why,
                 size_t cap);
 
+/* For the fuzz targets (tests/fuzz): from now on every read-only open takes this HDF5
+ * file image from memory (HDF5's core driver) whatever the path says; NULL ends it.
+ * Nothing else calls it. */
+void h5io_set_memory_image(const void *image, size_t len);
+
 /* Closes a file being written, on an error path (the write already failed). */
 void h5io_close_write(hid_t file);
 /* 1 once closing a written file has failed (a full disk, a file size limit): HDF5 1.10

@@ -6,8 +6,10 @@ set -eu
 
 # procps: pgrep/pkill for the tests (minimal container images lack it). g++: the host
 # compiler nvcc needs, and the one that runs the CUDA tests on the CPU (--with-cuda).
+# clang and libomp-dev: the fuzz targets (libFuzzer; tests/test_fuzz_smoke.sh, make fuzz).
 PACKAGES="autoconf automake libtool pkg-config autoconf-archive make gcc g++
-libopenmpi-dev openmpi-bin libopenblas-openmp-dev libhdf5-openmpi-dev hdf5-tools procps"
+libopenmpi-dev openmpi-bin libopenblas-openmp-dev libhdf5-openmpi-dev hdf5-tools procps
+clang libomp-dev"
 
 missing=
 for p in $PACKAGES; do

@@ -1,0 +1,135 @@
+#!/bin/bash
+# fuzz.sh — builds gentrain's libFuzzer targets (tests/fuzz/*.c) with clang and
+# AddressSanitizer + UndefinedBehaviorSanitizer, makes their seed corpora, and runs each
+# for FUZZ_SECONDS. `make fuzz` runs it with the configured flags; CI runs a short smoke.
+#
+#   fuzz_config   the config parser: load, validate, print, and re-read the print
+#   fuzz_tokens   the token-dataset reader, on an HDF5 file image in memory
+#   fuzz_model    the model-file reader (metadata, shape, tensors, checksum)
+#   fuzz_ckpt     the checkpoint reader (everything, before anything is taken)
+#
+# Per target it prints the executions, their rate and the coverage libFuzzer reports
+# (edges "cov" and features "ft"), and keeps the grown corpus in FUZZ_DIR/corpus/NAME.
+# A crash or a sanitizer report fails the run; the input that caused it is saved in
+# FUZZ_DIR/crashes/ (make it a regression input under tests/fuzz/regress/NAME/).
+# Every regression input there is run first: each must pass.
+#
+# Environment (make fuzz sets the first five from configure):
+#   FUZZ_SOURCES   the library's C sources (relative to top_srcdir)
+#   FUZZ_CFLAGS    include and define flags (HDF5, OpenBLAS, MPI)
+#   FUZZ_LIBS      libraries (HDF5 with MPI, OpenBLAS)
+#   GENTRAIN, MKDATA   the built gentrain and tests/mkdata (they make the seeds)
+#   top_srcdir     the source tree
+#   FUZZ_CC        the compiler (default clang)
+#   FUZZ_SECONDS   seconds per target (default 60)
+#   FUZZ_DIR       build and work folder (default ./fuzz)
+#   FUZZ_TARGETS   which targets (default all four)
+#   FUZZ_SMOKE     1: the quick check CI runs (tests/test_fuzz_smoke.sh): fuzz_config
+#                  fuzzes for FUZZ_SECONDS; the HDF5 targets only run their seeds and
+#                  regression inputs, since mutated HDF5 files reach known crashes and
+#                  hangs inside HDF5 1.10 itself (tests/fuzz/README.md)
+# Exit status: 0 when every target built and ran clean; 1 otherwise; 77 when clang with
+# libFuzzer is not there (install clang).
+set -u
+: "${FUZZ_SOURCES:?FUZZ_SOURCES must list the library sources (run through make fuzz)}"
+: "${GENTRAIN:?GENTRAIN must point at the gentrain binary}"
+: "${MKDATA:?MKDATA must point at tests/mkdata}"
+top_srcdir=${top_srcdir:-$(cd "$(dirname "$0")/.." && pwd)}
+FUZZ_CC=${FUZZ_CC:-clang}
+FUZZ_SECONDS=${FUZZ_SECONDS:-60}
+FUZZ_DIR=${FUZZ_DIR:-fuzz}
+FUZZ_TARGETS=${FUZZ_TARGETS:-fuzz_config fuzz_tokens fuzz_model fuzz_ckpt}
+FUZZ_SMOKE=${FUZZ_SMOKE:-0}
+FUZZ_CFLAGS=${FUZZ_CFLAGS:-}
+FUZZ_LIBS=${FUZZ_LIBS:-}
+case $FUZZ_SECONDS in ''|*[!0-9]*) echo "fuzz: FUZZ_SECONDS=$FUZZ_SECONDS is not a whole number" >&2; exit 1;; esac
+
+if ! command -v "$FUZZ_CC" > /dev/null 2>&1 ||
+   ! echo 'int LLVMFuzzerTestOneInput(const char *d, long n) { (void)d; (void)n; return 0; }' |
+        "$FUZZ_CC" -x c -fsanitize=fuzzer - -o /dev/null > /dev/null 2>&1; then
+    echo "fuzz: SKIP: $FUZZ_CC with libFuzzer (-fsanitize=fuzzer) is not available; install clang"
+    exit 77
+fi
+
+mkdir -p "$FUZZ_DIR/obj" "$FUZZ_DIR/crashes" || exit 1
+SAN=(-fsanitize=address,undefined -fno-sanitize-recover=undefined -fno-omit-frame-pointer)
+COMMON=(-std=c11 -g -O1 -fopenmp -D_POSIX_C_SOURCE=200809L -D_DEFAULT_SOURCE -w)
+
+# ---- build: the library objects once (instrumented for coverage), then each target
+echo "fuzz: building with $FUZZ_CC"
+objs=()
+for src in $FUZZ_SOURCES; do
+    obj="$FUZZ_DIR/obj/$(echo "$src" | tr '/' '_' | sed 's/\.c$/.o/')"
+    if [ ! -f "$obj" ] || [ "$top_srcdir/$src" -nt "$obj" ]; then
+        # shellcheck disable=SC2086
+        "$FUZZ_CC" "${COMMON[@]}" "${SAN[@]}" -fsanitize=fuzzer-no-link $FUZZ_CFLAGS \
+            -c "$top_srcdir/$src" -o "$obj" || { echo "fuzz: cannot compile $src"; exit 1; }
+    fi
+    objs+=("$obj")
+done
+for t in $FUZZ_TARGETS; do
+    # shellcheck disable=SC2086
+    "$FUZZ_CC" "${COMMON[@]}" "${SAN[@]}" -fsanitize=fuzzer $FUZZ_CFLAGS \
+        "$top_srcdir/tests/fuzz/$t.c" "${objs[@]}" $FUZZ_LIBS -lm -lpthread \
+        -o "$FUZZ_DIR/$t" || { echo "fuzz: cannot build $t"; exit 1; }
+done
+
+# ---- seeds: small valid files of each kind, made by the real tools
+seeds=$FUZZ_DIR/seeds
+rm -rf "$seeds" && mkdir -p "$seeds"/{fuzz_config,fuzz_tokens,fuzz_model,fuzz_ckpt} || exit 1
+cp "$top_srcdir"/data/*.cfg "$seeds/fuzz_config/"
+printf 'n_layer = 2\nn_head = 2\nlr = 3e-4 # a comment\nsync = async\nstaleness = 2\n' \
+    > "$seeds/fuzz_config/small.cfg"
+i=0
+for spec in "uint8 1 4000" "uint16 1 3000" "int32 2 200 --rows 4" "uint16 1 5000 --chunk 512 --gzip 4"; do
+    set -- $spec
+    "$MKDATA" "$seeds/fuzz_tokens/t$i.h5" --dataset /train/tokens --dtype "$1" --rank "$2" \
+        --len "$3" --vocab 256 "${@:4}" > /dev/null || { echo "fuzz: mkdata failed"; exit 1; }
+    i=$((i + 1))
+done
+head -c 20000 "$top_srcdir/data/tinyshakespeare.txt" > "$seeds/text.txt"
+"$GENTRAIN" prepare "$seeds/text.txt" -o "$seeds/fuzz_tokens/prepared.h5" > /dev/null || exit 1
+# the shape fuzz_ckpt loads into: vocab 256, block 8, 1 layer, 1 head, n_embd 8
+OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 "$GENTRAIN" train \
+    --data "$seeds/fuzz_tokens/prepared.h5" --n_layer 1 --n_head 1 --n_embd 8 \
+    --block_size 8 --batch_size 2 --steps 2 --ckpt_every 1 --eval_every 0 --threads 1 \
+    --out "$seeds/run" > /dev/null || { echo "fuzz: cannot train the seed model"; exit 1; }
+cp "$seeds/run/model.h5" "$seeds/fuzz_model/"
+cp "$seeds/run/checkpoints/"*.h5 "$seeds/fuzz_ckpt/"
+
+# ---- regression inputs first, then fuzzing
+fail=0
+for t in $FUZZ_TARGETS; do
+    reg="$top_srcdir/tests/fuzz/regress/$t"
+    if [ -d "$reg" ] && [ -n "$(ls -A "$reg")" ]; then
+        if ! "$FUZZ_DIR/$t" -close_fd_mask=2 "$reg"/* > "$FUZZ_DIR/$t.regress.log" 2>&1; then
+            echo "fuzz: $t: a regression input fails again:"; tail -n 30 "$FUZZ_DIR/$t.regress.log"
+            fail=1
+            continue
+        fi
+        echo "fuzz: $t: $(ls "$reg" | wc -l) regression inputs pass"
+    fi
+    mkdir -p "$FUZZ_DIR/corpus/$t"
+    budget=(-max_total_time="$FUZZ_SECONDS")
+    [ "$FUZZ_SMOKE" = 1 ] && [ "$t" != fuzz_config ] && budget=(-runs=0)
+    "$FUZZ_DIR/$t" "$FUZZ_DIR/corpus/$t" "$seeds/$t" "${budget[@]}" \
+        -max_len=65536 -rss_limit_mb=2048 -timeout=10 -print_final_stats=1 -close_fd_mask=2 \
+        -artifact_prefix="$FUZZ_DIR/crashes/$t-" > "$FUZZ_DIR/$t.log" 2>&1
+    rc=$?
+    done_line=$(grep -E '^#[0-9]+[[:space:]]+DONE' "$FUZZ_DIR/$t.log" | tail -n 1)
+    execs=$(sed -n 's/^stat::number_of_executed_units: *//p' "$FUZZ_DIR/$t.log")
+    rate=$(sed -n 's/^stat::average_exec_per_sec: *//p' "$FUZZ_DIR/$t.log")
+    cov=$(echo "$done_line" | sed -n 's/.*cov: \([0-9]*\).*ft: \([0-9]*\).*corp: \([0-9]*\).*/cov \1 ft \2 corpus \3/p')
+    if [ $rc -ne 0 ]; then
+        echo "fuzz: $t FAILED (exit $rc) after ${execs:-?} executions:"
+        grep -E 'ERROR|SUMMARY|runtime error|Test unit written' "$FUZZ_DIR/$t.log" | head -n 10
+        fail=1
+    else
+        if [ "${budget[0]}" = -runs=0 ]; then
+            echo "fuzz: $t: its ${execs:-?} seed inputs run clean (smoke: no mutations), ${cov:-no coverage line}"
+        else
+            echo "fuzz: $t: ${execs:-?} executions in ${FUZZ_SECONDS} s (${rate:-?}/s), ${cov:-no coverage line}"
+        fi
+    fi
+done
+exit $fail

@@ -1,0 +1,30 @@
+/* fuzz_ckpt — the checkpoint reader (io/ckpt.c) on an arbitrary HDF5 file image,
+ * loaded into the model shape of the seed corpus (vocab 256, block 8, 1 layer, 1 head,
+ * n_embd 8: tests/fuzz/seeds.sh): format, version, shape, every tensor, the optimizer
+ * moments, the metadata and the checksum are checked before anything is taken. */
+#include <stdlib.h>
+
+#include "../../io/ckpt.h"
+#include "../../src/backend.h"
+#include "../../src/model.h"
+#include "../../src/optim.h"
+#include "fuzz_common.h"
+
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
+{
+    fuzz_setup();
+    static gpt_model m;
+    static adamw_state opt;
+    static int ready;
+    if (!ready) {
+        const gpt_shape s = {256, 8, 1, 1, 8};
+        if (gpt_create(&m, s, &backend_cpu, 1) != 0 || adamw_init(&opt, m.n_params) != 0)
+            abort();
+        ready = 1;
+    }
+    h5io_set_memory_image(data, size);
+    ckpt_meta meta;
+    if (ckpt_load("fuzz.h5", &m, &opt, &meta) == 0) ckpt_meta_free(&meta);
+    h5io_set_memory_image(NULL, 0);
+    return 0;
+}

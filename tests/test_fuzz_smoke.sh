@@ -1,0 +1,22 @@
+#!/usr/bin/env bash
+# A short run of the fuzz targets (scripts/fuzz.sh, FUZZ_SMOKE=1): they build with clang
+# and the sanitizers, fuzz_config fuzzes for 20 s, the HDF5 targets run their seed
+# corpora and regression inputs (tests/fuzz/README.md says why not more). Skipped (77)
+# where clang with libFuzzer is missing.
+set -u
+: "${FUZZ_SOURCES:?FUZZ_SOURCES must list the library sources (Makefile.am sets it)}"
+: "${top_srcdir:?top_srcdir must point at the source tree}"
+. "$top_srcdir/tests/lib.sh"
+test_tmpdir fuzz
+FUZZ_SMOKE=1 FUZZ_SECONDS=${FUZZ_SMOKE_SECONDS:-20} FUZZ_DIR="$tmp/fuzz" \
+    timeout 900 bash "$top_srcdir/scripts/fuzz.sh" > "$tmp/fuzz.out" 2>&1
+rc=$?
+cat "$tmp/fuzz.out"
+[ $rc -eq 77 ] && exit 77
+check "fuzz smoke: every target builds and runs clean (rc $rc)" test $rc -eq 0
+check "fuzz smoke: fuzz_config ran thousands of inputs" \
+    grep -qE '^fuzz: fuzz_config: [0-9]{4,} executions' "$tmp/fuzz.out"
+for t in fuzz_tokens fuzz_model fuzz_ckpt; do
+    check "fuzz smoke: $t ran its seeds" grep -q "^fuzz: $t: its [0-9]* seed inputs run clean" "$tmp/fuzz.out"
+done
+[ "$fails" -eq 0 ]
