@@ -17,6 +17,8 @@
 
 #include <cblas.h>
 #include <errno.h>
+#include <sys/stat.h>
+#include <fcntl.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -211,6 +213,44 @@ static double noise_scale_update(double g_small2, double g_big2, double b_small,
     return g2 > 0.0 ? s / g2 : NAN;
 }
 
+/* The JSON Lines log: a regular file is created, truncated or appended to; a terminal,
+ * /dev/stdout or another character device is written as it is; a named pipe only when
+ * a reader is there already (a plain open would wait for one forever); a folder or a
+ * socket is refused. Reports and returns NULL on failure. */
+static FILE *open_log(const char *path, int append)
+{
+    struct stat st;
+    const int exists = stat(path, &st) == 0;
+    if (exists && (S_ISDIR(st.st_mode) || S_ISSOCK(st.st_mode) || S_ISBLK(st.st_mode))) {
+        gt_error("log file %s is %s, not a file to write JSON lines to", path,
+                 S_ISDIR(st.st_mode) ? "a folder" : S_ISSOCK(st.st_mode) ? "a socket"
+                                                                      : "a block device");
+        return NULL;
+    }
+    const int special = exists && !S_ISREG(st.st_mode);
+    int flags = O_WRONLY | O_CLOEXEC |
+                (special ? O_APPEND | O_NONBLOCK : O_CREAT | (append ? O_APPEND : O_TRUNC));
+    int fd = open(path, flags, 0666);
+    if (fd < 0) {
+        if (errno == ENXIO && special && S_ISFIFO(st.st_mode))
+            gt_error("log file %s is a named pipe (FIFO) with no reader; start the reader "
+                     "first", path);
+        else
+            gt_error("cannot open log file %s for writing: %s", path, strerror(errno));
+        return NULL;
+    }
+    if (special) { /* writes block again, as to any pipe */
+        int fl = fcntl(fd, F_GETFL);
+        if (fl >= 0) (void)fcntl(fd, F_SETFL, fl & ~O_NONBLOCK);
+    }
+    FILE *f = fdopen(fd, append || special ? "a" : "w");
+    if (!f) {
+        gt_error("cannot open log file %s for writing: %s", path, strerror(errno));
+        close(fd);
+    }
+    return f;
+}
+
 /* Rank 0 only: the output folder, the checkpoint folder (ckpt_dir, NULL = none) and
  * the log file; a resumed run appends to the log. */
 static int check_output_paths(const gt_config *c, run *r, const char *ckpt_dir, int append)
@@ -232,16 +272,7 @@ static int check_output_paths(const gt_config *c, run *r, const char *ckpt_dir, 
             *slash = '\0';
             if (gt_mkdirs(dir) != 0) return -1;
         }
-        const char *kind = gt_special_kind(c->log);
-        if (kind) {
-            gt_error("log file %s is %s; gentrain writes only regular files", c->log, kind);
-            return -1;
-        }
-        r->log = fopen(c->log, append ? "a" : "w");
-        if (!r->log) {
-            gt_error("cannot open log file %s for writing: %s", c->log, strerror(errno));
-            return -1;
-        }
+        if (!(r->log = open_log(c->log, append))) return -1;
     }
     return 0;
 }

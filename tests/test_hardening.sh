@@ -4,8 +4,8 @@
 #  - a FIFO given as --data, --config, inspect's file, sample --checkpoint, --resume or a
 #    prepare input: one "gentrain: error:" line naming it as a named pipe, exit 1 or 2,
 #    and no hang (every run under `timeout`, so a blocked open fails the test);
-#  - prepare -o onto a FIFO or a device node, and --log onto a FIFO: refused, the node
-#    is still what it was;
+#  - prepare -o onto a FIFO or a device node, and --log onto a FIFO nobody reads:
+#    refused, the node is still what it was (--log /dev/stdout works);
 #  - prepare a.txt -o a.txt, and -o a link to an input: refused, the input unchanged
 #    (checksum) and the link still a link;
 #  - a model saved where a FIFO stands (out/model.h5): the save fails clearly, the FIFO
@@ -59,9 +59,13 @@ refused prepare-out-fifo "$FIFO_RE" "$GENTRAIN" prepare "$tmp/slice.txt" -o "$tm
 check "prepare-out-fifo: the FIFO is still a FIFO" test -p "$tmp/fifo"
 refused prepare-out-dev "a device" "$GENTRAIN" prepare "$tmp/slice.txt" -o /dev/null
 check "prepare-out-dev: /dev/null is still a device" test -c /dev/null
-refused log-fifo "$FIFO_RE" "$GENTRAIN" train --data "$tmp/d.h5" "${SMALL[@]}" \
+refused log-fifo "named pipe \\(FIFO\\) with no reader" "$GENTRAIN" train --data "$tmp/d.h5" "${SMALL[@]}" \
     --out "$tmp/l" --log "$tmp/fifo"
 check "log-fifo: the FIFO is still a FIFO" test -p "$tmp/fifo"
+run_ok log-stdout timeout 60 "$GENTRAIN" train --data "$tmp/d.h5" "${SMALL[@]}" --out "" \
+    --log /dev/stdout
+check "log-stdout: the JSON lines reach standard output" \
+    grep -q '^{"step":1,"loss":' "$tmp/log-stdout.out"
 
 sum_before=$(cksum < "$tmp/slice.txt")
 refused prepare-self "is the input" "$GENTRAIN" prepare "$tmp/slice.txt" -o "$tmp/slice.txt"
