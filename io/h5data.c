@@ -8,6 +8,8 @@
  * instead of whole chunks. */
 #include "h5data.h"
 
+#include <math.h>
+
 /* The largest chunk a token dataset may be stored in (HDF5 reads chunks whole). */
 #define H5DATA_MAX_CHUNK_BYTES (256 << 20)
 
@@ -126,6 +128,58 @@ static void free_data(h5data *d)
     free(d);
 }
 
+
+/* What the dataset's storage says about the tokens it declares, checked before any
+ * read (the numbers come from the file):
+ *  - HDF5 reads a chunk whole, so chunks over H5DATA_MAX_CHUNK_BYTES are refused (a
+ *    file claiming gigabyte chunks would make every window read allocate that much);
+ *  - storage never written reads back as the fill value: a file declaring tokens it
+ *    does not hold would train on zeros, and the range check of 2^40 declared tokens
+ *    would read fill values for hours. Chunked: every chunk must exist (compressed
+ *    chunks are smaller than their data, so chunks are counted, not bytes);
+ *    contiguous: its storage must be allocated. Virtual datasets are left to their
+ *    sources. Returns 0, or -1 (reported). */
+static int check_storage(h5data *d, const char *path, int rank, const hsize_t *dims,
+                         const char *shape)
+{
+    hid_t dcpl = H5Dget_create_plist(d->dset);
+    if (dcpl < 0) return 0;
+    const H5D_layout_t layout = H5Pget_layout(dcpl);
+    hsize_t cdims[H5S_MAX_RANK];
+    const int cr = layout == H5D_CHUNKED ? H5Pget_chunk(dcpl, H5S_MAX_RANK, cdims) : 0;
+    H5Pclose(dcpl);
+    const char *unwritten = NULL;
+    double expected = 1.0; /* chunks the shape needs */
+    if (layout == H5D_CHUNKED) {
+        double bytes = (double)d->esize;
+        for (int i = 0; i < cr; i++) {
+            bytes *= (double)cdims[i];
+            expected *= cdims[i] ? ceil((double)dims[i] / (double)cdims[i]) : 0.0;
+        }
+        if (cr != rank || !(bytes <= (double)H5DATA_MAX_CHUNK_BYTES)) {
+            gt_error("%s:%s is stored in chunks of %.0f bytes; gentrain reads chunks of at "
+                     "most %d MiB (rewrite it with smaller chunks, e.g. h5repack -l "
+                     "CHUNK=1048576)", path, d->name, bytes, H5DATA_MAX_CHUNK_BYTES >> 20);
+            return -1;
+        }
+    }
+    H5D_space_status_t status;
+    if ((layout == H5D_CHUNKED || layout == H5D_CONTIGUOUS) &&
+        H5Dget_space_status(d->dset, &status) >= 0 && status == H5D_SPACE_STATUS_NOT_ALLOCATED)
+        unwritten = "none";
+    hsize_t have = 0;
+    if (!unwritten && layout == H5D_CHUNKED &&
+        H5Dget_num_chunks(d->dset, d->fspace, &have) >= 0 && (double)have < expected)
+        unwritten = have == 0 ? "none" : "only part";
+    if (unwritten) {
+        gt_error("%s:%s declares %s tokens but %s of its storage was ever written (it "
+                 "would read back as fill values, not tokens)", path, d->name, shape,
+                 unwritten);
+        return -1;
+    }
+    return 0;
+}
+
 static h5data *open_data(const char *path, const char *dataset, int mpi_io)
 {
     h5data *d = calloc(1, sizeof *d);
@@ -211,23 +265,7 @@ static h5data *open_data(const char *path, const char *dataset, int mpi_io)
         gt_error("%s:%s is empty (shape %s)", path, d->name, shape);
         goto fail;
     }
-    /* HDF5 reads a chunk whole: a file claiming chunks of gigabytes would make every
-     * window read allocate that much (untrusted sizes, checked before any read) */
-    hid_t dcpl = H5Dget_create_plist(d->dset);
-    if (dcpl >= 0 && H5Pget_layout(dcpl) == H5D_CHUNKED) {
-        hsize_t cdims[H5S_MAX_RANK];
-        int cr = H5Pget_chunk(dcpl, H5S_MAX_RANK, cdims);
-        double bytes = (double)d->esize;
-        for (int i = 0; i < cr; i++) bytes *= (double)cdims[i];
-        if (cr != rank || !(bytes <= (double)H5DATA_MAX_CHUNK_BYTES)) {
-            H5Pclose(dcpl);
-            gt_error("%s:%s is stored in chunks of %.0f bytes; gentrain reads chunks of at "
-                     "most %d MiB (rewrite it with smaller chunks, e.g. h5repack -l "
-                     "CHUNK=1048576)", path, d->name, bytes, H5DATA_MAX_CHUNK_BYTES >> 20);
-            goto fail;
-        }
-    }
-    if (dcpl >= 0) H5Pclose(dcpl);
+    if (check_storage(d, path, rank, dims, shape) != 0) goto fail;
     d->rank = rank;
     d->rows = rank == 1 ? 1 : (int64_t)dims[0];
     d->row_len = rank == 1 ? (int64_t)dims[0] : (int64_t)dims[1];

@@ -37,6 +37,8 @@ static void usage(FILE *f)
             "                   (default: contiguous)\n"
             "  --gzip L         deflate level L (0-9; implies --chunk 4096 if not given)\n"
             "  --note TEXT      a string attribute 'note' on the dataset, bytes as given\n"
+            "  --written N      write only the first N elements (with --chunk: the chunks\n"
+            "                   past them are never allocated), for bad-input tests\n"
             "                   (for the tests of what inspect prints)\n");
 }
 
@@ -127,7 +129,7 @@ int main(int argc, char **argv)
 {
     const char *out = NULL, *dataset = NULL, *dtype = NULL, *note = NULL;
     int64_t rank = -1, len = -1, rows = 1, vocab = 0, root_vocab = 0, max_token = -1;
-    int64_t bad_index = -1, bad_value = 0, chunk = 0, gzip = -1;
+    int64_t bad_index = -1, bad_value = 0, chunk = 0, gzip = -1, written = -1;
     int have_bad_value = 0, append = 0;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
@@ -157,6 +159,7 @@ int main(int argc, char **argv)
         int rc = 0;
         if (strcmp(a, "--dataset") == 0) dataset = v;
         else if (strcmp(a, "--note") == 0) note = v;
+        else if (strcmp(a, "--written") == 0) rc = parse_i64(a, v, &written);
         else if (strcmp(a, "--dtype") == 0) dtype = v;
         else if (strcmp(a, "--rank") == 0) rc = parse_i64(a, v, &rank);
         else if (strcmp(a, "--len") == 0) rc = parse_i64(a, v, &len);
@@ -272,8 +275,9 @@ int main(int argc, char **argv)
         goto done;
     }
     if (t.is_string && (mem = H5Tcopy(H5T_C_S1)) >= 0) H5Tset_size(mem, 8);
-    for (int64_t start = 0; start < total; start += per) {
-        int64_t n = total - start < per ? total - start : per;
+    const int64_t write_end = written >= 0 && written < total ? written : total;
+    for (int64_t start = 0; start < write_end; start += per) {
+        int64_t n = write_end - start < per ? write_end - start : per;
         for (int64_t k = 0; k < n; k++) {
             int64_t i = start + k;
             int64_t v = (7 * i + i / 11) % (max_token + 1);

@@ -19,6 +19,8 @@
 #  - sizes from input: n_layer 357913942 (which overflowed the tensor table) or a batch
 #    whose activations cannot exist are one error line; 1024 layers (the most) build in
 #    seconds (a quadratic name lookup took minutes);
+#  - token datasets declaring storage they never wrote (2^40 tokens in a 2.5 KB file,
+#    or chunks past the first never written): refused at once, not trained on as zeros;
 #  - a full disk while saving (a file size limit, and where root may mount one, a 1 MB
 #    tmpfs): exit 1 after the one error line (HDF5's own clean-up used to crash with
 #    exit 139 after it), no partial file left, an older file of the same name intact.
@@ -129,6 +131,16 @@ refused batch-huge "out of memory|too large" "$GENTRAIN" train --data "$tmp/d.h5
 run_ok layers-1024 timeout 120 "$GENTRAIN" train --data "$tmp/d.h5" --n_layer 1024 \
     --n_embd 8 --n_head 1 --block_size 8 --batch_size 1 --steps 1 --eval_every 0 \
     --val_dataset none --threads 1 --out ""
+
+"$MKDATA" "$tmp/unwritten.h5" --dataset /train/tokens --dtype uint16 --rank 1 \
+    --len 1099511627776 --vocab 256 --chunk 65536 --written 0 > /dev/null 2>&1 ||
+    fail "setup: mkdata unwritten"
+refused unwritten "declares \\[1099511627776\\] tokens but none of its storage was ever written" \
+    "$GENTRAIN" train --data "$tmp/unwritten.h5" --out ""
+"$MKDATA" "$tmp/partial.h5" --dataset /train/tokens --dtype uint16 --rank 1 --len 200000 \
+    --vocab 256 --chunk 4096 --written 50000 > /dev/null 2>&1 || fail "setup: mkdata partial"
+refused partial "only part of its storage was ever written" "$GENTRAIN" train \
+    --data "$tmp/partial.h5" --out ""
 
 # full disk, as a file size limit of 40 blocks (SIGXFSZ ignored: writes fail with EFBIG)
 SMALL_FS=(bash -c 'trap "" XFSZ; ulimit -f 40; exec "$@"' small_fs)
