@@ -13,6 +13,8 @@
 /* The largest chunk a token dataset may be stored in (HDF5 reads chunks whole). */
 #define H5DATA_MAX_CHUNK_BYTES (256 << 20)
 
+#include <errno.h>
+#include <sys/stat.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -34,7 +36,44 @@ struct h5data {
     char type_name[48];
     void *buf; /* scratch, buf_cap elements of esize bytes */
     int64_t buf_cap;
+    /* The file as it was opened, to find it changed under the run (h5data_read) */
+    int have_stat;
+    struct stat st0;
+    double last_check; /* gt_now() of the last comparison */
 };
+
+/* Whether the file still is the one opened: same inode, size and modification time.
+ * A file truncated under a run reads back zeros past its new end (HDF5 fills short
+ * reads), one replaced or rewritten gives another file's tokens: either is an error,
+ * never silently trained on. Checked at most once a second, so a parallel file
+ * system's metadata server sees one stat a second per rank. */
+static int file_unchanged(h5data *d)
+{
+    if (!d->have_stat) return 0;
+    const double now = gt_now();
+    if (now - d->last_check < 1.0) return 0;
+    d->last_check = now;
+    struct stat st;
+    if (stat(d->path, &st) != 0) {
+        gt_error("%s: the data file disappeared while training (%s); stop and restart on "
+                 "the file as it is", d->path, strerror(errno));
+        return -1;
+    }
+    if (st.st_ino != d->st0.st_ino || st.st_dev != d->st0.st_dev) {
+        gt_error("%s: the data file was replaced while training; stop and restart on the "
+                 "file as it is", d->path);
+        return -1;
+    }
+    if (st.st_size != d->st0.st_size || st.st_mtim.tv_sec != d->st0.st_mtim.tv_sec ||
+        st.st_mtim.tv_nsec != d->st0.st_mtim.tv_nsec) {
+        gt_error("%s: the data file changed while training (%lld bytes when opened, %lld "
+                 "now); tokens read from it now could be zeros or other data: stop and "
+                 "restart on the file as it is", d->path, (long long)d->st0.st_size,
+                 (long long)st.st_size);
+        return -1;
+    }
+    return 0;
+}
 
 static hid_t native_int(size_t size, int is_signed)
 {
@@ -207,6 +246,8 @@ static h5data *open_data(const char *path, const char *dataset, int mpi_io)
         gt_error("cannot open %s: %s", path, why);
         goto fail;
     }
+    d->have_stat = stat(path, &d->st0) == 0;
+    d->last_check = gt_now();
     H5I_type_t kind = h5io_object_kind(d->file, d->name);
     if (kind != H5I_DATASET) {
         h5io_list_datasets(d->file, list, sizeof list, 12);
@@ -523,6 +564,7 @@ int h5data_read(h5data *d, int64_t row, int64_t col, int64_t count, int32_t *dst
                  (long long)d->row_len);
         return -1;
     }
+    if (file_unchanged(d) != 0) return -1;
     int rc = 0;
     h5lock_acquire();
     for (int64_t c = 0; c < count && rc == 0; c += BLOCK) {

@@ -21,6 +21,8 @@
 #    seconds (a quadratic name lookup took minutes);
 #  - token datasets declaring storage they never wrote (2^40 tokens in a 2.5 KB file,
 #    or chunks past the first never written): refused at once, not trained on as zeros;
+#  - the data file truncated while training: the run stops with one error line instead
+#    of training on the zeros read past the new end;
 #  - a full disk while saving (a file size limit, and where root may mount one, a 1 MB
 #    tmpfs): exit 1 after the one error line (HDF5's own clean-up used to crash with
 #    exit 139 after it), no partial file left, an older file of the same name intact.
@@ -141,6 +143,19 @@ refused unwritten "declares \\[1099511627776\\] tokens but none of its storage w
     --vocab 256 --chunk 4096 --written 50000 > /dev/null 2>&1 || fail "setup: mkdata partial"
 refused partial "only part of its storage was ever written" "$GENTRAIN" train \
     --data "$tmp/partial.h5" --out ""
+
+cp "$tmp/d.h5" "$tmp/moving.h5"
+timeout 120 "$GENTRAIN" train --data "$tmp/moving.h5" --n_layer 1 --n_head 1 --n_embd 8 \
+    --block_size 8 --batch_size 2 --steps 100000000 --eval_every 0 --val_dataset none \
+    --threads 1 --out "" > "$tmp/moving.out" 2> "$tmp/moving.err" &
+mover=$!
+for _ in $(seq 200); do grep -q '^step ' "$tmp/moving.out" 2> /dev/null && break; sleep 0.05; done
+truncate -s 4096 "$tmp/moving.h5"
+wait $mover
+rc=$?
+check "data truncated mid-run: exit 1 (rc $rc), not trained on zeros" test $rc -eq 1
+check "data truncated mid-run: the error says the file changed" \
+    grep -q "gentrain: error: .*moving.h5: the data file changed while training" "$tmp/moving.err"
 
 # full disk, as a file size limit of 40 blocks (SIGXFSZ ignored: writes fail with EFBIG)
 SMALL_FS=(bash -c 'trap "" XFSZ; ulimit -f 40; exec "$@"' small_fs)
