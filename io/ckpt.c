@@ -269,6 +269,8 @@ void ckpt_meta_free(ckpt_meta *meta)
     if (!meta) return;
     free(meta->config_text);
     meta->config_text = NULL;
+    free(meta->data);
+    meta->data = NULL;
 }
 
 /* ---- save ----------------------------------------------------------------------- */
@@ -295,7 +297,7 @@ static void crash_hook(hid_t file)
 
 int ckpt_save(const char *dir, int64_t step, const gpt_model *m, const adamw_state *opt,
               const char *config_text, int world_size, uint64_t seed, double loss_scale,
-              int64_t loss_scale_clean, char *out_path, size_t cap)
+              int64_t loss_scale_clean, const char *data, char *out_path, size_t cap)
 {
     char path[4096], tmp[4200], why[160], sum[40];
     if (ckpt_path(dir, step, path, sizeof path) != 0) return -1;
@@ -332,7 +334,8 @@ int ckpt_save(const char *dir, int64_t step, const gpt_model *m, const adamw_sta
             0 ||
         h5io_write_attr_int(file, "loss_scale_clean", loss_scale_clean) != 0 ||
         h5io_write_attr_int(file, "n_params", np) != 0 ||
-        h5io_write_attr_str(file, "checksum", sum) != 0) {
+        h5io_write_attr_str(file, "checksum", sum) != 0 ||
+        (data && h5io_write_attr_str(file, "data", data) != 0)) {
         gt_error("cannot write the attributes of %s (disk full?)", tmp);
         goto fail;
     }
@@ -472,6 +475,11 @@ static int read_ckpt(const char *path, const gpt_model *want, ckpt_meta *meta,
     r = h5io_attr_str(file, "config", &meta->config_text, w, sizeof w);
     if (r != 1) {
         snprintf(why, cap, "attribute config: %s", r == 0 ? "missing" : w);
+        goto done;
+    }
+    /* what data it was trained on: optional (older files lack it) */
+    if (h5io_attr_str(file, "data", &meta->data, w, sizeof w) < 0) {
+        snprintf(why, cap, "attribute data: %s", w);
         goto done;
     }
     r = h5io_attr_str(file, "checksum", &sum, w, sizeof w);

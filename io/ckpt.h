@@ -68,6 +68,8 @@ typedef struct ckpt_meta {
     int64_t loss_scale_clean; /* clean steps since the loss scale last changed */
     gpt_shape shape;
     char *config_text;   /* malloc'd; ckpt_meta_free */
+    char *data;          /* h5data_fingerprint of the training data it was trained on;
+                          * malloc'd, NULL in files written before it existed */
     char path[4096];     /* the file it was read from */
 } ckpt_meta;
 
@@ -78,13 +80,15 @@ int ckpt_path(const char *dir, int64_t step, char *buf, size_t cap);
 
 /* Saves a checkpoint of step `step` (steps done) into dir (which must exist):
  * parameters of m, moments and t of opt (opt->n == m->n_params), the effective config
- * text, world size, seed, loss scale and its count of clean steps (lossscale.h).
+ * text, world size, seed, loss scale and its count of clean steps (lossscale.h), and
+ * `data` (may be NULL): what the training data is (h5data_fingerprint), for a resume to
+ * compare (attribute "data", outside the checksum: a damaged one only refuses a resume).
  * Removes stale ckpt_*.h5.tmp files of dir
  * first. Returns 0, or -1 after one error line (nothing but the earlier files is left).
  * out_path (may be NULL) gets the file written. */
 int ckpt_save(const char *dir, int64_t step, const gpt_model *m, const adamw_state *opt,
               const char *config_text, int world_size, uint64_t seed, double loss_scale,
-              int64_t loss_scale_clean, char *out_path, size_t cap);
+              int64_t loss_scale_clean, const char *data, char *out_path, size_t cap);
 
 /* Deletes all but the `keep` (>= 1) highest-step checkpoint files ckpt_<N>.h5 of dir,
  * and every stale ckpt_*.h5.tmp. Returns the number of files deleted, or -1 (reported)

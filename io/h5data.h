@@ -12,6 +12,7 @@
 #ifndef GT_H5DATA_H
 #define GT_H5DATA_H
 
+#include <stddef.h>
 #include <stdint.h>
 
 typedef struct h5data h5data;
@@ -49,5 +50,11 @@ int h5data_check_range_part(h5data *d, int64_t vocab_size, int part, int parts);
  * int32. Tokens are range-checked against vocab_size (if > 0) as they are read. */
 int h5data_read(h5data *d, int64_t row, int64_t col, int64_t count, int32_t *dst,
                 int64_t vocab_size);
+
+/* What this data is, for checkpoints to record and a resume to compare: the file's
+ * size, the dataset's shape and type, and a hash of up to 3 x 4096 of its tokens (at
+ * the start, the middle and the end), as "bytes=N shape=[R x L] type=T
+ * sample=fnv1a64:H". Returns 0, or -1 (reported) when the tokens cannot be read. */
+int h5data_fingerprint(h5data *d, char *buf, size_t cap);
 
 #endif

@@ -77,6 +77,7 @@ typedef struct run {
     int on_gpu;             /* offload = all or blocks: this rank's GPU trains */
     int slot_overflow[MAX_SLOTS]; /* on_gpu: the gradient in ring[i] overflowed FP16 */
     device_step dev;        /* its GPU model, the host's part and the loss scale (on_gpu) */
+    char data_id[256];      /* h5data_fingerprint of the training data (rank 0) */
 } run;
 
 static int is_none(const char *s) { return s[0] == '\0' || strcmp(s, "none") == 0; }
@@ -453,6 +454,27 @@ static void dataset_identity(const run *r, const gt_config *c, int64_t vocab, ch
                  (long long)h5data_row_len(r->val));
 }
 
+/* Whether the checkpoint was trained on the data this run has (rank 0): a file replaced
+ * between a checkpoint and its resume would continue the run on other tokens. Names
+ * the first field that differs. A checkpoint from before fingerprints gets a note. */
+static int same_data(const ckpt_meta *meta, const char *now, const char *path)
+{
+    if (!meta->data) {
+        printf("resume: %s does not record its training data (an older gentrain wrote "
+               "it): not compared\n", meta->path);
+        return 1;
+    }
+    if (strcmp(meta->data, now) == 0) return 1;
+    /* fields "key=value" separated by spaces; the first that differs */
+    const char *a = meta->data, *b = now;
+    while (*a && *a == *b) a++, b++;
+    while (a > meta->data && a[-1] != ' ') a--, b--;
+    gt_error("resume: the training data %s is not what checkpoint %s was trained on "
+             "(%.*s then, %.*s now); resume on that data, or start fresh with resume = none",
+             path, meta->path, (int)strcspn(a, " "), a, (int)strcspn(b, " "), b);
+    return 0;
+}
+
 /* resume = auto: the step of the newest checkpoint of dir that verifies, found by rank
  * 0 and broadcast: >= 0, -1 when there is none (a fresh run), -2 on an error
  * (reported by rank 0), and so when every checkpoint there is damaged: starting fresh
@@ -500,7 +522,8 @@ static int save_checkpoint(const run *r, const gt_config *c, const char *dir, in
         ok = ckpt_save(dir, step, split ? &whole : &r->model, split ? &whole_opt : &r->opt,
                        config_text, grid_dp_size(), c->seed,
                        r->on_gpu ? (double)r->dev.scaler.scale : 1.0,
-                       r->on_gpu ? (int64_t)r->dev.scaler.clean_steps : 0, path, cap) == 0 &&
+                       r->on_gpu ? (int64_t)r->dev.scaler.clean_steps : 0,
+                       r->data_id[0] ? r->data_id : NULL, path, cap) == 0 &&
              ckpt_prune(dir, c->keep_ckpts) >= 0;
         if (ok) printf("checkpoint: step %lld saved to %s in %.2f s\n", (long long)step,
                        path, gt_now() - t0);
@@ -729,6 +752,11 @@ int train_run(const gt_config *c)
     char identity[2 * (GT_PATH_MAX + GT_NAME_MAX) + 256];
     dataset_identity(&r, c, vocab, identity, sizeof identity);
     if (par_check_same("dataset", identity, strlen(identity)) != 0) goto done;
+    /* What the training data is, recorded in checkpoints and compared on resume (rank 0,
+     * before the loader takes the dataset over). */
+    if (!par_all_ok(!par_is_root() ||
+                    h5data_fingerprint(r.train, r.data_id, sizeof r.data_id) == 0))
+        goto done;
 
     /* The config saved with checkpoints and the model, and compared on resume. */
     saved_text = effective_config_text(c, (int)vocab);
@@ -738,7 +766,8 @@ int train_run(const gt_config *c)
         if (par_is_root()) {
             char changes[4096];
             ok = ckpt_check_compatible(&r.meta, saved_text, dp, changes,
-                                       sizeof changes) == 0;
+                                       sizeof changes) == 0 &&
+                 same_data(&r.meta, r.data_id, c->data);
             if (ok) {
                 printf("resuming from %s at step %lld\n", from, (long long)r.first_step);
                 if (changes[0]) printf("resume: changed since the checkpoint: %s\n", changes);

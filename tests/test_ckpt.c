@@ -26,6 +26,9 @@
 #include "../src/util.h"
 #include "testutil.h"
 
+/* a data fingerprint as h5data_fingerprint writes them */
+#define DATA_ID "bytes=5 shape=[1 x 5] type=uint8 sample=fnv1a64:0123456789abcdef"
+
 static char dir[512];
 
 static uint64_t rs = 0x243f6a8885a308d3ull;
@@ -138,7 +141,8 @@ static void round_trip(void)
     run_state a, b;
     make_state(&a, 32, 1);
     make_state(&b, 32, 0);
-    TU_CHECK(ckpt_save(sub, 1234, &a.m, &a.opt, cfg, 1, SEED, 65536.5, 37, path, sizeof path) == 0,
+    TU_CHECK(ckpt_save(sub, 1234, &a.m, &a.opt, cfg, 1, SEED, 65536.5, 37, DATA_ID, path,
+                       sizeof path) == 0,
              "save succeeds");
     snprintf(want, sizeof want, "%s/ckpt_00001234.h5", sub);
     TU_CHECK(strcmp(path, want) == 0, "file name ckpt_00001234.h5 (%s)", path);
@@ -163,6 +167,8 @@ static void round_trip(void)
     TU_CHECK(meta.shape.n_embd == 32 && meta.shape.n_layer == 2 && meta.shape.vocab_size == 64,
              "meta shape");
     TU_CHECK(meta.config_text && strcmp(meta.config_text, cfg) == 0, "config text equal");
+    TU_CHECK(meta.data && strcmp(meta.data, DATA_ID) == 0, "what data it was trained on, "
+             "read back (%s)", meta.data ? meta.data : "none");
     TU_CHECK(strcmp(meta.path, path) == 0, "meta names the file");
     ckpt_meta_free(&meta);
 
@@ -301,7 +307,7 @@ static void versions(void)
     run_state a, b;
     make_state(&a, 32, 1);
     make_state(&b, 32, 0);
-    TU_CHECK(ckpt_save(sub, 1234, &a.m, &a.opt, cfg, 1, SEED, 8192.0, 12, path,
+    TU_CHECK(ckpt_save(sub, 1234, &a.m, &a.opt, cfg, 1, SEED, 8192.0, 12, NULL, path,
                        sizeof path) == 0, "versions: save");
     TU_CHECK(make_version1(path, &a, 8192.0) == 0, "versions: rewritten as version 1");
     ckpt_meta meta;
@@ -314,7 +320,7 @@ static void versions(void)
     if (rc == 0) ckpt_meta_free(&meta);
 
     /* The count of clean steps is covered by the checksum: changing it is caught. */
-    TU_CHECK(ckpt_save(sub, 1234, &a.m, &a.opt, cfg, 1, SEED, 8192.0, 12, path,
+    TU_CHECK(ckpt_save(sub, 1234, &a.m, &a.opt, cfg, 1, SEED, 8192.0, 12, NULL, path,
                        sizeof path) == 0, "versions: save again");
     hid_t f = H5Fopen(path, H5F_ACC_RDWR, H5P_DEFAULT);
     int edited = f >= 0 && H5Adelete(f, "loss_scale_clean") >= 0 &&
@@ -337,7 +343,7 @@ static void prune_and_find(void)
     run_state a;
     make_state(&a, 32, 1);
     for (int s = 100; s <= 500; s += 100)
-        ckpt_save(sub, s, &a.m, &a.opt, cfg, 1, 1, 1.0, 0, NULL, 0);
+        ckpt_save(sub, s, &a.m, &a.opt, cfg, 1, 1, 1.0, 0, NULL, NULL, 0);
     snprintf(p, sizeof p, "%s/ckpt_00000600.h5.tmp", sub);
     FILE *f = fopen(p, "w");
     fputs("half-written", f);
@@ -437,14 +443,14 @@ static void failed_saves(void)
     mkdir(sub, 0755);
     run_state a;
     make_state(&a, 32, 1);
-    TU_CHECK(ckpt_save(sub, 10, &a.m, &a.opt, cfg, 1, 1, 1.0, 0, prev, sizeof prev) == 0,
+    TU_CHECK(ckpt_save(sub, 10, &a.m, &a.opt, cfg, 1, 1, 1.0, 0, NULL, prev, sizeof prev) == 0,
              "first save");
     snprintf(copy, sizeof copy, "%s/prev_copy", dir);
     copy_file(prev, copy);
 
     snprintf(p, sizeof p, "%s/no/such", dir);
     tu_capture_begin();
-    int rc = ckpt_save(p, 20, &a.m, &a.opt, cfg, 1, 1, 1.0, 0, NULL, 0);
+    int rc = ckpt_save(p, 20, &a.m, &a.opt, cfg, 1, 1, 1.0, 0, NULL, NULL, 0);
     const char *msg = tu_capture_end();
     TU_CHECK(rc != 0 && strstr(msg, "no such folder") && tu_count_lines(msg) == 1,
              "save into a missing folder: one error line");
@@ -453,7 +459,7 @@ static void failed_saves(void)
     snprintf(p, sizeof p, "%s/ckpt_00000020.h5", sub);
     mkdir(p, 0755);
     tu_capture_begin();
-    rc = ckpt_save(sub, 20, &a.m, &a.opt, cfg, 1, 1, 1.0, 0, NULL, 0);
+    rc = ckpt_save(sub, 20, &a.m, &a.opt, cfg, 1, 1, 1.0, 0, NULL, NULL, 0);
     msg = tu_capture_end();
     TU_CHECK(rc != 0 && strstr(msg, "cannot save checkpoint") && tu_count_lines(msg) == 1,
              "save whose rename fails: one error line");
@@ -472,7 +478,7 @@ static void failed_saves(void)
         char errf[900];
         snprintf(errf, sizeof errf, "%s/child_err", dir);
         if (!freopen(errf, "w", stderr)) _exit(98);
-        int r = ckpt_save(sub, 30, &a.m, &a.opt, cfg, 1, 1, 1.0, 0, NULL, 0);
+        int r = ckpt_save(sub, 30, &a.m, &a.opt, cfg, 1, 1, 1.0, 0, NULL, NULL, 0);
         fflush(stderr);
         _exit(r == 0 ? 1 : 0);
     }
@@ -496,7 +502,7 @@ static void failed_saves(void)
     if (geteuid() != 0) {
         chmod(sub, 0555);
         tu_capture_begin();
-        rc = ckpt_save(sub, 40, &a.m, &a.opt, cfg, 1, 1, 1.0, 0, NULL, 0);
+        rc = ckpt_save(sub, 40, &a.m, &a.opt, cfg, 1, 1, 1.0, 0, NULL, NULL, 0);
         msg = tu_capture_end();
         chmod(sub, 0755);
         TU_CHECK(rc != 0 && strstr(msg, "permission denied") && tu_count_lines(msg) == 1 &&

@@ -23,6 +23,8 @@
 #    or chunks past the first never written): refused at once, not trained on as zeros;
 #  - the data file truncated while training: the run stops with one error line instead
 #    of training on the zeros read past the new end;
+#  - a resume on a data file replaced since the checkpoint (same path, other tokens):
+#    refused, naming what differs;
 #  - a full disk while saving (a file size limit, and where root may mount one, a 1 MB
 #    tmpfs): exit 1 after the one error line (HDF5's own clean-up used to crash with
 #    exit 139 after it), no partial file left, an older file of the same name intact.
@@ -156,6 +158,16 @@ rc=$?
 check "data truncated mid-run: exit 1 (rc $rc), not trained on zeros" test $rc -eq 1
 check "data truncated mid-run: the error says the file changed" \
     grep -q "gentrain: error: .*moving.h5: the data file changed while training" "$tmp/moving.err"
+
+cp "$tmp/d.h5" "$tmp/swap.h5"
+run_ok swap-first timeout 60 "$GENTRAIN" train --data "$tmp/swap.h5" "${SMALL[@]}" \
+    --steps 2 --ckpt_every 1 --out "$tmp/swap"
+tail -c 60000 "$top_srcdir/data/tinyshakespeare.txt" > "$tmp/other.txt"
+timeout 60 "$GENTRAIN" prepare "$tmp/other.txt" -o "$tmp/swap.h5" > /dev/null 2>&1 ||
+    fail "setup: prepare other data"
+refused swap-resume "is not what checkpoint .* was trained on \\(bytes=[0-9]+ then, bytes=[0-9]+ now\\)" \
+    "$GENTRAIN" train --data "$tmp/swap.h5" "${SMALL[@]}" --steps 4 --ckpt_every 1 \
+    --out "$tmp/swap" --resume auto
 
 # full disk, as a file size limit of 40 blocks (SIGXFSZ ignored: writes fail with EFBIG)
 SMALL_FS=(bash -c 'trap "" XFSZ; ulimit -f 40; exec "$@"' small_fs)
