@@ -37,6 +37,9 @@ static void usage(FILE *f)
             "                   (default: contiguous)\n"
             "  --gzip L         deflate level L (0-9; implies --chunk 4096 if not given)\n"
             "  --note TEXT      a string attribute 'note' on the dataset, bytes as given\n"
+            "  --external FILE  store the tokens in the raw file FILE (HDF5 external storage)\n"
+            "  --virtual SRC    a virtual dataset mapping the same dataset of SRC.h5 whole\n"
+            "                   (nothing written here)\n"
             "  --written N      write only the first N elements (with --chunk: the chunks\n"
             "                   past them are never allocated), for bad-input tests\n"
             "                   (for the tests of what inspect prints)\n");
@@ -127,7 +130,8 @@ static int write_vocab(hid_t obj, int64_t v)
 
 int main(int argc, char **argv)
 {
-    const char *out = NULL, *dataset = NULL, *dtype = NULL, *note = NULL;
+    const char *out = NULL, *dataset = NULL, *dtype = NULL, *note = NULL, *external = NULL,
+               *virt = NULL;
     int64_t rank = -1, len = -1, rows = 1, vocab = 0, root_vocab = 0, max_token = -1;
     int64_t bad_index = -1, bad_value = 0, chunk = 0, gzip = -1, written = -1;
     int have_bad_value = 0, append = 0;
@@ -159,6 +163,8 @@ int main(int argc, char **argv)
         int rc = 0;
         if (strcmp(a, "--dataset") == 0) dataset = v;
         else if (strcmp(a, "--note") == 0) note = v;
+        else if (strcmp(a, "--external") == 0) external = v;
+        else if (strcmp(a, "--virtual") == 0) virt = v;
         else if (strcmp(a, "--written") == 0) rc = parse_i64(a, v, &written);
         else if (strcmp(a, "--dtype") == 0) dtype = v;
         else if (strcmp(a, "--rank") == 0) rc = parse_i64(a, v, &rank);
@@ -247,6 +253,13 @@ int main(int argc, char **argv)
         if (H5Pset_chunk(dcpl, r, cdims) < 0) goto hdf5_fail;
         if (gzip >= 0 && H5Pset_deflate(dcpl, (unsigned)gzip) < 0) goto hdf5_fail;
     }
+    if (external && H5Pset_external(dcpl, external, 0, (hsize_t)total * H5Tget_size(t.file_type)) < 0)
+        goto hdf5_fail;
+    if (virt) {
+        hid_t vs = H5Screate_simple(r, dims, NULL);
+        if (vs < 0 || H5Pset_virtual(dcpl, space, virt, dataset, vs) < 0) goto hdf5_fail;
+        H5Sclose(vs);
+    }
     ftype = H5Tcopy(t.file_type);
     if (ftype < 0 || (t.is_string && H5Tset_size(ftype, 8) < 0)) goto hdf5_fail;
     dset = H5Dcreate2(file, dataset, ftype, space, lcpl, dcpl, H5P_DEFAULT);
@@ -275,7 +288,7 @@ int main(int argc, char **argv)
         goto done;
     }
     if (t.is_string && (mem = H5Tcopy(H5T_C_S1)) >= 0) H5Tset_size(mem, 8);
-    const int64_t write_end = written >= 0 && written < total ? written : total;
+    const int64_t write_end = virt ? 0 : written >= 0 && written < total ? written : total;
     for (int64_t start = 0; start < write_end; start += per) {
         int64_t n = write_end - start < per ? write_end - start : per;
         for (int64_t k = 0; k < n; k++) {

@@ -21,6 +21,8 @@
 #    seconds (a quadratic name lookup took minutes);
 #  - token datasets declaring storage they never wrote (2^40 tokens in a 2.5 KB file,
 #    or chunks past the first never written): refused at once, not trained on as zeros;
+#  - an external-storage dataset whose raw file is short, and a virtual dataset whose
+#    source file is missing: refused at open (HDF5 would read zeros / fill values);
 #  - the data file truncated while training: the run stops with one error line instead
 #    of training on the zeros read past the new end;
 #  - a resume on a data file replaced since the checkpoint (same path, other tokens):
@@ -145,6 +147,20 @@ refused unwritten "declares \\[1099511627776\\] tokens but none of its storage w
     --vocab 256 --chunk 4096 --written 50000 > /dev/null 2>&1 || fail "setup: mkdata partial"
 refused partial "only part of its storage was ever written" "$GENTRAIN" train \
     --data "$tmp/partial.h5" --out ""
+
+(cd "$tmp" && "$MKDATA" ext.h5 --dataset /train/tokens --dtype uint16 --rank 1 --len 5000 \
+    --vocab 256 --external ext.raw > /dev/null 2>&1) || fail "setup: mkdata external"
+truncate -s 4000 "$tmp/ext.raw"
+# (the external file's name resolves from the working folder, as HDF5 does by default)
+refused ext-short "external file ext.raw, which holds only 4000 bytes" \
+    env -C "$tmp" "$GENTRAIN" train --data ext.h5 --val_dataset none --out ""
+(cd "$tmp" && "$MKDATA" src.h5 --dataset /train/tokens --dtype uint16 --rank 1 --len 5000 \
+    --vocab 256 > /dev/null 2>&1 && "$MKDATA" vds.h5 --dataset /train/tokens --dtype uint16 \
+    --rank 1 --len 5000 --vocab 256 --virtual src.h5 > /dev/null 2>&1) ||
+    fail "setup: mkdata virtual"
+rm -f "$tmp/src.h5"
+refused vds-missing "virtual dataset whose source file src.h5 is missing" "$GENTRAIN" train \
+    --data "$tmp/vds.h5" --val_dataset none --out ""
 
 cp "$tmp/d.h5" "$tmp/moving.h5"
 timeout 120 "$GENTRAIN" train --data "$tmp/moving.h5" --n_layer 1 --n_head 1 --n_embd 8 \
