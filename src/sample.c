@@ -3,6 +3,8 @@
  * sizes a CPU trains. */
 #include "sample.h"
 
+#include "probe.h" /* probe_run */
+
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -66,6 +68,22 @@ static void emit(int32_t tok)
     else printf("<%d>", tok); /* not a byte: this model was trained on another tokenizer */
 }
 
+/* A child's full read of the model file (probe.h): metadata, shape, every tensor with
+ * its checksum and finiteness checks. 0 when it would load. */
+#define PROBE_SECONDS 600
+static int check_model(void *arg)
+{
+    const char *path = arg;
+    gpt_shape shape;
+    gpt_model m;
+    if (h5model_read_meta(path, &shape, NULL, NULL) != 0 ||
+        gpt_create(&m, shape, &backend_cpu, 1) != 0)
+        return -1;
+    const int rc = h5model_load_params(path, &m);
+    gpt_free(&m);
+    return rc;
+}
+
 int sample_run(const sample_options *o)
 {
     int rc = -1;
@@ -79,6 +97,9 @@ int sample_run(const sample_options *o)
 
     int threads = gt_resolve_threads(o->threads);
     if (h5model_find_newest(o->checkpoint, path, sizeof path) != 0) goto done;
+    /* read it once in a child first: a damaged file that crashes or hangs HDF5 then
+     * costs one error line (probe.h) */
+    if (probe_run("model", path, check_model, path, PROBE_SECONDS) != 0) goto done;
     if (h5model_read_meta(path, &shape, &step, NULL) != 0) goto done;
     if (gpt_create(&m, shape, &backend_cpu, threads) != 0) goto done;
     have_model = 1;

@@ -23,6 +23,8 @@
 #    or chunks past the first never written): refused at once, not trained on as zeros;
 #  - an external-storage dataset whose raw file is short, and a virtual dataset whose
 #    source file is missing: refused at open (HDF5 would read zeros / fill values);
+#  - a file on which HDF5 1.10.8 itself loops (tests/fuzz/hdf5-known): inspect and
+#    sample read it in a child first and end with one error line;
 #  - the data file truncated while training: the run stops with one error line instead
 #    of training on the zeros read past the new end;
 #  - a resume on a data file replaced since the checkpoint (same path, other tokens):
@@ -161,6 +163,13 @@ refused ext-short "external file ext.raw, which holds only 4000 bytes" \
 rm -f "$tmp/src.h5"
 refused vds-missing "virtual dataset whose source file src.h5 is missing" "$GENTRAIN" train \
     --data "$tmp/vds.h5" --val_dataset none --out ""
+
+known=$top_srcdir/tests/fuzz/hdf5-known
+refused inspect-hdf5-hang "did not finish in 5 s" \
+    env GENTRAIN_PROBE_SECONDS=5 "$GENTRAIN" inspect "$known/model-hang-H5HG_read.h5"
+refused sample-hdf5-hang "did not finish in 5 s" \
+    env GENTRAIN_PROBE_SECONDS=5 "$GENTRAIN" sample --checkpoint \
+    "$known/model-hang-H5HG_read.h5" --tokens 4
 
 cp "$tmp/d.h5" "$tmp/moving.h5"
 timeout 120 "$GENTRAIN" train --data "$tmp/moving.h5" --n_layer 1 --n_head 1 --n_embd 8 \
