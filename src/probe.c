@@ -41,14 +41,13 @@ int probe_run(const char *what, const char *path, int (*fn)(void *), void *arg,
         }
     }
     if (WIFEXITED(status)) return WEXITSTATUS(status) == 0 ? 0 : 1;
-    char shown[72];
     if (WIFSIGNALED(status) && WTERMSIG(status) == SIGALRM)
         gt_error("%s %s: reading it did not finish in %d s (the HDF5 library loops on "
-                 "some damaged files): the file is damaged", what, gt_printable(path, shown),
+                 "some damaged files): the file is damaged", what, path,
                  seconds);
     else
         gt_error("%s %s: reading it crashed the HDF5 library (signal %d): the file is "
-                 "damaged", what, gt_printable(path, shown),
+                 "damaged", what, path,
                  WIFSIGNALED(status) ? WTERMSIG(status) : -1);
     return -1;
 }

@@ -112,18 +112,17 @@ const char *gt_special_kind(const char *path)
 
 int gt_open_regular(const char *path, const char *what, int folder_ok, int *is_dir)
 {
-    char shown[72];
     if (is_dir) *is_dir = 0;
     /* O_NONBLOCK: opening a FIFO for reading returns at once instead of waiting for a
      * writer; fstat on the open descriptor then says what it really is */
     int fd = open(path, O_RDONLY | O_NONBLOCK | O_CLOEXEC);
     if (fd < 0) {
-        gt_error("cannot open %s %s: %s", what, gt_printable(path, shown), strerror(errno));
+        gt_error("cannot open %s %s: %s", what, path, strerror(errno));
         return -1;
     }
     struct stat st;
     if (fstat(fd, &st) != 0) {
-        gt_error("cannot open %s %s: %s", what, gt_printable(path, shown), strerror(errno));
+        gt_error("cannot open %s %s: %s", what, path, strerror(errno));
         close(fd);
         return -1;
     }
@@ -133,14 +132,14 @@ int gt_open_regular(const char *path, const char *what, int folder_ok, int *is_d
     }
     const char *kind = kind_of(st.st_mode);
     if (kind) {
-        gt_error("%s %s is %s, not a regular file%s", what, gt_printable(path, shown), kind,
+        gt_error("%s %s is %s, not a regular file%s", what, path, kind,
                  S_ISDIR(st.st_mode) ? "" : " (only regular files are read)");
         close(fd);
         return -1;
     }
     int fl = fcntl(fd, F_GETFL);
     if (fl < 0 || fcntl(fd, F_SETFL, fl & ~O_NONBLOCK) < 0) {
-        gt_error("cannot open %s %s: %s", what, gt_printable(path, shown), strerror(errno));
+        gt_error("cannot open %s %s: %s", what, path, strerror(errno));
         close(fd);
         return -1;
     }
