@@ -167,6 +167,35 @@ static int plan_vocab(const gt_config *c, int *vocab)
     return 0;
 }
 
+/* The grids a plan enumerates grow with nodes x slots a node: bounded (and kept in
+ * int). Returns 0, or -1 (reported). */
+static int check_machine_size(const plan_machine *mc)
+{
+    if ((double)mc->nodes * mc->slots_per_node <= PLAN_MAX_SLOTS) return 0;
+    gt_error("plan: %d nodes x %d %s a node is more than %d ranks; plan a smaller machine",
+             mc->nodes, mc->slots_per_node, mc->gpu ? "GPUs" : "cores", PLAN_MAX_SLOTS);
+    return -1;
+}
+
+/* A failed measurement or a degenerate description shows as a time that is not a
+ * positive number: no table is better than a wrong one. Returns 0, or -1 (reported). */
+static int check_rows(const plan_estimate *rows, int n, const char *how, int measured)
+{
+    for (int i = 0; i < n; i++) {
+        const plan_estimate *e = &rows[i];
+        if (!(isfinite(e->step_s) && e->step_s > 0 && isfinite(e->total_s) &&
+              e->total_s > 0 && isfinite(e->steps) && e->steps > 0)) {
+            gt_error("plan: the %s costs give dp %d x pp %d x tp %d a step of %g s and %g "
+                     "steps; no plan from them (%s)", how, e->g.dp, e->g.pp, e->g.tp,
+                     e->step_s, e->steps,
+                     measured ? "a measurement failed or was disturbed: run it again"
+                              : "check the described machine");
+            return -1;
+        }
+    }
+    return 0;
+}
+
 /* The end of a plan on rank 0: with a calibration, the other ranks are serving it
  * (plan_measure_serve) until told to stop. */
 static int finish(plan_calibration *cal, int rc)
@@ -242,12 +271,7 @@ int plan_command(int argc, char **argv, int first)
         mc.ctx = &desc;
     }
 
-    if ((double)mc.nodes * mc.slots_per_node > PLAN_MAX_SLOTS) {
-        gt_error("plan: %d nodes x %d %s a node is more than %d ranks; plan a smaller "
-                 "machine", mc.nodes, mc.slots_per_node, mc.gpu ? "GPUs" : "cores",
-                 PLAN_MAX_SLOTS);
-        return finish(cal, 2);
-    }
+    if (check_machine_size(&mc) != 0) return finish(cal, 2);
     const int slots = mc.nodes * mc.slots_per_node;
     plan_estimate *rows = gt_malloc(sizeof *rows * MAX_ROWS, "plan table");
     if (!rows) return finish(cal, 1);
@@ -277,20 +301,9 @@ int plan_command(int argc, char **argv, int first)
         free(rows);
         return finish(cal, 1);
     }
-    /* A failed measurement or a degenerate description shows as a time that is not a
-     * positive number: no table is better than a wrong one. */
-    for (int i = 0; i < n; i++) {
-        const plan_estimate *e = &rows[i];
-        if (!(isfinite(e->step_s) && e->step_s > 0 && isfinite(e->total_s) &&
-              e->total_s > 0 && isfinite(e->steps) && e->steps > 0)) {
-            gt_error("plan: the %s costs give dp %d x pp %d x tp %d a step of %g s and %g "
-                     "steps; no plan from them (%s)", how, e->g.dp, e->g.pp, e->g.tp,
-                     e->step_s, e->steps,
-                     o.measure ? "a measurement failed or was disturbed: run it again"
-                               : "check the described machine");
-            free(rows);
-            return finish(cal, 1);
-        }
+    if (check_rows(rows, n, how, o.measure) != 0) {
+        free(rows);
+        return finish(cal, 1);
     }
     qsort(rows, (size_t)n, sizeof *rows, by_total);
 
