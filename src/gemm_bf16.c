@@ -32,6 +32,9 @@ typedef struct {
 static slot *slots;
 static int nslots;
 static int force_portable;
+/* GENTRAIN_BF16=portable forces the portable path from the start (to compare runs);
+ * read once in gemm_bf16_init, before any product runs on several threads. */
+static int env_portable;
 
 void gemm_bf16_free(void)
 {
@@ -48,6 +51,8 @@ void gemm_bf16_free(void)
 
 int gemm_bf16_init(int threads)
 {
+    const char *e = getenv("GENTRAIN_BF16");
+    env_portable = e && strcmp(e, "portable") == 0;
     int want = omp_get_max_threads();
     if (threads > want) want = threads;
     if (want <= nslots) return 0;
@@ -71,21 +76,10 @@ int gemm_bf16_init(int threads)
 
 void gemm_bf16_force_portable(int on) { force_portable = on != 0; }
 
-/* GENTRAIN_BF16=portable forces the portable path from the start (to compare runs) */
-static int env_portable(void)
-{
-    static int read = -1;
-    if (read < 0) {
-        const char *e = getenv("GENTRAIN_BF16");
-        read = e && strcmp(e, "portable") == 0;
-    }
-    return read;
-}
-
 static int use_avx512(void)
 {
 #if GT_SIMD_X86_BF16
-    return !force_portable && !env_portable() && cpu_isa_level() >= CPU_ISA_AVX512_BF16;
+    return !force_portable && !env_portable && cpu_isa_level() >= CPU_ISA_AVX512_BF16;
 #else
     return 0;
 #endif
