@@ -19,7 +19,8 @@
 
 /* ---------------------------------------------------------------- the key table */
 
-typedef enum { T_INT, T_I64, T_U64, T_DBL, T_STR } key_type;
+/* T_ENUM: an int-sized enum field whose value is the index of its word in choices. */
+typedef enum { T_INT, T_I64, T_U64, T_DBL, T_STR, T_ENUM } key_type;
 
 enum { G_DATA, G_MODEL, G_OPTIM, G_RUN, G_PAR, G_CKPT, G_COUNT };
 static const char *const group_title[G_COUNT] = {
@@ -60,7 +61,7 @@ typedef struct key_def {
 #define KEY_STR(f, g, d, h) \
     {#f, T_STR, offsetof(gt_config, f), FSIZE(f), g, d, 0, 0, 0, 0, 0, h, NULL}
 #define KEY_CHOICE(f, g, d, ch, h) \
-    {#f, T_STR, offsetof(gt_config, f), FSIZE(f), g, d, 0, 0, 0, 0, 0, h, ch}
+    {#f, T_ENUM, offsetof(gt_config, f), FSIZE(f), g, d, 0, 0, 0, 0, 0, h, ch}
 
 static const key_def keys[] = {
     KEY_STR(data, G_DATA, "",
@@ -295,7 +296,7 @@ static void describe_range(const key_def *k, char *buf, size_t cap)
         if (k->flags & R_MAX)
             snprintf(hi, sizeof hi, "%s %.17g", (k->flags & R_MAX_X) ? "<" : "<=", k->dmax);
         snprintf(buf, cap, "%s%s%s", lo, (lo[0] && hi[0]) ? " and " : "", hi);
-    } else if (k->type == T_STR && k->choices) {
+    } else if (k->type == T_ENUM) {
         snprintf(buf, cap, "one of: %s", k->choices);
     } else if (k->type == T_U64 || k->type == T_STR) {
         buf[0] = '\0';
@@ -362,18 +363,35 @@ static const char *string_problem(const char *v)
     return NULL;
 }
 
-/* 1 when v is one of the '|'-separated words of choices. */
-static int is_choice(const char *choices, const char *v)
+/* The index of v among the '|'-separated words of choices, or -1. */
+static int choice_index(const char *choices, const char *v)
 {
     size_t n = strlen(v);
-    for (const char *p = choices; *p;) {
+    int i = 0;
+    for (const char *p = choices; *p; i++) {
         const char *bar = strchr(p, '|');
         size_t len = bar ? (size_t)(bar - p) : strlen(p);
-        if (len == n && strncmp(p, v, n) == 0) return 1;
+        if (len == n && strncmp(p, v, n) == 0) return i;
         if (!bar) break;
         p = bar + 1;
     }
-    return 0;
+    return -1;
+}
+
+/* Word i of choices into buf (cap > 0); "?" when there is none. */
+static const char *choice_word(const char *choices, int i, char *buf, size_t cap)
+{
+    const char *p = choices;
+    for (int k = 0; k < i && p; k++) {
+        p = strchr(p, '|');
+        if (p) p++;
+    }
+    if (i < 0 || !p || !*p) return "?";
+    size_t len = strcspn(p, "|");
+    if (len >= cap) len = cap - 1;
+    memcpy(buf, p, len);
+    buf[len] = '\0';
+    return buf;
 }
 
 static int report_unknown(const char *key, const char *origin)
@@ -471,12 +489,17 @@ static int set_key(gt_config *c, const char *key, const char *value, const char 
         *(double *)field(c, k) = v;
         break;
     }
-    case T_STR: {
-        size_t n = strlen(raw);
-        if (k->choices && !is_choice(k->choices, raw)) {
+    case T_ENUM: {
+        const int v = choice_index(k->choices, raw);
+        if (v < 0) {
             gt_error("%s: %s = '%s': must be one of: %s", origin, name, value, k->choices);
             return -1;
         }
+        *(int *)field(c, k) = v;
+        break;
+    }
+    case T_STR: {
+        size_t n = strlen(raw);
         if (n >= k->cap) {
             gt_error("%s: %s = '%.48s...': too long (%zu characters, at most %zu)", origin,
                      name, value, n, k->cap - 1);
@@ -774,7 +797,7 @@ int config_validate(const gt_config *c)
     }
     /* The gradients in flight between async steps are not part of a checkpoint, so a
      * resumed async run would not continue exactly: refused until they are saved. */
-    if (ckpt_key && strcmp(c->sync, "async") == 0) {
+    if (ckpt_key && c->sync == SYNC_ASYNC) {
         gt_error("%s with sync = async is not supported yet (the gradients in flight "
                  "are not saved in a checkpoint); use sync = sync", ckpt_key);
         return -1;
@@ -792,6 +815,11 @@ static void format_value(const gt_config *c, const key_def *k, char *buf, size_t
     case T_U64: snprintf(buf, cap, "%" PRIu64, *(const uint64_t *)p); break;
     case T_DBL: format_double(*(const double *)p, buf, cap); break;
     case T_STR: snprintf(buf, cap, "%s", (const char *)p); break;
+    case T_ENUM: {
+        char w[32];
+        snprintf(buf, cap, "%s", choice_word(k->choices, *(const int *)p, w, sizeof w));
+        break;
+    }
     }
 }
 
@@ -886,4 +914,19 @@ void config_print_help(FILE *f)
             print_wrapped(f, text, 32, 32);
         }
     }
+}
+
+/* Every enumerated field is stored through an int (set_key, format_value). */
+_Static_assert(sizeof(gt_precision) == sizeof(int) && sizeof(gt_offload) == sizeof(int) &&
+                   sizeof(gt_data_io) == sizeof(int) && sizeof(gt_sampling) == sizeof(int) &&
+                   sizeof(gt_sync) == sizeof(int) && sizeof(gt_predict) == sizeof(int) &&
+                   sizeof(gt_grad_comm) == sizeof(int),
+               "enumerated config fields must be int-sized");
+
+const char *config_enum_word(const char *key, int v)
+{
+    static _Thread_local char words[N_KEYS][32]; /* per key, so two results can coexist */
+    const int ki = find_key(key);
+    if (ki < 0 || keys[ki].type != T_ENUM) return "?";
+    return choice_word(keys[ki].choices, v, words[ki], sizeof words[ki]);
 }

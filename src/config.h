@@ -19,6 +19,16 @@
 #define GT_PATH_MAX 4096
 #define GT_NAME_MAX 256
 
+/* The enumerated keys, parsed once from their words (the order of each list is the
+ * order of the words in the key table of config.c; config_enum_word names a value). */
+typedef enum { PRECISION_FP32, PRECISION_BF16 } gt_precision;
+typedef enum { OFFLOAD_ALL, OFFLOAD_BLOCKS, OFFLOAD_NONE, OFFLOAD_REQUIRED } gt_offload;
+typedef enum { DATA_IO_AUTO, DATA_IO_MPI_IO, DATA_IO_POSIX } gt_data_io;
+typedef enum { SAMPLING_EPOCH, SAMPLING_RANDOM } gt_sampling;
+typedef enum { SYNC_SYNC, SYNC_ASYNC } gt_sync;
+typedef enum { PREDICT_ON, PREDICT_OFF } gt_predict;
+typedef enum { GRAD_COMM_FP32, GRAD_COMM_FP16 } gt_grad_comm;
+
 typedef struct gt_config {
     /* data */
     char data[GT_PATH_MAX];          /* HDF5 token file */
@@ -40,16 +50,16 @@ typedef struct gt_config {
     char out[GT_PATH_MAX];           /* run folder; "" = do not save */
     char log[GT_PATH_MAX];           /* JSON Lines metrics file; "" = none */
     double peak_gflops;              /* for MFU; 0 = estimate from the CPU */
-    char precision[8];               /* CPU matrix products: "fp32" or "bf16" */
-    char offload[12];                /* "all", "blocks", "none" or "required" */
-    char data_io[8];                 /* "auto", "mpi-io" or "posix" */
-    char sampling[8];                /* "epoch" or "random" (see windows.h) */
+    gt_precision precision;          /* CPU matrix products in FP32 or BF16 */
+    gt_offload offload;              /* which layers the GPU trains, if one is there */
+    gt_data_io data_io;              /* how ranks read the data */
+    gt_sampling sampling;            /* epoch or random windows (see windows.h) */
     /* data parallel */
     double bucket_mb;                /* gradient bucket size, MiB */
-    char sync[8];                    /* "sync" or "async" */
+    gt_sync sync;                    /* synchronous or bounded-staleness updates */
     int staleness;                   /* async: steps by which a gradient is applied late */
-    char async_predict[4];           /* "on": async gradients taken at predicted weights */
-    char grad_comm[8];               /* "fp32" or "fp16" on the wire */
+    gt_predict async_predict;        /* on: async gradients taken at predicted weights */
+    gt_grad_comm grad_comm;          /* gradients on the wire in FP32 or FP16 */
     /* model parallel: world = dp x tp x pp ranks (grid.h) */
     int tp;                          /* tensor-parallel ranks per replica */
     int pp;                          /* pipeline stages */
@@ -82,6 +92,10 @@ int config_validate(const gt_config *c);
 void config_print(const gt_config *c, FILE *f);
 /* Same text into a malloc'd string (caller frees); NULL on failure (reported). */
 char *config_to_text(const gt_config *c);
+
+/* The word of value v of the enumerated key `key` ("sync", SYNC_ASYNC -> "async");
+ * "?" for a key that is not enumerated or a value out of its range. */
+const char *config_enum_word(const char *key, int v); /* valid until the next call for that key in the thread */
 
 /* Prints the key table (name, default, help) for `gentrain train --help`. */
 void config_print_help(FILE *f);

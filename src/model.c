@@ -47,8 +47,21 @@ struct gpt_acts {
     int have_grad;          /* last forward left d loss / d logits in logits */
 };
 
-static float *param(const gpt_model *m, int idx) { return m->params + m->info[idx].offset; }
-static float *grad(const gpt_model *m, int idx) { return m->grads + m->info[idx].offset; }
+/* The buffers the passes use: the bound ones (gpt_bind), else the model's own. */
+static const float *param(const gpt_model *m, int idx)
+{
+    return (m->bound_params ? m->bound_params : m->params) + m->info[idx].offset;
+}
+static float *grad(const gpt_model *m, int idx)
+{
+    return (m->bound_grads ? m->bound_grads : m->grads) + m->info[idx].offset;
+}
+
+void gpt_bind(gpt_model *m, const float *params, float *grads)
+{
+    m->bound_params = params;
+    m->bound_grads = grads;
+}
 /* Table index of tensor k of local block l (the stage's l-th block). */
 static int layer_idx(const gpt_model *m, int l, int k)
 {
@@ -553,7 +566,10 @@ const float *gpt_stage_forward(gpt_model *m, const int32_t *inputs, const float 
 
 const float *gpt_logits(const gpt_model *m) { return m->acts->logits; }
 
-void gpt_zero_grad(gpt_model *m) { memset(m->grads, 0, m->n_params * sizeof(float)); }
+void gpt_zero_grad(gpt_model *m)
+{
+    memset(m->bound_grads ? m->bound_grads : m->grads, 0, m->n_params * sizeof(float));
+}
 
 void gpt_backward(gpt_model *m) { gpt_stage_backward(m, NULL); }
 

@@ -109,6 +109,10 @@ typedef struct gpt_model {
      * for the trainer to let MPI progress. */
     void (*on_grads_ready)(void *ctx, size_t offset, size_t count);
     void *grads_ready_ctx;
+    /* gpt_bind: the buffers forward and backward use instead of params and grads
+     * (NULL: the model's own). The model never frees them. */
+    const float *bound_params;
+    float *bound_grads;
 } gpt_model;
 
 /* Checks the shape (positive, n_embd % n_head == 0) and allocates parameters (not
@@ -176,6 +180,12 @@ void gpt_backward(gpt_model *m);
 /* Floating point operations of one training step (forward + backward) on B x T
  * tokens, counting matrix products and attention products as computed. */
 double gpt_flops_per_step(const gpt_shape *s, int B, int T);
+
+/* Makes forward and backward read `params` and add into `grads` (each [n_params], in
+ * the layout of m; NULL: the model's own buffer) until the next gpt_bind. For the step
+ * engine (engine.h), whose callers keep several gradient buffers (async) or step at
+ * predicted weights: the model's own buffers are never swapped out. */
+void gpt_bind(gpt_model *m, const float *params, float *grads);
 
 /* Index of the named tensor in m->info, or -1. */
 int gpt_find_param(const gpt_model *m, const char *name);

@@ -93,11 +93,12 @@ static void backward(pipeline *p, int j)
     }
 }
 
-double pipeline_train(pipeline *p, const int32_t *inputs, const int32_t *targets)
+double pipeline_train(pipeline *p, const int32_t *inputs, const int32_t *targets,
+                      float grad_scale)
 {
     gpt_model *m = p->m;
     p->ready = m->on_grads_ready;
-    m->loss_grad_scale = 1.0f / (float)p->micro;
+    m->loss_grad_scale = grad_scale / (float)p->micro;
     const int warm = p->stages - 1 - p->stage < p->micro ? p->stages - 1 - p->stage : p->micro;
     double loss = 0.0;
     int f = 0, b = 0;

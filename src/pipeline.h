@@ -10,8 +10,8 @@
  * step; receives block. Every stage of a replica must run the same steps in the same
  * order (the tags name the micro-batch and the direction).
  *
- * The model's gradients add up over the micro-batches (loss_grad_scale 1/M: the mean
- * of the micro-batch losses, the whole batch's loss). m->on_grads_ready, when set, is
+ * The model's gradients add up over the micro-batches (loss_grad_scale grad_scale/M:
+ * the mean of the micro-batch losses, the whole batch's loss). m->on_grads_ready, when set, is
  * only called during the last backward, when the gradients become final. */
 #ifndef GT_PIPELINE_H
 #define GT_PIPELINE_H
@@ -29,8 +29,10 @@ pipeline *pipeline_create(gpt_model *m, int micro, int B, int T);
 void pipeline_free(pipeline *p);
 
 /* One training step's forward and backward on inputs/targets [B,T] (read by the first
- * and the last stage). Returns the batch's mean loss on the last stage, 0 elsewhere. */
-double pipeline_train(pipeline *p, const int32_t *inputs, const int32_t *targets);
+ * and the last stage): grads += grad_scale x d(batch mean loss)/d(params). Returns the
+ * batch's mean loss on the last stage, 0 elsewhere. */
+double pipeline_train(pipeline *p, const int32_t *inputs, const int32_t *targets,
+                      float grad_scale);
 /* Forward only (evaluation) of one batch: the mean loss on the last stage, 0 elsewhere. */
 double pipeline_eval(pipeline *p, const int32_t *inputs, const int32_t *targets);
 

@@ -87,9 +87,38 @@ static void test_defaults(void)
     TU_CHECK(strcmp(c.out, "runs/gentrain") == 0 && strcmp(c.log, "") == 0 &&
                  c.peak_gflops == 0,
              "out/log/peak_gflops defaults");
-    TU_CHECK(c.bucket_mb == 25 && strcmp(c.sync, "sync") == 0 && c.staleness == 1 &&
-                 strcmp(c.grad_comm, "fp32") == 0,
+    TU_CHECK(c.bucket_mb == 25 && c.sync == SYNC_SYNC && c.staleness == 1 &&
+                 c.grad_comm == GRAD_COMM_FP32,
              "data-parallel defaults: bucket_mb 25, sync, staleness 1, fp32");
+    TU_CHECK(c.precision == PRECISION_FP32 && c.offload == OFFLOAD_ALL &&
+                 c.data_io == DATA_IO_AUTO && c.sampling == SAMPLING_EPOCH &&
+                 c.async_predict == PREDICT_ON,
+             "enumerated defaults");
+    /* Enumerated keys: parsed into their enum once, printed back as their word. */
+    TU_CHECK(config_set(&c, "sync", "async", NULL) == 0 && c.sync == SYNC_ASYNC &&
+                 config_set(&c, "offload", "required", NULL) == 0 &&
+                 c.offload == OFFLOAD_REQUIRED &&
+                 config_set(&c, "data_io", "mpi-io", NULL) == 0 &&
+                 c.data_io == DATA_IO_MPI_IO,
+             "enumerated keys parse into their enums");
+    TU_CHECK(strcmp(config_enum_word("sync", c.sync), "async") == 0 &&
+                 strcmp(config_enum_word("data_io", c.data_io), "mpi-io") == 0 &&
+                 strcmp(config_enum_word("offload", 7), "?") == 0 &&
+                 strcmp(config_enum_word("steps", 0), "?") == 0,
+             "config_enum_word names values and refuses the rest");
+    {
+        char *text = config_to_text(&c);
+        TU_CHECK(text && strstr(text, "= async\n") &&
+                     strstr(text, "= required\n"),
+                 "enumerated keys print as their words");
+        gt_config back;
+        config_defaults(&back);
+        TU_CHECK(text && config_load_text(&back, text, "round trip") == 0 &&
+                     memcmp(&back, &c, sizeof c) == 0,
+                 "the config text round-trips, enums included");
+        free(text);
+    }
+    config_defaults(&c);
 
     /* The defaults lack only the data file. */
     expect_validate_error(&c, "data");

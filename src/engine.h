@@ -1,0 +1,106 @@
+/* engine — the step engine: the one seam between the trainer (train.c) and whatever
+ * computes this rank's forward and backward. The trainer drives every engine the same
+ * way; what is above the seam exists once: micro-steps of gradient accumulation, the
+ * data-parallel reduction, the loss-scale decision, gradient clipping, AdamW,
+ * evaluation, logging and checkpoints.
+ *
+ * An engine computes with one model part: the layout of `model` (gpt_create_stage: a
+ * tensor shard of a pipeline stage; tp = pp = 1: the whole model), whose own parameter
+ * buffer holds the trainer's master weights. Engines:
+ *  - engine_cpu_create: the model's CPU passes (backend.h: FP32 or BF16 products);
+ *    with pp > 1 a step's micro-batches go through the 1F1B schedule (pipeline.h),
+ *    activations and their gradients to the neighbouring stages over MPI; with tp > 1
+ *    the model's tensor-parallel all-reduces run inside the passes (grid.h hooks).
+ *  - engine_gpu_create: the rank's GPU (device_step.h) in FP16 with dynamic loss
+ *    scaling, every layer or the blocks alone; whole models only (tp = pp = 1) for
+ *    now: the trainer runs other grids on the CPU engine and says so.
+ *
+ * Buffers: the caller passes the parameters to compute at and the gradient buffer to
+ * fill on each call (async runs keep a ring of gradient buffers and may step at
+ * predicted weights: grad_ring.h); the engine binds them for the call only. The
+ * engine owns everything else it needs (activations, device memory, staging).
+ *
+ * Gradient-ready hook: when set (engine_set_grads_ready), the engine reports each
+ * range of the gradient buffer that became final during the last micro-batch's
+ * backward, so a bucketed all-reduce (parallel.h) overlaps it. The CPU engines report
+ * ranges as backward goes; the GPU engine reports the whole buffer at the end. */
+#ifndef GT_ENGINE_H
+#define GT_ENGINE_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include <stdlib.h>
+
+#include "lossscale.h"
+#include "model.h"
+
+typedef struct step_engine step_engine;
+
+typedef struct engine_ops {
+    /* One micro-batch: inputs/targets [B,T] at `params`. Micro-batches of a step run
+     * from accumulate = 0 (grads are overwritten) to last = 1; after the last, grads =
+     * grad_scale x the sum of d(mean loss)/d(params) over them. Sets *loss (the
+     * micro-batch's mean loss; 0 on a pipeline stage that has no head) and *overflow
+     * (1: FP16 overflowed; grads unusable). 0, or -1 (reported, this rank only). */
+    int (*grad)(step_engine *e, const float *params, float *grads, const int32_t *inputs,
+                const int32_t *targets, int accumulate, int last, float grad_scale,
+                double *loss, int *overflow);
+    /* The mean loss of one batch at params (evaluation). first: the first batch of an
+     * evaluation (the parameters may have changed since the last call). */
+    int (*loss)(step_engine *e, const float *params, int first, const int32_t *inputs,
+                const int32_t *targets, double *loss);
+    void (*destroy)(step_engine *e);
+} engine_ops;
+
+struct step_engine {
+    const engine_ops *ops;
+    const char *name;     /* "cpu", "cpu pipeline", "gpu", "gpu blocks" */
+    gpt_model *model;     /* the part: its layout, and its params = master weights */
+    int B, T;             /* the micro-batch every call computes */
+    loss_scaler *scaler;  /* FP16 engines: the dynamic loss scale; NULL otherwise */
+    void (*grads_ready)(void *ctx, size_t offset, size_t count);
+    void *grads_ready_ctx;
+    void *impl;
+};
+
+/* The CPU engine for `model` (created, parameters allocated; activations are made
+ * here) and micro-batches of B x T; with pp > 1, `micro` micro-batches per batch
+ * through the pipeline. Returns NULL on failure (reported). */
+step_engine *engine_cpu_create(gpt_model *model, int B, int T, int micro);
+/* The GPU engine on the device the rank took (offload_use_device): every layer
+ * (blocks = 0) or the transformer blocks alone (blocks = 1). NULL on failure
+ * (reported: what failed, e.g. the device memory it needs). */
+step_engine *engine_gpu_create(gpt_model *model, int B, int T, int threads, int blocks);
+
+static inline int engine_grad(step_engine *e, const float *params, float *grads,
+                              const int32_t *inputs, const int32_t *targets, int accumulate,
+                              int last, float grad_scale, double *loss, int *overflow)
+{
+    return e->ops->grad(e, params, grads, inputs, targets, accumulate, last, grad_scale,
+                        loss, overflow);
+}
+static inline int engine_loss(step_engine *e, const float *params, int first,
+                              const int32_t *inputs, const int32_t *targets, double *loss)
+{
+    return e->ops->loss(e, params, first, inputs, targets, loss);
+}
+static inline void engine_set_grads_ready(step_engine *e,
+                                          void (*fn)(void *ctx, size_t offset, size_t count),
+                                          void *ctx)
+{
+    e->grads_ready = fn;
+    e->grads_ready_ctx = ctx;
+}
+/* The loss scale gradients carry (1 without a scaler). */
+static inline float engine_loss_scale(const step_engine *e)
+{
+    return e->scaler ? e->scaler->scale : 1.0f;
+}
+static inline void engine_destroy(step_engine *e) /* NULL is fine */
+{
+    if (!e) return;
+    e->ops->destroy(e);
+    free(e);
+}
+
+#endif

@@ -1,0 +1,159 @@
+/* train_data — the token datasets of a run: open and check them (each rank its share
+ * of the tokens), read this rank's fixed validation windows once, evaluate on them,
+ * and say what the data is (for the ranks to compare and checkpoints to record). */
+#include <stdio.h>
+#include <string.h>
+
+#include "grid.h"
+#include "train_run.h"
+#include "util.h"
+
+static int is_none(const char *s) { return s[0] == '\0' || strcmp(s, "none") == 0; }
+
+/* Opens a token dataset, settles the vocabulary, checks every token (each rank its
+ * share of them: no rank reads the whole dataset) and the length. */
+static h5data *open_tokens(const run *r, const char *dataset, int64_t *vocab,
+                           token_windows *w)
+{
+    const gt_config *c = r->c;
+    h5data *d = r->mpi_io ? h5data_open_mpi(c->data, dataset) : h5data_open(c->data, dataset);
+    if (!d) return NULL;
+    char what[GT_PATH_MAX + GT_NAME_MAX + 2];
+    snprintf(what, sizeof what, "%s:%s", c->data, dataset);
+    if (*vocab == 0) {
+        *vocab = h5data_vocab_attr(d);
+        if (*vocab <= 0) {
+            gt_error("%s has no vocab_size attribute; set vocab_size in the config", what);
+            goto fail;
+        }
+    }
+    double t0 = gt_now();
+    if (h5data_check_range_part(d, *vocab, par_rank(), par_world()) != 0) goto fail;
+    double dt = gt_now() - t0;
+    if (windows_init(w, h5data_rows(d), h5data_row_len(d), c->block_size, what) != 0)
+        goto fail;
+    par_printf("data: %s: %s [%lld x %lld] %s, %lld windows of %d tokens (checked in %.2f s)\n",
+           what, h5data_rank(d) == 1 ? "stream" : "sequences", (long long)h5data_rows(d),
+           (long long)h5data_row_len(d), h5data_type_name(d), (long long)w->count,
+           c->block_size + 1, dt);
+    return d;
+fail:
+    h5data_close(d);
+    return NULL;
+}
+
+/* The validation set is read once: eval_batches global batches (batch_size x replicas
+ * x micro-steps windows each) of fixed windows, replica r keeping the r-th contiguous
+ * share of them: eval_batches x micro-steps batches of batch_size windows. */
+static int read_eval_windows(run *r)
+{
+    const gt_config *c = r->c;
+    const int B = c->batch_size, T = c->block_size;
+    /* eval_batches x accum x B x (T + 1) tokens must be a size this machine has. */
+    if ((double)c->eval_batches * r->accum * B * (T + 1) * sizeof(int32_t) > 0x1p62) {
+        gt_error("eval_batches %d x batch_size %d x %d micro-step%s of %d tokens is too "
+                 "large to hold; lower eval_batches", c->eval_batches, B, r->accum,
+                 r->accum == 1 ? "" : "s", T + 1);
+        return -1;
+    }
+    r->eval_windows = (int64_t)c->eval_batches * r->accum * B;
+    const int64_t all_windows = r->eval_windows * grid_dp_size();
+    const int64_t first = r->eval_windows * grid_dp_rank(); /* tp peers: the same ones */
+    if (all_windows > r->val_w.count && par_is_root())
+        gt_warn("%s:%s has %lld windows, fewer than eval_batches x the global batch = "
+                "%lld: evaluation repeats windows", c->data, c->val_dataset,
+                (long long)r->val_w.count, (long long)all_windows);
+    /* One error line for the first that fails. */
+    if (!(r->eval_tokens = gt_malloc((size_t)r->eval_windows * (size_t)(T + 1) *
+                                         sizeof(int32_t), "validation batches")) ||
+        !(r->eval_in = gt_malloc((size_t)B * T * sizeof(int32_t), "eval inputs")) ||
+        !(r->eval_tg = gt_malloc((size_t)B * T * sizeof(int32_t), "eval targets")))
+        return -1;
+    for (int64_t k = 0; k < r->eval_windows; k++) {
+        int64_t row, col;
+        windows_eval(&r->val_w, first + k, all_windows, &row, &col);
+        if (h5data_read(r->val, row, col, T + 1, r->eval_tokens + k * (T + 1), r->vocab) != 0)
+            return -1;
+    }
+    return 0;
+}
+
+int train_open_data(run *r)
+{
+    const gt_config *c = r->c;
+    r->vocab = c->vocab_size;
+    r->train = open_tokens(r, c->train_dataset, &r->vocab, &r->train_w);
+    if (!r->train) return -1;
+    r->train_w.random = c->sampling == SAMPLING_RANDOM;
+    par_printf("data: read through %s\n",
+               h5data_uses_mpi_io(r->train)
+                   ? "MPI-IO (parallel HDF5, independent reads, each rank its own samples)"
+                   : "HDF5's default driver (POSIX reads, each rank its own samples)");
+    if (c->vocab_size == 0 && h5data_vocab_attr(r->train) > 0)
+        par_printf("data: vocab_size %lld (from the dataset attribute)\n",
+                   (long long)r->vocab);
+    if (r->vocab > INT32_MAX) {
+        gt_error("vocab_size %lld is too large", (long long)r->vocab);
+        return -1;
+    }
+    /* One optimizer step reads B x replicas x accum windows; they must be distinct. */
+    const int64_t per_step = (int64_t)c->batch_size * r->dp * r->accum;
+    if (r->accum > 1 && r->train_w.count < per_step) {
+        gt_error("%s:%s has %lld windows; global_batch_size %d needs at least that many",
+                 c->data, c->train_dataset, (long long)r->train_w.count,
+                 c->global_batch_size);
+        return -1;
+    }
+    if (is_none(c->val_dataset)) return 0;
+    int64_t val_vocab = r->vocab;
+    r->val = open_tokens(r, c->val_dataset, &val_vocab, &r->val_w);
+    if (!r->val) return -1;
+    return read_eval_windows(r);
+}
+
+/* Mean loss over the fixed validation windows of all ranks: each rank evaluates its
+ * share, the sums of batch means are added over the ranks (every batch has B x T
+ * tokens, so the mean of the batch means is the mean over all windows). */
+int train_evaluate(run *r, double *val)
+{
+    const int B = r->c->batch_size, T = r->c->block_size;
+    const int64_t batches = (int64_t)r->c->eval_batches * r->accum;
+    double sum = 0.0;
+    for (int64_t batch = 0; batch < batches; batch++) {
+        for (int b = 0; b < B; b++) {
+            const int32_t *win = r->eval_tokens + ((int64_t)batch * B + b) * (T + 1);
+            memcpy(r->eval_in + (size_t)b * T, win, (size_t)T * sizeof(int32_t));
+            memcpy(r->eval_tg + (size_t)b * T, win + 1, (size_t)T * sizeof(int32_t));
+        }
+        double loss;
+        if (engine_loss(r->engine, r->model.params, batch == 0, r->eval_in, r->eval_tg,
+                        &loss) != 0)
+            return -1; /* this rank only: the caller ends the job */
+        sum += loss;
+    }
+    /* With pp > 1 only the last stages (world / pp ranks) have a loss. */
+    *val = par_sum_double(sum) / ((double)batches * (r->world / r->pp));
+    return 0;
+}
+
+/* Whether step (0-based) ends with an evaluation. */
+int train_is_eval_step(const run *r, int64_t step)
+{
+    const gt_config *c = r->c;
+    return r->val && ((c->eval_every > 0 && (step + 1) % c->eval_every == 0) ||
+                      step + 1 == c->steps);
+}
+
+/* What identifies the datasets this rank reads, as text for par_check_same. */
+void train_dataset_identity(const run *r, char *buf, size_t cap)
+{
+    const gt_config *c = r->c;
+    int n = snprintf(buf, cap, "train %s:%s %s [%lld x %lld] vocab_size %lld\n", c->data,
+                     c->train_dataset, h5data_type_name(r->train),
+                     (long long)h5data_rows(r->train), (long long)h5data_row_len(r->train),
+                     (long long)r->vocab);
+    if (r->val && n > 0 && (size_t)n < cap)
+        snprintf(buf + n, cap - (size_t)n, "val %s:%s %s [%lld x %lld]\n", c->data,
+                 c->val_dataset, h5data_type_name(r->val), (long long)h5data_rows(r->val),
+                 (long long)h5data_row_len(r->val));
+}

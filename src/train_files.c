@@ -1,0 +1,310 @@
+/* train_files — what a run reads and writes besides its data: the output folder and
+ * the JSON Lines log (rank 0), checkpoints (which to resume from, loading one into
+ * this rank's part, saving one whole model whatever the grid) and the final model
+ * file. Formats: io/ckpt.h, io/h5model.h. */
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "../io/h5model.h"
+#include "grid.h"
+#include "train_run.h"
+#include "util.h"
+
+static int is_none(const char *s) { return s[0] == '\0' || strcmp(s, "none") == 0; }
+
+/* The JSON Lines log: a regular file is created, truncated or appended to; a terminal,
+ * /dev/stdout or another character device is written as it is; a named pipe only when
+ * a reader is there already (a plain open would wait for one forever); a folder or a
+ * socket is refused. Reports and returns NULL on failure. */
+static FILE *open_log(const char *path, int append)
+{
+    struct stat st;
+    const int exists = stat(path, &st) == 0;
+    if (exists && (S_ISDIR(st.st_mode) || S_ISSOCK(st.st_mode) || S_ISBLK(st.st_mode))) {
+        gt_error("log file %s is %s, not a file to write JSON lines to", path,
+                 S_ISDIR(st.st_mode) ? "a folder" : S_ISSOCK(st.st_mode) ? "a socket"
+                                                                      : "a block device");
+        return NULL;
+    }
+    const int special = exists && !S_ISREG(st.st_mode);
+    int flags = O_WRONLY | O_CLOEXEC |
+                (special ? O_APPEND | O_NONBLOCK : O_CREAT | (append ? O_APPEND : O_TRUNC));
+    int fd = open(path, flags, 0666);
+    if (fd < 0) {
+        if (errno == ENXIO && special && S_ISFIFO(st.st_mode))
+            gt_error("log file %s is a named pipe (FIFO) with no reader; start the reader "
+                     "first", path);
+        else
+            gt_error("cannot open log file %s for writing: %s", path, strerror(errno));
+        return NULL;
+    }
+    if (special) { /* writes block again, as to any pipe */
+        int fl = fcntl(fd, F_GETFL);
+        if (fl >= 0) (void)fcntl(fd, F_SETFL, fl & ~O_NONBLOCK);
+    }
+    FILE *f = fdopen(fd, append || special ? "a" : "w");
+    if (!f) {
+        gt_error("cannot open log file %s for writing: %s", path, strerror(errno));
+        close(fd);
+    }
+    return f;
+}
+
+/* Rank 0 only: the output folder, the checkpoint folder (when the run can checkpoint)
+ * and the log file; a resumed run appends to the log. */
+int train_check_output_paths(run *r)
+{
+    const gt_config *c = r->c;
+    if (!par_is_root()) return 0;
+    if (!is_none(c->out)) {
+        if (gt_mkdirs(c->out) != 0) return -1;
+        if (access(c->out, W_OK) != 0) {
+            gt_error("output folder %s is not writable", c->out);
+            return -1;
+        }
+    }
+    if (r->can_ckpt && gt_mkdirs(r->ckpt_dir) != 0) return -1;
+    if (c->log[0]) {
+        char dir[GT_PATH_MAX];
+        memcpy(dir, c->log, sizeof dir);
+        char *slash = strrchr(dir, '/');
+        if (slash && slash != dir) {
+            *slash = '\0';
+            if (gt_mkdirs(dir) != 0) return -1;
+        }
+        if (!(r->log = open_log(c->log, r->from != NULL))) return -1;
+    }
+    return 0;
+}
+
+/* resume = auto: the step of the newest checkpoint of dir that verifies, found by rank
+ * 0 and broadcast: >= 0, -1 when there is none (a fresh run), -2 on an error
+ * (reported by rank 0), and so when every checkpoint there is damaged: starting fresh
+ * would overwrite them. A collective. */
+static int64_t find_resume_step(const char *dir)
+{
+    double found = -2.0;
+    if (par_is_root()) {
+        char path[GT_PATH_MAX + 64];
+        int k = ckpt_find_latest(dir, path, sizeof path);
+        if (k == 0) found = -1.0;
+        if (k == 2)
+            gt_error("resume = auto: no checkpoint in %s verifies (see the warnings above); "
+                     "none was changed. Move them away, or set resume = none to start "
+                     "fresh", dir);
+        if (k == 1) {
+            const char *base = strrchr(path, '/');
+            long long step = -1;
+            if (sscanf(base ? base + 1 : path, "ckpt_%lld.h5", &step) == 1 && step >= 0)
+                found = (double)step;
+            else
+                gt_error("checkpoint %s: cannot read the step from its name", path);
+        }
+    }
+    return (int64_t)par_bcast_double(found);
+}
+
+/* Which checkpoint to continue from, if any (r->from; NULL: a fresh run): every rank
+ * loads the same file. A collective. */
+int train_find_resume(run *r)
+{
+    const gt_config *c = r->c;
+    r->from = NULL;
+    if (strcmp(c->resume, "auto") == 0) {
+        const int64_t step = find_resume_step(r->ckpt_dir);
+        if (step == -2) return -1;
+        if (step == -1) {
+            par_printf("resume: no checkpoint in %s; starting fresh\n", r->ckpt_dir);
+        } else {
+            if (ckpt_path(r->ckpt_dir, step, r->resume_path, sizeof r->resume_path) != 0)
+                return -1;
+            r->from = r->resume_path;
+        }
+    } else if (!is_none(c->resume)) {
+        r->from = c->resume;
+    }
+    return 0;
+}
+
+/* With tp or pp > 1: puts the parts of this replica (pp x tp ranks) together, on its
+ * first rank, into `whole` (created here, the layout of one process; the caller frees
+ * it) and, when whole_opt is not NULL, AdamW's moments into whole_opt the same way. A
+ * collective over the replica; the other ranks get nothing. With one part it does
+ * nothing (the model is whole). Returns 0, or -1 on every rank of the replica
+ * (reported). */
+static int gather_whole(const run *r, gpt_model *whole, adamw_state *whole_opt)
+{
+    const int parts = grid_mp_size(), tp = grid_tp_size(), pp = grid_pp_size();
+    if (parts == 1) return 0;
+    const int root = grid_mp_rank() == 0;
+    int ok = 1;
+    if (root) {
+        ok = gpt_create(whole, r->model.shape, r->model.be, r->threads) == 0;
+        if (ok && whole_opt) ok = adamw_init(whole_opt, whole->n_params) == 0;
+    }
+    /* The others must not start sending to a root that could not take it. */
+    if (!grid_mp_all_ok(ok)) return -1;
+    const float *mine[3] = {r->model.params, r->opt.m, r->opt.v};
+    const int n_bufs = whole_opt ? 3 : 1;
+    if (!root) {
+        for (int k = 0; k < n_bufs; k++) grid_mp_send_root(mine[k], r->model.n_params);
+        return 0;
+    }
+    float *dest[3] = {whole->params, whole_opt ? whole_opt->m : NULL,
+                      whole_opt ? whole_opt->v : NULL};
+    if (whole_opt) whole_opt->t = r->opt.t;
+    for (int k = 0; k < n_bufs; k++)
+        gpt_shard_copy(&r->model, grid_tp_rank(), dest[k], (float *)mine[k], 1);
+    /* Each other part: its layout (a model of that stage and shard, whose parameter
+     * buffer receives), then its buffers in order. */
+    for (int q = 1; q < parts; q++) {
+        gpt_model part;
+        if (gpt_create_stage(&part, r->model.shape, r->model.be, 1, tp, q % tp, q / tp, pp) !=
+            0)
+            par_abort_reported(); /* the peers are already sending */
+        for (int k = 0; k < n_bufs; k++) {
+            grid_mp_recv(part.params, part.n_params, q);
+            gpt_shard_copy(&part, q % tp, dest[k], part.params, 1);
+        }
+        gpt_free(&part);
+    }
+    return 0;
+}
+
+/* Loads checkpoint `from` into the run's model and optimizer: directly with one part
+ * per replica; with tp or pp > 1 every rank reads the whole model and keeps its part
+ * (memory: one whole model and its moments, briefly). 0, or -1 (reported). */
+static int load_checkpoint(run *r, const char *from)
+{
+    if (grid_mp_size() == 1) return ckpt_load(from, &r->model, &r->opt, &r->meta);
+    gpt_model whole;
+    adamw_state whole_opt;
+    memset(&whole_opt, 0, sizeof whole_opt);
+    int rc = -1;
+    if (gpt_create(&whole, r->model.shape, r->model.be, r->threads) != 0) return -1;
+    if (adamw_init(&whole_opt, whole.n_params) == 0 &&
+        ckpt_load(from, &whole, &whole_opt, &r->meta) == 0) {
+        const int me = grid_tp_rank();
+        gpt_shard_copy(&r->model, me, whole.params, r->model.params, 0);
+        gpt_shard_copy(&r->model, me, whole_opt.m, r->opt.m, 0);
+        gpt_shard_copy(&r->model, me, whole_opt.v, r->opt.v, 0);
+        r->opt.t = whole_opt.t;
+        rc = 0;
+    }
+    gpt_free(&whole);
+    adamw_free(&whole_opt);
+    return rc;
+}
+
+/* Whether the checkpoint was trained on the data this run has (rank 0): a file replaced
+ * between a checkpoint and its resume would continue the run on other tokens. Names
+ * the first field that differs. A checkpoint from before fingerprints gets a note. */
+static int same_data(const ckpt_meta *meta, const char *now, const char *path)
+{
+    if (!meta->data) {
+        printf("resume: %s does not record its training data (an older gentrain wrote "
+               "it): not compared\n", meta->path);
+        return 1;
+    }
+    if (strcmp(meta->data, now) == 0) return 1;
+    /* fields "key=value" separated by spaces; the first that differs */
+    const char *a = meta->data, *b = now;
+    while (*a && *a == *b) a++, b++;
+    while (a > meta->data && a[-1] != ' ') a--, b--;
+    gt_error("resume: the training data %s is not what checkpoint %s was trained on "
+             "(%.*s then, %.*s now); resume on that data, or start fresh with resume = none",
+             path, meta->path, (int)strcspn(a, " "), a, (int)strcspn(b, " "), b);
+    return 0;
+}
+
+/* Rank 0 writes the checkpoint of `step` steps done into dir and prunes the folder to
+ * keep_ckpts files; every rank learns whether it worked. path gets the file (rank 0). */
+int train_save_checkpoint(run *r, int64_t step)
+{
+    const gt_config *c = r->c;
+    /* One whole model whatever the grid (tp or pp > 1: replica 0's parts put together
+     * on rank 0), so any tp and pp can resume it. The world size recorded is the number
+     * of replicas: what fixes each one's data. */
+    const int split = grid_mp_size() > 1;
+    const double t0 = gt_now();
+    gpt_model whole;
+    adamw_state whole_opt;
+    memset(&whole, 0, sizeof whole);
+    memset(&whole_opt, 0, sizeof whole_opt);
+    int ok = 1;
+    if (split && grid_dp_rank() == 0) ok = gather_whole(r, &whole, &whole_opt) == 0;
+    if (par_is_root() && ok) {
+        const loss_scaler *scaler = r->engine->scaler;
+        ok = ckpt_save(r->ckpt_dir, step, split ? &whole : &r->model,
+                       split ? &whole_opt : &r->opt, r->saved_text, grid_dp_size(), c->seed,
+                       scaler ? (double)scaler->scale : 1.0,
+                       scaler ? (int64_t)scaler->clean_steps : 0,
+                       r->data_id[0] ? r->data_id : NULL, r->ckpt_file,
+                       sizeof r->ckpt_file) == 0 &&
+             ckpt_prune(r->ckpt_dir, c->keep_ckpts) >= 0;
+        if (ok) printf("checkpoint: step %lld saved to %s in %.2f s\n", (long long)step,
+                       r->ckpt_file, gt_now() - t0);
+        fflush(stdout);
+    }
+    gpt_free(&whole);
+    adamw_free(&whole_opt);
+    if (!par_all_ok(ok)) return -1;
+    r->last_save = gt_now();
+    return 0;
+}
+
+/* Loads the checkpoint r->from into this rank's part and the optimizer; training then
+ * continues at its step. 0, or -1 (reported). */
+int train_load_checkpoint(run *r)
+{
+    if (!r->from) return 0;
+    /* Parameters, moments and AdamW's t; the step is the data cursor (ckpt.h). */
+    if (load_checkpoint(r, r->from) != 0) return -1;
+    r->resumed = 1;
+    r->first_step = r->meta.step;
+    return 0;
+}
+
+/* A resumed run: may it continue from that checkpoint with this config and data
+ * (rank 0 decides; every rank learns)? Says what changed. A collective. */
+int train_check_resume(run *r)
+{
+    if (!r->resumed) return 0;
+    int ok = 1;
+    if (par_is_root()) {
+        char changes[4096];
+        ok = ckpt_check_compatible(&r->meta, r->saved_text, r->dp, changes,
+                                   sizeof changes) == 0 &&
+             same_data(&r->meta, r->data_id, r->c->data);
+        if (ok) {
+            printf("resuming from %s at step %lld\n", r->from, (long long)r->first_step);
+            if (changes[0]) printf("resume: changed since the checkpoint: %s\n", changes);
+        }
+    }
+    return par_all_ok(ok) ? 0 : -1;
+}
+
+/* <out>/model.h5: the whole model whatever the grid (replica 0's parts put together on
+ * rank 0). A collective; 0 or -1 on every rank. */
+int train_save_model(run *r)
+{
+    const gt_config *c = r->c;
+    if (is_none(c->out)) return 0;
+    gpt_model whole;
+    memset(&whole, 0, sizeof whole);
+    const int split = grid_mp_size() > 1;
+    int saved = 1;
+    if (grid_dp_rank() == 0) saved = gather_whole(r, &whole, NULL) == 0;
+    if (par_is_root() && saved) {
+        char path[GT_PATH_MAX + 16];
+        snprintf(path, sizeof path, "%s/model.h5", c->out);
+        saved = h5model_save(path, split ? &whole : &r->model, r->saved_text, c->steps) == 0;
+        if (saved) printf("saved %s\n", path);
+    }
+    if (split) gpt_free(&whole);
+    return par_all_ok(saved) ? 0 : -1;
+}

@@ -1,0 +1,147 @@
+/* train_report — what a run tells its user: the set-up lines about the model and the
+ * gradients, one line per step and per evaluation on stdout (rank 0), one JSON Lines
+ * record per step in the log, and the summary at the end. */
+#include <math.h>
+#include <stdio.h>
+
+#include "train_run.h"
+#include "util.h"
+
+void train_report_setup(const run *r)
+{
+    const gt_config *c = r->c;
+    par_printf("model: %.2fM parameters, %.2f GFLOP per %s of %d x %d tokens%s\n",
+               r->model.n_params / 1e6, r->flops / 1e9, r->accum > 1 ? "micro-step" : "step",
+               c->batch_size, c->block_size, r->world > 1 ? " on each rank" : "");
+    if (r->red)
+        par_printf("gradients: %zu bucket%s of up to %g MiB, %s on the wire (%.1f MB per "
+                   "step), reduced while backward runs%s\n", par_reducer_buckets(r->red),
+                   par_reducer_buckets(r->red) == 1 ? "" : "s", c->bucket_mb,
+                   config_enum_word("grad_comm", c->grad_comm),
+                   par_reducer_bytes(r->red) / 1e6,
+                   c->sync == SYNC_ASYNC ? " and during the next step(s)" : "");
+    if (c->sync == SYNC_ASYNC)
+        par_printf("async: each step applies the gradient of %d step%s before (the first "
+                   "%d apply nothing), taken at %s weights (async_predict = %s)\n",
+                   r->ring.lag, r->ring.lag == 1 ? "" : "s", r->ring.lag,
+                   r->ring.predicted ? "predicted" : "current",
+                   config_enum_word("async_predict", c->async_predict));
+    fflush(stdout);
+}
+
+/* Gradient noise scale (McCandlish et al., "An empirical model of large-batch
+ * training"): from |g|^2 of batches of b_small tokens (mean over the ranks of their own
+ * gradients) and |G|^2 of the averaged batch of b_big = b_small x world tokens,
+ *   |G_true|^2 ~ (b_big |G|^2 - b_small |g|^2) / (b_big - b_small)
+ *   tr(Sigma)  ~ (|g|^2 - |G|^2) / (1/b_small - 1/b_big)
+ * and B_noise = tr(Sigma) / |G_true|^2 tokens. Both estimates are noisy, so each is
+ * smoothed by an exponential moving average over evaluations (bias-corrected) before
+ * the ratio is taken. Returns B_noise in tokens, NaN while |G_true|^2 is not positive. */
+static double noise_scale_update(double g_small2, double g_big2, double b_small, int world,
+                                 double *ema_g2, double *ema_s, double *weight)
+{
+    const double beta = 0.7, b_big = b_small * world;
+    const double g_true2 = (b_big * g_big2 - b_small * g_small2) / (b_big - b_small);
+    const double trace = (g_small2 - g_big2) / (1.0 / b_small - 1.0 / b_big);
+    *ema_g2 = beta * *ema_g2 + (1.0 - beta) * g_true2;
+    *ema_s = beta * *ema_s + (1.0 - beta) * trace;
+    *weight = beta * *weight + (1.0 - beta);
+    const double g2 = *ema_g2 / *weight, s = *ema_s / *weight;
+    return g2 > 0.0 ? s / g2 : NAN;
+}
+
+void train_report_step(const run *r, const step_result *s)
+{
+    const gt_config *c = r->c;
+    const double tok_s = (double)c->batch_size * c->block_size * r->dp * r->accum / s->dt,
+                 gflops = r->flops * r->dp * r->accum / s->dt * 1e-9;
+    par_printf("step %5lld/%lld | loss %.4f | lr %.2e | ", (long long)s->step + 1,
+               (long long)c->steps, s->loss, s->lr);
+    if (s->apply)
+        par_printf("norm %.3f", s->norm);
+    else if (s->skipped && r->ring.lag == 0)
+        par_printf("FP16 overflow: step skipped");
+    else if (s->skipped)
+        par_printf("FP16 overflow in the gradient of step %lld: update skipped",
+                   (long long)(s->step + 1 - r->ring.lag));
+    else
+        par_printf("no update (async warm-up)");
+    par_printf(" | %7.1f ms | %7.0f tok/s | %6.1f GFLOP/s", s->dt * 1e3, tok_s, gflops);
+    if (r->peak_gflops > 0)
+        par_printf(" | MFU %4.1f%%", 100.0 * gflops / (r->peak_gflops * r->world));
+    par_printf(" | wait %.2f ms", s->wait_s * 1e3);
+    if (r->world > 1) par_printf(" | comm %.2f ms", s->comm_s * 1e3);
+    if (r->engine->scaler) {
+        par_printf(" | scale %.0f", (double)s->scale_before);
+        if (s->scale_event != LOSS_SCALE_KEPT)
+            par_printf(" -> %.0f", (double)r->engine->scaler->scale);
+    }
+    par_printf("\n");
+}
+
+/* The evaluation's line, with the gradient noise scale where the data-parallel
+ * replicas' own gradients give it (not with tp or pp > 1: a rank's own squared norm
+ * covers its part only). */
+void train_report_eval(run *r, step_result *s, double seconds)
+{
+    const gt_config *c = r->c;
+    par_printf("step %5lld/%lld | val_loss %.4f | %d batches in %.2f s",
+               (long long)s->step + 1, (long long)c->steps, r->last_val, c->eval_batches,
+               seconds);
+    if (r->dp > 1 && r->tp == 1 && r->pp == 1 && s->apply) {
+        s->noise_tokens = noise_scale_update(par_mean_double(s->local_sq), s->norm * s->norm,
+                                             (double)c->batch_size * c->block_size * r->accum,
+                                             r->dp, &r->noise_g2, &r->noise_s, &r->noise_w);
+        if (isfinite(s->noise_tokens))
+            par_printf(" | noise scale %.0f tokens (%.1f sequences)", s->noise_tokens,
+                       s->noise_tokens / c->block_size);
+        else
+            par_printf(" | noise scale n/a (no gradient signal yet)");
+    }
+    par_printf("\n");
+}
+
+/* One JSON Lines record (rank 0's log). 0, or -1 when the write failed (reported). */
+int train_log_step(const run *r, const step_result *s)
+{
+    const gt_config *c = r->c;
+    if (!r->log) return 0;
+    const double tok_s = (double)c->batch_size * c->block_size * r->dp * r->accum / s->dt,
+                 gflops = r->flops * r->dp * r->accum / s->dt * 1e-9;
+    fprintf(r->log, "{\"step\":%lld,\"loss\":%.6f,\"lr\":%.6e,", (long long)s->step + 1,
+            s->loss, s->lr);
+    if (s->apply)
+        fprintf(r->log, "\"grad_norm\":%.6f,", s->norm);
+    else
+        fprintf(r->log, "\"grad_norm\":null,");
+    if (r->engine->scaler)
+        fprintf(r->log, "\"loss_scale\":%.1f,\"skipped\":%s,", (double)s->scale_before,
+                s->skipped ? "true" : "false");
+    fprintf(r->log, "\"ms\":%.3f,\"tokens_per_s\":%.1f,\"gflops\":%.3f,"
+            "\"load_wait_ms\":%.4f,\"comm_ms\":%.4f,\"comm_bytes\":%.0f",
+            s->dt * 1e3, tok_s, gflops, s->wait_s * 1e3, s->comm_s * 1e3,
+            r->world > 1 && s->reduced ? (double)par_reducer_bytes(r->red) : 0.0);
+    if (s->do_eval) fprintf(r->log, ",\"val_loss\":%.6f", r->last_val);
+    if (isfinite(s->noise_tokens)) fprintf(r->log, ",\"noise_scale\":%.1f", s->noise_tokens);
+    fprintf(r->log, "}\n");
+    if (fflush(r->log) != 0) {
+        gt_error("writing the log file %s failed", c->log);
+        return -1;
+    }
+    return 0;
+}
+
+void train_report_done(const run *r)
+{
+    const gt_config *c = r->c;
+    const double wall = gt_now() - r->t_start;
+    const int64_t ran = c->steps - r->first_step;
+    par_printf("done: %lld steps in %.1f s (%.0f tok/s in steps)", (long long)ran, wall,
+               ran > 0 ? (double)ran * c->batch_size * c->block_size * r->dp * r->accum /
+                             r->t_compute
+                       : 0.0);
+    if (r->world > 1)
+        par_printf(", %.1f MB of gradients reduced per rank", r->total_bytes / 1e6);
+    if (!isnan(r->last_val)) par_printf(", final val_loss %.4f", r->last_val);
+    par_printf("\n");
+}

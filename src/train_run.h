@@ -1,0 +1,114 @@
+/* train_run — what one `gentrain train` holds, shared by the files of the trainer
+ * (internal to train*.c; train.h is the public entry point):
+ *   train.c        set-up in order, the step loop as named phases, clean-up
+ *   train_setup.c  the grid, the device, the batch split, the compute report
+ *   train_data.c   the token datasets, the validation batches, evaluation
+ *   train_files.c  output folder, log, checkpoints (save, load, find), the model file
+ *   train_report.c the step line, the JSON Lines record, the summary
+ * One `run` holds everything allocated, so one clean-up frees it whatever failed. */
+#ifndef GT_TRAIN_RUN_H
+#define GT_TRAIN_RUN_H
+
+#include <stdint.h>
+#include <stdio.h>
+
+#include "../io/ckpt.h"
+#include "../io/h5data.h"
+#include "config.h"
+#include "engine.h"
+#include "grad_ring.h"
+#include "loader.h"
+#include "lossscale.h"
+#include "model.h"
+#include "optim.h"
+#include "parallel.h"
+#include "windows.h"
+
+/* Where the training runs (train_settle_device). */
+typedef enum { DEVICE_CPU, DEVICE_GPU_ALL, DEVICE_GPU_BLOCKS } train_device;
+
+typedef struct run {
+    const gt_config *c;
+    /* the grid and the batch: world = dp x tp x pp ranks (grid.h) */
+    int world, dp, tp, pp;
+    int accum;              /* micro-steps per optimizer step (global_batch_size) */
+    int micro;              /* pp > 1: micro-batches per batch in the pipeline */
+    int mpi_io;             /* data read through parallel HDF5's MPI-IO driver */
+    train_device device;
+    int threads;
+    double peak_gflops;     /* for MFU; 0 = none */
+    double flops;           /* per micro-step of B x T on one rank */
+    /* data */
+    h5data *train, *val;
+    token_windows train_w, val_w;
+    int64_t vocab;
+    int32_t *eval_tokens;   /* [eval_windows, T+1] this rank's validation windows */
+    int32_t *eval_in, *eval_tg; /* [B,T] */
+    int64_t eval_windows;
+    char data_id[256];      /* h5data_fingerprint of the training data (rank 0) */
+    loader *ld;
+    /* model, engine, gradients, optimizer */
+    gpt_model model;
+    int have_model;
+    step_engine *engine;
+    grad_ring ring;
+    adamw_state opt;
+    par_reducer *red;       /* with more than one rank */
+    /* files */
+    int can_ckpt;           /* a run folder and sync steps */
+    char ckpt_dir[GT_PATH_MAX + 16];
+    char resume_path[GT_PATH_MAX + 64];
+    const char *from;       /* the checkpoint resumed from, or NULL */
+    int resumed;
+    int64_t first_step;     /* 0, or the step of that checkpoint */
+    ckpt_meta meta;         /* of that checkpoint */
+    char *saved_text;       /* the effective config saved with checkpoints and the model */
+    FILE *log;
+    char ckpt_file[GT_PATH_MAX + 64]; /* the last checkpoint written */
+    /* running totals */
+    double t_start, t_compute, total_bytes, last_save, last_val;
+    double noise_g2, noise_s, noise_w; /* gradient noise scale EMAs and their weight */
+} run;
+
+/* What one optimizer step did, for the report. */
+typedef struct step_result {
+    int64_t step;           /* 0-based */
+    double loss, lr, norm;  /* norm: NaN when nothing was applied */
+    double local_sq;        /* this rank's own squared gradient norm (noise scale) */
+    double dt, wait_s, comm_s;
+    int reduced, apply, skipped;
+    float scale_before;     /* the loss scale the step ran with */
+    loss_scale_event scale_event;
+    int do_eval;
+    double noise_tokens;    /* NaN when not estimated */
+} step_result;
+
+/* train_setup.c */
+int train_settle_grid(run *r);
+int train_settle_device(run *r);
+int train_report_compute(run *r);
+int train_settle_data_io(run *r);
+int train_settle_batch(run *r);
+
+/* train_data.c */
+int train_open_data(run *r);
+int train_evaluate(run *r, double *val);
+void train_dataset_identity(const run *r, char *buf, size_t cap);
+int train_is_eval_step(const run *r, int64_t step);
+
+/* train_files.c */
+int train_find_resume(run *r);
+int train_check_output_paths(run *r);
+int train_load_checkpoint(run *r);
+int train_check_resume(run *r);
+int train_save_checkpoint(run *r, int64_t step);
+int train_save_model(run *r);
+
+/* train_report.c */
+void train_report_setup(const run *r);
+void train_report_step(const run *r, const step_result *s);
+int train_log_step(const run *r, const step_result *s);
+void train_report_eval(run *r, step_result *s, double seconds);
+void train_report_done(const run *r);
+
+#endif

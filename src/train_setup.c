@@ -1,0 +1,196 @@
+/* train_setup — the decisions a run makes before it opens anything: the grid, the
+ * device, how data is read, the split of the global batch; and the lines that say so.
+ * Every rank decides the same (the configs were compared first); a refusal is one
+ * error line from rank 0 and -1 on every rank. */
+#include <cblas.h>
+#include <string.h>
+
+#include "../io/h5data.h"
+#include "../offload/offload.h"
+#include "blas_core.h"
+#include "cpu_features.h"
+#include "gemm_bf16.h"
+#include "grid.h"
+#include "kernels_cpu.h"
+#include "train_run.h"
+#include "util.h"
+
+int train_settle_grid(run *r)
+{
+    const gt_config *c = r->c;
+    if (grid_init(c->tp, c->pp) != 0) return -1;
+    r->world = par_world();
+    r->dp = grid_dp_size();
+    r->tp = grid_tp_size();
+    r->pp = grid_pp_size();
+    r->micro = c->micro_batches > 0 ? c->micro_batches : r->pp;
+    if (r->pp > 1 && c->sync == SYNC_ASYNC) {
+        if (par_is_root())
+            gt_error("pp = %d with sync = async is not supported (a pipeline step applies "
+                     "its own gradient)", r->pp);
+        return -1;
+    }
+    if (r->pp > 1 && c->batch_size % r->micro != 0) {
+        if (par_is_root())
+            gt_error("pp = %d: micro_batches = %d must divide batch_size = %d", r->pp,
+                     r->micro, c->batch_size);
+        return -1;
+    }
+    return 0;
+}
+
+/* Why the CPU trains although offload asks for the GPU, or NULL. */
+static const char *cpu_because(int n_gpus, int everyone, const char *why)
+{
+    if (!everyone) return n_gpus == 0 ? why : "not every rank has a GPU";
+    if (grid_tp_size() > 1 || grid_pp_size() > 1)
+        return "tp or pp > 1 runs on the CPU for now (the GPU engine takes the whole "
+               "model)";
+    return NULL;
+}
+
+/* Which device trains (offload): each rank takes the GPU of its index on its node
+ * (modulo the GPUs there). The GPU trains only when every rank has one (a step is a
+ * collective; mixed devices would only wait for the slowest) and the model is whole on
+ * each rank (tp = pp = 1); otherwise one line says why the CPU trains, or, with
+ * offload = required, that is an error. Where the GPU trains, one line says which
+ * layers run where. */
+int train_settle_device(run *r)
+{
+    const gt_config *c = r->c;
+    r->device = DEVICE_CPU;
+    if (c->offload == OFFLOAD_NONE) return 0;
+    const int local = par_local_rank(); /* a collective: before any branch */
+    char why[256] = "", name[256] = "";
+    const int n = offload_device_count(why, sizeof why);
+    int bound = n > 0 && offload_use_device(local % n, name, sizeof name, why,
+                                            sizeof why) == 0;
+    if (n > 0 && !bound) {
+        gt_error("offload: %s", why);
+        return par_all_ok(0) ? 0 : -1;
+    }
+    if (!par_all_ok(1)) return -1;
+    const char *because = cpu_because(n, par_all_ok(bound), why);
+    if (because) {
+        if (c->offload == OFFLOAD_REQUIRED) {
+            if (par_is_root()) gt_error("offload = required, but %s", because);
+            return -1;
+        }
+        if (n == 0)
+            par_printf("offload: no GPU (%s); every layer runs on the CPU\n", because);
+        else
+            par_printf("offload: %s; every layer runs on the CPU\n", because);
+        return 0;
+    }
+    if (c->offload == OFFLOAD_BLOCKS) {
+        par_printf("offload: the %d transformer blocks on the GPU (rank %d: GPU %d of %d on "
+                   "its node, %s) in FP16, the embeddings, final LayerNorm, head and loss on "
+                   "the CPU in FP32; FP32 master weights and AdamW on the host, dynamic loss "
+                   "scaling from %.0f\n", c->n_layer, par_rank(), local % n, n, name,
+                   (double)LOSS_SCALE_INIT);
+        r->device = DEVICE_GPU_BLOCKS;
+        return 0;
+    }
+    par_printf("offload: every layer on the GPU (rank %d: GPU %d of %d on its node, %s): "
+               "FP16 weights and activations, FP32 master weights and AdamW on the host, "
+               "dynamic loss scaling from %.0f\n", par_rank(), local % n, n, name,
+               (double)LOSS_SCALE_INIT);
+    r->device = DEVICE_GPU_ALL;
+    return 0;
+}
+
+/* Threads, kernels, BLAS, the MFU peak and the precision, in a few lines; reserves the
+ * BF16 products' buffers when the CPU computes in BF16. */
+int train_report_compute(run *r)
+{
+    const gt_config *c = r->c;
+    const int gpu = r->device != DEVICE_CPU;
+    const int bf16 = !gpu && c->precision == PRECISION_BF16;
+    r->threads = gt_resolve_threads(c->threads);
+    /* MFU: against the CPU's measured peak, or, on a GPU, only when peak_gflops says
+     * what the GPU's is. */
+    r->peak_gflops = c->peak_gflops > 0 ? c->peak_gflops
+                     : gpu              ? 0.0
+                     : bf16             ? cpu_bf16_peak_gflops(r->threads)
+                                        : cpu_fma_peak_gflops(r->threads);
+    par_printf("threads: %d OpenMP, kernels %s, OpenBLAS %s; ", r->threads,
+               kernels_simd_name(), openblas_get_parallel() == 2 ? "openmp" :
+               openblas_get_parallel() == 1 ? "pthreads" : "sequential");
+    if (r->peak_gflops > 0)
+        par_printf("peak %.1f GFLOP/s%s\n", r->peak_gflops,
+                   c->peak_gflops > 0 ? ""
+                   : bf16 ? " (measured BF16 dot-product peak; set peak_gflops to override)"
+                          : " (measured FMA peak; set peak_gflops to override)");
+    else
+        par_printf("no MFU (set peak_gflops to the GPU's peak for it)\n");
+    par_printf("BLAS: %s\n", blas_core_summary());
+    if (bf16) {
+        /* reserve the BF16 products' buffers (on every rank: a collective answer) */
+        if (!par_all_ok(gemm_bf16_init(r->threads) == 0)) return -1;
+        par_printf("precision: bf16 matrix products (%s path), FP32 accumulation, weights "
+                   "and optimizer\n", gemm_bf16_path_name());
+    } else if (gpu && c->precision == PRECISION_BF16) {
+        par_printf("precision: bf16 applies to the CPU; the GPU trains in FP16 with loss "
+                   "scaling\n");
+    }
+    return 0;
+}
+
+/* How the data is read: MPI-IO needs parallel HDF5, an MPI run, and MPI calls from the
+ * loader thread (MPI_THREAD_MULTIPLE). */
+int train_settle_data_io(run *r)
+{
+    const gt_config *c = r->c;
+    const int mpi_io_ok = h5data_mpi_io_available() && par_thread_multiple();
+    if (c->data_io == DATA_IO_MPI_IO && !mpi_io_ok) {
+        if (par_is_root())
+            gt_error("data_io = mpi-io: %s; use data_io = posix (or auto)",
+                     !h5data_mpi_io_available()
+                         ? "this gentrain was built with serial HDF5, which has no MPI-IO "
+                           "driver"
+                     : !par_launched() ? "MPI-IO needs an MPI run (mpirun or srun)"
+                                       : "MPI does not give MPI_THREAD_MULTIPLE, which "
+                                         "reading from the loader thread needs");
+        return -1;
+    }
+    r->mpi_io = c->data_io != DATA_IO_POSIX && mpi_io_ok;
+    return 0;
+}
+
+/* global_batch_size: whole micro-steps of batch_size x replicas sequences. */
+int train_settle_batch(run *r)
+{
+    const gt_config *c = r->c;
+    const int B = c->batch_size;
+    r->accum = 1;
+    if (c->global_batch_size > 0) {
+        const int64_t per_micro = (int64_t)B * r->dp;
+        if (c->global_batch_size % per_micro != 0) {
+            if (par_is_root())
+                gt_error("global_batch_size %d is not a multiple of batch_size x %s = "
+                         "%d x %d = %lld (it must be a whole number of micro-steps)",
+                         c->global_batch_size, r->tp > 1 ? "replicas" : "ranks", B, r->dp,
+                         (long long)per_micro);
+            return -1;
+        }
+        r->accum = (int)(c->global_batch_size / per_micro);
+        if (r->pp > 1 && r->accum > 1) {
+            if (par_is_root())
+                gt_error("global_batch_size %d with pp = %d: gradient accumulation over "
+                         "pipeline steps is not supported; raise batch_size and "
+                         "micro_batches instead", c->global_batch_size, r->pp);
+            return -1;
+        }
+    }
+    if (r->tp > 1 || r->pp > 1)
+        par_printf("grid: %d replica%s (data parallel) x pp %d (stages of contiguous "
+                   "layers, %d micro-batches of %d, 1F1B) x tp %d (heads and MLP units "
+                   "split): ranks 0..%d hold replica 0\n", r->dp, r->dp == 1 ? "" : "s",
+                   r->pp, r->micro, B / r->micro, r->tp, r->tp * r->pp - 1);
+    if (r->dp > 1 || r->accum > 1)
+        par_printf("global batch: %lld sequences = batch_size %d x %d %s%s x %d "
+                   "micro-step%s%s\n", (long long)B * r->dp * r->accum, B, r->dp,
+                   r->tp > 1 ? "replica" : "rank", r->dp == 1 ? "" : "s", r->accum,
+                   r->accum == 1 ? "" : "s", r->accum > 1 ? " (gradients accumulated)" : "");
+    return 0;
+}
