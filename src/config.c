@@ -407,6 +407,110 @@ static int report_unknown(const char *key, const char *origin)
     return -1;
 }
 
+/* The setters of each key type: raw is the user's text, shown its printable form for
+ * error lines, range the allowed values in words. 0, or -1 after one error line. */
+static int set_integer(gt_config *c, const key_def *k, const char *raw, const char *shown,
+                       const char *origin, const char *range)
+{
+    int64_t v = 0;
+    int rc = parse_i64(raw, &v);
+    if (rc == -1) {
+        gt_error("%s: %s = '%.64s': not an integer", origin, k->name, shown);
+        return -1;
+    }
+    if (rc == -2 && raw[0] == '-') v = INT64_MIN;
+    if ((rc == -2 && raw[0] != '-') || v > k->imax) {
+        if (k->flags & R_MAX)
+            gt_error("%s: %s = %.64s: must be %s", origin, k->name, shown, range);
+        else
+            gt_error("%s: %s = %.64s: too large (at most %" PRId64 ")", origin, k->name,
+                     shown, k->imax);
+        return -1;
+    }
+    if (v < k->imin) {
+        gt_error("%s: %s = %.64s: must be %s", origin, k->name, shown, range);
+        return -1;
+    }
+    if (k->type == T_INT)
+        *(int *)field(c, k) = (int)v;
+    else
+        *(int64_t *)field(c, k) = v;
+    return 0;
+}
+
+static int set_unsigned(gt_config *c, const key_def *k, const char *raw, const char *shown,
+                        const char *origin)
+{
+    uint64_t v = 0;
+    int rc = parse_u64(raw, &v);
+    if (rc == -1) {
+        gt_error("%s: %s = '%.64s': not a non-negative integer", origin, k->name, shown);
+        return -1;
+    }
+    if (rc == -2) {
+        gt_error("%s: %s = %.64s: too large (at most %" PRIu64 ")", origin, k->name, shown,
+                 UINT64_MAX);
+        return -1;
+    }
+    *(uint64_t *)field(c, k) = v;
+    return 0;
+}
+
+static int set_real(gt_config *c, const key_def *k, const char *raw, const char *shown,
+                    const char *origin, const char *range)
+{
+    double v = 0;
+    int rc = parse_double(raw, &v);
+    if (rc != 0) {
+        gt_error("%s: %s = %s%.64s%s: %s", origin, k->name, rc == -1 ? "'" : "", shown,
+                 rc == -1 ? "'" : "",
+                 rc == -1 ? "not a number" : rc == -2 ? "out of range of a double"
+                                                      : "must be a finite number");
+        return -1;
+    }
+    int bad = 0;
+    if (k->flags & R_MIN) bad |= (k->flags & R_MIN_X) ? !(v > k->dmin) : !(v >= k->dmin);
+    if (k->flags & R_MAX) bad |= (k->flags & R_MAX_X) ? !(v < k->dmax) : !(v <= k->dmax);
+    if (bad) {
+        gt_error("%s: %s = %.64s: must be %s", origin, k->name, shown, range);
+        return -1;
+    }
+    *(double *)field(c, k) = v;
+    return 0;
+}
+
+static int set_enum(gt_config *c, const key_def *k, const char *raw, const char *shown,
+                    const char *origin)
+{
+    const int v = choice_index(k->choices, raw);
+    if (v < 0) {
+        gt_error("%s: %s = '%s': must be one of: %s", origin, k->name, shown, k->choices);
+        return -1;
+    }
+    *(int *)field(c, k) = v;
+    return 0;
+}
+
+static int set_string(gt_config *c, const key_def *k, const char *raw, const char *shown,
+                      const char *origin)
+{
+    size_t n = strlen(raw);
+    if (n >= k->cap) {
+        gt_error("%s: %s = '%.48s...': too long (%zu characters, at most %zu)", origin,
+                 k->name, shown, n, k->cap - 1);
+        return -1;
+    }
+    const char *why = string_problem(raw);
+    if (why) {
+        gt_error("%s: %s = '%s': %s", origin, k->name, shown, why);
+        return -1;
+    }
+    /* Clear the whole array so that equal configs are equal byte for byte. */
+    memset(field(c, k), 0, k->cap);
+    memcpy(field(c, k), raw, n);
+    return 0;
+}
+
 /* Applies one key; `given` (may be NULL) records that the key was set. */
 static int set_key(gt_config *c, const char *key, const char *value, const char *origin,
                    given_set *given)
@@ -416,109 +520,20 @@ static int set_key(gt_config *c, const char *key, const char *value, const char 
     const key_def *k = &keys[ki];
     char range[96];
     describe_range(k, range, sizeof range);
-    const char *name = k->name;
     /* The value as it is echoed in errors: control characters would break the line. */
-    const char *raw = value;
     char shown[72];
-    value = gt_printable(raw, shown);
+    const char *printable = gt_printable(value, shown);
+    int rc = -1;
     switch (k->type) {
     case T_INT:
-    case T_I64: {
-        int64_t v = 0;
-        int rc = parse_i64(raw, &v);
-        if (rc == -1) {
-            gt_error("%s: %s = '%.64s': not an integer", origin, name, value);
-            return -1;
-        }
-        if (rc == -2 && raw[0] == '-') v = INT64_MIN;
-        if ((rc == -2 && raw[0] != '-') || v > k->imax) {
-            if (k->flags & R_MAX)
-                gt_error("%s: %s = %.64s: must be %s", origin, name, value, range);
-            else
-                gt_error("%s: %s = %.64s: too large (at most %" PRId64 ")", origin, name,
-                         value, k->imax);
-            return -1;
-        }
-        if (v < k->imin) {
-            gt_error("%s: %s = %.64s: must be %s", origin, name, value, range);
-            return -1;
-        }
-        if (k->type == T_INT)
-            *(int *)field(c, k) = (int)v;
-        else
-            *(int64_t *)field(c, k) = v;
-        break;
+    case T_I64: rc = set_integer(c, k, value, printable, origin, range); break;
+    case T_U64: rc = set_unsigned(c, k, value, printable, origin); break;
+    case T_DBL: rc = set_real(c, k, value, printable, origin, range); break;
+    case T_ENUM: rc = set_enum(c, k, value, printable, origin); break;
+    case T_STR: rc = set_string(c, k, value, printable, origin); break;
     }
-    case T_U64: {
-        uint64_t v = 0;
-        int rc = parse_u64(raw, &v);
-        if (rc == -1) {
-            gt_error("%s: %s = '%.64s': not a non-negative integer", origin, name, value);
-            return -1;
-        }
-        if (rc == -2) {
-            gt_error("%s: %s = %.64s: too large (at most %" PRIu64 ")", origin, name, value,
-                     UINT64_MAX);
-            return -1;
-        }
-        *(uint64_t *)field(c, k) = v;
-        break;
-    }
-    case T_DBL: {
-        double v = 0;
-        int rc = parse_double(raw, &v);
-        if (rc == -1) {
-            gt_error("%s: %s = '%.64s': not a number", origin, name, value);
-            return -1;
-        }
-        if (rc == -2) {
-            gt_error("%s: %s = %.64s: out of range of a double", origin, name, value);
-            return -1;
-        }
-        if (rc == -3) {
-            gt_error("%s: %s = %.64s: must be a finite number", origin, name, value);
-            return -1;
-        }
-        int bad = 0;
-        if (k->flags & R_MIN) bad |= (k->flags & R_MIN_X) ? !(v > k->dmin) : !(v >= k->dmin);
-        if (k->flags & R_MAX) bad |= (k->flags & R_MAX_X) ? !(v < k->dmax) : !(v <= k->dmax);
-        if (bad) {
-            gt_error("%s: %s = %.64s: must be %s", origin, name, value, range);
-            return -1;
-        }
-        *(double *)field(c, k) = v;
-        break;
-    }
-    case T_ENUM: {
-        const int v = choice_index(k->choices, raw);
-        if (v < 0) {
-            gt_error("%s: %s = '%s': must be one of: %s", origin, name, value, k->choices);
-            return -1;
-        }
-        *(int *)field(c, k) = v;
-        break;
-    }
-    case T_STR: {
-        size_t n = strlen(raw);
-        if (n >= k->cap) {
-            gt_error("%s: %s = '%.48s...': too long (%zu characters, at most %zu)", origin,
-                     name, value, n, k->cap - 1);
-            return -1;
-        }
-        const char *why = string_problem(raw);
-        if (why) {
-            gt_error("%s: %s = '%s': %s", origin, name, value, why);
-            return -1;
-        }
-
-        /* Clear the whole array so that equal configs are equal byte for byte. */
-        memset(field(c, k), 0, k->cap);
-        memcpy(field(c, k), raw, n);
-        break;
-    }
-    }
-    if (given) given->given[ki] = 1;
-    return 0;
+    if (rc == 0 && given) given->given[ki] = 1;
+    return rc;
 }
 
 /* ---------------------------------------------------------------- public API */

@@ -94,8 +94,10 @@ void config_print(const gt_config *c, FILE *f);
 char *config_to_text(const gt_config *c);
 
 /* The word of value v of the enumerated key `key` ("sync", SYNC_ASYNC -> "async");
- * "?" for a key that is not enumerated or a value out of its range. */
-const char *config_enum_word(const char *key, int v); /* valid until the next call for that key in the thread */
+ * "?" for a key that is not enumerated or a value out of its range. The config text
+ * (config_to_text, checkpoints, model files) holds the words, never the numbers. */
+const char *config_enum_word(const char *key, int v); /* valid until the thread's next
+                                                        * call for that key */
 
 /* Prints the key table (name, default, help) for `gentrain train --help`. */
 void config_print_help(FILE *f);

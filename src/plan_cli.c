@@ -207,78 +207,75 @@ static int finish(plan_calibration *cal, int rc)
     return rc;
 }
 
-int plan_command(int argc, char **argv, int first)
-{
-    plan_opts o = {.nodes = 1, .reps = 5, .efficiency = 0.5, .latency_us = 5.0};
-    if (parse_opts(&argc, argv, first, &o) != 0) return 2;
-    gt_config c;
-    config_defaults(&c);
-    if (config_parse_args(&c, argc, argv, first) != 0) return 2;
-    /* A plan needs no data when vocab_size is given: validate the rest without it. */
-    const int no_data = c.data[0] == '\0';
-    if (no_data) snprintf(c.data, sizeof c.data, "(none)");
-    if (config_validate(&c) != 0) return 2;
-    if (no_data) c.data[0] = '\0';
-    int vocab;
-    if (plan_vocab(&c, &vocab) != 0) return 1;
-    const gpt_shape s = {vocab, c.block_size, c.n_layer, c.n_head, c.n_embd};
-    const int B = c.batch_size, T = c.block_size;
+/* plan_machine_setup's status when this rank served rank 0's measurements and is done. */
+enum { PLAN_SERVED = -100 };
 
-    plan_machine mc = {.nodes = o.nodes};
-    described desc = {.s = s, .T = T};
-    plan_calibration *cal = NULL;
-    const char *how;
-    if (o.gpus > 0) {
-        if (o.gpu_tflops <= 0) {
+/* The machine a plan is for: described GPUs or cores (rates from the options), or the
+ * cores here measured (*cal: rank 0's calibration; the other ranks serve it and get
+ * PLAN_SERVED). *how names which. Returns 0, PLAN_SERVED, or the command's exit
+ * status (reported). */
+static int plan_machine_setup(const plan_opts *o, const gpt_shape *s, int T, plan_machine *mc,
+                              described *desc, plan_calibration **cal, const char **how)
+{
+    mc->nodes = o->nodes;
+    desc->s = *s;
+    desc->T = T;
+    if (o->gpus > 0) {
+        if (o->gpu_tflops <= 0) {
             gt_error("plan: --gpus-per-node needs --gpu-tflops (peak FP16 TFLOP/s of one GPU)");
             return 2;
         }
-        mc.gpu = 1;
-        mc.slots_per_node = o.gpus;
-        desc.rate = o.gpu_tflops * 1e12 * o.efficiency;
-        how = "described GPUs";
+        mc->gpu = 1;
+        mc->slots_per_node = o->gpus;
+        desc->rate = o->gpu_tflops * 1e12 * o->efficiency;
+        *how = "described GPUs";
     } else {
-        mc.slots_per_node = o.cores > 0 ? o.cores : gt_num_cores();
-        if (!o.measure && o.core_gflops <= 0) {
+        mc->slots_per_node = o->cores > 0 ? o->cores : gt_num_cores();
+        if (!o->measure && o->core_gflops <= 0) {
             gt_error("plan: say --measure (time the parts here) or describe the machine "
                      "(--core-gflops, or --gpus-per-node and --gpu-tflops)");
             return 2;
         }
-        desc.rate = o.core_gflops * 1e9 * o.efficiency;
-        how = o.measure ? "measured here" : "described cores";
+        desc->rate = o->core_gflops * 1e9 * o->efficiency;
+        *how = o->measure ? "measured here" : "described cores";
     }
-    mc.intra_bw = (o.intra_gbs > 0 ? o.intra_gbs : 10.0) * 1e9;
-    mc.inter_bw = (o.inter_gbs > 0 ? o.inter_gbs : 1.0) * 1e9;
-    mc.intra_lat = mc.inter_lat = o.latency_us * 1e-6;
-    if (o.measure) {
-        if (plan_measure_links(&mc) != 0 && par_is_root())
-            printf("plan: one rank: links not measured (start with mpirun -np 2 for that); "
-                   "assuming %.1f GB/s, %.0f us\n", mc.intra_bw / 1e9, o.latency_us);
-        if (!par_is_root()) {
-            plan_measure_serve(&s, T, o.reps, mc.slots_per_node);
-            return 0;
-        }
-        cal = plan_calibration_create(&s, T, o.reps, mc.slots_per_node);
-        if (!cal) {
-            plan_measure_stop_serving();
-            return 1;
-        }
-        plan_calibration_attach(cal, &mc);
-    } else {
-        mc.t_block = d_block;
-        mc.t_embed_head = d_head;
-        mc.t_adam = d_adam;
-        mc.ctx = &desc;
+    mc->intra_bw = (o->intra_gbs > 0 ? o->intra_gbs : 10.0) * 1e9;
+    mc->inter_bw = (o->inter_gbs > 0 ? o->inter_gbs : 1.0) * 1e9;
+    mc->intra_lat = mc->inter_lat = o->latency_us * 1e-6;
+    if (!o->measure) {
+        mc->t_block = d_block;
+        mc->t_embed_head = d_head;
+        mc->t_adam = d_adam;
+        mc->ctx = desc;
+        return 0;
     }
+    if (plan_measure_links(mc) != 0 && par_is_root())
+        printf("plan: one rank: links not measured (start with mpirun -np 2 for that); "
+               "assuming %.1f GB/s, %.0f us\n", mc->intra_bw / 1e9, o->latency_us);
+    if (!par_is_root()) {
+        plan_measure_serve(s, T, o->reps, mc->slots_per_node);
+        return PLAN_SERVED;
+    }
+    *cal = plan_calibration_create(s, T, o->reps, mc->slots_per_node);
+    if (!*cal) {
+        plan_measure_stop_serving();
+        return 1;
+    }
+    plan_calibration_attach(*cal, mc);
+    return 0;
+}
 
-    if (check_machine_size(&mc) != 0) return finish(cal, 2);
-    const int slots = mc.nodes * mc.slots_per_node;
-    plan_estimate *rows = gt_malloc(sizeof *rows * MAX_ROWS, "plan table");
-    if (!rows) return finish(cal, 1);
+/* Every grid dp x pp x tp of every rank count that divides the machine (on GPUs: all
+ * of them), each with its best number of micro-batches, into rows (MAX_ROWS). Returns
+ * how many. */
+static int plan_grids(const plan_machine *mc, const gpt_shape *s, int B, int T, double steps,
+                      double noise, plan_estimate *rows)
+{
+    const int slots = mc->nodes * mc->slots_per_node;
     int n = 0;
     char why[120];
     for (int ranks = 1; ranks <= slots; ranks++) {
-        if (slots % ranks != 0 || (mc.gpu && ranks != slots)) continue;
+        if (slots % ranks != 0 || (mc->gpu && ranks != slots)) continue;
         for (int tp = 1; tp <= ranks; tp++)
             for (int pp = 1; pp <= ranks / tp; pp++) {
                 if (ranks % (tp * pp) != 0) continue;
@@ -287,8 +284,8 @@ int plan_command(int argc, char **argv, int first)
                 int have = 0;
                 for (int micro = pp == 1 ? 1 : pp; micro <= (pp == 1 ? 1 : 8 * pp); micro *= 2) {
                     plan_estimate e;
-                    if (plan_estimate_grid(&mc, &s, B, T, (plan_grid){dp, pp, tp, micro},
-                                           (double)c.steps, o.noise, &e, why, sizeof why) != 0)
+                    if (plan_estimate_grid(mc, s, B, T, (plan_grid){dp, pp, tp, micro}, steps,
+                                           noise, &e, why, sizeof why) != 0)
                         continue;
                     if (!have || e.step_s < best.step_s) best = e;
                     have = 1;
@@ -296,36 +293,38 @@ int plan_command(int argc, char **argv, int first)
                 if (have && n < MAX_ROWS) rows[n++] = best;
             }
     }
-    if (n == 0) {
-        gt_error("plan: no grid fits this model on this machine");
-        free(rows);
-        return finish(cal, 1);
-    }
-    if (check_rows(rows, n, how, o.measure) != 0) {
-        free(rows);
-        return finish(cal, 1);
-    }
-    qsort(rows, (size_t)n, sizeof *rows, by_total);
+    return n;
+}
 
+/* The lines above the table: the model, the target, the machine. */
+static void print_plan_header(const gpt_shape *s, int B, const gt_config *c,
+                              const plan_opts *o, const plan_machine *mc, const char *how)
+{
     printf("plan: n_layer %d n_head %d n_embd %d block_size %d vocab %d; batch_size %d per "
            "replica; steps %lld at one replica's batch%s\n",
-           s.n_layer, s.n_head, s.n_embd, T, vocab, B, (long long)c.steps,
-           o.noise > 0 ? "" : " (no noise scale given: steps do not depend on the batch)");
-    if (o.noise > 0) printf("plan: gradient noise scale %.0f tokens\n", o.noise);
+           s->n_layer, s->n_head, s->n_embd, s->block_size, s->vocab_size, B,
+           (long long)c->steps,
+           o->noise > 0 ? "" : " (no noise scale given: steps do not depend on the batch)");
+    if (o->noise > 0) printf("plan: gradient noise scale %.0f tokens\n", o->noise);
     printf("plan: %d node%s x %d %s, compute %s; links %.2f GB/s inside a node, %.2f GB/s "
            "between, %.1f us",
-           mc.nodes, mc.nodes == 1 ? "" : "s", mc.slots_per_node, mc.gpu ? "GPUs" : "cores",
-           how, mc.intra_bw / 1e9, mc.inter_bw / 1e9, mc.intra_lat * 1e6);
-    if (mc.p2p_bw > 0)
-        printf("; point to point %.2f GB/s, %.1f us", mc.p2p_bw / 1e9, mc.p2p_lat * 1e6);
+           mc->nodes, mc->nodes == 1 ? "" : "s", mc->slots_per_node, mc->gpu ? "GPUs" : "cores",
+           how, mc->intra_bw / 1e9, mc->inter_bw / 1e9, mc->intra_lat * 1e6);
+    if (mc->p2p_bw > 0)
+        printf("; point to point %.2f GB/s, %.1f us", mc->p2p_bw / 1e9, mc->p2p_lat * 1e6);
     printf("\n");
-    if (!o.json)
+    if (!o->json)
         printf("%6s %4s %5s %3s %3s %5s %10s %9s %8s %8s %8s %9s %7s %9s %7s %8s %10s\n",
                "ranks", "thr", "dp", "pp", "tp", "micro", "step ms", "compute", "bubble",
                "tp comm", "pp comm", "dp expos", "optim", "mem MB", "batch", "steps",
                "total min");
-    for (int i = 0; i < n; i++) print_row(&rows[i], o.json);
+}
 
+/* The recommendation under the table (rows sorted, best first), why it beats pure
+ * data parallelism, and what gentrain runs instead where it cannot run it yet. */
+static void print_plan_verdict(const plan_estimate *rows, int n, const plan_machine *mc,
+                               double noise)
+{
     const plan_estimate *best = &rows[0], *dp_only = NULL;
     for (int i = 0; i < n && !dp_only; i++)
         if (rows[i].g.tp == 1 && rows[i].g.pp == 1) dp_only = &rows[i];
@@ -346,7 +345,7 @@ int plan_command(int argc, char **argv, int first)
                best->step_s < dp_only->step_s ? "less work and all-reduce per rank"
                                               : "more per step, but",
                best->steps, dp_only->steps, best->global_batch, dp_only->global_batch,
-               o.noise > 0 ? ": past the noise scale a larger batch buys fewer steps than it "
+               noise > 0 ? ": past the noise scale a larger batch buys fewer steps than it "
                              "costs"
                            : "");
     else if (dp_only && dp_only->g.dp == 1)
@@ -357,7 +356,7 @@ int plan_command(int argc, char **argv, int first)
                "least communication and no pipeline bubble\n", dp_only->step_s * 1e3);
     /* The trainer's GPU step takes the whole model (src/train.c): on GPUs, a grid with
      * tp or pp > 1 would train on the CPU. Say so, and what does run on the GPUs. */
-    if (mc.gpu && (best->g.tp > 1 || best->g.pp > 1)) {
+    if (mc->gpu && (best->g.tp > 1 || best->g.pp > 1)) {
         if (dp_only)
             printf("note: gentrain trains tp or pp > 1 on the CPU for now (its GPU step takes "
                    "the whole model); on these GPUs it runs dp %d: %.1f ms a step, %.1f min "
@@ -369,6 +368,44 @@ int plan_command(int argc, char **argv, int first)
                    "the whole model), and no grid with tp = pp = 1 fits this model in these "
                    "GPUs' memory\n");
     }
+}
+
+int plan_command(int argc, char **argv, int first)
+{
+    plan_opts o = {.nodes = 1, .reps = 5, .efficiency = 0.5, .latency_us = 5.0};
+    if (parse_opts(&argc, argv, first, &o) != 0) return 2;
+    gt_config c;
+    config_defaults(&c);
+    if (config_parse_args(&c, argc, argv, first) != 0) return 2;
+    /* A plan needs no data when vocab_size is given: validate the rest without it. */
+    const int no_data = c.data[0] == '\0';
+    if (no_data) snprintf(c.data, sizeof c.data, "(none)");
+    if (config_validate(&c) != 0) return 2;
+    if (no_data) c.data[0] = '\0';
+    int vocab;
+    if (plan_vocab(&c, &vocab) != 0) return 1;
+    const gpt_shape s = {vocab, c.block_size, c.n_layer, c.n_head, c.n_embd};
+    const int B = c.batch_size, T = c.block_size;
+
+    plan_machine mc = {0};
+    described desc;
+    plan_calibration *cal = NULL;
+    const char *how = "";
+    const int rc = plan_machine_setup(&o, &s, T, &mc, &desc, &cal, &how);
+    if (rc != 0) return rc == PLAN_SERVED ? 0 : rc;
+    if (check_machine_size(&mc) != 0) return finish(cal, 2);
+    plan_estimate *rows = gt_malloc(sizeof *rows * MAX_ROWS, "plan table");
+    if (!rows) return finish(cal, 1);
+    const int n = plan_grids(&mc, &s, B, T, (double)c.steps, o.noise, rows);
+    if (n == 0 || check_rows(rows, n, how, o.measure) != 0) {
+        if (n == 0) gt_error("plan: no grid fits this model on this machine");
+        free(rows);
+        return finish(cal, 1);
+    }
+    qsort(rows, (size_t)n, sizeof *rows, by_total);
+    print_plan_header(&s, B, &c, &o, &mc, how);
+    for (int i = 0; i < n; i++) print_row(&rows[i], o.json);
+    print_plan_verdict(rows, n, &mc, o.noise);
     free(rows);
     return finish(cal, 0);
 }

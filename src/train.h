@@ -1,5 +1,7 @@
 /* train — the training loop of `gentrain train`: opens the data, builds the model,
  * runs the loader, steps AdamW, evaluates, logs (stdout + JSON Lines), saves the model.
+ * The forward and backward passes run behind the step engine (engine.h), the same
+ * way on the CPU and the GPU; train_run.h lists the files of the trainer.
  *
  * Data parallel when parallel.h runs MPI with N > 1 ranks: one model, each rank taking
  * batch_size sequences of a global batch of batch_size x N (loader.h), the gradients
