@@ -173,14 +173,8 @@ int train_settle_batch(run *r)
                          (long long)per_micro);
             return -1;
         }
+        /* With pp > 1 each micro-step is a whole pipeline schedule of micro_batches. */
         r->accum = (int)(c->global_batch_size / per_micro);
-        if (r->pp > 1 && r->accum > 1) {
-            if (par_is_root())
-                gt_error("global_batch_size %d with pp = %d: gradient accumulation over "
-                         "pipeline steps is not supported; raise batch_size and "
-                         "micro_batches instead", c->global_batch_size, r->pp);
-            return -1;
-        }
     }
     if (r->tp > 1 || r->pp > 1)
         par_printf("grid: %d replica%s (data parallel) x pp %d (stages of contiguous "

@@ -5,7 +5,9 @@
 #    micro-batches, 1F1B), pp 2 x tp 2 and dp 2 x pp 2 train like one process with the
 #    whole batch of 8: per-step losses and val_losses within 1e-4 relative over 10
 #    steps, the saved model (put together from the parts) within 1e-5 per tensor;
-#    each part is identical in every replica (gentrain checks and says so);
+#    each part is identical in every replica (gentrain checks and says so); so do pp 2
+#    and dp 2 x pp 2 accumulating gradients over 2 micro-steps of whole pipeline
+#    schedules (global_batch_size);
 #  - checkpoints of a tp = 2 run hold the whole model; resuming one re-shards it: on
 #    tp = 2 the run ends bit for bit like the straight one, on tp = 1, tp = 4 and pp = 2
 #    within 1e-5; another number of replicas is refused;
@@ -64,6 +66,24 @@ grid tp4 4 8 4 1
 grid pp2 2 8 1 2
 grid pp2tp2 4 8 2 2
 grid dp2pp2 4 4 1 2
+
+# Gradient accumulation over whole pipeline schedules: global_batch_size 8 from
+# micro-steps of batch_size 4 (pp 2) and of 2 (dp 2 x pp 2), each micro-step a 1F1B
+# schedule of 2 micro-batches, trains like one process with the batch of 8.
+accum_grid() {
+    local name=$1 np=$2 b=$3 rc
+    run_ok "$name" "${MPI[@]}" -np "$np" "$GENTRAIN" train "${ARGS[@]}" --batch_size "$b" \
+        --global_batch_size 8 --pp 2 --micro_batches 2 --out "$tmp/$name"
+    check "$name: says it accumulates" grep -q "x $((8 / b / (np / 2))) micro-steps (gradients accumulated)" \
+        "$tmp/$name.out"
+    check "$name: losses and val_losses match one process within 1e-4" \
+        compare_logs "$tmp/ref/log.jsonl" "$tmp/$name/log.jsonl" 1e-4 10
+    "$CMPMODEL" "$tmp/ref/model.h5" "$tmp/$name/model.h5" "$PTOL" > "$tmp/$name.cmp" 2>&1
+    rc=$?
+    check "$name: saved whole model matches one process (tolerance $PTOL)" test $rc -eq 0
+}
+accum_grid pp2acc 2 4
+accum_grid dp2pp2acc 4 2
 
 # refused MPIRUN_ARGS... WANT: a non-zero exit before any step; every error line (each
 # rank that found the problem says it: a config error is every rank's) contains WANT.
