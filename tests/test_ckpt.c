@@ -23,6 +23,7 @@
 #include "../io/ckpt.h"
 #include "../io/h5model.h"
 #include "../io/h5util.h"
+#include "../src/optim.h"
 #include "../src/util.h"
 #include "testutil.h"
 
@@ -43,12 +44,30 @@ static float rndf(void)
 typedef struct run_state {
     gpt_model m;
     adamw_state opt;
+    gt_tensor_table tab; /* of m */
+    ckpt_state st;       /* what ckpt_save and ckpt_load take (state()) */
 } run_state;
+
+/* The ckpt_state of s: its model's table and buffers, its optimizer's moments and t. */
+static ckpt_state *state(run_state *s)
+{
+    s->st = (ckpt_state){s->m.shape, &s->tab, s->m.params, s->opt.m, s->opt.v, s->opt.t};
+    return &s->st;
+}
+
+/* ckpt_load into s (its optimizer's t included). */
+static int load(const char *path, run_state *s, ckpt_meta *meta)
+{
+    const int rc = ckpt_load(path, state(s), meta);
+    s->opt.t = s->st.adam_t;
+    return rc;
+}
 
 static void make_state(run_state *s, int C, int random)
 {
     gpt_shape sh = {64, 16, 2, 2, C};
-    if (gpt_create(&s->m, sh, NULL, 1) != 0 || adamw_init(&s->opt, s->m.n_params) != 0) {
+    if (gpt_create(&s->m, sh, NULL, 1) != 0 || adamw_init(&s->opt, s->m.n_params) != 0 ||
+        gpt_tensor_table(&s->m, &s->tab) != 0) {
         printf("cannot make a model\n");
         exit(99);
     }
@@ -69,6 +88,7 @@ static void free_state(run_state *s)
 {
     gpt_free(&s->m);
     adamw_free(&s->opt);
+    gt_tensor_table_free(&s->tab);
 }
 
 static int exists(const char *p) { return access(p, F_OK) == 0; }
@@ -141,7 +161,7 @@ static void round_trip(void)
     run_state a, b;
     make_state(&a, 32, 1);
     make_state(&b, 32, 0);
-    TU_CHECK(ckpt_save(sub, 1234, &a.m, &a.opt, cfg, 1, SEED, 65536.5, 37, DATA_ID, path,
+    TU_CHECK(ckpt_save(sub, 1234, state(&a), cfg, 1, SEED, 65536.5, 37, DATA_ID, path,
                        sizeof path) == 0,
              "save succeeds");
     snprintf(want, sizeof want, "%s/ckpt_00001234.h5", sub);
@@ -150,7 +170,7 @@ static void round_trip(void)
     TU_CHECK(!exists(want), "no .tmp left after the save");
 
     ckpt_meta meta;
-    TU_CHECK(ckpt_load(path, &b.m, &b.opt, &meta) == 0, "load succeeds");
+    TU_CHECK(load(path, &b, &meta) == 0, "load succeeds");
     TU_CHECK(memcmp(a.m.params, b.m.params, a.m.n_params * sizeof(float)) == 0,
              "parameters equal bit for bit (%zu floats)", a.m.n_params);
     TU_CHECK(memcmp(a.opt.m, b.opt.m, a.opt.n * sizeof(float)) == 0 &&
@@ -185,7 +205,7 @@ static void round_trip(void)
     run_state c;
     make_state(&c, 48, 0);
     tu_capture_begin();
-    int rc = ckpt_load(path, &c.m, &c.opt, &meta);
+    int rc = load(path, &c, &meta);
     const char *msg = tu_capture_end();
     TU_CHECK(rc != 0 && strstr(msg, "was saved with n_embd = 32; the model has n_embd = 48") &&
                  tu_count_lines(msg) == 1,
@@ -194,7 +214,7 @@ static void round_trip(void)
     free_state(&c);
 
     /* Compatibility checks, from this checkpoint's meta. */
-    TU_CHECK(ckpt_load(path, &b.m, &b.opt, &meta) == 0, "load again for the config checks");
+    TU_CHECK(load(path, &b, &meta) == 0, "load again for the config checks");
     char changes[1024];
     TU_CHECK(ckpt_check_compatible(&meta, cfg, 1, changes, sizeof changes) == 0 &&
                  changes[0] == '\0',
@@ -307,11 +327,11 @@ static void versions(void)
     run_state a, b;
     make_state(&a, 32, 1);
     make_state(&b, 32, 0);
-    TU_CHECK(ckpt_save(sub, 1234, &a.m, &a.opt, cfg, 1, SEED, 8192.0, 12, NULL, path,
+    TU_CHECK(ckpt_save(sub, 1234, state(&a), cfg, 1, SEED, 8192.0, 12, NULL, path,
                        sizeof path) == 0, "versions: save");
     TU_CHECK(make_version1(path, &a, 8192.0) == 0, "versions: rewritten as version 1");
     ckpt_meta meta;
-    int rc = ckpt_load(path, &b.m, &b.opt, &meta);
+    int rc = load(path, &b, &meta);
     TU_CHECK(rc == 0 && meta.version == 1 && meta.loss_scale == 8192.0 &&
                  meta.loss_scale_clean == 0 &&
                  memcmp(a.m.params, b.m.params, a.m.n_params * sizeof(float)) == 0,
@@ -320,14 +340,14 @@ static void versions(void)
     if (rc == 0) ckpt_meta_free(&meta);
 
     /* The count of clean steps is covered by the checksum: changing it is caught. */
-    TU_CHECK(ckpt_save(sub, 1234, &a.m, &a.opt, cfg, 1, SEED, 8192.0, 12, NULL, path,
+    TU_CHECK(ckpt_save(sub, 1234, state(&a), cfg, 1, SEED, 8192.0, 12, NULL, path,
                        sizeof path) == 0, "versions: save again");
     hid_t f = H5Fopen(path, H5F_ACC_RDWR, H5P_DEFAULT);
     int edited = f >= 0 && H5Adelete(f, "loss_scale_clean") >= 0 &&
                  h5io_write_attr_int(f, "loss_scale_clean", 13) == 0;
     if (f >= 0) H5Fclose(f);
     tu_capture_begin();
-    rc = ckpt_load(path, &b.m, &b.opt, &meta);
+    rc = load(path, &b, &meta);
     const char *msg = tu_capture_end();
     TU_CHECK(edited && rc != 0 && strstr(msg, "checksum mismatch") && tu_count_lines(msg) == 1,
              "an edited loss_scale_clean fails the checksum, in one line");
@@ -343,7 +363,7 @@ static void prune_and_find(void)
     run_state a;
     make_state(&a, 32, 1);
     for (int s = 100; s <= 500; s += 100)
-        ckpt_save(sub, s, &a.m, &a.opt, cfg, 1, 1, 1.0, 0, NULL, NULL, 0);
+        ckpt_save(sub, s, state(&a), cfg, 1, 1, 1.0, 0, NULL, NULL, 0);
     snprintf(p, sizeof p, "%s/ckpt_00000600.h5.tmp", sub);
     FILE *f = fopen(p, "w");
     fputs("half-written", f);
@@ -398,7 +418,7 @@ static void prune_and_find(void)
     ckpt_meta meta;
     snprintf(p, sizeof p, "%s/ckpt_00000500.h5", sub);
     tu_capture_begin();
-    rc = ckpt_load(p, &b.m, &b.opt, &meta);
+    rc = load(p, &b, &meta);
     msg = tu_capture_end();
     TU_CHECK(rc != 0 && strstr(msg, "checksum mismatch") && tu_count_lines(msg) == 1 &&
                  b.m.params[3] == 0.0f && b.opt.t == 0,
@@ -443,14 +463,14 @@ static void failed_saves(void)
     mkdir(sub, 0755);
     run_state a;
     make_state(&a, 32, 1);
-    TU_CHECK(ckpt_save(sub, 10, &a.m, &a.opt, cfg, 1, 1, 1.0, 0, NULL, prev, sizeof prev) == 0,
+    TU_CHECK(ckpt_save(sub, 10, state(&a), cfg, 1, 1, 1.0, 0, NULL, prev, sizeof prev) == 0,
              "first save");
     snprintf(copy, sizeof copy, "%s/prev_copy", dir);
     copy_file(prev, copy);
 
     snprintf(p, sizeof p, "%s/no/such", dir);
     tu_capture_begin();
-    int rc = ckpt_save(p, 20, &a.m, &a.opt, cfg, 1, 1, 1.0, 0, NULL, NULL, 0);
+    int rc = ckpt_save(p, 20, state(&a), cfg, 1, 1, 1.0, 0, NULL, NULL, 0);
     const char *msg = tu_capture_end();
     TU_CHECK(rc != 0 && strstr(msg, "no such folder") && tu_count_lines(msg) == 1,
              "save into a missing folder: one error line");
@@ -459,7 +479,7 @@ static void failed_saves(void)
     snprintf(p, sizeof p, "%s/ckpt_00000020.h5", sub);
     mkdir(p, 0755);
     tu_capture_begin();
-    rc = ckpt_save(sub, 20, &a.m, &a.opt, cfg, 1, 1, 1.0, 0, NULL, NULL, 0);
+    rc = ckpt_save(sub, 20, state(&a), cfg, 1, 1, 1.0, 0, NULL, NULL, 0);
     msg = tu_capture_end();
     TU_CHECK(rc != 0 && strstr(msg, "cannot save checkpoint") && tu_count_lines(msg) == 1,
              "save whose rename fails: one error line");
@@ -478,7 +498,7 @@ static void failed_saves(void)
         char errf[900];
         snprintf(errf, sizeof errf, "%s/child_err", dir);
         if (!freopen(errf, "w", stderr)) _exit(98);
-        int r = ckpt_save(sub, 30, &a.m, &a.opt, cfg, 1, 1, 1.0, 0, NULL, NULL, 0);
+        int r = ckpt_save(sub, 30, state(&a), cfg, 1, 1, 1.0, 0, NULL, NULL, 0);
         fflush(stderr);
         _exit(r == 0 ? 1 : 0);
     }
@@ -502,7 +522,7 @@ static void failed_saves(void)
     if (geteuid() != 0) {
         chmod(sub, 0555);
         tu_capture_begin();
-        rc = ckpt_save(sub, 40, &a.m, &a.opt, cfg, 1, 1, 1.0, 0, NULL, NULL, 0);
+        rc = ckpt_save(sub, 40, state(&a), cfg, 1, 1, 1.0, 0, NULL, NULL, 0);
         msg = tu_capture_end();
         chmod(sub, 0755);
         TU_CHECK(rc != 0 && strstr(msg, "permission denied") && tu_count_lines(msg) == 1 &&

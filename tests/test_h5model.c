@@ -57,6 +57,26 @@ static int make_model(gpt_model *m, int V, int T, int L, int NH, int C)
     return 0;
 }
 
+/* h5model_save of m, by its table of named tensors. */
+static int save_model(const char *path, const gpt_model *m, const char *cfg, int64_t step)
+{
+    gt_tensor_table tab;
+    if (gpt_tensor_table(m, &tab) != 0) return -1;
+    const int rc = h5model_save(path, m->shape, &tab, m->params, cfg, step);
+    gt_tensor_table_free(&tab);
+    return rc;
+}
+
+/* h5model_load_params into m, by its table. */
+static int load_model(const char *path, gpt_model *m)
+{
+    gt_tensor_table tab;
+    if (gpt_tensor_table(m, &tab) != 0) return -1;
+    const int rc = h5model_load_params(path, m->shape, &tab, m->params);
+    gt_tensor_table_free(&tab);
+    return rc;
+}
+
 static long file_size(const char *path)
 {
     struct stat st;
@@ -91,7 +111,7 @@ static void expect_load_fail(const char *what, const char *path, gpt_model *m,
     float *before = malloc(m->n_params * sizeof(float));
     memcpy(before, m->params, m->n_params * sizeof(float));
     tu_capture_begin();
-    int rc = h5model_load_params(path, m);
+    int rc = load_model(path, m);
     const char *msg = tu_capture_end();
     TU_CHECK(rc != 0 && strstr(msg, want) && tu_count_lines(msg) == 1,
              "%s: load fails with \"%s\"", what, want);
@@ -110,13 +130,13 @@ static void round_trip(const char *path)
     gpt_model m, m2;
     TU_CHECK(make_model(&m, 64, 16, 2, 2, 32) == 0, "model created");
     fill_random(&m);
-    TU_CHECK(h5model_save(path, &m, config_text, 1234) == 0, "save succeeds");
+    TU_CHECK(save_model(path, &m, config_text, 1234) == 0, "save succeeds");
     char tmp[720];
     snprintf(tmp, sizeof tmp, "%s.tmp", path);
     TU_CHECK(access(tmp, F_OK) != 0, "no .tmp left after a save");
 
     TU_CHECK(make_model(&m2, 64, 16, 2, 2, 32) == 0, "second model created");
-    TU_CHECK(h5model_load_params(path, &m2) == 0, "load succeeds");
+    TU_CHECK(load_model(path, &m2) == 0, "load succeeds");
     TU_CHECK(memcmp(m.params, m2.params, m.n_params * sizeof(float)) == 0,
              "loaded parameters equal the saved ones bit for bit (%zu floats)", m.n_params);
 
@@ -244,7 +264,7 @@ static void integrity(const char *good)
     path_in(path, sizeof path, "nan.h5");
     float keep = m.params[m.info[wte].offset + 5];
     m.params[m.info[wte].offset + 5] = NAN;
-    TU_CHECK(h5model_save(path, &m, config_text, 7) == 0, "a model holding a NaN saves");
+    TU_CHECK(save_model(path, &m, config_text, 7) == 0, "a model holding a NaN saves");
     m.params[m.info[wte].offset + 5] = keep;
     expect_load_fail("NaN in wte", path, &m,
                      "tensor transformer.wte.weight holds NaN at element 5");
@@ -276,7 +296,7 @@ static void integrity(const char *good)
     H5Fclose(f);
     TU_CHECK(ok, "removed the checksum attribute of %s", path);
     tu_capture_begin();
-    int rc = h5model_load_params(path, &m);
+    int rc = load_model(path, &m);
     const char *msg = tu_capture_end();
     TU_CHECK(rc == 0 && strstr(msg, "warning") && strstr(msg, "no checksum") &&
                  tu_count_lines(msg) == 1,
@@ -316,7 +336,7 @@ static void newest(void)
     const char *names[3] = {"a.h5", "b.h5", "c.h5"};
     for (int i = 0; i < 3; i++) {
         snprintf(p, sizeof p, "%s/%s", sub, names[i]);
-        h5model_save(p, &m, "x = 1\n", steps[i]);
+        save_model(p, &m, "x = 1\n", steps[i]);
         set_mtime(p, 1700000000 + 100 * i);
     }
     /* Noise: a non-model HDF5 file (skipped silently), a broken .h5 (warned), a .tmp. */
@@ -345,7 +365,7 @@ static void newest(void)
 
     /* A tie on the step: the newer file wins. */
     snprintf(p, sizeof p, "%s/d.h5", sub);
-    h5model_save(p, &m, "x = 1\n", 300);
+    save_model(p, &m, "x = 1\n", 300);
     set_mtime(p, 1700000000 + 1000);
     tu_capture_begin();
     rc = h5model_find_newest(sub, out, sizeof out);
@@ -396,7 +416,7 @@ static void failed_saves(void)
     char *cfg = malloc(big + 1);
     for (size_t i = 0; i < big; i++) cfg[i] = i % 50 == 49 ? '\n' : (char)('a' + i % 26);
     cfg[big] = '\0';
-    TU_CHECK(h5model_save(path, &m, cfg, 1) == 0, "first save (200 kB of config text)");
+    TU_CHECK(save_model(path, &m, cfg, 1) == 0, "first save (200 kB of config text)");
     char *back = NULL;
     TU_CHECK(h5model_read_meta(path, NULL, NULL, &back) == 0 && back && strcmp(back, cfg) == 0,
              "long config text read back");
@@ -410,7 +430,7 @@ static void failed_saves(void)
     mkdir(tmp, 0755);
     for (size_t i = 0; i < m.n_params; i++) m.params[i] += 1.0f;
     tu_capture_begin();
-    int rc = h5model_save(path, &m, "second\n", 2);
+    int rc = save_model(path, &m, "second\n", 2);
     const char *msg = tu_capture_end();
     snprintf(want, sizeof want, "cannot create %s: it is a folder", tmp);
     TU_CHECK(rc != 0 && strstr(msg, want) && tu_count_lines(msg) == 1,
@@ -423,7 +443,7 @@ static void failed_saves(void)
 
     path_in(path, sizeof path, "no/such/folder/model.h5");
     tu_capture_begin();
-    rc = h5model_save(path, &m, "", 3);
+    rc = save_model(path, &m, "", 3);
     msg = tu_capture_end();
     TU_CHECK(rc != 0 && strstr(msg, "no such folder"), "save into a missing folder fails");
 
@@ -432,11 +452,11 @@ static void failed_saves(void)
         path_in(ro, sizeof ro, "ro");
         mkdir(ro, 0755);
         snprintf(path, sizeof path, "%s/model.h5", ro);
-        h5model_save(path, &m, "", 1);
+        save_model(path, &m, "", 1);
         copy_file(path, copy, -1);
         chmod(ro, 0555);
         tu_capture_begin();
-        rc = h5model_save(path, &m, "", 2);
+        rc = save_model(path, &m, "", 2);
         msg = tu_capture_end();
         TU_CHECK(rc != 0 && strstr(msg, "permission denied") && tu_files_equal(path, copy),
                  "save into a read-only folder fails, previous file intact");
