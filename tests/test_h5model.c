@@ -17,7 +17,9 @@
 #include <hdf5.h>
 
 #include "../io/h5model.h"
+#include "../io/h5util.h"
 #include "../src/backend.h"
+#include "../src/util.h"
 #include "../io/inspect.h"
 #include "testutil.h"
 
@@ -55,6 +57,19 @@ static int make_model(gpt_model *m, int V, int T, int L, int NH, int C)
     if (gpt_create(m, s, NULL, 1) != 0) return -1;
     memset(m->params, 0, m->n_params * sizeof(float));
     return 0;
+}
+
+/* A table of named tensors from a list (name, ndim, dims); exits on failure. */
+typedef struct tdef {
+    const char *name;
+    int ndim;
+    int64_t dims[3];
+} tdef;
+static void make_table(gt_tensor_table *tab, const tdef *d, int n)
+{
+    if (gt_tensor_table_init(tab, 0) != 0) exit(99);
+    for (int i = 0; i < n; i++)
+        if (gt_tensor_table_add(tab, d[i].name, d[i].ndim, d[i].dims) != 0) exit(99);
 }
 
 /* h5model_save of m, by its table of named tensors. */
@@ -212,6 +227,72 @@ static void round_trip(const char *path)
 
     gpt_free(&m);
     gpt_free(&m2);
+}
+
+/* The file holds the tensors of whatever table it is given (not only a model's): any
+ * names and up to GT_TENSOR_MAX_DIMS dimensions; loading by another table names the
+ * tensor that differs. The checksum is the one h5model.h defines. */
+static void any_table(void)
+{
+    char path[700], want[1600];
+    path_in(path, sizeof path, "table.h5");
+    const gpt_shape meta = {7, 6, 5, 4, 3}; /* metadata only: nothing checks it here */
+    const tdef d[3] = {{"a.weight", 2, {2, 3}}, {"b", 1, {4}}, {"c.cube", 3, {2, 2, 2}}};
+    gt_tensor_table tab, fewer, other;
+    make_table(&tab, d, 3);
+    make_table(&fewer, d, 2);
+    const tdef o[3] = {{"a.weight", 2, {3, 2}}, {"b", 1, {4}}, {"c.cube", 3, {2, 2, 2}}};
+    make_table(&other, o, 3);
+    float x[18], y[18];
+    for (int i = 0; i < 18; i++) {
+        x[i] = 0.25f * (float)i - 1.0f;
+        y[i] = 0.0f;
+    }
+    TU_CHECK(tab.total == 18 && tab.tensors[2].offset == 10, "table: 18 floats, c at 10");
+    TU_CHECK(h5model_save(path, meta, &tab, x, "k = v\n", 5) == 0, "table: saves");
+    TU_CHECK(h5model_load_params(path, meta, &tab, y) == 0 && memcmp(x, y, sizeof x) == 0,
+             "table: loads back bit for bit, a 3-D tensor included");
+
+    hid_t f = H5Fopen(path, H5F_ACC_RDONLY, H5P_DEFAULT);
+    hid_t ds = H5Dopen2(f, "/model/c.cube", H5P_DEFAULT), sp = H5Dget_space(ds);
+    TU_CHECK(H5Sget_simple_extent_ndims(sp) == 3, "table: /model/c.cube is 3-D");
+    H5Sclose(sp);
+    H5Dclose(ds);
+    char *stored = NULL, w[160];
+    TU_CHECK(h5io_attr_str(f, "checksum", &stored, w, sizeof w) == 1, "table: has a checksum");
+    H5Fclose(f);
+    /* independently, from h5model.h's definition */
+    const char *head = "gentrain-model 1 step=5 shape=7,6,5,4,3\n", *cfg = "k = v\n";
+    uint64_t h = gt_fnv1a(GT_FNV_OFFSET, head, strlen(head));
+    h = gt_fnv1a(h, cfg, strlen(cfg) + 1);
+    h = gt_fnv1a(h, x, sizeof x); /* little-endian host */
+    char sum[40];
+    snprintf(sum, sizeof sum, "fnv1a64:%016llx", (unsigned long long)h);
+    TU_CHECK(stored && strcmp(stored, sum) == 0, "table: checksum %s as defined (%s)",
+             stored ? stored : "none", sum);
+    free(stored);
+
+    memset(y, 0, sizeof y);
+    tu_capture_begin();
+    int rc = h5model_load_params(path, meta, &fewer, y);
+    const char *msg = tu_capture_end();
+    TU_CHECK(rc != 0 && strstr(msg, "tensor c.cube (and 0 more) is not part of") &&
+                 tu_count_lines(msg) == 1 && y[0] == 0.0f,
+             "table: a table without c.cube refuses the file, buffer untouched");
+    tu_capture_begin();
+    rc = h5model_load_params(path, meta, &other, y);
+    msg = tu_capture_end();
+    TU_CHECK(rc != 0 && strstr(msg, "tensor a.weight has shape [2, 3]; the model expects [3, 2]"),
+             "table: another shape of a.weight is named");
+    const gpt_shape meta2 = {7, 6, 5, 4, 9};
+    snprintf(want, sizeof want, "%s was saved with n_embd = 3; the model has n_embd = 9", path);
+    tu_capture_begin();
+    rc = h5model_load_params(path, meta2, &tab, y);
+    msg = tu_capture_end();
+    TU_CHECK(rc != 0 && strstr(msg, want), "table: other shape metadata refused");
+    gt_tensor_table_free(&tab);
+    gt_tensor_table_free(&fewer);
+    gt_tensor_table_free(&other);
 }
 
 static void damaged_files(const char *good)
@@ -474,6 +555,7 @@ int main(void)
     char path[700];
     path_in(path, sizeof path, "model.h5");
     round_trip(path);
+    any_table();
     damaged_files(path);
     integrity(path);
     newest();
