@@ -3,7 +3,7 @@
  * The /model group is written and read by the model file's own code (h5model_io.h), so
  * a checkpoint's parameters are exactly a model file's. Loading reads the whole file
  * into scratch buffers and verifies the checksum before it copies anything into the
- * model or the optimizer: a damaged file changes nothing. */
+ * caller's buffers: a damaged file changes nothing. */
 #include "ckpt.h"
 
 #include <dirent.h>
@@ -295,39 +295,40 @@ static void crash_hook(hid_t file)
     raise(SIGKILL);
 }
 
-int ckpt_save(const char *dir, int64_t step, const gpt_model *m, const adamw_state *opt,
-              const char *config_text, int world_size, uint64_t seed, double loss_scale,
-              int64_t loss_scale_clean, const char *data, char *out_path, size_t cap)
+int ckpt_save(const char *dir, int64_t step, const ckpt_state *st, const char *config_text,
+              int world_size, uint64_t seed, double loss_scale, int64_t loss_scale_clean,
+              const char *data, char *out_path, size_t cap)
 {
     char path[4096], tmp[4200], why[160], sum[40];
     if (ckpt_path(dir, step, path, sizeof path) != 0) return -1;
     snprintf(tmp, sizeof tmp, "%s.tmp", path);
-    if (step < 0 || !opt || opt->n != m->n_params) {
+    if (step < 0 || !st->table || !st->params || !st->m || !st->v) {
         gt_error("cannot save checkpoint %s: %s", path,
-                 step < 0 ? "negative step" : "optimizer state does not match the model");
+                 step < 0 ? "negative step" : "parameters or optimizer state missing");
         return -1;
     }
     if (remove_stale_tmp(dir) < 0) return -1;
 
-    ckpt_meta mt = {.version = CKPT_FORMAT_VERSION, .step = step, .adam_t = opt->t,
+    const size_t n = st->table->total;
+    ckpt_meta mt = {.version = CKPT_FORMAT_VERSION, .step = step, .adam_t = st->adam_t,
                     .world_size = world_size, .seed = seed, .loss_scale = loss_scale,
-                    .loss_scale_clean = loss_scale_clean, .shape = m->shape};
+                    .loss_scale_clean = loss_scale_clean, .shape = st->shape};
     snprintf(sum, sizeof sum, "fnv1a64:%016" PRIx64,
-             checksum(&mt, m->n_params, config_text, m->params, opt->m, opt->v));
+             checksum(&mt, n, config_text, st->params, st->m, st->v));
 
     hid_t file = -1, group = -1;
     int rc = -1, made_tmp = 0;
-    int64_t ws = world_size, np = (int64_t)m->n_params;
+    int64_t ws = world_size, np = (int64_t)n;
     h5lock_acquire();
     if ((file = h5io_create(tmp, why, sizeof why)) < 0) {
         gt_error("cannot save checkpoint %s: cannot create %s: %s", path, tmp, why);
         goto fail;
     }
     made_tmp = 1;
-    if (h5model_write_layout(file, m, CKPT_FORMAT_NAME, CKPT_FORMAT_VERSION, config_text,
-                             step, tmp) != 0)
+    if (h5model_write_layout(file, CKPT_FORMAT_NAME, CKPT_FORMAT_VERSION, st->shape,
+                             st->table, st->params, config_text, step, tmp) != 0)
         goto fail;
-    if (h5io_write_attr_int(file, "adam_t", opt->t) != 0 ||
+    if (h5io_write_attr_int(file, "adam_t", st->adam_t) != 0 ||
         h5io_write_attr_int(file, "world_size", ws) != 0 ||
         write_scalar(file, "seed", H5T_STD_U64LE, H5T_NATIVE_UINT64, &seed) != 0 ||
         write_scalar(file, "loss_scale", H5T_IEEE_F64LE, H5T_NATIVE_DOUBLE, &loss_scale) !=
@@ -340,8 +341,7 @@ int ckpt_save(const char *dir, int64_t step, const gpt_model *m, const adamw_sta
         goto fail;
     }
     if ((group = H5Gcreate2(file, "optim", H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT)) < 0 ||
-        write_flat(group, "m", opt->m, opt->n) != 0 ||
-        write_flat(group, "v", opt->v, opt->n) != 0) {
+        write_flat(group, "m", st->m, n) != 0 || write_flat(group, "v", st->v, n) != 0) {
         gt_error("cannot write the optimizer state to %s (disk full?)", tmp);
         goto fail;
     }
@@ -395,25 +395,14 @@ int ckpt_prune(const char *dir, int keep)
 
 /* ---- reading ---------------------------------------------------------------------- */
 
-/* Reads and verifies a whole checkpoint. want: the model it must fit (NULL: a model of
- * the file's own shape is made here). On success fills meta and the three malloc'd
- * buffers of n_params floats each. Prints nothing: -1 with why (not naming the file). */
-static int read_ckpt(const char *path, const gpt_model *want, ckpt_meta *meta,
-                     float **params, float **mom, float **var, char *why, size_t cap)
+static const char *const shape_keys[5] = {"vocab_size", "block_size", "n_layer", "n_head",
+                                          "n_embd"};
+
+/* The format attributes: a gentrain checkpoint of a version this code reads. 0 with
+ * *version set, or -1 with why. */
+static int read_format(hid_t file, int *version, char *why, size_t cap)
 {
-    static const char *const shape_keys[5] = {"vocab_size", "block_size", "n_layer",
-                                              "n_head", "n_embd"};
-    char w[256], lw[WHY_CAP], *fmt = NULL, *sum = NULL;
-    float *p = NULL, *m = NULL, *v = NULL;
-    gpt_model own;
-    int own_made = 0, rc = -1;
-    memset(meta, 0, sizeof *meta);
-    gt_strlcpy(meta->path, path, sizeof meta->path);
-    hid_t file = h5io_open_read(path, w, sizeof w);
-    if (file < 0) {
-        snprintf(why, cap, "%s", w);
-        return -1;
-    }
+    char w[256], *fmt = NULL;
     int r = h5io_attr_str(file, "format", &fmt, w, sizeof w);
     if (r != 1 || strcmp(fmt, CKPT_FORMAT_NAME) != 0) {
         if (r == 1)
@@ -421,9 +410,11 @@ static int read_ckpt(const char *path, const gpt_model *want, ckpt_meta *meta,
         else
             snprintf(why, cap, "not a gentrain checkpoint (%s)",
                      r == 0 ? "no format attribute" : w);
-        goto done;
+        free(fmt);
+        return -1;
     }
-    int64_t ver = 0, ws = 0, np = 0, dims[5];
+    free(fmt);
+    int64_t ver = 0;
     r = h5io_attr_int(file, "format_version", &ver, w, sizeof w);
     /* Version 1 (no loss_scale_clean) is still read: nothing saved is lost. */
     if (r != 1 || ver < 1 || ver > CKPT_FORMAT_VERSION) {
@@ -432,158 +423,210 @@ static int read_ckpt(const char *path, const gpt_model *want, ckpt_meta *meta,
                      ver, CKPT_FORMAT_VERSION);
         else
             snprintf(why, cap, "format_version: %s", r == 0 ? "missing" : w);
-        goto done;
+        return -1;
     }
+    *version = (int)ver;
+    return 0;
+}
+
+/* The integer attributes: step, adam_t, world_size, n_params (into *np) and the shape.
+ * 0, or -1 with why. */
+static int read_ints(hid_t file, ckpt_meta *meta, int64_t *np, char *why, size_t cap)
+{
+    char w[256];
+    int64_t ws = 0, dims[5];
     const char *ikeys[4] = {"step", "adam_t", "world_size", "n_params"};
-    int64_t *ivals[4] = {&meta->step, &meta->adam_t, &ws, &np};
+    int64_t *ivals[4] = {&meta->step, &meta->adam_t, &ws, np};
     for (int i = 0; i < 4; i++) {
-        r = h5io_attr_int(file, ikeys[i], ivals[i], w, sizeof w);
+        int r = h5io_attr_int(file, ikeys[i], ivals[i], w, sizeof w);
         if (r != 1) {
             snprintf(why, cap, "attribute %s: %s", ikeys[i], r == 0 ? "missing" : w);
-            goto done;
+            return -1;
         }
     }
     for (int i = 0; i < 5; i++) {
-        r = h5io_attr_int(file, shape_keys[i], &dims[i], w, sizeof w);
+        int r = h5io_attr_int(file, shape_keys[i], &dims[i], w, sizeof w);
         if (r != 1 || dims[i] < 1 || dims[i] > INT_MAX) {
             snprintf(why, cap, "attribute %s: %s", shape_keys[i],
                      r == 0 ? "missing" : r < 0 ? w : "out of range");
-            goto done;
+            return -1;
         }
     }
     meta->shape = (gpt_shape){(int)dims[0], (int)dims[1], (int)dims[2], (int)dims[3],
                               (int)dims[4]};
     if (ws < 1 || ws > INT_MAX || meta->step < 0 || meta->adam_t < 0) {
         snprintf(why, cap, "attributes out of range (step, adam_t or world_size)");
-        goto done;
+        return -1;
     }
     meta->world_size = (int)ws;
-    if (read_scalar(file, "seed", H5T_NATIVE_UINT64, H5T_INTEGER, &meta->seed, why, cap) !=
+    return 0;
+}
+
+/* Every attribute of the file into meta (meta->version first), n_params into *np and
+ * the stored checksum into *sum (malloc'd). 0, or -1 with why. */
+static int read_attrs(hid_t file, ckpt_meta *meta, int64_t *np, char **sum, char *why,
+                      size_t cap)
+{
+    char w[256];
+    if (read_format(file, &meta->version, why, cap) != 0 ||
+        read_ints(file, meta, np, why, cap) != 0 ||
+        read_scalar(file, "seed", H5T_NATIVE_UINT64, H5T_INTEGER, &meta->seed, why, cap) !=
             0 ||
         read_scalar(file, "loss_scale", H5T_NATIVE_DOUBLE, H5T_FLOAT, &meta->loss_scale, why,
                     cap) != 0)
-        goto done;
-    meta->version = (int)ver;
-    if (ver >= 2) {
-        r = h5io_attr_int(file, "loss_scale_clean", &meta->loss_scale_clean, w, sizeof w);
+        return -1;
+    if (meta->version >= 2) {
+        int r = h5io_attr_int(file, "loss_scale_clean", &meta->loss_scale_clean, w, sizeof w);
         if (r != 1 || meta->loss_scale_clean < 0) {
             snprintf(why, cap, "attribute loss_scale_clean: %s",
                      r == 0 ? "missing" : r < 0 ? w : "negative");
-            goto done;
+            return -1;
         }
     }
-    r = h5io_attr_str(file, "config", &meta->config_text, w, sizeof w);
+    int r = h5io_attr_str(file, "config", &meta->config_text, w, sizeof w);
     if (r != 1) {
         snprintf(why, cap, "attribute config: %s", r == 0 ? "missing" : w);
-        goto done;
+        return -1;
     }
     /* what data it was trained on: optional (older files lack it) */
     if (h5io_attr_str(file, "data", &meta->data, w, sizeof w) < 0) {
         snprintf(why, cap, "attribute data: %s", w);
-        goto done;
+        return -1;
     }
-    r = h5io_attr_str(file, "checksum", &sum, w, sizeof w);
+    r = h5io_attr_str(file, "checksum", sum, w, sizeof w);
     if (r != 1) {
         snprintf(why, cap, "attribute checksum: %s", r == 0 ? "missing" : w);
-        goto done;
+        return -1;
     }
+    return 0;
+}
 
-    if (want) {
-        const int *fv[5] = {&meta->shape.vocab_size, &meta->shape.block_size,
-                            &meta->shape.n_layer, &meta->shape.n_head, &meta->shape.n_embd};
-        const int *mv[5] = {&want->shape.vocab_size, &want->shape.block_size,
-                            &want->shape.n_layer, &want->shape.n_head, &want->shape.n_embd};
-        for (int i = 0; i < 5; i++) {
-            if (*fv[i] != *mv[i]) {
-                snprintf(why, cap, "it was saved with %s = %d; the model has %s = %d",
-                         shape_keys[i], *fv[i], shape_keys[i], *mv[i]);
-                goto done;
-            }
+/* The file's shape against the one the caller requires: 0, or -1 with why naming the
+ * first key that differs. */
+static int same_shape(const gpt_shape *file, const gpt_shape *want, char *why, size_t cap)
+{
+    const int fv[5] = {file->vocab_size, file->block_size, file->n_layer, file->n_head,
+                       file->n_embd};
+    const int mv[5] = {want->vocab_size, want->block_size, want->n_layer, want->n_head,
+                       want->n_embd};
+    for (int i = 0; i < 5; i++) {
+        if (fv[i] != mv[i]) {
+            snprintf(why, cap, "it was saved with %s = %d; the model has %s = %d",
+                     shape_keys[i], fv[i], shape_keys[i], mv[i]);
+            return -1;
         }
-    } else {
-        if (meta->shape.n_embd % meta->shape.n_head != 0) {
-            snprintf(why, cap, "n_embd %d is not divisible by n_head %d", meta->shape.n_embd,
-                     meta->shape.n_head);
-            goto done;
-        }
-        if (gpt_create(&own, meta->shape, NULL, 1) != 0) {
-            snprintf(why, cap, "cannot make a model of its shape");
-            goto done;
-        }
-        own_made = 1;
-        want = &own;
     }
-    size_t n = want->n_params;
+    return 0;
+}
+
+/* The tensors of a file whose attributes are read (meta, the stored n_params np and
+ * checksum sum), by table `tab`: into three malloc'd buffers of tab->total floats,
+ * verified against the checksum. 0, or -1 with why (not naming the file). */
+static int read_tensors(hid_t file, const char *path, const ckpt_meta *meta, int64_t np,
+                        const char *sum, const gt_tensor_table *tab, float *out[3],
+                        char *why, size_t cap)
+{
+    char lw[WHY_CAP];
+    const size_t n = tab->total;
     if (np != (int64_t)n) {
         snprintf(why, cap, "n_params = %" PRId64 "; its shape has %zu", np, n);
-        goto done;
+        return -1;
     }
-    if (!(p = gt_malloc(n * sizeof(float), "checkpoint parameters")) ||
-        !(m = gt_malloc(n * sizeof(float), "checkpoint moments")) ||
-        !(v = gt_malloc(n * sizeof(float), "checkpoint moments"))) {
-        snprintf(why, cap, "out of memory");
-        goto done;
-    }
-    if (h5model_read_layout(file, path, want, p, lw, sizeof lw) != 0) {
+    const char *what[3] = {"checkpoint parameters", "checkpoint moments",
+                           "checkpoint moments"};
+    for (int k = 0; k < 3; k++)
+        if (!(out[k] = gt_malloc((n ? n : 1) * sizeof(float), what[k]))) {
+            snprintf(why, cap, "out of memory");
+            return -1;
+        }
+    if (h5model_read_layout(file, path, meta->shape, tab, out[0], lw, sizeof lw) != 0) {
         /* The message names the file first: drop that, the caller names it. */
         size_t pl = strlen(path);
         const char *s = strncmp(lw, path, pl) == 0 ? lw + pl : lw;
         if (s[0] == ':') s++;
         while (*s == ' ') s++;
         snprintf(why, cap, "%s", s);
-        goto done;
+        return -1;
     }
-    if (read_flat(file, "/optim/m", m, n, why, cap) != 0 ||
-        read_flat(file, "/optim/v", v, n, why, cap) != 0)
-        goto done;
+    if (read_flat(file, "/optim/m", out[1], n, why, cap) != 0 ||
+        read_flat(file, "/optim/v", out[2], n, why, cap) != 0)
+        return -1;
     char have[40];
     snprintf(have, sizeof have, "fnv1a64:%016" PRIx64,
-             checksum(meta, n, meta->config_text, p, m, v));
+             checksum(meta, n, meta->config_text, out[0], out[1], out[2]));
     if (strcmp(have, sum) != 0) {
         snprintf(why, cap, "checksum mismatch (stored %.40s, computed %s): the file is damaged",
                  sum, have);
+        return -1;
+    }
+    return 0;
+}
+
+/* Reads and verifies a whole checkpoint. want: the shape and table it must fit (NULL:
+ * the file's own shape, its table made here). On success fills meta and out[0..2]
+ * (params, m, v: malloc'd, the table's total floats each). Prints nothing but an
+ * out-of-memory error: -1 with why (not naming the file). */
+static int read_ckpt(const char *path, const ckpt_state *want, ckpt_meta *meta,
+                     float *out[3], char *why, size_t cap)
+{
+    char w[256], *sum = NULL;
+    float *bufs[3] = {NULL, NULL, NULL};
+    gt_tensor_table own = {0};
+    int64_t np = 0;
+    int rc = -1;
+    memset(meta, 0, sizeof *meta);
+    gt_strlcpy(meta->path, path, sizeof meta->path);
+    hid_t file = h5io_open_read(path, w, sizeof w);
+    if (file < 0) {
+        snprintf(why, cap, "%s", w);
+        return -1;
+    }
+    if (read_attrs(file, meta, &np, &sum, why, cap) != 0) goto done;
+    const gt_tensor_table *tab = want ? want->table : &own;
+    if (want) {
+        if (same_shape(&meta->shape, &want->shape, why, cap) != 0) goto done;
+    } else if (gpt_shape_check(meta->shape, why, cap) != 0) {
+        goto done;
+    } else if (gpt_shape_tensor_table(meta->shape, &own) != 0) {
+        snprintf(why, cap, "cannot make the tensor table of its shape");
         goto done;
     }
-    *params = p;
-    *mom = m;
-    *var = v;
-    p = m = v = NULL;
+    if (read_tensors(file, path, meta, np, sum, tab, bufs, why, cap) != 0) goto done;
+    for (int k = 0; k < 3; k++) {
+        out[k] = bufs[k];
+        bufs[k] = NULL;
+    }
     rc = 0;
 done:
     if (rc != 0) ckpt_meta_free(meta);
-    if (own_made) gpt_free(&own);
-    free(p);
-    free(m);
-    free(v);
-    free(fmt);
+    gt_tensor_table_free(&own);
+    for (int k = 0; k < 3; k++) free(bufs[k]);
     free(sum);
     H5Fclose(file);
     return rc;
 }
 
-int ckpt_load(const char *path, gpt_model *m, adamw_state *opt, ckpt_meta *meta)
+int ckpt_load(const char *path, ckpt_state *st, ckpt_meta *meta)
 {
     char why[WHY_CAP];
-    float *p = NULL, *mo = NULL, *va = NULL;
-    if (!opt || opt->n != m->n_params) {
-        gt_error("cannot load checkpoint %s: optimizer state does not match the model",
-                 path);
+    float *bufs[3] = {NULL, NULL, NULL};
+    if (!st->table || !st->params || !st->m || !st->v) {
+        gt_error("cannot load checkpoint %s: parameters or optimizer state missing", path);
         return -1;
     }
     h5lock_acquire();
-    int rc = read_ckpt(path, m, meta, &p, &mo, &va, why, sizeof why);
+    int rc = read_ckpt(path, st, meta, bufs, why, sizeof why);
     h5lock_release();
     if (rc != 0) {
         gt_error("cannot load checkpoint %s: %s", path, why);
         return -1;
     }
-    memcpy(m->params, p, m->n_params * sizeof(float));
-    memcpy(opt->m, mo, opt->n * sizeof(float));
-    memcpy(opt->v, va, opt->n * sizeof(float));
-    opt->t = meta->adam_t;
-    free(p);
-    free(mo);
-    free(va);
+    const size_t n = st->table->total;
+    memcpy(st->params, bufs[0], n * sizeof(float));
+    memcpy(st->m, bufs[1], n * sizeof(float));
+    memcpy(st->v, bufs[2], n * sizeof(float));
+    st->adam_t = meta->adam_t;
+    for (int k = 0; k < 3; k++) free(bufs[k]);
     return 0;
 }
 
@@ -603,15 +646,13 @@ int ckpt_find_latest(const char *dir, char *out, size_t cap)
             break;
         }
         ckpt_meta meta;
-        float *a = NULL, *b = NULL, *c = NULL;
+        float *bufs[3] = {NULL, NULL, NULL};
         h5lock_acquire();
-        int ok = read_ckpt(p, NULL, &meta, &a, &b, &c, why, sizeof why) == 0;
+        int ok = read_ckpt(p, NULL, &meta, bufs, why, sizeof why) == 0;
         h5lock_release();
         if (ok) {
             ckpt_meta_free(&meta);
-            free(a);
-            free(b);
-            free(c);
+            for (int k = 0; k < 3; k++) free(bufs[k]);
             if (meta.step != e[i].step) {
                 gt_warn("skipping checkpoint %s: it holds step %" PRId64
                         ", not the step of its name",

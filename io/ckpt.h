@@ -1,25 +1,29 @@
 /* ckpt — training checkpoints: everything a run needs to continue exactly where it
  * stopped, one HDF5 file per save, readable with h5py/h5dump.
  *
- * Layout (format_version 2; version 1 files, which lack loss_scale_clean, are still
- * read, with loss_scale_clean = 0) of <dir>/ckpt_<step, 8 digits or more>.h5:
+ * Layout (format_version 2, the version written; version 1 files, which lack
+ * loss_scale_clean, are still read, with loss_scale_clean = 0) of
+ * <dir>/ckpt_<step, 8 digits or more>.h5:
  *   the model file layout (h5model.h), with format = "gentrain-checkpoint":
- *   /                 attributes: format, format_version = 1, step (int64: optimizer
+ *   /                 attributes: format, format_version = 2, step (int64: optimizer
  *                     steps done, i.e. the index of the next step), config (the
  *                     effective `key = value` text), vocab_size, block_size, n_layer,
  *                     n_head, n_embd, and
- *                       adam_t      int64   AdamW updates applied (adamw_state.t)
+ *                       adam_t      int64   AdamW updates applied (ckpt_state.adam_t)
  *                       world_size  int64   data-parallel replicas of the run that
- *                                   saved it (its ranks / tp)
+ *                                   saved it (its ranks / (tp x pp))
  *                       seed        uint64  the data order / initialisation seed
  *                       loss_scale  float64 the mixed-precision loss scale (1.0 on CPU)
  *                       loss_scale_clean int64 clean steps since the scale last
  *                                   changed (when it next doubles; 0 on CPU)
  *                       n_params    int64   floats in /model, /optim/m and /optim/v
  *                       checksum    string  "fnv1a64:<16 hex digits>"
- *   /model/<name>     float32 parameters under GPT-2 names (h5model.h)
- *   /optim/m, /optim/v  float32 [n_params]: the AdamW moments, flat, in the order of
- *                     the parameter buffer (gpt_params(): tensor after tensor)
+ *                       data        string  what the training data is (h5data_fingerprint;
+ *                                   optional: older files lack it; not in the checksum)
+ *   /model/<name>     float32 parameters, one dataset per tensor of the table (h5model.h;
+ *                     a gentrain run's whole-model table: GPT-2 names)
+ *   /optim/m, /optim/v  float32 [n_params]: the AdamW moments, flat, in the layout of
+ *                     the parameter buffer (the table's: tensor after tensor)
  *
  * Checksum: 64-bit FNV-1a over, in this order, the text
  *   "gentrain-checkpoint 2 step=S adam_t=A world_size=W seed=D loss_scale=L
@@ -30,6 +34,11 @@
  * with its terminating NUL, then the little-endian bytes of every float of the flat
  * parameter buffer, of m and of v. A flipped bit in any dataset or in these attributes
  * makes the file fail verification: it is never loaded.
+ *
+ * The functions take a table of named tensors (tensors.h) and flat buffers of it
+ * (ckpt_state), not a model: the table says which tensors /model holds and where each
+ * lies in the buffers; the shape is the file's metadata, which the caller makes agree
+ * with the table (gpt_tensor_table of a whole model does).
  *
  * Data cursor: the window order is a pure function of (seed, sample index) (windows.h)
  * and step s reads samples s*B*R .. (s+1)*B*R-1, so `step` IS the data cursor: a run
@@ -53,7 +62,7 @@
 #include <stdint.h>
 
 #include "../src/model.h"
-#include "../src/optim.h"
+#include "../src/tensors.h"
 
 #define CKPT_FORMAT_NAME "gentrain-checkpoint"
 #define CKPT_FORMAT_VERSION 2
@@ -62,7 +71,8 @@ typedef struct ckpt_meta {
     int version;         /* format_version of the file (1 or 2) */
     int64_t step;        /* optimizer steps done: training continues at this step */
     int64_t adam_t;      /* AdamW updates applied */
-    int world_size;      /* data-parallel replicas (ranks / tp) of the run that saved it */
+    int world_size;      /* data-parallel replicas (ranks / (tp x pp)) of the run that
+                          * saved it */
     uint64_t seed;
     double loss_scale;
     int64_t loss_scale_clean; /* clean steps since the loss scale last changed */
@@ -75,20 +85,31 @@ typedef struct ckpt_meta {
 
 void ckpt_meta_free(ckpt_meta *meta);
 
+/* What a checkpoint holds besides its metadata, in the caller's memory: the table of
+ * the parameters and three buffers of it (table->total floats each). Save reads them;
+ * load writes them (and adam_t) only once the whole file has verified. */
+typedef struct ckpt_state {
+    gpt_shape shape;              /* the model's shape: stored (save), required (load) */
+    const gt_tensor_table *table; /* the parameters' names, shapes and layout */
+    float *params;                /* the parameters */
+    float *m, *v;                 /* the AdamW moments, in the same layout */
+    int64_t adam_t;               /* AdamW updates applied */
+} ckpt_state;
+
 /* "<dir>/ckpt_<step %08>.h5" into buf. 0, or -1 (reported) when it does not fit. */
 int ckpt_path(const char *dir, int64_t step, char *buf, size_t cap);
 
-/* Saves a checkpoint of step `step` (steps done) into dir (which must exist):
- * parameters of m, moments and t of opt (opt->n == m->n_params), the effective config
- * text, world size, seed, loss scale and its count of clean steps (lossscale.h), and
- * `data` (may be NULL): what the training data is (h5data_fingerprint), for a resume to
- * compare (attribute "data", outside the checksum: a damaged one only refuses a resume).
- * Removes stale ckpt_*.h5.tmp files of dir
- * first. Returns 0, or -1 after one error line (nothing but the earlier files is left).
- * out_path (may be NULL) gets the file written. */
-int ckpt_save(const char *dir, int64_t step, const gpt_model *m, const adamw_state *opt,
-              const char *config_text, int world_size, uint64_t seed, double loss_scale,
-              int64_t loss_scale_clean, const char *data, char *out_path, size_t cap);
+/* Saves a checkpoint of step `step` (steps done) into dir (which must exist): st (the
+ * shape, the tensors of st->table from st->params, the moments m and v, adam_t), the
+ * effective config text, world size, seed, loss scale and its count of clean steps
+ * (lossscale.h), and `data` (may be NULL): what the training data is
+ * (h5data_fingerprint), for a resume to compare (attribute "data", outside the
+ * checksum: a damaged one only refuses a resume). Removes stale ckpt_*.h5.tmp files of
+ * dir first. Returns 0, or -1 after one error line (nothing but the earlier files is
+ * left). out_path (may be NULL) gets the file written. */
+int ckpt_save(const char *dir, int64_t step, const ckpt_state *st, const char *config_text,
+              int world_size, uint64_t seed, double loss_scale, int64_t loss_scale_clean,
+              const char *data, char *out_path, size_t cap);
 
 /* Deletes all but the `keep` (>= 1) highest-step checkpoint files ckpt_<N>.h5 of dir,
  * and every stale ckpt_*.h5.tmp. Returns the number of files deleted, or -1 (reported)
@@ -97,7 +118,8 @@ int ckpt_save(const char *dir, int64_t step, const gpt_model *m, const adamw_sta
 int ckpt_prune(const char *dir, int keep);
 
 /* Finds the highest-step checkpoint of dir that opens and verifies (format, version,
- * shapes, checksum; the whole file is read). Each file that does not is skipped with
+ * shapes, checksum; the whole file is read, each by the whole-model table of its own
+ * shape, gpt_shape_tensor_table). Each file that does not is skipped with
  * one warning line, "gentrain: warning: skipping checkpoint <file>: <why>".
  * Returns 1 with out set; 0 when dir holds no checkpoint file (or does not exist: a
  * fresh run); 2 when it holds checkpoint files and none of them verifies (each named
@@ -105,12 +127,13 @@ int ckpt_prune(const char *dir, int keep);
  * unreadable, out too small). */
 int ckpt_find_latest(const char *dir, char *out, size_t cap);
 
-/* Loads a checkpoint into m (created with the run's shape) and opt (opt->n ==
- * m->n_params): checks format, version, that the file's shape equals m->shape (naming
- * the first differing key), every tensor's name/type/shape, and the checksum, all
- * before anything of m or opt changes. Fills meta (ckpt_meta_free it) and sets
- * opt->t = meta->adam_t. Returns 0 or -1 (one error line; m and opt untouched). */
-int ckpt_load(const char *path, gpt_model *m, adamw_state *opt, ckpt_meta *meta);
+/* Loads a checkpoint into st's buffers (params, m, v: st->table->total floats each):
+ * checks format, version, that the file's shape equals st->shape (naming the first
+ * differing key), that /model holds exactly the tensors of st->table (each name, type
+ * and shape), n_params, and the checksum, all before anything of st changes. Fills meta
+ * (ckpt_meta_free it) and sets st->adam_t = meta->adam_t. Returns 0 or -1 (one error
+ * line; st untouched). */
+int ckpt_load(const char *path, ckpt_state *st, ckpt_meta *meta);
 
 /* May a run with config text `config_text` (config_to_text) and `world_size` replicas
  * resume from meta? Compares the two configs key by key:

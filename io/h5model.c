@@ -2,8 +2,8 @@
  *
  * Tensors are contiguous float32 datasets (no chunking, no compression): they are
  * written and read whole, and h5py maps them straight to numpy arrays. Loading checks
- * every tensor before it reads any, so a file that does not fit leaves the model's
- * parameters untouched. */
+ * every tensor before it reads any, and reads into scratch memory, so a file that does
+ * not fit leaves the caller's buffer untouched. */
 #include "h5model.h"
 #include "h5model_io.h"
 
@@ -35,17 +35,18 @@ static int *shape_field(gpt_shape *s, int i)
 
 /* ---- save ----------------------------------------------------------------------- */
 
-static int write_tensor(hid_t group, const gpt_model *m, const gpt_param_info *p)
+static int write_tensor(hid_t group, const gt_tensor *t, const float *params)
 {
-    hsize_t dims[2] = {(hsize_t)p->shape[0], (hsize_t)(p->ndim == 2 ? p->shape[1] : 1)};
+    hsize_t dims[GT_TENSOR_MAX_DIMS];
+    for (int k = 0; k < t->ndim; k++) dims[k] = (hsize_t)t->dims[k];
     hid_t space = -1, dset = -1;
     int rc = -1;
-    if ((space = H5Screate_simple(p->ndim, dims, NULL)) < 0) goto done;
-    if ((dset = H5Dcreate2(group, p->name, H5T_IEEE_F32LE, space, H5P_DEFAULT, H5P_DEFAULT,
+    if ((space = H5Screate_simple(t->ndim, dims, NULL)) < 0) goto done;
+    if ((dset = H5Dcreate2(group, t->name, H5T_IEEE_F32LE, space, H5P_DEFAULT, H5P_DEFAULT,
                            H5P_DEFAULT)) < 0)
         goto done;
-    if (H5Dwrite(dset, H5T_NATIVE_FLOAT, H5S_ALL, H5S_ALL, H5P_DEFAULT,
-                 m->params + p->offset) < 0)
+    if (H5Dwrite(dset, H5T_NATIVE_FLOAT, H5S_ALL, H5S_ALL, H5P_DEFAULT, params + t->offset) <
+        0)
         goto done;
     rc = 0;
 done:
@@ -54,26 +55,25 @@ done:
     return rc;
 }
 
-int h5model_write_layout(hid_t file, const gpt_model *m, const char *format,
-                         int64_t format_version, const char *config_text, int64_t step,
-                         const char *where)
+int h5model_write_layout(hid_t file, const char *format, int64_t format_version,
+                         gpt_shape shape, const gt_tensor_table *tab, const float *params,
+                         const char *config_text, int64_t step, const char *where)
 {
     hid_t group = -1;
     int bad = h5io_write_attr_str(file, "format", format) != 0 ||
               h5io_write_attr_int(file, "format_version", format_version) != 0 ||
               h5io_write_attr_int(file, "step", step) != 0 ||
               h5io_write_attr_str(file, "config", config_text ? config_text : "") != 0;
-    gpt_shape sh = m->shape;
     for (int i = 0; i < 5 && !bad; i++)
-        bad = h5io_write_attr_int(file, shape_keys[i], *shape_field(&sh, i)) != 0;
+        bad = h5io_write_attr_int(file, shape_keys[i], *shape_field(&shape, i)) != 0;
     if (bad || (group = H5Gcreate2(file, "model", H5P_DEFAULT, H5P_DEFAULT,
                                    H5P_DEFAULT)) < 0) {
         gt_error("cannot write the attributes of %s (disk full?)", where);
         return -1;
     }
-    for (int i = 0; i < m->n_info; i++) {
-        if (write_tensor(group, m, &m->info[i]) != 0) {
-            gt_error("cannot write tensor %s to %s (disk full?)", m->info[i].name, where);
+    for (int i = 0; i < tab->count; i++) {
+        if (write_tensor(group, &tab->tensors[i], params) != 0) {
+            gt_error("cannot write tensor %s to %s (disk full?)", tab->tensors[i].name, where);
             H5Gclose(group);
             return -1;
         }
@@ -85,25 +85,24 @@ int h5model_write_layout(hid_t file, const gpt_model *m, const char *format,
     return 0;
 }
 
-/* The model file's checksum: its step, shape and config text, then every parameter in
- * the model's layout order, as "fnv1a64:<16 hex digits>". */
-static void model_checksum(const gpt_model *m, int64_t step, const char *config_text,
-                           const float *params, char out[32])
+/* The model file's checksum: its step, shape and config text, then the n floats of the
+ * parameter buffer (every tensor in table order), as "fnv1a64:<16 hex digits>". */
+static void model_checksum(gpt_shape s, int64_t step, const char *config_text,
+                           const float *params, size_t n, char out[32])
 {
     char head[160];
-    const gpt_shape s = m->shape;
     int len = snprintf(head, sizeof head, "%s %d step=%lld shape=%d,%d,%d,%d,%d\n",
                        FORMAT_NAME, FORMAT_VERSION, (long long)step, s.vocab_size,
                        s.block_size, s.n_layer, s.n_head, s.n_embd);
     uint64_t h = gt_fnv1a(GT_FNV_OFFSET, head, (size_t)len);
     const char *cfg = config_text ? config_text : "";
     h = gt_fnv1a(h, cfg, strlen(cfg) + 1);
-    h = gt_fnv1a_floats(h, params, m->n_params);
+    h = gt_fnv1a_floats(h, params, n);
     snprintf(out, 32, "fnv1a64:%016" PRIx64, h);
 }
 
-int h5model_save(const char *path, const gpt_model *m, const char *config_text,
-                 int64_t step)
+int h5model_save(const char *path, gpt_shape shape, const gt_tensor_table *tab,
+                 const float *params, const char *config_text, int64_t step)
 {
     size_t plen = strlen(path);
     char *tmp = malloc(plen + 5);
@@ -121,11 +120,11 @@ int h5model_save(const char *path, const gpt_model *m, const char *config_text,
         goto fail;
     }
     made_tmp = 1;
-    if (h5model_write_layout(file, m, FORMAT_NAME, FORMAT_VERSION, config_text, step, tmp) !=
-        0)
+    if (h5model_write_layout(file, FORMAT_NAME, FORMAT_VERSION, shape, tab, params,
+                             config_text, step, tmp) != 0)
         goto fail;
     char sum[32];
-    model_checksum(m, step, config_text, m->params, sum);
+    model_checksum(shape, step, config_text, params, tab->total, sum);
     if (h5io_write_attr_str(file, "checksum", sum) != 0) {
         gt_error("cannot write the checksum of %s (disk full?)", tmp);
         goto fail;
@@ -268,7 +267,7 @@ done:
 
 /* Checks that /model/<p->name> is a float dataset of p's shape; on failure `why` gets
  * the whole message, naming path and tensor. */
-static int check_tensor(hid_t file, const char *path, const gpt_param_info *p, char *why,
+static int check_tensor(hid_t file, const char *path, const gt_tensor *p, char *why,
                         size_t cap)
 {
     char name[96], tn[48], have[96], want[96];
@@ -295,7 +294,8 @@ static int check_tensor(hid_t file, const char *path, const gpt_param_info *p, c
         snprintf(why, cap, "%s: cannot read the shape of tensor %s", path, p->name);
         goto done;
     }
-    hsize_t wd[2] = {(hsize_t)p->shape[0], (hsize_t)p->shape[1]};
+    hsize_t wd[GT_TENSOR_MAX_DIMS];
+    for (int k = 0; k < p->ndim; k++) wd[k] = (hsize_t)p->dims[k];
     int same = rank == p->ndim;
     for (int i = 0; same && i < rank; i++) same = dims[i] == wd[i];
     if (!same) {
@@ -314,7 +314,7 @@ done:
 }
 
 struct extra_ctx {
-    const gpt_model *m;
+    const gt_tensor_table *tab;
     char first[64];
     int count;
 };
@@ -324,32 +324,33 @@ static herr_t extra_cb(hid_t g, const char *name, const H5L_info_t *info, void *
     (void)g;
     (void)info;
     struct extra_ctx *c = data;
-    if (gpt_find_param(c->m, name) < 0) {
+    if (gt_tensor_table_find(c->tab, name) < 0) {
         if (c->count++ == 0) snprintf(c->first, sizeof c->first, "%s", name);
     }
     return 0;
 }
 
-int h5model_read_layout(hid_t file, const char *path, const gpt_model *m, float *dst,
-                        char *why, size_t cap)
+/* Checks, reading no tensor, that /model holds exactly the tensors of tab (names, float
+ * type, shapes) and that the shape attributes equal `shape`. 0, or -1 with why. */
+static int check_layout(hid_t file, const char *path, gpt_shape shape,
+                        const gt_tensor_table *tab, char *why, size_t cap)
 {
-    int rc = -1;
-    hid_t group = -1;
-    /* Everything is checked before anything is read. */
-    for (int i = 0; i < m->n_info; i++)
-        if (check_tensor(file, path, &m->info[i], why, cap) != 0) goto done;
-    struct extra_ctx ex = {m, "", 0};
-    if ((group = H5Gopen2(file, "/model", H5P_DEFAULT)) < 0 ||
-        H5Literate(group, H5_INDEX_NAME, H5_ITER_INC, NULL, extra_cb, &ex) < 0) {
+    for (int i = 0; i < tab->count; i++)
+        if (check_tensor(file, path, &tab->tensors[i], why, cap) != 0) return -1;
+    struct extra_ctx ex = {tab, "", 0};
+    hid_t group = H5Gopen2(file, "/model", H5P_DEFAULT);
+    herr_t listed =
+        group < 0 ? -1 : H5Literate(group, H5_INDEX_NAME, H5_ITER_INC, NULL, extra_cb, &ex);
+    if (group >= 0) H5Gclose(group);
+    if (listed < 0) {
         snprintf(why, cap, "%s: cannot list the tensors in /model", path);
-        goto done;
+        return -1;
     }
     if (ex.count) {
         snprintf(why, cap, "%s: tensor %s (and %d more) is not part of this model's shape",
                  path, ex.first, ex.count - 1);
-        goto done;
+        return -1;
     }
-    gpt_shape ms = m->shape;
     for (int i = 0; i < 5; i++) {
         char w[160];
         int64_t v = 0;
@@ -359,17 +360,30 @@ int h5model_read_layout(hid_t file, const char *path, const gpt_model *m, float 
                 snprintf(why, cap, "%s: model file has no %s attribute", path, shape_keys[i]);
             else
                 snprintf(why, cap, "%s: attribute %s %s", path, shape_keys[i], w);
-            goto done;
+            return -1;
         }
-        if (v != *shape_field(&ms, i)) {
+        if (v != *shape_field(&shape, i)) {
             snprintf(why, cap, "%s was saved with %s = %lld; the model has %s = %d", path,
-                     shape_keys[i], (long long)v, shape_keys[i], *shape_field(&ms, i));
-            goto done;
+                     shape_keys[i], (long long)v, shape_keys[i], *shape_field(&shape, i));
+            return -1;
         }
     }
+    return 0;
+}
 
-    for (int i = 0; i < m->n_info; i++) {
-        const gpt_param_info *p = &m->info[i];
+int h5model_read_layout(hid_t file, const char *path, gpt_shape shape,
+                        const gt_tensor_table *tab, float *dst, char *why, size_t cap)
+{
+    /* Everything is checked before anything is read. */
+    if (check_layout(file, path, shape, tab, why, cap) != 0) return -1;
+    hid_t group = H5Gopen2(file, "/model", H5P_DEFAULT);
+    if (group < 0) {
+        snprintf(why, cap, "%s: cannot open /model (damaged file?)", path);
+        return -1;
+    }
+    int rc = 0;
+    for (int i = 0; i < tab->count && rc == 0; i++) {
+        const gt_tensor *p = &tab->tensors[i];
         hid_t dset = H5Dopen2(group, p->name, H5P_DEFAULT);
         herr_t r = dset < 0 ? -1
                             : H5Dread(dset, H5T_NATIVE_FLOAT, H5S_ALL, H5S_ALL, H5P_DEFAULT,
@@ -378,20 +392,18 @@ int h5model_read_layout(hid_t file, const char *path, const gpt_model *m, float 
         if (r < 0) {
             snprintf(why, cap, "%s: cannot read tensor %s (damaged or truncated file?)", path,
                      p->name);
-            goto done;
+            rc = -1;
         }
     }
-    rc = 0;
-done:
-    if (group >= 0) H5Gclose(group);
+    H5Gclose(group);
     return rc;
 }
 
-/* The checksum check of a loaded model: 0 when it matches, or when the file has none
- * (an older gentrain wrote it: a warning says its tensors are not verified); -1 with
- * why set on a mismatch or an unreadable attribute. */
-static int verify_checksum(hid_t file, const char *path, const gpt_model *m,
-                           const float *params, char *why, size_t cap)
+/* The checksum check of a loaded model of shape `shape` (params: n floats): 0 when it
+ * matches, or when the file has none (an older gentrain wrote it: a warning says its
+ * tensors are not verified); -1 with why set on a mismatch or an unreadable attribute. */
+static int verify_checksum(hid_t file, const char *path, gpt_shape shape,
+                           const float *params, size_t n, char *why, size_t cap)
 {
     char *stored = NULL, *config = NULL, w[160];
     int64_t step = 0;
@@ -412,7 +424,7 @@ static int verify_checksum(hid_t file, const char *path, const gpt_model *m,
         goto done;
     }
     char have[32];
-    model_checksum(m, step, config, params, have);
+    model_checksum(shape, step, config, params, n, have);
     if (strcmp(have, stored) != 0) {
         snprintf(why, cap, "%s: checksum mismatch (stored %.40s, computed %s): the file is "
                  "damaged", path, stored, have);
@@ -426,11 +438,11 @@ done:
 }
 
 /* Every weight finite: one NaN or infinity makes every generated token garbage. */
-static int check_finite(const char *path, const gpt_model *m, const float *params,
+static int check_finite(const char *path, const gt_tensor_table *tab, const float *params,
                         char *why, size_t cap)
 {
-    for (int i = 0; i < m->n_info; i++) {
-        const gpt_param_info *p = &m->info[i];
+    for (int i = 0; i < tab->count; i++) {
+        const gt_tensor *p = &tab->tensors[i];
         const float *v = params + p->offset;
         for (size_t j = 0; j < p->numel; j++)
             if (!isfinite(v[j])) {
@@ -443,22 +455,24 @@ static int check_finite(const char *path, const gpt_model *m, const float *param
     return 0;
 }
 
-int h5model_load_params(const char *path, gpt_model *m)
+int h5model_load_params(const char *path, gpt_shape shape, const gt_tensor_table *tab,
+                        float *params)
 {
     int rc = -1;
     char why[6000]; /* a path of GT_PATH_MAX and the reason */
-    /* read into scratch: m changes only once everything has been verified */
-    float *scratch = gt_malloc(m->n_params * sizeof *scratch, "the model file's parameters");
+    const size_t n = tab->total;
+    /* read into scratch: params change only once everything has been verified */
+    float *scratch = gt_malloc((n ? n : 1) * sizeof *scratch, "the model file's parameters");
     if (!scratch) return -1;
     h5lock_acquire();
     hid_t file = open_model(path);
     if (file < 0) goto done;
-    if (h5model_read_layout(file, path, m, scratch, why, sizeof why) != 0 ||
-        verify_checksum(file, path, m, scratch, why, sizeof why) != 0 ||
-        check_finite(path, m, scratch, why, sizeof why) != 0) {
+    if (h5model_read_layout(file, path, shape, tab, scratch, why, sizeof why) != 0 ||
+        verify_checksum(file, path, shape, scratch, n, why, sizeof why) != 0 ||
+        check_finite(path, tab, scratch, why, sizeof why) != 0) {
         gt_error("%s", why);
     } else {
-        memcpy(m->params, scratch, m->n_params * sizeof *scratch);
+        memcpy(params, scratch, n * sizeof *scratch);
         rc = 0;
     }
 done:

@@ -1,16 +1,31 @@
 /* h5model — the model file: FP32 parameters under GPT-2 style names plus the full run
  * config, readable with h5py/h5dump.
  *
- * Layout (format_version 1):
+ * Layout (format_version 1, the only version written and read):
  *   /                      attributes: format = "gentrain-model", format_version = 1,
  *                          step (int64), config (string: the effective `key = value`
  *                          lines), vocab_size, block_size, n_layer, n_head, n_embd
- *   /model/<name>          one float32 dataset per tensor of gpt_params(), named as in
- *                          GPT-2 (e.g. "transformer.h.0.attn.c_attn.weight"), linear
- *                          weights stored [out, in] like PyTorch nn.Linear (Hugging
- *                          Face's GPT-2 Conv1D stores the transpose).
+ *                          (int64), checksum (string, below)
+ *   /model/<name>          one float32 dataset per tensor of the table, under its name
+ *                          and with its shape: for a gentrain model, the whole model's
+ *                          table (gpt_tensor_table, model.h), GPT-2 names (e.g.
+ *                          "transformer.h.0.attn.c_attn.weight"), linear weights stored
+ *                          [out, in] like PyTorch nn.Linear (Hugging Face's GPT-2
+ *                          Conv1D stores the transpose).
+ * Checksum: "fnv1a64:<16 hex digits>", 64-bit FNV-1a over the text
+ *   "gentrain-model 1 step=S shape=V,T,L,NH,C\n"
+ * (integers in decimal), the config text with its terminating NUL, then the
+ * little-endian bytes of every float of the flat parameter buffer (the tensors in
+ * table order). Files without it (older gentrain) load with a warning.
+ *
+ * The functions take a table of named tensors (tensors.h) and a flat buffer of it, not
+ * a model: the table says which tensors the file holds and where each lies in the
+ * buffer; the shape is the file's metadata (the five attributes), which the caller
+ * makes agree with the table.
+ *
  * Files are written to "<path>.tmp", flushed and closed, then renamed over <path>, so a
- * crash never leaves a file that looks complete. */
+ * crash never leaves a file that looks complete. All functions print their own one-line
+ * errors ("gentrain: error: ...") and return -1; HDF5 calls hold h5lock. */
 #ifndef GT_H5MODEL_H
 #define GT_H5MODEL_H
 
@@ -18,18 +33,25 @@
 #include <stdint.h>
 
 #include "../src/model.h"
+#include "../src/tensors.h"
 
-int h5model_save(const char *path, const gpt_model *m, const char *config_text,
-                 int64_t step);
+/* Saves the tensors of tab from params (tab->total floats) with the shape, step and
+ * config text (NULL: "") as the file's metadata. 0, or -1 (reported; an earlier file at
+ * path is left as it was). */
+int h5model_save(const char *path, gpt_shape shape, const gt_tensor_table *tab,
+                 const float *params, const char *config_text, int64_t step);
 
 /* Reads the shape, step and config text (malloc'd, caller frees; may be NULL if not
  * wanted) of a model file. Refuses files that are not gentrain models. */
 int h5model_read_meta(const char *path, gpt_shape *shape, int64_t *step,
                       char **config_text);
 
-/* Loads every tensor of m (created with the file's shape) from the file, checking each
- * name, type and shape. */
-int h5model_load_params(const char *path, gpt_model *m);
+/* Loads every tensor of tab into params (tab->total floats), checking first that the
+ * file holds exactly the tensors of tab (each name, float type and shape) and the shape
+ * attributes equal `shape`, then its checksum and that every value is finite. params
+ * is written only when everything holds. 0, or -1 (reported, one line). */
+int h5model_load_params(const char *path, gpt_shape shape, const gt_tensor_table *tab,
+                        float *params);
 
 /* If `path` is a file, copies it to out; if it is a folder, picks the model file in it
  * with the highest step (ties: newest modification time). Error if none. */

@@ -4,7 +4,7 @@
  *
  * The layout: root attributes format, format_version, step, config, vocab_size,
  * block_size, n_layer, n_head, n_embd, and the group /model with one float32 dataset
- * per tensor of gpt_params() (see h5model.h). */
+ * per tensor of a table of named tensors (tensors.h; see h5model.h). */
 #ifndef GT_H5MODEL_IO_H
 #define GT_H5MODEL_IO_H
 
@@ -14,19 +14,20 @@
 #include <hdf5.h>
 
 #include "../src/model.h"
+#include "../src/tensors.h"
 
-/* Writes the layout of m into `file`. `where` names the file in the one error line
+/* Writes the layout into `file`: the attributes, then /model with each tensor of tab
+ * taken from params (tab->total floats). `where` names the file in the one error line
  * printed on failure. Returns 0 or -1. */
-int h5model_write_layout(hid_t file, const gpt_model *m, const char *format,
-                         int64_t format_version, const char *config_text, int64_t step,
-                         const char *where);
+int h5model_write_layout(hid_t file, const char *format, int64_t format_version,
+                         gpt_shape shape, const gt_tensor_table *tab, const float *params,
+                         const char *config_text, int64_t step, const char *where);
 
-/* Checks that /model holds exactly the tensors of m (names, float type, shapes) and
- * that the shape attributes equal m->shape, then reads the tensors into dst (the flat
- * layout of m->params, m->n_params floats). Nothing is read before everything is
- * checked. Prints nothing: on failure `why` gets the whole message, naming `path`.
- * Returns 0 or -1. */
-int h5model_read_layout(hid_t file, const char *path, const gpt_model *m, float *dst,
-                        char *why, size_t cap);
+/* Checks that /model holds exactly the tensors of tab (names, float type, shapes) and
+ * that the shape attributes equal `shape`, then reads the tensors into dst (a buffer of
+ * the table, tab->total floats). Nothing is read before everything is checked. Prints
+ * nothing: on failure `why` gets the whole message, naming `path`. Returns 0 or -1. */
+int h5model_read_layout(hid_t file, const char *path, gpt_shape shape,
+                        const gt_tensor_table *tab, float *dst, char *why, size_t cap);
 
 #endif

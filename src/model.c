@@ -176,27 +176,49 @@ static int build_info(gpt_model *m)
     return 0;
 }
 
-int gpt_create_stage(gpt_model *m, gpt_shape s, const gt_backend *be, int threads,
-                     int tp_size, int tp_rank, int stage, int n_stages)
+/* The parameter table (info, n_info, n_params) of the whole model of shape s (tp = 1,
+ * every layer) in a bare *whole: nothing else of it is made (free whole->info). */
+static int whole_info(gpt_model *whole, gpt_shape s)
 {
-    memset(m, 0, sizeof *m);
+    memset(whole, 0, sizeof *whole);
+    whole->shape = s;
+    whole->tp_size = 1;
+    whole->n_layers = s.n_layer;
+    whole->has_embed = whole->has_head = 1;
+    return build_info(whole);
+}
+
+int gpt_shape_check(gpt_shape s, char *why, size_t cap)
+{
     if (s.vocab_size < 1 || s.block_size < 1 || s.n_layer < 1 || s.n_head < 1 ||
         s.n_embd < 1) {
-        gt_error("model shape must be positive (vocab_size %d, block_size %d, n_layer %d, "
-                 "n_head %d, n_embd %d)", s.vocab_size, s.block_size, s.n_layer,
+        snprintf(why, cap, "model shape must be positive (vocab_size %d, block_size %d, "
+                 "n_layer %d, n_head %d, n_embd %d)", s.vocab_size, s.block_size, s.n_layer,
                  s.n_head, s.n_embd);
         return -1;
     }
     if (s.n_layer > GPT_MAX_LAYERS || s.n_head > GPT_MAX_HEADS || s.n_embd > GPT_MAX_EMBD ||
         s.block_size > GPT_MAX_BLOCK || s.vocab_size > GPT_MAX_VOCAB) {
-        gt_error("model shape too large (vocab_size %d, block_size %d, n_layer %d, n_head "
-                 "%d, n_embd %d; at most %d, %d, %d, %d, %d)", s.vocab_size, s.block_size,
-                 s.n_layer, s.n_head, s.n_embd, GPT_MAX_VOCAB, GPT_MAX_BLOCK, GPT_MAX_LAYERS,
-                 GPT_MAX_HEADS, GPT_MAX_EMBD);
+        snprintf(why, cap, "model shape too large (vocab_size %d, block_size %d, n_layer %d, "
+                 "n_head %d, n_embd %d; at most %d, %d, %d, %d, %d)", s.vocab_size,
+                 s.block_size, s.n_layer, s.n_head, s.n_embd, GPT_MAX_VOCAB, GPT_MAX_BLOCK,
+                 GPT_MAX_LAYERS, GPT_MAX_HEADS, GPT_MAX_EMBD);
         return -1;
     }
     if (s.n_embd % s.n_head != 0) {
-        gt_error("n_embd %d is not divisible by n_head %d", s.n_embd, s.n_head);
+        snprintf(why, cap, "n_embd %d is not divisible by n_head %d", s.n_embd, s.n_head);
+        return -1;
+    }
+    return 0;
+}
+
+int gpt_create_stage(gpt_model *m, gpt_shape s, const gt_backend *be, int threads,
+                     int tp_size, int tp_rank, int stage, int n_stages)
+{
+    memset(m, 0, sizeof *m);
+    char why[256];
+    if (gpt_shape_check(s, why, sizeof why) != 0) {
+        gt_error("%s", why);
         return -1;
     }
     if (tp_size < 1 || tp_rank < 0 || tp_rank >= tp_size || s.n_head % tp_size != 0) {
@@ -230,12 +252,7 @@ int gpt_create_stage(gpt_model *m, gpt_shape s, const gt_backend *be, int thread
 
     /* Where each tensor sits in the whole model's buffer (tp = 1, every layer). */
     gpt_model whole;
-    memset(&whole, 0, sizeof whole);
-    whole.shape = s;
-    whole.tp_size = 1;
-    whole.n_layers = s.n_layer;
-    whole.has_embed = whole.has_head = 1;
-    if (build_info(&whole) != 0) {
+    if (whole_info(&whole, s) != 0) {
         gpt_free(m);
         return -1;
     }
@@ -683,6 +700,51 @@ double gpt_flops_per_step(const gpt_shape *s, int B, int T)
     double matmul = 2.0 * N * (12.0 * C * C * L + C * V);
     double attention = 2.0 * 2.0 * (double)B * T * T * C * L;
     return 3.0 * (matmul + attention);
+}
+
+/* The table of n entries of info; offsets are checked against the table's own. */
+static int table_of(const gpt_param_info *info, int n, gt_tensor_table *out)
+{
+    if (gt_tensor_table_init(out, n) != 0) return -1;
+    for (int i = 0; i < n; i++) {
+        const gpt_param_info *p = &info[i];
+        if (gt_tensor_table_add(out, p->name, p->ndim, p->shape) != 0) {
+            gt_tensor_table_free(out);
+            return -1;
+        }
+        if (out->tensors[i].offset != p->offset || out->tensors[i].numel != p->numel) {
+            gt_error("parameter table: tensor %s is not where the layout puts it", p->name);
+            gt_tensor_table_free(out);
+            return -1;
+        }
+    }
+    return 0;
+}
+
+int gpt_tensor_table(const gpt_model *m, gt_tensor_table *out)
+{
+    if (table_of(m->info, m->n_info, out) != 0) return -1;
+    if (out->total != m->n_params) {
+        gt_error("parameter table: %zu floats, the model has %zu", out->total, m->n_params);
+        gt_tensor_table_free(out);
+        return -1;
+    }
+    return 0;
+}
+
+int gpt_shape_tensor_table(gpt_shape s, gt_tensor_table *out)
+{
+    char why[256];
+    gpt_model whole;
+    memset(out, 0, sizeof *out);
+    if (gpt_shape_check(s, why, sizeof why) != 0) {
+        gt_error("%s", why);
+        return -1;
+    }
+    if (whole_info(&whole, s) != 0) return -1;
+    const int rc = table_of(whole.info, whole.n_info, out);
+    free(whole.info);
+    return rc;
 }
 
 int gpt_find_param(const gpt_model *m, const char *name)

@@ -10,8 +10,10 @@
  *   wte[V,C] wpe[maxT,C] | per layer: ln_1.w ln_1.b attn.c_attn.w[3C,C] .b[3C]
  *   attn.c_proj.w[C,C] .b[C] ln_2.w ln_2.b mlp.c_fc.w[4C,C] .b[4C] mlp.c_proj.w[C,4C]
  *   .b[C] | ln_f.w ln_f.b
- * gpt_params() lists every tensor with its GPT-2 style name ("transformer.h.3.attn.
- * c_attn.weight"), shape, offset and whether weight decay applies (matrices only). */
+ * The parameter table (m->info) lists every tensor with its GPT-2 style name
+ * ("transformer.h.3.attn.c_attn.weight"), shape, offset and whether weight decay
+ * applies (matrices only). The file formats never see it: gpt_tensor_table gives them
+ * the names, shapes and offsets as a table of named tensors (tensors.h). */
 #ifndef GT_MODEL_H
 #define GT_MODEL_H
 
@@ -28,6 +30,7 @@
 #include <stdint.h>
 
 #include "backend.h"
+#include "tensors.h"
 
 typedef struct gpt_shape {
     int vocab_size;  /* V */
@@ -115,8 +118,11 @@ typedef struct gpt_model {
     float *bound_grads;
 } gpt_model;
 
-/* Checks the shape (positive, n_embd % n_head == 0) and allocates parameters (not
- * initialised) and the parameter table. Returns 0 or -1 (reported). */
+/* Checks a shape: every size positive, within the GPT_MAX_* limits, n_embd % n_head ==
+ * 0. 0, or -1 with the reason in why (nothing printed). */
+int gpt_shape_check(gpt_shape s, char *why, size_t cap);
+/* Checks the shape (gpt_shape_check) and allocates parameters (not initialised) and
+ * the parameter table. Returns 0 or -1 (reported). */
 int gpt_create(gpt_model *m, gpt_shape shape, const gt_backend *be, int threads);
 /* The same for shard tp_rank of tp_size: n_head and 4 x n_embd must divide by tp_size.
  * Set tp_allreduce before the first forward. */
@@ -186,6 +192,18 @@ double gpt_flops_per_step(const gpt_shape *s, int B, int T);
  * engine (engine.h), whose callers keep several gradient buffers (async) or step at
  * predicted weights: the model's own buffers are never swapped out. */
 void gpt_bind(gpt_model *m, const float *params, float *grads);
+
+/* The parameters of m as a table of named tensors (tensors.h), in m's own layout: a
+ * buffer of the table is m->params (or m->grads, or an optimizer moment of m); for a
+ * tensor-parallel shard or a pipeline stage its own tensors, with the shard's shapes.
+ * Of a whole model (tp 1, one stage) it is what the model file and the checkpoint hold
+ * (io/h5model.h, io/ckpt.h). out is made here (gt_tensor_table_free it; empty after a
+ * failure). 0, or -1 (reported). */
+int gpt_tensor_table(const gpt_model *m, gt_tensor_table *out);
+/* The table of the whole model of shape s (tp 1, one stage), without making the model:
+ * the tensors a file of that shape holds. Checks s (gpt_shape_check). out as above.
+ * 0, or -1 (reported). */
+int gpt_shape_tensor_table(gpt_shape s, gt_tensor_table *out);
 
 /* Index of the named tensor in m->info, or -1. */
 int gpt_find_param(const gpt_model *m, const char *name);

@@ -68,6 +68,17 @@ static void emit(int32_t tok)
     else printf("<%d>", tok); /* not a byte: this model was trained on another tokenizer */
 }
 
+/* Loads the parameters of model file `path` into m (made with the file's shape), by
+ * m's table of named tensors. 0, or -1 (reported). */
+static int load_model(const char *path, gpt_model *m)
+{
+    gt_tensor_table tab;
+    if (gpt_tensor_table(m, &tab) != 0) return -1;
+    const int rc = h5model_load_params(path, m->shape, &tab, m->params);
+    gt_tensor_table_free(&tab);
+    return rc;
+}
+
 /* A child's full read of the model file (probe.h): metadata, shape, every tensor with
  * its checksum and finiteness checks. 0 when it would load. */
 #define PROBE_SECONDS 600
@@ -79,7 +90,7 @@ static int check_model(void *arg)
     if (h5model_read_meta(path, &shape, NULL, NULL) != 0 ||
         gpt_create(&m, shape, &backend_cpu, 1) != 0)
         return -1;
-    const int rc = h5model_load_params(path, &m);
+    const int rc = load_model(path, &m);
     gpt_free(&m);
     return rc;
 }
@@ -103,7 +114,7 @@ int sample_run(const sample_options *o)
     if (h5model_read_meta(path, &shape, &step, NULL) != 0) goto done;
     if (gpt_create(&m, shape, &backend_cpu, threads) != 0) goto done;
     have_model = 1;
-    if (h5model_load_params(path, &m) != 0 || gpt_alloc_acts(&m, 1, shape.block_size) != 0)
+    if (load_model(path, &m) != 0 || gpt_alloc_acts(&m, 1, shape.block_size) != 0)
         goto done;
 
     const size_t plen = strlen(o->prompt);

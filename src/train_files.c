@@ -175,19 +175,35 @@ static int gather_whole(const run *r, gpt_model *whole, adamw_state *whole_opt)
     return 0;
 }
 
+/* Loads checkpoint `from` into model m and its optimizer state opt. */
+static int ckpt_load_model(const char *from, gpt_model *m, adamw_state *opt, ckpt_meta *meta)
+{
+    gt_tensor_table tab;
+    if (gpt_tensor_table(m, &tab) != 0) return -1;
+    ckpt_state st = {m->shape, &tab, m->params, opt->m, opt->v, opt->t};
+    int rc = -1;
+    if (opt->n != tab.total)
+        gt_error("cannot load checkpoint %s: optimizer state does not match the model", from);
+    else
+        rc = ckpt_load(from, &st, meta);
+    opt->t = st.adam_t;
+    gt_tensor_table_free(&tab);
+    return rc;
+}
+
 /* Loads checkpoint `from` into the run's model and optimizer: directly with one part
  * per replica; with tp or pp > 1 every rank reads the whole model and keeps its part
  * (memory: one whole model and its moments, briefly). 0, or -1 (reported). */
 static int load_checkpoint(run *r, const char *from)
 {
-    if (grid_mp_size() == 1) return ckpt_load(from, &r->model, &r->opt, &r->meta);
+    if (grid_mp_size() == 1) return ckpt_load_model(from, &r->model, &r->opt, &r->meta);
     gpt_model whole;
     adamw_state whole_opt;
     memset(&whole_opt, 0, sizeof whole_opt);
     int rc = -1;
     if (gpt_create(&whole, r->model.shape, r->model.be, r->threads) != 0) return -1;
     if (adamw_init(&whole_opt, whole.n_params) == 0 &&
-        ckpt_load(from, &whole, &whole_opt, &r->meta) == 0) {
+        ckpt_load_model(from, &whole, &whole_opt, &r->meta) == 0) {
         const int me = grid_tp_rank();
         gpt_shard_copy(&r->model, me, whole.params, r->model.params, 0);
         gpt_shard_copy(&r->model, me, whole_opt.m, r->opt.m, 0);
@@ -239,13 +255,19 @@ int train_save_checkpoint(run *r, int64_t step)
     if (split && grid_dp_rank() == 0) ok = gather_whole(r, &whole, &whole_opt) == 0;
     if (par_is_root() && ok) {
         const loss_scaler *scaler = r->engine->scaler;
-        ok = ckpt_save(r->ckpt_dir, step, split ? &whole : &r->model,
-                       split ? &whole_opt : &r->opt, r->saved_text, grid_dp_size(), c->seed,
+        const gpt_model *sm = split ? &whole : &r->model;
+        const adamw_state *so = split ? &whole_opt : &r->opt;
+        gt_tensor_table tab;
+        ok = gpt_tensor_table(sm, &tab) == 0;
+        const ckpt_state st = {sm->shape, &tab, sm->params, so->m, so->v, so->t};
+        ok = ok &&
+             ckpt_save(r->ckpt_dir, step, &st, r->saved_text, grid_dp_size(), c->seed,
                        scaler ? (double)scaler->scale : 1.0,
                        scaler ? (int64_t)scaler->clean_steps : 0,
                        r->data_id[0] ? r->data_id : NULL, r->ckpt_file,
                        sizeof r->ckpt_file) == 0 &&
              ckpt_prune(r->ckpt_dir, c->keep_ckpts) >= 0;
+        gt_tensor_table_free(&tab);
         if (ok) printf("checkpoint: step %lld saved to %s in %.2f s\n", (long long)step,
                        r->ckpt_file, gt_now() - t0);
         fflush(stdout);
@@ -302,7 +324,11 @@ int train_save_model(run *r)
     if (par_is_root() && saved) {
         char path[GT_PATH_MAX + 16];
         snprintf(path, sizeof path, "%s/model.h5", c->out);
-        saved = h5model_save(path, split ? &whole : &r->model, r->saved_text, c->steps) == 0;
+        const gpt_model *sm = split ? &whole : &r->model;
+        gt_tensor_table tab;
+        saved = gpt_tensor_table(sm, &tab) == 0 &&
+                h5model_save(path, sm->shape, &tab, sm->params, r->saved_text, c->steps) == 0;
+        gt_tensor_table_free(&tab);
         if (saved) printf("saved %s\n", path);
     }
     if (split) gpt_free(&whole);

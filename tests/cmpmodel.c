@@ -16,19 +16,56 @@
 #include <string.h>
 
 #include "../io/h5model.h"
-#include "../src/kernels_cpu.h"
 #include "../src/model.h"
+#include "../src/tensors.h"
+#include "../src/util.h"
 
-static int load(const char *path, gpt_model *m, gpt_shape *shape)
+/* A model file read by the whole-model table of its shape: the table and its params
+ * (malloc'd). */
+typedef struct loaded {
+    gpt_shape shape;
+    gt_tensor_table tab;
+    float *params;
+} loaded;
+
+static void unload(loaded *f)
+{
+    gt_tensor_table_free(&f->tab);
+    free(f->params);
+    f->params = NULL;
+}
+
+static int load(const char *path, loaded *f)
 {
     int64_t step = 0;
-    if (h5model_read_meta(path, shape, &step, NULL) != 0) return -1;
-    if (gpt_create(m, *shape, &backend_cpu, 1) != 0) return -1;
-    if (h5model_load_params(path, m) != 0) {
-        gpt_free(m);
+    memset(f, 0, sizeof *f);
+    if (h5model_read_meta(path, &f->shape, &step, NULL) != 0 ||
+        gpt_shape_tensor_table(f->shape, &f->tab) != 0)
+        return -1;
+    if (!(f->params = gt_malloc(f->tab.total * sizeof(float), "parameters")) ||
+        h5model_load_params(path, f->shape, &f->tab, f->params) != 0) {
+        unload(f);
         return -1;
     }
     return 0;
+}
+
+/* ||x - y|| / max(||x||, ||y||) over n floats (0 when equal), and in *abs_max the
+ * largest |x[i] - y[i]|; a NaN on either side is the worst difference. */
+static double rel_diff(const float *x, const float *y, size_t n, double *abs_max)
+{
+    double dd = 0.0, xx = 0.0, yy = 0.0;
+    *abs_max = 0.0;
+    for (size_t i = 0; i < n; i++) {
+        double d = fabs((double)x[i] - (double)y[i]);
+        if (isnan(d)) d = INFINITY;
+        dd += d * d;
+        xx += (double)x[i] * x[i];
+        yy += (double)y[i] * y[i];
+        if (d > *abs_max) *abs_max = d;
+    }
+    double scale = sqrt(fmax(xx, yy));
+    return dd == 0.0 ? 0.0 : scale > 0.0 ? sqrt(dd) / scale : INFINITY;
 }
 
 int main(int argc, char **argv)
@@ -38,35 +75,24 @@ int main(int argc, char **argv)
         return 2;
     }
     double tol = argc == 4 ? atof(argv[3]) : 1e-5;
-    gpt_model a, b;
-    gpt_shape sa, sb;
-    if (load(argv[1], &a, &sa) != 0) return 2;
-    if (load(argv[2], &b, &sb) != 0) {
-        gpt_free(&a);
+    loaded a, b;
+    if (load(argv[1], &a) != 0) return 2;
+    if (load(argv[2], &b) != 0) {
+        unload(&a);
         return 2;
     }
-    if (memcmp(&sa, &sb, sizeof sa) != 0 || a.n_params != b.n_params) {
+    if (memcmp(&a.shape, &b.shape, sizeof a.shape) != 0 || a.tab.total != b.tab.total) {
         fprintf(stderr, "cmpmodel: %s and %s have different shapes\n", argv[1], argv[2]);
-        gpt_free(&a);
-        gpt_free(&b);
+        unload(&a);
+        unload(&b);
         return 2;
     }
     double worst_rel = 0.0, worst_abs = 0.0;
     int worst_t = 0;
-    for (int t = 0; t < a.n_info; t++) {
-        const gpt_param_info *p = &a.info[t];
-        const float *x = a.params + p->offset, *y = b.params + p->offset;
-        double dd = 0.0, xx = 0.0, yy = 0.0, abs_ = 0.0;
-        for (size_t i = 0; i < p->numel; i++) {
-            double d = fabs((double)x[i] - (double)y[i]);
-            if (isnan(d)) d = INFINITY; /* a NaN on either side is the worst difference */
-            dd += d * d;
-            xx += (double)x[i] * x[i];
-            yy += (double)y[i] * y[i];
-            if (d > abs_) abs_ = d;
-        }
-        double scale = sqrt(fmax(xx, yy));
-        double rel = dd == 0.0 ? 0.0 : scale > 0.0 ? sqrt(dd) / scale : INFINITY;
+    for (int t = 0; t < a.tab.count; t++) {
+        const gt_tensor *p = &a.tab.tensors[t];
+        double abs_;
+        double rel = rel_diff(a.params + p->offset, b.params + p->offset, p->numel, &abs_);
         if (t == 0 || rel > worst_rel) {
             worst_rel = rel;
             worst_t = t;
@@ -75,8 +101,8 @@ int main(int argc, char **argv)
     }
     printf("cmpmodel: %zu parameters in %d tensors: max relative difference %.3e (in %s), "
            "max absolute difference %.3e; tolerance %.1e\n",
-           a.n_params, a.n_info, worst_rel, a.info[worst_t].name, worst_abs, tol);
-    gpt_free(&a);
-    gpt_free(&b);
+           a.tab.total, a.tab.count, worst_rel, a.tab.tensors[worst_t].name, worst_abs, tol);
+    unload(&a);
+    unload(&b);
     return worst_rel <= tol ? 0 : 1;
 }

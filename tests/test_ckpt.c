@@ -23,6 +23,7 @@
 #include "../io/ckpt.h"
 #include "../io/h5model.h"
 #include "../io/h5util.h"
+#include "../src/optim.h"
 #include "../src/util.h"
 #include "testutil.h"
 
@@ -43,12 +44,30 @@ static float rndf(void)
 typedef struct run_state {
     gpt_model m;
     adamw_state opt;
+    gt_tensor_table tab; /* of m */
+    ckpt_state st;       /* what ckpt_save and ckpt_load take (state()) */
 } run_state;
+
+/* The ckpt_state of s: its model's table and buffers, its optimizer's moments and t. */
+static ckpt_state *state(run_state *s)
+{
+    s->st = (ckpt_state){s->m.shape, &s->tab, s->m.params, s->opt.m, s->opt.v, s->opt.t};
+    return &s->st;
+}
+
+/* ckpt_load into s (its optimizer's t included). */
+static int load(const char *path, run_state *s, ckpt_meta *meta)
+{
+    const int rc = ckpt_load(path, state(s), meta);
+    s->opt.t = s->st.adam_t;
+    return rc;
+}
 
 static void make_state(run_state *s, int C, int random)
 {
     gpt_shape sh = {64, 16, 2, 2, C};
-    if (gpt_create(&s->m, sh, NULL, 1) != 0 || adamw_init(&s->opt, s->m.n_params) != 0) {
+    if (gpt_create(&s->m, sh, NULL, 1) != 0 || adamw_init(&s->opt, s->m.n_params) != 0 ||
+        gpt_tensor_table(&s->m, &s->tab) != 0) {
         printf("cannot make a model\n");
         exit(99);
     }
@@ -69,6 +88,7 @@ static void free_state(run_state *s)
 {
     gpt_free(&s->m);
     adamw_free(&s->opt);
+    gt_tensor_table_free(&s->tab);
 }
 
 static int exists(const char *p) { return access(p, F_OK) == 0; }
@@ -133,68 +153,48 @@ static const uint64_t SEED = 0xfedcba9876543210ull;
 
 /* ---- round trip ---------------------------------------------------------------- */
 
-static void round_trip(void)
+/* The checksum ckpt.h defines for a version `version` file of s at step 1234 (world 1,
+ * SEED, cfg), computed here independently of io/ckpt.c. */
+static uint64_t checksum_of(const run_state *s, int version, double loss_scale,
+                            long long clean)
 {
-    char sub[700], path[900], want[900];
-    snprintf(sub, sizeof sub, "%s/rt", dir);
-    mkdir(sub, 0755);
-    run_state a, b;
-    make_state(&a, 32, 1);
-    make_state(&b, 32, 0);
-    TU_CHECK(ckpt_save(sub, 1234, &a.m, &a.opt, cfg, 1, SEED, 65536.5, 37, DATA_ID, path,
-                       sizeof path) == 0,
-             "save succeeds");
-    snprintf(want, sizeof want, "%s/ckpt_00001234.h5", sub);
-    TU_CHECK(strcmp(path, want) == 0, "file name ckpt_00001234.h5 (%s)", path);
-    snprintf(want, sizeof want, "%s/ckpt_00001234.h5.tmp", sub);
-    TU_CHECK(!exists(want), "no .tmp left after the save");
+    char head[512], cl[48] = "";
+    if (version >= 2) snprintf(cl, sizeof cl, " loss_scale_clean=%lld", clean);
+    int len = snprintf(head, sizeof head,
+                       "gentrain-checkpoint %d step=%d adam_t=%lld world_size=1 seed=%llu "
+                       "loss_scale=%a%s vocab_size=%d block_size=%d n_layer=%d n_head=%d "
+                       "n_embd=%d n_params=%zu\n",
+                       version, 1234, (long long)s->opt.t, (unsigned long long)SEED,
+                       loss_scale, cl, s->m.shape.vocab_size, s->m.shape.block_size,
+                       s->m.shape.n_layer, s->m.shape.n_head, s->m.shape.n_embd,
+                       s->m.n_params);
+    uint64_t h = gt_fnv1a(GT_FNV_OFFSET, head, (size_t)len);
+    h = gt_fnv1a(h, cfg, strlen(cfg) + 1);
+    h = gt_fnv1a(h, s->m.params, s->m.n_params * sizeof(float)); /* little-endian */
+    h = gt_fnv1a(h, s->opt.m, s->opt.n * sizeof(float));
+    return gt_fnv1a(h, s->opt.v, s->opt.n * sizeof(float));
+}
 
-    ckpt_meta meta;
-    TU_CHECK(ckpt_load(path, &b.m, &b.opt, &meta) == 0, "load succeeds");
-    TU_CHECK(memcmp(a.m.params, b.m.params, a.m.n_params * sizeof(float)) == 0,
-             "parameters equal bit for bit (%zu floats)", a.m.n_params);
-    TU_CHECK(memcmp(a.opt.m, b.opt.m, a.opt.n * sizeof(float)) == 0 &&
-                 memcmp(a.opt.v, b.opt.v, a.opt.n * sizeof(float)) == 0,
-             "AdamW moments equal bit for bit");
-    TU_CHECK(b.opt.t == 77 && meta.adam_t == 77, "adam_t restored (%lld)", (long long)b.opt.t);
-    TU_CHECK(meta.step == 1234 && meta.world_size == 1 && meta.seed == SEED &&
-                 meta.loss_scale == 65536.5 && meta.loss_scale_clean == 37 &&
-                 meta.version == CKPT_FORMAT_VERSION,
-             "meta: step %lld, world %d, seed %llx, loss scale %g after %lld clean steps, "
-             "version %d", (long long)meta.step, meta.world_size,
-             (unsigned long long)meta.seed, meta.loss_scale, (long long)meta.loss_scale_clean,
-             meta.version);
-    TU_CHECK(meta.shape.n_embd == 32 && meta.shape.n_layer == 2 && meta.shape.vocab_size == 64,
-             "meta shape");
-    TU_CHECK(meta.config_text && strcmp(meta.config_text, cfg) == 0, "config text equal");
-    TU_CHECK(meta.data && strcmp(meta.data, DATA_ID) == 0, "what data it was trained on, "
-             "read back (%s)", meta.data ? meta.data : "none");
-    TU_CHECK(strcmp(meta.path, path) == 0, "meta names the file");
-    ckpt_meta_free(&meta);
-
-    /* The /model group is the model file's: h5py code for model files reads it. */
+/* Does the file's checksum attribute hold checksum_of(...)? */
+static int stored_checksum_is(const char *path, const run_state *s, int version,
+                              double loss_scale, long long clean)
+{
+    char want[40], w[160], *have = NULL;
+    snprintf(want, sizeof want, "fnv1a64:%016llx",
+             (unsigned long long)checksum_of(s, version, loss_scale, clean));
     hid_t f = H5Fopen(path, H5F_ACC_RDONLY, H5P_DEFAULT);
-    hid_t d = H5Dopen2(f, "/model/transformer.h.1.mlp.c_fc.weight", H5P_DEFAULT);
-    hid_t o = H5Dopen2(f, "/optim/v", H5P_DEFAULT);
-    TU_CHECK(d >= 0 && o >= 0, "/model/<GPT-2 names> and /optim/v present");
-    H5Dclose(o);
-    H5Dclose(d);
-    H5Fclose(f);
+    int same = f >= 0 && h5io_attr_str(f, "checksum", &have, w, sizeof w) == 1 &&
+               strcmp(have, want) == 0;
+    if (f >= 0) H5Fclose(f);
+    free(have);
+    return same;
+}
 
-    /* A model of another shape is refused, naming the key; nothing changes. */
-    run_state c;
-    make_state(&c, 48, 0);
-    tu_capture_begin();
-    int rc = ckpt_load(path, &c.m, &c.opt, &meta);
-    const char *msg = tu_capture_end();
-    TU_CHECK(rc != 0 && strstr(msg, "was saved with n_embd = 32; the model has n_embd = 48") &&
-                 tu_count_lines(msg) == 1,
-             "other shape refused in one line");
-    TU_CHECK(c.m.params[5] == 0.0f && c.opt.t == 0, "other shape: state untouched");
-    free_state(&c);
-
-    /* Compatibility checks, from this checkpoint's meta. */
-    TU_CHECK(ckpt_load(path, &b.m, &b.opt, &meta) == 0, "load again for the config checks");
+/* Compatibility checks, from the meta of checkpoint `path` (round_trip's), loaded into b. */
+static void compat_checks(const char *path, run_state *b)
+{
+    ckpt_meta meta;
+    TU_CHECK(load(path, b, &meta) == 0, "load again for the config checks");
     char changes[1024];
     TU_CHECK(ckpt_check_compatible(&meta, cfg, 1, changes, sizeof changes) == 0 &&
                  changes[0] == '\0',
@@ -210,8 +210,8 @@ static void round_trip(void)
     memcpy(p, "threads = 4", 11);
     strcat(other, "ckpt_every = 100\n");
     tu_capture_begin();
-    rc = ckpt_check_compatible(&meta, other, 1, changes, sizeof changes);
-    msg = tu_capture_end();
+    int rc = ckpt_check_compatible(&meta, other, 1, changes, sizeof changes);
+    const char *msg = tu_capture_end();
     printf("     changes: %s\n", changes);
     TU_CHECK(rc == 0 && msg[0] == '\0' && strstr(changes, "steps 2000 -> 4000") &&
                  strstr(changes, "eval_every 250 -> 500") && strstr(changes, "threads 0 -> 4") &&
@@ -264,6 +264,70 @@ static void round_trip(void)
     TU_CHECK(rc != 0 && strstr(msg, "saved by a run of 1 rank, this run has 2"),
              "other world size refused");
     ckpt_meta_free(&meta);
+}
+
+static void round_trip(void)
+{
+    char sub[700], path[900], want[900];
+    snprintf(sub, sizeof sub, "%s/rt", dir);
+    mkdir(sub, 0755);
+    run_state a, b;
+    make_state(&a, 32, 1);
+    make_state(&b, 32, 0);
+    TU_CHECK(ckpt_save(sub, 1234, state(&a), cfg, 1, SEED, 65536.5, 37, DATA_ID, path,
+                       sizeof path) == 0,
+             "save succeeds");
+    snprintf(want, sizeof want, "%s/ckpt_00001234.h5", sub);
+    TU_CHECK(strcmp(path, want) == 0, "file name ckpt_00001234.h5 (%s)", path);
+    snprintf(want, sizeof want, "%s/ckpt_00001234.h5.tmp", sub);
+    TU_CHECK(!exists(want), "no .tmp left after the save");
+    TU_CHECK(stored_checksum_is(path, &a, 2, 65536.5, 37), "the checksum is ckpt.h's");
+
+    ckpt_meta meta;
+    TU_CHECK(load(path, &b, &meta) == 0, "load succeeds");
+    TU_CHECK(memcmp(a.m.params, b.m.params, a.m.n_params * sizeof(float)) == 0,
+             "parameters equal bit for bit (%zu floats)", a.m.n_params);
+    TU_CHECK(memcmp(a.opt.m, b.opt.m, a.opt.n * sizeof(float)) == 0 &&
+                 memcmp(a.opt.v, b.opt.v, a.opt.n * sizeof(float)) == 0,
+             "AdamW moments equal bit for bit");
+    TU_CHECK(b.opt.t == 77 && meta.adam_t == 77, "adam_t restored (%lld)", (long long)b.opt.t);
+    TU_CHECK(meta.step == 1234 && meta.world_size == 1 && meta.seed == SEED &&
+                 meta.loss_scale == 65536.5 && meta.loss_scale_clean == 37 &&
+                 meta.version == CKPT_FORMAT_VERSION,
+             "meta: step %lld, world %d, seed %llx, loss scale %g after %lld clean steps, "
+             "version %d", (long long)meta.step, meta.world_size,
+             (unsigned long long)meta.seed, meta.loss_scale, (long long)meta.loss_scale_clean,
+             meta.version);
+    TU_CHECK(meta.shape.n_embd == 32 && meta.shape.n_layer == 2 && meta.shape.vocab_size == 64,
+             "meta shape");
+    TU_CHECK(meta.config_text && strcmp(meta.config_text, cfg) == 0, "config text equal");
+    TU_CHECK(meta.data && strcmp(meta.data, DATA_ID) == 0, "what data it was trained on, "
+             "read back (%s)", meta.data ? meta.data : "none");
+    TU_CHECK(strcmp(meta.path, path) == 0, "meta names the file");
+    ckpt_meta_free(&meta);
+
+    /* The /model group is the model file's: h5py code for model files reads it. */
+    hid_t f = H5Fopen(path, H5F_ACC_RDONLY, H5P_DEFAULT);
+    hid_t d = H5Dopen2(f, "/model/transformer.h.1.mlp.c_fc.weight", H5P_DEFAULT);
+    hid_t o = H5Dopen2(f, "/optim/v", H5P_DEFAULT);
+    TU_CHECK(d >= 0 && o >= 0, "/model/<GPT-2 names> and /optim/v present");
+    H5Dclose(o);
+    H5Dclose(d);
+    H5Fclose(f);
+
+    /* A model of another shape is refused, naming the key; nothing changes. */
+    run_state c;
+    make_state(&c, 48, 0);
+    tu_capture_begin();
+    int rc = load(path, &c, &meta);
+    const char *msg = tu_capture_end();
+    TU_CHECK(rc != 0 && strstr(msg, "was saved with n_embd = 32; the model has n_embd = 48") &&
+                 tu_count_lines(msg) == 1,
+             "other shape refused in one line");
+    TU_CHECK(c.m.params[5] == 0.0f && c.opt.t == 0, "other shape: state untouched");
+    free_state(&c);
+
+    compat_checks(path, &b);
     free_state(&a);
     free_state(&b);
 }
@@ -275,19 +339,7 @@ static void round_trip(void)
  * independent check of the format and of the reader's version 1 path. */
 static int make_version1(const char *path, const run_state *s, double loss_scale)
 {
-    char head[512];
-    int len = snprintf(head, sizeof head,
-                       "gentrain-checkpoint 1 step=%d adam_t=%lld world_size=1 seed=%llu "
-                       "loss_scale=%a vocab_size=%d block_size=%d n_layer=%d n_head=%d "
-                       "n_embd=%d n_params=%zu\n",
-                       1234, (long long)s->opt.t, (unsigned long long)SEED, loss_scale,
-                       s->m.shape.vocab_size, s->m.shape.block_size, s->m.shape.n_layer,
-                       s->m.shape.n_head, s->m.shape.n_embd, s->m.n_params);
-    uint64_t h = gt_fnv1a(GT_FNV_OFFSET, head, (size_t)len);
-    h = gt_fnv1a(h, cfg, strlen(cfg) + 1);
-    h = gt_fnv1a(h, s->m.params, s->m.n_params * sizeof(float)); /* little-endian */
-    h = gt_fnv1a(h, s->opt.m, s->opt.n * sizeof(float));
-    h = gt_fnv1a(h, s->opt.v, s->opt.n * sizeof(float));
+    const uint64_t h = checksum_of(s, 1, loss_scale, 0);
     char sum[40];
     snprintf(sum, sizeof sum, "fnv1a64:%016llx", (unsigned long long)h);
     hid_t f = H5Fopen(path, H5F_ACC_RDWR, H5P_DEFAULT);
@@ -307,11 +359,11 @@ static void versions(void)
     run_state a, b;
     make_state(&a, 32, 1);
     make_state(&b, 32, 0);
-    TU_CHECK(ckpt_save(sub, 1234, &a.m, &a.opt, cfg, 1, SEED, 8192.0, 12, NULL, path,
+    TU_CHECK(ckpt_save(sub, 1234, state(&a), cfg, 1, SEED, 8192.0, 12, NULL, path,
                        sizeof path) == 0, "versions: save");
     TU_CHECK(make_version1(path, &a, 8192.0) == 0, "versions: rewritten as version 1");
     ckpt_meta meta;
-    int rc = ckpt_load(path, &b.m, &b.opt, &meta);
+    int rc = load(path, &b, &meta);
     TU_CHECK(rc == 0 && meta.version == 1 && meta.loss_scale == 8192.0 &&
                  meta.loss_scale_clean == 0 &&
                  memcmp(a.m.params, b.m.params, a.m.n_params * sizeof(float)) == 0,
@@ -320,14 +372,14 @@ static void versions(void)
     if (rc == 0) ckpt_meta_free(&meta);
 
     /* The count of clean steps is covered by the checksum: changing it is caught. */
-    TU_CHECK(ckpt_save(sub, 1234, &a.m, &a.opt, cfg, 1, SEED, 8192.0, 12, NULL, path,
+    TU_CHECK(ckpt_save(sub, 1234, state(&a), cfg, 1, SEED, 8192.0, 12, NULL, path,
                        sizeof path) == 0, "versions: save again");
     hid_t f = H5Fopen(path, H5F_ACC_RDWR, H5P_DEFAULT);
     int edited = f >= 0 && H5Adelete(f, "loss_scale_clean") >= 0 &&
                  h5io_write_attr_int(f, "loss_scale_clean", 13) == 0;
     if (f >= 0) H5Fclose(f);
     tu_capture_begin();
-    rc = ckpt_load(path, &b.m, &b.opt, &meta);
+    rc = load(path, &b, &meta);
     const char *msg = tu_capture_end();
     TU_CHECK(edited && rc != 0 && strstr(msg, "checksum mismatch") && tu_count_lines(msg) == 1,
              "an edited loss_scale_clean fails the checksum, in one line");
@@ -343,7 +395,7 @@ static void prune_and_find(void)
     run_state a;
     make_state(&a, 32, 1);
     for (int s = 100; s <= 500; s += 100)
-        ckpt_save(sub, s, &a.m, &a.opt, cfg, 1, 1, 1.0, 0, NULL, NULL, 0);
+        ckpt_save(sub, s, state(&a), cfg, 1, 1, 1.0, 0, NULL, NULL, 0);
     snprintf(p, sizeof p, "%s/ckpt_00000600.h5.tmp", sub);
     FILE *f = fopen(p, "w");
     fputs("half-written", f);
@@ -398,7 +450,7 @@ static void prune_and_find(void)
     ckpt_meta meta;
     snprintf(p, sizeof p, "%s/ckpt_00000500.h5", sub);
     tu_capture_begin();
-    rc = ckpt_load(p, &b.m, &b.opt, &meta);
+    rc = load(p, &b, &meta);
     msg = tu_capture_end();
     TU_CHECK(rc != 0 && strstr(msg, "checksum mismatch") && tu_count_lines(msg) == 1 &&
                  b.m.params[3] == 0.0f && b.opt.t == 0,
@@ -443,14 +495,14 @@ static void failed_saves(void)
     mkdir(sub, 0755);
     run_state a;
     make_state(&a, 32, 1);
-    TU_CHECK(ckpt_save(sub, 10, &a.m, &a.opt, cfg, 1, 1, 1.0, 0, NULL, prev, sizeof prev) == 0,
+    TU_CHECK(ckpt_save(sub, 10, state(&a), cfg, 1, 1, 1.0, 0, NULL, prev, sizeof prev) == 0,
              "first save");
     snprintf(copy, sizeof copy, "%s/prev_copy", dir);
     copy_file(prev, copy);
 
     snprintf(p, sizeof p, "%s/no/such", dir);
     tu_capture_begin();
-    int rc = ckpt_save(p, 20, &a.m, &a.opt, cfg, 1, 1, 1.0, 0, NULL, NULL, 0);
+    int rc = ckpt_save(p, 20, state(&a), cfg, 1, 1, 1.0, 0, NULL, NULL, 0);
     const char *msg = tu_capture_end();
     TU_CHECK(rc != 0 && strstr(msg, "no such folder") && tu_count_lines(msg) == 1,
              "save into a missing folder: one error line");
@@ -459,7 +511,7 @@ static void failed_saves(void)
     snprintf(p, sizeof p, "%s/ckpt_00000020.h5", sub);
     mkdir(p, 0755);
     tu_capture_begin();
-    rc = ckpt_save(sub, 20, &a.m, &a.opt, cfg, 1, 1, 1.0, 0, NULL, NULL, 0);
+    rc = ckpt_save(sub, 20, state(&a), cfg, 1, 1, 1.0, 0, NULL, NULL, 0);
     msg = tu_capture_end();
     TU_CHECK(rc != 0 && strstr(msg, "cannot save checkpoint") && tu_count_lines(msg) == 1,
              "save whose rename fails: one error line");
@@ -478,7 +530,7 @@ static void failed_saves(void)
         char errf[900];
         snprintf(errf, sizeof errf, "%s/child_err", dir);
         if (!freopen(errf, "w", stderr)) _exit(98);
-        int r = ckpt_save(sub, 30, &a.m, &a.opt, cfg, 1, 1, 1.0, 0, NULL, NULL, 0);
+        int r = ckpt_save(sub, 30, state(&a), cfg, 1, 1, 1.0, 0, NULL, NULL, 0);
         fflush(stderr);
         _exit(r == 0 ? 1 : 0);
     }
@@ -502,7 +554,7 @@ static void failed_saves(void)
     if (geteuid() != 0) {
         chmod(sub, 0555);
         tu_capture_begin();
-        rc = ckpt_save(sub, 40, &a.m, &a.opt, cfg, 1, 1, 1.0, 0, NULL, NULL, 0);
+        rc = ckpt_save(sub, 40, state(&a), cfg, 1, 1, 1.0, 0, NULL, NULL, 0);
         msg = tu_capture_end();
         chmod(sub, 0755);
         TU_CHECK(rc != 0 && strstr(msg, "permission denied") && tu_count_lines(msg) == 1 &&

@@ -17,7 +17,9 @@
 #include <hdf5.h>
 
 #include "../io/h5model.h"
+#include "../io/h5util.h"
 #include "../src/backend.h"
+#include "../src/util.h"
 #include "../io/inspect.h"
 #include "testutil.h"
 
@@ -57,6 +59,39 @@ static int make_model(gpt_model *m, int V, int T, int L, int NH, int C)
     return 0;
 }
 
+/* A table of named tensors from a list (name, ndim, dims); exits on failure. */
+typedef struct tdef {
+    const char *name;
+    int ndim;
+    int64_t dims[3];
+} tdef;
+static void make_table(gt_tensor_table *tab, const tdef *d, int n)
+{
+    if (gt_tensor_table_init(tab, 0) != 0) exit(99);
+    for (int i = 0; i < n; i++)
+        if (gt_tensor_table_add(tab, d[i].name, d[i].ndim, d[i].dims) != 0) exit(99);
+}
+
+/* h5model_save of m, by its table of named tensors. */
+static int save_model(const char *path, const gpt_model *m, const char *cfg, int64_t step)
+{
+    gt_tensor_table tab;
+    if (gpt_tensor_table(m, &tab) != 0) return -1;
+    const int rc = h5model_save(path, m->shape, &tab, m->params, cfg, step);
+    gt_tensor_table_free(&tab);
+    return rc;
+}
+
+/* h5model_load_params into m, by its table. */
+static int load_model(const char *path, gpt_model *m)
+{
+    gt_tensor_table tab;
+    if (gpt_tensor_table(m, &tab) != 0) return -1;
+    const int rc = h5model_load_params(path, m->shape, &tab, m->params);
+    gt_tensor_table_free(&tab);
+    return rc;
+}
+
 static long file_size(const char *path)
 {
     struct stat st;
@@ -91,7 +126,7 @@ static void expect_load_fail(const char *what, const char *path, gpt_model *m,
     float *before = malloc(m->n_params * sizeof(float));
     memcpy(before, m->params, m->n_params * sizeof(float));
     tu_capture_begin();
-    int rc = h5model_load_params(path, m);
+    int rc = load_model(path, m);
     const char *msg = tu_capture_end();
     TU_CHECK(rc != 0 && strstr(msg, want) && tu_count_lines(msg) == 1,
              "%s: load fails with \"%s\"", what, want);
@@ -110,13 +145,13 @@ static void round_trip(const char *path)
     gpt_model m, m2;
     TU_CHECK(make_model(&m, 64, 16, 2, 2, 32) == 0, "model created");
     fill_random(&m);
-    TU_CHECK(h5model_save(path, &m, config_text, 1234) == 0, "save succeeds");
+    TU_CHECK(save_model(path, &m, config_text, 1234) == 0, "save succeeds");
     char tmp[720];
     snprintf(tmp, sizeof tmp, "%s.tmp", path);
     TU_CHECK(access(tmp, F_OK) != 0, "no .tmp left after a save");
 
     TU_CHECK(make_model(&m2, 64, 16, 2, 2, 32) == 0, "second model created");
-    TU_CHECK(h5model_load_params(path, &m2) == 0, "load succeeds");
+    TU_CHECK(load_model(path, &m2) == 0, "load succeeds");
     TU_CHECK(memcmp(m.params, m2.params, m.n_params * sizeof(float)) == 0,
              "loaded parameters equal the saved ones bit for bit (%zu floats)", m.n_params);
 
@@ -194,6 +229,72 @@ static void round_trip(const char *path)
     gpt_free(&m2);
 }
 
+/* The file holds the tensors of whatever table it is given (not only a model's): any
+ * names and up to GT_TENSOR_MAX_DIMS dimensions; loading by another table names the
+ * tensor that differs. The checksum is the one h5model.h defines. */
+static void any_table(void)
+{
+    char path[700], want[1600];
+    path_in(path, sizeof path, "table.h5");
+    const gpt_shape meta = {7, 6, 5, 4, 3}; /* metadata only: nothing checks it here */
+    const tdef d[3] = {{"a.weight", 2, {2, 3}}, {"b", 1, {4}}, {"c.cube", 3, {2, 2, 2}}};
+    gt_tensor_table tab, fewer, other;
+    make_table(&tab, d, 3);
+    make_table(&fewer, d, 2);
+    const tdef o[3] = {{"a.weight", 2, {3, 2}}, {"b", 1, {4}}, {"c.cube", 3, {2, 2, 2}}};
+    make_table(&other, o, 3);
+    float x[18], y[18];
+    for (int i = 0; i < 18; i++) {
+        x[i] = 0.25f * (float)i - 1.0f;
+        y[i] = 0.0f;
+    }
+    TU_CHECK(tab.total == 18 && tab.tensors[2].offset == 10, "table: 18 floats, c at 10");
+    TU_CHECK(h5model_save(path, meta, &tab, x, "k = v\n", 5) == 0, "table: saves");
+    TU_CHECK(h5model_load_params(path, meta, &tab, y) == 0 && memcmp(x, y, sizeof x) == 0,
+             "table: loads back bit for bit, a 3-D tensor included");
+
+    hid_t f = H5Fopen(path, H5F_ACC_RDONLY, H5P_DEFAULT);
+    hid_t ds = H5Dopen2(f, "/model/c.cube", H5P_DEFAULT), sp = H5Dget_space(ds);
+    TU_CHECK(H5Sget_simple_extent_ndims(sp) == 3, "table: /model/c.cube is 3-D");
+    H5Sclose(sp);
+    H5Dclose(ds);
+    char *stored = NULL, w[160];
+    TU_CHECK(h5io_attr_str(f, "checksum", &stored, w, sizeof w) == 1, "table: has a checksum");
+    H5Fclose(f);
+    /* independently, from h5model.h's definition */
+    const char *head = "gentrain-model 1 step=5 shape=7,6,5,4,3\n", *cfg = "k = v\n";
+    uint64_t h = gt_fnv1a(GT_FNV_OFFSET, head, strlen(head));
+    h = gt_fnv1a(h, cfg, strlen(cfg) + 1);
+    h = gt_fnv1a(h, x, sizeof x); /* little-endian host */
+    char sum[40];
+    snprintf(sum, sizeof sum, "fnv1a64:%016llx", (unsigned long long)h);
+    TU_CHECK(stored && strcmp(stored, sum) == 0, "table: checksum %s as defined (%s)",
+             stored ? stored : "none", sum);
+    free(stored);
+
+    memset(y, 0, sizeof y);
+    tu_capture_begin();
+    int rc = h5model_load_params(path, meta, &fewer, y);
+    const char *msg = tu_capture_end();
+    TU_CHECK(rc != 0 && strstr(msg, "tensor c.cube (and 0 more) is not part of") &&
+                 tu_count_lines(msg) == 1 && y[0] == 0.0f,
+             "table: a table without c.cube refuses the file, buffer untouched");
+    tu_capture_begin();
+    rc = h5model_load_params(path, meta, &other, y);
+    msg = tu_capture_end();
+    TU_CHECK(rc != 0 && strstr(msg, "tensor a.weight has shape [2, 3]; the model expects [3, 2]"),
+             "table: another shape of a.weight is named");
+    const gpt_shape meta2 = {7, 6, 5, 4, 9};
+    snprintf(want, sizeof want, "%s was saved with n_embd = 3; the model has n_embd = 9", path);
+    tu_capture_begin();
+    rc = h5model_load_params(path, meta2, &tab, y);
+    msg = tu_capture_end();
+    TU_CHECK(rc != 0 && strstr(msg, want), "table: other shape metadata refused");
+    gt_tensor_table_free(&tab);
+    gt_tensor_table_free(&fewer);
+    gt_tensor_table_free(&other);
+}
+
 static void damaged_files(const char *good)
 {
     char path[700], want[1600];
@@ -244,7 +345,7 @@ static void integrity(const char *good)
     path_in(path, sizeof path, "nan.h5");
     float keep = m.params[m.info[wte].offset + 5];
     m.params[m.info[wte].offset + 5] = NAN;
-    TU_CHECK(h5model_save(path, &m, config_text, 7) == 0, "a model holding a NaN saves");
+    TU_CHECK(save_model(path, &m, config_text, 7) == 0, "a model holding a NaN saves");
     m.params[m.info[wte].offset + 5] = keep;
     expect_load_fail("NaN in wte", path, &m,
                      "tensor transformer.wte.weight holds NaN at element 5");
@@ -276,7 +377,7 @@ static void integrity(const char *good)
     H5Fclose(f);
     TU_CHECK(ok, "removed the checksum attribute of %s", path);
     tu_capture_begin();
-    int rc = h5model_load_params(path, &m);
+    int rc = load_model(path, &m);
     const char *msg = tu_capture_end();
     TU_CHECK(rc == 0 && strstr(msg, "warning") && strstr(msg, "no checksum") &&
                  tu_count_lines(msg) == 1,
@@ -316,7 +417,7 @@ static void newest(void)
     const char *names[3] = {"a.h5", "b.h5", "c.h5"};
     for (int i = 0; i < 3; i++) {
         snprintf(p, sizeof p, "%s/%s", sub, names[i]);
-        h5model_save(p, &m, "x = 1\n", steps[i]);
+        save_model(p, &m, "x = 1\n", steps[i]);
         set_mtime(p, 1700000000 + 100 * i);
     }
     /* Noise: a non-model HDF5 file (skipped silently), a broken .h5 (warned), a .tmp. */
@@ -345,7 +446,7 @@ static void newest(void)
 
     /* A tie on the step: the newer file wins. */
     snprintf(p, sizeof p, "%s/d.h5", sub);
-    h5model_save(p, &m, "x = 1\n", 300);
+    save_model(p, &m, "x = 1\n", 300);
     set_mtime(p, 1700000000 + 1000);
     tu_capture_begin();
     rc = h5model_find_newest(sub, out, sizeof out);
@@ -396,7 +497,7 @@ static void failed_saves(void)
     char *cfg = malloc(big + 1);
     for (size_t i = 0; i < big; i++) cfg[i] = i % 50 == 49 ? '\n' : (char)('a' + i % 26);
     cfg[big] = '\0';
-    TU_CHECK(h5model_save(path, &m, cfg, 1) == 0, "first save (200 kB of config text)");
+    TU_CHECK(save_model(path, &m, cfg, 1) == 0, "first save (200 kB of config text)");
     char *back = NULL;
     TU_CHECK(h5model_read_meta(path, NULL, NULL, &back) == 0 && back && strcmp(back, cfg) == 0,
              "long config text read back");
@@ -410,7 +511,7 @@ static void failed_saves(void)
     mkdir(tmp, 0755);
     for (size_t i = 0; i < m.n_params; i++) m.params[i] += 1.0f;
     tu_capture_begin();
-    int rc = h5model_save(path, &m, "second\n", 2);
+    int rc = save_model(path, &m, "second\n", 2);
     const char *msg = tu_capture_end();
     snprintf(want, sizeof want, "cannot create %s: it is a folder", tmp);
     TU_CHECK(rc != 0 && strstr(msg, want) && tu_count_lines(msg) == 1,
@@ -423,7 +524,7 @@ static void failed_saves(void)
 
     path_in(path, sizeof path, "no/such/folder/model.h5");
     tu_capture_begin();
-    rc = h5model_save(path, &m, "", 3);
+    rc = save_model(path, &m, "", 3);
     msg = tu_capture_end();
     TU_CHECK(rc != 0 && strstr(msg, "no such folder"), "save into a missing folder fails");
 
@@ -432,11 +533,11 @@ static void failed_saves(void)
         path_in(ro, sizeof ro, "ro");
         mkdir(ro, 0755);
         snprintf(path, sizeof path, "%s/model.h5", ro);
-        h5model_save(path, &m, "", 1);
+        save_model(path, &m, "", 1);
         copy_file(path, copy, -1);
         chmod(ro, 0555);
         tu_capture_begin();
-        rc = h5model_save(path, &m, "", 2);
+        rc = save_model(path, &m, "", 2);
         msg = tu_capture_end();
         TU_CHECK(rc != 0 && strstr(msg, "permission denied") && tu_files_equal(path, copy),
                  "save into a read-only folder fails, previous file intact");
@@ -454,6 +555,7 @@ int main(void)
     char path[700];
     path_in(path, sizeof path, "model.h5");
     round_trip(path);
+    any_table();
     damaged_files(path);
     integrity(path);
     newest();

@@ -15,16 +15,19 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     fuzz_setup();
     static gpt_model m;
     static adamw_state opt;
+    static gt_tensor_table tab;
     static int ready;
     if (!ready) {
         const gpt_shape s = {256, 8, 1, 1, 8};
-        if (gpt_create(&m, s, &backend_cpu, 1) != 0 || adamw_init(&opt, m.n_params) != 0)
+        if (gpt_create(&m, s, &backend_cpu, 1) != 0 || adamw_init(&opt, m.n_params) != 0 ||
+            gpt_tensor_table(&m, &tab) != 0)
             abort();
         ready = 1;
     }
     h5io_set_memory_image(data, size);
     ckpt_meta meta;
-    if (ckpt_load("fuzz.h5", &m, &opt, &meta) == 0) ckpt_meta_free(&meta);
+    ckpt_state st = {m.shape, &tab, m.params, opt.m, opt.v, opt.t};
+    if (ckpt_load("fuzz.h5", &st, &meta) == 0) ckpt_meta_free(&meta);
     h5io_set_memory_image(NULL, 0);
     return 0;
 }

@@ -21,8 +21,11 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         const double C = s.n_embd, params = (double)s.vocab_size * C + (double)s.block_size * C +
                                              12.0 * C * C * s.n_layer;
         gpt_model m;
+        gt_tensor_table tab;
         if (params < 4e6 && gpt_create(&m, s, &backend_cpu, 1) == 0) {
-            (void)h5model_load_params("fuzz.h5", &m);
+            if (gpt_tensor_table(&m, &tab) == 0)
+                (void)h5model_load_params("fuzz.h5", m.shape, &tab, m.params);
+            gt_tensor_table_free(&tab);
             gpt_free(&m);
         }
     }
