@@ -12,8 +12,10 @@
  *    activations and their gradients to the neighbouring stages over MPI; with tp > 1
  *    the model's tensor-parallel all-reduces run inside the passes (grid.h hooks).
  *  - engine_gpu_create: the rank's GPU (device_step.h) in FP16 with dynamic loss
- *    scaling, every layer or the blocks alone; whole models only (tp = pp = 1) for
- *    now: the trainer runs other grids on the CPU engine and says so.
+ *    scaling, every layer or the blocks alone, for a whole model (tp = pp = 1);
+ *  - engine_gpu_pipeline_create: a pipeline stage (pp > 1) with its blocks on the GPU
+ *    (gpu_stage.h) in the same 1F1B schedule. tp > 1 has no GPU engine yet: the
+ *    trainer runs those grids on the CPU engine and says so.
  *
  * Buffers: the caller passes the parameters to compute at and the gradient buffer to
  * fill on each call (async runs keep a ring of gradient buffers and may step at
@@ -54,7 +56,7 @@ typedef struct engine_ops {
 
 struct step_engine {
     const engine_ops *ops;
-    const char *name;     /* "cpu", "cpu pipeline", "gpu", "gpu blocks" */
+    const char *name;     /* "cpu", "cpu pipeline", "gpu", "gpu blocks", "gpu pipeline" */
     gpt_model *model;     /* the part: its layout, and its params = master weights */
     int B, T;             /* the micro-batch every call computes */
     loss_scaler *scaler;  /* FP16 engines: the dynamic loss scale; NULL otherwise */
@@ -71,6 +73,11 @@ step_engine *engine_cpu_create(gpt_model *model, int B, int T, int micro);
  * (blocks = 0) or the transformer blocks alone (blocks = 1). NULL on failure
  * (reported: what failed, e.g. the device memory it needs). */
 step_engine *engine_gpu_create(gpt_model *model, int B, int T, int threads, int blocks);
+/* The GPU engine of a pipeline stage (pp > 1, tp = 1): the stage's blocks on the GPU,
+ * the first stage's embedding and the last stage's head on the host (gpu_stage.h),
+ * `micro` micro-batches per batch in the 1F1B schedule. NULL on failure (reported). */
+step_engine *engine_gpu_pipeline_create(gpt_model *model, int B, int T, int micro,
+                                        int threads);
 
 static inline int engine_grad(step_engine *e, const float *params, float *grads,
                               const int32_t *inputs, const int32_t *targets, int accumulate,

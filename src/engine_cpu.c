@@ -71,7 +71,7 @@ step_engine *engine_cpu_create(gpt_model *model, int B, int T, int micro)
     /* Activations: the pipeline's slots for its micro-batches, or one for the batch. */
     if (grid_pp_size() > 1) {
         e->name = "cpu pipeline";
-        if (!(c->pipe = pipeline_create(model, micro, B, T))) goto fail;
+        if (!(c->pipe = pipeline_create(model, micro, B, T, NULL))) goto fail;
     } else {
         e->name = "cpu";
         if (gpt_alloc_acts(model, B, T) != 0) goto fail;

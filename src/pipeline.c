@@ -9,6 +9,7 @@
 
 struct pipeline {
     gpt_model *m;
+    stage_passes passes; /* the model's CPU passes, or the caller's */
     int stage, stages, micro, Bm, T, slots;
     size_t n;          /* floats of one micro-batch's boundary activations [Bm,T,C] */
     float *recv;       /* [n] what the neighbour sent */
@@ -20,7 +21,29 @@ struct pipeline {
 static int tag_fwd(int j) { return 2 * j; }
 static int tag_bwd(int j) { return 2 * j + 1; }
 
-pipeline *pipeline_create(gpt_model *m, int micro, int B, int T)
+int pipeline_slots(int stage, int stages, int micro)
+{
+    /* 1F1B keeps at most stages - stage micro-batches in flight on a stage. */
+    return stages - stage < micro ? stages - stage : micro;
+}
+
+/* The model's own CPU passes (gpt_stage_forward / backward on its activation slots). */
+static const float *cpu_forward(void *ctx, int slot, const int32_t *inputs, const float *x_in,
+                                const int32_t *targets, int want_grad, float *loss)
+{
+    pipeline *p = ctx;
+    gpt_use_act_slot(p->m, slot);
+    return gpt_stage_forward(p->m, inputs, x_in, targets, p->Bm, p->T, want_grad, loss);
+}
+
+static const float *cpu_backward(void *ctx, int slot, const float *dout)
+{
+    pipeline *p = ctx;
+    gpt_use_act_slot(p->m, slot);
+    return gpt_stage_backward(p->m, dout);
+}
+
+pipeline *pipeline_create(gpt_model *m, int micro, int B, int T, const stage_passes *passes)
 {
     if (micro < 1 || B % micro != 0) {
         gt_error("micro_batches = %d must divide batch_size = %d", micro, B);
@@ -34,12 +57,13 @@ pipeline *pipeline_create(gpt_model *m, int micro, int B, int T)
     p->micro = micro;
     p->Bm = B / micro;
     p->T = T;
-    /* 1F1B keeps at most stages - stage micro-batches in flight here. */
-    p->slots = p->stages - p->stage < micro ? p->stages - p->stage : micro;
+    p->slots = pipeline_slots(p->stage, p->stages, micro);
+    p->passes = passes ? *passes : (stage_passes){cpu_forward, cpu_backward, p};
     p->n = (size_t)p->Bm * (size_t)T * (size_t)m->shape.n_embd;
     p->recv = gt_malloc(p->n * sizeof(float), "pipeline receive buffer");
     p->send = gt_malloc(2 * (size_t)micro * p->n * sizeof(float), "pipeline send buffers");
-    if (!p->recv || !p->send || gpt_alloc_act_slots(m, p->Bm, T, p->slots) != 0) {
+    if (!p->recv || !p->send ||
+        (!passes && gpt_alloc_act_slots(m, p->Bm, T, p->slots) != 0)) {
         pipeline_free(p);
         return NULL;
     }
@@ -59,14 +83,13 @@ void pipeline_free(pipeline *p)
  * the tokens), on to the next stage (or the loss). */
 static float forward(pipeline *p, int j, const int32_t *in, const int32_t *tg, int train)
 {
-    gpt_model *m = p->m;
     const size_t off = (size_t)j * (size_t)p->Bm * (size_t)p->T;
     const int first = p->stage == 0, last = p->stage == p->stages - 1;
-    gpt_use_act_slot(m, train ? j % p->slots : 0);
     if (!first) grid_pp_recv(p->recv, p->n, p->stage - 1, tag_fwd(j));
     float loss = 0.0f;
-    const float *out = gpt_stage_forward(m, first ? in + off : NULL, first ? NULL : p->recv,
-                                         last ? tg + off : NULL, p->Bm, p->T, train, &loss);
+    const float *out = p->passes.forward(p->passes.ctx, train ? j % p->slots : 0,
+                                         first ? in + off : NULL, first ? NULL : p->recv,
+                                         last ? tg + off : NULL, train, &loss);
     if (!last) {
         float *buf = p->send + (size_t)j * p->n;
         memcpy(buf, out, p->n * sizeof(float));
@@ -80,11 +103,10 @@ static float forward(pipeline *p, int j, const int32_t *in, const int32_t *tg, i
 static void backward(pipeline *p, int j)
 {
     gpt_model *m = p->m;
-    gpt_use_act_slot(m, j % p->slots);
     const int first = p->stage == 0, last = p->stage == p->stages - 1;
     if (!last) grid_pp_recv(p->recv, p->n, p->stage + 1, tag_bwd(j));
     m->on_grads_ready = j == p->micro - 1 ? p->ready : NULL;
-    const float *din = gpt_stage_backward(m, last ? NULL : p->recv);
+    const float *din = p->passes.backward(p->passes.ctx, j % p->slots, last ? NULL : p->recv);
     m->on_grads_ready = p->ready;
     if (!first) {
         float *buf = p->send + ((size_t)p->micro + (size_t)j) * p->n;

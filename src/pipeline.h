@@ -11,7 +11,8 @@
  * order (the tags name the micro-batch and the direction).
  *
  * The model's gradients add up over the micro-batches (loss_grad_scale grad_scale/M:
- * the mean of the micro-batch losses, the whole batch's loss). m->on_grads_ready, when set, is
+ * the mean of the micro-batch losses, the whole batch's loss; passes of their own
+ * scale theirs the same way). m->on_grads_ready, when set, is
  * only called during the last backward, when the gradients become final. */
 #ifndef GT_PIPELINE_H
 #define GT_PIPELINE_H
@@ -22,10 +23,31 @@
 
 typedef struct pipeline pipeline;
 
+/* The passes of one stage on one micro-batch [Bm,T], for a pipeline whose stage does
+ * not run on the model's own CPU passes (the GPU engine: gpu_stage.h). forward reads
+ * tokens `inputs` on the first stage, the previous stage's activations x_in [Bm,T,C]
+ * elsewhere, into activation slot `slot` (< the slots the pipeline asked for); it
+ * returns the stage's output activations [Bm,T,C] (read before the next call) or, on
+ * the last stage, NULL with *loss set (with want_grad: ready for backward). backward
+ * of the forward on `slot` from dout (the output's gradient; NULL on the last stage)
+ * returns the gradient of the stage's input [Bm,T,C] (NULL on the first stage) and
+ * adds the parameters' gradients up. A failure is the passes' own to record (the
+ * schedule must go on: the other stages wait for this one). */
+typedef struct stage_passes {
+    const float *(*forward)(void *ctx, int slot, const int32_t *inputs, const float *x_in,
+                            const int32_t *targets, int want_grad, float *loss);
+    const float *(*backward)(void *ctx, int slot, const float *dout);
+    void *ctx;
+} stage_passes;
+
+/* Activation slots a stage of the pipeline keeps: micro-batches in flight there. */
+int pipeline_slots(int stage, int stages, int micro);
+
 /* For stage m (gpt_create_stage) of grid_pp_size() stages, batches of B x T in
- * `micro` micro-batches (micro must divide B). Allocates the activation slots and the
- * send buffers. NULL on failure (reported). */
-pipeline *pipeline_create(gpt_model *m, int micro, int B, int T);
+ * `micro` micro-batches (micro must divide B), its passes those of m on the CPU
+ * (passes NULL: the model's activation slots are allocated here) or `passes`.
+ * Allocates the send buffers. NULL on failure (reported). */
+pipeline *pipeline_create(gpt_model *m, int micro, int B, int T, const stage_passes *passes);
 void pipeline_free(pipeline *p);
 
 /* One training step's forward and backward on inputs/targets [B,T] (read by the first

@@ -97,7 +97,12 @@ int plan_estimate_grid(const plan_machine *mc, const gpt_shape *s, int B, int T,
            max_mem = 0.0;
     for (int st = 0; st < g.pp; st++) {
         const int n = stage_layers(s, g.pp, st);
+        const int in_flight = g.pp - st < g.micro ? g.pp - st : g.micro;
         double t = n * (tb + tp_ar);
+        /* A GPU holds one micro-batch's activations: a stage with more in flight runs
+         * its blocks' forward again before their backward (src/gpu_stage.h), a third
+         * of a block's forward + backward. */
+        if (mc->gpu && in_flight > 1) t += n * tb / 3.0;
         tp_comm += n * tp_ar;
         if (st == g.pp - 1) {
             t += teh + tp_head;
@@ -112,7 +117,6 @@ int plan_estimate_grid(const plan_machine *mc, const gpt_shape *s, int B, int T,
         if (t > slowest) slowest = t;
         const double params = plan_param_floats(s, g.tp, g.pp, st);
         if (params > max_params) max_params = params;
-        const int in_flight = g.pp - st < g.micro ? g.pp - st : g.micro;
         const double mem = 16.0 * params + 4.0 * in_flight *
                                                plan_act_floats(s, g.tp, g.pp, st, Bm, T);
         if (mem > max_mem) max_mem = mem;

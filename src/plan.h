@@ -8,6 +8,8 @@
  *                                      + 2 x allreduce(Bm T C, tp) + 2 small ones
  *                                    + 2 x p2p(Bm T C) (pp > 1)
  *     (tp also cuts the vocabulary: the embedding and head, model.h)
+ *     + on GPUs, a stage keeping more than one micro-batch in flight: n_s x t_block / 3
+ *       (it recomputes its blocks' forward before their backward, gpu_stage.h)
  *   pipeline (1F1B):           sum_s t_s + (M - 1) x max_s t_s
  *     (the first micro-batch crosses every stage, then the slowest stage sets the
  *      pace; the bubble is what this adds to M x max_s t_s)

@@ -354,20 +354,28 @@ static void print_plan_verdict(const plan_estimate *rows, int n, const plan_mach
     else if (dp_only)
         printf("why: pure data parallelism is fastest here: its step (%.1f ms) has the "
                "least communication and no pipeline bubble\n", dp_only->step_s * 1e3);
-    /* The trainer's GPU step takes the whole model (src/train.c): on GPUs, a grid with
-     * tp or pp > 1 would train on the CPU. Say so, and what does run on the GPUs. */
-    if (mc->gpu && (best->g.tp > 1 || best->g.pp > 1)) {
-        if (dp_only)
-            printf("note: gentrain trains tp or pp > 1 on the CPU for now (its GPU step takes "
-                   "the whole model); on these GPUs it runs dp %d: %.1f ms a step, %.1f min "
-                   "to the target (%.0f%% longer)\n", dp_only->g.dp, dp_only->step_s * 1e3,
-                   dp_only->total_s / 60.0,
-                   100.0 * (dp_only->total_s - best->total_s) / best->total_s);
+    /* On GPUs gentrain's engines take whole layers (src/engine.h): a grid with tp > 1
+     * would train on the CPU. Say so, and what does run on the GPUs. */
+    const plan_estimate *runnable = NULL;
+    for (int i = 0; i < n && !runnable; i++)
+        if (rows[i].g.tp == 1) runnable = &rows[i];
+    if (mc->gpu && best->g.tp > 1) {
+        if (runnable)
+            printf("note: gentrain trains tp > 1 on the CPU for now (its GPU engines take "
+                   "whole layers); on these GPUs the best grid it runs is dp %d x pp %d: "
+                   "%.1f ms a step, %.1f min to the target (%.0f%% longer)\n",
+                   runnable->g.dp, runnable->g.pp, runnable->step_s * 1e3,
+                   runnable->total_s / 60.0,
+                   100.0 * (runnable->total_s - best->total_s) / best->total_s);
         else
-            printf("note: gentrain trains tp or pp > 1 on the CPU for now (its GPU step takes "
-                   "the whole model), and no grid with tp = pp = 1 fits this model in these "
-                   "GPUs' memory\n");
+            printf("note: gentrain trains tp > 1 on the CPU for now (its GPU engines take "
+                   "whole layers), and no grid with tp = 1 fits this model in these GPUs' "
+                   "memory\n");
     }
+    /* What the estimate of a GPU pipeline leaves out. */
+    if (mc->gpu && runnable && runnable->g.pp > 1)
+        printf("note: gentrain's GPU pipeline stages run the embedding and the head on the "
+               "host CPU in FP32; the estimate counts them at the GPU's rate\n");
 }
 
 int plan_command(int argc, char **argv, int first)

@@ -113,10 +113,10 @@ static int make_saved_text(run *r)
 static int make_engine(run *r)
 {
     const int B = r->c->batch_size, T = r->c->block_size;
-    r->engine = r->device == DEVICE_CPU
-                    ? engine_cpu_create(&r->model, B, T, r->micro)
-                    : engine_gpu_create(&r->model, B, T, r->threads,
-                                        r->device == DEVICE_GPU_BLOCKS);
+    r->engine = r->device == DEVICE_CPU ? engine_cpu_create(&r->model, B, T, r->micro)
+                : r->pp > 1 ? engine_gpu_pipeline_create(&r->model, B, T, r->micro, r->threads)
+                            : engine_gpu_create(&r->model, B, T, r->threads,
+                                                r->device == DEVICE_GPU_BLOCKS);
     if (!par_all_ok(r->engine != NULL)) return -1;
     loss_scaler *scaler = r->engine->scaler;
     if (scaler && r->resumed && r->meta.loss_scale > 1.0) {

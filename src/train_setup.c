@@ -43,16 +43,16 @@ int train_settle_grid(run *r)
 static const char *cpu_because(int n_gpus, int everyone, const char *why)
 {
     if (!everyone) return n_gpus == 0 ? why : "not every rank has a GPU";
-    if (grid_tp_size() > 1 || grid_pp_size() > 1)
-        return "tp or pp > 1 runs on the CPU for now (the GPU engine takes the whole "
-               "model)";
+    if (grid_tp_size() > 1)
+        return "tp > 1 runs on the CPU for now (the GPU engines take whole layers)";
     return NULL;
 }
 
 /* Which device trains (offload): each rank takes the GPU of its index on its node
  * (modulo the GPUs there). The GPU trains only when every rank has one (a step is a
- * collective; mixed devices would only wait for the slowest) and the model is whole on
- * each rank (tp = pp = 1); otherwise one line says why the CPU trains, or, with
+ * collective; mixed devices would only wait for the slowest) and no layer is split
+ * over ranks (tp = 1; pipeline stages train their blocks on the GPU, embedding and
+ * head on the host); otherwise one line says why the CPU trains, or, with
  * offload = required, that is an error. Where the GPU trains, one line says which
  * layers run where. */
 int train_settle_device(run *r)
@@ -80,6 +80,19 @@ int train_settle_device(run *r)
             par_printf("offload: no GPU (%s); every layer runs on the CPU\n", because);
         else
             par_printf("offload: %s; every layer runs on the CPU\n", because);
+        return 0;
+    }
+    if (r->pp > 1) {
+        par_printf("offload: pp = %d: each stage's blocks on its rank's GPU (rank %d: GPU %d "
+                   "of %d on its node, %s) in FP16, the first stage's embeddings and the "
+                   "last stage's final LayerNorm, head and loss on the CPU in FP32%s; "
+                   "activations between stages through host memory over MPI; FP32 master "
+                   "weights and AdamW on the host, dynamic loss scaling from %.0f\n", r->pp,
+                   par_rank(), local % n, n, name,
+                   c->offload == OFFLOAD_BLOCKS ? "" : " (a stage is placed as with "
+                                                      "offload = blocks)",
+                   (double)LOSS_SCALE_INIT);
+        r->device = DEVICE_GPU_BLOCKS;
         return 0;
     }
     if (c->offload == OFFLOAD_BLOCKS) {

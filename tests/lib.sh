@@ -101,3 +101,49 @@ check_resumed() {
     check "resume: final parameters identical to the straight run's" test $rc -eq 0
     [ $rc -eq 0 ] || sed -e 's/^/    /' "$2.cmp"
 }
+
+# gpu_pipeline_grids GPUBIN: pipeline stages trained by (test) GPUs under mpirun,
+# against the same grid on the CPU (tiny_gpt_args' model, 6 steps): pp 2 with 4
+# micro-batches (the first stage holds 2 in flight, so it recomputes its blocks'
+# forward before a backward), dp 2 x pp 2 and pp 2 accumulating 2 micro-steps, each
+# reading the same global batch: losses and val_losses within 1e-3 relative (FP16
+# against FP32), the final parameters within 2e-2 per tensor; a checkpoint of the pp 2
+# GPU run resumed on one rank's GPU (pp 1, every layer on it) logs the straight run's
+# losses within 1e-3 and ends within 2e-2 of its parameters. Needs MPIEXEC, GENTRAIN,
+# CMPMODEL, TINY (tiny_gpt_args).
+gpu_pipeline_grids() {
+    local bin=$1 name rc
+    local mpi=(timeout 300 "$MPIEXEC" --oversubscribe --bind-to none)
+    local args=("${TINY[@]}" --steps 6 --warmup_steps 2 --lr 3e-3 --eval_every 3)
+    run_ok ppcpu "${mpi[@]}" -np 2 "$GENTRAIN" train "${args[@]}" --pp 2 --micro_batches 4 \
+        --offload none --out "$tmp/ppcpu"
+    run_ok ppgpu "${mpi[@]}" -np 2 "$bin" train "${args[@]}" --pp 2 --micro_batches 4 \
+        --ckpt_every 3 --out "$tmp/ppgpu"
+    check "pp 2: one line says each stage's blocks train on its rank's GPU" test \
+        "$(grep -c "^offload: pp = 2: each stage's blocks on its rank's GPU" "$tmp/ppgpu.out")" \
+        -eq 1
+    run_ok dp2pp2gpu "${mpi[@]}" -np 4 "$bin" train "${args[@]}" --pp 2 --batch_size 2 \
+        --micro_batches 2 --out "$tmp/dp2pp2gpu"
+    run_ok ppaccgpu "${mpi[@]}" -np 2 "$bin" train "${args[@]}" --pp 2 --batch_size 2 \
+        --global_batch_size 4 --micro_batches 2 --out "$tmp/ppaccgpu"
+    for name in ppgpu dp2pp2gpu ppaccgpu; do
+        check "$name: losses and val_losses within 1e-3 relative of the CPU's pp 2" \
+            compare_logs "$tmp/ppcpu/log.jsonl" "$tmp/$name/log.jsonl" 1e-3 6
+        "$CMPMODEL" "$tmp/ppcpu/model.h5" "$tmp/$name/model.h5" 2e-2 > "$tmp/$name.cmp" 2>&1
+        rc=$?
+        sed -e 's/^/    /' "$tmp/$name.cmp"
+        check "$name: final parameters within 2e-2 of the CPU's" test $rc -eq 0
+    done
+    run_ok ppresumed timeout 300 "$bin" train "${args[@]}" --out "$tmp/ppresumed" \
+        --resume "$tmp/ppgpu/checkpoints/ckpt_00000003.h5"
+    check "pp 2 -> 1 on GPUs: steps 4-6 log the straight run's losses within 1e-3" awk \
+        'NR == FNR { if (FNR > 3) a[FNR - 3] = $0; next }
+         { split(a[FNR], x, /"loss":/); split($0, y, /"loss":/);
+           u = x[2] + 0; v = y[2] + 0; d = u - v; if (d < 0) d = -d;
+           if (u == 0 || d / u > 1e-3) bad = 1; n++ }
+         END { exit (bad || n != 3) }' "$tmp/ppgpu/log.jsonl" "$tmp/ppresumed/log.jsonl"
+    "$CMPMODEL" "$tmp/ppgpu/model.h5" "$tmp/ppresumed/model.h5" 2e-2 > "$tmp/ppres.cmp" 2>&1
+    rc=$?
+    check "pp 2 -> 1 on GPUs: final parameters within 2e-2 of the straight run's" \
+        test $rc -eq 0
+}

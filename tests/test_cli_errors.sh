@@ -186,12 +186,15 @@ else
     fail "plan: described cluster (rc $rc)"
     show_err
 fi
-# GPUs and a recommended grid with tp or pp > 1, which the trainer runs on the CPU: one
-# note saying so and naming the data-parallel grid that runs on the GPUs.
-if grep -q '^recommended: dp [0-9]* x pp 1 x tp 1 ' "$out"; then
-    check "plan: GPUs, a dp-only recommendation: no note"         test "$(grep -c '^note: ' "$out")" -eq 0
+# GPUs and a recommended grid with tp > 1, which the trainer runs on the CPU: one note
+# saying so and naming the best grid with tp = 1, which runs on the GPUs.
+if grep -q '^recommended: dp [0-9]* x pp [0-9]* x tp 1 ' "$out"; then
+    check "plan: GPUs, a recommendation with tp = 1: no tp note" \
+        test "$(grep -c '^note: gentrain trains tp > 1' "$out")" -eq 0
 else
-    check "plan: GPUs, a recommendation with tp or pp > 1: one note naming dp 16"         test "$(grep -c '^note: gentrain trains tp or pp > 1 on the CPU for now .* runs dp 16: '                 "$out")" -eq 1
+    check "plan: GPUs, a recommendation with tp > 1: one note naming a grid with tp 1" \
+        test "$(grep -c '^note: gentrain trains tp > 1 on the CPU for now .* runs is dp [0-9]* x pp [0-9]*: ' \
+                "$out")" -eq 1
 fi
 run "${PLAN[@]}" --measure --reps 1 --json
 if [ "$rc" -eq 0 ] && grep -q '^{"dp":1,"pp":1,"tp":1,' "$out" && grep -q '^recommended:' "$out"; then

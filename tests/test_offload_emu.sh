@@ -15,6 +15,9 @@
 #     that a checkpoint holds all the GPU path's state, the loss scale included).
 #  5. 2 ranks, each with its own emulated GPU: the parameters identical on both ranks
 #     at the end; losses within 1e-2 relative of 1 rank with 2 micro-batches.
+#  6. Pipeline stages on emulated GPUs (src/gpu_stage.c on the real blocks code):
+#     gpu_pipeline_grids (tests/lib.sh: pp 2, dp 2 x pp 2, pp 2 with accumulation
+#     against the CPU's pp 2 within 1e-3; a pp 2 checkpoint resumed on one GPU).
 # Every run is under `timeout`, so a hang fails the test instead of blocking it.
 #
 # Environment: GENTRAIN_EMUGPU (tests/gentrain_emugpu; the test skips without it),
@@ -91,8 +94,10 @@ if [ -n "${MPIEXEC:-}" ]; then
         grep -q '^check: the parameters are identical on all 2 ranks' "$tmp/np2.out"
     check "np=2: losses within 1e-2 relative of 1 rank with 2 micro-batches (CPU)" \
         compare_logs "$tmp/acc_cpu/log.jsonl" "$tmp/np2/log.jsonl" 1e-2 6
+    # ------------------------------------------------------------- 6. pipeline stages
+    gpu_pipeline_grids "$GENTRAIN_EMUGPU"
 else
-    echo "skip: part 5 on 2 ranks (no mpirun)"
+    echo "skip: parts 5 and 6 on several ranks (no mpirun)"
 fi
 
 echo "$fails failed"

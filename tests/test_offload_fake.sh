@@ -21,8 +21,8 @@
 #  5. The loss scale survives a checkpoint: a run resumed from the step-3 checkpoint of
 #     a run that overflowed at step 2 continues at scale 32768, and ends like the
 #     straight run (same losses, same parameters).
-#  6. Placement: with 2 ranks, tp = 2 and pp = 2 train on the CPU with one line saying
-#     why, and offload = required turns that into an error. sync = async trains on the
+#  6. Placement: with 2 ranks, tp = 2 trains on the CPU with one line saying why, and
+#     offload = required turns that into an error. sync = async trains on the
 #     "GPU": an overflow in step 2's gradient halves the scale at step 2 and skips the
 #     update of step 3, the one that applies that gradient.
 #  7. offload = blocks (the blocks on the "GPU", embedding and head on the host in
@@ -32,6 +32,10 @@
 #     gradient at step 3 skips that step and halves the scale; an overflow in d x0
 #     (so only the host's embedding gradients are inf) does the same, and a 3-step run
 #     whose step 3 overflows so ends with the parameters of a 2-step run, bit for bit.
+#  8. Pipeline stages on the "GPUs" (src/gpu_stage.c): gpu_pipeline_grids (tests/lib.sh:
+#     pp 2, dp 2 x pp 2 and pp 2 with accumulation against the CPU's pp 2 within 1e-3,
+#     and a pp 2 checkpoint resumed on one GPU); an overflow on the last stage's rank
+#     alone skips the step on both.
 # Every run is under `timeout`, so a hang fails the test instead of blocking it.
 #
 # Environment: GENTRAIN, GENTRAIN_FAKEGPU (tests/gentrain_fakegpu), CMPMODEL
@@ -239,8 +243,7 @@ if [ -n "${MPIEXEC:-}" ]; then
         n=$(grep -c "gentrain: error: .*offload = required, but $why" "$tmp/$name.req")
         check "np=2 $* offload = required: one error line ($n)" test "$n" -eq 1
     }
-    cpu_line tp2 "tp or pp > 1 runs on the CPU" --tp 2
-    cpu_line pp2 "tp or pp > 1 runs on the CPU" --pp 2
+    cpu_line tp2 "tp > 1 runs on the CPU" --tp 2
 
     # sync = async on the "GPU": an overflow in the gradient of step 2 halves the scale
     # at step 2 and skips the update that applies that gradient, at step 3.
@@ -263,6 +266,20 @@ if [ -n "${MPIEXEC:-}" ]; then
         grep -q '^check: the parameters are identical on all 2 ranks' "$tmp/async.out"
 else
     echo "skip: parts 4 and 6 on 2 ranks (no mpirun)"
+fi
+
+# ------------------------------------------------------------- 8. pipeline stages
+if [ -n "${MPIEXEC:-}" ]; then
+    gpu_pipeline_grids "$GENTRAIN_FAKEGPU"
+    # An overflow on the second stage's rank alone: every rank skips that step.
+    GENTRAIN_FAKE_GPU_OVERFLOW=3 GENTRAIN_FAKE_GPU_OVERFLOW_RANK=1 \
+        run_ok ppover "${MPI[@]}" "${SHORT[@]}" --steps 3 --pp 2
+    line=$(step_line "$tmp/ppover.out" 2)
+    echo "    $line"
+    check "pp 2, overflow on the last stage's GPU in step 2: both stages skip step 2" \
+        grep -q '| FP16 overflow: step skipped | .* | scale 65536 -> 32768$' <<< "$line"
+else
+    echo "skip: part 8 (no mpirun)"
 fi
 
 echo "$fails failed"

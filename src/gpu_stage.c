@@ -1,0 +1,286 @@
+/* gpu_stage — see gpu_stage.h. */
+#include "gpu_stage.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+#include "../offload/gpu_model.h"
+#include "half.h"
+#include "lossscale.h"
+#include "util.h"
+
+enum { CONVERT_CHUNK = 1 << 16 };
+
+struct gpu_stage {
+    gpu_model *g;
+    const gpt_model *m;
+    const gt_backend *be;
+    int Bm, T, C, V, slots, micro, threads;
+    int has_embed, has_head;
+    size_t N, NC;
+    size_t b0, nblk;      /* the blocks' range in the stage's layout */
+    size_t gpu_lo;        /* the same blocks in the device model's layout */
+    size_t wte, wpe, lnf; /* offsets in the stage's layout (when the stage has them) */
+    size_t embed_n;       /* wte and wpe: floats of the first stage's embedding */
+    int holds;            /* the slot whose activations the device holds; -1: none */
+    float *mem;           /* one allocation for the host buffers below */
+    float *x_in;          /* [slots, N, C] each slot's block input */
+    const int32_t **tokens; /* [slots] the first stage's input tokens per slot */
+    float *x_out;         /* [N, C] the blocks' output */
+    float *dx;            /* [N, C] the gradient of the blocks' input */
+    float *lnf_out, *lnf_mean, *lnf_rstd, *logits, *losses, *dln, *dxl; /* the head */
+    float *grad_head;     /* [V*C + 2C] scaled gradients of the head's wte and ln_f */
+    float *grad_embed;    /* [embed_n] scaled gradients of wte and wpe */
+    /* the schedule in progress (gpu_stage_begin) */
+    const float *params;
+    float *grads;
+    float scale, inv;     /* S, and grad_scale / (micro x S) */
+    int overflow, failed;
+};
+
+static void fail(gpu_stage *s, const char *what, const char *why)
+{
+    if (!s->failed) gt_error("offload: pipeline stage: %s: %s", what, why);
+    s->failed = 1;
+}
+
+/* The host buffers, in one allocation. */
+static int alloc_host(gpu_stage *s)
+{
+    const size_t NC = s->NC, N = s->N, VC = (size_t)s->V * s->C;
+    size_t total = (size_t)s->slots * NC + 2 * NC;
+    if (s->has_head) total += 4 * NC + 3 * N + N * (size_t)s->V + VC + 2 * (size_t)s->C;
+    if (s->has_embed) total += s->embed_n;
+    s->mem = gt_malloc(total * sizeof(float), "GPU pipeline stage host buffers");
+    s->tokens = gt_calloc((size_t)s->slots * sizeof *s->tokens, "GPU pipeline stage");
+    if (!s->mem || !s->tokens) return -1;
+    float *p = s->mem;
+    s->x_in = p, p += (size_t)s->slots * NC;
+    s->x_out = p, p += NC;
+    s->dx = p, p += NC;
+    if (s->has_head) {
+        s->lnf_out = p, p += NC;
+        s->dln = p, p += NC;
+        s->dxl = p, p += NC;
+        p += NC; /* spare: keeps the head's buffers apart from the blocks' */
+        s->lnf_mean = p, p += N;
+        s->lnf_rstd = p, p += N;
+        s->losses = p, p += N;
+        s->logits = p, p += N * (size_t)s->V;
+        s->grad_head = p, p += VC + 2 * (size_t)s->C;
+    }
+    if (s->has_embed) s->grad_embed = p;
+    return 0;
+}
+
+gpu_stage *gpu_stage_create(const gpt_model *m, int Bm, int T, int slots, int micro,
+                            int threads)
+{
+    if (m->tp_size != 1) {
+        gt_error("internal: a GPU pipeline stage takes a whole stage (tp = 1)");
+        return NULL;
+    }
+    gpu_stage *s = gt_calloc(sizeof *s, "GPU pipeline stage");
+    if (!s) return NULL;
+    s->m = m;
+    s->be = m->be;
+    s->Bm = Bm, s->T = T, s->C = m->shape.n_embd, s->V = m->shape.vocab_size;
+    s->slots = slots, s->micro = micro, s->threads = threads;
+    s->has_embed = m->has_embed, s->has_head = m->has_head;
+    s->N = (size_t)Bm * T;
+    s->NC = s->N * (size_t)s->C;
+    s->holds = -1;
+    s->b0 = m->info[m->i_first].offset;
+    s->nblk = (m->has_head ? m->info[m->i_lnf].offset : m->n_params) - s->b0;
+    if (m->has_embed) {
+        s->wte = m->info[m->i_wte].offset;
+        s->wpe = m->info[m->i_wpe].offset;
+        s->embed_n = s->wpe + m->info[m->i_wpe].numel;
+    }
+    if (m->has_head) {
+        s->lnf = m->info[m->i_lnf].offset;
+        s->wte = m->info[m->i_wte].offset; /* the head's copy on a last stage */
+    }
+    /* The device model: this stage's blocks, in the whole-model layout of a model with
+     * that many layers (wte and wpe first, never allocated on the device). */
+    const gpu_model_shape gs = {s->V, m->shape.block_size, m->n_layers, m->shape.n_head, s->C};
+    s->gpu_lo = (size_t)s->V * s->C + (size_t)m->shape.block_size * s->C;
+    if (gpu_model_param_count(&gs) != s->gpu_lo + s->nblk + 2 * (size_t)s->C) {
+        gt_error("internal: the GPU's blocks (%zu parameters) do not match the stage's",
+                 gpu_model_param_count(&gs) - s->gpu_lo - 2 * (size_t)s->C);
+        gpu_stage_free(s);
+        return NULL;
+    }
+    char why[512] = "";
+    s->g = gpu_model_create_blocks(&gs, Bm, T, why, sizeof why);
+    if (!s->g) {
+        gt_error("offload: %s (the stage's %d blocks and a micro-batch of %d x %d need "
+                 "%.2f GiB on the GPU)", why, m->n_layers, Bm, T,
+                 (double)gpu_model_blocks_device_bytes(&gs, Bm, T) / 1073741824.0);
+        gpu_stage_free(s);
+        return NULL;
+    }
+    if (alloc_host(s) != 0) {
+        gpu_stage_free(s);
+        return NULL;
+    }
+    return s;
+}
+
+void gpu_stage_free(gpu_stage *s)
+{
+    if (!s) return;
+    gpu_model_free(s->g);
+    free(s->mem);
+    free(s->tokens);
+    free(s);
+}
+
+/* The blocks' FP32 parameters to FP16 in the staging buffer, and up. */
+static int upload(gpu_stage *s, const float *params)
+{
+    uint16_t *staging = gpu_model_param_staging(s->g) + s->gpu_lo;
+    const float *src = params + s->b0;
+    const size_t n = s->nblk, chunks = (n + CONVERT_CHUNK - 1) / CONVERT_CHUNK;
+#pragma omp parallel for num_threads(s->threads) schedule(static)
+    for (size_t k = 0; k < chunks; k++) {
+        const size_t at = k * CONVERT_CHUNK, left = n - at;
+        half_from_float(staging + at, src + at, left < CONVERT_CHUNK ? left : CONVERT_CHUNK);
+    }
+    char why[512] = "";
+    if (gpu_model_upload_params(s->g, why, sizeof why) != 0) {
+        gt_error("offload: sending the parameters: %s", why);
+        return -1;
+    }
+    s->holds = -1;
+    return 0;
+}
+
+int gpu_stage_begin(gpu_stage *s, const float *params, float *grads, int upload_params,
+                    float loss_scale, float grad_scale, int accumulate)
+{
+    s->params = params;
+    s->grads = grads;
+    s->scale = loss_scale;
+    s->inv = grad_scale / ((float)s->micro * loss_scale);
+    if (!accumulate) s->overflow = 0;
+    s->failed = 0;
+    return upload_params ? upload(s, params) : 0;
+}
+
+int gpu_stage_end(gpu_stage *s) { return s->failed ? -1 : s->overflow; }
+
+/* The last stage's head: ln_f, the tied head and the loss on the blocks' output; with
+ * want_grad, S x d(micro-batch mean loss)/d(logits) left in logits. */
+static float head_forward(gpu_stage *s, const int32_t *targets, int want_grad)
+{
+    const gt_backend *be = s->be;
+    const float *P = s->params;
+    be->layernorm_forward(s->lnf_out, s->lnf_mean, s->lnf_rstd, s->x_out, P + s->lnf,
+                          P + s->lnf + s->C, s->N, s->C);
+    be->matmul_forward(s->logits, s->lnf_out, P + s->wte, NULL, s->N, s->C, s->V);
+    if (want_grad)
+        be->crossentropy_forward_backward(s->losses, s->logits, targets, s->N, s->V,
+                                          s->scale / (float)s->N);
+    else
+        be->crossentropy_forward(s->losses, s->logits, targets, s->N, s->V);
+    double sum = 0.0; /* fixed order, as model.c */
+    for (size_t i = 0; i < s->N; i++) sum += s->losses[i];
+    return (float)(sum / (double)s->N);
+}
+
+static int blocks_forward(gpu_stage *s, int slot)
+{
+    char why[512] = "";
+    if (gpu_model_blocks_forward(s->g, s->x_in + (size_t)slot * s->NC, s->x_out, s->Bm, s->T,
+                                 why, sizeof why) != 0) {
+        fail(s, "the blocks' forward", why);
+        return -1;
+    }
+    s->holds = slot;
+    return 0;
+}
+
+static const float *stage_forward(void *ctx, int slot, const int32_t *inputs,
+                                  const float *x_in, const int32_t *targets, int want_grad,
+                                  float *loss)
+{
+    gpu_stage *s = ctx;
+    float *x = s->x_in + (size_t)slot * s->NC;
+    *loss = 0.0f;
+    if (s->has_embed) {
+        s->be->encoder_forward(x, inputs, s->params + s->wte, s->params + s->wpe, s->Bm, s->T,
+                               s->C);
+        s->tokens[slot] = inputs;
+    } else {
+        memcpy(x, x_in, s->NC * sizeof(float));
+    }
+    if (blocks_forward(s, slot) != 0 || !s->has_head) return s->has_head ? NULL : s->x_out;
+    *loss = head_forward(s, targets, want_grad);
+    return NULL;
+}
+
+/* The head's backward from the logits' gradient: the head's wte and ln_f gradients
+ * into grad_head, the gradient of the blocks' output into dxl (all scaled by S). */
+static void head_backward(gpu_stage *s)
+{
+    const gt_backend *be = s->be;
+    const float *P = s->params;
+    const size_t VC = (size_t)s->V * s->C;
+    memset(s->grad_head, 0, (VC + 2 * (size_t)s->C) * sizeof(float));
+    memset(s->dln, 0, s->NC * sizeof(float));
+    be->matmul_backward(s->dln, s->grad_head, NULL, s->logits, s->lnf_out, P + s->wte, s->N,
+                        s->C, s->V);
+    memset(s->dxl, 0, s->NC * sizeof(float));
+    be->layernorm_backward(s->dxl, s->grad_head + VC, s->grad_head + VC + s->C, s->dln,
+                           s->x_out, P + s->lnf, s->lnf_mean, s->lnf_rstd, s->N, s->C);
+}
+
+/* The parameters' gradients of this backward, unscaled and added into the caller's. */
+static void add_grads(gpu_stage *s)
+{
+    char why[512] = "";
+    const uint16_t *g16 = gpu_model_grads(s->g, why, sizeof why);
+    if (!g16) {
+        fail(s, "the blocks' gradients", why);
+        return;
+    }
+    s->overflow |= unscale_half_grads(s->grads + s->b0, g16 + s->gpu_lo, s->nblk, s->inv, 1,
+                                      s->threads);
+    if (s->has_head) {
+        const size_t VC = (size_t)s->V * s->C;
+        s->overflow |= unscale_float_grads(s->grads + s->wte, s->grad_head, VC, s->inv, 1,
+                                           s->threads);
+        s->overflow |= unscale_float_grads(s->grads + s->lnf, s->grad_head + VC,
+                                           2 * (size_t)s->C, s->inv, 1, s->threads);
+    }
+    if (s->has_embed)
+        s->overflow |= unscale_float_grads(s->grads, s->grad_embed, s->embed_n, s->inv, 1,
+                                           s->threads);
+}
+
+static const float *stage_backward(void *ctx, int slot, const float *dout)
+{
+    gpu_stage *s = ctx;
+    /* The last stage keeps one slot: its head's activations are this micro-batch's. */
+    if (s->has_head) head_backward(s);
+    const float *dxl = s->has_head ? s->dxl : dout;
+    char why[512] = "";
+    if (s->holds != slot && blocks_forward(s, slot) != 0) return s->has_embed ? NULL : s->dx;
+    if (gpu_model_blocks_backward(s->g, dxl, s->dx, s->Bm, s->T, why, sizeof why) != 0) {
+        fail(s, "the blocks' backward", why);
+        return s->has_embed ? NULL : s->dx;
+    }
+    if (s->has_embed) {
+        memset(s->grad_embed, 0, s->embed_n * sizeof(float));
+        s->be->encoder_backward(s->grad_embed + s->wte, s->grad_embed + s->wpe, s->dx,
+                                s->tokens[slot], s->Bm, s->T, s->C);
+    }
+    add_grads(s);
+    return s->has_embed ? NULL : s->dx;
+}
+
+stage_passes gpu_stage_passes(gpu_stage *s)
+{
+    return (stage_passes){stage_forward, stage_backward, s};
+}

@@ -1,0 +1,45 @@
+/* gpu_stage — one pipeline stage (pp > 1, tp = 1) trained with the rank's GPU: the
+ * stage's transformer blocks on the device in FP16 (offload/gpu_model.h, a blocks
+ * model of the stage's n_layers), the first stage's token + position embedding and the
+ * last stage's final LayerNorm, tied head and loss on the host in FP32 with the
+ * model's CPU ops, as device_step.h does for a whole model with offload = blocks. Its
+ * passes (pipeline.h stage_passes) run in the pipeline's 1F1B schedule.
+ *
+ * Activations: the device holds one micro-batch's; 1F1B keeps up to stages - stage in
+ * flight, so the host keeps each slot's block input (the received activations, or the
+ * embedding's output) and a backward whose micro-batch is no longer on the device runs
+ * its blocks' forward again first (activation recomputation: one more forward of the
+ * blocks for those micro-batches; the last stage, one slot, never recomputes).
+ *
+ * Loss scaling: the last stage multiplies d(loss)/d(logits) by the loss scale S, so
+ * the activation gradients that travel between stages are scaled by S, and every
+ * stage unscales its parameters' gradients by grad_scale / (micro x S) as it adds them
+ * into the caller's FP32 buffer, checking them for inf/NaN (lossscale.h). Every rank
+ * must use the same S (the trainer agrees on overflow over all ranks). */
+#ifndef GT_GPU_STAGE_H
+#define GT_GPU_STAGE_H
+
+#include <stdint.h>
+
+#include "model.h"
+#include "pipeline.h"
+
+typedef struct gpu_stage gpu_stage;
+
+/* For stage m (tp = 1) and micro-batches of Bm x T, `slots` of them in flight. NULL on
+ * failure (reported: e.g. the device memory it needs). */
+gpu_stage *gpu_stage_create(const gpt_model *m, int Bm, int T, int slots, int micro,
+                            int threads);
+void gpu_stage_free(gpu_stage *s);
+/* The stage's passes for pipeline_create. */
+stage_passes gpu_stage_passes(gpu_stage *s);
+/* Before a schedule: the parameters to compute at (sent to the device when upload is
+ * set), the gradient buffer to add into, the loss scale and the step's gradient scale.
+ * Clears the overflow flag when accumulate is 0. 0, or -1 (reported). */
+int gpu_stage_begin(gpu_stage *s, const float *params, float *grads, int upload,
+                    float loss_scale, float grad_scale, int accumulate);
+/* After a schedule: -1 when a pass failed (reported), else whether any gradient added
+ * since the last begin with accumulate 0 overflowed (1) or not (0). */
+int gpu_stage_end(gpu_stage *s);
+
+#endif
