@@ -9,6 +9,7 @@
  *                                                  (JSON strings)
  *   bpetool dump DATA.h5 DATASET                   the ids of a token dataset, one line
  *   bpetool check TOKENIZER.json                   exit 0 when it loads, else the error
+ *   bpetool train N TEXT OUT.json                  trains a tokenizer of N tokens
  * Exit status 0 on success, 1 on failure (message on stderr), 2 on a usage error. */
 #include <stdio.h>
 #include <stdlib.h>
@@ -16,6 +17,7 @@
 
 #include "../io/bpe.h"
 #include "../io/bpe_internal.h"
+#include "../io/bpe_train.h"
 #include "../io/h5data.h"
 #include "../src/util.h"
 
@@ -177,6 +179,28 @@ static int cmd_dump(const char *path, const char *dataset)
     return rc;
 }
 
+static int cmd_train(const char *n, const char *path, const char *out)
+{
+    size_t len, jlen = 0;
+    char *text = slurp(path, &len), err[200];
+    bpe_counter *c = bpe_counter_new();
+    double t0 = gt_now();
+    int rc = text && c && bpe_counter_add(c, text, len) == 0 ? 0 : 1;
+    double t1 = gt_now();
+    char *json = rc == 0 ? bpe_train_json(c, atoll(n), 1, &jlen, err, sizeof err) : NULL;
+    double t2 = gt_now();
+    FILE *f = json ? fopen(out, "wb") : NULL;
+    if (!json) fprintf(stderr, "bpetool: %s\n", rc ? "cannot count" : err);
+    if (!f || fwrite(json, 1, jlen, f) != jlen) rc = 1;
+    if (f && fclose(f) != 0) rc = 1;
+    fprintf(stderr, "train: %lld words counted in %.3f s, trained in %.3f s\n",
+            c ? (long long)bpe_counter_words(c) : 0LL, t1 - t0, t2 - t1);
+    free(json);
+    free(text);
+    bpe_counter_free(c);
+    return rc;
+}
+
 int main(int argc, char **argv)
 {
     const char *cmd = argc > 1 ? argv[1] : "";
@@ -185,6 +209,7 @@ int main(int argc, char **argv)
     if (strcmp(cmd, "roundtrip") == 0 && argc == 4) return cmd_roundtrip(argv[2], argv[3]);
     if (strcmp(cmd, "pretok") == 0 && argc == 3) return cmd_pretok(argv[2]);
     if (strcmp(cmd, "dump") == 0 && argc == 4) return cmd_dump(argv[2], argv[3]);
+    if (strcmp(cmd, "train") == 0 && argc == 5) return cmd_train(argv[2], argv[3], argv[4]);
     if (strcmp(cmd, "check") == 0 && argc == 3) {
         bpe *t = load(argv[2]);
         bpe_free(t);
