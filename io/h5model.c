@@ -19,6 +19,7 @@
 
 #include "../src/util.h"
 #include "h5lock.h"
+#include "h5tok.h"
 #include "h5util.h"
 
 #define FORMAT_NAME "gentrain-model"
@@ -105,6 +106,12 @@ static void model_checksum(const gpt_model *m, int64_t step, const char *config_
 int h5model_save(const char *path, const gpt_model *m, const char *config_text,
                  int64_t step)
 {
+    return h5model_save_tok(path, m, config_text, step, NULL, 0);
+}
+
+int h5model_save_tok(const char *path, const gpt_model *m, const char *config_text,
+                     int64_t step, const char *tokenizer, size_t tok_len)
+{
     size_t plen = strlen(path);
     char *tmp = malloc(plen + 5);
     if (!tmp) {
@@ -128,6 +135,10 @@ int h5model_save(const char *path, const gpt_model *m, const char *config_text,
     model_checksum(m, step, config_text, m->params, sum);
     if (h5io_write_attr_str(file, "checksum", sum) != 0) {
         gt_error("cannot write the checksum of %s (disk full?)", tmp);
+        goto fail;
+    }
+    if (tokenizer && h5tok_write(file, tokenizer, tok_len) != 0) {
+        gt_error("cannot write the tokenizer into %s (disk full?)", tmp);
         goto fail;
     }
     hid_t written = file;

@@ -9,6 +9,8 @@
  *                          GPT-2 (e.g. "transformer.h.0.attn.c_attn.weight"), linear
  *                          weights stored [out, in] like PyTorch nn.Linear (Hugging
  *                          Face's GPT-2 Conv1D stores the transpose).
+ *   /tokenizer.json        when the training data had a BPE tokenizer: its text
+ *                          (io/h5tok.h); absent for byte-level models.
  * Files are written to "<path>.tmp", flushed and closed, then renamed over <path>, so a
  * crash never leaves a file that looks complete. */
 #ifndef GT_H5MODEL_H
@@ -21,6 +23,11 @@
 
 int h5model_save(const char *path, const gpt_model *m, const char *config_text,
                  int64_t step);
+/* The same with the tokenizer of the training data (io/h5tok.h: the dataset
+ * /tokenizer.json with its own checksum), so that `sample` decodes the model's ids;
+ * tokenizer NULL: none (byte-level data). */
+int h5model_save_tok(const char *path, const gpt_model *m, const char *config_text,
+                     int64_t step, const char *tokenizer, size_t tok_len);
 
 /* Reads the shape, step and config text (malloc'd, caller frees; may be NULL if not
  * wanted) of a model file. Refuses files that are not gentrain models. */

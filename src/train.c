@@ -25,9 +25,11 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "../io/bpe.h"
 #include "../io/ckpt.h"
 #include "../io/h5data.h"
 #include "../io/h5model.h"
+#include "../io/h5tok.h"
 #include "../offload/offload.h"
 #include "blas_core.h"
 #include "cpu_features.h"
@@ -78,7 +80,31 @@ typedef struct run {
     int slot_overflow[MAX_SLOTS]; /* on_gpu: the gradient in ring[i] overflowed FP16 */
     device_step dev;        /* its GPU model, the host's part and the loss scale (on_gpu) */
     char data_id[256];      /* h5data_fingerprint of the training data (rank 0) */
+    char *tokenizer;        /* the data's tokenizer.json (rank 0; NULL: bytes), saved */
+    size_t tok_len;         /* with the model so that sample decodes its ids */
 } run;
+
+/* The tokenizer stored in the data file (io/h5tok.h), checked to load; none for
+ * byte-level data. 0 or -1 (reported). */
+static int read_tokenizer(run *r, const gt_config *c, int64_t vocab)
+{
+    int got = h5tok_read_path(c->data, &r->tokenizer, &r->tok_len);
+    if (got <= 0) return got;
+    char err[300];
+    bpe *t = bpe_load(r->tokenizer, r->tok_len, err, sizeof err);
+    if (!t) {
+        gt_error("%s: its tokenizer (/%s): %s", c->data, H5TOK_DATASET, err);
+        return -1;
+    }
+    printf("data: tokenizer: byte-level BPE of %lld tokens (%lld merges), saved with the "
+           "model\n", (long long)bpe_vocab_size(t), (long long)bpe_n_merges(t));
+    if (bpe_vocab_size(t) > vocab)
+        gt_warn("the data's tokenizer has %lld tokens, the model %lld: the model cannot "
+                "produce the last %lld", (long long)bpe_vocab_size(t), (long long)vocab,
+                (long long)(bpe_vocab_size(t) - vocab));
+    bpe_free(t);
+    return 0;
+}
 
 static int is_none(const char *s) { return s[0] == '\0' || strcmp(s, "none") == 0; }
 
@@ -280,6 +306,7 @@ static int check_output_paths(const gt_config *c, run *r, const char *ckpt_dir, 
 
 static void free_run(run *r)
 {
+    free(r->tokenizer);
     if (r->ld) loader_stop(r->ld);
     par_reducer_drain(r->red); /* MPI must not write into freed buffers */
     pipeline_free(r->pipe);
@@ -758,6 +785,9 @@ int train_run(const gt_config *c)
                     h5data_fingerprint(r.train, r.data_id, sizeof r.data_id) == 0))
         goto done;
 
+    /* The data's tokenizer, for the model file (rank 0). */
+    if (!par_all_ok(!par_is_root() || read_tokenizer(&r, c, vocab) == 0)) goto done;
+
     /* The config saved with checkpoints and the model, and compared on resume. */
     saved_text = effective_config_text(c, (int)vocab);
     if (!par_all_ok(saved_text != NULL)) goto done;
@@ -1099,8 +1129,8 @@ int train_run(const gt_config *c)
         if (par_is_root() && have) {
             char path[GT_PATH_MAX + 16];
             snprintf(path, sizeof path, "%s/model.h5", c->out);
-            saved = h5model_save(path, tp * pp > 1 ? &whole : &r.model, saved_text,
-                                 c->steps) == 0;
+            saved = h5model_save_tok(path, tp * pp > 1 ? &whole : &r.model, saved_text,
+                                     c->steps, r.tokenizer, r.tok_len) == 0;
             if (saved) printf("saved %s\n", path);
         }
         saved &= have;
