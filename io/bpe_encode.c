@@ -262,7 +262,7 @@ static int encode_word(bpe_encoder *e, const unsigned char *w, size_t n, bpe_ids
     e->slot[i] = (cache_slot){h, (uint32_t)e->keys_n, (uint32_t)n, (uint32_t)e->ids_n,
                               (uint32_t)k};
     memcpy(e->keys + e->keys_n, w, n);
-    memcpy(e->ids + e->ids_n, out->v + first, k * sizeof *out->v);
+    if (k) memcpy(e->ids + e->ids_n, out->v + first, k * sizeof *out->v);
     e->keys_n += n;
     e->ids_n += k;
     e->used++;
