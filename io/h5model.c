@@ -19,6 +19,7 @@
 
 #include "../src/util.h"
 #include "h5lock.h"
+#include "h5tok.h"
 #include "h5util.h"
 
 #define FORMAT_NAME "gentrain-model"
@@ -104,6 +105,13 @@ static void model_checksum(gpt_shape s, int64_t step, const char *config_text,
 int h5model_save(const char *path, gpt_shape shape, const gt_tensor_table *tab,
                  const float *params, const char *config_text, int64_t step)
 {
+    return h5model_save_tok(path, shape, tab, params, config_text, step, NULL, 0);
+}
+
+int h5model_save_tok(const char *path, gpt_shape shape, const gt_tensor_table *tab,
+                     const float *params, const char *config_text, int64_t step,
+                     const char *tokenizer, size_t tok_len)
+{
     size_t plen = strlen(path);
     char *tmp = malloc(plen + 5);
     if (!tmp) {
@@ -127,6 +135,10 @@ int h5model_save(const char *path, gpt_shape shape, const gt_tensor_table *tab,
     model_checksum(shape, step, config_text, params, tab->total, sum);
     if (h5io_write_attr_str(file, "checksum", sum) != 0) {
         gt_error("cannot write the checksum of %s (disk full?)", tmp);
+        goto fail;
+    }
+    if (tokenizer && h5tok_write(file, tokenizer, tok_len) != 0) {
+        gt_error("cannot write the tokenizer into %s (disk full?)", tmp);
         goto fail;
     }
     hid_t written = file;

@@ -23,107 +23,9 @@
 #include "../src/util.h"
 #include "h5lock.h"
 #include "h5util.h"
+#include "prepare_input.h"
 
 #define CHUNK ((int64_t)1 << 20) /* bytes per chunk and per copy */
-
-/* One output dataset being filled. */
-typedef struct {
-    hid_t dset, fspace;
-    const char *name;
-} outset;
-
-/* The inputs seen as one byte stream. */
-typedef struct {
-    const char *const *paths;
-    const int64_t *sizes;
-    int n, cur;
-    FILE *f;
-    int64_t done_in_cur; /* bytes read from inputs[cur] */
-} stream;
-
-static int create_set(hid_t file, hid_t lcpl, const char *name, int64_t n, outset *o)
-{
-    o->name = name;
-    o->dset = o->fspace = -1;
-    hsize_t dims = (hsize_t)n, maxdims = H5S_UNLIMITED;
-    hsize_t chunk = (hsize_t)(n < 1 ? 1 : n < CHUNK ? n : CHUNK);
-    int rc = -1;
-    hid_t dcpl = H5Pcreate(H5P_DATASET_CREATE);
-    if (dcpl < 0 || H5Pset_chunk(dcpl, 1, &chunk) < 0) goto done;
-    if ((o->fspace = H5Screate_simple(1, &dims, &maxdims)) < 0) goto done;
-    o->dset = H5Dcreate2(file, name, H5T_STD_U8LE, o->fspace, lcpl, dcpl, H5P_DEFAULT);
-    if (o->dset < 0) goto done;
-    rc = 0;
-done:
-    if (dcpl >= 0) H5Pclose(dcpl);
-    return rc;
-}
-
-static int close_set(outset *o)
-{
-    int rc = 0;
-    if (o->fspace >= 0 && H5Sclose(o->fspace) < 0) rc = -1;
-    if (o->dset >= 0 && H5Dclose(o->dset) < 0) rc = -1;
-    o->fspace = o->dset = -1;
-    return rc;
-}
-
-static int write_at(outset *o, int64_t off, int64_t n, const unsigned char *buf)
-{
-    hsize_t start = (hsize_t)off, count = (hsize_t)n;
-    hid_t mspace = H5Screate_simple(1, &count, NULL);
-    int rc = -1;
-    if (mspace >= 0 &&
-        H5Sselect_hyperslab(o->fspace, H5S_SELECT_SET, &start, NULL, &count, NULL) >= 0 &&
-        H5Dwrite(o->dset, H5T_NATIVE_UINT8, mspace, o->fspace, H5P_DEFAULT, buf) >= 0)
-        rc = 0;
-    if (mspace >= 0) H5Sclose(mspace);
-    return rc;
-}
-
-/* Reads exactly want bytes from the stream into buf (moving to the next input as each
- * one ends). Reports and returns -1 on a read error or an input that changed size. */
-static int fill(stream *s, unsigned char *buf, int64_t want)
-{
-    while (want > 0) {
-        if (!s->f) {
-            if (s->cur >= s->n) {
-                gt_error("inputs ended early (did a file shrink while being read?)");
-                return -1;
-            }
-            s->f = fopen(s->paths[s->cur], "rb");
-            if (!s->f) {
-                gt_error("cannot read %s: %s", s->paths[s->cur], h5io_errno_reason(errno));
-                return -1;
-            }
-            s->done_in_cur = 0;
-            printf("  reading %s (%lld bytes)\n", s->paths[s->cur],
-                   (long long)s->sizes[s->cur]);
-            fflush(stdout);
-        }
-        int64_t left = s->sizes[s->cur] - s->done_in_cur;
-        int64_t take = want < left ? want : left;
-        size_t got = take > 0 ? fread(buf, 1, (size_t)take, s->f) : 0;
-        if ((int64_t)got < take) {
-            if (ferror(s->f))
-                gt_error("cannot read %s: %s", s->paths[s->cur], h5io_errno_reason(errno));
-            else
-                gt_error("%s changed size while being read (expected %lld bytes, got %lld)",
-                         s->paths[s->cur], (long long)s->sizes[s->cur],
-                         (long long)(s->done_in_cur + (int64_t)got));
-            return -1;
-        }
-        buf += got;
-        want -= (int64_t)got;
-        s->done_in_cur += (int64_t)got;
-        if (s->done_in_cur == s->sizes[s->cur]) {
-            fclose(s->f);
-            s->f = NULL;
-            s->cur++;
-        }
-    }
-    return 0;
-}
 
 int prepare_bytes(const char *const *inputs, int n_inputs, const char *out,
                   double val_fraction)
@@ -142,8 +44,8 @@ int prepare_bytes(const char *const *inputs, int n_inputs, const char *out,
     char *tmp = malloc(olen + 5);
     unsigned char *buf = malloc((size_t)CHUNK);
     hid_t file = -1, lcpl = -1;
-    outset sets[2] = {{-1, -1, "/train/tokens"}, {-1, -1, "/val/tokens"}};
-    stream s = {inputs, sizes, n_inputs, 0, NULL, 0};
+    prep_set sets[2] = {{-1, -1, "/train/tokens"}, {-1, -1, "/val/tokens"}};
+    prep_stream s = {inputs, sizes, n_inputs, 0, NULL, 0};
     int locked = 0, made_tmp = 0;
     if (!sizes || !tmp || !buf) {
         gt_error("out of memory preparing %s", out);
@@ -151,51 +53,8 @@ int prepare_bytes(const char *const *inputs, int n_inputs, const char *out,
     }
     snprintf(tmp, olen + 5, "%s.tmp", out);
 
-    /* An output that can never be written fails before any work is done; only a
-     * regular file is ever replaced, and never one of the inputs (nor a link to one). */
-    struct stat ost;
-    const int out_exists = stat(out, &ost) == 0;
-    const char *kind = gt_special_kind(out);
-    if (kind) {
-        gt_error("cannot write %s: it is %s; gentrain replaces only regular files", out, kind);
-        goto fail;
-    }
-
-    /* Every input must be a readable regular file; their sizes fix the split. */
     int64_t total = 0;
-    for (int i = 0; i < n_inputs; i++) {
-        /* non-blocking: a named pipe is found out by fstat instead of waited on */
-        int fd = open(inputs[i], O_RDONLY | O_NONBLOCK);
-        struct stat st;
-        if (fd < 0) {
-            gt_error("cannot read %s: %s", inputs[i], h5io_errno_reason(errno));
-            goto fail;
-        }
-        int ok = fstat(fd, &st) == 0;
-        int err = errno;
-        close(fd);
-        if (!ok) {
-            gt_error("cannot read %s: %s", inputs[i], h5io_errno_reason(err));
-            goto fail;
-        }
-        if (S_ISDIR(st.st_mode)) {
-            gt_error("cannot read %s: it is a folder", inputs[i]);
-            goto fail;
-        }
-        if (!S_ISREG(st.st_mode)) {
-            gt_error("cannot read %s: it is %s, not a regular file (save the text to a "
-                     "file first)", inputs[i],
-                     S_ISFIFO(st.st_mode) ? "a named pipe (FIFO)" : "a device or socket");
-            goto fail;
-        }
-        if (out_exists && st.st_dev == ost.st_dev && st.st_ino == ost.st_ino) {
-            gt_error("output %s is the input %s (or a link to it): it would be "
-                     "overwritten; write the tokens to another file", out, inputs[i]);
-            goto fail;
-        }
-        sizes[i] = (int64_t)st.st_size;
-        total += sizes[i];
-    }
+    if (prep_check_paths(inputs, n_inputs, out, sizes, &total) != 0) goto fail;
     /* Rounded to the nearest byte: 1 - 0.9 is 0.0999..., and a floor would then move
      * a byte the user did not ask to move. */
     int64_t n_val = (int64_t)llround((double)total * val_fraction);
@@ -219,8 +78,8 @@ int prepare_bytes(const char *const *inputs, int n_inputs, const char *out,
     made_tmp = 1;
     if ((lcpl = H5Pcreate(H5P_LINK_CREATE)) < 0 ||
         H5Pset_create_intermediate_group(lcpl, 1) < 0 ||
-        create_set(file, lcpl, sets[0].name, n_train, &sets[0]) != 0 ||
-        create_set(file, lcpl, sets[1].name, n_val, &sets[1]) != 0 ||
+        prep_create_set(file, lcpl, sets[0].name, n_train, H5T_STD_U8LE, CHUNK, &sets[0]) != 0 ||
+        prep_create_set(file, lcpl, sets[1].name, n_val, H5T_STD_U8LE, CHUNK, &sets[1]) != 0 ||
         h5io_write_attr_int(file, "vocab_size", 256) != 0 ||
         h5io_write_attr_str(file, "tokenizer", "bytes") != 0) {
         gt_error("cannot create the datasets in %s", tmp);
@@ -234,8 +93,8 @@ int prepare_bytes(const char *const *inputs, int n_inputs, const char *out,
         int64_t base = which == 0 ? 0 : n_train;
         int64_t end = which == 0 ? n_train : total;
         int64_t n = end - pos < CHUNK ? end - pos : CHUNK;
-        if (fill(&s, buf, n) != 0) goto fail;
-        if (write_at(&sets[which], pos - base, n, buf) != 0) {
+        if (prep_fill(&s, buf, n) != 0) goto fail;
+        if (prep_write_at(&sets[which], pos - base, n, H5T_NATIVE_UINT8, buf) != 0) {
             gt_error("cannot write %s in %s (disk full?)", sets[which].name, tmp);
             goto fail;
         }
@@ -247,7 +106,7 @@ int prepare_bytes(const char *const *inputs, int n_inputs, const char *out,
             next_report += total / 10;
         }
     }
-    int bad = close_set(&sets[0]) | close_set(&sets[1]);
+    int bad = prep_close_set(&sets[0]) | prep_close_set(&sets[1]);
     bad |= H5Pclose(lcpl) < 0;
     lcpl = -1;
     hid_t written = file;
@@ -265,9 +124,9 @@ int prepare_bytes(const char *const *inputs, int n_inputs, const char *out,
     rc = 0;
 
 fail:
-    if (s.f) fclose(s.f);
-    close_set(&sets[0]);
-    close_set(&sets[1]);
+    prep_stream_close(&s);
+    prep_close_set(&sets[0]);
+    prep_close_set(&sets[1]);
     if (lcpl >= 0) H5Pclose(lcpl);
     h5io_close_write(file);
     if (made_tmp) unlink(tmp);

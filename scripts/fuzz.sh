@@ -7,6 +7,7 @@
 #   fuzz_tokens   the token-dataset reader, on an HDF5 file image in memory
 #   fuzz_model    the model-file reader (metadata, shape, tensors, checksum)
 #   fuzz_ckpt     the checkpoint reader (everything, before anything is taken)
+#   fuzz_tokenizer the tokenizer.json loader (JSON and BPE), then encoding and decoding
 #
 # Per target it prints the executions, their rate and the coverage libFuzzer reports
 # (edges "cov" and features "ft"), and keeps the grown corpus in FUZZ_DIR/corpus/NAME.
@@ -23,9 +24,9 @@
 #   FUZZ_CC        the compiler (default clang)
 #   FUZZ_SECONDS   seconds per target (default 60)
 #   FUZZ_DIR       build and work folder (default ./fuzz)
-#   FUZZ_TARGETS   which targets (default all four)
+#   FUZZ_TARGETS   which targets (default all five)
 #   FUZZ_SMOKE     1: the quick check CI runs (tests/test_fuzz_smoke.sh): fuzz_config
-#                  fuzzes for FUZZ_SECONDS; the HDF5 targets only run their seeds and
+#                  and fuzz_tokenizer fuzz for FUZZ_SECONDS; the HDF5 targets only run their seeds and
 #                  regression inputs, since mutated HDF5 files reach known crashes and
 #                  hangs inside HDF5 1.10 itself (tests/fuzz/README.md)
 # Exit status: 0 when every target built and ran clean; 1 otherwise; 77 when clang with
@@ -38,7 +39,7 @@ top_srcdir=${top_srcdir:-$(cd "$(dirname "$0")/.." && pwd)}
 FUZZ_CC=${FUZZ_CC:-clang}
 FUZZ_SECONDS=${FUZZ_SECONDS:-60}
 FUZZ_DIR=${FUZZ_DIR:-fuzz}
-FUZZ_TARGETS=${FUZZ_TARGETS:-fuzz_config fuzz_tokens fuzz_model fuzz_ckpt}
+FUZZ_TARGETS=${FUZZ_TARGETS:-fuzz_config fuzz_tokens fuzz_model fuzz_ckpt fuzz_tokenizer}
 FUZZ_SMOKE=${FUZZ_SMOKE:-0}
 FUZZ_CFLAGS=${FUZZ_CFLAGS:-}
 FUZZ_LIBS=${FUZZ_LIBS:-}
@@ -76,7 +77,7 @@ done
 
 # ---- seeds: small valid files of each kind, made by the real tools
 seeds=$FUZZ_DIR/seeds
-rm -rf "$seeds" && mkdir -p "$seeds"/{fuzz_config,fuzz_tokens,fuzz_model,fuzz_ckpt} || exit 1
+rm -rf "$seeds" && mkdir -p "$seeds"/{fuzz_config,fuzz_tokens,fuzz_model,fuzz_ckpt,fuzz_tokenizer} || exit 1
 cp "$top_srcdir"/data/*.cfg "$seeds/fuzz_config/"
 printf 'n_layer = 2\nn_head = 2\nlr = 3e-4 # a comment\nsync = async\nstaleness = 2\n' \
     > "$seeds/fuzz_config/small.cfg"
@@ -95,6 +96,14 @@ OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 "$GENTRAIN" train \
     --block_size 8 --batch_size 2 --steps 2 --ckpt_every 1 --eval_every 0 --threads 1 \
     --out "$seeds/run" > /dev/null || { echo "fuzz: cannot train the seed model"; exit 1; }
 cp "$seeds/run/model.h5" "$seeds/fuzz_model/"
+# tokenizers: one trained by prepare (a few hundred tokens), a tiny one with an added token
+"$GENTRAIN" prepare "$seeds/text.txt" -o "$seeds/bpe.h5" --train-tokenizer 300 \
+    --save-tokenizer "$seeds/fuzz_tokenizer/trained.json" > /dev/null || exit 1
+printf '%s' '{"added_tokens": [{"id": 3, "content": "<x>", "special": true, "lstrip": true}],
+ "pre_tokenizer": {"type": "ByteLevel", "add_prefix_space": true}, "decoder": null,
+ "model": {"type": "BPE", "unk_token": "a", "fuse_unk": true, "ignore_merges": true,
+ "vocab": {"a": 0, "b": 1, "ab": 2}, "merges": ["#version: 0.2", "a b"]}}' \
+    > "$seeds/fuzz_tokenizer/tiny.json"
 cp "$seeds/run/checkpoints/"*.h5 "$seeds/fuzz_ckpt/"
 
 # ---- regression inputs first, then fuzzing
@@ -111,7 +120,8 @@ for t in $FUZZ_TARGETS; do
     fi
     mkdir -p "$FUZZ_DIR/corpus/$t"
     budget=(-max_total_time="$FUZZ_SECONDS")
-    [ "$FUZZ_SMOKE" = 1 ] && [ "$t" != fuzz_config ] && budget=(-runs=0)
+    [ "$FUZZ_SMOKE" = 1 ] && [ "$t" != fuzz_config ] && [ "$t" != fuzz_tokenizer ] &&
+        budget=(-runs=0)
     "$FUZZ_DIR/$t" "$FUZZ_DIR/corpus/$t" "$seeds/$t" "${budget[@]}" \
         -max_len=65536 -rss_limit_mb=2048 -timeout=10 -print_final_stats=1 -close_fd_mask=2 \
         -artifact_prefix="$FUZZ_DIR/crashes/$t-" > "$FUZZ_DIR/$t.log" 2>&1

@@ -17,7 +17,9 @@
 
 #include "../io/h5util.h"  /* h5io_unusable */
 #include "../io/inspect.h" /* inspect_file */
-#include "../io/prepare.h" /* prepare_bytes */
+#include "../io/bpe.h"     /* BPE_MAX_VOCAB */
+#include "../io/bpe_train.h" /* BPE_TRAIN_MIN_VOCAB */
+#include "../io/prepare.h" /* prepare_bytes, prepare_bpe */
 #include "blas_core.h"     /* blas_core_fixup */
 #include "config.h"        /* gt_config, config_* */
 #include "parallel.h"      /* par_init, par_finalize, par_all_ok, par_is_root */
@@ -40,7 +42,7 @@ static const char main_help[] =
     "usage: gentrain VERB [options]\n"
     "\n"
     "verbs:\n"
-    "  prepare   turn text files into a byte-level token dataset (HDF5)\n"
+    "  prepare   turn text files into a token dataset (HDF5): bytes or BPE\n"
     "  train     train a model on an HDF5 token dataset\n"
     "  sample    generate text with a trained model\n"
     "  inspect   show what an HDF5 file (dataset or model) holds\n"
@@ -57,18 +59,31 @@ static const char main_help[] =
 
 static const char prepare_help[] =
     "usage: gentrain prepare INPUT.txt... -o OUT.h5 [--val-fraction F]\n"
+    "                        [--tokenizer FILE | --train-tokenizer N] [--save-tokenizer PATH]\n"
     "\n"
-    "Reads the input files as one byte stream, in order, and writes a byte-level token\n"
-    "dataset (vocab_size 256): the first (1 - F) of the bytes to /train/tokens, the rest\n"
-    "to /val/tokens. Inputs of any size are fine; the output appears only when complete.\n"
+    "Reads the input files as one byte stream, in order, and writes a token dataset: the\n"
+    "first (1 - F) of the bytes to /train/tokens, the rest to /val/tokens. Without a\n"
+    "tokenizer the tokens are the bytes (vocab_size 256); with one, byte-level BPE ids\n"
+    "(uint16 up to 65536 tokens, else int32), and the tokenizer is stored in the file\n"
+    "(/tokenizer.json) for train and sample. Inputs of any size are fine; the output\n"
+    "appears only when complete.\n"
     "\n"
     "options:\n"
     "  -o, --output OUT.h5    the HDF5 file to write (required)\n"
     "  --val-fraction F       share of the bytes kept for validation, 0 <= F < 1\n"
     "                         (default 0.1; 0 = no validation set)\n"
+    "  --tokenizer FILE       encode with this Hugging Face tokenizer.json (a byte-level\n"
+    "                         BPE of the GPT-2 kind)\n"
+    "  --train-tokenizer N    train a byte-level BPE of N tokens (>= 257, <= 16777216) on\n"
+    "                         the inputs first, then encode with it\n"
+    "  --save-tokenizer PATH  also write the tokenizer used as a tokenizer.json\n"
+    "  --threads N            encoding threads; 0 = OMP_NUM_THREADS, else all cores\n"
     "\n"
-    "example:\n"
-    "  gentrain prepare data/tinyshakespeare.txt -o shakespeare.h5\n";
+    "examples:\n"
+    "  gentrain prepare data/tinyshakespeare.txt -o shakespeare.h5\n"
+    "  gentrain prepare data/tinyshakespeare.txt -o bpe.h5 --train-tokenizer 2000 \\\n"
+    "      --save-tokenizer bpe.json\n"
+    "  gentrain prepare corpus.txt -o gpt2.h5 --tokenizer gpt2/tokenizer.json\n";
 
 static const char train_usage[] =
     "usage: gentrain train [--config FILE] [--KEY VALUE | --KEY=VALUE]...\n"
@@ -103,6 +118,9 @@ static const char sample_help[] =
     "  --top-k K              sample only from the K likeliest tokens; 0 = all (default 0)\n"
     "  --seed S               random seed (default 1337)\n"
     "  --threads N            OpenMP threads; 0 = OMP_NUM_THREADS, else all cores\n"
+    "  --tokenizer FILE       encode the prompt and decode with this tokenizer.json, or the\n"
+    "                         one an HDF5 data or model file holds (default: the model's,\n"
+    "                         which train copies from its data; bytes when none)\n"
     "\n"
     "example:\n"
     "  gentrain sample --checkpoint runs/shakespeare --prompt 'ROMEO:' --tokens 200\n";
@@ -243,72 +261,120 @@ static const char *opt_value(const char *verb, int argc, char **argv, int *i, ch
 
 /* ---------------------------------------------------------------- verbs */
 
+/* What the prepare command line says. */
+typedef struct {
+    const char **inputs;
+    int n_inputs;
+    const char *out;
+    double val_fraction;
+    prepare_options bpe;
+} prepare_args;
+
+/* One --name[=value] option of prepare: 0 taken, -1 bad (reported), 1 not known. */
+static int prepare_option(prepare_args *p, int argc, char **argv, int *i)
+{
+    const char *a = argv[*i];
+    char name[64];
+    size_t n = strcspn(a, "=");
+    static const char *const known[] = {"-o", "--output", "--val-fraction", "--val_fraction",
+                                        "--tokenizer", "--train-tokenizer",
+                                        "--save-tokenizer", "--threads"};
+    int k = 0;
+    while (k < 8 && !(strlen(known[k]) == n && strncmp(a, known[k], n) == 0)) k++;
+    if (k == 8 || (k == 0 && a[2] != '\0')) return 1;
+    const char *v = opt_value("prepare", argc, argv, i, name, sizeof name);
+    if (!v) return -1;
+    int64_t big = 0;
+    int small = 0;
+    switch (k) {
+    case 0: case 1: p->out = v; return 0;
+    case 2: case 3:
+        if (opt_double("prepare", "--val-fraction", v, &p->val_fraction) != 0) return -1;
+        if (!(p->val_fraction >= 0 && p->val_fraction < 1)) {
+            gt_error("prepare: --val-fraction %s: must be >= 0 and < 1", v);
+            return -1;
+        }
+        return 0;
+    case 4: p->bpe.tokenizer = v; return 0;
+    case 5:
+        if (opt_int("prepare", "--train-tokenizer", v, BPE_TRAIN_MIN_VOCAB, BPE_MAX_VOCAB,
+                    &small) != 0)
+            return -1;
+        big = small;
+        p->bpe.train_vocab = big;
+        return 0;
+    case 6: p->bpe.save_tokenizer = v; return 0;
+    default: return opt_int("prepare", "--threads", v, 0, 65536, &p->bpe.threads);
+    }
+}
+
+/* Parses the prepare command line; EXIT_OK or EXIT_USAGE (reported). */
+static int parse_prepare(prepare_args *p, int argc, char **argv)
+{
+    int only_files = 0;
+    for (int i = 2; i < argc; i++) {
+        const char *a = argv[i];
+        char shown[72];
+        if (only_files || a[0] != '-' || a[1] == '\0') {
+            p->inputs[p->n_inputs++] = a;
+        } else if (strcmp(a, "--") == 0) {
+            only_files = 1;
+        } else {
+            int r = prepare_option(p, argc, argv, &i);
+            if (r < 0) return EXIT_USAGE;
+            if (r > 0) {
+                gt_error("prepare: unknown option '%s'; see 'gentrain prepare --help'",
+                         gt_printable(a, shown));
+                return EXIT_USAGE;
+            }
+        }
+    }
+    if (p->n_inputs == 0) {
+        gt_error("prepare: no input files (usage: gentrain prepare INPUT.txt... -o OUT.h5)");
+        return EXIT_USAGE;
+    }
+    if (!p->out || !p->out[0]) {
+        gt_error("prepare: no output file; give -o OUT.h5");
+        return EXIT_USAGE;
+    }
+    if (p->bpe.tokenizer && p->bpe.train_vocab) {
+        gt_error("prepare: give --tokenizer FILE or --train-tokenizer N, not both");
+        return EXIT_USAGE;
+    }
+    if (p->bpe.save_tokenizer && !p->bpe.tokenizer && !p->bpe.train_vocab) {
+        gt_error("prepare: --save-tokenizer needs --tokenizer or --train-tokenizer");
+        return EXIT_USAGE;
+    }
+    return EXIT_OK;
+}
+
 static int cmd_prepare(int argc, char **argv)
 {
     if (wants_help(argc, argv, 2)) {
         fputs(prepare_help, stdout);
         return EXIT_OK;
     }
-    const char **inputs = calloc((size_t)argc, sizeof *inputs);
-    if (!inputs) {
+    prepare_args p;
+    memset(&p, 0, sizeof p);
+    p.val_fraction = 0.1;
+    if (!(p.inputs = calloc((size_t)argc, sizeof *p.inputs))) {
         gt_error("out of memory");
         return EXIT_FAIL;
     }
-    int n_inputs = 0, rc = EXIT_USAGE, only_files = 0;
-    const char *out = NULL;
-    double val_fraction = 0.1;
-    for (int i = 2; i < argc; i++) {
-        const char *a = argv[i];
-        char name[64], shown[72];
-        if (only_files || a[0] != '-' || a[1] == '\0') {
-            inputs[n_inputs++] = a;
-        } else if (strcmp(a, "--") == 0) {
-            only_files = 1;
-        } else if (strcmp(a, "-o") == 0 || strncmp(a, "--output", 8) == 0) {
-            if (a[1] == 'o' || a[8] == '\0' || a[8] == '=') {
-                const char *v = opt_value("prepare", argc, argv, &i, name, sizeof name);
-                if (!v) goto done;
-                out = v;
-            } else {
-                goto unknown;
-            }
-        } else if (strncmp(a, "--val-fraction", 14) == 0 ||
-                   strncmp(a, "--val_fraction", 14) == 0) {
-            if (a[14] != '\0' && a[14] != '=') goto unknown;
-            const char *v = opt_value("prepare", argc, argv, &i, name, sizeof name);
-            if (!v || opt_double("prepare", "--val-fraction", v, &val_fraction) != 0)
-                goto done;
-            if (!(val_fraction >= 0 && val_fraction < 1)) {
-                gt_error("prepare: --val-fraction %s: must be >= 0 and < 1", v);
-                goto done;
-            }
-        } else {
-            goto unknown;
+    int rc = parse_prepare(&p, argc, argv);
+    for (int i = 0; rc == EXIT_OK && i < p.n_inputs; i++)
+        if (check_readable(p.inputs[i], "input file", 0) != 0) rc = EXIT_FAIL;
+    if (rc == EXIT_OK && p.bpe.tokenizer && check_readable(p.bpe.tokenizer, "tokenizer", 0) != 0)
+        rc = EXIT_FAIL;
+    if (rc == EXIT_OK) {
+        const int bpe = p.bpe.tokenizer || p.bpe.train_vocab;
+        if ((bpe ? prepare_bpe(p.inputs, p.n_inputs, p.out, p.val_fraction, &p.bpe)
+                 : prepare_bytes(p.inputs, p.n_inputs, p.out, p.val_fraction)) != 0) {
+            free(p.inputs);
+            return finish_verb(EXIT_FAIL);
         }
-        continue;
-    unknown:
-        gt_error("prepare: unknown option '%s'; see 'gentrain prepare --help'",
-                 gt_printable(a, shown));
-        goto done;
     }
-    if (n_inputs == 0) {
-        gt_error("prepare: no input files (usage: gentrain prepare INPUT.txt... -o OUT.h5)");
-        goto done;
-    }
-    if (!out || !out[0]) {
-        gt_error("prepare: no output file; give -o OUT.h5");
-        goto done;
-    }
-    rc = EXIT_FAIL;
-    for (int i = 0; i < n_inputs; i++)
-        if (check_readable(inputs[i], "input file", 0) != 0) goto done;
-    if (prepare_bytes(inputs, n_inputs, out, val_fraction) != 0) {
-        free(inputs);
-        return finish_verb(EXIT_FAIL);
-    }
-    rc = EXIT_OK;
-done:
-    free(inputs);
+    free(p.inputs);
     return rc;
 }
 
@@ -419,6 +485,12 @@ static int cmd_sample(int argc, char **argv)
                 return EXIT_USAGE;
             }
             if (is_ckpt) have_checkpoint = dst[0] != '\0';
+        } else if (strcmp(name, "--tokenizer") == 0) {
+            if (gt_strlcpy(o.tokenizer, v, sizeof o.tokenizer) != 0) {
+                gt_error("sample: --tokenizer is too long (at most %zu bytes)",
+                         sizeof o.tokenizer - 1);
+                return EXIT_USAGE;
+            }
         } else if (strcmp(name, "--tokens") == 0) {
             rc = opt_int("sample", name, v, 1, INT_MAX, &o.tokens);
         } else if (strcmp(name, "--temperature") == 0) {

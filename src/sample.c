@@ -10,7 +10,9 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "../io/bpe.h"
 #include "../io/h5model.h"
+#include "../io/h5tok.h"
 #include "kernels_cpu.h"
 #include "model.h"
 #include "rng.h"
@@ -62,10 +64,75 @@ static int32_t draw(const float *logits, int V, double temperature, int top_k, f
     return last; /* rounding left u at the very top */
 }
 
-static void emit(int32_t tok)
+/* Prints a token: its bytes through the tokenizer, else as a byte. An id that neither
+ * knows is printed as <id>. */
+static void emit(const bpe *t, int32_t tok)
 {
-    if (tok < 256) putchar(tok);
-    else printf("<%d>", tok); /* not a byte: this model was trained on another tokenizer */
+    size_t n;
+    const unsigned char *b = t ? bpe_token_bytes(t, tok, &n) : NULL;
+    if (b) fwrite(b, 1, n, stdout);
+    else if (!t && tok < 256) putchar(tok);
+    else printf("<%d>", tok);
+}
+
+/* The tokenizer to decode with: --tokenizer (a tokenizer.json, or an HDF5 data or
+ * model file holding one), else the model file's own; NULL in *t for bytes. */
+static int load_tokenizer(const char *given, const char *model, bpe **t)
+{
+    char *json = NULL, err[300], head[4] = {0};
+    size_t len = 0;
+    int got;
+    const char *from = given[0] ? given : model;
+    *t = NULL;
+    FILE *f = given[0] ? fopen(given, "rb") : NULL;
+    if (f) {
+        if (fread(head, 1, 4, f) != 4) head[0] = 0;
+        fclose(f);
+    }
+    if (given[0] && memcmp(head, "\x89HDF", 4) != 0) {
+        got = bpe_read_file(given, &json, &len, err, sizeof err) == 0 ? 1 : -1;
+        if (got < 0) gt_error("cannot read the tokenizer %s: %s", given, err);
+    } else {
+        got = h5tok_read_path(from, &json, &len);
+        if (got == 0 && given[0]) gt_error("%s holds no tokenizer", given);
+        if (got == 0 && given[0]) got = -1;
+    }
+    if (got <= 0) return got;
+    *t = bpe_load(json, len, err, sizeof err);
+    free(json);
+    if (!*t) gt_error("tokenizer of %s: %s", from, err);
+    return *t ? 0 : -1;
+}
+
+/* The prompt's ids into ctx (room for plen + 1 ids: bytes take one each, BPE no more
+ * but the space add_prefix_space may add). */
+static int encode_prompt(const bpe *t, const char *prompt, size_t plen, int vocab,
+                         int32_t *ctx, size_t *n)
+{
+    *n = 0;
+    if (!t) {
+        for (size_t i = 0; i < plen; i++) ctx[(*n)++] = (unsigned char)prompt[i];
+    } else {
+        bpe_encoder *e = bpe_encoder_new(t);
+        bpe_ids ids = {0};
+        int ok = e && bpe_encode(e, prompt, plen, 1, &ids) == 0 && ids.n <= plen + 1;
+        if (ok) memcpy(ctx, ids.v, ids.n * sizeof *ctx);
+        *n = ok ? ids.n : 0;
+        bpe_ids_free(&ids);
+        bpe_encoder_free(e);
+        if (!ok) {
+            gt_error("out of memory encoding the prompt");
+            return -1;
+        }
+    }
+    for (size_t i = 0; i < *n; i++)
+        if (ctx[i] >= vocab) {
+            gt_error("prompt token %d at position %zu is outside the model's vocabulary of %d "
+                     "tokens", ctx[i], i, vocab);
+            return -1;
+        }
+    if (*n == 0) gt_error("the prompt encodes to no tokens");
+    return *n ? 0 : -1;
 }
 
 /* Loads the parameters of model file `path` into m (made with the file's shape), by
@@ -90,8 +157,12 @@ static int check_model(void *arg)
     if (h5model_read_meta(path, &shape, NULL, NULL) != 0 ||
         gpt_create(&m, shape, &backend_cpu, 1) != 0)
         return -1;
-    const int rc = load_model(path, &m);
+    int rc = load_model(path, &m);
     gpt_free(&m);
+    char *json = NULL;
+    size_t len;
+    if (rc == 0 && h5tok_read_path(path, &json, &len) < 0) rc = -1;
+    free(json);
     return rc;
 }
 
@@ -102,6 +173,7 @@ int sample_run(const sample_options *o)
     int have_model = 0;
     int32_t *ctx = NULL;
     float *work = NULL;
+    bpe *tok = NULL;
     char path[GT_PATH_MAX];
     gpt_shape shape;
     int64_t step;
@@ -122,32 +194,27 @@ int sample_run(const sample_options *o)
         gt_error("the prompt is empty; give at least one character");
         goto done;
     }
-    const size_t total = plen + (size_t)o->tokens;
+    if (load_tokenizer(o->tokenizer, path, &tok) != 0) goto done;
+    const size_t total = plen + 1 + (size_t)o->tokens;
+    size_t len;
     ctx = gt_malloc(total * sizeof(int32_t), "sample context");
     work = gt_malloc((size_t)shape.vocab_size * sizeof(float), "sampling scratch");
-    if (!ctx || !work) goto done;
-    for (size_t i = 0; i < plen; i++) {
-        ctx[i] = (unsigned char)o->prompt[i];
-        if (ctx[i] >= shape.vocab_size) {
-            gt_error("prompt byte %d at position %zu is outside the model's vocabulary "
-                     "of %d tokens", ctx[i], i, shape.vocab_size);
-            goto done;
-        }
-    }
+    if (!ctx || !work ||
+        encode_prompt(tok, o->prompt, plen, shape.vocab_size, ctx, &len) != 0)
+        goto done;
     fprintf(stderr, "gentrain: sampling from %s (step %lld), seed %llu, temperature %g, "
             "top_k %d\n", path, (long long)step, (unsigned long long)o->seed,
             o->temperature, o->top_k);
     rng r;
     rng_seed(&r, o->seed);
     fwrite(o->prompt, 1, plen, stdout);
-    size_t len = plen;
     for (int i = 0; i < o->tokens; i++) {
         int T = len < (size_t)shape.block_size ? (int)len : shape.block_size;
         gpt_forward(&m, ctx + len - T, NULL, 1, T, 0);
         const float *last = gpt_logits(&m) + (size_t)(T - 1) * shape.vocab_size;
-        int32_t tok = draw(last, shape.vocab_size, o->temperature, o->top_k, work, &r);
-        ctx[len++] = tok;
-        emit(tok);
+        int32_t id = draw(last, shape.vocab_size, o->temperature, o->top_k, work, &r);
+        ctx[len++] = id;
+        emit(tok, id);
         fflush(stdout);
     }
     putchar('\n');
@@ -160,5 +227,6 @@ done:
     free(ctx);
     free(work);
     if (have_model) gpt_free(&m);
+    bpe_free(tok);
     return rc;
 }

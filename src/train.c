@@ -89,9 +89,11 @@ static int settle_data_identity(run *r)
     char identity[2 * (GT_PATH_MAX + GT_NAME_MAX) + 256];
     train_dataset_identity(r, identity, sizeof identity);
     if (par_check_same("dataset", identity, strlen(identity)) != 0) return -1;
-    return par_all_ok(!par_is_root() ||
-                      h5data_fingerprint(r->train, r->data_id, sizeof r->data_id) == 0)
-               ? 0 : -1;
+    if (!par_all_ok(!par_is_root() ||
+                    h5data_fingerprint(r->train, r->data_id, sizeof r->data_id) == 0))
+        return -1;
+    /* The data's tokenizer, for the model file (rank 0). */
+    return par_all_ok(!par_is_root() || train_read_tokenizer(r) == 0) ? 0 : -1;
 }
 
 /* The config saved with checkpoints and the model (and compared on resume): as given,
@@ -406,6 +408,7 @@ static void cleanup(run *r)
     h5data_close(r->val);
     ckpt_meta_free(&r->meta);
     free(r->saved_text);
+    free(r->tokenizer);
     if (r->log && fclose(r->log) != 0) gt_error("writing the log file failed");
     gemm_bf16_free();
     grid_free();

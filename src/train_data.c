@@ -4,6 +4,8 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "../io/bpe.h"
+#include "../io/h5tok.h"
 #include "grid.h"
 #include "train_run.h"
 #include "util.h"
@@ -156,4 +158,27 @@ void train_dataset_identity(const run *r, char *buf, size_t cap)
         snprintf(buf + n, cap - (size_t)n, "val %s:%s %s [%lld x %lld]\n", c->data,
                  c->val_dataset, h5data_type_name(r->val), (long long)h5data_rows(r->val),
                  (long long)h5data_row_len(r->val));
+}
+
+/* The tokenizer stored in the data file (io/h5tok.h), checked to load, kept for the
+ * model file; none for byte-level data. Rank 0 only. 0 or -1 (reported). */
+int train_read_tokenizer(run *r)
+{
+    const gt_config *c = r->c;
+    int got = h5tok_read_path(c->data, &r->tokenizer, &r->tok_len);
+    if (got <= 0) return got;
+    char err[300];
+    bpe *t = bpe_load(r->tokenizer, r->tok_len, err, sizeof err);
+    if (!t) {
+        gt_error("%s: its tokenizer (/%s): %s", c->data, H5TOK_DATASET, err);
+        return -1;
+    }
+    printf("data: tokenizer: byte-level BPE of %lld tokens (%lld merges), saved with the "
+           "model\n", (long long)bpe_vocab_size(t), (long long)bpe_n_merges(t));
+    if (bpe_vocab_size(t) > r->vocab)
+        gt_warn("the data's tokenizer has %lld tokens, the model %lld: the model cannot "
+                "produce the last %lld", (long long)bpe_vocab_size(t), (long long)r->vocab,
+                (long long)(bpe_vocab_size(t) - r->vocab));
+    bpe_free(t);
+    return 0;
 }

@@ -327,7 +327,8 @@ int train_save_model(run *r)
         const gpt_model *sm = split ? &whole : &r->model;
         gt_tensor_table tab;
         saved = gpt_tensor_table(sm, &tab) == 0 &&
-                h5model_save(path, sm->shape, &tab, sm->params, r->saved_text, c->steps) == 0;
+                h5model_save_tok(path, sm->shape, &tab, sm->params, r->saved_text, c->steps,
+                                 r->tokenizer, r->tok_len) == 0;
         gt_tensor_table_free(&tab);
         if (saved) printf("saved %s\n", path);
     }

@@ -46,6 +46,8 @@ typedef struct run {
     int32_t *eval_in, *eval_tg; /* [B,T] */
     int64_t eval_windows;
     char data_id[256];      /* h5data_fingerprint of the training data (rank 0) */
+    char *tokenizer;        /* the data's tokenizer.json (rank 0; NULL: bytes), saved */
+    size_t tok_len;         /* with the model so that sample decodes its ids */
     loader *ld;
     /* model, engine, gradients, optimizer */
     gpt_model model;
@@ -92,6 +94,7 @@ int train_settle_batch(run *r);
 
 /* train_data.c */
 int train_open_data(run *r);
+int train_read_tokenizer(run *r);
 int train_evaluate(run *r, double *val);
 void train_dataset_identity(const run *r, char *buf, size_t cap);
 int train_is_eval_step(const run *r, int64_t step);

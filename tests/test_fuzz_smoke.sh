@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # A short run of the fuzz targets (scripts/fuzz.sh, FUZZ_SMOKE=1): they build with clang
-# and the sanitizers, fuzz_config fuzzes for 20 s, the HDF5 targets run their seed
+# and the sanitizers, fuzz_config and fuzz_tokenizer fuzz for 20 s each, the HDF5 targets run their seed
 # corpora and regression inputs (tests/fuzz/README.md says why not more). Skipped (77)
 # where clang with libFuzzer is missing.
 set -u
@@ -14,8 +14,10 @@ rc=$?
 cat "$tmp/fuzz.out"
 [ $rc -eq 77 ] && exit 77
 check "fuzz smoke: every target builds and runs clean (rc $rc)" test $rc -eq 0
-check "fuzz smoke: fuzz_config ran thousands of inputs" \
-    grep -qE '^fuzz: fuzz_config: [0-9]{4,} executions' "$tmp/fuzz.out"
+for t in fuzz_config fuzz_tokenizer; do
+    check "fuzz smoke: $t ran thousands of inputs" \
+        grep -qE "^fuzz: $t: [0-9]{4,} executions" "$tmp/fuzz.out"
+done
 for t in fuzz_tokens fuzz_model fuzz_ckpt; do
     check "fuzz smoke: $t ran its seeds" grep -q "^fuzz: $t: its [0-9]* seed inputs run clean" "$tmp/fuzz.out"
 done

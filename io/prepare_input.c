@@ -1,0 +1,166 @@
+/* prepare_input — see prepare_input.h. */
+#include "prepare_input.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "../src/util.h"
+#include "h5util.h"
+
+int prep_check_paths(const char *const *inputs, int n_inputs, const char *out, int64_t *sizes,
+                     int64_t *total)
+{
+    *total = 0;
+    /* An output that can never be written fails before any work is done; only a
+     * regular file is ever replaced, and never one of the inputs (nor a link to one). */
+    struct stat ost;
+    const int out_exists = stat(out, &ost) == 0;
+    const char *kind = gt_special_kind(out);
+    if (kind) {
+        gt_error("cannot write %s: it is %s; gentrain replaces only regular files", out, kind);
+        return -1;
+    }
+
+    /* Every input must be a readable regular file; their sizes fix the split. */
+    for (int i = 0; i < n_inputs; i++) {
+        /* non-blocking: a named pipe is found out by fstat instead of waited on */
+        int fd = open(inputs[i], O_RDONLY | O_NONBLOCK);
+        struct stat st;
+        if (fd < 0) {
+            gt_error("cannot read %s: %s", inputs[i], h5io_errno_reason(errno));
+            return -1;
+        }
+        int ok = fstat(fd, &st) == 0;
+        int err = errno;
+        close(fd);
+        if (!ok) {
+            gt_error("cannot read %s: %s", inputs[i], h5io_errno_reason(err));
+            return -1;
+        }
+        if (S_ISDIR(st.st_mode)) {
+            gt_error("cannot read %s: it is a folder", inputs[i]);
+            return -1;
+        }
+        if (!S_ISREG(st.st_mode)) {
+            gt_error("cannot read %s: it is %s, not a regular file (save the text to a "
+                     "file first)", inputs[i],
+                     S_ISFIFO(st.st_mode) ? "a named pipe (FIFO)" : "a device or socket");
+            return -1;
+        }
+        if (out_exists && st.st_dev == ost.st_dev && st.st_ino == ost.st_ino) {
+            gt_error("output %s is the input %s (or a link to it): it would be "
+                     "overwritten; write the tokens to another file", out, inputs[i]);
+            return -1;
+        }
+        sizes[i] = (int64_t)st.st_size;
+        *total += sizes[i];
+    }
+    return 0;
+}
+
+int prep_fill(prep_stream *s, unsigned char *buf, int64_t want)
+{
+    while (want > 0) {
+        if (!s->f) {
+            if (s->cur >= s->n) {
+                gt_error("inputs ended early (did a file shrink while being read?)");
+                return -1;
+            }
+            s->f = fopen(s->paths[s->cur], "rb");
+            if (!s->f) {
+                gt_error("cannot read %s: %s", s->paths[s->cur], h5io_errno_reason(errno));
+                return -1;
+            }
+            s->done_in_cur = 0;
+            printf("  reading %s (%lld bytes)\n", s->paths[s->cur],
+                   (long long)s->sizes[s->cur]);
+            fflush(stdout);
+        }
+        int64_t left = s->sizes[s->cur] - s->done_in_cur;
+        int64_t take = want < left ? want : left;
+        size_t got = take > 0 ? fread(buf, 1, (size_t)take, s->f) : 0;
+        if ((int64_t)got < take) {
+            if (ferror(s->f))
+                gt_error("cannot read %s: %s", s->paths[s->cur], h5io_errno_reason(errno));
+            else
+                gt_error("%s changed size while being read (expected %lld bytes, got %lld)",
+                         s->paths[s->cur], (long long)s->sizes[s->cur],
+                         (long long)(s->done_in_cur + (int64_t)got));
+            return -1;
+        }
+        buf += got;
+        want -= (int64_t)got;
+        s->done_in_cur += (int64_t)got;
+        if (s->done_in_cur == s->sizes[s->cur]) {
+            fclose(s->f);
+            s->f = NULL;
+            s->cur++;
+        }
+    }
+    return 0;
+}
+
+
+void prep_stream_close(prep_stream *s)
+{
+    if (s->f) fclose(s->f);
+    s->f = NULL;
+}
+
+int prep_create_set(hid_t file, hid_t lcpl, const char *name, int64_t n, hid_t file_type,
+                    int64_t chunk, prep_set *o)
+{
+    o->name = name;
+    o->dset = o->fspace = -1;
+    hsize_t dims = (hsize_t)n, maxdims = H5S_UNLIMITED;
+    if (chunk < 1) chunk = 1;
+    hsize_t ch = (hsize_t)(n < 1 || n > chunk ? chunk : n);
+    int rc = -1;
+    hid_t dcpl = H5Pcreate(H5P_DATASET_CREATE);
+    if (dcpl < 0 || H5Pset_chunk(dcpl, 1, &ch) < 0) goto done;
+    if ((o->fspace = H5Screate_simple(1, &dims, &maxdims)) < 0) goto done;
+    o->dset = H5Dcreate2(file, name, file_type, o->fspace, lcpl, dcpl, H5P_DEFAULT);
+    if (o->dset < 0) goto done;
+    rc = 0;
+done:
+    if (dcpl >= 0) H5Pclose(dcpl);
+    return rc;
+}
+
+int prep_close_set(prep_set *o)
+{
+    int rc = 0;
+    if (o->fspace >= 0 && H5Sclose(o->fspace) < 0) rc = -1;
+    if (o->dset >= 0 && H5Dclose(o->dset) < 0) rc = -1;
+    o->fspace = o->dset = -1;
+    return rc;
+}
+
+int prep_write_at(prep_set *o, int64_t off, int64_t n, hid_t mem_type, const void *buf)
+{
+    hsize_t start = (hsize_t)off, count = (hsize_t)n;
+    hid_t mspace = H5Screate_simple(1, &count, NULL);
+    int rc = -1;
+    if (mspace >= 0 &&
+        H5Sselect_hyperslab(o->fspace, H5S_SELECT_SET, &start, NULL, &count, NULL) >= 0 &&
+        H5Dwrite(o->dset, mem_type, mspace, o->fspace, H5P_DEFAULT, buf) >= 0)
+        rc = 0;
+    if (mspace >= 0) H5Sclose(mspace);
+    return rc;
+}
+
+int prep_append(prep_set *o, int64_t *len, int64_t n, hid_t mem_type, const void *buf)
+{
+    if (n == 0) return 0;
+    hsize_t dims = (hsize_t)(*len + n);
+    if (H5Dset_extent(o->dset, &dims) < 0) return -1;
+    if (o->fspace >= 0) H5Sclose(o->fspace);
+    if ((o->fspace = H5Dget_space(o->dset)) < 0) return -1;
+    if (prep_write_at(o, *len, n, mem_type, buf) != 0) return -1;
+    *len += n;
+    return 0;
+}

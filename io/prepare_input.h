@@ -1,0 +1,49 @@
+/* prepare_input — what the prepare verbs share (io/prepare.c, io/prepare_bpe.c): the
+ * checks of the input and output paths, and the inputs read as one byte stream. */
+#ifndef GT_PREPARE_INPUT_H
+#define GT_PREPARE_INPUT_H
+
+#include <stdint.h>
+#include <stdio.h>
+
+#include <hdf5.h>
+
+/* The inputs seen as one byte stream. */
+typedef struct {
+    const char *const *paths;
+    const int64_t *sizes;
+    int n, cur;
+    FILE *f;
+    int64_t done_in_cur; /* bytes read from inputs[cur] */
+} prep_stream;
+
+/* Every input must be a readable regular file and none the output (nor a link to it);
+ * the output must not be a special file. Fills sizes[i] and *total. 0, or -1 after one
+ * error line. */
+int prep_check_paths(const char *const *inputs, int n_inputs, const char *out, int64_t *sizes,
+                     int64_t *total);
+
+/* Reads exactly want bytes from the stream into buf (moving to the next input as each
+ * one ends). Reports and returns -1 on a read error or an input that changed size. */
+int prep_fill(prep_stream *s, unsigned char *buf, int64_t want);
+
+/* Closes the input being read, if any. */
+void prep_stream_close(prep_stream *s);
+
+/* One output dataset being filled: 1-D, chunked, extendable. */
+typedef struct {
+    hid_t dset, fspace;
+    const char *name;
+} prep_set;
+
+/* Creates the dataset `name` of n elements of file_type, in chunks of chunk elements
+ * (n of them when 0 < n < chunk). 0 or -1 (not printed). */
+int prep_create_set(hid_t file, hid_t lcpl, const char *name, int64_t n, hid_t file_type,
+                    int64_t chunk, prep_set *o);
+/* Writes n elements of buf (mem_type) at element off. 0 or -1. */
+int prep_write_at(prep_set *o, int64_t off, int64_t n, hid_t mem_type, const void *buf);
+/* Grows the dataset from *len to *len + n elements and writes buf there. 0 or -1. */
+int prep_append(prep_set *o, int64_t *len, int64_t n, hid_t mem_type, const void *buf);
+int prep_close_set(prep_set *o);
+
+#endif
