@@ -1,6 +1,8 @@
 /* h5util — see h5util.h. */
 #include "h5util.h"
 
+#include "file_commit.h"
+
 #include <errno.h>
 #include <fcntl.h>
 #include <stdio.h>
@@ -18,21 +20,7 @@ static void set_why(char *why, size_t cap, const char *s)
     if (why && cap) snprintf(why, cap, "%s", s);
 }
 
-const char *h5io_errno_reason(int err)
-{
-    switch (err) {
-    case ENOENT: return "no such file";
-    case EACCES:
-    case EPERM: return "permission denied";
-    case EISDIR: return "it is a folder";
-    case ENOTDIR: return "a part of the path is not a folder";
-    case ENOSPC: return "no space left on the device";
-    case EROFS: return "read-only file system";
-    case EDQUOT: return "disk quota exceeded";
-    case ENAMETOOLONG: return "path too long";
-    default: return strerror(err);
-    }
-}
+const char *h5io_errno_reason(int err) { return file_errno_reason(err); }
 
 /* ---- files ------------------------------------------------------------------------ */
 
@@ -224,48 +212,6 @@ hid_t h5io_create(const char *path, char *why, size_t cap)
     return f;
 }
 
-static int commit(const char *tmp, const char *path, char *why, size_t cap)
-{
-    /* rename would replace whatever path is: only a regular file may be replaced */
-    const char *kind = gt_special_kind(path);
-    if (kind) {
-        char msg[160];
-        snprintf(msg, sizeof msg, "it is %s; only a regular file is replaced", kind);
-        set_why(why, cap, msg);
-        return -1;
-    }
-    int fd = open(tmp, O_RDONLY);
-    if (fd < 0 || fsync(fd) != 0) {
-        set_why(why, cap, h5io_errno_reason(errno));
-        if (fd >= 0) close(fd);
-        return -1;
-    }
-    close(fd);
-    if (rename(tmp, path) != 0) {
-        set_why(why, cap, h5io_errno_reason(errno));
-        return -1;
-    }
-    /* Make the rename itself durable: sync the folder holding path. */
-    char dir[4096];
-    const char *slash = strrchr(path, '/');
-    if (!slash) {
-        strcpy(dir, ".");
-    } else if (slash == path) {
-        strcpy(dir, "/");
-    } else {
-        size_t n = (size_t)(slash - path);
-        if (n >= sizeof dir) return 0; /* renamed; only the folder sync is skipped */
-        memcpy(dir, path, n);
-        dir[n] = '\0';
-    }
-    int dfd = open(dir, O_RDONLY | O_DIRECTORY);
-    if (dfd >= 0) {
-        (void)fsync(dfd); /* some file systems refuse; the rename has happened */
-        close(dfd);
-    }
-    return 0;
-}
-
 static int unusable;
 
 int h5io_unusable(void) { return unusable; }
@@ -287,7 +233,7 @@ int h5io_finish(hid_t file, int failed, const char *tmp, const char *path, char 
         set_why(why, cap, "writing it failed (disk full?)");
         return -1;
     }
-    return commit(tmp, path, why, cap);
+    return file_commit(tmp, path, why, cap);
 }
 
 /* ---- types and shapes ------------------------------------------------------------ */

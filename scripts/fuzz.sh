@@ -8,6 +8,7 @@
 #   fuzz_model    the model-file reader (metadata, shape, tensors, checksum)
 #   fuzz_ckpt     the checkpoint reader (everything, before anything is taken)
 #   fuzz_tokenizer the tokenizer.json loader (JSON and BPE), then encoding and decoding
+#   fuzz_safetensors the Hugging Face GPT-2 import of a model.safetensors file
 #
 # Per target it prints the executions, their rate and the coverage libFuzzer reports
 # (edges "cov" and features "ft"), and keeps the grown corpus in FUZZ_DIR/corpus/NAME.
@@ -24,9 +25,9 @@
 #   FUZZ_CC        the compiler (default clang)
 #   FUZZ_SECONDS   seconds per target (default 60)
 #   FUZZ_DIR       build and work folder (default ./fuzz)
-#   FUZZ_TARGETS   which targets (default all five)
-#   FUZZ_SMOKE     1: the quick check CI runs (tests/test_fuzz_smoke.sh): fuzz_config
-#                  and fuzz_tokenizer fuzz for FUZZ_SECONDS; the HDF5 targets only run their seeds and
+#   FUZZ_TARGETS   which targets (default all six)
+#   FUZZ_SMOKE     1: the quick check CI runs (tests/test_fuzz_smoke.sh): fuzz_config,
+#                  fuzz_tokenizer and fuzz_safetensors fuzz for FUZZ_SECONDS; the HDF5 targets only run their seeds and
 #                  regression inputs, since mutated HDF5 files reach known crashes and
 #                  hangs inside HDF5 1.10 itself (tests/fuzz/README.md)
 # Exit status: 0 when every target built and ran clean; 1 otherwise; 77 when clang with
@@ -39,7 +40,7 @@ top_srcdir=${top_srcdir:-$(cd "$(dirname "$0")/.." && pwd)}
 FUZZ_CC=${FUZZ_CC:-clang}
 FUZZ_SECONDS=${FUZZ_SECONDS:-60}
 FUZZ_DIR=${FUZZ_DIR:-fuzz}
-FUZZ_TARGETS=${FUZZ_TARGETS:-fuzz_config fuzz_tokens fuzz_model fuzz_ckpt fuzz_tokenizer}
+FUZZ_TARGETS=${FUZZ_TARGETS:-fuzz_config fuzz_tokens fuzz_model fuzz_ckpt fuzz_tokenizer fuzz_safetensors}
 FUZZ_SMOKE=${FUZZ_SMOKE:-0}
 FUZZ_CFLAGS=${FUZZ_CFLAGS:-}
 FUZZ_LIBS=${FUZZ_LIBS:-}
@@ -77,7 +78,7 @@ done
 
 # ---- seeds: small valid files of each kind, made by the real tools
 seeds=$FUZZ_DIR/seeds
-rm -rf "$seeds" && mkdir -p "$seeds"/{fuzz_config,fuzz_tokens,fuzz_model,fuzz_ckpt,fuzz_tokenizer} || exit 1
+rm -rf "$seeds" && mkdir -p "$seeds"/{fuzz_config,fuzz_tokens,fuzz_model,fuzz_ckpt,fuzz_tokenizer,fuzz_safetensors} || exit 1
 cp "$top_srcdir"/data/*.cfg "$seeds/fuzz_config/"
 printf 'n_layer = 2\nn_head = 2\nlr = 3e-4 # a comment\nsync = async\nstaleness = 2\n' \
     > "$seeds/fuzz_config/small.cfg"
@@ -105,6 +106,8 @@ printf '%s' '{"added_tokens": [{"id": 3, "content": "<x>", "special": true, "lst
  "vocab": {"a": 0, "b": 1, "ab": 2}, "merges": ["#version: 0.2", "a b"]}}' \
     > "$seeds/fuzz_tokenizer/tiny.json"
 cp "$seeds/run/checkpoints/"*.h5 "$seeds/fuzz_ckpt/"
+"$GENTRAIN" export --format hf --model "$seeds/run" "$seeds/hf" > /dev/null || exit 1
+cp "$seeds/hf/model.safetensors" "$seeds/fuzz_safetensors/"
 
 # ---- regression inputs first, then fuzzing
 fail=0
@@ -121,6 +124,7 @@ for t in $FUZZ_TARGETS; do
     mkdir -p "$FUZZ_DIR/corpus/$t"
     budget=(-max_total_time="$FUZZ_SECONDS")
     [ "$FUZZ_SMOKE" = 1 ] && [ "$t" != fuzz_config ] && [ "$t" != fuzz_tokenizer ] &&
+        [ "$t" != fuzz_safetensors ] &&
         budget=(-runs=0)
     "$FUZZ_DIR/$t" "$FUZZ_DIR/corpus/$t" "$seeds/$t" "${budget[@]}" \
         -max_len=65536 -rss_limit_mb=2048 -timeout=10 -print_final_stats=1 -close_fd_mask=2 \

@@ -167,6 +167,10 @@ static const key_def keys[] = {
     KEY_STR(resume, G_CKPT, "none",
             "none = start fresh; auto = from the newest valid checkpoint of "
             "<out>/checkpoints if there is one; or the path of a checkpoint file"),
+    KEY_STR(init_from, G_MODEL, "",
+            "a Hugging Face GPT-2 folder (config.json, model.safetensors) a fresh run "
+            "starts from; n_layer, n_head and n_embd must be its own, block_size at most "
+            "its n_positions; any vocab_size (extra rows start random). A resume ignores it"),
 };
 
 #define N_KEYS ((int)(sizeof keys / sizeof keys[0]))

@@ -69,6 +69,7 @@ typedef struct gt_config {
     double ckpt_minutes;             /* also after this much wall time; 0 = off */
     int keep_ckpts;                  /* newest checkpoints kept, >= 1 */
     char resume[GT_PATH_MAX];        /* "none", "auto" or a checkpoint file */
+    char init_from[GT_PATH_MAX];     /* a Hugging Face GPT-2 folder; "" = random init */
 } gt_config;
 
 /* Built-in defaults (a small model that trains in minutes on a laptop). */

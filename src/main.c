@@ -26,6 +26,7 @@
 #include "plan_cli.h"      /* plan_command */
 #include "probe.h"         /* probe_run */
 #include "sample.h"        /* sample_options, sample_defaults, sample_run */
+#include "export.h"
 #include "signals.h"       /* GT_EXIT_REQUEUE */
 #include "train.h"         /* train_run, TRAIN_STOPPED */
 #include "util.h"          /* gt_error */
@@ -47,6 +48,7 @@ static const char main_help[] =
     "  sample    generate text with a trained model\n"
     "  inspect   show what an HDF5 file (dataset or model) holds\n"
     "  plan      project which dp x pp x tp grid trains a config fastest\n"
+    "  export    write a trained model for other tools (Hugging Face GPT-2)\n"
     "  help      show the help of a verb: gentrain help train\n"
     "\n"
     "'gentrain VERB --help' lists the options of a verb; 'gentrain --version' prints\n"
@@ -578,6 +580,10 @@ static int print_verb_help(const char *verb)
         fputs(inspect_help, stdout);
     else if (strcmp(verb, "plan") == 0)
         fputs(plan_help, stdout);
+    else if (strcmp(verb, "export") == 0) {
+        char *args[] = {(char *)"gentrain", (char *)"export", (char *)"--help", NULL};
+        return export_command(3, args, 2);
+    }
     else if (strcmp(verb, "help") == 0)
         fputs(main_help, stdout);
     else {
@@ -591,7 +597,7 @@ static int print_verb_help(const char *verb)
 int main(int argc, char **argv)
 {
     if (argc < 2) {
-        gt_error("no verb given (prepare, train, sample, inspect, plan, help); "
+        gt_error("no verb given (prepare, train, sample, inspect, plan, export, help); "
                  "see 'gentrain --help'");
         return EXIT_USAGE;
     }
@@ -614,6 +620,7 @@ int main(int argc, char **argv)
     if (strcmp(verb, "sample") == 0) return cmd_sample(argc, argv);
     if (strcmp(verb, "inspect") == 0) return cmd_inspect(argc, argv);
     if (strcmp(verb, "plan") == 0) return cmd_plan(argc, argv);
+    if (strcmp(verb, "export") == 0) return finish_verb(export_command(argc, argv, 2));
     if (strcmp(verb, "help") == 0) {
         if (argc > 3) {
             gt_error("help: one verb at a time; see 'gentrain --help'");

@@ -103,6 +103,7 @@ int train_is_eval_step(const run *r, int64_t step);
 int train_find_resume(run *r);
 int train_check_output_paths(run *r);
 int train_load_checkpoint(run *r);
+int train_init_from(run *r);
 int train_check_resume(run *r);
 int train_save_checkpoint(run *r, int64_t step);
 int train_save_model(run *r);

@@ -1,0 +1,53 @@
+/* fuzz_safetensors — the Hugging Face GPT-2 import (io/hf_gpt2.c over io/safetensors.c
+ * and io/json.c) on arbitrary model.safetensors bytes, next to a fixed config.json of
+ * the seed shape (vocab 256, 8 positions, 1 layer, 1 head, n_embd 8: scripts/fuzz.sh
+ * exports the seed model). Every header entry, offset and tensor is checked before it
+ * is used; nothing may read out of bounds, allocate without bound, or crash. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "../../io/hf_gpt2.h"
+#include "../../src/backend.h"
+#include "../../src/model.h"
+#include "fuzz_common.h"
+
+static char dir[64], weights[128];
+
+/* A folder of this process with the config, once. */
+static void make_folder(void)
+{
+    snprintf(dir, sizeof dir, "/tmp/fuzz_hf.XXXXXX");
+    if (!mkdtemp(dir)) abort();
+    char path[128];
+    snprintf(path, sizeof path, "%s/config.json", dir);
+    FILE *f = fopen(path, "w");
+    if (!f) abort();
+    fputs("{\"model_type\": \"gpt2\", \"vocab_size\": 256, \"n_positions\": 8, "
+          "\"n_embd\": 8, \"n_layer\": 1, \"n_head\": 1, \"activation_function\": "
+          "\"gelu_new\", \"layer_norm_epsilon\": 1e-05, \"tie_word_embeddings\": true}\n", f);
+    if (fclose(f) != 0) abort();
+    snprintf(weights, sizeof weights, "%s/model.safetensors", dir);
+}
+
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
+{
+    fuzz_setup();
+    static gpt_model m;
+    static gt_tensor_table tab;
+    static int ready;
+    if (!ready) {
+        const gpt_shape s = {256, 8, 1, 1, 8};
+        if (gpt_create(&m, s, &backend_cpu, 1) != 0 || gpt_tensor_table(&m, &tab) != 0)
+            abort();
+        make_folder();
+        ready = 1;
+    }
+    FILE *f = fopen(weights, "wb");
+    if (!f) abort();
+    if (size && fwrite(data, 1, size, f) != size) abort();
+    if (fclose(f) != 0) abort();
+    (void)hf_gpt2_load(dir, m.shape, &tab, m.params, NULL);
+    return 0;
+}
