@@ -60,6 +60,7 @@ typedef struct {
     uint64_t max_stored;        /* the largest believable recorded size */
     int filtered;
     uint64_t file_size; /* H5Fget_filesize, 0 when unknown (no address checks) */
+    int for_reads;      /* h5chunk_check_open's */
     unsigned char *seen; /* lazy checks: a bit per chunk checked; NULL when none due */
 } h5chunk;
 
@@ -76,9 +77,12 @@ int h5chunk_init(h5chunk *c, hid_t file, hid_t dset, const char *path, const cha
  *    there cannot name the chunk: only the O(n)-a-call functions see an unfiltered
  *    chunk's recorded size), at most the file's size when filtered (when larger, the
  *    chunks' sizes are looked up to name the first one wrong); then, filtered and
- *    `lazy`, each chunk is checked the first time h5chunk_check_region covers it.
- * Returns 0, or -1 (reported). */
-int h5chunk_check_open(h5chunk *c, hid_t dset, uint64_t limit, int lazy);
+ *    `for_reads`, each chunk is checked the first time h5chunk_check_region covers it.
+ * for_reads: the caller reads the dataset whole (h5data, which has made sure that every
+ * chunk was written): a chunk a lookup finds no record of is an error, and the lazy
+ * checks are set up. Else (inspect) chunks never written are fine and nothing is left
+ * for later. Returns 0, or -1 (reported). */
+int h5chunk_check_open(h5chunk *c, hid_t dset, uint64_t limit, int for_reads);
 
 /* Before a read of the block [start, start + count): checks the chunks it touches that
  * are not checked yet (only in the lazy case of h5chunk_check_open; else it returns 0
