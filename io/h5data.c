@@ -5,7 +5,9 @@
  * go through a scratch buffer of at most BLOCK elements, so memory never depends on
  * the dataset size. Uncompressed datasets are opened with HDF5's chunk cache off: the
  * loader reads short windows at random offsets, and HDF5 then reads just those bytes
- * instead of whole chunks. */
+ * instead of whole chunks. What the chunk index records of each chunk is checked at open
+ * or, for large compressed datasets, by read_block before a read first touches the chunk
+ * (h5chunk.h). */
 #include "h5data.h"
 
 #include <math.h>
@@ -19,6 +21,7 @@
 #include <string.h>
 
 #include "../src/util.h"
+#include "h5chunk.h"
 #include "h5lock.h"
 #include "h5util.h"
 
@@ -36,6 +39,10 @@ struct h5data {
     char type_name[48];
     void *buf; /* scratch, buf_cap elements of esize bytes */
     int64_t buf_cap;
+    /* The chunk index's records (chunked datasets): what is left to check as reads
+     * first touch each chunk (read_block) */
+    h5chunk chunks;
+    int have_chunks;
     /* The file as it was opened, to find it changed under the run (h5data_read) */
     int have_stat;
     struct stat st0;
@@ -161,6 +168,7 @@ static void free_handles(h5data *d)
 
 static void free_data(h5data *d)
 {
+    if (d->have_chunks) h5chunk_free(&d->chunks);
     free(d->path);
     free(d->name);
     free(d->buf);
@@ -229,6 +237,19 @@ static int check_linked_files(hid_t dcpl, const char *path, const char *name)
     return 0;
 }
 
+/* What the chunk index records of each chunk, its stored size and place (h5chunk.h):
+ * at open where that is cheap, else as reads first touch each chunk (read_block). */
+static int check_chunk_index(h5data *d)
+{
+    const int rc = h5chunk_init(&d->chunks, d->file, d->dset, d->path, d->name);
+    if (rc < 0)
+        gt_error("%s:%s: cannot read the dataset's chunk layout (damaged file?)", d->path,
+                 d->name);
+    if (rc <= 0) return rc;
+    d->have_chunks = 1;
+    return h5chunk_check_open(&d->chunks, d->dset, h5chunk_open_limit(), 1);
+}
+
 static int check_storage(h5data *d, const char *path, int rank, const hsize_t *dims,
                          const char *shape)
 {
@@ -271,7 +292,7 @@ static int check_storage(h5data *d, const char *path, int rank, const hsize_t *d
                  unwritten);
         return -1;
     }
-    return 0;
+    return check_chunk_index(d);
 }
 
 static h5data *open_data(const char *path, const char *dataset, int mpi_io)
@@ -420,6 +441,18 @@ static void *scratch(h5data *d, int64_t n)
     return d->buf;
 }
 
+static void report_failed_read(const h5data *d, int64_t row, int64_t col, int64_t nrows,
+                               int64_t ncols)
+{
+    if (d->rank == 1)
+        gt_error("%s:%s: cannot read tokens [%lld..%lld) (damaged file?)", d->path, d->name,
+                 (long long)col, (long long)(col + ncols));
+    else
+        gt_error("%s:%s: cannot read tokens [%lld..%lld, %lld..%lld) (damaged file?)",
+                 d->path, d->name, (long long)row, (long long)(row + nrows), (long long)col,
+                 (long long)(col + ncols));
+}
+
 /* Reads the block [row, row+nrows) x [col, col+ncols) (rank 1: row 0, nrows 1) into
  * buf in the native twin of the stored type. */
 static int read_block(h5data *d, int64_t row, int64_t col, int64_t nrows, int64_t ncols,
@@ -435,18 +468,17 @@ static int read_block(h5data *d, int64_t row, int64_t col, int64_t nrows, int64_
         count[0] = (hsize_t)nrows;
         count[1] = (hsize_t)ncols;
     }
+    if (d->have_chunks && h5chunk_check_region(&d->chunks, d->dset, start, count) != 0)
+        return -1;
     hid_t mspace = -1;
     int rc = -1;
     if (H5Sselect_hyperslab(d->fspace, H5S_SELECT_SET, start, NULL, count, NULL) < 0 ||
         (mspace = H5Screate_simple(1, &n, NULL)) < 0 ||
         H5Dread(d->dset, d->memtype, mspace, d->fspace, H5P_DEFAULT, buf) < 0) {
-        if (d->rank == 1)
-            gt_error("%s:%s: cannot read tokens [%lld..%lld) (damaged file?)", d->path,
-                     d->name, (long long)col, (long long)(col + ncols));
-        else
-            gt_error("%s:%s: cannot read tokens [%lld..%lld, %lld..%lld) (damaged file?)",
-                     d->path, d->name, (long long)row, (long long)(row + nrows),
-                     (long long)col, (long long)(col + ncols));
+        /* a chunk that cannot be read or decoded is named, else the block */
+        if (!d->have_chunks ||
+            !h5chunk_explain_failure(&d->chunks, d->dset, d->memtype, start, count))
+            report_failed_read(d, row, col, nrows, ncols);
     } else {
         rc = 0;
     }

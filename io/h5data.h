@@ -7,8 +7,20 @@
  * `vocab_size` on the dataset, else on the file's root group (0 when neither has one).
  *
  * Rank 1 is seen as one row of n tokens: rows = 1, row_len = n.
- * All functions report their own errors (file, dataset and, for bad tokens, the index)
- * and hold h5lock while they call HDF5. Memory use does not depend on the dataset size. */
+ *
+ * The storage must hold what the dataset declares: refused at open are chunks over
+ * 256 MiB, storage never written, missing virtual-dataset sources, short external files,
+ * and a chunk index that lies about a chunk's stored size or place (h5chunk.h: every
+ * record up to 2048 chunks, every size of a compressed dataset up to
+ * h5chunk_open_limit() chunks, else the sum of the sizes). A larger compressed dataset
+ * has each chunk's size checked the first time a read touches it (a mark per chunk, kept
+ * under h5lock, so any thread may read), and a chunk that fails to read or decode is
+ * named in the error.
+ *
+ * All functions report their own errors (file, dataset and, for bad tokens, the index;
+ * for a bad chunk, the chunk and its recorded and expected size) and hold h5lock while
+ * they call HDF5. Memory use does not depend on the dataset size (but for the lazy
+ * checks' marks: a bit per chunk). */
 #ifndef GT_H5DATA_H
 #define GT_H5DATA_H
 
@@ -40,14 +52,18 @@ const char *h5data_path(const h5data *d);
 const char *h5data_name(const h5data *d);
 
 /* Streams the whole dataset in bounded blocks and fails, naming file, dataset and the
- * first offending index ([i] or [row, col]), if any token is < 0 or >= vocab_size. */
+ * first offending index ([i] or [row, col]), if any token is < 0 or >= vocab_size, or
+ * naming the chunk, if a chunk it reads is recorded with a size it cannot have or cannot
+ * be read or decoded. */
 int h5data_check_range(h5data *d, int64_t vocab_size);
 /* The same for part `part` of `parts` near-equal contiguous pieces, so that ranks can
  * share the scan (each reads 1/parts of the dataset); the parts together check it all. */
 int h5data_check_range_part(h5data *d, int64_t vocab_size, int part, int parts);
 
 /* Reads `count` consecutive tokens of row `row` starting at column `col` into dst as
- * int32. Tokens are range-checked against vocab_size (if > 0) as they are read. */
+ * int32. Tokens are range-checked against vocab_size (if > 0) as they are read, and the
+ * chunks read, where their checks were left to the reads, as h5data_check_range does.
+ * Any thread may call it (h5lock). */
 int h5data_read(h5data *d, int64_t row, int64_t col, int64_t count, int32_t *dst,
                 int64_t vocab_size);
 

@@ -19,6 +19,7 @@
 #include <sys/stat.h>
 
 #include "../src/util.h"
+#include "h5chunk.h"
 #include "h5lock.h"
 #include "h5util.h"
 
@@ -351,6 +352,41 @@ static void print_filters(FILE *out, hid_t dcpl)
     }
 }
 
+/* The text as put_safe shows it, in a malloc'd string (NULL when out of memory). */
+static char *safe_dup(const char *s)
+{
+    char *buf = NULL;
+    size_t len = 0;
+    FILE *m = open_memstream(&buf, &len);
+    if (!m) return NULL;
+    put_safe_str(m, s);
+    if (fclose(m) != 0) {
+        free(buf);
+        return NULL;
+    }
+    return buf;
+}
+
+/* What the chunk index of a chunked dataset records, as far as that can be checked
+ * without reading its data (h5chunk_check_open). Returns 0, or -1 when it is damaged
+ * (reported, the names as put_safe shows them). */
+static int check_chunks(hid_t file, hid_t dset, const char *path, const char *name)
+{
+    char *p = safe_dup(path), *n = safe_dup(name);
+    int rc = 0;
+    h5chunk c;
+    if (!p || !n) {
+        gt_error("out of memory inspecting %s", path);
+        rc = -1;
+    } else if (h5chunk_init(&c, file, dset, p, n) == 1) {
+        rc = h5chunk_check_open(&c, dset, h5chunk_open_limit(), 0);
+        h5chunk_free(&c);
+    }
+    free(p);
+    free(n);
+    return rc;
+}
+
 static void print_dataset(FILE *out, hid_t dset)
 {
     hid_t type = H5Dget_type(dset), space = H5Dget_space(dset), dcpl = H5Dget_create_plist(dset);
@@ -467,7 +503,7 @@ int inspect_file(const char *path, FILE *out)
 {
     char why[160], sz[32];
     entries es = {NULL, 0, 0, 0};
-    int rc = -1;
+    int rc = -1, damaged = 0;
     h5lock_acquire();
     hid_t file = h5io_open_read(path, why, sizeof why);
     if (file < 0) {
@@ -516,7 +552,10 @@ int inspect_file(const char *path, FILE *out)
         }
         switch (H5Iget_type(o)) {
         case H5I_GROUP: fprintf(out, "group\n"); break;
-        case H5I_DATASET: print_dataset(out, o); break;
+        case H5I_DATASET:
+            print_dataset(out, o);
+            if (check_chunks(file, o, path, e->name) != 0) damaged = 1;
+            break;
         case H5I_DATATYPE: fprintf(out, "named datatype\n"); break;
         default: fprintf(out, "(unknown object)\n"); break;
         }
@@ -524,7 +563,7 @@ int inspect_file(const char *path, FILE *out)
         H5Oclose(o);
     }
     fflush(out);
-    rc = 0;
+    rc = damaged ? -1 : 0;
 done:
     if (file >= 0) H5Fclose(file);
     H5Eclear2(H5E_DEFAULT);

@@ -6,6 +6,10 @@
 
 #include <stdio.h>
 
+/* Lists the file on out. A chunked dataset whose chunk index lies about a chunk (its
+ * stored size or place, as far as h5chunk_check_open sees without reading data) gets
+ * an error line naming it; the listing goes on. Returns 0, or -1 when the file cannot be
+ * listed or a dataset was found damaged (reported). */
 int inspect_file(const char *path, FILE *out);
 
 #endif

@@ -380,6 +380,99 @@ static void threads(void)
     TU_CHECK(bad == 0, "4 threads reading at once: %d wrong values or failures", bad);
 }
 
+/* ---- damaged chunk indexes ------------------------------------------------------- */
+
+/* A uint16 dataset /t of `chunks` chunks of 1024 tokens (deflated when gzip), whose
+ * chunk `bad` is then rewritten through H5Dwrite_chunk as `bytes` bytes of junk: the
+ * chunk index then records that size for it (when deflated: HDF5 records the nominal
+ * size for an unfiltered chunk; tests/test_hardening.sh patches those). */
+static int make_bad_chunk(const char *path, int gzip, hsize_t chunks, hsize_t bad,
+                          size_t bytes)
+{
+    hsize_t n = chunks * 1024, off = bad * 1024;
+    int64_t *v = malloc((size_t)n * sizeof *v);
+    unsigned char *junk = malloc(bytes);
+    int rc = -1;
+    if (v && junk) {
+        for (hsize_t i = 0; i < n; i++) v[i] = (int64_t)(i % 1000);
+        for (size_t i = 0; i < bytes; i++) junk[i] = (unsigned char)(0xa5 ^ (i * 37));
+        use_gzip = gzip;
+        rc = make_file(path, "/t", H5T_STD_U16LE, 1, &n, v, 1000, 0, 1024);
+        use_gzip = 0;
+    }
+    hid_t f = rc == 0 ? H5Fopen(path, H5F_ACC_RDWR, H5P_DEFAULT) : -1;
+    hid_t d = f >= 0 ? H5Dopen2(f, "/t", H5P_DEFAULT) : -1;
+    if (d < 0 || H5Dwrite_chunk(d, H5P_DEFAULT, 0, &off, bytes, junk) < 0) rc = -1;
+    if (d >= 0 && H5Dclose(d) < 0) rc = -1;
+    if (f >= 0 && H5Fclose(f) < 0) rc = -1;
+    free(junk);
+    free(v);
+    return rc;
+}
+
+struct lazy_read {
+    h5data *d;
+    int64_t col;
+    int rc;
+};
+
+static void *lazy_reader(void *p)
+{
+    struct lazy_read *a = p;
+    int32_t w[64];
+    a->rc = h5data_read(a->d, 0, a->col, 64, w, 1000);
+    return NULL;
+}
+
+/* h5data_read on another thread (as the loader's), its error captured. */
+static int read_in_thread(h5data *d, int64_t col, const char **msg)
+{
+    struct lazy_read a = {d, col, -2};
+    pthread_t th;
+    tu_capture_begin();
+    if (pthread_create(&th, NULL, lazy_reader, &a) == 0) pthread_join(th, NULL);
+    *msg = tu_capture_end();
+    return a.rc;
+}
+
+/* Compressed chunks recorded larger than they can be (h5chunk.h): refused at open when
+ * there are few chunks, else on the first read that touches them, from any thread; a
+ * chunk that does not decode is named. */
+static void chunk_index(void)
+{
+    char big[600], junk[600];
+    path_in(big, sizeof big, "chunk_big.h5");
+    path_in(junk, sizeof junk, "chunk_junk.h5");
+    TU_CHECK(make_bad_chunk(big, 1, 64, 5, 7000) == 0 &&
+                 make_bad_chunk(junk, 1, 64, 9, 10) == 0,
+             "damaged chunk files made");
+    expect_fail("compressed chunk recorded too large", big, "/t", 1000,
+                "the chunk index records 7000 bytes for chunk 5 of 64 ([5120..6144)); "
+                "expected 1 to 6176");
+    expect_fail("chunk that does not decode", junk, "/t", 1000,
+                "chunk 9 of 64 ([9216..10240)) cannot be read or decoded (the chunk index "
+                "records 10 bytes at byte ");
+
+    setenv("GENTRAIN_CHUNK_CHECK_AT_OPEN", "0", 1);
+    h5data *d = h5data_open(big, "/t");
+    TU_CHECK(d != NULL, "checks left to the reads: the file opens");
+    if (d) {
+        const char *msg;
+        int rc = read_in_thread(d, 100, &msg);
+        TU_CHECK(rc == 0 && !msg[0], "a read of a sound chunk works (rc %d)", rc);
+        rc = read_in_thread(d, 5 * 1024 + 1000, &msg);
+        TU_CHECK(rc != 0 && tu_count_lines(msg) == 1 &&
+                     strstr(msg, "records 7000 bytes for chunk 5 of 64"),
+                 "a read that touches the bad chunk fails, naming it (rc %d)", rc);
+        rc = read_in_thread(d, 5 * 1024 - 10, &msg);
+        TU_CHECK(rc != 0 && strstr(msg, "chunk 5 of 64"), "and so does the next one");
+        rc = read_in_thread(d, 4 * 1024, &msg);
+        TU_CHECK(rc == 0 && !msg[0], "its neighbour still reads (rc %d)", rc);
+        h5data_close(d);
+    }
+    unsetenv("GENTRAIN_CHUNK_CHECK_AT_OPEN");
+}
+
 /* ---- prepare --------------------------------------------------------------------- */
 
 static unsigned char *read_all(h5data *d, int64_t *n)
@@ -598,6 +691,7 @@ int main(void)
     refused_inputs();
     block_boundaries();
     threads();
+    chunk_index();
 
     int64_t small[2] = {1500, 700};
     prepare_round_trip("small", small, 2, 0.1);

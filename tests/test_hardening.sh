@@ -23,6 +23,11 @@
 #    or chunks past the first never written): refused at once, not trained on as zeros;
 #  - an external-storage dataset whose raw file is short, and a virtual dataset whose
 #    source file is missing: refused at open (HDF5 would read zeros / fill values);
+#  - a chunk index recording a chunk's stored size as 100 bytes or 4 GB (unfiltered and
+#    deflated), or its address past the file's end: train and inspect name the chunk
+#    and both sizes (no 4 GB allocation), at open or, for datasets too large to check
+#    there, when a read first touches it; a deflated chunk recorded too small, or one
+#    placed past the end, is named when its read fails;
 #  - a file on which HDF5 1.10.8 itself loops (tests/fuzz/hdf5-known): inspect and
 #    sample read it in a child first and end with one error line;
 #  - the data file truncated while training: the run stops with one error line instead
@@ -163,6 +168,69 @@ refused ext-short "external file ext.raw, which holds only 4000 bytes" \
 rm -f "$tmp/src.h5"
 refused vds-missing "virtual dataset whose source file src.h5 is missing" "$GENTRAIN" train \
     --data "$tmp/vds.h5" --val_dataset none --out ""
+
+# Chunk records that lie about a chunk's stored size or place (tests/chunkpatch rewrites
+# a field of a chunk's record in the file's v1 B-tree chunk index).
+: "${CHUNKPATCH:?CHUNKPATCH must point at tests/chunkpatch}"
+# bad_chunk NAME CHUNK size|address VALUE MKDATA-ARGS...: $tmp/NAME.h5, a uint16
+# /train/tokens in chunks of 4096 tokens, whose chunk CHUNK is then recorded with VALUE
+# as its stored size or address
+bad_chunk() {
+    local name=$1 chunk=$2 field=$3 value=$4
+    shift 4
+    "$MKDATA" "$tmp/$name.h5" --dataset /train/tokens --dtype uint16 --vocab 256 \
+        --chunk 4096 "$@" > "$tmp/$name.mk" 2>&1 &&
+        "$CHUNKPATCH" "$tmp/$name.h5" /train/tokens "$chunk" "$field" "$value" \
+        >> "$tmp/$name.mk" 2>&1 || { fail "setup: $name"; show "$tmp/$name.mk"; }
+}
+CHUNK3="chunk 3 of 49 \\(\\[12288\\.\\.16384\\)\\)"
+bad_chunk chunk-small 3 size 100 --rank 1 --len 200000
+bad_chunk chunk-huge 3 size 4000000000 --rank 1 --len 200000
+bad_chunk chunk-gz-huge 3 size 4000000000 --rank 1 --len 200000 --gzip 6
+bad_chunk chunk-gz-small 3 size 100 --rank 1 --len 200000 --gzip 6
+bad_chunk chunk-far 3 address 1000000 --rank 1 --len 200000
+# checked at open (49 chunks: every record), by train and by inspect
+for f in small:100 huge:4000000000; do
+    want="the chunk index records ${f#*:} bytes for $CHUNK3; expected exactly 8192"
+    refused "chunk-${f%%:*}" "$want" "$GENTRAIN" train --data "$tmp/chunk-${f%%:*}.h5" \
+        --val_dataset none --out ""
+    refused "inspect-chunk-${f%%:*}" "$want" "$GENTRAIN" inspect "$tmp/chunk-${f%%:*}.h5"
+done
+want="the chunk index records 4000000000 bytes for $CHUNK3; expected 1 to 12416"
+refused chunk-gz-huge "$want" "$GENTRAIN" train --data "$tmp/chunk-gz-huge.h5" \
+    --val_dataset none --out ""
+refused inspect-chunk-gz-huge "$want" "$GENTRAIN" inspect "$tmp/chunk-gz-huge.h5"
+want="places $CHUNK3 at bytes \\[1000000\\.\\.1008192\\) of a file of [0-9]+ bytes"
+refused chunk-far "$want" "$GENTRAIN" train --data "$tmp/chunk-far.h5" --val_dataset none \
+    --out ""
+refused inspect-chunk-far "$want" "$GENTRAIN" inspect "$tmp/chunk-far.h5"
+# a compressed chunk recorded smaller than it is fails to decode: named when read
+# (inspect reads no data, so it cannot tell)
+want="$CHUNK3 cannot be read or decoded \\(the chunk index records 100 bytes at byte"
+refused chunk-gz-small "$want" "$GENTRAIN" train --data "$tmp/chunk-gz-small.h5" \
+    --val_dataset none --out ""
+# checks left to the reads (as for large datasets: unfiltered ones of over 2048 chunks,
+# compressed ones of over 65536): an unfiltered dataset is still refused at open, by the
+# sum of its sizes; a compressed 2-D one when the range check first reads the chunk
+refused chunk-huge-lazy "records 4000393216 bytes for its 49 chunks; expected 401408" \
+    env GENTRAIN_CHUNK_CHECK_AT_OPEN=0 "$GENTRAIN" train --data "$tmp/chunk-huge.h5" \
+    --val_dataset none --out ""
+# a chunk placed past the end: HDF5 refuses the read, the error names the chunk
+want="$CHUNK3 cannot be read \\(the chunk index records 8192 bytes at byte 1000000"
+refused chunk-far-lazy "$want" env GENTRAIN_CHUNK_CHECK_AT_OPEN=0 "$GENTRAIN" train \
+    --data "$tmp/chunk-far.h5" --val_dataset none --out ""
+# (13000 bytes: the sum of the sizes stays below the file's size, so only the read can
+# tell)
+bad_chunk chunk-gz-2d 5 size 13000 --rank 2 --rows 400 --len 8192 --gzip 6
+want="records 13000 bytes for chunk 5 of 800 \\(\\[2\\.\\.3, 4096\\.\\.8192\\)\\); expected"
+want="$want 1 to 12416"
+refused chunk-gz-2d-lazy "$want" env GENTRAIN_CHUNK_CHECK_AT_OPEN=0 "$GENTRAIN" train \
+    --data "$tmp/chunk-gz-2d.h5" --val_dataset none --out ""
+# a compressed dataset written only in part is no damage to inspect (its chunks are
+# looked up, those never written have no record)
+"$MKDATA" "$tmp/sparse-gz.h5" --dataset /t --dtype uint16 --rank 1 --len 1000000 \
+    --chunk 128 --gzip 1 --written 500000 > /dev/null 2>&1 || fail "setup: sparse-gz"
+run_ok inspect-sparse-gz timeout 60 "$GENTRAIN" inspect "$tmp/sparse-gz.h5"
 
 known=$top_srcdir/tests/fuzz/hdf5-known
 refused inspect-hdf5-hang "did not finish in 5 s" \
