@@ -108,18 +108,19 @@ ar_gbs=$(sed -n 's/.* links \([0-9.e+-]*\) GB\/s inside.*/\1/p' <<< "$links")
 ar_us=$(sed -n 's/.* GB\/s between, \([0-9.]*\) us.*/\1/p' <<< "$links")
 pp_gbs=$(sed -n 's/.*point to point \([0-9.e+-]*\) GB\/s.*/\1/p' <<< "$links")
 pp_us=$(sed -n 's/.*point to point [0-9.e+-]* GB\/s, \([0-9.]*\) us.*/\1/p' <<< "$links")
-rate_mbs=$(awk -v b="$(nh_rate_bytes "$RATE")" 'BEGIN { printf "%.2f", b / 1e6 }')
+rate_mbs=uncapped
+[ -n "$RATE" ] && rate_mbs=$(awk -v b="$(nh_rate_bytes "$RATE")" 'BEGIN { printf "%.2f", b / 1e6 }')
 delay_ms=$(awk -v d="$(nh_delay_us "${DELAY:-0us}")" 'BEGIN { printf "%.3f", d / 1e3 }')
 echo
 printf '%-42s %-12s %s\n' "link, host to host" set measured
 # row WHAT SET MEASURED [NOTE]
 row() { printf '%-42s %-12s %s\n' "$1" "$2" "$3${4:+  ($4)}"; }
 if [ -n "$pp_json" ]; then
-    row "bandwidth, MPI ping-pong of 4 MB" "$rate_mbs MB/s" \
+    row "bandwidth, MPI ping-pong of 4 MB" "${RATE:+$rate_mbs MB/s}" \
         "$(awk -v g="$(field "$pp_json" bw_gbs)" 'BEGIN { printf "%.2f MB/s", g * 1e3 }')" \
-        "$(awk -v g="$(field "$pp_json" bw_gbs)" -v r="$rate_mbs" 'BEGIN { printf "%.1f%% of the rate; TCP payload in the frames tbf counts: 95.6%%", 100 * g * 1e3 / r }')"
+        "$([ -n "$RATE" ] && awk -v g="$(field "$pp_json" bw_gbs)" -v r="$rate_mbs" 'BEGIN { printf "%.1f%% of the rate; TCP payload in the frames tbf counts: 95.6%%", 100 * g * 1e3 / r }')"
 fi
-row "bandwidth, planner's point to point" "$rate_mbs MB/s" \
+row "bandwidth, planner's point to point" "${RATE:+$rate_mbs MB/s}" \
     "$(awk -v g="$pp_gbs" 'BEGIN { printf "%.2f MB/s", g * 1e3 }')"
 row "bandwidth, planner's all-reduce fit" "-" \
     "$(awk -v g="$ar_gbs" 'BEGIN { printf "%.2f MB/s", g * 1e3 }')" \
@@ -216,6 +217,9 @@ if [ -n "$best_name" ] && [ -n "$dp2_pred" ] && [ "$best_name" != dp2pp1tp1 ]; t
     }'
     json+=",\"preferred\":\"$best_name\",\"preferred_vs_dp2_predicted\":$(awk -v a="$dp2_pred" -v b="$bp" 'BEGIN { printf "%.4f", a / b }')"
     json+=",\"preferred_vs_dp2_measured\":$(awk -v a="$dm" -v b="$bm" 'BEGIN { printf "%.4f", a / b }')"
+else
+    echo
+    echo "the planner prefers ${best_name:-nothing} here: no grid to set against dp 2"
 fi
 echo "${json}}"
 nh_down  # netwire prints its counts when it stops
