@@ -306,12 +306,12 @@ static void print_plan_header(const gpt_shape *s, int B, const gt_config *c,
            (long long)c->steps,
            o->noise > 0 ? "" : " (no noise scale given: steps do not depend on the batch)");
     if (o->noise > 0) printf("plan: gradient noise scale %.0f tokens\n", o->noise);
-    printf("plan: %d node%s x %d %s, compute %s; links %.2f GB/s inside a node, %.2f GB/s "
+    printf("plan: %d node%s x %d %s, compute %s; links %.3g GB/s inside a node, %.3g GB/s "
            "between, %.1f us",
            mc->nodes, mc->nodes == 1 ? "" : "s", mc->slots_per_node, mc->gpu ? "GPUs" : "cores",
            how, mc->intra_bw / 1e9, mc->inter_bw / 1e9, mc->intra_lat * 1e6);
     if (mc->p2p_bw > 0)
-        printf("; point to point %.2f GB/s, %.1f us", mc->p2p_bw / 1e9, mc->p2p_lat * 1e6);
+        printf("; point to point %.3g GB/s, %.1f us", mc->p2p_bw / 1e9, mc->p2p_lat * 1e6);
     printf("\n");
     if (!o->json)
         printf("%6s %4s %5s %3s %3s %5s %10s %9s %8s %8s %8s %9s %7s %9s %7s %8s %10s\n",
