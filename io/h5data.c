@@ -602,23 +602,21 @@ int h5data_uses_mpi_io(const h5data *d)
     return yes;
 }
 
-int h5data_check_range_part(h5data *d, int64_t vocab_size, int part, int parts)
+/* The dataset is cut into blocks of at most BLOCK elements, numbered in storage order:
+ * whole rows at a time when a row fits (rank 1 has one row; it takes the other branch
+ * when longer than a block), else pieces of one row. */
+int64_t h5data_check_blocks(int64_t rows, int64_t row_len)
 {
-    if (parts < 1 || part < 0 || part >= parts) {
-        gt_error("%s:%s: range check part %d of %d is invalid", d->path, d->name, part,
-                 parts);
-        return -1;
-    }
-    /* The dataset is cut into blocks of at most BLOCK elements, numbered in storage
-     * order: whole rows at a time when a row fits (rank 1 has one row; it takes the
-     * other branch when longer than a block), else pieces of one row. This part
-     * checks the blocks [lo, hi) of a contiguous, near-equal split. */
+    if (rows < 1 || row_len < 1) return 0;
+    const int64_t per = row_len <= BLOCK ? BLOCK / row_len : 0;
+    const int64_t pieces = per ? 0 : (row_len + BLOCK - 1) / BLOCK;
+    return per ? (rows + per - 1) / per : rows * pieces;
+}
+
+int h5data_check_block_range(h5data *d, int64_t vocab_size, int64_t lo, int64_t hi)
+{
     const int64_t per = d->row_len <= BLOCK ? BLOCK / d->row_len : 0;
     const int64_t pieces = per ? 0 : (d->row_len + BLOCK - 1) / BLOCK;
-    const int64_t blocks = per ? (d->rows + per - 1) / per : d->rows * pieces;
-    const int64_t base = blocks / parts, extra = blocks % parts;
-    const int64_t lo = base * part + (part < extra ? part : extra);
-    const int64_t hi = lo + base + (part < extra ? 1 : 0);
     int rc = 0;
     h5lock_acquire();
     for (int64_t b = lo; b < hi && rc == 0; b++) {
@@ -633,6 +631,21 @@ int h5data_check_range_part(h5data *d, int64_t vocab_size, int part, int parts)
     }
     h5lock_release();
     return rc;
+}
+
+int h5data_check_range_part(h5data *d, int64_t vocab_size, int part, int parts)
+{
+    if (parts < 1 || part < 0 || part >= parts) {
+        gt_error("%s:%s: range check part %d of %d is invalid", d->path, d->name, part,
+                 parts);
+        return -1;
+    }
+    /* This part checks the blocks [lo, hi) of a contiguous, near-equal split. */
+    const int64_t blocks = h5data_check_blocks(d->rows, d->row_len);
+    const int64_t base = blocks / parts, extra = blocks % parts;
+    const int64_t lo = base * part + (part < extra ? part : extra);
+    const int64_t hi = lo + base + (part < extra ? 1 : 0);
+    return h5data_check_block_range(d, vocab_size, lo, hi);
 }
 
 int h5data_check_range(h5data *d, int64_t vocab_size)
@@ -662,7 +675,7 @@ int h5data_read(h5data *d, int64_t row, int64_t col, int64_t count, int32_t *dst
     return rc;
 }
 
-int h5data_fingerprint(h5data *d, char *buf, size_t cap)
+int h5data_sample_hash(h5data *d, uint64_t *hash)
 {
     enum { SAMPLE = 4096 };
     int32_t *tok = malloc(SAMPLE * sizeof *tok);
@@ -689,8 +702,18 @@ int h5data_fingerprint(h5data *d, char *buf, size_t cap)
         }
     }
     free(tok);
+    *hash = h;
+    return 0;
+}
+
+int64_t h5data_file_bytes(const h5data *d) { return d->have_stat ? (int64_t)d->st0.st_size : -1; }
+
+int h5data_fingerprint(h5data *d, char *buf, size_t cap)
+{
+    uint64_t h;
+    if (h5data_sample_hash(d, &h) != 0) return -1;
     snprintf(buf, cap, "bytes=%lld shape=[%lld x %lld] type=%s sample=fnv1a64:%016llx",
-             d->have_stat ? (long long)d->st0.st_size : -1LL, (long long)d->rows,
-             (long long)d->row_len, d->type_name, (unsigned long long)h);
+             (long long)h5data_file_bytes(d), (long long)d->rows, (long long)d->row_len,
+             d->type_name, (unsigned long long)h);
     return 0;
 }
