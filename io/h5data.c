@@ -126,8 +126,36 @@ static int read_vocab(h5data *d)
     return 0;
 }
 
+/* What the reader says a read looks like (h5data_set_read_hint). */
+static int64_t hint_tokens = 1025, hint_reads = 64;
+
+void h5data_set_read_hint(int64_t window_tokens, int64_t reads_in_flight)
+{
+    if (window_tokens > 0) hint_tokens = window_tokens;
+    if (reads_in_flight > 0) hint_reads = reads_in_flight;
+}
+
+/* A prime near 13 x the chunks the cache holds, for its hash table (HDF5 advises
+ * about 10 to 100 times, prime). */
+static size_t cache_slots(size_t chunks)
+{
+    size_t n = 13 * chunks + 1;
+    if (n < 521) return 521;
+    if (n > 1000003) n = 1000003;
+    for (;; n++) {
+        int prime = n % 2 != 0;
+        for (size_t k = 3; prime && k * k <= n; k += 2) prime = n % k != 0;
+        if (prime) return n;
+    }
+}
+
 /* Chunk cache for reading: off for unfiltered data (direct partial reads), else room
- * for a few chunks. Returns a dataset access property list, or H5P_DEFAULT. */
+ * for the chunks the reads in flight touch: each window spans
+ * ceil(window / chunk length) + 1 chunks at most, times the reads of a few batches
+ * (h5data_set_read_hint), at least 2 chunks and 1 MiB, at most MAX_CACHE (but 2
+ * chunks). A filtered chunk is then inflated once while it stays in the cache,
+ * instead of once per window that reads from it. Returns a dataset access property
+ * list, or H5P_DEFAULT. */
 static hid_t make_dapl(hid_t dset, size_t esize)
 {
     hid_t dcpl = H5Dget_create_plist(dset);
@@ -139,15 +167,19 @@ static hid_t make_dapl(hid_t dset, size_t esize)
         int cr = H5Pget_chunk(dcpl, H5S_MAX_RANK, cd);
         size_t chunk_bytes = esize;
         for (int i = 0; i < cr; i++) chunk_bytes *= (size_t)cd[i];
-        size_t nbytes = 0;
-        if (nf > 0) {
-            nbytes = 4 * chunk_bytes;
-            if (nbytes < ((size_t)1 << 20)) nbytes = (size_t)1 << 20;
-            if (nbytes > MAX_CACHE) nbytes = MAX_CACHE;
+        size_t nbytes = 0, slots = H5D_CHUNK_CACHE_NSLOTS_DEFAULT;
+        if (nf > 0 && cr > 0 && cd[cr - 1] > 0) {
+            const double per = ceil((double)hint_tokens / (double)cd[cr - 1]) + 1;
+            double want = per * (double)hint_reads * (double)chunk_bytes;
+            if (want > (double)MAX_CACHE) want = (double)MAX_CACHE;
+            if (want < 2.0 * (double)chunk_bytes) want = 2.0 * (double)chunk_bytes;
+            if (want < (double)(1 << 20)) want = (double)(1 << 20);
+            nbytes = (size_t)want;
+            slots = cache_slots(nbytes / (chunk_bytes ? chunk_bytes : 1));
         }
         if (nf >= 0 && cr > 0) {
             dapl = H5Pcreate(H5P_DATASET_ACCESS);
-            if (dapl < 0 || H5Pset_chunk_cache(dapl, H5D_CHUNK_CACHE_NSLOTS_DEFAULT, nbytes,
+            if (dapl < 0 || H5Pset_chunk_cache(dapl, slots, nbytes,
                                                H5D_CHUNK_CACHE_W0_DEFAULT) < 0) {
                 if (dapl >= 0) H5Pclose(dapl);
                 dapl = H5P_DEFAULT;

@@ -29,6 +29,14 @@
 
 typedef struct h5data h5data;
 
+/* How reads will look, for the chunk cache of compressed datasets opened from now on:
+ * windows of window_tokens tokens, reads_in_flight of them at once (the batches the
+ * loader has in flight x their windows). The cache then holds the chunks those reads
+ * touch (up to 64 MiB per open dataset), so a chunk is inflated once while it is
+ * reused, not once per window. Defaults: 1025 tokens, 64 reads. Call before opening,
+ * from one thread. */
+void h5data_set_read_hint(int64_t window_tokens, int64_t reads_in_flight);
+
 /* Opens path read-only and the dataset at `dataset` (e.g. "/train/tokens"). */
 h5data *h5data_open(const char *path, const char *dataset);
 /* The same through parallel HDF5's MPI-IO driver, this process alone (MPI_COMM_SELF:

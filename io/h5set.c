@@ -14,6 +14,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include "../src/util.h"
 
@@ -271,6 +272,10 @@ static h5data *handle(h5set *s, int i)
 
 int h5set_probe(h5set *s, int i)
 {
+    /* never block on a named pipe or device given as a data file */
+    const int fd = gt_open_regular(s->names[i], "data file", 0, NULL);
+    if (fd < 0) return -1;
+    close(fd);
     h5data *d = handle(s, i);
     if (!d) return -1;
     int64_t m[H5SET_META];

@@ -31,7 +31,7 @@
 #include "train_run.h"
 #include "util.h"
 
-enum { LOADER_DEPTH = 4 };
+
 /* A failure this rank met alone (reported): the others may wait in a collective. */
 enum { LOCAL_FAILURE = -2 };
 

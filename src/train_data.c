@@ -140,6 +140,8 @@ int train_open_data(run *r)
 {
     const gt_config *c = r->c;
     r->vocab = c->vocab_size;
+    /* compressed chunks stay cached while the batches in flight read them */
+    h5data_set_read_hint((int64_t)c->block_size + 1, (int64_t)c->batch_size * (LOADER_DEPTH + 1));
     r->train = open_tokens(r, c->train_dataset, &r->vocab, &r->train_w);
     if (!r->train) return -1;
     r->train_w.random = c->sampling == SAMPLING_RANDOM;

@@ -25,6 +25,9 @@
 #include "parallel.h"
 #include "windows.h"
 
+/* Batches the loader reads ahead of the step. */
+enum { LOADER_DEPTH = 4 };
+
 /* Where the training runs (train_settle_device). */
 typedef enum { DEVICE_CPU, DEVICE_GPU_ALL, DEVICE_GPU_BLOCKS } train_device;
 
