@@ -82,7 +82,7 @@ static const char prepare_help[] =
     "  --save-tokenizer PATH  also write the tokenizer used as a tokenizer.json\n"
     "  --threads N            encoding threads; 0 = OMP_NUM_THREADS, else all cores\n"
     "  --compress [LEVEL]     deflate (level 1-9, default 4) with the shuffle filter, in\n"
-    "                         chunks of 65536 tokens, as h5py users write them\n"
+    "                         chunks of 16384 tokens, as h5py users write them\n"
     "\n"
     "examples:\n"
     "  gentrain prepare data/tinyshakespeare.txt -o shakespeare.h5\n"
