@@ -744,7 +744,8 @@ int ckpt_check_compatible(const ckpt_meta *meta, const char *config_text, int wo
     static const char *const harmless[] = {
         "steps", "eval_every", "eval_batches", "val_dataset", "log", "out", "threads",
         "peak_gflops", "ckpt_every", "ckpt_minutes", "keep_ckpts", "resume", "bucket_mb",
-        "data_io", "tp", "pp", "micro_batches", "offload", "init_from", NULL};
+        "data_io", "data_max_open", "tp", "pp", "micro_batches", "offload", "init_from",
+        NULL};
     enum { MAXK = 256 };
     if (changes && cap) changes[0] = '\0';
     if (meta->world_size != world_size) {

@@ -126,8 +126,36 @@ static int read_vocab(h5data *d)
     return 0;
 }
 
+/* What the reader says a read looks like (h5data_set_read_hint). */
+static int64_t hint_tokens = 1025, hint_reads = 64;
+
+void h5data_set_read_hint(int64_t window_tokens, int64_t reads_in_flight)
+{
+    if (window_tokens > 0) hint_tokens = window_tokens;
+    if (reads_in_flight > 0) hint_reads = reads_in_flight;
+}
+
+/* A prime near 13 x the chunks the cache holds, for its hash table (HDF5 advises
+ * about 10 to 100 times, prime). */
+static size_t cache_slots(size_t chunks)
+{
+    size_t n = 13 * chunks + 1;
+    if (n < 521) return 521;
+    if (n > 1000003) n = 1000003;
+    for (;; n++) {
+        int prime = n % 2 != 0;
+        for (size_t k = 3; prime && k * k <= n; k += 2) prime = n % k != 0;
+        if (prime) return n;
+    }
+}
+
 /* Chunk cache for reading: off for unfiltered data (direct partial reads), else room
- * for a few chunks. Returns a dataset access property list, or H5P_DEFAULT. */
+ * for the chunks the reads in flight touch: each window spans
+ * ceil(window / chunk length) + 1 chunks at most, times the reads of a few batches
+ * (h5data_set_read_hint), at least 2 chunks and 1 MiB, at most MAX_CACHE (but 2
+ * chunks). A filtered chunk is then inflated once while it stays in the cache,
+ * instead of once per window that reads from it. Returns a dataset access property
+ * list, or H5P_DEFAULT. */
 static hid_t make_dapl(hid_t dset, size_t esize)
 {
     hid_t dcpl = H5Dget_create_plist(dset);
@@ -139,15 +167,19 @@ static hid_t make_dapl(hid_t dset, size_t esize)
         int cr = H5Pget_chunk(dcpl, H5S_MAX_RANK, cd);
         size_t chunk_bytes = esize;
         for (int i = 0; i < cr; i++) chunk_bytes *= (size_t)cd[i];
-        size_t nbytes = 0;
-        if (nf > 0) {
-            nbytes = 4 * chunk_bytes;
-            if (nbytes < ((size_t)1 << 20)) nbytes = (size_t)1 << 20;
-            if (nbytes > MAX_CACHE) nbytes = MAX_CACHE;
+        size_t nbytes = 0, slots = H5D_CHUNK_CACHE_NSLOTS_DEFAULT;
+        if (nf > 0 && cr > 0 && cd[cr - 1] > 0) {
+            const double per = ceil((double)hint_tokens / (double)cd[cr - 1]) + 1;
+            double want = per * (double)hint_reads * (double)chunk_bytes;
+            if (want > (double)MAX_CACHE) want = (double)MAX_CACHE;
+            if (want < 2.0 * (double)chunk_bytes) want = 2.0 * (double)chunk_bytes;
+            if (want < (double)(1 << 20)) want = (double)(1 << 20);
+            nbytes = (size_t)want;
+            slots = cache_slots(nbytes / (chunk_bytes ? chunk_bytes : 1));
         }
         if (nf >= 0 && cr > 0) {
             dapl = H5Pcreate(H5P_DATASET_ACCESS);
-            if (dapl < 0 || H5Pset_chunk_cache(dapl, H5D_CHUNK_CACHE_NSLOTS_DEFAULT, nbytes,
+            if (dapl < 0 || H5Pset_chunk_cache(dapl, slots, nbytes,
                                                H5D_CHUNK_CACHE_W0_DEFAULT) < 0) {
                 if (dapl >= 0) H5Pclose(dapl);
                 dapl = H5P_DEFAULT;
@@ -602,23 +634,21 @@ int h5data_uses_mpi_io(const h5data *d)
     return yes;
 }
 
-int h5data_check_range_part(h5data *d, int64_t vocab_size, int part, int parts)
+/* The dataset is cut into blocks of at most BLOCK elements, numbered in storage order:
+ * whole rows at a time when a row fits (rank 1 has one row; it takes the other branch
+ * when longer than a block), else pieces of one row. */
+int64_t h5data_check_blocks(int64_t rows, int64_t row_len)
 {
-    if (parts < 1 || part < 0 || part >= parts) {
-        gt_error("%s:%s: range check part %d of %d is invalid", d->path, d->name, part,
-                 parts);
-        return -1;
-    }
-    /* The dataset is cut into blocks of at most BLOCK elements, numbered in storage
-     * order: whole rows at a time when a row fits (rank 1 has one row; it takes the
-     * other branch when longer than a block), else pieces of one row. This part
-     * checks the blocks [lo, hi) of a contiguous, near-equal split. */
+    if (rows < 1 || row_len < 1) return 0;
+    const int64_t per = row_len <= BLOCK ? BLOCK / row_len : 0;
+    const int64_t pieces = per ? 0 : (row_len + BLOCK - 1) / BLOCK;
+    return per ? (rows + per - 1) / per : rows * pieces;
+}
+
+int h5data_check_block_range(h5data *d, int64_t vocab_size, int64_t lo, int64_t hi)
+{
     const int64_t per = d->row_len <= BLOCK ? BLOCK / d->row_len : 0;
     const int64_t pieces = per ? 0 : (d->row_len + BLOCK - 1) / BLOCK;
-    const int64_t blocks = per ? (d->rows + per - 1) / per : d->rows * pieces;
-    const int64_t base = blocks / parts, extra = blocks % parts;
-    const int64_t lo = base * part + (part < extra ? part : extra);
-    const int64_t hi = lo + base + (part < extra ? 1 : 0);
     int rc = 0;
     h5lock_acquire();
     for (int64_t b = lo; b < hi && rc == 0; b++) {
@@ -633,6 +663,21 @@ int h5data_check_range_part(h5data *d, int64_t vocab_size, int part, int parts)
     }
     h5lock_release();
     return rc;
+}
+
+int h5data_check_range_part(h5data *d, int64_t vocab_size, int part, int parts)
+{
+    if (parts < 1 || part < 0 || part >= parts) {
+        gt_error("%s:%s: range check part %d of %d is invalid", d->path, d->name, part,
+                 parts);
+        return -1;
+    }
+    /* This part checks the blocks [lo, hi) of a contiguous, near-equal split. */
+    const int64_t blocks = h5data_check_blocks(d->rows, d->row_len);
+    const int64_t base = blocks / parts, extra = blocks % parts;
+    const int64_t lo = base * part + (part < extra ? part : extra);
+    const int64_t hi = lo + base + (part < extra ? 1 : 0);
+    return h5data_check_block_range(d, vocab_size, lo, hi);
 }
 
 int h5data_check_range(h5data *d, int64_t vocab_size)
@@ -662,7 +707,7 @@ int h5data_read(h5data *d, int64_t row, int64_t col, int64_t count, int32_t *dst
     return rc;
 }
 
-int h5data_fingerprint(h5data *d, char *buf, size_t cap)
+int h5data_sample_hash(h5data *d, uint64_t *hash)
 {
     enum { SAMPLE = 4096 };
     int32_t *tok = malloc(SAMPLE * sizeof *tok);
@@ -689,8 +734,18 @@ int h5data_fingerprint(h5data *d, char *buf, size_t cap)
         }
     }
     free(tok);
+    *hash = h;
+    return 0;
+}
+
+int64_t h5data_file_bytes(const h5data *d) { return d->have_stat ? (int64_t)d->st0.st_size : -1; }
+
+int h5data_fingerprint(h5data *d, char *buf, size_t cap)
+{
+    uint64_t h;
+    if (h5data_sample_hash(d, &h) != 0) return -1;
     snprintf(buf, cap, "bytes=%lld shape=[%lld x %lld] type=%s sample=fnv1a64:%016llx",
-             d->have_stat ? (long long)d->st0.st_size : -1LL, (long long)d->rows,
-             (long long)d->row_len, d->type_name, (unsigned long long)h);
+             (long long)h5data_file_bytes(d), (long long)d->rows, (long long)d->row_len,
+             d->type_name, (unsigned long long)h);
     return 0;
 }

@@ -29,6 +29,14 @@
 
 typedef struct h5data h5data;
 
+/* How reads will look, for the chunk cache of compressed datasets opened from now on:
+ * windows of window_tokens tokens, reads_in_flight of them at once (the batches the
+ * loader has in flight x their windows). The cache then holds the chunks those reads
+ * touch (up to 64 MiB per open dataset), so a chunk is inflated once while it is
+ * reused, not once per window. Defaults: 1025 tokens, 64 reads. Call before opening,
+ * from one thread. */
+void h5data_set_read_hint(int64_t window_tokens, int64_t reads_in_flight);
+
 /* Opens path read-only and the dataset at `dataset` (e.g. "/train/tokens"). */
 h5data *h5data_open(const char *path, const char *dataset);
 /* The same through parallel HDF5's MPI-IO driver, this process alone (MPI_COMM_SELF:
@@ -59,6 +67,11 @@ int h5data_check_range(h5data *d, int64_t vocab_size);
 /* The same for part `part` of `parts` near-equal contiguous pieces, so that ranks can
  * share the scan (each reads 1/parts of the dataset); the parts together check it all. */
 int h5data_check_range_part(h5data *d, int64_t vocab_size, int part, int parts);
+/* The blocks the checks above cut a dataset of that shape into (storage order, at most
+ * 2^20 tokens each), and the check of blocks [lo, hi) alone: a set of files shares its
+ * check over ranks by these numbers (h5set.h). */
+int64_t h5data_check_blocks(int64_t rows, int64_t row_len);
+int h5data_check_block_range(h5data *d, int64_t vocab_size, int64_t lo, int64_t hi);
 
 /* Reads `count` consecutive tokens of row `row` starting at column `col` into dst as
  * int32. Tokens are range-checked against vocab_size (if > 0) as they are read, and the
@@ -72,5 +85,9 @@ int h5data_read(h5data *d, int64_t row, int64_t col, int64_t count, int32_t *dst
  * the start, the middle and the end), as "bytes=N shape=[R x L] type=T
  * sample=fnv1a64:H". Returns 0, or -1 (reported) when the tokens cannot be read. */
 int h5data_fingerprint(h5data *d, char *buf, size_t cap);
+/* The sample hash of h5data_fingerprint, and the file's size in bytes when opened (-1
+ * when unknown). */
+int h5data_sample_hash(h5data *d, uint64_t *hash);
+int64_t h5data_file_bytes(const h5data *d);
 
 #endif

@@ -10,6 +10,11 @@
 
 #include <stdint.h>
 
+/* Deflate level 1-9 (with HDF5's shuffle filter, in chunks of 16 Ki tokens) for the
+ * token datasets prepare_bytes and prepare_bpe write from now on; 0 (the default): no
+ * compression, 1 MiB chunks. */
+void prepare_set_compress(int level);
+
 int prepare_bytes(const char *const *inputs, int n_inputs, const char *out,
                   double val_fraction);
 

@@ -1,6 +1,8 @@
 /* prepare_input — see prepare_input.h. */
 #include "prepare_input.h"
 
+#include "prepare.h"
+
 #include <errno.h>
 #include <fcntl.h>
 #include <stdlib.h>
@@ -111,17 +113,25 @@ void prep_stream_close(prep_stream *s)
     s->f = NULL;
 }
 
+static int compress_level; /* 0: none (prepare_set_compress) */
+
+void prepare_set_compress(int level) { compress_level = level < 0 ? 0 : level > 9 ? 9 : level; }
+
 int prep_create_set(hid_t file, hid_t lcpl, const char *name, int64_t n, hid_t file_type,
                     int64_t chunk, prep_set *o)
 {
     o->name = name;
     o->dset = o->fspace = -1;
     hsize_t dims = (hsize_t)n, maxdims = H5S_UNLIMITED;
+    if (compress_level > 0 && chunk > PREP_COMPRESS_CHUNK) chunk = PREP_COMPRESS_CHUNK;
     if (chunk < 1) chunk = 1;
     hsize_t ch = (hsize_t)(n < 1 || n > chunk ? chunk : n);
     int rc = -1;
     hid_t dcpl = H5Pcreate(H5P_DATASET_CREATE);
     if (dcpl < 0 || H5Pset_chunk(dcpl, 1, &ch) < 0) goto done;
+    if (compress_level > 0 &&
+        (H5Pset_shuffle(dcpl) < 0 || H5Pset_deflate(dcpl, (unsigned)compress_level) < 0))
+        goto done;
     if ((o->fspace = H5Screate_simple(1, &dims, &maxdims)) < 0) goto done;
     o->dset = H5Dcreate2(file, name, file_type, o->fspace, lcpl, dcpl, H5P_DEFAULT);
     if (o->dset < 0) goto done;

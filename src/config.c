@@ -65,7 +65,12 @@ typedef struct key_def {
 
 static const key_def keys[] = {
     KEY_STR(data, G_DATA, "",
-            "HDF5 token file (required); 'gentrain prepare' makes one from text"),
+            "HDF5 token file (required; 'gentrain prepare' makes one from text), or "
+            "several as one dataset: a folder (its *.h5), a glob (shard_*.h5) or a "
+            "comma-separated list"),
+    KEY_INT(data_max_open, G_DATA, "16", 1, 65536, R_MAX,
+            "data files each rank keeps open at once per dataset (the least recently "
+            "used is closed)"),
     KEY_STR(train_dataset, G_DATA, "/train/tokens",
             "dataset inside the file holding the training tokens"),
     KEY_STR(val_dataset, G_DATA, "/val/tokens",

@@ -31,7 +31,8 @@ typedef enum { GRAD_COMM_FP32, GRAD_COMM_FP16 } gt_grad_comm;
 
 typedef struct gt_config {
     /* data */
-    char data[GT_PATH_MAX];          /* HDF5 token file */
+    char data[GT_PATH_MAX];          /* HDF5 token file(s): file, folder, glob, a,b,c */
+    int data_max_open;               /* open data files per dataset and rank (h5set) */
     char train_dataset[GT_NAME_MAX]; /* dataset path inside it, default /train/tokens */
     char val_dataset[GT_NAME_MAX];   /* default /val/tokens; "" or "none" = no eval */
     /* model */

@@ -21,7 +21,7 @@
 
 struct loader {
     /* fixed after start */
-    h5data *data;
+    h5set *data;
     token_windows w;
     uint64_t seed;
     int B, T, depth;
@@ -62,8 +62,10 @@ static int fill_batch(loader *l, int64_t n)
     int64_t step = l->first_step + n;
     for (int b = 0; b < B; b++) {
         int64_t g = (step * l->world + l->rank) * B + b, row, col;
-        windows_sample(&l->w, l->seed, g, &row, &col);
-        if (h5data_read(l->data, row, col, (int64_t)T + 1, l->scratch, l->vocab_size) != 0)
+        int file;
+        windows_locate(&l->w, l->seed, g, &file, &row, &col);
+        if (h5set_read(l->data, file, row, col, (int64_t)T + 1, l->scratch,
+                       l->vocab_size) != 0)
             return -1;
         memcpy(inputs + (size_t)b * T, l->scratch, (size_t)T * sizeof(int32_t));
         memcpy(targets + (size_t)b * T, l->scratch + 1, (size_t)T * sizeof(int32_t));
@@ -107,7 +109,7 @@ static void loader_free(loader *l)
     free(l);
 }
 
-loader *loader_start(h5data *data, const token_windows *w, uint64_t seed, int B, int T,
+loader *loader_start(h5set *data, const token_windows *w, uint64_t seed, int B, int T,
                      int64_t vocab_size, int64_t first_step, int depth, int rank,
                      int world)
 {
@@ -128,7 +130,7 @@ loader *loader_start(h5data *data, const token_windows *w, uint64_t seed, int B,
     }
     if (w->count < (int64_t)B * world) {
         gt_error("%s:%s has %lld windows; batch_size x ranks = %d x %d = %lld needs at "
-                 "least %lld", h5data_path(data), h5data_name(data), (long long)w->count,
+                 "least %lld", h5set_spec(data), h5set_name(data), (long long)w->count,
                  B, world, (long long)B * world, (long long)B * world);
         return NULL;
     }
@@ -165,7 +167,7 @@ loader *loader_start(h5data *data, const token_windows *w, uint64_t seed, int B,
 
     if (pthread_create(&l->thread, NULL, loader_main, l) != 0) {
         gt_error("loader: cannot start the data loading thread for %s:%s",
-                 h5data_path(data), h5data_name(data));
+                 h5set_spec(data), h5set_name(data));
         goto fail;
     }
     l->thread_started = 1;

@@ -1,6 +1,6 @@
 /* loader — a background thread that reads training batches ahead of the step.
  *
- * The thread owns the training h5data while it runs and fills a ring of `depth` batch
+ * The thread owns the training data (an h5set: one file or several) while it runs and fills a ring of `depth` batch
  * buffers. Data parallel: rank r of R ranks takes, at step s, samples
  *     g = s*B*R + r*B + b   (b < B)
  * of the window order (windows.h), so the R ranks together read at step s exactly the
@@ -15,15 +15,17 @@
 
 #include <stdint.h>
 
-#include "../io/h5data.h"
+#include "../io/h5set.h"
 #include "windows.h"
 
 typedef struct loader loader;
 
 /* Starts the thread at batch first_step, for rank `rank` of `world` (0 <= rank < world).
- * `data` must stay open until loader_stop. Fails (reported) when the dataset has fewer
+ * `data` (settled, h5set.h) and w's file records must stay until loader_stop; each
+ * window is read from the file windows_locate names, so a rank opens only the files
+ * its samples are in. Fails (reported) when the dataset has fewer
  * windows than B x world: one step would read a window twice. */
-loader *loader_start(h5data *data, const token_windows *w, uint64_t seed, int B, int T,
+loader *loader_start(h5set *data, const token_windows *w, uint64_t seed, int B, int T,
                      int64_t vocab_size, int64_t first_step, int depth, int rank,
                      int world);
 /* Waits for the next batch. inputs/targets point at [B,T] int32 each; wait_s gets the

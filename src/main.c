@@ -62,6 +62,7 @@ static const char main_help[] =
 static const char prepare_help[] =
     "usage: gentrain prepare INPUT.txt... -o OUT.h5 [--val-fraction F]\n"
     "                        [--tokenizer FILE | --train-tokenizer N] [--save-tokenizer PATH]\n"
+    "                        [--compress [LEVEL]]\n"
     "\n"
     "Reads the input files as one byte stream, in order, and writes a token dataset: the\n"
     "first (1 - F) of the bytes to /train/tokens, the rest to /val/tokens. Without a\n"
@@ -80,6 +81,8 @@ static const char prepare_help[] =
     "                         the inputs first, then encode with it\n"
     "  --save-tokenizer PATH  also write the tokenizer used as a tokenizer.json\n"
     "  --threads N            encoding threads; 0 = OMP_NUM_THREADS, else all cores\n"
+    "  --compress [LEVEL]     deflate (level 1-9, default 4) with the shuffle filter, in\n"
+    "                         chunks of 16384 tokens, as h5py users write them\n"
     "\n"
     "examples:\n"
     "  gentrain prepare data/tinyshakespeare.txt -o shakespeare.h5\n"
@@ -269,6 +272,7 @@ typedef struct {
     int n_inputs;
     const char *out;
     double val_fraction;
+    int compress; /* deflate level, 0 = none */
     prepare_options bpe;
 } prepare_args;
 
@@ -321,6 +325,15 @@ static int parse_prepare(prepare_args *p, int argc, char **argv)
             p->inputs[p->n_inputs++] = a;
         } else if (strcmp(a, "--") == 0) {
             only_files = 1;
+        } else if (strncmp(a, "--compress", 10) == 0 && (a[10] == '\0' || a[10] == '=')) {
+            /* an optional level: --compress, --compress=L or --compress L (one digit) */
+            const char *v = a[10] == '=' ? a + 11 : NULL;
+            if (!v && i + 1 < argc && argv[i + 1][0] >= '0' && argv[i + 1][0] <= '9' &&
+                argv[i + 1][1] == '\0')
+                v = argv[++i];
+            p->compress = 4;
+            if (v && opt_int("prepare", "--compress", v, 1, 9, &p->compress) != 0)
+                return EXIT_USAGE;
         } else {
             int r = prepare_option(p, argc, argv, &i);
             if (r < 0) return EXIT_USAGE;
@@ -370,6 +383,7 @@ static int cmd_prepare(int argc, char **argv)
         rc = EXIT_FAIL;
     if (rc == EXIT_OK) {
         const int bpe = p.bpe.tokenizer || p.bpe.train_vocab;
+        prepare_set_compress(p.compress);
         if ((bpe ? prepare_bpe(p.inputs, p.n_inputs, p.out, p.val_fraction, &p.bpe)
                  : prepare_bytes(p.inputs, p.n_inputs, p.out, p.val_fraction)) != 0) {
             free(p.inputs);
@@ -389,8 +403,8 @@ static int train_verb(int argc, char **argv)
     int rc = EXIT_OK;
     if (config_parse_args(&c, argc, argv, 2) != 0 || config_validate(&c) != 0)
         rc = EXIT_USAGE;
-    else if (check_readable(c.data, "data file", 0) != 0)
-        rc = EXIT_FAIL;
+    else if (!strpbrk(c.data, ",*?[") && check_readable(c.data, "data file", 1) != 0)
+        rc = EXIT_FAIL; /* a file or folder; a set's files are checked as it opens them */
     if (!par_all_ok(rc == EXIT_OK)) return rc != EXIT_OK ? rc : EXIT_FAIL;
     if (par_is_root()) {
         printf("gentrain train: effective config\n");

@@ -180,6 +180,18 @@ double par_bcast_double(double x)
     return x;
 }
 
+void par_sum_int64(int64_t *buf, size_t n)
+{
+    if (g_world == 1) return;
+    for (size_t at = 0; at < n;) {
+        const int m = n - at > (size_t)INT_MAX ? INT_MAX : (int)(n - at);
+        par_check_mpi(MPI_Allreduce(MPI_IN_PLACE, buf + at, m, MPI_INT64_T, MPI_SUM,
+                                    MPI_COMM_WORLD),
+                      "MPI_Allreduce of the data files' shapes");
+        at += (size_t)m;
+    }
+}
+
 int par_all_ok(int ok)
 {
     if (g_world == 1) return ok != 0;

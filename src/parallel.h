@@ -32,6 +32,7 @@
 #define GT_PARALLEL_H
 
 #include <stddef.h>
+#include <stdint.h>
 
 #if defined(__GNUC__)
 #define PAR_PRINTF(a, b) __attribute__((format(printf, a, b)))
@@ -125,6 +126,9 @@ size_t par_reducer_buckets(const par_reducer *r);
 double par_mean_double(double x);
 double par_sum_double(double x);
 double par_bcast_double(double x);
+/* In place: buf[i] = sum over ranks of buf[i] (n int64; wraps on overflow, so a rank
+ * may contribute its numbers where the others hold 0, hashes included). */
+void par_sum_int64(int64_t *buf, size_t n);
 
 /* Collective agreement: 1 when ok != 0 on every rank, else 0 on every rank. Prints
  * nothing: the failing rank reported its own error. */

@@ -8,7 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "../io/h5data.h"
+#include "../io/h5set.h"
 #include "config.h"
 #include "parallel.h"
 #include "plan.h"
@@ -155,10 +155,14 @@ static int plan_vocab(const gt_config *c, int *vocab)
         gt_error("plan: set vocab_size (or data, whose vocab_size attribute is used)");
         return -1;
     }
-    h5data *d = h5data_open(c->data, c->train_dataset);
-    if (!d) return -1;
-    const int64_t v = h5data_vocab_attr(d);
-    h5data_close(d);
+    /* the first file of the data (io/h5set.h: a file, folder, glob or list) */
+    h5set *s = h5set_create(c->data, c->train_dataset, 0, 1);
+    if (!s || h5set_probe(s, 0) != 0) {
+        h5set_close(s);
+        return -1;
+    }
+    const int64_t v = h5set_vocab_attr(s);
+    h5set_close(s);
     if (v <= 0 || v > INT32_MAX) {
         gt_error("plan: %s has no usable vocab_size attribute; set vocab_size", c->data);
         return -1;

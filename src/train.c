@@ -31,7 +31,7 @@
 #include "train_run.h"
 #include "util.h"
 
-enum { LOADER_DEPTH = 4 };
+
 /* A failure this rank met alone (reported): the others may wait in a collective. */
 enum { LOCAL_FAILURE = -2 };
 
@@ -67,13 +67,12 @@ static int make_model(run *r)
     return train_init_from(r);
 }
 
-/* Everything before the first step that can fail on one rank alone: output folder and
- * log (rank 0), data, model, optimizer, the loader. */
+/* Everything before the first step that can fail on one rank alone: model, optimizer,
+ * the loader. */
 static int setup_local(run *r)
 {
     const gt_config *c = r->c;
-    if (train_check_output_paths(r) != 0 || train_open_data(r) != 0 || make_model(r) != 0)
-        return -1;
+    if (make_model(r) != 0) return -1;
     /* The loader counts micro-steps: micro-step m of every replica together reads the
      * samples m*B*replicas .. (m+1)*B*replicas-1, so a step reads the same global batch
      * whatever the split into replicas and micro-steps. */
@@ -83,16 +82,13 @@ static int setup_local(run *r)
     return r->ld ? 0 : -1;
 }
 
-/* The data the ranks read must be the same, and what the training data is gets
- * recorded (rank 0, before the loader takes the dataset over). */
+/* The data the ranks read must be the same (what the training data is was recorded
+ * when it was opened: train_open_data). */
 static int settle_data_identity(run *r)
 {
     char identity[2 * (GT_PATH_MAX + GT_NAME_MAX) + 256];
     train_dataset_identity(r, identity, sizeof identity);
     if (par_check_same("dataset", identity, strlen(identity)) != 0) return -1;
-    if (!par_all_ok(!par_is_root() ||
-                    h5data_fingerprint(r->train, r->data_id, sizeof r->data_id) == 0))
-        return -1;
     /* The data's tokenizer, for the model file (rank 0). */
     return par_all_ok(!par_is_root() || train_read_tokenizer(r) == 0) ? 0 : -1;
 }
@@ -165,7 +161,10 @@ static int setup(run *r)
      * checkpoint keys otherwise; a stop signal then ends the run without one). */
     r->can_ckpt = c->out[0] && strcmp(c->out, "none") != 0 && c->sync == SYNC_SYNC;
     if (r->can_ckpt) snprintf(r->ckpt_dir, sizeof r->ckpt_dir, "%s/checkpoints", c->out);
-    if (train_find_resume(r) != 0 || !par_all_ok(setup_local(r) == 0) ||
+    /* output folder and log (rank 0); the data (a collective: the ranks share opening
+     * and checking the files) */
+    if (train_find_resume(r) != 0 || !par_all_ok(train_check_output_paths(r) == 0) ||
+        train_open_data(r) != 0 || !par_all_ok(setup_local(r) == 0) ||
         settle_data_identity(r) != 0 || make_saved_text(r) != 0 ||
         train_check_resume(r) != 0 || make_engine(r) != 0)
         return -1;
@@ -405,8 +404,10 @@ static void cleanup(run *r)
     free(r->eval_tokens);
     free(r->eval_in);
     free(r->eval_tg);
-    h5data_close(r->train);
-    h5data_close(r->val);
+    h5set_close(r->train);
+    h5set_close(r->val);
+    windows_free(&r->train_w);
+    windows_free(&r->val_w);
     ckpt_meta_free(&r->meta);
     free(r->saved_text);
     free(r->tokenizer);

@@ -2,6 +2,7 @@
  * of the tokens), read this rank's fixed validation windows once, evaluate on them,
  * and say what the data is (for the ranks to compare and checkpoints to record). */
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "../io/bpe.h"
@@ -12,35 +13,88 @@
 
 static int is_none(const char *s) { return s[0] == '\0' || strcmp(s, "none") == 0; }
 
-/* Opens a token dataset, settles the vocabulary, checks every token (each rank its
- * share of them: no rank reads the whole dataset) and the length. */
-static h5data *open_tokens(const run *r, const char *dataset, int64_t *vocab,
-                           token_windows *w)
+/* Every file's meta (io/h5set.h): rank r probes files r, r + world, ... and the ranks
+ * sum their numbers (0 where they did not probe), so no rank opens every file. */
+static int probe_files(h5set *s)
+{
+    const int n = h5set_files(s), rank = par_rank(), world = par_world();
+    int64_t *m = gt_calloc((size_t)n * H5SET_META * sizeof *m, "data file shapes");
+    int ok = m != NULL;
+    for (int i = rank; ok && i < n; i += world) {
+        ok = h5set_probe(s, i) == 0;
+        if (ok) h5set_meta(s, i, m + (size_t)i * H5SET_META);
+    }
+    if (!par_all_ok(ok)) {
+        free(m);
+        return -1;
+    }
+    par_sum_int64(m, (size_t)n * H5SET_META);
+    for (int i = 0; i < n; i++) h5set_set_meta(s, i, m + (size_t)i * H5SET_META);
+    free(m);
+    return h5set_settle(s);
+}
+
+/* The windows of the set: windows_init for one file (its own error lines), else a list
+ * of the files' shapes. */
+static int set_windows(const run *r, h5set *s, const char *what, token_windows *w)
+{
+    const int n = h5set_files(s);
+    if (n == 1)
+        return windows_init(w, h5set_rows(s, 0), h5set_row_len(s, 0), r->c->block_size,
+                            what);
+    int64_t *rows = gt_malloc((size_t)n * 2 * sizeof *rows, "data file shapes");
+    if (!rows) return -1;
+    for (int i = 0; i < n; i++) {
+        rows[i] = h5set_rows(s, i);
+        rows[n + i] = h5set_row_len(s, i);
+    }
+    const int rc = windows_init_files(w, n, rows, rows + n, r->c->block_size, what);
+    free(rows);
+    return rc;
+}
+
+/* Opens a token dataset (one file or several, io/h5set.h), settles the vocabulary,
+ * checks every token (each rank its share of them: no rank reads the whole dataset)
+ * and the length. Collective: every rank returns the same. */
+static h5set *open_tokens(const run *r, const char *dataset, int64_t *vocab,
+                          token_windows *w)
 {
     const gt_config *c = r->c;
-    h5data *d = r->mpi_io ? h5data_open_mpi(c->data, dataset) : h5data_open(c->data, dataset);
-    if (!d) return NULL;
+    h5set *s = h5set_create(c->data, dataset, r->mpi_io, c->data_max_open);
+    if (!par_all_ok(s != NULL)) goto fail;
+    double t0 = gt_now();
+    if (probe_files(s) != 0) goto fail;
+    const double t_open = gt_now() - t0;
+    const int n = h5set_files(s);
     char what[GT_PATH_MAX + GT_NAME_MAX + 2];
-    snprintf(what, sizeof what, "%s:%s", c->data, dataset);
+    snprintf(what, sizeof what, "%s:%s", n == 1 ? h5set_file(s, 0) : c->data, dataset);
     if (*vocab == 0) {
-        *vocab = h5data_vocab_attr(d);
+        *vocab = h5set_vocab_attr(s);
         if (*vocab <= 0) {
             gt_error("%s has no vocab_size attribute; set vocab_size in the config", what);
             goto fail;
         }
     }
-    double t0 = gt_now();
-    if (h5data_check_range_part(d, *vocab, par_rank(), par_world()) != 0) goto fail;
-    double dt = gt_now() - t0;
-    if (windows_init(w, h5data_rows(d), h5data_row_len(d), c->block_size, what) != 0)
+    t0 = gt_now();
+    if (!par_all_ok(h5set_check_range_part(s, *vocab, par_rank(), par_world()) == 0))
         goto fail;
-    par_printf("data: %s: %s [%lld x %lld] %s, %lld windows of %d tokens (checked in %.2f s)\n",
-           what, h5data_rank(d) == 1 ? "stream" : "sequences", (long long)h5data_rows(d),
-           (long long)h5data_row_len(d), h5data_type_name(d), (long long)w->count,
-           c->block_size + 1, dt);
-    return d;
+    const double dt = gt_now() - t0;
+    if (!par_all_ok(set_windows(r, s, what, w) == 0)) goto fail;
+    if (n == 1)
+        par_printf("data: %s: %s [%lld x %lld] %s, %lld windows of %d tokens (checked in "
+                   "%.2f s)\n", what, h5set_rank(s) == 1 ? "stream" : "sequences",
+                   (long long)h5set_rows(s, 0), (long long)h5set_row_len(s, 0),
+                   h5set_type_name(s), (long long)w->count, c->block_size + 1, dt);
+    else
+        par_printf("data: %s: %d files, %s, %lld rows, %lld tokens %s, %lld windows of %d "
+                   "tokens (opened in %.2f s, checked in %.2f s: each of %d rank%s 1/%d)\n",
+                   what, n, h5set_rank(s) == 1 ? "streams" : "sequences",
+                   (long long)h5set_total_rows(s), (long long)h5set_total_tokens(s),
+                   h5set_type_name(s), (long long)w->count, c->block_size + 1, t_open, dt,
+                   par_world(), par_world() == 1 ? "" : "s", par_world());
+    return s;
 fail:
-    h5data_close(d);
+    h5set_close(s);
     return NULL;
 }
 
@@ -72,9 +126,11 @@ static int read_eval_windows(run *r)
         !(r->eval_tg = gt_malloc((size_t)B * T * sizeof(int32_t), "eval targets")))
         return -1;
     for (int64_t k = 0; k < r->eval_windows; k++) {
+        int file;
         int64_t row, col;
-        windows_eval(&r->val_w, first + k, all_windows, &row, &col);
-        if (h5data_read(r->val, row, col, T + 1, r->eval_tokens + k * (T + 1), r->vocab) != 0)
+        windows_eval_at(&r->val_w, first + k, all_windows, &file, &row, &col);
+        if (h5set_read(r->val, file, row, col, T + 1, r->eval_tokens + k * (T + 1),
+                       r->vocab) != 0)
             return -1;
     }
     return 0;
@@ -84,14 +140,20 @@ int train_open_data(run *r)
 {
     const gt_config *c = r->c;
     r->vocab = c->vocab_size;
+    /* compressed chunks stay cached while the batches in flight read them */
+    h5data_set_read_hint((int64_t)c->block_size + 1, (int64_t)c->batch_size * (LOADER_DEPTH + 1));
     r->train = open_tokens(r, c->train_dataset, &r->vocab, &r->train_w);
     if (!r->train) return -1;
     r->train_w.random = c->sampling == SAMPLING_RANDOM;
+    h5set_fingerprint(r->train, r->data_id, sizeof r->data_id);
+    if (h5set_files(r->train) > 1)
+        par_printf("data: at most %d file%s open at once per dataset and rank (data_max_open)\n",
+                   c->data_max_open, c->data_max_open == 1 ? "" : "s");
     par_printf("data: read through %s\n",
-               h5data_uses_mpi_io(r->train)
+               h5set_uses_mpi_io(r->train)
                    ? "MPI-IO (parallel HDF5, independent reads, each rank its own samples)"
                    : "HDF5's default driver (POSIX reads, each rank its own samples)");
-    if (c->vocab_size == 0 && h5data_vocab_attr(r->train) > 0)
+    if (c->vocab_size == 0 && h5set_vocab_attr(r->train) > 0)
         par_printf("data: vocab_size %lld (from the dataset attribute)\n",
                    (long long)r->vocab);
     if (r->vocab > INT32_MAX) {
@@ -110,7 +172,7 @@ int train_open_data(run *r)
     int64_t val_vocab = r->vocab;
     r->val = open_tokens(r, c->val_dataset, &val_vocab, &r->val_w);
     if (!r->val) return -1;
-    return read_eval_windows(r);
+    return par_all_ok(read_eval_windows(r) == 0) ? 0 : -1;
 }
 
 /* Mean loss over the fixed validation windows of all ranks: each rank evaluates its
@@ -146,31 +208,36 @@ int train_is_eval_step(const run *r, int64_t step)
                       step + 1 == c->steps);
 }
 
-/* What identifies the datasets this rank reads, as text for par_check_same. */
+/* What identifies the datasets this rank reads, as text for par_check_same: the spec,
+ * the hash of the full file names (a glob that expands differently on some node shows
+ * here) and what the files hold. */
 void train_dataset_identity(const run *r, char *buf, size_t cap)
 {
     const gt_config *c = r->c;
-    int n = snprintf(buf, cap, "train %s:%s %s [%lld x %lld] vocab_size %lld\n", c->data,
-                     c->train_dataset, h5data_type_name(r->train),
-                     (long long)h5data_rows(r->train), (long long)h5data_row_len(r->train),
-                     (long long)r->vocab);
-    if (r->val && n > 0 && (size_t)n < cap)
-        snprintf(buf + n, cap - (size_t)n, "val %s:%s %s [%lld x %lld]\n", c->data,
-                 c->val_dataset, h5data_type_name(r->val), (long long)h5data_rows(r->val),
-                 (long long)h5data_row_len(r->val));
+    char fp[256];
+    h5set_fingerprint(r->train, fp, sizeof fp);
+    int n = snprintf(buf, cap, "train %s:%s files %d (names %016llx) %s vocab_size %lld\n",
+                     c->data, c->train_dataset, h5set_files(r->train),
+                     (unsigned long long)h5set_names_hash(r->train), fp, (long long)r->vocab);
+    if (r->val && n > 0 && (size_t)n < cap) {
+        h5set_fingerprint(r->val, fp, sizeof fp);
+        snprintf(buf + n, cap - (size_t)n, "val %s:%s files %d (names %016llx) %s\n",
+                 c->data, c->val_dataset, h5set_files(r->val),
+                 (unsigned long long)h5set_names_hash(r->val), fp);
+    }
 }
 
 /* The tokenizer stored in the data file (io/h5tok.h), checked to load, kept for the
  * model file; none for byte-level data. Rank 0 only. 0 or -1 (reported). */
 int train_read_tokenizer(run *r)
 {
-    const gt_config *c = r->c;
-    int got = h5tok_read_path(c->data, &r->tokenizer, &r->tok_len);
+    /* the first file's (shards made together carry the same one) */
+    int got = h5tok_read_path(h5set_file(r->train, 0), &r->tokenizer, &r->tok_len);
     if (got <= 0) return got;
     char err[300];
     bpe *t = bpe_load(r->tokenizer, r->tok_len, err, sizeof err);
     if (!t) {
-        gt_error("%s: its tokenizer (/%s): %s", c->data, H5TOK_DATASET, err);
+        gt_error("%s: its tokenizer (/%s): %s", h5set_file(r->train, 0), H5TOK_DATASET, err);
         return -1;
     }
     printf("data: tokenizer: byte-level BPE of %lld tokens (%lld merges), saved with the "

@@ -14,6 +14,7 @@
 
 #include "../io/ckpt.h"
 #include "../io/h5data.h"
+#include "../io/h5set.h"
 #include "config.h"
 #include "engine.h"
 #include "grad_ring.h"
@@ -23,6 +24,9 @@
 #include "optim.h"
 #include "parallel.h"
 #include "windows.h"
+
+/* Batches the loader reads ahead of the step. */
+enum { LOADER_DEPTH = 4 };
 
 /* Where the training runs (train_settle_device). */
 typedef enum { DEVICE_CPU, DEVICE_GPU_ALL, DEVICE_GPU_BLOCKS } train_device;
@@ -39,13 +43,13 @@ typedef struct run {
     double peak_gflops;     /* for MFU; 0 = none */
     double flops;           /* per micro-step of B x T on one rank */
     /* data */
-    h5data *train, *val;
+    h5set *train, *val;     /* the files of each (io/h5set.h) */
     token_windows train_w, val_w;
     int64_t vocab;
     int32_t *eval_tokens;   /* [eval_windows, T+1] this rank's validation windows */
     int32_t *eval_in, *eval_tg; /* [B,T] */
     int64_t eval_windows;
-    char data_id[256];      /* h5data_fingerprint of the training data (rank 0) */
+    char data_id[256];      /* h5set_fingerprint of the training data */
     char *tokenizer;        /* the data's tokenizer.json (rank 0; NULL: bytes), saved */
     size_t tok_len;         /* with the model so that sample decodes its ids */
     loader *ld;
@@ -93,7 +97,7 @@ int train_settle_data_io(run *r);
 int train_settle_batch(run *r);
 
 /* train_data.c */
-int train_open_data(run *r);
+int train_open_data(run *r); /* a collective: every rank gets the same result */
 int train_read_tokenizer(run *r);
 int train_evaluate(run *r, double *val);
 void train_dataset_identity(const run *r, char *buf, size_t cap);

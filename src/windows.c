@@ -15,6 +15,7 @@
 #include "windows.h"
 
 #include <stdint.h>
+#include <stdlib.h>
 
 #include "rng.h"
 #include "util.h"
@@ -27,6 +28,15 @@
 #define KEY_SHIFT 0x13198A2E03707344ull
 #define KEY_ROUND 0xA4093822299F31D0ull
 #define KEY_RANDOM 0x082EFA98EC4E6C89ull
+
+/* Windows per row and slack of rows of n >= T+1 tokens (see the top of the file). */
+static void row_layout(int64_t n, int T, int64_t *per_row, int64_t *slack)
+{
+    int64_t p = (n - 1 - (T - 1)) / T;
+    if (p < 1) p = (n - 1) / T; /* T+1 <= n < 2T: exactly one window */
+    *per_row = p;
+    *slack = (n - 1) - p * (int64_t)T;
+}
 
 int windows_init(token_windows *w, int64_t rows, int64_t row_len, int T, const char *what)
 {
@@ -49,9 +59,8 @@ int windows_init(token_windows *w, int64_t rows, int64_t row_len, int T, const c
                      what, (long long)row_len, T, (long long)T + 1);
         return -1;
     }
-    int64_t n = row_len;
-    int64_t per_row = (n - 1 - (T - 1)) / T;
-    if (per_row < 1) per_row = (n - 1) / T; /* T+1 <= n < 2T: exactly one window */
+    int64_t per_row, slack;
+    row_layout(row_len, T, &per_row, &slack);
     if (per_row > INT64_MAX / rows) {
         gt_error("%s: %lld rows x %lld windows per row is too many windows", what,
                  (long long)rows, (long long)per_row);
@@ -62,14 +71,94 @@ int windows_init(token_windows *w, int64_t rows, int64_t row_len, int T, const c
     w->T = T;
     w->per_row = per_row;
     w->count = rows * per_row;
-    w->slack = (n - 1) - per_row * (int64_t)T;
+    w->slack = slack;
     w->random = 0;
-    if ((uint64_t)rows > UINT64_MAX / (uint64_t)(n - T)) {
+    w->files = 1;
+    w->file = NULL;
+    if ((uint64_t)rows > UINT64_MAX / (uint64_t)(row_len - T)) {
         gt_error("%s: %lld rows x %lld start positions is too many", what, (long long)rows,
-                 (long long)(n - T));
+                 (long long)(row_len - T));
         return -1;
     }
+    w->starts = (uint64_t)rows * (uint64_t)(row_len - T);
     return 0;
+}
+
+/* Lays file f out after the files before it; 0, or -1 when a count overflows. */
+static int lay_file(windows_file *f, int T, int64_t *count, uint64_t *starts)
+{
+    f->first = *count;
+    f->first_start = *starts;
+    f->per_row = f->slack = 0;
+    if (f->rows < 1 || f->row_len < (int64_t)T + 1) return 0; /* holds no window */
+    row_layout(f->row_len, T, &f->per_row, &f->slack);
+    if (f->per_row > (INT64_MAX - *count) / f->rows) return -1;
+    *count += f->rows * f->per_row;
+    const uint64_t n = (uint64_t)(f->row_len - T);
+    if ((uint64_t)f->rows > (UINT64_MAX - *starts) / n) return -1;
+    *starts += (uint64_t)f->rows * n;
+    return 0;
+}
+
+int windows_init_files(token_windows *w, int n, const int64_t *rows,
+                       const int64_t *row_len, int T, const char *what)
+{
+    if (!what) what = "dataset";
+    if (n == 1) return windows_init(w, rows[0], row_len[0], T, what);
+    if (n < 1 || T < 1) {
+        gt_error("%s: %s", what, n < 1 ? "no files to train on" : "block_size must be >= 1");
+        return -1;
+    }
+    windows_file *f = gt_malloc((size_t)n * sizeof *f, "window layout of the files");
+    if (!f) return -1;
+    int64_t count = 0;
+    uint64_t starts = 0;
+    for (int i = 0; i < n; i++) {
+        f[i].rows = rows[i];
+        f[i].row_len = row_len[i];
+        if (lay_file(&f[i], T, &count, &starts) != 0) {
+            gt_error("%s: %d files hold too many windows to number", what, n);
+            free(f);
+            return -1;
+        }
+    }
+    if (count == 0) {
+        gt_error("%s: no file has a row of %lld tokens that block_size %d needs", what,
+                 (long long)T + 1, T);
+        free(f);
+        return -1;
+    }
+    *w = (token_windows){f[0].rows, f[0].row_len, T, f[0].per_row, count, f[0].slack, 0,
+                         n, f, starts};
+    return 0;
+}
+
+void windows_free(token_windows *w)
+{
+    if (!w) return;
+    free(w->file);
+    w->file = NULL;
+}
+
+/* File i's record; for a single file, made from the scalar fields. */
+static windows_file file_at(const token_windows *w, int i)
+{
+    if (w->file) return w->file[i];
+    return (windows_file){w->rows, w->row_len, w->per_row, w->slack, 0, 0};
+}
+
+/* The file holding window j (by window index) or start position p (by_start). */
+static int find_file(const token_windows *w, uint64_t x, int by_start)
+{
+    if (!w->file) return 0;
+    int lo = 0, hi = w->files - 1; /* the last file whose first <= x */
+    while (lo < hi) {
+        const int mid = lo + (hi - lo + 1) / 2;
+        const uint64_t first = by_start ? w->file[mid].first_start
+                                        : (uint64_t)w->file[mid].first;
+        if (first <= x) lo = mid; else hi = mid - 1;
+    }
+    return lo;
 }
 
 /* Keyed bijection of [0, 2^(2h)) for 1 <= h <= 32: a balanced Feistel network with
@@ -101,27 +190,40 @@ static uint64_t permute(uint64_t i, uint64_t count, uint64_t key)
     return x;
 }
 
-void windows_sample(const token_windows *w, uint64_t seed, int64_t g, int64_t *row,
-                    int64_t *col)
+void windows_locate(const token_windows *w, uint64_t seed, int64_t g, int *file,
+                    int64_t *row, int64_t *col)
 {
     uint64_t ug = (uint64_t)g;
     if (w->random) {
-        /* n - T start positions per row; the modulo bias of a 64-bit hash over fewer
-         * than 2^40 positions is below 1e-7 and is ignored. */
-        uint64_t starts = (uint64_t)(w->row_len - w->T);
-        uint64_t p = rng_hash(ug, seed ^ KEY_RANDOM) % ((uint64_t)w->rows * starts);
-        *row = (int64_t)(p / starts);
-        *col = (int64_t)(p % starts);
+        /* row_len - T start positions per row; the modulo bias of a 64-bit hash over
+         * fewer than 2^40 positions is below 1e-7 and is ignored. */
+        uint64_t p = rng_hash(ug, seed ^ KEY_RANDOM) % w->starts;
+        const int f = find_file(w, p, 1);
+        const windows_file fi = file_at(w, f);
+        const uint64_t per = (uint64_t)(fi.row_len - w->T), q = p - fi.first_start;
+        *file = f;
+        *row = (int64_t)(q / per);
+        *col = (int64_t)(q % per);
         return;
     }
     uint64_t count = (uint64_t)w->count;
     uint64_t epoch = ug / count, i = ug % count;
     uint64_t key = rng_hash(epoch, seed ^ KEY_ORDER);
     uint64_t j = permute(i, count, key);
-    uint64_t shift = rng_hash(epoch, seed ^ KEY_SHIFT) % ((uint64_t)w->slack + 1);
-    uint64_t per_row = (uint64_t)w->per_row;
-    *row = (int64_t)(j / per_row);
-    *col = (int64_t)(shift + (j % per_row) * (uint64_t)w->T);
+    const int f = find_file(w, j, 0);
+    const windows_file fi = file_at(w, f);
+    uint64_t shift = rng_hash(epoch, seed ^ KEY_SHIFT) % ((uint64_t)fi.slack + 1);
+    uint64_t per_row = (uint64_t)fi.per_row, k = j - (uint64_t)fi.first;
+    *file = f;
+    *row = (int64_t)(k / per_row);
+    *col = (int64_t)(shift + (k % per_row) * (uint64_t)w->T);
+}
+
+void windows_sample(const token_windows *w, uint64_t seed, int64_t g, int64_t *row,
+                    int64_t *col)
+{
+    int file;
+    windows_locate(w, seed, g, &file, row, col);
 }
 
 /* floor(a * b / c) for a < c without overflowing 64 bits. */
@@ -137,8 +239,8 @@ static uint64_t muldiv(uint64_t a, uint64_t b, uint64_t c)
 #endif
 }
 
-void windows_eval(const token_windows *w, int64_t k, int64_t K, int64_t *row,
-                  int64_t *col)
+void windows_eval_at(const token_windows *w, int64_t k, int64_t K, int *file,
+                     int64_t *row, int64_t *col)
 {
     uint64_t count = (uint64_t)w->count;
     uint64_t j;
@@ -146,7 +248,17 @@ void windows_eval(const token_windows *w, int64_t k, int64_t K, int64_t *row,
         j = muldiv((uint64_t)k, count, (uint64_t)K);
     else
         j = (uint64_t)k % count;
-    uint64_t per_row = (uint64_t)w->per_row;
-    *row = (int64_t)(j / per_row);
-    *col = (int64_t)((j % per_row) * (uint64_t)w->T);
+    const int f = find_file(w, j, 0);
+    const windows_file fi = file_at(w, f);
+    uint64_t per_row = (uint64_t)fi.per_row, i = j - (uint64_t)fi.first;
+    *file = f;
+    *row = (int64_t)(i / per_row);
+    *col = (int64_t)((i % per_row) * (uint64_t)w->T);
+}
+
+void windows_eval(const token_windows *w, int64_t k, int64_t K, int64_t *row,
+                  int64_t *col)
+{
+    int file;
+    windows_eval_at(w, k, K, &file, row, col);
 }

@@ -15,7 +15,7 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "../io/h5data.h"
+#include "../io/h5set.h"
 #include "../src/loader.h"
 #include "../src/util.h"
 #include "../src/windows.h"
@@ -68,6 +68,17 @@ done:
 
 /* Checks one delivered batch against the prediction for training step `step`.
  * Returns the number of wrong tokens. */
+/* One file as a settled set (io/h5set.h), the way train opens its data. */
+static h5set *open_set(const char *path)
+{
+    h5set *s = h5set_create(path, "/tokens", 0, 4);
+    if (s && (h5set_probe(s, 0) != 0 || h5set_settle(s) != 0)) {
+        h5set_close(s);
+        s = NULL;
+    }
+    return s;
+}
+
 static int64_t check_batch(const token_windows *w, uint64_t seed, int64_t step,
                            const int32_t *inputs, const int32_t *targets)
 {
@@ -85,7 +96,7 @@ static int64_t check_batch(const token_windows *w, uint64_t seed, int64_t step,
 }
 
 /* Runs `steps` batches from first_step through a loader of the given depth. */
-static void run_and_check(h5data *d, const token_windows *w, uint64_t seed, int depth,
+static void run_and_check(h5set *d, const token_windows *w, uint64_t seed, int depth,
                           int64_t first_step, int64_t steps, const char *label)
 {
     loader *l = loader_start(d, w, seed, B, T, V, first_step, depth, 0, 1);
@@ -142,13 +153,13 @@ static void test_bad_token(const char *path, const char *logpath)
 {
     hsize_t dims[1] = {N1};
     TU_CHECK(write_tokens(path, 1, dims, BAD_AT) == 0, "bad file written");
-    h5data *d = h5data_open(path, "/tokens");
+    h5set *d = open_set(path);
     TU_CHECK(d != NULL, "bad file opened");
     if (!d) return;
     token_windows w;
-    if (windows_init(&w, h5data_rows(d), h5data_row_len(d), T, "bad") != 0) {
+    if (windows_init(&w, h5set_rows(d, 0), h5set_row_len(d, 0), T, "bad") != 0) {
         TU_CHECK(0, "bad file: windows");
-        h5data_close(d);
+        h5set_close(d);
         return;
     }
     uint64_t seed = 77;
@@ -195,13 +206,13 @@ static void test_bad_token(const char *path, const char *logpath)
         TU_CHECK(strstr(msg, "gentrain: error:") && strstr(msg, idx),
                  "bad token depth %d: message names index %d: %.200s", depth, BAD_AT, msg);
     }
-    h5data_close(d);
+    h5set_close(d);
 }
 
 /* Ranks 0..R-1 with batch B (R = 2, 3) against one loader with batch B*R: rank r's
  * batch at step s is rows r*B .. r*B+B-1 of the big batch, for 15 steps (several
  * epochs of the 1-D set), from step 0 and resumed at step 4. */
-static void test_shards(h5data *d, const token_windows *w)
+static void test_shards(h5set *d, const token_windows *w)
 {
     enum { RMAX = 3, STEPS = 15 };
     for (int R = 2; R <= RMAX; R++) {
@@ -259,7 +270,7 @@ static void test_shards(h5data *d, const token_windows *w)
     loader_stop(small);
 }
 
-static void test_stop_blocked(h5data *d, const token_windows *w)
+static void test_stop_blocked(h5set *d, const token_windows *w)
 {
     for (int depth = 1; depth <= 4; depth *= 2) {
         loader *l = loader_start(d, w, 5, B, T, V, 0, depth, 0, 1);
@@ -304,13 +315,13 @@ int main(void)
     TU_CHECK(ok1 && ok2, "test files written");
     if (!ok1 || !ok2) goto out;
 
-    h5data *d1 = h5data_open(path1, "/tokens");
-    h5data *d2 = h5data_open(path2, "/tokens");
+    h5set *d1 = open_set(path1);
+    h5set *d2 = open_set(path2);
     TU_CHECK(d1 && d2, "test files opened");
     if (d1 && d2) {
         token_windows w1, w2;
-        int rc1 = windows_init(&w1, h5data_rows(d1), h5data_row_len(d1), T, path1);
-        int rc2 = windows_init(&w2, h5data_rows(d2), h5data_row_len(d2), T, path2);
+        int rc1 = windows_init(&w1, h5set_rows(d1, 0), h5set_row_len(d1, 0), T, path1);
+        int rc2 = windows_init(&w2, h5set_rows(d2, 0), h5set_row_len(d2, 0), T, path2);
         TU_CHECK(rc1 == 0 && rc2 == 0 && w1.rows == 1 && w2.rows == R2,
                  "windows: 1-D count %lld, 2-D count %lld", (long long)w1.count,
                  (long long)w2.count);
@@ -349,8 +360,8 @@ int main(void)
             test_stop_blocked(d1, &w1);
         }
     }
-    if (d1) h5data_close(d1);
-    if (d2) h5data_close(d2);
+    if (d1) h5set_close(d1);
+    if (d2) h5set_close(d2);
 
     test_bad_token(pathbad, logpath);
 

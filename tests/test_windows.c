@@ -471,8 +471,95 @@ static void test_rng(void)
              "rng_hash: depends on both x and key");
 }
 
+/* A list of files of unequal shapes (one too short to hold a window): every sample of
+ * an epoch lies inside its file's row, all windows are hit once per epoch, eval and
+ * random samples stay inside, and a list of one file is windows_init. */
+static void test_files(void)
+{
+    const int64_t rows[4] = {1, 3, 1, 2}, len[4] = {101, 37, 5, 64};
+    const int T = 8;
+    token_windows w;
+    int rc = windows_init_files(&w, 4, rows, len, T, "files");
+    int64_t want = 0;
+    for (int f = 0; f < 4; f++)
+        if (len[f] > T) want += rows[f] * ((len[f] - T) / T > 0 ? (len[f] - T) / T : 1);
+    TU_CHECK(rc == 0 && w.count == want, "files: init (count %lld, want %lld)",
+             (long long)w.count, (long long)want);
+    if (rc != 0) return;
+    unsigned char *hit = calloc((size_t)w.count, 1);
+    int64_t *pos = malloc((size_t)w.count * 3 * sizeof *pos);
+    int64_t bad = 0, missing = 0;
+    for (int e = 0; e < 3 && hit && pos; e++) {
+        int64_t shift[4] = {INT64_MAX, INT64_MAX, INT64_MAX, INT64_MAX};
+        for (int64_t i = 0; i < w.count; i++) {
+            int f;
+            int64_t row, col;
+            windows_locate(&w, 7, e * w.count + i, &f, &row, &col);
+            pos[3 * i] = -1;
+            if (f < 0 || f >= 4 || row < 0 || row >= rows[f] || col < 0 ||
+                col + T + 1 > len[f]) {
+                bad++;
+                continue;
+            }
+            pos[3 * i] = f, pos[3 * i + 1] = row, pos[3 * i + 2] = col;
+            if (col < shift[f]) shift[f] = col; /* every row has a window k = 0 */
+        }
+        for (int64_t i = 0; i < w.count; i++) hit[i] = 0;
+        for (int64_t i = 0; i < w.count; i++) {
+            if (pos[3 * i] < 0) continue;
+            const windows_file *fi = &w.file[pos[3 * i]];
+            const int64_t c = pos[3 * i + 2] - shift[pos[3 * i]];
+            if (c % T != 0 || c / T >= fi->per_row || shift[pos[3 * i]] > fi->slack) {
+                bad++;
+                continue;
+            }
+            hit[fi->first + pos[3 * i + 1] * fi->per_row + c / T]++;
+        }
+        for (int64_t i = 0; i < w.count; i++) missing += hit[i] != 1;
+    }
+    TU_CHECK(hit && bad == 0 && missing == 0,
+             "files: epochs stay inside their files and hit each window once (%lld bad, "
+             "%lld missed or repeated)", (long long)bad, (long long)missing);
+    free(hit);
+    free(pos);
+    int64_t bad_eval = 0, bad_random = 0;
+    for (int64_t k = 0; k < 50; k++) {
+        int f;
+        int64_t row, col;
+        windows_eval_at(&w, k, 50, &f, &row, &col);
+        bad_eval += row >= rows[f] || col + T + 1 > len[f] || len[f] <= T;
+    }
+    w.random = 1;
+    for (int64_t g = 0; g < 10000; g++) {
+        int f;
+        int64_t row, col;
+        windows_locate(&w, 3, g, &f, &row, &col);
+        bad_random += row < 0 || row >= rows[f] || col < 0 || col + T + 1 > len[f];
+    }
+    TU_CHECK(bad_eval == 0 && bad_random == 0, "files: eval (%lld) and random (%lld) "
+             "windows outside their file", (long long)bad_eval, (long long)bad_random);
+    windows_free(&w);
+
+    token_windows one, list;
+    rc = windows_init(&one, 3, 37, T, "one") | windows_init_files(&list, 1, &rows[1], &len[1], T, "one");
+    int64_t diff = 0;
+    for (int64_t g = 0; g < 200 && rc == 0; g++) {
+        int f;
+        int64_t r1, c1, r2, c2;
+        windows_sample(&one, 11, g, &r1, &c1);
+        windows_locate(&list, 11, g, &f, &r2, &c2);
+        diff += r1 != r2 || c1 != c2 || f != 0;
+    }
+    TU_CHECK(rc == 0 && diff == 0, "files: a list of one file is windows_init (%lld differ)",
+             (long long)diff);
+    const int64_t shortr[2] = {1, 1}, shortl[2] = {5, 8};
+    TU_CHECK(windows_init_files(&list, 2, shortr, shortl, T, "short") != 0,
+             "files: no file long enough is refused");
+}
+
 int main(void)
 {
+    test_files();
     test_random_sampling();
     test_rng();
     test_bijection_counts();
