@@ -32,6 +32,7 @@ typedef struct run {
     /* the grid and the batch: world = dp x tp x pp ranks (grid.h) */
     int world, dp, tp, pp;
     int accum;              /* micro-steps per optimizer step (global_batch_size) */
+    int64_t global_batch;   /* sequences per optimizer step: batch_size x dp x accum */
     int micro;              /* pp > 1: micro-batches per batch in the pipeline */
     int mpi_io;             /* data read through parallel HDF5's MPI-IO driver */
     train_device device;
@@ -55,13 +56,18 @@ typedef struct run {
     adamw_state opt;
     par_reducer *red;       /* with more than one rank */
     /* files */
-    int can_ckpt;           /* a run folder and sync steps */
+    int can_ckpt;           /* a run folder */
     char ckpt_dir[GT_PATH_MAX + 16];
     char resume_path[GT_PATH_MAX + 64];
     const char *from;       /* the checkpoint resumed from, or NULL */
     int resumed;
     int64_t first_step;     /* 0, or the step of that checkpoint */
+    int64_t first_sample;   /* the data cursor at first_step (ckpt.h: samples) */
+    int64_t resume_batch;   /* that checkpoint's global batch (0: a fresh run) */
+    int resume_replicas;    /* and its data-parallel replicas */
     ckpt_meta meta;         /* of that checkpoint */
+    ckpt_async inflight;    /* its async gradients in flight, this rank's layout, until
+                             * make_gradients puts them into the ring */
     char *saved_text;       /* the effective config saved with checkpoints and the model */
     FILE *log;
     char ckpt_file[GT_PATH_MAX + 64]; /* the last checkpoint written */
