@@ -8,7 +8,9 @@
  * loss scale, the mean loss, the global norm); update (global-norm clip inside AdamW);
  * report (the step line, an evaluation when due, the log record); and the step
  * boundary (checkpoint when due, stop on a signal). With sync = async the gradient
- * waited for and applied is the one of `staleness` steps before (grad_ring.h).
+ * waited for and applied is the one of `staleness` steps before (grad_ring.h); a
+ * checkpoint completes the reductions still in flight and saves those gradients, and a
+ * resumed run puts them back as already reduced (make_gradients).
  *
  * Data parallel (parallel.h): every replica holds the model (or with tp, pp > 1 its
  * parts, grid.h) and the optimizer state, reads its own B samples of the global batch

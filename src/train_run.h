@@ -1,9 +1,11 @@
 /* train_run — what one `gentrain train` holds, shared by the files of the trainer
  * (internal to train*.c; train.h is the public entry point):
  *   train.c        set-up in order, the step loop as named phases, clean-up
- *   train_setup.c  the grid, the device, the batch split, the compute report
+ *   train_setup.c  the grid, the device, the batch split (a resumed run keeps its
+ *                  checkpoint's global batch), the compute report
  *   train_data.c   the token datasets, the validation batches, evaluation
- *   train_files.c  output folder, log, checkpoints (save, load, find), the model file
+ *   train_files.c  output folder, log, checkpoints (save, load, find; async's gradients
+ *                  in flight with them), the model file
  *   train_report.c the step line, the JSON Lines record, the summary
  * One `run` holds everything allocated, so one clean-up frees it whatever failed. */
 #ifndef GT_TRAIN_RUN_H
