@@ -155,8 +155,9 @@ int train_find_resume(run *r)
 
 enum { MAX_BUFS = 3 + CKPT_MAX_IN_FLIGHT + 1 };
 
-/* Whole-model buffers on the replica's first rank, like src's in this rank's layout:
- * n_in gradients in flight and before_update when src has one. 0 or -1 (reported). */
+/* dst: src's count, flags and sums, and buffers of n floats (a whole model's, or this
+ * rank's part) for its gradients in flight and, when src has one, before_update; not
+ * filled. 0, or -1 (reported; ckpt_async_free(dst) frees what was made). */
 static int alloc_async_like(ckpt_async *dst, const ckpt_async *src, size_t n)
 {
     *dst = *src;
