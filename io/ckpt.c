@@ -28,19 +28,41 @@
 
 /* ---- checksum ------------------------------------------------------------------- */
 
-/* The checksum of a file of mt->version (1: no loss_scale_clean in the line). */
-static uint64_t checksum(const ckpt_meta *mt, size_t n_params, const char *config_text,
-                         const float *params, const float *m, const float *v)
+/* The fields of the checksum line a version 3 file adds (ckpt.h): the global batch,
+ * the data cursor and the gradients in flight (as: their flags and sums; may be NULL
+ * when there are none). */
+static void run_fields(const ckpt_meta *mt, const ckpt_async *as, char *buf, size_t cap)
 {
-    char head[512], clean[48] = "";
+    size_t used = (size_t)snprintf(buf, cap,
+                                   " global_batch=%" PRId64 " samples=%" PRId64
+                                   " in_flight=%d predict=%d",
+                                   mt->global_batch, mt->samples, mt->in_flight, mt->predict);
+    if (mt->in_flight < 1 || !as || used >= cap) return;
+    used += (size_t)snprintf(buf + used, cap - used, " overflow=");
+    for (int i = 0; i < mt->in_flight && used < cap; i++)
+        used += (size_t)snprintf(buf + used, cap - used, "%d", as->overflow[i] ? 1 : 0);
+    for (int i = 0; i < mt->in_flight && used < cap; i++)
+        used += (size_t)snprintf(buf + used, cap - used, "%s%a", i ? "," : " sumsq=",
+                                 as->sumsq[i]);
+}
+
+/* The checksum of a file of mt->version (1: no loss_scale_clean in the line; 1 and 2:
+ * no run fields, no gradients in flight). as: the gradients in flight (mt->in_flight of
+ * them), may be NULL when there are none. */
+static uint64_t checksum(const ckpt_meta *mt, size_t n_params, const char *config_text,
+                         const float *params, const float *m, const float *v,
+                         const ckpt_async *as)
+{
+    char head[1024], clean[48] = "", run[640] = "";
     if (mt->version >= 2)
         snprintf(clean, sizeof clean, " loss_scale_clean=%" PRId64, mt->loss_scale_clean);
+    if (mt->version >= 3) run_fields(mt, as, run, sizeof run);
     int len = snprintf(head, sizeof head,
                        "%s %d step=%" PRId64 " adam_t=%" PRId64 " world_size=%d seed=%" PRIu64
-                       " loss_scale=%a%s vocab_size=%d block_size=%d n_layer=%d n_head=%d "
+                       " loss_scale=%a%s%s vocab_size=%d block_size=%d n_layer=%d n_head=%d "
                        "n_embd=%d n_params=%zu\n",
                        CKPT_FORMAT_NAME, mt->version, mt->step, mt->adam_t, mt->world_size,
-                       mt->seed, mt->loss_scale, clean, mt->shape.vocab_size,
+                       mt->seed, mt->loss_scale, clean, run, mt->shape.vocab_size,
                        mt->shape.block_size, mt->shape.n_layer, mt->shape.n_head,
                        mt->shape.n_embd, n_params);
     uint64_t h = gt_fnv1a(GT_FNV_OFFSET, head, (size_t)len);
@@ -48,7 +70,11 @@ static uint64_t checksum(const ckpt_meta *mt, size_t n_params, const char *confi
     h = gt_fnv1a(h, cfg, strlen(cfg) + 1);
     h = gt_fnv1a_floats(h, params, n_params);
     h = gt_fnv1a_floats(h, m, n_params);
-    return gt_fnv1a_floats(h, v, n_params);
+    h = gt_fnv1a_floats(h, v, n_params);
+    if (mt->version < 3 || !as) return h;
+    for (int i = 0; i < mt->in_flight; i++) h = gt_fnv1a_floats(h, as->grads[i], n_params);
+    if (mt->predict) h = gt_fnv1a_floats(h, as->before_update, n_params);
+    return h;
 }
 
 /* ---- small HDF5 helpers ----------------------------------------------------------- */
@@ -99,24 +125,32 @@ done:
     return rc;
 }
 
-static int write_flat(hid_t group, const char *name, const float *data, size_t n)
+/* A 1-D dataset `name` of n elements, stored as ftype, from data (mtype). */
+static int write_vec(hid_t group, const char *name, hid_t ftype, hid_t mtype,
+                     const void *data, size_t n)
 {
     hsize_t dims[1] = {(hsize_t)n};
     hid_t space = H5Screate_simple(1, dims, NULL), dset = -1;
     int rc = -1;
     if (space < 0) return -1;
-    if ((dset = H5Dcreate2(group, name, H5T_IEEE_F32LE, space, H5P_DEFAULT, H5P_DEFAULT,
+    if ((dset = H5Dcreate2(group, name, ftype, space, H5P_DEFAULT, H5P_DEFAULT,
                            H5P_DEFAULT)) >= 0 &&
-        H5Dwrite(dset, H5T_NATIVE_FLOAT, H5S_ALL, H5S_ALL, H5P_DEFAULT, data) >= 0)
+        H5Dwrite(dset, mtype, H5S_ALL, H5S_ALL, H5P_DEFAULT, data) >= 0)
         rc = 0;
     if (dset >= 0 && H5Dclose(dset) < 0) rc = -1;
     H5Sclose(space);
     return rc;
 }
 
-/* Reads the float32 [n] dataset `name` into out. 0, or -1 with why. */
-static int read_flat(hid_t file, const char *name, float *out, size_t n, char *why,
-                     size_t cap)
+static int write_flat(hid_t group, const char *name, const float *data, size_t n)
+{
+    return write_vec(group, name, H5T_IEEE_F32LE, H5T_NATIVE_FLOAT, data, n);
+}
+
+/* Reads the 1-D dataset `name` of n elements of class want ("label" in messages, e.g.
+ * "float32") into out, converted to mtype. 0, or -1 with why. */
+static int read_vec(hid_t file, const char *name, hid_t mtype, H5T_class_t want,
+                    const char *label, void *out, size_t n, char *why, size_t cap)
 {
     if (h5io_object_kind(file, name) != H5I_DATASET) {
         snprintf(why, cap, "dataset %s is missing", name);
@@ -130,12 +164,12 @@ static int read_flat(hid_t file, const char *name, float *out, size_t n, char *w
         goto done;
     }
     int rank = H5Sget_simple_extent_ndims(space);
-    if (H5Tget_class(type) != H5T_FLOAT || rank != 1 ||
+    if (H5Tget_class(type) != want || rank != 1 ||
         H5Sget_simple_extent_dims(space, dims, NULL) < 0 || dims[0] != (hsize_t)n) {
-        snprintf(why, cap, "dataset %s is not float32 [%zu]", name, n);
+        snprintf(why, cap, "dataset %s is not %s [%zu]", name, label, n);
         goto done;
     }
-    if (H5Dread(dset, H5T_NATIVE_FLOAT, H5S_ALL, H5S_ALL, H5P_DEFAULT, out) < 0) {
+    if (H5Dread(dset, mtype, H5S_ALL, H5S_ALL, H5P_DEFAULT, out) < 0) {
         snprintf(why, cap, "cannot read dataset %s (damaged or truncated file?)", name);
         goto done;
     }
@@ -145,6 +179,13 @@ done:
     if (type >= 0) H5Tclose(type);
     if (dset >= 0) H5Dclose(dset);
     return rc;
+}
+
+/* Reads the float32 [n] dataset `name` into out. 0, or -1 with why. */
+static int read_flat(hid_t file, const char *name, float *out, size_t n, char *why,
+                     size_t cap)
+{
+    return read_vec(file, name, H5T_NATIVE_FLOAT, H5T_FLOAT, "float32", out, n, why, cap);
 }
 
 /* ---- names in the folder ---------------------------------------------------------- */
@@ -273,6 +314,18 @@ void ckpt_meta_free(ckpt_meta *meta)
     meta->data = NULL;
 }
 
+void ckpt_async_free(ckpt_async *a)
+{
+    if (!a) return;
+    for (int i = 0; i < CKPT_MAX_IN_FLIGHT; i++) {
+        free(a->grads[i]);
+        a->grads[i] = NULL;
+    }
+    free(a->before_update);
+    a->before_update = NULL;
+    a->n = 0;
+}
+
 /* ---- save ----------------------------------------------------------------------- */
 
 /* Test hook, for tests/test_resume.sh only (a crash in the middle of a checkpoint
@@ -295,6 +348,72 @@ static void crash_hook(hid_t file)
     raise(SIGKILL);
 }
 
+/* The root attributes a checkpoint adds to the model file's. 0 or -1. */
+static int write_attrs(hid_t file, const ckpt_meta *mt, size_t n, const char *sum,
+                       const char *data)
+{
+    uint64_t seed = mt->seed;
+    double loss_scale = mt->loss_scale;
+    return h5io_write_attr_int(file, "adam_t", mt->adam_t) != 0 ||
+                   h5io_write_attr_int(file, "world_size", mt->world_size) != 0 ||
+                   write_scalar(file, "seed", H5T_STD_U64LE, H5T_NATIVE_UINT64, &seed) != 0 ||
+                   write_scalar(file, "loss_scale", H5T_IEEE_F64LE, H5T_NATIVE_DOUBLE,
+                                &loss_scale) != 0 ||
+                   h5io_write_attr_int(file, "loss_scale_clean", mt->loss_scale_clean) != 0 ||
+                   h5io_write_attr_int(file, "global_batch", mt->global_batch) != 0 ||
+                   h5io_write_attr_int(file, "samples", mt->samples) != 0 ||
+                   h5io_write_attr_int(file, "in_flight", mt->in_flight) != 0 ||
+                   h5io_write_attr_int(file, "predict", mt->predict) != 0 ||
+                   h5io_write_attr_int(file, "n_params", (int64_t)n) != 0 ||
+                   h5io_write_attr_str(file, "checksum", sum) != 0 ||
+                   (data && h5io_write_attr_str(file, "data", data) != 0)
+               ? -1 : 0;
+}
+
+/* The optimizer group and, with gradients in flight, the /async group. 0 or -1. */
+static int write_state(hid_t file, const ckpt_state *st, const ckpt_meta *mt, size_t n)
+{
+    hid_t group = H5Gcreate2(file, "optim", H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT);
+    if (group < 0) return -1;
+    int bad = write_flat(group, "m", st->m, n) != 0 || write_flat(group, "v", st->v, n) != 0;
+    bad |= H5Gclose(group) < 0;
+    if (bad || mt->in_flight == 0) return bad ? -1 : 0;
+    const ckpt_async *as = st->async;
+    if ((group = H5Gcreate2(file, "async", H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT)) < 0)
+        return -1;
+    signed char flags[CKPT_MAX_IN_FLIGHT];
+    for (int i = 0; i < mt->in_flight && !bad; i++) {
+        char name[32];
+        snprintf(name, sizeof name, "grad_%d", i);
+        flags[i] = (signed char)(as->overflow[i] ? 1 : 0);
+        bad = write_flat(group, name, as->grads[i], n) != 0;
+    }
+    bad = bad ||
+          write_vec(group, "overflow", H5T_STD_I8LE, H5T_NATIVE_SCHAR, flags,
+                    (size_t)mt->in_flight) != 0 ||
+          write_vec(group, "sumsq", H5T_IEEE_F64LE, H5T_NATIVE_DOUBLE, as->sumsq,
+                    (size_t)mt->in_flight) != 0 ||
+          (mt->predict && write_flat(group, "before_update", as->before_update, n) != 0);
+    bad |= H5Gclose(group) < 0;
+    return bad ? -1 : 0;
+}
+
+/* What is wrong with st for a save, or NULL. */
+static const char *unsavable(int64_t step, const ckpt_state *st)
+{
+    const ckpt_async *as = st->async;
+    if (step < 0) return "negative step";
+    if (!st->table || !st->params || !st->m || !st->v)
+        return "parameters or optimizer state missing";
+    if (st->global_batch < 1 || st->global_batch > INT_MAX || st->samples < 0)
+        return "global batch or data cursor out of range";
+    if (!as) return NULL;
+    if (as->n < 0 || as->n > CKPT_MAX_IN_FLIGHT) return "too many gradients in flight";
+    for (int i = 0; i < as->n; i++)
+        if (!as->grads[i]) return "a gradient in flight is missing";
+    return NULL;
+}
+
 int ckpt_save(const char *dir, int64_t step, const ckpt_state *st, const char *config_text,
               int world_size, uint64_t seed, double loss_scale, int64_t loss_scale_clean,
               const char *data, char *out_path, size_t cap)
@@ -302,23 +421,25 @@ int ckpt_save(const char *dir, int64_t step, const ckpt_state *st, const char *c
     char path[4096], tmp[4200], why[160], sum[40];
     if (ckpt_path(dir, step, path, sizeof path) != 0) return -1;
     snprintf(tmp, sizeof tmp, "%s.tmp", path);
-    if (step < 0 || !st->table || !st->params || !st->m || !st->v) {
-        gt_error("cannot save checkpoint %s: %s", path,
-                 step < 0 ? "negative step" : "parameters or optimizer state missing");
+    const char *bad_state = unsavable(step, st);
+    if (bad_state) {
+        gt_error("cannot save checkpoint %s: %s", path, bad_state);
         return -1;
     }
     if (remove_stale_tmp(dir) < 0) return -1;
 
     const size_t n = st->table->total;
+    const int in_flight = st->async ? st->async->n : 0;
     ckpt_meta mt = {.version = CKPT_FORMAT_VERSION, .step = step, .adam_t = st->adam_t,
                     .world_size = world_size, .seed = seed, .loss_scale = loss_scale,
-                    .loss_scale_clean = loss_scale_clean, .shape = st->shape};
+                    .loss_scale_clean = loss_scale_clean, .global_batch = st->global_batch,
+                    .samples = st->samples, .in_flight = in_flight,
+                    .predict = in_flight > 0 && st->async->before_update, .shape = st->shape};
     snprintf(sum, sizeof sum, "fnv1a64:%016" PRIx64,
-             checksum(&mt, n, config_text, st->params, st->m, st->v));
+             checksum(&mt, n, config_text, st->params, st->m, st->v, st->async));
 
-    hid_t file = -1, group = -1;
+    hid_t file = -1;
     int rc = -1, made_tmp = 0;
-    int64_t ws = world_size, np = (int64_t)n;
     h5lock_acquire();
     if ((file = h5io_create(tmp, why, sizeof why)) < 0) {
         gt_error("cannot save checkpoint %s: cannot create %s: %s", path, tmp, why);
@@ -328,29 +449,19 @@ int ckpt_save(const char *dir, int64_t step, const ckpt_state *st, const char *c
     if (h5model_write_layout(file, CKPT_FORMAT_NAME, CKPT_FORMAT_VERSION, st->shape,
                              st->table, st->params, config_text, step, tmp) != 0)
         goto fail;
-    if (h5io_write_attr_int(file, "adam_t", st->adam_t) != 0 ||
-        h5io_write_attr_int(file, "world_size", ws) != 0 ||
-        write_scalar(file, "seed", H5T_STD_U64LE, H5T_NATIVE_UINT64, &seed) != 0 ||
-        write_scalar(file, "loss_scale", H5T_IEEE_F64LE, H5T_NATIVE_DOUBLE, &loss_scale) !=
-            0 ||
-        h5io_write_attr_int(file, "loss_scale_clean", loss_scale_clean) != 0 ||
-        h5io_write_attr_int(file, "n_params", np) != 0 ||
-        h5io_write_attr_str(file, "checksum", sum) != 0 ||
-        (data && h5io_write_attr_str(file, "data", data) != 0)) {
+    if (write_attrs(file, &mt, n, sum, data) != 0) {
         gt_error("cannot write the attributes of %s (disk full?)", tmp);
         goto fail;
     }
-    if ((group = H5Gcreate2(file, "optim", H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT)) < 0 ||
-        write_flat(group, "m", st->m, n) != 0 || write_flat(group, "v", st->v, n) != 0) {
-        gt_error("cannot write the optimizer state to %s (disk full?)", tmp);
+    if (write_state(file, st, &mt, n) != 0) {
+        gt_error("cannot write the optimizer state%s to %s (disk full?)",
+                 in_flight ? " and the gradients in flight" : "", tmp);
         goto fail;
     }
-    int bad = H5Gclose(group) < 0;
-    group = -1;
     crash_hook(file);
     hid_t written = file;
     file = -1;
-    if (h5io_finish(written, bad, tmp, path, why, sizeof why) != 0) {
+    if (h5io_finish(written, 0, tmp, path, why, sizeof why) != 0) {
         gt_error("cannot save checkpoint %s: %s", path, why);
         goto fail;
     }
@@ -361,7 +472,6 @@ int ckpt_save(const char *dir, int64_t step, const ckpt_state *st, const char *c
     }
     rc = 0;
 fail:
-    if (group >= 0) H5Gclose(group);
     h5io_close_write(file);
     if (made_tmp) unlink(tmp);
     h5lock_release();
@@ -462,6 +572,49 @@ static int read_ints(hid_t file, ckpt_meta *meta, int64_t *np, char *why, size_t
     return 0;
 }
 
+static int config_int(const char *text, const char *key, int64_t *out);
+
+/* The run fields of a version 3 file (global_batch, samples, in_flight, predict), or
+ * for an older file what they were: derived from its config and world size (ckpt.h).
+ * 0, or -1 with why. */
+static int read_run_fields(hid_t file, ckpt_meta *meta, char *why, size_t cap)
+{
+    char w[256];
+    if (meta->version < 3) {
+        int64_t gbs = 0, bs = 0;
+        if (config_int(meta->config_text, "global_batch_size", &gbs) != 0) gbs = 0;
+        if (gbs <= 0 && config_int(meta->config_text, "batch_size", &bs) == 0 && bs > 0)
+            gbs = bs * meta->world_size;
+        if (gbs < 1 || gbs > INT_MAX || meta->step > INT64_MAX / gbs) {
+            snprintf(why, cap, "its config does not say its global batch (batch_size)");
+            return -1;
+        }
+        meta->global_batch = gbs;
+        meta->samples = meta->step * gbs;
+        return 0;
+    }
+    const char *keys[4] = {"global_batch", "samples", "in_flight", "predict"};
+    int64_t v[4];
+    for (int i = 0; i < 4; i++) {
+        int r = h5io_attr_int(file, keys[i], &v[i], w, sizeof w);
+        if (r != 1) {
+            snprintf(why, cap, "attribute %s: %s", keys[i], r == 0 ? "missing" : w);
+            return -1;
+        }
+    }
+    if (v[0] < 1 || v[0] > INT_MAX || v[1] < 0 || v[2] < 0 || v[2] > CKPT_MAX_IN_FLIGHT ||
+        v[3] < 0 || v[3] > 1 || (v[3] && !v[2])) {
+        snprintf(why, cap, "attributes out of range (global_batch, samples, in_flight or "
+                           "predict)");
+        return -1;
+    }
+    meta->global_batch = v[0];
+    meta->samples = v[1];
+    meta->in_flight = (int)v[2];
+    meta->predict = (int)v[3];
+    return 0;
+}
+
 /* Every attribute of the file into meta (meta->version first), n_params into *np and
  * the stored checksum into *sum (malloc'd). 0, or -1 with why. */
 static int read_attrs(hid_t file, ckpt_meta *meta, int64_t *np, char **sum, char *why,
@@ -488,6 +641,7 @@ static int read_attrs(hid_t file, ckpt_meta *meta, int64_t *np, char **sum, char
         snprintf(why, cap, "attribute config: %s", r == 0 ? "missing" : w);
         return -1;
     }
+    if (read_run_fields(file, meta, why, cap) != 0) return -1;
     /* what data it was trained on: optional (older files lack it) */
     if (h5io_attr_str(file, "data", &meta->data, w, sizeof w) < 0) {
         snprintf(why, cap, "attribute data: %s", w);
@@ -519,11 +673,54 @@ static int same_shape(const gpt_shape *file, const gpt_shape *want, char *why, s
     return 0;
 }
 
+/* What read_ckpt reads: the parameters, the moments, the gradients in flight. */
+typedef struct loaded {
+    float *buf[3]; /* params, m, v */
+    ckpt_async as;
+} loaded;
+
+static void loaded_free(loaded *l)
+{
+    for (int k = 0; k < 3; k++) free(l->buf[k]);
+    ckpt_async_free(&l->as);
+    memset(l, 0, sizeof *l);
+}
+
+/* The /async group of a file with meta->in_flight > 0, into as (malloc'd buffers of n
+ * floats). 0, or -1 with why. */
+static int read_async(hid_t file, const ckpt_meta *meta, size_t n, ckpt_async *as,
+                      char *why, size_t cap)
+{
+    as->n = meta->in_flight;
+    for (int i = 0; i < as->n; i++) {
+        char name[48];
+        snprintf(name, sizeof name, "/async/grad_%d", i);
+        if (!(as->grads[i] = gt_malloc((n ? n : 1) * sizeof(float), "gradients in flight"))) {
+            snprintf(why, cap, "out of memory");
+            return -1;
+        }
+        if (read_flat(file, name, as->grads[i], n, why, cap) != 0) return -1;
+    }
+    signed char flags[CKPT_MAX_IN_FLIGHT];
+    if (read_vec(file, "/async/overflow", H5T_NATIVE_SCHAR, H5T_INTEGER, "an integer",
+                 flags, (size_t)as->n, why, cap) != 0 ||
+        read_vec(file, "/async/sumsq", H5T_NATIVE_DOUBLE, H5T_FLOAT, "float64", as->sumsq,
+                 (size_t)as->n, why, cap) != 0)
+        return -1;
+    for (int i = 0; i < as->n; i++) as->overflow[i] = flags[i] != 0;
+    if (!meta->predict) return 0;
+    if (!(as->before_update = gt_malloc((n ? n : 1) * sizeof(float), "parameters"))) {
+        snprintf(why, cap, "out of memory");
+        return -1;
+    }
+    return read_flat(file, "/async/before_update", as->before_update, n, why, cap);
+}
+
 /* The tensors of a file whose attributes are read (meta, the stored n_params np and
- * checksum sum), by table `tab`: into three malloc'd buffers of tab->total floats,
+ * checksum sum), by table `tab`: into out (malloc'd buffers of tab->total floats),
  * verified against the checksum. 0, or -1 with why (not naming the file). */
 static int read_tensors(hid_t file, const char *path, const ckpt_meta *meta, int64_t np,
-                        const char *sum, const gt_tensor_table *tab, float *out[3],
+                        const char *sum, const gt_tensor_table *tab, loaded *out,
                         char *why, size_t cap)
 {
     char lw[WHY_CAP];
@@ -535,11 +732,11 @@ static int read_tensors(hid_t file, const char *path, const ckpt_meta *meta, int
     const char *what[3] = {"checkpoint parameters", "checkpoint moments",
                            "checkpoint moments"};
     for (int k = 0; k < 3; k++)
-        if (!(out[k] = gt_malloc((n ? n : 1) * sizeof(float), what[k]))) {
+        if (!(out->buf[k] = gt_malloc((n ? n : 1) * sizeof(float), what[k]))) {
             snprintf(why, cap, "out of memory");
             return -1;
         }
-    if (h5model_read_layout(file, path, meta->shape, tab, out[0], lw, sizeof lw) != 0) {
+    if (h5model_read_layout(file, path, meta->shape, tab, out->buf[0], lw, sizeof lw) != 0) {
         /* The message names the file first: drop that, the caller names it. */
         size_t pl = strlen(path);
         const char *s = strncmp(lw, path, pl) == 0 ? lw + pl : lw;
@@ -548,12 +745,14 @@ static int read_tensors(hid_t file, const char *path, const ckpt_meta *meta, int
         snprintf(why, cap, "%s", s);
         return -1;
     }
-    if (read_flat(file, "/optim/m", out[1], n, why, cap) != 0 ||
-        read_flat(file, "/optim/v", out[2], n, why, cap) != 0)
+    if (read_flat(file, "/optim/m", out->buf[1], n, why, cap) != 0 ||
+        read_flat(file, "/optim/v", out->buf[2], n, why, cap) != 0 ||
+        (meta->in_flight > 0 && read_async(file, meta, n, &out->as, why, cap) != 0))
         return -1;
     char have[40];
     snprintf(have, sizeof have, "fnv1a64:%016" PRIx64,
-             checksum(meta, n, meta->config_text, out[0], out[1], out[2]));
+             checksum(meta, n, meta->config_text, out->buf[0], out->buf[1], out->buf[2],
+                      &out->as));
     if (strcmp(have, sum) != 0) {
         snprintf(why, cap, "checksum mismatch (stored %.40s, computed %s): the file is damaged",
                  sum, have);
@@ -562,19 +761,19 @@ static int read_tensors(hid_t file, const char *path, const ckpt_meta *meta, int
     return 0;
 }
 
-/* Reads and verifies a whole checkpoint. want: the shape and table it must fit (NULL:
- * the file's own shape, its table made here). On success fills meta and out[0..2]
- * (params, m, v: malloc'd, the table's total floats each). Prints nothing but an
- * out-of-memory error: -1 with why (not naming the file). */
-static int read_ckpt(const char *path, const ckpt_state *want, ckpt_meta *meta,
-                     float *out[3], char *why, size_t cap)
+/* Reads and verifies a whole checkpoint (tensors = 0: its attributes alone, not
+ * verified). want: the shape and table it must fit (NULL: the file's own shape, its
+ * table made here). On success fills meta and out (loaded_free it). Prints nothing but
+ * an out-of-memory error: -1 with why (not naming the file). */
+static int read_ckpt(const char *path, const ckpt_state *want, int tensors, ckpt_meta *meta,
+                     loaded *out, char *why, size_t cap)
 {
     char w[256], *sum = NULL;
-    float *bufs[3] = {NULL, NULL, NULL};
     gt_tensor_table own = {0};
     int64_t np = 0;
     int rc = -1;
     memset(meta, 0, sizeof *meta);
+    memset(out, 0, sizeof *out);
     gt_strlcpy(meta->path, path, sizeof meta->path);
     hid_t file = h5io_open_read(path, w, sizeof w);
     if (file < 0) {
@@ -583,7 +782,9 @@ static int read_ckpt(const char *path, const ckpt_state *want, ckpt_meta *meta,
     }
     if (read_attrs(file, meta, &np, &sum, why, cap) != 0) goto done;
     const gt_tensor_table *tab = want ? want->table : &own;
-    if (want) {
+    if (!tensors) {
+        rc = 0;
+    } else if (want) {
         if (same_shape(&meta->shape, &want->shape, why, cap) != 0) goto done;
     } else if (gpt_shape_check(meta->shape, why, cap) != 0) {
         goto done;
@@ -591,16 +792,13 @@ static int read_ckpt(const char *path, const ckpt_state *want, ckpt_meta *meta,
         snprintf(why, cap, "cannot make the tensor table of its shape");
         goto done;
     }
-    if (read_tensors(file, path, meta, np, sum, tab, bufs, why, cap) != 0) goto done;
-    for (int k = 0; k < 3; k++) {
-        out[k] = bufs[k];
-        bufs[k] = NULL;
-    }
-    rc = 0;
+    if (tensors && read_tensors(file, path, meta, np, sum, tab, out, why, cap) == 0) rc = 0;
 done:
-    if (rc != 0) ckpt_meta_free(meta);
+    if (rc != 0) {
+        ckpt_meta_free(meta);
+        loaded_free(out);
+    }
     gt_tensor_table_free(&own);
-    for (int k = 0; k < 3; k++) free(bufs[k]);
     free(sum);
     H5Fclose(file);
     return rc;
@@ -609,25 +807,43 @@ done:
 int ckpt_load(const char *path, ckpt_state *st, ckpt_meta *meta)
 {
     char why[WHY_CAP];
-    float *bufs[3] = {NULL, NULL, NULL};
+    loaded got;
     if (!st->table || !st->params || !st->m || !st->v) {
         gt_error("cannot load checkpoint %s: parameters or optimizer state missing", path);
         return -1;
     }
     h5lock_acquire();
-    int rc = read_ckpt(path, st, meta, bufs, why, sizeof why);
+    int rc = read_ckpt(path, st, 1, meta, &got, why, sizeof why);
     h5lock_release();
     if (rc != 0) {
         gt_error("cannot load checkpoint %s: %s", path, why);
         return -1;
     }
     const size_t n = st->table->total;
-    memcpy(st->params, bufs[0], n * sizeof(float));
-    memcpy(st->m, bufs[1], n * sizeof(float));
-    memcpy(st->v, bufs[2], n * sizeof(float));
+    memcpy(st->params, got.buf[0], n * sizeof(float));
+    memcpy(st->m, got.buf[1], n * sizeof(float));
+    memcpy(st->v, got.buf[2], n * sizeof(float));
     st->adam_t = meta->adam_t;
-    for (int k = 0; k < 3; k++) free(bufs[k]);
+    st->global_batch = meta->global_batch;
+    st->samples = meta->samples;
+    if (st->async) { /* handed over */
+        ckpt_async_free(st->async);
+        *st->async = got.as;
+        memset(&got.as, 0, sizeof got.as);
+    }
+    loaded_free(&got);
     return 0;
+}
+
+int ckpt_read_meta(const char *path, ckpt_meta *meta)
+{
+    char why[WHY_CAP];
+    loaded none;
+    h5lock_acquire();
+    int rc = read_ckpt(path, NULL, 0, meta, &none, why, sizeof why);
+    h5lock_release();
+    if (rc != 0) gt_error("cannot read checkpoint %s: %s", path, why);
+    return rc;
 }
 
 int ckpt_find_latest(const char *dir, char *out, size_t cap)
@@ -646,13 +862,13 @@ int ckpt_find_latest(const char *dir, char *out, size_t cap)
             break;
         }
         ckpt_meta meta;
-        float *bufs[3] = {NULL, NULL, NULL};
+        loaded got;
         h5lock_acquire();
-        int ok = read_ckpt(p, NULL, &meta, bufs, why, sizeof why) == 0;
+        int ok = read_ckpt(p, NULL, 1, &meta, &got, why, sizeof why) == 0;
         h5lock_release();
         if (ok) {
             ckpt_meta_free(&meta);
-            for (int k = 0; k < 3; k++) free(bufs[k]);
+            loaded_free(&got);
             if (meta.step != e[i].step) {
                 gt_warn("skipping checkpoint %s: it holds step %" PRId64
                         ", not the step of its name",
@@ -718,6 +934,29 @@ static const char *lookup(const kv *v, int n, const char *key)
     return NULL;
 }
 
+/* The integer value of `key` in a config text: 0, or -1 when it is absent or not an
+ * integer. */
+static int config_int(const char *text, const char *key, int64_t *out)
+{
+    enum { MAXK = 256 };
+    char *copy = strdup(text ? text : "");
+    kv *v = malloc(MAXK * sizeof *v);
+    int rc = -1;
+    if (copy && v) {
+        const char *val = lookup(v, parse_config(copy, v, MAXK), key);
+        char *end = NULL;
+        errno = 0;
+        long long x = val ? strtoll(val, &end, 10) : 0;
+        if (val && end != val && *end == '\0' && errno == 0) {
+            *out = x;
+            rc = 0;
+        }
+    }
+    free(copy);
+    free(v);
+    return rc;
+}
+
 static int in_list(const char *const *list, const char *key)
 {
     for (; *list; list++)
@@ -737,23 +976,22 @@ int ckpt_check_compatible(const ckpt_meta *meta, const char *config_text, int wo
 {
     /* Keys that change the arithmetic of the steps still to come. */
     static const char *const math[] = {
-        "n_layer", "n_head", "n_embd", "block_size", "vocab_size", "batch_size",
-        "global_batch_size", "lr", "min_lr", "warmup_steps", "beta1", "beta2",
-        "weight_decay", "grad_clip", "seed", "data", "train_dataset", "sampling", NULL};
-    /* Keys that do not (steps is checked on its own below). */
+        "n_layer", "n_head", "n_embd", "block_size", "vocab_size", "lr", "min_lr",
+        "warmup_steps", "beta1", "beta2", "weight_decay", "grad_clip", "seed", "data",
+        "train_dataset", "sampling", "sync", "staleness", "async_predict", NULL};
+    /* Keys that do not (steps is checked on its own below); the grid and the batch
+     * split are the caller's to settle (it keeps the checkpoint's global batch). */
     static const char *const harmless[] = {
         "steps", "eval_every", "eval_batches", "val_dataset", "log", "out", "threads",
         "peak_gflops", "ckpt_every", "ckpt_minutes", "keep_ckpts", "resume", "bucket_mb",
         "data_io", "data_max_open", "tp", "pp", "micro_batches", "offload", "init_from",
-        NULL};
+        "batch_size", "global_batch_size", NULL};
     enum { MAXK = 256 };
     if (changes && cap) changes[0] = '\0';
     if (meta->world_size != world_size) {
-        gt_error("cannot resume from %s: it was saved by a run of %d rank%s, this run has "
-                 "%d (counting data-parallel replicas, which tp does not change: the global "
-                 "batch and each replica's data would)",
-                 meta->path, meta->world_size, meta->world_size == 1 ? "" : "s", world_size);
-        return -1;
+        char item[96];
+        snprintf(item, sizeof item, "replicas %d -> %d", meta->world_size, world_size);
+        add_change(changes, cap, item);
     }
     char *a = strdup(meta->config_text ? meta->config_text : "");
     char *b = strdup(config_text ? config_text : "");

@@ -95,8 +95,9 @@ static const key_def keys[] = {
             "sequences each rank computes at once (per step, or per micro-step when "
             "global_batch_size asks for more)"),
     KEY_INT(global_batch_size, G_OPTIM, "0", 0, INT_MAX, 0,
-            "sequences per optimizer step over all ranks; 0 = batch_size x ranks; a "
-            "multiple k of it accumulates gradients over k micro-steps"),
+            "sequences per optimizer step over all ranks; 0 = batch_size x ranks (a "
+            "resumed run: its checkpoint's); a multiple k of it accumulates gradients "
+            "over k micro-steps"),
     KEY_I64(steps, G_OPTIM, "2000", 1, 0, "optimizer steps"),
     KEY_DBL(lr, G_OPTIM, "1e-3", 0, 0, R_MIN | R_MIN_X,
             "peak learning rate: linear warmup, then cosine decay to min_lr"),
@@ -171,7 +172,8 @@ static const key_def keys[] = {
     KEY_INT(keep_ckpts, G_CKPT, "3", 1, INT_MAX, 0, "newest checkpoints kept"),
     KEY_STR(resume, G_CKPT, "none",
             "none = start fresh; auto = from the newest valid checkpoint of "
-            "<out>/checkpoints if there is one; or the path of a checkpoint file"),
+            "<out>/checkpoints if there is one; or the path of a checkpoint file (on any "
+            "number of ranks that keeps its global batch)"),
     KEY_STR(init_from, G_MODEL, "",
             "a Hugging Face GPT-2 folder (config.json, model.safetensors) a fresh run "
             "starts from; n_layer, n_head and n_embd must be its own, block_size at most "
@@ -817,13 +819,6 @@ int config_validate(const gt_config *c)
     if (ckpt_key && (!c->out[0] || strcmp(c->out, "none") == 0)) {
         gt_error("%s needs a run folder (checkpoints live in <out>/checkpoints/); set out",
                  ckpt_key);
-        return -1;
-    }
-    /* The gradients in flight between async steps are not part of a checkpoint, so a
-     * resumed async run would not continue exactly: refused until they are saved. */
-    if (ckpt_key && c->sync == SYNC_ASYNC) {
-        gt_error("%s with sync = async is not supported yet (the gradients in flight "
-                 "are not saved in a checkpoint); use sync = sync", ckpt_key);
         return -1;
     }
     return 0;

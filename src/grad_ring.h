@@ -6,6 +6,11 @@
  * a gradient overlaps the next lag steps. An FP16 overflow flag travels with each
  * slot: an update whose gradient overflowed is skipped whenever it comes due.
  *
+ * Checkpoints (io/ckpt.h) hold the gradients of the last min(lag, step) steps, not yet
+ * applied, with their overflow flags, and before_update; a resumed run copies them back
+ * into the slots of their steps (grad_ring_slot_of), so it applies what the straight
+ * run would.
+ *
  * Weight prediction (async_predict = on): a gradient computed now is applied lag
  * updates later, to weights that have moved on; computing it at the current weights
  * plus lag times the last update instead cancels most of that lag, since AdamW's

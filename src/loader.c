@@ -2,7 +2,7 @@
  *
  * A single producer (the thread) and a single consumer (the step) share a ring of
  * `depth` slots under one mutex. Batches are numbered from 0 in ring order; batch n
- * lives in slot n % depth and holds training batch first_step + n.
+ * lives in slot n % depth and holds the samples first_sample + n*B*world onwards.
  *   produced  batches the thread has finished filling
  *   consumed  batches handed to the step by loader_next
  *   released  batches whose slot the step has given back (the one it holds is given
@@ -27,7 +27,7 @@ struct loader {
     int B, T, depth;
     int rank, world;
     int64_t vocab_size;
-    int64_t first_step;
+    int64_t first_sample;
     int32_t *slots;   /* depth x [inputs B*T | targets B*T] */
     int32_t *scratch; /* T+1 tokens, owned by the thread */
 
@@ -51,17 +51,17 @@ static int32_t *slot_inputs(loader *l, int64_t n)
     return l->slots + (size_t)(n % l->depth) * 2 * bt;
 }
 
-/* Fills slot of ring batch n (training batch first_step + n). Only the thread calls it,
- * on a slot no one else touches. */
+/* Fills slot of ring batch n (this rank's share of the samples first_sample +
+ * n*B*world onwards). Only the thread calls it, on a slot no one else touches. */
 static int fill_batch(loader *l, int64_t n)
 {
     int B = l->B, T = l->T;
     size_t bt = (size_t)B * (size_t)T;
     int32_t *inputs = slot_inputs(l, n);
     int32_t *targets = inputs + bt;
-    int64_t step = l->first_step + n;
+    const int64_t first = l->first_sample + (n * l->world + l->rank) * B;
     for (int b = 0; b < B; b++) {
-        int64_t g = (step * l->world + l->rank) * B + b, row, col;
+        int64_t g = first + b, row, col;
         int file;
         windows_locate(&l->w, l->seed, g, &file, &row, &col);
         if (h5set_read(l->data, file, row, col, (int64_t)T + 1, l->scratch,
@@ -110,18 +110,18 @@ static void loader_free(loader *l)
 }
 
 loader *loader_start(h5set *data, const token_windows *w, uint64_t seed, int B, int T,
-                     int64_t vocab_size, int64_t first_step, int depth, int rank,
+                     int64_t vocab_size, int64_t first_sample, int depth, int rank,
                      int world)
 {
     if (!data || !w) {
         gt_error("loader: no dataset to read");
         return NULL;
     }
-    if (B < 1 || T < 1 || depth < 1 || first_step < 0 || world < 1 || rank < 0 ||
+    if (B < 1 || T < 1 || depth < 1 || first_sample < 0 || world < 1 || rank < 0 ||
         rank >= world) {
         gt_error("loader: invalid settings (batch_size %d, block_size %d, depth %d, "
-                 "first step %lld, rank %d of %d)",
-                 B, T, depth, (long long)first_step, rank, world);
+                 "first sample %lld, rank %d of %d)",
+                 B, T, depth, (long long)first_sample, rank, world);
         return NULL;
     }
     if (T != w->T) {
@@ -151,7 +151,7 @@ loader *loader_start(h5set *data, const token_windows *w, uint64_t seed, int B, 
     l->rank = rank;
     l->world = world;
     l->vocab_size = vocab_size;
-    l->first_step = first_step;
+    l->first_sample = first_sample;
 
     l->slots = gt_malloc((size_t)depth * 2 * bt * sizeof(int32_t), "loader batch ring");
     if (!l->slots) goto fail;

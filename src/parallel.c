@@ -297,6 +297,7 @@ typedef struct reducer_slot {
     int want_sumsq;
     double sumsq;
     int active;            /* begun and not yet waited for */
+    int reduced;           /* buf holds the mean, not yet taken by par_reducer_wait */
 } reducer_slot;
 
 struct par_reducer {
@@ -374,7 +375,7 @@ size_t par_reducer_buckets(const par_reducer *r) { return (r->n + r->bucket - 1)
 void par_reducer_begin(par_reducer *r, int slot, float *buf, int want_sumsq)
 {
     reducer_slot *s = &r->slot[slot];
-    if (s->active) par_abort("internal: gradient slot %d begun twice", slot);
+    if (s->active || s->reduced) par_abort("internal: gradient slot %d begun twice", slot);
     s->buf = buf;
     s->lo = s->started = r->n;
     s->n_req = 0;
@@ -430,15 +431,16 @@ void par_reducer_ready(void *ctx, size_t offset, size_t count)
     par_check_mpi(MPI_Testall(s->n_req, s->req, &done, MPI_STATUSES_IGNORE), "MPI_Testall");
 }
 
-double par_reducer_wait(par_reducer *r, int slot)
+/* Waits for the buckets the slot started, then buf = mean over the replicas (fp16:
+ * converted back first); the slot is then reduced, no longer active. */
+static void complete_slot(par_reducer *r, reducer_slot *s)
 {
-    reducer_slot *s = &r->slot[slot];
-    if (!s->active || s->lo != 0)
-        par_abort("internal: waiting for gradient slot %d before its backward ended", slot);
     s->active = 0;
-    if (r->size == 1) return s->sumsq;
-    par_check_mpi(MPI_Waitall(s->n_req, s->req, MPI_STATUSES_IGNORE),
-              "MPI_Waitall on the gradient buckets");
+    s->reduced = 1;
+    if (r->size == 1) return;
+    if (s->n_req > 0)
+        par_check_mpi(MPI_Waitall(s->n_req, s->req, MPI_STATUSES_IGNORE),
+                      "MPI_Waitall on the gradient buckets");
     const float scale = 1.0f / (float)r->size;
     float *buf = s->buf;
     const size_t n = r->n;
@@ -455,18 +457,41 @@ double par_reducer_wait(par_reducer *r, int slot)
 #pragma omp parallel for schedule(static)
         for (size_t i = 0; i < n; i++) buf[i] *= scale;
     }
+}
+
+double par_reducer_wait(par_reducer *r, int slot)
+{
+    reducer_slot *s = &r->slot[slot];
+    if (!s->reduced && (!s->active || s->lo != 0))
+        par_abort("internal: waiting for gradient slot %d before its backward ended", slot);
+    if (!s->reduced) complete_slot(r, s);
+    s->reduced = 0;
     return s->sumsq;
+}
+
+double par_reducer_complete(par_reducer *r, int slot)
+{
+    reducer_slot *s = &r->slot[slot];
+    if (s->active) {
+        if (s->lo != 0)
+            par_abort("internal: completing gradient slot %d before its backward ended", slot);
+        complete_slot(r, s);
+    }
+    return s->reduced ? s->sumsq : 0.0;
+}
+
+void par_reducer_set_reduced(par_reducer *r, int slot, float *buf, double sumsq)
+{
+    reducer_slot *s = &r->slot[slot];
+    if (s->active) par_abort("internal: gradient slot %d is in flight", slot);
+    s->buf = buf;
+    s->sumsq = sumsq;
+    s->reduced = 1;
 }
 
 void par_reducer_drain(par_reducer *r)
 {
     if (!r) return;
-    for (int i = 0; i < r->n_slots; i++) {
-        reducer_slot *s = &r->slot[i];
-        if (!s->active) continue;
-        s->active = 0;
-        if (r->size > 1 && s->n_req > 0)
-            par_check_mpi(MPI_Waitall(s->n_req, s->req, MPI_STATUSES_IGNORE),
-                      "MPI_Waitall on the gradient buckets");
-    }
+    for (int i = 0; i < r->n_slots; i++)
+        if (r->slot[i].active) complete_slot(r, &r->slot[i]);
 }

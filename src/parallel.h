@@ -111,11 +111,24 @@ void par_reducer_free(par_reducer *r);
 void par_reducer_begin(par_reducer *r, int slot, float *buf, int want_sumsq);
 /* The on_grads_ready callback: ctx is the reducer. */
 void par_reducer_ready(void *ctx, size_t offset, size_t count);
-/* Waits for the slot (which must have received offset 0), then buf = mean over ranks.
- * Returns the slot's local squared norm (0 unless want_sumsq). */
+/* Waits for the slot (which must have received offset 0), then buf = mean over ranks;
+ * a slot already reduced (par_reducer_complete, par_reducer_set_reduced) returns at
+ * once. Either way the slot is then free for the next par_reducer_begin. Returns the
+ * slot's local squared norm (0 unless want_sumsq). */
 double par_reducer_wait(par_reducer *r, int slot);
-/* Waits for every slot still in flight and forgets it (a collective: before leaving
- * training early, or for the gradients of the last async steps that are never used). */
+/* Completes the slot now if its reduction is in flight (as par_reducer_wait: buf =
+ * mean over ranks) and keeps it reduced: the par_reducer_wait that takes it later
+ * returns at once, so the step that applies it sees the same numbers. A checkpoint
+ * uses it to save reduced gradients. Returns the slot's local squared norm, 0 for a
+ * slot neither in flight nor reduced. */
+double par_reducer_complete(par_reducer *r, int slot);
+/* Declares buf (n floats, already the mean over ranks: a resumed run's gradient in
+ * flight, from its checkpoint) as the reduced content of slot, with local squared norm
+ * sumsq: the next par_reducer_wait of the slot returns it without reducing again. */
+void par_reducer_set_reduced(par_reducer *r, int slot, float *buf, double sumsq);
+/* Completes every slot still in flight, as par_reducer_complete (a collective: at the
+ * end, before leaving training early, for the gradients of the last async steps that
+ * are never applied; MPI must not write into freed buffers). */
 void par_reducer_drain(par_reducer *r);
 /* Bytes one slot's reduction puts on the wire per rank (n x 4, or n x 2 in fp16), and
  * the number of buckets it uses. */

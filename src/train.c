@@ -8,7 +8,9 @@
  * loss scale, the mean loss, the global norm); update (global-norm clip inside AdamW);
  * report (the step line, an evaluation when due, the log record); and the step
  * boundary (checkpoint when due, stop on a signal). With sync = async the gradient
- * waited for and applied is the one of `staleness` steps before (grad_ring.h).
+ * waited for and applied is the one of `staleness` steps before (grad_ring.h); a
+ * checkpoint completes the reductions still in flight and saves those gradients, and a
+ * resumed run puts them back as already reduced (make_gradients).
  *
  * Data parallel (parallel.h): every replica holds the model (or with tp, pp > 1 its
  * parts, grid.h) and the optimizer state, reads its own B samples of the global batch
@@ -73,12 +75,13 @@ static int setup_local(run *r)
 {
     const gt_config *c = r->c;
     if (make_model(r) != 0) return -1;
-    /* The loader counts micro-steps: micro-step m of every replica together reads the
-     * samples m*B*replicas .. (m+1)*B*replicas-1, so a step reads the same global batch
-     * whatever the split into replicas and micro-steps. */
+    /* The loader reads on from the data cursor (0, or the checkpoint's): micro-step m of
+     * this run, every replica together, reads the samples first_sample + m*B*replicas
+     * onwards, so step s reads first_sample + (s - first_step) * global_batch onwards
+     * whatever the split into replicas and micro-steps (s * global_batch when the
+     * global batch never changed). */
     r->ld = loader_start(r->train, &r->train_w, c->seed, c->batch_size, c->block_size,
-                         r->vocab, r->first_step * r->accum, LOADER_DEPTH, grid_dp_rank(),
-                         r->dp);
+                         r->vocab, r->first_sample, LOADER_DEPTH, grid_dp_rank(), r->dp);
     return r->ld ? 0 : -1;
 }
 
@@ -94,13 +97,17 @@ static int settle_data_identity(run *r)
 }
 
 /* The config saved with checkpoints and the model (and compared on resume): as given,
- * but with the vocabulary actually used in place of "0 = from the data". */
+ * but with the vocabulary actually used in place of "0 = from the data", and the global
+ * batch where "0 = batch_size x replicas" is not what trains (a resume that kept its
+ * checkpoint's on another split). */
 static int make_saved_text(run *r)
 {
     gt_config *effective = gt_malloc(sizeof *effective, "config copy");
     if (effective) {
         *effective = *r->c;
         effective->vocab_size = (int)r->vocab;
+        if (r->global_batch != (int64_t)r->c->batch_size * r->dp)
+            effective->global_batch_size = (int)r->global_batch;
         r->saved_text = config_to_text(effective);
         free(effective);
     }
@@ -126,8 +133,27 @@ static int make_engine(run *r)
     return 0;
 }
 
+/* A resumed async run: the gradients its checkpoint had in flight go back into the
+ * ring slots of their steps, already reduced (the reducer does not reduce them again),
+ * with their overflow flags, and the weights before the last update for the
+ * prediction. */
+static void restore_inflight(run *r)
+{
+    ckpt_async *as = &r->inflight;
+    for (int i = 0; i < as->n; i++) {
+        const int slot = grad_ring_slot_of(&r->ring, r->first_step - as->n + i);
+        memcpy(r->ring.slot[slot], as->grads[i], r->ring.n_params * sizeof(float));
+        r->ring.overflow[slot] = as->overflow[i];
+        if (r->red) par_reducer_set_reduced(r->red, slot, r->ring.slot[slot], as->sumsq[i]);
+    }
+    if (as->before_update && r->ring.before_update)
+        memcpy(r->ring.before_update, as->before_update, r->ring.n_params * sizeof(float));
+    ckpt_async_free(as);
+}
+
 /* Gradient buffers (one, or async's ring) and, with several ranks, the bucketed
- * reduction that the engine feeds while backward runs. */
+ * reduction that the engine feeds while backward runs; a resumed run's gradients in
+ * flight put back. */
 static int make_gradients(run *r)
 {
     const gt_config *c = r->c;
@@ -136,12 +162,14 @@ static int make_gradients(run *r)
                        async && c->async_predict == PREDICT_ON, r->model.params,
                        r->threads) != 0)
         return -1;
-    if (r->world == 1) return 0;
-    const size_t bucket = (size_t)(c->bucket_mb * 1048576.0 / sizeof(float));
-    r->red = par_reducer_create(r->model.n_params, bucket, r->ring.n,
-                                c->grad_comm == GRAD_COMM_FP16);
-    if (!r->red) return -1;
-    engine_set_grads_ready(r->engine, par_reducer_ready, r->red);
+    if (r->world > 1) {
+        const size_t bucket = (size_t)(c->bucket_mb * 1048576.0 / sizeof(float));
+        r->red = par_reducer_create(r->model.n_params, bucket, r->ring.n,
+                                    c->grad_comm == GRAD_COMM_FP16);
+        if (!r->red) return -1;
+        engine_set_grads_ready(r->engine, par_reducer_ready, r->red);
+    }
+    restore_inflight(r);
     return 0;
 }
 
@@ -153,18 +181,20 @@ static int setup(run *r)
     r->last_val = NAN;
     if (check_same_config(c) != 0 || train_settle_grid(r) != 0 ||
         train_settle_device(r) != 0 || train_report_compute(r) != 0 ||
-        train_settle_data_io(r) != 0 || train_settle_batch(r) != 0)
+        train_settle_data_io(r) != 0)
         return -1;
     /* A stop signal from here on ends the run at a step boundary (signals.h). */
     if (!par_all_ok(signals_install() == 0)) return -1;
-    /* Checkpoints need a run folder, and sync steps (config_validate refuses the
-     * checkpoint keys otherwise; a stop signal then ends the run without one). */
-    r->can_ckpt = c->out[0] && strcmp(c->out, "none") != 0 && c->sync == SYNC_SYNC;
+    /* Checkpoints need a run folder (config_validate refuses the checkpoint keys
+     * otherwise; a stop signal then ends the run without one). */
+    r->can_ckpt = c->out[0] && strcmp(c->out, "none") != 0;
     if (r->can_ckpt) snprintf(r->ckpt_dir, sizeof r->ckpt_dir, "%s/checkpoints", c->out);
-    /* output folder and log (rank 0); the data (a collective: the ranks share opening
-     * and checking the files) */
-    if (train_find_resume(r) != 0 || !par_all_ok(train_check_output_paths(r) == 0) ||
-        train_open_data(r) != 0 || !par_all_ok(setup_local(r) == 0) ||
+    /* The checkpoint first: the global batch it trained decides the micro-steps. Then
+     * the output folder and log (rank 0), and the data (a collective: the ranks share
+     * opening and checking the files). */
+    if (train_find_resume(r) != 0 || train_settle_batch(r) != 0 ||
+        !par_all_ok(train_check_output_paths(r) == 0) || train_open_data(r) != 0 ||
+        !par_all_ok(setup_local(r) == 0) ||
         settle_data_identity(r) != 0 || make_saved_text(r) != 0 ||
         train_check_resume(r) != 0 || make_engine(r) != 0)
         return -1;
@@ -325,10 +355,8 @@ static int phase_boundary(run *r, const step_result *s)
     }
     if (stop && !r->can_ckpt) {
         if (par_is_root())
-            gt_error("stopped by signal at step %lld without a checkpoint (%s)",
-                     (long long)done_steps, c->sync == SYNC_ASYNC
-                                                ? "sync = async runs cannot checkpoint yet"
-                                                : "out = none");
+            gt_error("stopped by signal at step %lld without a checkpoint (out = none)",
+                     (long long)done_steps);
         return -1;
     }
     if (save && train_save_checkpoint(r, done_steps) != 0) return -1;
@@ -369,7 +397,8 @@ static int train_loop(run *r)
 static int finish(run *r)
 {
     const gt_config *c = r->c;
-    /* The gradients of the last `lag` async steps are never applied. */
+    /* The gradients of the last `lag` async steps are never applied (a final checkpoint
+     * keeps them: a run resumed with more steps applies them). */
     par_reducer_drain(r->red);
     loader_stop(r->ld);
     r->ld = NULL;
@@ -409,6 +438,7 @@ static void cleanup(run *r)
     windows_free(&r->train_w);
     windows_free(&r->val_w);
     ckpt_meta_free(&r->meta);
+    ckpt_async_free(&r->inflight);
     free(r->saved_text);
     free(r->tokenizer);
     if (r->log && fclose(r->log) != 0) gt_error("writing the log file failed");

@@ -20,9 +20,14 @@
  * Checkpoints (io/ckpt.h) go to <out>/checkpoints/: every ckpt_every steps, when
  * ckpt_minutes of wall time passed since the last one (rank 0's clock), at the end of
  * a run with either set, and at the step boundary after a SIGTERM/SIGUSR1 (then the
- * run stops: TRAIN_STOPPED). resume = auto / PATH loads one on every rank before the
- * first step and continues at its step: the same batches, lr and AdamW state as a run
- * that never stopped. */
+ * run stops: TRAIN_STOPPED); with sync = async they hold the gradients still in flight
+ * (reductions completed first). resume = auto / PATH loads one on every rank before the
+ * first step and continues at its step: the same samples, lr, AdamW state (and async
+ * gradients in flight) as a run that never stopped, bit for bit on the same grid. On
+ * another number of replicas or another tp/pp it keeps the checkpoint's global batch
+ * (micro-steps of batch_size x replicas; refused with the nearest working values when
+ * they cannot make it, unless global_batch_size sets another one) and continues within
+ * float rounding. */
 #ifndef GT_TRAIN_H
 #define GT_TRAIN_H
 

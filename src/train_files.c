@@ -109,8 +109,31 @@ static int64_t find_resume_step(const char *dir)
     return (int64_t)par_bcast_double(found);
 }
 
+/* What a run must know of its checkpoint before it settles its batch and starts its
+ * loader: the global batch, the data cursor and the replicas (rank 0 reads the
+ * attributes, every rank learns them). A collective. */
+static int read_resume_batch(run *r)
+{
+    double v[3] = {-1.0, 0.0, 0.0};
+    if (par_is_root()) {
+        ckpt_meta meta;
+        if (ckpt_read_meta(r->from, &meta) == 0) {
+            v[0] = (double)meta.global_batch;
+            v[1] = (double)meta.samples;
+            v[2] = meta.world_size;
+            ckpt_meta_free(&meta);
+        }
+    }
+    for (int i = 0; i < 3; i++) v[i] = par_bcast_double(v[i]);
+    if (v[0] < 1.0) return -1;
+    r->resume_batch = (int64_t)v[0];
+    r->first_sample = (int64_t)v[1];
+    r->resume_replicas = (int)v[2];
+    return 0;
+}
+
 /* Which checkpoint to continue from, if any (r->from; NULL: a fresh run): every rank
- * loads the same file. A collective. */
+ * loads the same file; its global batch and data cursor are read now. A collective. */
 int train_find_resume(run *r)
 {
     const gt_config *c = r->c;
@@ -128,16 +151,52 @@ int train_find_resume(run *r)
     } else if (!is_none(c->resume)) {
         r->from = c->resume;
     }
+    return r->from ? read_resume_batch(r) : 0;
+}
+
+enum { MAX_BUFS = 3 + CKPT_MAX_IN_FLIGHT + 1 };
+
+/* dst: src's count, flags and sums, and buffers of n floats (a whole model's, or this
+ * rank's part) for its gradients in flight and, when src has one, before_update; not
+ * filled. 0, or -1 (reported; ckpt_async_free(dst) frees what was made). */
+static int alloc_async_like(ckpt_async *dst, const ckpt_async *src, size_t n)
+{
+    *dst = *src;
+    memset(dst->grads, 0, sizeof dst->grads);
+    dst->before_update = NULL;
+    for (int i = 0; i < src->n; i++)
+        if (!(dst->grads[i] = gt_malloc(n * sizeof(float), "gradients in flight"))) return -1;
+    if (src->before_update &&
+        !(dst->before_update = gt_malloc(n * sizeof(float), "parameters before the update")))
+        return -1;
     return 0;
+}
+
+/* The buffers of one model part to gather or scatter, in order: parameters, moments (opt
+ * not NULL), the gradients in flight and before_update (as not NULL). Returns how many. */
+static int part_buffers(float *params, const adamw_state *opt, const ckpt_async *as,
+                        float **out)
+{
+    int n = 0;
+    out[n++] = params;
+    if (opt) {
+        out[n++] = opt->m;
+        out[n++] = opt->v;
+    }
+    for (int i = 0; as && i < as->n; i++) out[n++] = as->grads[i];
+    if (as && as->before_update) out[n++] = as->before_update;
+    return n;
 }
 
 /* With tp or pp > 1: puts the parts of this replica (pp x tp ranks) together, on its
  * first rank, into `whole` (created here, the layout of one process; the caller frees
- * it) and, when whole_opt is not NULL, AdamW's moments into whole_opt the same way. A
- * collective over the replica; the other ranks get nothing. With one part it does
- * nothing (the model is whole). Returns 0, or -1 on every rank of the replica
- * (reported). */
-static int gather_whole(const run *r, gpt_model *whole, adamw_state *whole_opt)
+ * it) and, when whole_opt is not NULL, AdamW's moments into whole_opt the same way,
+ * and when whole_as is not NULL, the gradients in flight `mine` (this rank's layout)
+ * into whole_as (ckpt_async_free it). A collective over the replica; the other ranks get
+ * nothing. With one part it does nothing (the model is whole). Returns 0, or -1 on every
+ * rank of the replica (reported). */
+static int gather_whole(const run *r, gpt_model *whole, adamw_state *whole_opt,
+                        const ckpt_async *mine, ckpt_async *whole_as)
 {
     const int parts = grid_mp_size(), tp = grid_tp_size(), pp = grid_pp_size();
     if (parts == 1) return 0;
@@ -146,20 +205,20 @@ static int gather_whole(const run *r, gpt_model *whole, adamw_state *whole_opt)
     if (root) {
         ok = gpt_create(whole, r->model.shape, r->model.be, r->threads) == 0;
         if (ok && whole_opt) ok = adamw_init(whole_opt, whole->n_params) == 0;
+        if (ok && whole_as) ok = alloc_async_like(whole_as, mine, whole->n_params) == 0;
     }
     /* The others must not start sending to a root that could not take it. */
     if (!grid_mp_all_ok(ok)) return -1;
-    const float *mine[3] = {r->model.params, r->opt.m, r->opt.v};
-    const int n_bufs = whole_opt ? 3 : 1;
+    float *src[MAX_BUFS], *dest[MAX_BUFS];
+    const int n_bufs = part_buffers(r->model.params, whole_opt ? &r->opt : NULL,
+                                    whole_as ? mine : NULL, src);
     if (!root) {
-        for (int k = 0; k < n_bufs; k++) grid_mp_send_root(mine[k], r->model.n_params);
+        for (int k = 0; k < n_bufs; k++) grid_mp_send_root(src[k], r->model.n_params);
         return 0;
     }
-    float *dest[3] = {whole->params, whole_opt ? whole_opt->m : NULL,
-                      whole_opt ? whole_opt->v : NULL};
+    part_buffers(whole->params, whole_opt, whole_as, dest);
     if (whole_opt) whole_opt->t = r->opt.t;
-    for (int k = 0; k < n_bufs; k++)
-        gpt_shard_copy(&r->model, grid_tp_rank(), dest[k], (float *)mine[k], 1);
+    for (int k = 0; k < n_bufs; k++) gpt_shard_copy(&r->model, grid_tp_rank(), dest[k], src[k], 1);
     /* Each other part: its layout (a model of that stage and shard, whose parameter
      * buffer receives), then its buffers in order. */
     for (int q = 1; q < parts; q++) {
@@ -176,12 +235,15 @@ static int gather_whole(const run *r, gpt_model *whole, adamw_state *whole_opt)
     return 0;
 }
 
-/* Loads checkpoint `from` into model m and its optimizer state opt. */
-static int ckpt_load_model(const char *from, gpt_model *m, adamw_state *opt, ckpt_meta *meta)
+/* Loads checkpoint `from` into model m, its optimizer state opt and its gradients in
+ * flight as (buffers allocated here). */
+static int ckpt_load_model(const char *from, gpt_model *m, adamw_state *opt, ckpt_async *as,
+                           ckpt_meta *meta)
 {
     gt_tensor_table tab;
     if (gpt_tensor_table(m, &tab) != 0) return -1;
-    ckpt_state st = {m->shape, &tab, m->params, opt->m, opt->v, opt->t};
+    ckpt_state st = {.shape = m->shape, .table = &tab, .params = m->params, .m = opt->m,
+                     .v = opt->v, .adam_t = opt->t, .async = as};
     int rc = -1;
     if (opt->n != tab.total)
         gt_error("cannot load checkpoint %s: optimizer state does not match the model", from);
@@ -192,28 +254,35 @@ static int ckpt_load_model(const char *from, gpt_model *m, adamw_state *opt, ckp
     return rc;
 }
 
-/* Loads checkpoint `from` into the run's model and optimizer: directly with one part
- * per replica; with tp or pp > 1 every rank reads the whole model and keeps its part
- * (memory: one whole model and its moments, briefly). 0, or -1 (reported). */
+/* Loads checkpoint `from` into the run's model, optimizer and gradients in flight:
+ * directly with one part per replica; with tp or pp > 1 every rank reads the whole
+ * model and keeps its part (memory: one whole model, its moments and gradients in
+ * flight, briefly). 0, or -1 (reported). */
 static int load_checkpoint(run *r, const char *from)
 {
-    if (grid_mp_size() == 1) return ckpt_load_model(from, &r->model, &r->opt, &r->meta);
+    if (grid_mp_size() == 1)
+        return ckpt_load_model(from, &r->model, &r->opt, &r->inflight, &r->meta);
     gpt_model whole;
     adamw_state whole_opt;
+    ckpt_async whole_as;
     memset(&whole_opt, 0, sizeof whole_opt);
+    memset(&whole_as, 0, sizeof whole_as);
     int rc = -1;
     if (gpt_create(&whole, r->model.shape, r->model.be, r->threads) != 0) return -1;
     if (adamw_init(&whole_opt, whole.n_params) == 0 &&
-        ckpt_load_model(from, &whole, &whole_opt, &r->meta) == 0) {
-        const int me = grid_tp_rank();
-        gpt_shard_copy(&r->model, me, whole.params, r->model.params, 0);
-        gpt_shard_copy(&r->model, me, whole_opt.m, r->opt.m, 0);
-        gpt_shard_copy(&r->model, me, whole_opt.v, r->opt.v, 0);
+        ckpt_load_model(from, &whole, &whole_opt, &whole_as, &r->meta) == 0 &&
+        alloc_async_like(&r->inflight, &whole_as, r->model.n_params) == 0) {
+        float *src[MAX_BUFS], *dest[MAX_BUFS];
+        const int n_bufs = part_buffers(whole.params, &whole_opt, &whole_as, src);
+        part_buffers(r->model.params, &r->opt, &r->inflight, dest);
+        for (int k = 0; k < n_bufs; k++)
+            gpt_shard_copy(&r->model, grid_tp_rank(), src[k], dest[k], 0);
         r->opt.t = whole_opt.t;
         rc = 0;
     }
     gpt_free(&whole);
     adamw_free(&whole_opt);
+    ckpt_async_free(&whole_as);
     return rc;
 }
 
@@ -238,43 +307,79 @@ static int same_data(const ckpt_meta *meta, const char *now, const char *path)
     return 0;
 }
 
-/* Rank 0 writes the checkpoint of `step` steps done into dir and prunes the folder to
- * keep_ckpts files; every rank learns whether it worked. path gets the file (rank 0). */
-int train_save_checkpoint(run *r, int64_t step)
+/* The gradients in flight at the boundary before step `step` (async: the last
+ * min(staleness, step) steps' gradients, oldest first; none for sync), in this rank's
+ * layout (as points into the ring). Their reductions are completed first, on every
+ * rank, so the file holds averaged gradients and the steps that apply them later take
+ * them as reduced (parallel.h): the run goes on bit for bit as without the checkpoint.
+ * The local squared norms are averaged over the ranks. A collective. */
+static void inflight_of(run *r, int64_t step, ckpt_async *as)
+{
+    memset(as, 0, sizeof *as);
+    as->n = (int)(step < r->ring.lag ? step : r->ring.lag);
+    for (int i = 0; i < as->n; i++) {
+        const int slot = grad_ring_slot_of(&r->ring, step - as->n + i);
+        as->sumsq[i] = par_mean_double(r->red ? par_reducer_complete(r->red, slot) : 0.0);
+        as->overflow[i] = r->ring.overflow[slot];
+        as->grads[i] = r->ring.slot[slot];
+    }
+    as->before_update = as->n > 0 ? r->ring.before_update : NULL;
+}
+
+/* Rank 0: the checkpoint file of `step` steps done, from the whole model sm, its
+ * optimizer so and gradients in flight as; then the folder pruned. 0 or -1. */
+static int write_checkpoint(run *r, int64_t step, const gpt_model *sm, const adamw_state *so,
+                            ckpt_async *as, double t0)
 {
     const gt_config *c = r->c;
-    /* One whole model whatever the grid (tp or pp > 1: replica 0's parts put together
-     * on rank 0), so any tp and pp can resume it. The world size recorded is the number
-     * of replicas: what fixes each one's data. */
+    const loss_scaler *scaler = r->engine->scaler;
+    gt_tensor_table tab;
+    int ok = gpt_tensor_table(sm, &tab) == 0;
+    /* The data cursor: where the first step of this run started, plus its steps. */
+    const ckpt_state st = {.shape = sm->shape, .table = &tab, .params = sm->params,
+                           .m = so->m, .v = so->v, .adam_t = so->t,
+                           .global_batch = r->global_batch,
+                           .samples = r->first_sample + (step - r->first_step) * r->global_batch,
+                           .async = as};
+    /* The world size recorded is the number of replicas: what split each step's data. */
+    ok = ok &&
+         ckpt_save(r->ckpt_dir, step, &st, r->saved_text, grid_dp_size(), c->seed,
+                   scaler ? (double)scaler->scale : 1.0,
+                   scaler ? (int64_t)scaler->clean_steps : 0,
+                   r->data_id[0] ? r->data_id : NULL, r->ckpt_file, sizeof r->ckpt_file) == 0 &&
+         ckpt_prune(r->ckpt_dir, c->keep_ckpts) >= 0;
+    gt_tensor_table_free(&tab);
+    if (ok)
+        printf("checkpoint: step %lld saved to %s in %.2f s%s\n", (long long)step,
+               r->ckpt_file, gt_now() - t0, as->n ? " (with the gradients in flight)" : "");
+    fflush(stdout);
+    return ok ? 0 : -1;
+}
+
+/* Rank 0 writes the checkpoint of `step` steps done into dir and prunes the folder to
+ * keep_ckpts files; every rank learns whether it worked. r->ckpt_file gets the file
+ * (rank 0). One whole model whatever the grid (tp or pp > 1: replica 0's parts put
+ * together on rank 0), so any tp and pp can resume it. A collective. */
+int train_save_checkpoint(run *r, int64_t step)
+{
     const int split = grid_mp_size() > 1;
     const double t0 = gt_now();
+    ckpt_async mine, whole_as;
     gpt_model whole;
     adamw_state whole_opt;
     memset(&whole, 0, sizeof whole);
     memset(&whole_opt, 0, sizeof whole_opt);
+    memset(&whole_as, 0, sizeof whole_as);
+    inflight_of(r, step, &mine);
     int ok = 1;
-    if (split && grid_dp_rank() == 0) ok = gather_whole(r, &whole, &whole_opt) == 0;
-    if (par_is_root() && ok) {
-        const loss_scaler *scaler = r->engine->scaler;
-        const gpt_model *sm = split ? &whole : &r->model;
-        const adamw_state *so = split ? &whole_opt : &r->opt;
-        gt_tensor_table tab;
-        ok = gpt_tensor_table(sm, &tab) == 0;
-        const ckpt_state st = {sm->shape, &tab, sm->params, so->m, so->v, so->t};
-        ok = ok &&
-             ckpt_save(r->ckpt_dir, step, &st, r->saved_text, grid_dp_size(), c->seed,
-                       scaler ? (double)scaler->scale : 1.0,
-                       scaler ? (int64_t)scaler->clean_steps : 0,
-                       r->data_id[0] ? r->data_id : NULL, r->ckpt_file,
-                       sizeof r->ckpt_file) == 0 &&
-             ckpt_prune(r->ckpt_dir, c->keep_ckpts) >= 0;
-        gt_tensor_table_free(&tab);
-        if (ok) printf("checkpoint: step %lld saved to %s in %.2f s\n", (long long)step,
-                       r->ckpt_file, gt_now() - t0);
-        fflush(stdout);
-    }
+    if (split && grid_dp_rank() == 0)
+        ok = gather_whole(r, &whole, &whole_opt, &mine, &whole_as) == 0;
+    if (par_is_root() && ok)
+        ok = write_checkpoint(r, step, split ? &whole : &r->model, split ? &whole_opt : &r->opt,
+                              split ? &whole_as : &mine, t0) == 0;
     gpt_free(&whole);
     adamw_free(&whole_opt);
+    ckpt_async_free(&whole_as);
     if (!par_all_ok(ok)) return -1;
     r->last_save = gt_now();
     return 0;
@@ -292,6 +397,31 @@ int train_load_checkpoint(run *r)
     return 0;
 }
 
+/* The checkpoint loaded is the one whose global batch and data cursor the run settled
+ * on (not replaced in between), and holds the gradients in flight this run's ring
+ * expects (staleness, prediction: the configs agree, so only a damaged pair differs). */
+static int same_run_state(const run *r)
+{
+    const ckpt_meta *m = &r->meta;
+    const int64_t lag = r->c->sync == SYNC_ASYNC ? r->c->staleness : 0;
+    const int64_t want = m->step < lag ? m->step : lag;
+    const int predict = r->c->sync == SYNC_ASYNC && r->c->async_predict == PREDICT_ON;
+    if (m->global_batch != r->resume_batch || m->samples != r->first_sample) {
+        gt_error("resume: checkpoint %s changed while this run started; start it again",
+                 m->path);
+        return 0;
+    }
+    if (m->in_flight != want || (want > 0 && m->predict != predict)) {
+        gt_error("resume: checkpoint %s holds %d gradient%s in flight%s; this run (sync = %s, "
+                 "staleness %d) needs %lld%s", m->path, m->in_flight,
+                 m->in_flight == 1 ? "" : "s", m->predict ? " with weight prediction" : "",
+                 r->c->sync == SYNC_ASYNC ? "async" : "sync", r->c->staleness,
+                 (long long)want, predict ? " with weight prediction" : "");
+        return 0;
+    }
+    return 1;
+}
+
 /* A resumed run: may it continue from that checkpoint with this config and data
  * (rank 0 decides; every rank learns)? Says what changed. A collective. */
 int train_check_resume(run *r)
@@ -302,7 +432,7 @@ int train_check_resume(run *r)
         char changes[4096];
         ok = ckpt_check_compatible(&r->meta, r->saved_text, r->dp, changes,
                                    sizeof changes) == 0 &&
-             same_data(&r->meta, r->data_id, r->c->data);
+             same_data(&r->meta, r->data_id, r->c->data) && same_run_state(r);
         if (ok) {
             printf("resuming from %s at step %lld\n", r->from, (long long)r->first_step);
             if (changes[0]) printf("resume: changed since the checkpoint: %s\n", changes);
@@ -321,7 +451,7 @@ int train_save_model(run *r)
     memset(&whole, 0, sizeof whole);
     const int split = grid_mp_size() > 1;
     int saved = 1;
-    if (grid_dp_rank() == 0) saved = gather_whole(r, &whole, NULL) == 0;
+    if (grid_dp_rank() == 0) saved = gather_whole(r, &whole, NULL, NULL, NULL) == 0;
     if (par_is_root() && saved) {
         char path[GT_PATH_MAX + 16];
         snprintf(path, sizeof path, "%s/model.h5", c->out);

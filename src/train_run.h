@@ -1,9 +1,11 @@
 /* train_run — what one `gentrain train` holds, shared by the files of the trainer
  * (internal to train*.c; train.h is the public entry point):
  *   train.c        set-up in order, the step loop as named phases, clean-up
- *   train_setup.c  the grid, the device, the batch split, the compute report
+ *   train_setup.c  the grid, the device, the batch split (a resumed run keeps its
+ *                  checkpoint's global batch), the compute report
  *   train_data.c   the token datasets, the validation batches, evaluation
- *   train_files.c  output folder, log, checkpoints (save, load, find), the model file
+ *   train_files.c  output folder, log, checkpoints (save, load, find; async's gradients
+ *                  in flight with them), the model file
  *   train_report.c the step line, the JSON Lines record, the summary
  * One `run` holds everything allocated, so one clean-up frees it whatever failed. */
 #ifndef GT_TRAIN_RUN_H
@@ -36,6 +38,7 @@ typedef struct run {
     /* the grid and the batch: world = dp x tp x pp ranks (grid.h) */
     int world, dp, tp, pp;
     int accum;              /* micro-steps per optimizer step (global_batch_size) */
+    int64_t global_batch;   /* sequences per optimizer step: batch_size x dp x accum */
     int micro;              /* pp > 1: micro-batches per batch in the pipeline */
     int mpi_io;             /* data read through parallel HDF5's MPI-IO driver */
     train_device device;
@@ -61,13 +64,18 @@ typedef struct run {
     adamw_state opt;
     par_reducer *red;       /* with more than one rank */
     /* files */
-    int can_ckpt;           /* a run folder and sync steps */
+    int can_ckpt;           /* a run folder */
     char ckpt_dir[GT_PATH_MAX + 16];
     char resume_path[GT_PATH_MAX + 64];
     const char *from;       /* the checkpoint resumed from, or NULL */
     int resumed;
     int64_t first_step;     /* 0, or the step of that checkpoint */
+    int64_t first_sample;   /* the data cursor at first_step (ckpt.h: samples) */
+    int64_t resume_batch;   /* that checkpoint's global batch (0: a fresh run) */
+    int resume_replicas;    /* and its data-parallel replicas */
     ckpt_meta meta;         /* of that checkpoint */
+    ckpt_async inflight;    /* its async gradients in flight, this rank's layout, until
+                             * make_gradients puts them into the ring */
     char *saved_text;       /* the effective config saved with checkpoints and the model */
     FILE *log;
     char ckpt_file[GT_PATH_MAX + 64]; /* the last checkpoint written */

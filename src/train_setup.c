@@ -170,25 +170,108 @@ int train_settle_data_io(run *r)
     return 0;
 }
 
-/* global_batch_size: whole micro-steps of batch_size x replicas sequences. */
-int train_settle_batch(run *r)
+/* The divisors of n nearest x from below and from above, other than x (0: none). */
+static void nearest_divisors(int64_t n, int64_t x, int64_t *below, int64_t *above)
+{
+    *below = *above = 0;
+    for (int64_t d = 1; d * d <= n; d++) {
+        if (n % d != 0) continue;
+        const int64_t pair[2] = {d, n / d};
+        for (int k = 0; k < 2; k++) {
+            const int64_t v = pair[k];
+            if (v < x && v > *below) *below = v;
+            if (v > x && (*above == 0 || v < *above)) *above = v;
+        }
+    }
+}
+
+/* "a or b", "a", or "" for two candidates (0: none); each scaled by `unit`. */
+static void or_list(int64_t a, int64_t b, int64_t unit, char *buf, size_t cap)
+{
+    if (a && b)
+        snprintf(buf, cap, "%lld or %lld", (long long)(a * unit), (long long)(b * unit));
+    else if (a || b)
+        snprintf(buf, cap, "%lld", (long long)((a ? a : b) * unit));
+    else
+        buf[0] = '\0';
+}
+
+/* Rank 0: the one line refusing to resume a global batch of G sequences that batch_size
+ * B x R replicas do not divide, with the nearest batch sizes and rank counts that keep
+ * it, and the nearest global batches this split can run when set explicitly. */
+static void refuse_global_batch(const run *r, int64_t G, int B)
+{
+    const int64_t R = r->dp, per_rank = (int64_t)r->tp * r->pp;
+    int64_t lo, hi;
+    char bs[64] = "", ranks[64] = "", keep[200] = "";
+    if (G % R == 0) {
+        nearest_divisors(G / R, B, &lo, &hi);
+        or_list(lo, hi, 1, bs, sizeof bs);
+    }
+    if (G % B == 0) {
+        nearest_divisors(G / B, R, &lo, &hi);
+        or_list(lo, hi, per_rank, ranks, sizeof ranks);
+    }
+    if (bs[0] || ranks[0])
+        snprintf(keep, sizeof keep, "; to keep it use %s%s%s%s%s", bs[0] ? "batch_size " : "",
+                 bs, bs[0] && ranks[0] ? ", or " : "", ranks,
+                 !ranks[0] ? "" : strcmp(ranks, "1") == 0 ? " rank"
+                 : per_rank > 1 ? " ranks (replicas x tp x pp)" : " ranks");
+    const int64_t per_micro = (int64_t)B * R, down = G / per_micro * per_micro;
+    const int64_t x = down ? down : per_micro;
+    gt_error("resume: the checkpoint's global batch of %lld sequences per step is not a "
+             "whole number of micro-steps of batch_size %d x %lld %s = %lld%s; or set "
+             "global_batch_size to change it (e.g. %lld or %lld)", (long long)G, B,
+             (long long)R, r->tp * r->pp > 1 ? "replicas" : "ranks", (long long)per_micro,
+             keep, (long long)x, (long long)(x + per_micro));
+}
+
+/* The global batch a run trains (r->global_batch): global_batch_size, or batch_size x
+ * replicas; a resumed run keeps its checkpoint's unless global_batch_size sets another
+ * number (changed = 1). 0, or -1 (rank 0 said why). */
+static int settle_global_batch(run *r, int *changed)
 {
     const gt_config *c = r->c;
     const int B = c->batch_size;
-    r->accum = 1;
-    if (c->global_batch_size > 0) {
-        const int64_t per_micro = (int64_t)B * r->dp;
-        if (c->global_batch_size % per_micro != 0) {
-            if (par_is_root())
-                gt_error("global_batch_size %d is not a multiple of batch_size x %s = "
-                         "%d x %d = %lld (it must be a whole number of micro-steps)",
-                         c->global_batch_size, r->tp > 1 ? "replicas" : "ranks", B, r->dp,
-                         (long long)per_micro);
-            return -1;
-        }
-        /* With pp > 1 each micro-step is a whole pipeline schedule of micro_batches. */
-        r->accum = (int)(c->global_batch_size / per_micro);
+    const int64_t per_micro = (int64_t)B * r->dp;
+    *changed = r->from && c->global_batch_size > 0 && c->global_batch_size != r->resume_batch;
+    r->global_batch = r->from && !*changed ? r->resume_batch
+                      : c->global_batch_size > 0 ? c->global_batch_size : per_micro;
+    if (r->global_batch % per_micro == 0) return 0;
+    if (par_is_root()) {
+        if (r->from && !*changed)
+            refuse_global_batch(r, r->global_batch, B);
+        else
+            gt_error("global_batch_size %lld is not a multiple of batch_size x %s = "
+                     "%d x %d = %lld (it must be a whole number of micro-steps)",
+                     (long long)r->global_batch, r->tp > 1 ? "replicas" : "ranks", B, r->dp,
+                     (long long)per_micro);
     }
+    return -1;
+}
+
+/* global_batch_size: whole micro-steps of batch_size x replicas sequences; a resumed
+ * run keeps its checkpoint's global batch on any grid (ckpt.h), and says how. */
+int train_settle_batch(run *r)
+{
+    const int B = r->c->batch_size;
+    int changed = 0;
+    if (settle_global_batch(r, &changed) != 0) return -1;
+    /* With pp > 1 each micro-step is a whole pipeline schedule of micro_batches. */
+    r->accum = (int)(r->global_batch / ((int64_t)B * r->dp));
+    const char *unit = r->tp * r->pp > 1 ? "replica" : "rank";
+    if (changed)
+        par_printf("resume: global batch changed from %lld to %lld sequences per step "
+                   "(global_batch_size): the lr schedule continues by step, the data at "
+                   "sample %lld, validation on eval_batches x %lld windows\n",
+                   (long long)r->resume_batch, (long long)r->global_batch,
+                   (long long)r->first_sample, (long long)r->global_batch);
+    else if (r->from)
+        par_printf("resume: global batch of %lld sequences per step kept (the checkpoint's "
+                   "run had %d %s%s): batch_size %d x %d %s%s x %d micro-step%s\n",
+                   (long long)r->global_batch, r->resume_replicas, unit,
+                   r->resume_replicas == 1 ? "" : "s", B, r->dp, unit, r->dp == 1 ? "" : "s",
+                   r->accum, r->accum == 1 ? "" : "s");
     if (r->tp > 1 || r->pp > 1)
         par_printf("grid: %d replica%s (data parallel) x pp %d (stages of contiguous "
                    "layers, %d micro-batches of %d, 1F1B) x tp %d (heads and MLP units "
@@ -196,8 +279,8 @@ int train_settle_batch(run *r)
                    r->pp, r->micro, B / r->micro, r->tp, r->tp * r->pp - 1);
     if (r->dp > 1 || r->accum > 1)
         par_printf("global batch: %lld sequences = batch_size %d x %d %s%s x %d "
-                   "micro-step%s%s\n", (long long)B * r->dp * r->accum, B, r->dp,
-                   r->tp > 1 ? "replica" : "rank", r->dp == 1 ? "" : "s", r->accum,
-                   r->accum == 1 ? "" : "s", r->accum > 1 ? " (gradients accumulated)" : "");
+                   "micro-step%s%s\n", (long long)r->global_batch, B, r->dp, unit,
+                   r->dp == 1 ? "" : "s", r->accum, r->accum == 1 ? "" : "s",
+                   r->accum > 1 ? " (gradients accumulated)" : "");
     return 0;
 }

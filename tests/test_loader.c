@@ -66,8 +66,6 @@ done:
     return rc;
 }
 
-/* Checks one delivered batch against the prediction for training step `step`.
- * Returns the number of wrong tokens. */
 /* One file as a settled set (io/h5set.h), the way train opens its data. */
 static h5set *open_set(const char *path)
 {
@@ -79,13 +77,15 @@ static h5set *open_set(const char *path)
     return s;
 }
 
-static int64_t check_batch(const token_windows *w, uint64_t seed, int64_t step,
+/* Checks one delivered batch against the prediction for the batch that starts at
+ * global sample g0. Returns the number of wrong tokens. */
+static int64_t check_batch(const token_windows *w, uint64_t seed, int64_t g0,
                            const int32_t *inputs, const int32_t *targets)
 {
     int64_t wrong = 0;
     for (int b = 0; b < B; b++) {
         int64_t row, col;
-        windows_sample(w, seed, step * B + b, &row, &col);
+        windows_sample(w, seed, g0 + b, &row, &col);
         for (int t = 0; t < T; t++) {
             int64_t pos = row * w->row_len + col + t;
             if (inputs[b * T + t] != (int32_t)(pos % V)) wrong++;
@@ -95,13 +95,15 @@ static int64_t check_batch(const token_windows *w, uint64_t seed, int64_t step,
     return wrong;
 }
 
-/* Runs `steps` batches from first_step through a loader of the given depth. */
+/* Runs `steps` batches from global sample first (any index, not only a multiple of
+ * B: a run resumed after its global batch changed) through a loader of the given
+ * depth. */
 static void run_and_check(h5set *d, const token_windows *w, uint64_t seed, int depth,
-                          int64_t first_step, int64_t steps, const char *label)
+                          int64_t first, int64_t steps, const char *label)
 {
-    loader *l = loader_start(d, w, seed, B, T, V, first_step, depth, 0, 1);
-    TU_CHECK(l != NULL, "%s depth %d first_step %lld: started", label, depth,
-             (long long)first_step);
+    loader *l = loader_start(d, w, seed, B, T, V, first, depth, 0, 1);
+    TU_CHECK(l != NULL, "%s depth %d first sample %lld: started", label, depth,
+             (long long)first);
     if (!l) return;
     int64_t wrong = 0, failed = 0;
     double wait_total = 0, min_wait = 0;
@@ -114,7 +116,7 @@ static void run_and_check(h5set *d, const token_windows *w, uint64_t seed, int d
             failed++;
             break;
         }
-        wrong += check_batch(w, seed, first_step + s, in, tg);
+        wrong += check_batch(w, seed, first + s * B, in, tg);
         if (wait < min_wait) min_wait = wait;
         wait_total += wait;
         /* With depth > 1 consecutive batches live in different slots. */
@@ -123,9 +125,9 @@ static void run_and_check(h5set *d, const token_windows *w, uint64_t seed, int d
     }
     loader_stop(l);
     TU_CHECK(failed == 0 && wrong == 0 && distinct_ok && min_wait >= 0,
-             "%s depth %d first_step %lld: %lld batches as predicted (wrong tokens %lld, "
+             "%s depth %d first sample %lld: %lld batches as predicted (wrong tokens %lld, "
              "wait %.4f s)",
-             label, depth, (long long)first_step, (long long)steps, (long long)wrong,
+             label, depth, (long long)first, (long long)steps, (long long)wrong,
              wait_total);
 }
 
@@ -180,7 +182,7 @@ static void test_bad_token(const char *path, const char *logpath)
         for (s = 0; l && s <= bad_step; s++) {
             rc = loader_next(l, &in, &tg, &wait);
             if (rc != 0) break;
-            good_wrong += check_batch(&w, seed, s, in, tg);
+            good_wrong += check_batch(&w, seed, s * B, in, tg);
         }
         if (l && rc != 0) rc_again = loader_next(l, &in, &tg, &wait);
         loader_stop(l); /* after an error */
@@ -217,11 +219,11 @@ static void test_shards(h5set *d, const token_windows *w)
     enum { RMAX = 3, STEPS = 15 };
     for (int R = 2; R <= RMAX; R++) {
         for (int64_t first = 0; first <= 4; first += 4) {
-            loader *big = loader_start(d, w, 21, B * R, T, V, first, 2, 0, 1);
+            loader *big = loader_start(d, w, 21, B * R, T, V, first * B * R, 2, 0, 1);
             loader *ranks[RMAX] = {NULL};
             int started = big != NULL;
             for (int r = 0; r < R; r++) {
-                ranks[r] = loader_start(d, w, 21, B, T, V, first, 1 + r, r, R);
+                ranks[r] = loader_start(d, w, 21, B, T, V, first * B * R, 1 + r, r, R);
                 started &= ranks[r] != NULL;
             }
             int64_t mismatch = 0, failed = 0;
@@ -285,7 +287,7 @@ static void test_stop_blocked(h5set *d, const token_windows *w)
         TU_CHECK(dt < 1.0, "stop: depth %d never consumed, stopped in %.4f s", depth, dt);
 
         /* Stop while holding a batch, with the thread blocked on the rest. */
-        l = loader_start(d, w, 5, B, T, V, 3, depth, 0, 1);
+        l = loader_start(d, w, 5, B, T, V, 3 * B, depth, 0, 1);
         const int32_t *in, *tg;
         double wait;
         int rc = l ? loader_next(l, &in, &tg, &wait) : -1;
@@ -329,12 +331,13 @@ int main(void)
             /* 40 steps of 3 = 120 samples cross epochs of 39 (1-D) and 12 (2-D). */
             for (int depth = 1; depth <= 4; depth *= 2) {
                 run_and_check(d1, &w1, 1234, depth, 0, 40, "1-D");
-                run_and_check(d1, &w1, 1234, depth, 17, 20, "1-D resumed");
+                run_and_check(d1, &w1, 1234, depth, 17 * B, 20, "1-D resumed");
+                run_and_check(d1, &w1, 1234, depth, 17 * B + 1, 20, "1-D mid-batch");
                 run_and_check(d2, &w2, 9, depth, 0, 40, "2-D");
             }
             /* A resumed run sees exactly the tail of an uninterrupted one. */
             loader *a = loader_start(d1, &w1, 3, B, T, V, 0, 2, 0, 1);
-            loader *b = a ? loader_start(d1, &w1, 3, B, T, V, 10, 3, 0, 1) : NULL;
+            loader *b = a ? loader_start(d1, &w1, 3, B, T, V, 10 * B, 3, 0, 1) : NULL;
             int64_t mismatch = (a && b) ? 0 : 1;
             const int32_t *ai, *at, *bi, *bt;
             double wait;

@@ -10,7 +10,8 @@
 #    schedules (global_batch_size);
 #  - checkpoints of a tp = 2 run hold the whole model; resuming one re-shards it: on
 #    tp = 2 the run ends bit for bit like the straight one, on tp = 1, tp = 4 and pp = 2
-#    within 1e-5; another number of replicas is refused;
+#    within 1e-5; on 2 replicas x tp 2 of batch_size 4 (the same global batch of 8)
+#    within 1e-5, and of batch_size 8 it is refused, naming the global batch;
 #  - grids that cannot work stop before any step with a clear line: tp not dividing
 #    n_head, tp x pp not dividing the number of ranks, pp > n_layer, micro_batches not
 #    dividing batch_size, pp with sync = async.
@@ -107,9 +108,10 @@ refused -np 2 "${SMALL[@]}" --pp 2 --micro_batches 3 "micro_batches = 3 does not
 refused -np 2 "${SMALL[@]}" --pp 2 --sync async "pp = 2 with sync = async is not supported"
 
 # Checkpoints of a tp run hold the whole model (shards and AdamW moments put together),
-# so they resume on any tp with the same replicas: tp = 2 from its own step-5
-# checkpoint ends bit for bit like the straight run; tp = 1 (one process) and tp = 4
-# from the same file end within PTOL of it (a different split rounds differently).
+# so they resume on any tp (and any replicas that keep the global batch): tp = 2 from
+# its own step-5 checkpoint ends bit for bit like the straight run; tp = 1 (one
+# process) and tp = 4 from the same file end within PTOL of it (a different split
+# rounds differently).
 CK5=checkpoints/ckpt_00000005.h5
 run_ok ck "${MPI[@]}" -np 2 "$GENTRAIN" train "${ARGS[@]}" --batch_size 8 --tp 2 \
     --ckpt_every 5 --out "$tmp/ck"
@@ -134,9 +136,23 @@ for to in tp2 tp1 tp4 pp2; do
     sed -e 's/^/    /' "$tmp/re$to.cmp"
     check "tp 2 -> $to: ends like the straight tp 2 run (tolerance $tol)" test $rc -eq 0
 done
-# A different number of replicas changes every rank's data: refused.
+# Another number of replicas keeps the global batch of 8 (ckpt.h): 2 replicas x tp 2
+# of batch_size 4 resume within PTOL; of batch_size 8 (16 a micro-step) are refused.
+mkdir -p "$tmp/redp2/checkpoints"
+cp "$tmp/ck/$CK5" "$tmp/redp2/checkpoints/"
+run_ok redp2 "${MPI[@]}" -np 4 "$GENTRAIN" train "${ARGS[@]}" --batch_size 4 --tp 2 \
+    --ckpt_every 5 --resume auto --out "$tmp/redp2"
+check "1 replica x tp 2 -> 2 replicas x tp 2: keeps the global batch" grep -q \
+    "^resume: global batch of 8 sequences per step kept (the checkpoint's run had 1 replica): batch_size 4 x 2 replicas x 1 micro-step" \
+    "$tmp/redp2.out"
+"$CMPMODEL" "$tmp/ck/model.h5" "$tmp/redp2/model.h5" "$PTOL" > "$tmp/redp2.cmp" 2>&1
+rc=$?
+sed -e 's/^/    /' "$tmp/redp2.cmp"
+check "1 replica x tp 2 -> 2 replicas x tp 2: ends like the straight run (tolerance $PTOL)" \
+    test $rc -eq 0
 refused -np 4 "$GENTRAIN" train "${ARGS[@]}" --batch_size 8 --tp 2 --out "$tmp/retp2" \
-    --resume "$tmp/ck/$CK5" "saved by a run of 1 rank, this run has 2"
+    --resume "$tmp/ck/$CK5" \
+    "global batch of 8 sequences per step is not a whole number of micro-steps of batch_size 8 x 2 replicas = 16"
 
 [ "$fails" -eq 0 ] && echo "all model-parallel checks passed"
 exit $((fails > 0))

@@ -4,14 +4,18 @@
 #     step-20 checkpoint exists, then resumed with resume = auto, logs the same losses
 #     for steps 21..40 (as printed text) and ends with the same parameters (largest
 #     difference 0) as the same 40 steps run straight;
-#  2. the same with 2 ranks under mpirun (every process of the job killed);
+#  2. the same with 2 ranks under mpirun (every process of the job killed); a 1-rank
+#     checkpoint (global batch 8) on 2 ranks of batch_size 8 is refused in one line
+#     that names the batch_size and the rank count that would keep it (tests/
+#     test_elastic.sh resumes on other rank counts);
 #  3. SIGUSR1 to a running process: exit status 75, a checkpoint at the step it stopped
 #     at, and the resumed run ends like the straight one;
 #  4. a corrupted newest checkpoint: resume = auto warns, skips it and continues from
 #     the one before, to the same end;
-#  5. resuming with another batch_size is refused with an error naming it; checkpoint
-#     keys without a run folder, or with sync = async, are refused; a run accumulating
-#     gradients (global_batch_size) resumes exactly too;
+#  5. resuming with another lr is refused with an error naming it; another batch_size
+#     that keeps the global batch (4 x 2 micro-steps for 8) is allowed and said;
+#     checkpoint keys without a run folder are refused; a run accumulating gradients
+#     (global_batch_size) resumes exactly too;
 #  6. out of space at save time (a file-size limit): one error line, a non-zero exit,
 #     the previous checkpoint intact and no .tmp left; resuming without the limit ends
 #     like the straight run;
@@ -108,12 +112,16 @@ if [ -n "${MPIEXEC:-}" ]; then
     check "np=2 resumed losses of steps 21..40 identical" \
         same_losses "$tmp/ref2/log.jsonl" "$tmp/b/log.jsonl" 21
     check "np=2 resumed final parameters identical" same_model "$tmp/ref2/model.h5" "$tmp/b/model.h5"
-    # One rank's checkpoint cannot continue on two (the data slices would change).
+    # One rank's global batch of 8 cannot be 2 ranks x batch_size 8.
     timeout 180 "${MPI[@]}" "$GENTRAIN" train "${ARGS[@]}" --out "$tmp/w" \
         --resume "$tmp/ref/$CK20" > "$tmp/w.out" 2>&1
     rc=$?
-    check "a 1-rank checkpoint on 2 ranks is refused (rc $rc)" test $rc -ne 0 -a $rc -ne 124
-    check "  naming the ranks" grep -q "saved by a run of 1 rank" "$tmp/w.out"
+    check "a 1-rank checkpoint on 2 ranks of batch_size 8 is refused (rc $rc)" \
+        test $rc -ne 0 -a $rc -ne 124
+    check "  in one line naming what would keep its global batch" grep -q \
+        "error: rank 0: resume: the checkpoint's global batch of 8 sequences per step is not a whole number of micro-steps of batch_size 8 x 2 ranks = 16; to keep it use batch_size 4, or 1 rank; or set global_batch_size" \
+        "$tmp/w.out"
+    [ "$(grep -c error "$tmp/w.out")" -eq 1 ] || show "$tmp/w.out"
 else
     echo "skip: part 2 (no mpirun)"
 fi
@@ -167,19 +175,23 @@ check "corrupt: continues from step 20" grep -q "resuming from .*ckpt_00000020.h
 check "corrupt: final parameters identical" same_model "$tmp/ref/model.h5" "$tmp/c/model.h5"
 
 # ------------------------------------------------------------- 5. refusals
-timeout 60 "$GENTRAIN" train "${ARGS[@]}" --batch_size 4 --out "$tmp/e" \
+timeout 60 "$GENTRAIN" train "${ARGS[@]}" --lr 1e-3 --out "$tmp/e" \
     --resume "$tmp/ref/$CK20" > "$tmp/e.out" 2>&1
 rc=$?
-check "changed batch_size: refused (rc $rc)" test $rc -ne 0 -a $rc -ne 124
-check "  naming batch_size" grep -q "error: cannot resume from .*batch_size = 8 in the checkpoint, 4 now" "$tmp/e.out"
+check "changed lr: refused (rc $rc)" test $rc -ne 0 -a $rc -ne 124
+check "  naming lr" grep -q "error: cannot resume from .*lr = 0.003 in the checkpoint, 0.001 now" "$tmp/e.out"
+timeout 120 "$GENTRAIN" train "${ARGS[@]}" --batch_size 4 --out "$tmp/e4" \
+    --resume "$tmp/ref/$CK20" > "$tmp/e4.out" 2>&1
+rc=$?
+check "changed batch_size 8 -> 4: allowed (rc $rc)" test $rc -eq 0
+[ $rc -eq 0 ] || show "$tmp/e4.out"
+check "  keeping the global batch in 2 micro-steps, and saying so" grep -q \
+    "^resume: global batch of 8 sequences per step kept (the checkpoint's run had 1 rank): batch_size 4 x 1 rank x 2 micro-steps" \
+    "$tmp/e4.out"
 timeout 60 "$GENTRAIN" train "${ARGS[@]}" --out none > "$tmp/n.out" 2>&1
 rc=$?
 check "ckpt_every without out: refused (rc $rc)" test $rc -eq 2
 check "  saying why" grep -q "ckpt_every needs a run folder" "$tmp/n.out"
-timeout 60 "$GENTRAIN" train "${ARGS[@]}" --out "$tmp/s" --sync async > "$tmp/s.out" 2>&1
-rc=$?
-check "ckpt_every with sync = async: refused (rc $rc)" test $rc -eq 2
-check "  saying why" grep -q "sync = async is not supported" "$tmp/s.out"
 
 # ------------------------------------------------------------- 5b. accumulation
 # global_batch_size 8 as 2 micro-steps of 4: a run resumed from the step-20 checkpoint

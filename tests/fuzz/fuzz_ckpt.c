@@ -26,8 +26,11 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     }
     h5io_set_memory_image(data, size);
     ckpt_meta meta;
-    ckpt_state st = {m.shape, &tab, m.params, opt.m, opt.v, opt.t};
+    ckpt_async as = {0};
+    ckpt_state st = {.shape = m.shape, .table = &tab, .params = m.params, .m = opt.m,
+                     .v = opt.v, .adam_t = opt.t, .async = &as};
     if (ckpt_load("fuzz.h5", &st, &meta) == 0) ckpt_meta_free(&meta);
+    ckpt_async_free(&as);
     h5io_set_memory_image(NULL, 0);
     return 0;
 }
