@@ -33,9 +33,17 @@ extern "C" {
 
 size_t gpu_model_param_count(const gpu_model_shape *s)
 {
-    const size_t C = (size_t)s->n_embd, L = (size_t)s->n_layer;
-    return ((size_t)s->vocab_size + (size_t)s->block_size) * C + L * (12 * C * C + 13 * C) +
-           2 * C;
+    return gpu_model_shard_param_count(s, 1);
+}
+
+size_t gpu_model_shard_param_count(const gpu_model_shape *s, int tp)
+{
+    if (tp < 1 || s->n_head % tp != 0 || s->vocab_size % tp != 0) return 0;
+    const size_t C = (size_t)s->n_embd, L = (size_t)s->n_layer, Cl = C / (size_t)tp;
+    // Per block: the split tensors' 12 C Cl + 7 Cl, the whole ones' (LayerNorms, the
+    // row-parallel biases) 6 C.
+    return ((size_t)s->vocab_size / (size_t)tp + (size_t)s->block_size) * C +
+           L * (12 * C * Cl + 7 * Cl + 6 * C) + 2 * C;
 }
 
 } // extern "C"
@@ -46,12 +54,14 @@ size_t align256(size_t n) { return (n + 255) & ~(size_t)255; }
 
 // Walks the activation area: with base == NULL only sums the sizes. A blocks model
 // (blocks != 0) has no final LayerNorm, logits or losses, but the residual stream in
-// FP32.
-size_t carve_acts(gpu_model *g, const gpu_model_shape *s, int B, int T, int blocks,
-                  char *base)
+// FP32; a shard of tp (blocks) holds 1/tp of the tensors inside the split layers, and
+// on the host path (host_tp) the all-reduce's FP32 scratch.
+size_t carve_acts(gpu_model *g, const gpu_model_shape *s, int B, int T, int blocks, int tp,
+                  int host_tp, char *base)
 {
-    const size_t C = s->n_embd, NH = s->n_head, V = s->vocab_size, L = s->n_layer;
-    const size_t N = (size_t)B * T, BTC = N * C;
+    const size_t C = s->n_embd, V = s->vocab_size, L = s->n_layer;
+    const size_t Cl = C / (size_t)tp, NHl = (size_t)s->n_head / (size_t)tp;
+    const size_t N = (size_t)B * T, BTC = N * C, BTCl = N * Cl;
     size_t off = 0;
     auto take = [&](size_t bytes) -> char * {
         char *p = base ? base + off : nullptr;
@@ -62,24 +72,25 @@ size_t carve_acts(gpu_model *g, const gpu_model_shape *s, int B, int T, int bloc
     auto F = [&](size_t n) { return (float *)take(n * sizeof(float)); };
     __half *x0 = H(BTC), *lnf = nullptr, *logits = nullptr;
     float *lnf_mean = nullptr, *lnf_rstd = nullptr, *losses = nullptr, *loss = nullptr;
-    float *stream_f32 = nullptr;
+    float *stream_f32 = nullptr, *tp_f32 = nullptr;
     if (blocks) {
         stream_f32 = F(BTC);
+        if (host_tp) tp_f32 = F(BTC);
     } else {
         lnf = H(BTC), logits = H(N * V);
         lnf_mean = F(N), lnf_rstd = F(N), losses = F(N), loss = F(1);
     }
-    __half *proj = H(BTC), *qkv = H(3 * BTC);
+    __half *proj = H(BTC), *qkv = H(3 * BTCl);
     for (size_t l = 0; l < L; l++) {
         layer_acts a;
         a.ln1 = H(BTC);
-        a.qkvr = H(3 * BTC);
-        a.att = H((size_t)B * NH * T * T);
-        a.atty = H(BTC);
+        a.qkvr = H(3 * BTCl);
+        a.att = H((size_t)B * NHl * T * T);
+        a.atty = H(BTCl);
         a.res2 = H(BTC);
         a.ln2 = H(BTC);
-        a.fch = H(4 * BTC);
-        a.fch_gelu = H(4 * BTC);
+        a.fch = H(4 * BTCl);
+        a.fch_gelu = H(4 * BTCl);
         a.res3 = H(BTC);
         a.ln1_mean = F(N);
         a.ln1_rstd = F(N);
@@ -87,24 +98,26 @@ size_t carve_acts(gpu_model *g, const gpu_model_shape *s, int B, int T, int bloc
         a.ln2_rstd = F(N);
         if (g) g->la[l] = a;
     }
-    __half *dres = H(BTC), *dln = H(BTC), *datty = H(BTC), *dqkv = H(3 * BTC);
-    __half *d4a = H(4 * BTC), *d4b = H(4 * BTC);
-    __half *fs = H(ol_attention_fwd_scratch_halves(B, T, (int)C, (int)NH));
-    __half *bs = H(ol_attention_bwd_scratch_halves(B, T, (int)C, (int)NH));
+    __half *dres = H(BTC), *dln = H(BTC), *datty = H(BTCl), *dqkv = H(3 * BTCl);
+    __half *d4a = H(4 * BTCl), *d4b = H(4 * BTCl);
+    __half *fs = H(ol_attention_fwd_scratch_halves(B, T, (int)Cl, (int)NHl));
+    __half *bs = H(ol_attention_bwd_scratch_halves(B, T, (int)Cl, (int)NHl));
     if (g) {
         g->x0 = x0, g->lnf = lnf, g->logits = logits, g->proj = proj, g->qkv = qkv;
         g->lnf_mean = lnf_mean, g->lnf_rstd = lnf_rstd, g->losses = losses, g->loss = loss;
-        g->stream_f32 = stream_f32;
+        g->stream_f32 = stream_f32, g->tp_f32 = tp_f32;
         g->dres = dres, g->dln = dln, g->datty = datty, g->dqkv = dqkv;
         g->d4a = d4a, g->d4b = d4b, g->att_fwd_scratch = fs, g->att_bwd_scratch = bs;
     }
     return off;
 }
 
-// The layout (g->blocks set first): layer tensors in device coordinates.
+// The layout (g->blocks and g->tp set first): layer tensors in device coordinates; a
+// shard's is src/model.c's (gpu_model.h).
 void set_layout(gpu_model *g)
 {
-    const size_t C = g->s.n_embd, V = g->s.vocab_size, maxT = g->s.block_size;
+    const size_t C = g->s.n_embd, V = g->s.vocab_size / g->tp.size, maxT = g->s.block_size;
+    const size_t Cl = (size_t)shard_of(g, g->s.n_embd);
     g->wte = 0;
     g->wpe = V * C;
     size_t o = (V + maxT) * C;
@@ -119,15 +132,15 @@ void set_layout(gpu_model *g)
         lo.begin = o;
         lo.ln1w = at(C);
         lo.ln1b = at(C);
-        lo.qkvw = at(3 * C * C);
-        lo.qkvb = at(3 * C);
-        lo.attprojw = at(C * C);
+        lo.qkvw = at(3 * Cl * C);
+        lo.qkvb = at(3 * Cl);
+        lo.attprojw = at(C * Cl);
         lo.attprojb = at(C);
         lo.ln2w = at(C);
         lo.ln2b = at(C);
-        lo.fcw = at(4 * C * C);
-        lo.fcb = at(4 * C);
-        lo.fcprojw = at(4 * C * C);
+        lo.fcw = at(4 * Cl * C);
+        lo.fcb = at(4 * Cl);
+        lo.fcprojw = at(4 * Cl * C);
         lo.fcprojb = at(C);
         lo.end = o;
     }
@@ -227,11 +240,12 @@ int take_stream(gpu_model *g, float *x, size_t n, char *why, size_t cap)
     return 0;
 }
 
-// Parameters of the layout on the device: all of them, or the blocks'.
-size_t device_params(const gpu_model_shape *s, int blocks)
+// Parameters of the layout on the device: all of them, or the blocks' (a shard's).
+size_t device_params(const gpu_model_shape *s, int blocks, int tp)
 {
-    const size_t C = (size_t)s->n_embd;
-    return blocks ? (size_t)s->n_layer * (12 * C * C + 13 * C) : gpu_model_param_count(s);
+    const size_t C = (size_t)s->n_embd, Cl = C / (size_t)tp;
+    return blocks ? (size_t)s->n_layer * (12 * C * Cl + 7 * Cl + 6 * C)
+                  : gpu_model_param_count(s);
 }
 
 // cuBLAS's workspace, given to it rather than left to its default: 32 MiB is the size
@@ -239,13 +253,33 @@ size_t device_params(const gpu_model_shape *s, int blocks)
 // kernels of large products need it.
 constexpr size_t kBlasWorkspace = (size_t)32 << 20;
 
-size_t device_bytes(const gpu_model_shape *s, int B, int T, int blocks)
+size_t device_bytes(const gpu_model_shape *s, int B, int T, int blocks, int tp, int host_tp)
 {
-    const size_t P = device_params(s, blocks);
+    const size_t P = device_params(s, blocks, tp);
     return align256(P * sizeof(__half)) + align256(P * sizeof(float)) +
            align256(P * sizeof(__half)) +
            (blocks ? 0 : align256(2 * (size_t)B * T * sizeof(int32_t))) +
-           carve_acts(nullptr, s, B, T, blocks, nullptr) + kBlasWorkspace;
+           carve_acts(nullptr, s, B, T, blocks, tp, host_tp, nullptr) + kBlasWorkspace;
+}
+
+// The host path of a shard's all-reduces (no device hook).
+bool host_tp(const gpu_model_tp *tp) { return tp->size > 1 && !tp->device_sum; }
+
+// Whether tp describes a shard a model of shape s can be cut into, with a hook.
+bool shard_ok(const gpu_model_shape *s, const gpu_model_tp *tp, char *why, size_t cap)
+{
+    if (tp->size < 1 || tp->rank < 0 || tp->rank >= tp->size ||
+        s->n_head % tp->size != 0 || s->vocab_size % tp->size != 0) {
+        say(why, cap, "GPU: shard %d of tp = %d: tp must divide n_head = %d and vocab_size "
+            "= %d", tp->rank, tp->size, s->n_head, s->vocab_size);
+        return false;
+    }
+    if (tp->size > 1 && !tp->device_sum && !tp->host_sum) {
+        say(why, cap, "GPU: a shard of tp = %d needs a sum hook (device_sum or host_sum)",
+            tp->size);
+        return false;
+    }
+    return true;
 }
 
 void free_profiler(gpu_model *g)
@@ -257,7 +291,31 @@ void free_profiler(gpu_model *g)
     g->prof = nullptr;
 }
 
-gpu_model *create(const gpu_model_shape *s, int B, int T, int blocks, char *why, size_t cap)
+// The cuBLAS handle on the compute stream with the model's workspace. 0, or -1 with
+// `why` set (the caller frees the model).
+int make_blas(gpu_model *g, char *why, size_t cap)
+{
+    cublasStatus_t bs = cublasCreate(&g->blas);
+    if (bs != CUBLAS_STATUS_SUCCESS) {
+        say(why, cap, "GPU: creating the cuBLAS handle: %s", blas_name((int)bs));
+        g->blas = nullptr;
+        return -1;
+    }
+    if ((bs = cublasSetStream(g->blas, g->compute)) != CUBLAS_STATUS_SUCCESS) {
+        say(why, cap, "GPU: cublasSetStream: %s", blas_name((int)bs));
+        return -1;
+    }
+    // After cublasSetStream, which resets the handle's workspace to its default.
+    if ((bs = cublasSetWorkspace(g->blas, g->blas_workspace, kBlasWorkspace)) !=
+        CUBLAS_STATUS_SUCCESS) {
+        say(why, cap, "GPU: cublasSetWorkspace: %s", blas_name((int)bs));
+        return -1;
+    }
+    return 0;
+}
+
+gpu_model *create(const gpu_model_shape *s, int B, int T, int blocks,
+                  const gpu_model_tp *tp, char *why, size_t cap)
 {
     if (!s || s->n_layer < 0 || s->n_head < 1 || s->n_embd < 1 || s->vocab_size < 1 ||
         s->block_size < 1 || s->n_embd % s->n_head != 0 || B < 1 || T < 1 ||
@@ -265,6 +323,7 @@ gpu_model *create(const gpu_model_shape *s, int B, int T, int blocks, char *why,
         say(why, cap, "GPU: bad model shape or batch (n_embd %% n_head, T <= block_size)");
         return nullptr;
     }
+    if (!shard_ok(s, tp, why, cap)) return nullptr;
     gpu_model *g = (gpu_model *)calloc(1, sizeof *g);
     if (!g) {
         say(why, cap, "GPU: out of host memory");
@@ -274,6 +333,7 @@ gpu_model *create(const gpu_model_shape *s, int B, int T, int blocks, char *why,
     g->maxB = B;
     g->maxT = T;
     g->blocks = blocks;
+    g->tp = *tp;
     const int L = s->n_layer;
     g->lo = (layer_offsets *)calloc((size_t)L + 1, sizeof *g->lo);
     g->la = (layer_acts *)calloc((size_t)L + 1, sizeof *g->la);
@@ -289,7 +349,8 @@ gpu_model *create(const gpu_model_shape *s, int B, int T, int blocks, char *why,
     set_layout(g);
     const size_t P = g->n_params, Pd = g->dev_hi - g->dev_lo, ntok = (size_t)B * T;
     const size_t BTC = ntok * (size_t)s->n_embd;
-    const size_t act_bytes = carve_acts(nullptr, s, B, T, blocks, nullptr);
+    const size_t act_bytes =
+        carve_acts(nullptr, s, B, T, blocks, tp->size, host_tp(tp), nullptr);
     // Any failure below: report, free what was made, return NULL.
     auto fail = [&](const char *what, cudaError_t e) -> gpu_model * {
         say(why, cap, "GPU: %s: %s", what, cudaGetErrorString(e));
@@ -325,12 +386,14 @@ gpu_model *create(const gpu_model_shape *s, int B, int T, int blocks, char *why,
     if ((e = cudaMalloc(&g->acts_mem, act_bytes)) != cudaSuccess) return fail(what, e);
     if ((e = cudaMalloc(&g->blas_workspace, kBlasWorkspace)) != cudaSuccess)
         return fail("allocating cuBLAS's workspace", e);
-    carve_acts(g, s, B, T, blocks, (char *)g->acts_mem);
+    carve_acts(g, s, B, T, blocks, tp->size, host_tp(tp), (char *)g->acts_mem);
     if ((e = cudaMallocHost((void **)&g->param_staging, P * sizeof(uint16_t))) != cudaSuccess ||
         (e = cudaMallocHost((void **)&g->grad_host, P * sizeof(uint16_t))) != cudaSuccess)
         return fail("allocating pinned host buffers", e);
     if (blocks) {
-        if ((e = cudaMallocHost((void **)&g->stream_host, BTC * sizeof(float))) != cudaSuccess)
+        const size_t bytes = BTC * sizeof(float);
+        if ((e = cudaMallocHost((void **)&g->stream_host, bytes)) != cudaSuccess ||
+            (host_tp(tp) && (e = cudaMallocHost((void **)&g->tp_host, bytes)) != cudaSuccess))
             return fail("allocating pinned host buffers", e);
         // The ranges a blocks model never writes read as zero (gpu_model_blocks_backward).
         memset(g->grad_host, 0, P * sizeof(uint16_t));
@@ -339,27 +402,15 @@ gpu_model *create(const gpu_model_shape *s, int B, int T, int blocks, char *why,
                (e = cudaMallocHost((void **)&g->loss_host, sizeof(float))) != cudaSuccess) {
         return fail("allocating pinned host buffers", e);
     }
-    cublasStatus_t bs = cublasCreate(&g->blas);
-    if (bs != CUBLAS_STATUS_SUCCESS) {
-        say(why, cap, "GPU: creating the cuBLAS handle: %s", blas_name((int)bs));
-        g->blas = nullptr;
-        gpu_model_free(g);
-        return nullptr;
-    }
-    if ((bs = cublasSetStream(g->blas, g->compute)) != CUBLAS_STATUS_SUCCESS) {
-        say(why, cap, "GPU: cublasSetStream: %s", blas_name((int)bs));
-        gpu_model_free(g);
-        return nullptr;
-    }
-    // After cublasSetStream, which resets the handle's workspace to its default.
-    if ((bs = cublasSetWorkspace(g->blas, g->blas_workspace, kBlasWorkspace)) !=
-        CUBLAS_STATUS_SUCCESS) {
-        say(why, cap, "GPU: cublasSetWorkspace: %s", blas_name((int)bs));
+    if (make_blas(g, why, cap) != 0) {
         gpu_model_free(g);
         return nullptr;
     }
     return g;
 }
+
+// The whole model's "shard": tp = 1, no hook.
+const gpu_model_tp kWhole = {1, 0, nullptr, nullptr, nullptr, nullptr};
 
 } // namespace
 
@@ -367,23 +418,40 @@ extern "C" {
 
 size_t gpu_model_device_bytes(const gpu_model_shape *s, int B, int T)
 {
-    return device_bytes(s, B, T, 0);
+    return device_bytes(s, B, T, 0, 1, 0);
 }
 
 size_t gpu_model_blocks_device_bytes(const gpu_model_shape *s, int B, int T)
 {
-    return device_bytes(s, B, T, 1);
+    return device_bytes(s, B, T, 1, 1, 0);
+}
+
+size_t gpu_model_shard_blocks_device_bytes(const gpu_model_shape *s, int B, int T,
+                                           const gpu_model_tp *tp)
+{
+    if (tp->size < 1 || s->n_head % tp->size != 0) return 0;
+    return device_bytes(s, B, T, 1, tp->size, host_tp(tp));
 }
 
 gpu_model *gpu_model_create(const gpu_model_shape *s, int B, int T, char *why, size_t cap)
 {
-    return create(s, B, T, 0, why, cap);
+    return create(s, B, T, 0, &kWhole, why, cap);
 }
 
 gpu_model *gpu_model_create_blocks(const gpu_model_shape *s, int B, int T, char *why,
                                    size_t cap)
 {
-    return create(s, B, T, 1, why, cap);
+    return create(s, B, T, 1, &kWhole, why, cap);
+}
+
+gpu_model *gpu_model_create_shard_blocks(const gpu_model_shape *s, int B, int T,
+                                         const gpu_model_tp *tp, char *why, size_t cap)
+{
+    if (!tp) {
+        say(why, cap, "GPU: a shard blocks model needs its shard (tp)");
+        return nullptr;
+    }
+    return create(s, B, T, 1, tp, why, cap);
 }
 
 void gpu_model_free(gpu_model *g)
@@ -403,6 +471,7 @@ void gpu_model_free(gpu_model *g)
     cudaFreeHost(g->token_staging);
     cudaFreeHost(g->loss_host);
     cudaFreeHost(g->stream_host);
+    cudaFreeHost(g->tp_host);
     cudaEvent_t evs[] = {g->uploaded,     g->tokens_in, g->loss_ready,  g->copies_done,
                          g->compute_mark, g->stream_up, g->stream_conv, g->stream_down};
     for (cudaEvent_t ev : evs)
@@ -429,7 +498,7 @@ const char *gpu_model_phase_name(int phase)
 {
     static const char *const names[GPU_PHASE_COUNT] = {
         "matmul", "attention", "layernorm", "gelu+residual", "embedding", "head", "loss",
-        "other"};
+        "other", "tp-allreduce"};
     return phase >= 0 && phase < GPU_PHASE_COUNT ? names[phase] : "?";
 }
 

@@ -154,6 +154,59 @@ int gpu_model_blocks_forward(gpu_model *g, const float *x0, float *xL, int B, in
 int gpu_model_blocks_backward(gpu_model *g, const float *dxL, float *dx0, int B, int T,
                               char *why, size_t cap);
 
+/* ---- tensor parallelism: one shard's blocks (tp > 1, offload = all or blocks) ----
+ *
+ * A shard blocks model is a blocks model (above: the residual stream up and down, the
+ * same entry points, gpu_model_blocks_forward and _backward) of shard tp.rank of
+ * tp.size, cut as src/model.h cuts a shard (Megatron-style): NH/tp of the heads of each
+ * attention and 4C/tp of the units of each MLP; attn.c_attn and mlp.c_fc by output rows
+ * (column-parallel: within each of c_attn's q, k and v thirds, this shard's heads),
+ * attn.c_proj and mlp.c_proj by input columns (row-parallel), whose biases are added by
+ * tp rank 0 alone; LayerNorms whole. Its layout is src/model.c's of that shard with
+ * every layer (gpt_create_tp): wte[V/tp,C] wpe[maxT,C] | per layer ln_1.w ln_1.b
+ * attn.c_attn.w[3C/tp,C] .b[3C/tp] attn.c_proj.w[C,C/tp] .b[C] ln_2.w ln_2.b
+ * mlp.c_fc.w[4C/tp,C] .b[4C/tp] mlp.c_proj.w[C,4C/tp] .b[C] | ln_f.w ln_f.b, of which
+ * only the blocks' range exists on the device (gpu_model_shard_param_count floats in
+ * the staging and gradient buffers). tp.size = 1 is gpu_model_create_blocks.
+ *
+ * The row-parallel products leave partial sums: each block's attn.c_proj and mlp.c_proj
+ * outputs are summed over the tp peers before the residual adds, and in the backward
+ * the input gradients of mlp.c_fc and attn.c_attn before the LayerNorms' backward:
+ * two all-reduces of B x T x C per block forward, two per block backward, every peer
+ * getting the same bits (so what the peers compute from the sums, the residual stream
+ * and the whole LayerNorms, stays identical). The sum is one of two hooks:
+ *  - device_sum (when set): sums n FP16 values of the device buffer buf in place,
+ *    queued on `stream`, the model's compute stream (a cudaStream_t, opaque here);
+ *    offload/tp_comm.h's tp_comm_sum_half is NCCL's all-reduce;
+ *  - host_sum (else): sums n FP32 values of host memory in place (src/: MPI_Allreduce
+ *    on the tp communicator). The model converts the partial sum to FP32 on the device,
+ *    copies it down into a pinned buffer, waits for it, calls host_sum, and copies the
+ *    sum up and back to FP16: the host path waits for the device at every all-reduce.
+ * Every peer must make the same calls in the same order (each all-reduce is a
+ * collective of the tp group). */
+typedef struct gpu_model_tp {
+    int size, rank; /* tp_size, and this shard's tp_rank */
+    int (*device_sum)(void *ctx, void *buf, size_t n, void *stream, char *why, size_t cap);
+    void *device_ctx;
+    void (*host_sum)(void *ctx, float *buf, size_t n);
+    void *host_ctx;
+} gpu_model_tp;
+
+/* Floats of a shard's layout (above) for tp_size shards; tp_size = 1 is
+ * gpu_model_param_count. 0 when tp_size does not divide n_head and vocab_size. */
+size_t gpu_model_shard_param_count(const gpu_model_shape *s, int tp_size);
+
+/* Device bytes gpu_model_create_shard_blocks allocates for batches of B x T (host path:
+ * with the FP32 scratch of the all-reduces). */
+size_t gpu_model_shard_blocks_device_bytes(const gpu_model_shape *s, int B, int T,
+                                           const gpu_model_tp *tp);
+
+/* As gpu_model_create_blocks, for the shard tp describes (copied: the hooks must stay
+ * valid while the model lives). NULL with `why` set, e.g. when tp.size does not divide
+ * n_head and vocab_size or no hook is given with tp.size > 1. */
+gpu_model *gpu_model_create_shard_blocks(const gpu_model_shape *s, int B, int T,
+                                         const gpu_model_tp *tp, char *why, size_t cap);
+
 /* Causal attention's row blocks (offload/attention_plan.h): the queries are cut into
  * nb blocks so that the products and the softmax skip most of the masked half of each
  * T x T score matrix. 0, the default, picks nb from T (8 at T = 1024: 56% of the
@@ -181,6 +234,8 @@ typedef enum gpu_model_phase {
     GPU_PHASE_OTHER,         /* tokens and residual stream in, zeroing, gradient
                                 conversions (the parameter upload before a step is
                                 not charged) */
+    GPU_PHASE_TP_COMM,       /* a shard's all-reduces over the tp peers (the host path:
+                                with the copies and the wait for the peers) */
     GPU_PHASE_COUNT
 } gpu_model_phase;
 

@@ -7,6 +7,13 @@
 // macros), and the declarations of the passes gpu_model.cu queues. Shared names live in
 // namespace gpu_model_detail; each file keeps its own helpers in an anonymous namespace.
 //
+// Tensor parallelism (gpu_model_create_shard_blocks): a shard's layout has Cl = C/tp
+// of each block's split dimensions (set_layout) and NHl = NH/tp heads; the activations
+// inside the split layers (qkv, attention, atty, the MLP's hidden units) are the
+// shard's, those between them (the residual stream, the LayerNorms, the projections'
+// outputs after tp_sum) whole. tp_sum (gpu_model_passes.cu) is the one place the peers
+// meet.
+//
 // Device coordinates: a blocks model holds only the blocks' range [dev_lo, dev_hi) of
 // the flat layout on the device (params, grads, grads_half), so the tensor offsets of
 // layer_offsets are relative to dev_lo (0 for offload = all); the host buffers
@@ -94,7 +101,8 @@ struct profiler {
 struct gpu_model {
     gpu_model_shape s;
     int maxB, maxT;
-    int blocks;                  // made by gpu_model_create_blocks
+    int blocks;                  // made by gpu_model_create_blocks (or _shard_blocks)
+    gpu_model_tp tp;             // the shard (size 1: the whole blocks) and its sum hook
     int fwd_B, fwd_T;            // blocks: the last forward's batch (0: none yet)
     int att_row_blocks;          // attention's row blocks (ops.cuh; 0: the default)
     int fwd_row_blocks;          // those the last blocks_forward used (its backward's)
@@ -128,6 +136,7 @@ struct gpu_model {
     __half *x0, *lnf, *logits, *proj, *qkv; // qkv: one layer's, the backward uses qkvr
     float *lnf_mean, *lnf_rstd, *losses, *loss; // lnf .. loss: offload = all only
     float *stream_f32;   // [maxB*maxT*C] the residual stream in FP32 (blocks only)
+    float *tp_f32;       // [maxB*maxT*C] the host path's all-reduce in FP32 (else NULL)
     gpu_model_detail::layer_acts *la; // [L]
     __half *dres, *dln, *datty, *dqkv, *d4a, *d4b, *att_fwd_scratch, *att_bwd_scratch;
 
@@ -138,6 +147,7 @@ struct gpu_model {
     int32_t *token_staging;              // offload = all
     float *loss_host;                    // offload = all
     float *stream_host;                  // [maxB*maxT*C] blocks only
+    float *tp_host;                      // [maxB*maxT*C] the host path's all-reduce
 };
 
 // Checks for the functions of both files (each has `why` and `cap` in scope).
@@ -180,6 +190,9 @@ int prof_mark(gpu_model *g, int phase, char *why, size_t cap);
 // (the caller checks the launch with cudaGetLastError).
 void launch_float_to_half(__half *dst, const float *src, size_t n, cudaStream_t stream);
 void launch_half_to_float(float *dst, const __half *src, size_t n, cudaStream_t stream);
+
+// The shard's share of a split dimension (n: C, or NH): n / tp.size.
+inline int shard_of(const gpu_model *g, int n) { return n / g->tp.size; }
 
 // gpu_model_passes.cu: the passes the API queues, all on the compute stream.
 // The last block's output (x0 with no blocks).

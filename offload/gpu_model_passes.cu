@@ -14,6 +14,12 @@
 // inputs, so one buffer (dres) carries d(residual stream) down through the blocks; each
 // LayerNorm's backward adds its input gradient into it.
 //
+// Tensor parallelism (a shard blocks model): the products and attention run on the
+// shard's Cl = C/tp columns and NHl = NH/tp heads; the two row-parallel products' outputs
+// and, backward, the input gradients of the two column-parallel ones are summed over the
+// tp peers (tp_sum) before anything whole reads them, the row-parallel biases are added
+// by tp rank 0 alone, as src/model.c does.
+//
 // Gradient copies: backward finishes the parameter gradients in the reverse order of
 // the layout (ln_f, the last block, ..., the first block, then wte and wpe, which get
 // gradient from both the head and the embedding). As each of those ranges is final it
@@ -77,6 +83,34 @@ const __half *blocks_out(const gpu_model *g)
 
 namespace {
 
+// buf [n] (this shard's partial sum) summed over the tp peers in place: the device
+// hook (NCCL) on the compute stream, or the host path (gpu_model.h): to FP32 on the
+// device, down into the pinned buffer, wait, the host's sum, up, back to FP16. Nothing
+// to do for a whole model.
+int tp_sum(gpu_model *g, __half *buf, size_t n, char *why, size_t cap)
+{
+    if (g->tp.size == 1) return 0;
+    PROF(GPU_PHASE_TP_COMM);
+    if (g->tp.device_sum)
+        return g->tp.device_sum(g->tp.device_ctx, buf, n, (void *)g->compute, why, cap);
+    launch_half_to_float(g->tp_f32, buf, n, g->compute);
+    CU(cudaGetLastError());
+    CU(cudaMemcpyAsync(g->tp_host, g->tp_f32, n * sizeof(float), cudaMemcpyDeviceToHost,
+                       g->compute));
+    CU(cudaStreamSynchronize(g->compute));
+    g->tp.host_sum(g->tp.host_ctx, g->tp_host, n);
+    // The next tp_sum writes tp_host only after its own wait, so this copy is done.
+    CU(cudaMemcpyAsync(g->tp_f32, g->tp_host, n * sizeof(float), cudaMemcpyHostToDevice,
+                       g->compute));
+    launch_float_to_half(buf, g->tp_f32, n, g->compute);
+    CU(cudaGetLastError());
+    return 0;
+}
+
+} // namespace
+
+namespace {
+
 // x0 = wte[inputs] + wpe (offload = all).
 void embed_forward(gpu_model *g, int B, int T)
 {
@@ -90,10 +124,12 @@ void embed_forward(gpu_model *g, int B, int T)
 // Every block, from x0 to blocks_out(g), keeping what the backward needs.
 int blocks_forward(gpu_model *g, int B, int T, char *why, size_t cap)
 {
-    const int C = g->s.n_embd, NH = g->s.n_head, L = g->s.n_layer;
+    const int C = g->s.n_embd, L = g->s.n_layer;
+    const int Cl = shard_of(g, C), NHl = shard_of(g, g->s.n_head); // this shard's part
     const int N = B * T;
     const size_t BTC = (size_t)N * C;
     const __half *P = g->params;
+    const bool bias = g->tp.rank == 0; // of the row-parallel products (tp rank 0 alone)
     cudaStream_t st = g->compute;
     const __half *x = g->x0;
     // The backward must cut attention as this forward did (att is defined only up to
@@ -106,25 +142,27 @@ int blocks_forward(gpu_model *g, int B, int T, char *why, size_t cap)
         ol_layernorm_forward(a.ln1, a.ln1_mean, a.ln1_rstd, x, P + o.ln1w, P + o.ln1b, N, C,
                              st);
         PROF(GPU_PHASE_MATMUL);
-        BL(ol_matmul_forward(g->blas, g->qkv, a.ln1, P + o.qkvw, P + o.qkvb, N, C, 3 * C));
+        BL(ol_matmul_forward(g->blas, g->qkv, a.ln1, P + o.qkvw, P + o.qkvb, N, C, 3 * Cl));
         PROF(GPU_PHASE_ATTENTION);
         BL(ol_attention_forward(g->blas, a.atty, a.qkvr, a.att, g->att_fwd_scratch, g->qkv, B,
-                                T, C, NH, g->att_row_blocks));
+                                T, Cl, NHl, g->att_row_blocks));
         PROF(GPU_PHASE_MATMUL);
-        BL(ol_matmul_forward(g->blas, g->proj, a.atty, P + o.attprojw, P + o.attprojb, N, C,
-                             C));
+        BL(ol_matmul_forward(g->blas, g->proj, a.atty, P + o.attprojw,
+                             bias ? P + o.attprojb : nullptr, N, Cl, C));
+        if (tp_sum(g, g->proj, BTC, why, cap) != 0) return -1;
         PROF(GPU_PHASE_GELU_RESIDUAL);
         ol_residual_forward(a.res2, x, g->proj, BTC, st);
         PROF(GPU_PHASE_LAYERNORM);
         ol_layernorm_forward(a.ln2, a.ln2_mean, a.ln2_rstd, a.res2, P + o.ln2w, P + o.ln2b, N,
                              C, st);
         PROF(GPU_PHASE_MATMUL);
-        BL(ol_matmul_forward(g->blas, a.fch, a.ln2, P + o.fcw, P + o.fcb, N, C, 4 * C));
+        BL(ol_matmul_forward(g->blas, a.fch, a.ln2, P + o.fcw, P + o.fcb, N, C, 4 * Cl));
         PROF(GPU_PHASE_GELU_RESIDUAL);
-        ol_gelu_forward(a.fch_gelu, a.fch, 4 * BTC, st);
+        ol_gelu_forward(a.fch_gelu, a.fch, 4 * (size_t)N * Cl, st);
         PROF(GPU_PHASE_MATMUL);
-        BL(ol_matmul_forward(g->blas, g->proj, a.fch_gelu, P + o.fcprojw, P + o.fcprojb, N,
-                             4 * C, C));
+        BL(ol_matmul_forward(g->blas, g->proj, a.fch_gelu, P + o.fcprojw,
+                             bias ? P + o.fcprojb : nullptr, N, 4 * Cl, C));
+        if (tp_sum(g, g->proj, BTC, why, cap) != 0) return -1;
         PROF(GPU_PHASE_GELU_RESIDUAL);
         ol_residual_forward(a.res3, a.res2, g->proj, BTC, st);
         x = a.res3;
@@ -220,9 +258,9 @@ int head_backward(gpu_model *g, int B, int T, char *why, size_t cap)
 // are final.
 int blocks_backward(gpu_model *g, int B, int T, char *why, size_t cap)
 {
-    const int C = g->s.n_embd, NH = g->s.n_head, L = g->s.n_layer;
+    const int C = g->s.n_embd, L = g->s.n_layer;
+    const int Cl = shard_of(g, C), NHl = shard_of(g, g->s.n_head); // this shard's part
     const int N = B * T;
-    const size_t BTC = (size_t)N * C;
     const __half *P = g->params;
     float *G = g->grads;
     cudaStream_t st = g->compute;
@@ -231,31 +269,35 @@ int blocks_backward(gpu_model *g, int B, int T, char *why, size_t cap)
         layer_acts &a = g->la[l];
         const __half *x = l > 0 ? g->la[l - 1].res3 : g->x0;
         // MLP: res3 = res2 + c_proj(gelu(c_fc(ln_2(res2)))). The input gradients
-        // below overwrite their buffers (accumulate = 0): no zeroing pass.
+        // below overwrite their buffers (accumulate = 0): no zeroing pass. A shard's
+        // dres is whole (so is the row-parallel c_proj's bias gradient); the
+        // column-parallel c_fc's input gradient is a partial sum.
         PROF(GPU_PHASE_MATMUL);
         BL(ol_matmul_backward(g->blas, g->d4a, G + o.fcprojw, G + o.fcprojb, g->dres,
-                              a.fch_gelu, P + o.fcprojw, N, 4 * C, C, 0));
+                              a.fch_gelu, P + o.fcprojw, N, 4 * Cl, C, 0));
         PROF(GPU_PHASE_GELU_RESIDUAL);
-        ol_gelu_backward(g->d4b, a.fch, g->d4a, 4 * BTC, 0, st);
+        ol_gelu_backward(g->d4b, a.fch, g->d4a, 4 * (size_t)N * Cl, 0, st);
         PROF(GPU_PHASE_MATMUL);
         BL(ol_matmul_backward(g->blas, g->dln, G + o.fcw, G + o.fcb, g->d4b, a.ln2,
-                              P + o.fcw, N, C, 4 * C, 0));
+                              P + o.fcw, N, C, 4 * Cl, 0));
+        if (tp_sum(g, g->dln, (size_t)N * C, why, cap) != 0) return -1;
         PROF(GPU_PHASE_LAYERNORM);
         ol_layernorm_backward(g->dres, G + o.ln2w, G + o.ln2b, g->dln, a.res2, P + o.ln2w,
                               a.ln2_mean, a.ln2_rstd, N, C, st);
         // Attention: res2 = x + c_proj(attn(c_attn(ln_1(x)))).
         PROF(GPU_PHASE_MATMUL);
         BL(ol_matmul_backward(g->blas, g->datty, G + o.attprojw, G + o.attprojb, g->dres,
-                              a.atty, P + o.attprojw, N, C, C, 0));
+                              a.atty, P + o.attprojw, N, Cl, C, 0));
         PROF(GPU_PHASE_ATTENTION);
         BL(ol_attention_backward(g->blas, g->dqkv, g->att_bwd_scratch, g->datty, a.qkvr, a.att,
-                                 B, T, C, NH, g->fwd_row_blocks, 0));
+                                 B, T, Cl, NHl, g->fwd_row_blocks, 0));
         PROF(GPU_PHASE_MATMUL);
         BL(ol_matmul_backward(g->blas, g->dln, G + o.qkvw, G + o.qkvb, g->dqkv, a.ln1,
-                              P + o.qkvw, N, C, 3 * C, 0));
+                              P + o.qkvw, N, C, 3 * Cl, 0));
         // The key bias's gradient is exactly 0 (softmax ignores what a row shares): drop
-        // the rounding left there, as src/model.c does.
-        CU(cudaMemsetAsync(G + o.qkvb + C, 0, (size_t)C * sizeof(float), st));
+        // the rounding left there, as src/model.c does (a shard's keys: its middle Cl).
+        CU(cudaMemsetAsync(G + o.qkvb + Cl, 0, (size_t)Cl * sizeof(float), st));
+        if (tp_sum(g, g->dln, (size_t)N * C, why, cap) != 0) return -1;
         PROF(GPU_PHASE_LAYERNORM);
         ol_layernorm_backward(g->dres, G + o.ln1w, G + o.ln1b, g->dln, x, P + o.ln1w,
                               a.ln1_mean, a.ln1_rstd, N, C, st);

@@ -27,19 +27,28 @@
 #   gpu_train shakespeare          600 steps of a 6 x 384 model on data/tinyshakespeare.txt
 #                                  (bytes); passes when the val loss ends below 2.0,
 #                                  more than 2.5 under where it started
+#   grids                          gentrain itself (GPU_CHECK_GENTRAIN: a gentrain built
+#                                  --with-cuda, and mpirun) in model-parallel grids on
+#                                  the GPUs, scripts/gpu-grids.sh: tp 2, pp 2, dp 2 x tp 2
+#                                  and tp 2 x pp 2 against the same grids on the CPU
+#                                  (losses within 1e-3), with ms/step; ranks share the
+#                                  GPU when there is one (their tp all-reduces then go
+#                                  through host memory; with a GPU a rank, over NCCL).
+#                                  Without GPU_CHECK_GENTRAIN it is skipped (not failed)
 # then prints a table of what passed and the benchmark's figures. Each program runs
 # under `timeout 300`, and the whole script stops starting programs once its budget
 # (GPU_CHECK_BUDGET seconds from the start, default 480) is spent, so it ends within
 # about 8 minutes whatever hangs (a few minutes expected on an H200).
 #
-# Environment: NVCC (default: nvcc on PATH, else /usr/local/cuda/bin/nvcc), ARCH
+# Environment: GPU_CHECK_GENTRAIN (above), NVCC (default: nvcc on PATH, else
+# /usr/local/cuda/bin/nvcc), ARCH
 # (default: sm_90, the H200; e.g. sm_80 for an A100), CC (default: gcc; builds the
 # plain C src/lossscale.c and src/half.c), GPU_CHECK_BUDGET. For checking this script
 # itself where there is no GPU (tests/test_gpu_check_emu.sh): GPU_CHECK_BIN=DIR runs
 # DIR/test_ops and DIR/gpu_train instead of building them (e.g. the CPU emulation's,
 # offload/tests/emu in a --with-cuda build tree), and GPU_CHECK_SMALL=1 runs bench and
-# shakespeare with --small (a tiny shape; figures that mean nothing). GPU_CHECK_ONLY
-# (default "test_ops test bench shakespeare") picks which of the four to run, e.g.
+# shakespeare (and grids) at a tiny shape (figures that mean nothing). GPU_CHECK_ONLY
+# (default "test_ops test bench shakespeare grids") picks which of the five to run, e.g.
 # GPU_CHECK_ONLY=bench to measure again without the tests.
 # Exit status: 0 everything built and passed, 1 a build or a check failed (or ran out
 # of time), 77 no GPU.
@@ -55,11 +64,12 @@ t_start=$(date +%s)
 
 SMALL=()
 [ -n "${GPU_CHECK_SMALL:-}" ] && SMALL=(--small)
-ONLY=" ${GPU_CHECK_ONLY:-test_ops test bench shakespeare} "
+ONLY=" ${GPU_CHECK_ONLY:-test_ops test bench shakespeare grids} "
 for w in $ONLY; do
     case $w in
-    test_ops | test | bench | shakespeare) ;;
-    *) echo "gpu-check: GPU_CHECK_ONLY: unknown check '$w' (test_ops test bench shakespeare)" >&2
+    test_ops | test | bench | shakespeare | grids) ;;
+    *) echo "gpu-check: GPU_CHECK_ONLY: unknown check '$w' (test_ops test bench shakespeare" \
+            "grids)" >&2
        exit 1 ;;
     esac
 done
@@ -133,9 +143,11 @@ fi
 # ---------------------------------------------------------------- run
 names=() results=() secs=()
 failed=0
-run() { # label, have, program, args...
+run() { # label, have, program (built into $out, or an absolute path), args...
     local label=$1 have=$2 prog=$3
     shift 3
+    local exe=$out/$prog
+    [[ $prog == /* ]] && exe=$prog
     names+=("$label")
     local left=$(( BUDGET - ($(date +%s) - t_start) ))
     if [ "$have" != 1 ]; then
@@ -153,7 +165,7 @@ run() { # label, have, program, args...
     echo "gpu-check: === $label (timeout $limit s)"
     local t0 rc
     t0=$(date +%s)
-    timeout -k 10 "$limit" "$out/$prog" "$@" 2>&1 | tee "$out/run-${label// /_}.log"
+    timeout -k 10 "$limit" "$exe" "$@" 2>&1 | tee "$out/run-${label// /_}.log"
     rc=${PIPESTATUS[0]}
     secs+=("$(( $(date +%s) - t0 ))")
     case $rc in
@@ -170,6 +182,15 @@ wanted test && run "gpu_train test" "$have_gpu_train" gpu_train test
 wanted bench && run "gpu_train bench" "$have_gpu_train" gpu_train bench "${SMALL[@]}"
 wanted shakespeare && run "gpu_train shakespeare" "$have_gpu_train" gpu_train shakespeare \
     --data data/tinyshakespeare.txt "${SMALL[@]}"
+if wanted grids; then
+    if [ -n "${GPU_CHECK_GENTRAIN:-}" ]; then
+        have_grids=0
+        [ -x "$GPU_CHECK_GENTRAIN" ] && have_grids=1
+        run grids "$have_grids" "$PWD/scripts/gpu-grids.sh" "$GPU_CHECK_GENTRAIN"
+    else
+        names+=(grids) results+=("SKIPPED (no GPU_CHECK_GENTRAIN)") secs+=("-")
+    fi
+fi
 
 # ---------------------------------------------------------------- summary
 echo
@@ -202,6 +223,8 @@ phases=$(grep -h '^RESULT phases' "$out"/run-*.log 2>/dev/null | tail -1)
 [ -n "$phases" ] && echo "gpu-check: GPU ms by phase, one profiled step: ${phases#RESULT phases }"
 shk=$(grep -h '^RESULT shakespeare' "$out"/run-*.log 2>/dev/null | tail -1)
 [ -n "$shk" ] && echo "gpu-check: shakespeare: ${shk#RESULT shakespeare }"
+grids=$(grep -h '^RESULT grids' "$out"/run-*.log 2>/dev/null | tail -1)
+[ -n "$grids" ] && echo "gpu-check: grids (result:GPU ms/step): ${grids#RESULT grids }"
 if [ $failed -ne 0 ]; then
     echo "gpu-check: FAILED"
     exit 1

@@ -19,7 +19,8 @@
  * (lossscale.h): an overflow is reported to the caller, who skips the step on every
  * rank and calls loss_scaler_update.
  *
- * Only whole models (tp = pp = 1) go to the GPU; the trainer checks. */
+ * It takes whole models (tp = pp = 1); a pipeline stage or a tensor-parallel shard
+ * trains its blocks on the GPU through gpu_stage.h. */
 #ifndef GT_DEVICE_STEP_H
 #define GT_DEVICE_STEP_H
 

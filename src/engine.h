@@ -13,9 +13,10 @@
  *    the model's tensor-parallel all-reduces run inside the passes (grid.h hooks).
  *  - engine_gpu_create: the rank's GPU (device_step.h) in FP16 with dynamic loss
  *    scaling, every layer or the blocks alone, for a whole model (tp = pp = 1);
- *  - engine_gpu_pipeline_create: a pipeline stage (pp > 1) with its blocks on the GPU
- *    (gpu_stage.h) in the same 1F1B schedule. tp > 1 has no GPU engine yet: the
- *    trainer runs those grids on the CPU engine and says so.
+ *  - engine_gpu_pipeline_create: a pipeline stage (pp > 1) or a tensor-parallel shard
+ *    (tp > 1, any pp) with its blocks on the GPU (gpu_stage.h: the shard's, their tp
+ *    all-reduces over NCCL or through host memory) and its embedding and head on the
+ *    host, in the same 1F1B schedule (of one stage when pp = 1).
  *
  * Buffers: the caller passes the parameters to compute at and the gradient buffer to
  * fill on each call (async runs keep a ring of gradient buffers and may step at
@@ -56,7 +57,8 @@ typedef struct engine_ops {
 
 struct step_engine {
     const engine_ops *ops;
-    const char *name;     /* "cpu", "cpu pipeline", "gpu", "gpu blocks", "gpu pipeline" */
+    const char *name;     /* "cpu", "cpu pipeline", "gpu", "gpu blocks", "gpu pipeline",
+                           * "gpu shard" (tp > 1, pp = 1) */
     gpt_model *model;     /* the part: its layout, and its params = master weights */
     int B, T;             /* the micro-batch every call computes */
     loss_scaler *scaler;  /* FP16 engines: the dynamic loss scale; NULL otherwise */
@@ -73,11 +75,14 @@ step_engine *engine_cpu_create(gpt_model *model, int B, int T, int micro);
  * (blocks = 0) or the transformer blocks alone (blocks = 1). NULL on failure
  * (reported: what failed, e.g. the device memory it needs). */
 step_engine *engine_gpu_create(gpt_model *model, int B, int T, int threads, int blocks);
-/* The GPU engine of a pipeline stage (pp > 1, tp = 1): the stage's blocks on the GPU,
- * the first stage's embedding and the last stage's head on the host (gpu_stage.h),
- * `micro` micro-batches per batch in the 1F1B schedule. NULL on failure (reported). */
+/* The GPU engine of a pipeline stage or a tensor-parallel shard of one (pp > 1 or
+ * tp > 1; model with its tp hooks set): the part's blocks on the GPU, the first stage's
+ * embedding and the last stage's head on the host (gpu_stage.h), `micro` micro-batches
+ * per batch in the 1F1B schedule. nccl: the blocks' tp all-reduces over NCCL (every
+ * rank the same; see gpu_stage_create), else through host memory. A collective of the
+ * tp group. NULL on failure (reported). */
 step_engine *engine_gpu_pipeline_create(gpt_model *model, int B, int T, int micro,
-                                        int threads);
+                                        int threads, int nccl);
 
 static inline int engine_grad(step_engine *e, const float *params, float *grads,
                               const int32_t *inputs, const int32_t *targets, int accumulate,

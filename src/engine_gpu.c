@@ -1,10 +1,11 @@
 /* engine_gpu — the step engine (engine.h) on the rank's GPU, FP16 with a dynamic loss
  * scale, the host's FP32 master weights sent up per step and the gradients unscaled
  * back into the caller's buffer:
- *  - a whole model (pp = 1): device_step.h does the work, every layer on the GPU or
- *    the blocks alone;
- *  - a pipeline stage (pp > 1): the 1F1B schedule of pipeline.h over the stage's
- *    passes of gpu_stage.h (its blocks on the GPU, embedding and head on the host).
+ *  - a whole model (tp = pp = 1): device_step.h does the work, every layer on the GPU
+ *    or the blocks alone;
+ *  - a pipeline stage (pp > 1) or a tensor-parallel shard (tp > 1, any pp): the 1F1B
+ *    schedule of pipeline.h (of one stage when pp = 1) over the part's passes of
+ *    gpu_stage.h (its blocks on the GPU, embedding and head on the host).
  * This file adapts them to the seam. */
 #include <stdlib.h>
 #include <string.h>
@@ -87,7 +88,7 @@ static int pipe_grad(step_engine *e, const float *params, float *grads,
         return -1;
     if (!accumulate) memset(grads, 0, e->model->n_params * sizeof(float));
     *loss = pipeline_train(p->pipe, inputs, targets, grad_scale);
-    const int rc = gpu_stage_end(p->stage);
+    const int rc = gpu_stage_end(p->stage); /* tp > 1: the shards' whole tensors agree */
     if (rc < 0) return -1;
     *overflow = rc;
     if (last && e->grads_ready) e->grads_ready(e->grads_ready_ctx, 0, e->model->n_params);
@@ -116,7 +117,7 @@ static void pipe_destroy(step_engine *e)
 static const engine_ops gpu_pipe_ops = {pipe_grad, pipe_loss, pipe_destroy};
 
 step_engine *engine_gpu_pipeline_create(gpt_model *model, int B, int T, int micro,
-                                        int threads)
+                                        int threads, int nccl)
 {
     step_engine *e = gt_calloc(sizeof *e, "step engine");
     gpu_pipe *p = gt_calloc(sizeof *p, "GPU pipeline");
@@ -127,7 +128,7 @@ step_engine *engine_gpu_pipeline_create(gpt_model *model, int B, int T, int micr
         return NULL;
     }
     e->ops = &gpu_pipe_ops;
-    e->name = "gpu pipeline";
+    e->name = grid_pp_size() > 1 ? "gpu pipeline" : "gpu shard";
     e->impl = p;
     e->model = model;
     e->B = B;
@@ -135,7 +136,7 @@ step_engine *engine_gpu_pipeline_create(gpt_model *model, int B, int T, int micr
     e->scaler = &p->scaler;
     loss_scaler_init(&p->scaler, LOSS_SCALE_INIT, LOSS_SCALE_GROWTH_INTERVAL);
     const int slots = pipeline_slots(grid_pp_rank(), grid_pp_size(), micro);
-    p->stage = gpu_stage_create(model, B / micro, T, slots, micro, threads);
+    p->stage = gpu_stage_create(model, B / micro, T, slots, micro, threads, nccl);
     if (p->stage) {
         const stage_passes passes = gpu_stage_passes(p->stage);
         p->pipe = pipeline_create(model, micro, B, T, &passes);

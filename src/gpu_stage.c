@@ -5,6 +5,8 @@
 #include <string.h>
 
 #include "../offload/gpu_model.h"
+#include "../offload/tp_comm.h"
+#include "grid.h"
 #include "half.h"
 #include "lossscale.h"
 #include "util.h"
@@ -13,10 +15,11 @@ enum { CONVERT_CHUNK = 1 << 16 };
 
 struct gpu_stage {
     gpu_model *g;
+    tp_comm *comm;        /* NCCL for the blocks' tp all-reduces, or NULL (host path) */
     const gpt_model *m;
     const gt_backend *be;
-    int Bm, T, C, V, slots, micro, threads;
-    int has_embed, has_head;
+    int Bm, T, C, Vl, slots, micro, threads; /* Vl: the shard's vocabulary rows */
+    int has_embed, has_head, tp;
     size_t N, NC;
     size_t b0, nblk;      /* the blocks' range in the stage's layout */
     size_t gpu_lo;        /* the same blocks in the device model's layout */
@@ -29,8 +32,14 @@ struct gpu_stage {
     float *x_out;         /* [N, C] the blocks' output */
     float *dx;            /* [N, C] the gradient of the blocks' input */
     float *lnf_out, *lnf_mean, *lnf_rstd, *logits, *losses, *dln, *dxl; /* the head */
-    float *grad_head;     /* [V*C + 2C] scaled gradients of the head's wte and ln_f */
+    float *xmax, *xsums;  /* [N], [2N]: the vocabulary-parallel loss's (tp > 1) */
+    float *grad_head;     /* [Vl*C + 2C] scaled gradients of the head's wte and ln_f */
     float *grad_embed;    /* [embed_n] scaled gradients of wte and wpe */
+    /* tp > 1: the blocks' tensors every shard holds whole (table indices), and room for
+     * their gradients (gpu_stage_end) */
+    int *rep;
+    int n_rep;
+    float *rep_buf;
     /* the schedule in progress (gpu_stage_begin) */
     const float *params;
     float *grads;
@@ -40,16 +49,18 @@ struct gpu_stage {
 
 static void fail(gpu_stage *s, const char *what, const char *why)
 {
-    if (!s->failed) gt_error("offload: pipeline stage: %s: %s", what, why);
+    if (!s->failed) gt_error("offload: %s: %s: %s", s->tp > 1 ? "tensor-parallel shard" :
+                             "pipeline stage", what, why);
     s->failed = 1;
 }
 
 /* The host buffers, in one allocation. */
 static int alloc_host(gpu_stage *s)
 {
-    const size_t NC = s->NC, N = s->N, VC = (size_t)s->V * s->C;
+    const size_t NC = s->NC, N = s->N, VC = (size_t)s->Vl * s->C;
     size_t total = (size_t)s->slots * NC + 2 * NC;
-    if (s->has_head) total += 4 * NC + 3 * N + N * (size_t)s->V + VC + 2 * (size_t)s->C;
+    if (s->has_head)
+        total += 4 * NC + 6 * N + N * (size_t)s->Vl + VC + 2 * (size_t)s->C;
     if (s->has_embed) total += s->embed_n;
     s->mem = gt_malloc(total * sizeof(float), "GPU pipeline stage host buffers");
     s->tokens = gt_calloc((size_t)s->slots * sizeof *s->tokens, "GPU pipeline stage");
@@ -66,25 +77,95 @@ static int alloc_host(gpu_stage *s)
         s->lnf_mean = p, p += N;
         s->lnf_rstd = p, p += N;
         s->losses = p, p += N;
-        s->logits = p, p += N * (size_t)s->V;
+        s->xmax = p, p += N;
+        s->xsums = p, p += 2 * N;
+        s->logits = p, p += N * (size_t)s->Vl;
         s->grad_head = p, p += VC + 2 * (size_t)s->C;
     }
     if (s->has_embed) s->grad_embed = p;
     return 0;
 }
 
-gpu_stage *gpu_stage_create(const gpt_model *m, int Bm, int T, int slots, int micro,
-                            int threads)
+/* tp > 1: the blocks' tensors every shard holds whole, and room for their gradients. */
+static int find_replicated(gpu_stage *s)
 {
-    if (m->tp_size != 1) {
-        gt_error("internal: a GPU pipeline stage takes a whole stage (tp = 1)");
+    const gpt_model *m = s->m;
+    size_t floats = 0;
+    s->rep = gt_malloc(sizeof *s->rep * (size_t)m->n_info, "GPU shard tensor list");
+    if (!s->rep) return -1;
+    for (int i = 0; i < m->n_info; i++)
+        if (m->info[i].offset >= s->b0 && m->info[i].offset < s->b0 + s->nblk &&
+            m->info[i].split == GPT_SPLIT_NONE) {
+            s->rep[s->n_rep++] = i;
+            floats += m->info[i].numel;
+        }
+    s->rep_buf = gt_malloc((floats ? floats : 1) * sizeof(float), "GPU shard gradients");
+    return s->rep_buf ? 0 : -1;
+}
+
+/* tp > 1 over NCCL: tp rank 0 draws the communicator's id and hands it to its peers
+ * over the tp communicator (with whether it could), then every peer joins. */
+static int make_comm(gpu_stage *s)
+{
+    unsigned char msg[1 + TP_COMM_ID_BYTES] = {0};
+    char why[512] = "";
+    if (s->m->tp_rank == 0) msg[0] = tp_comm_id(msg + 1, why, sizeof why) == 0;
+    grid_tp_bcast(msg, sizeof msg, 0);
+    if (!msg[0]) {
+        if (s->m->tp_rank == 0) gt_error("offload: %s", why);
+        else gt_error("offload: tp rank 0 could not make the NCCL communicator's id");
+        return -1;
+    }
+    s->comm = tp_comm_create(msg + 1, s->tp, s->m->tp_rank, why, sizeof why);
+    if (!s->comm) {
+        gt_error("offload: %s", why);
+        return -1;
+    }
+    return 0;
+}
+
+/* The device model: the stage's blocks (this shard's), in the layout of a model with
+ * that many layers (wte and wpe first, never allocated on the device). */
+static int make_device_model(gpu_stage *s, int nccl)
+{
+    const gpt_model *m = s->m;
+    const gpu_model_shape gs = {m->shape.vocab_size, m->shape.block_size, m->n_layers,
+                                m->shape.n_head, s->C};
+    s->gpu_lo = (size_t)s->Vl * s->C + (size_t)m->shape.block_size * s->C;
+    if (gpu_model_shard_param_count(&gs, s->tp) != s->gpu_lo + s->nblk + 2 * (size_t)s->C) {
+        gt_error("internal: the GPU's blocks (%zu parameters) do not match the stage's",
+                 gpu_model_shard_param_count(&gs, s->tp) - s->gpu_lo - 2 * (size_t)s->C);
+        return -1;
+    }
+    if (s->tp > 1 && nccl && make_comm(s) != 0) return -1;
+    const gpu_model_tp tp = {s->tp, m->tp_rank, s->comm ? tp_comm_sum_half : NULL, s->comm,
+                             m->tp_allreduce, m->tp_ctx};
+    char why[512] = "";
+    s->g = gpu_model_create_shard_blocks(&gs, s->Bm, s->T, &tp, why, sizeof why);
+    if (!s->g) {
+        gt_error("offload: %s (the %s%d blocks and a micro-batch of %d x %d need %.2f GiB on "
+                 "the GPU)", why, s->tp > 1 ? "shard of the stage's " : "stage's ",
+                 m->n_layers, s->Bm, s->T,
+                 (double)gpu_model_shard_blocks_device_bytes(&gs, s->Bm, s->T, &tp) /
+                     1073741824.0);
+        return -1;
+    }
+    return 0;
+}
+
+gpu_stage *gpu_stage_create(const gpt_model *m, int Bm, int T, int slots, int micro,
+                            int threads, int nccl)
+{
+    if (m->tp_size > 1 && (!m->tp_allreduce || !m->tp_allreduce_max)) {
+        gt_error("internal: a GPU tensor-parallel shard needs the model's tp hooks");
         return NULL;
     }
     gpu_stage *s = gt_calloc(sizeof *s, "GPU pipeline stage");
     if (!s) return NULL;
     s->m = m;
     s->be = m->be;
-    s->Bm = Bm, s->T = T, s->C = m->shape.n_embd, s->V = m->shape.vocab_size;
+    s->tp = m->tp_size;
+    s->Bm = Bm, s->T = T, s->C = m->shape.n_embd, s->Vl = m->shape.vocab_size / m->tp_size;
     s->slots = slots, s->micro = micro, s->threads = threads;
     s->has_embed = m->has_embed, s->has_head = m->has_head;
     s->N = (size_t)Bm * T;
@@ -101,26 +182,8 @@ gpu_stage *gpu_stage_create(const gpt_model *m, int Bm, int T, int slots, int mi
         s->lnf = m->info[m->i_lnf].offset;
         s->wte = m->info[m->i_wte].offset; /* the head's copy on a last stage */
     }
-    /* The device model: this stage's blocks, in the whole-model layout of a model with
-     * that many layers (wte and wpe first, never allocated on the device). */
-    const gpu_model_shape gs = {s->V, m->shape.block_size, m->n_layers, m->shape.n_head, s->C};
-    s->gpu_lo = (size_t)s->V * s->C + (size_t)m->shape.block_size * s->C;
-    if (gpu_model_param_count(&gs) != s->gpu_lo + s->nblk + 2 * (size_t)s->C) {
-        gt_error("internal: the GPU's blocks (%zu parameters) do not match the stage's",
-                 gpu_model_param_count(&gs) - s->gpu_lo - 2 * (size_t)s->C);
-        gpu_stage_free(s);
-        return NULL;
-    }
-    char why[512] = "";
-    s->g = gpu_model_create_blocks(&gs, Bm, T, why, sizeof why);
-    if (!s->g) {
-        gt_error("offload: %s (the stage's %d blocks and a micro-batch of %d x %d need "
-                 "%.2f GiB on the GPU)", why, m->n_layers, Bm, T,
-                 (double)gpu_model_blocks_device_bytes(&gs, Bm, T) / 1073741824.0);
-        gpu_stage_free(s);
-        return NULL;
-    }
-    if (alloc_host(s) != 0) {
+    if (make_device_model(s, nccl) != 0 || alloc_host(s) != 0 ||
+        (s->tp > 1 && find_replicated(s) != 0)) {
         gpu_stage_free(s);
         return NULL;
     }
@@ -131,8 +194,11 @@ void gpu_stage_free(gpu_stage *s)
 {
     if (!s) return;
     gpu_model_free(s->g);
+    tp_comm_free(s->comm);
     free(s->mem);
     free(s->tokens);
+    free(s->rep);
+    free(s->rep_buf);
     free(s);
 }
 
@@ -168,25 +234,45 @@ int gpu_stage_begin(gpu_stage *s, const float *params, float *grads, int upload_
     return upload_params ? upload(s, params) : 0;
 }
 
-int gpu_stage_end(gpu_stage *s) { return s->failed ? -1 : s->overflow; }
+/* tp > 1: every peer's gradients of the tensors all shards hold whole become tp rank
+ * 0's (they were computed from the same values, but a GPU sums in no fixed order). */
+static void sync_replicated(gpu_stage *s)
+{
+    const gpt_param_info *info = s->m->info;
+    size_t at = 0;
+    for (int k = 0; k < s->n_rep; k++) {
+        const gpt_param_info *p = &info[s->rep[k]];
+        memcpy(s->rep_buf + at, s->grads + p->offset, p->numel * sizeof(float));
+        at += p->numel;
+    }
+    grid_tp_bcast(s->rep_buf, at * sizeof(float), 0);
+    at = 0;
+    for (int k = 0; k < s->n_rep; k++) {
+        const gpt_param_info *p = &info[s->rep[k]];
+        memcpy(s->grads + p->offset, s->rep_buf + at, p->numel * sizeof(float));
+        at += p->numel;
+    }
+}
 
-/* The last stage's head: ln_f, the tied head and the loss on the blocks' output; with
- * want_grad, S x d(micro-batch mean loss)/d(logits) left in logits. */
+int gpu_stage_end(gpu_stage *s)
+{
+    /* Even after a failure: the peers are in the same collective. */
+    if (s->tp > 1 && s->grads) sync_replicated(s);
+    return s->failed ? -1 : s->overflow;
+}
+
+/* The last stage's head: ln_f, the tied head (this shard's vocabulary columns) and the
+ * loss on the blocks' output; with want_grad, S x d(micro-batch mean loss)/d(logits)
+ * left in logits. */
 static float head_forward(gpu_stage *s, const int32_t *targets, int want_grad)
 {
     const gt_backend *be = s->be;
     const float *P = s->params;
     be->layernorm_forward(s->lnf_out, s->lnf_mean, s->lnf_rstd, s->x_out, P + s->lnf,
                           P + s->lnf + s->C, s->N, s->C);
-    be->matmul_forward(s->logits, s->lnf_out, P + s->wte, NULL, s->N, s->C, s->V);
-    if (want_grad)
-        be->crossentropy_forward_backward(s->losses, s->logits, targets, s->N, s->V,
-                                          s->scale / (float)s->N);
-    else
-        be->crossentropy_forward(s->losses, s->logits, targets, s->N, s->V);
-    double sum = 0.0; /* fixed order, as model.c */
-    for (size_t i = 0; i < s->N; i++) sum += s->losses[i];
-    return (float)(sum / (double)s->N);
+    be->matmul_forward(s->logits, s->lnf_out, P + s->wte, NULL, s->N, s->C, s->Vl);
+    return gpt_head_loss(s->m, s->losses, s->logits, s->xmax, s->xsums, targets, s->N,
+                         s->scale / (float)s->N, want_grad);
 }
 
 static int blocks_forward(gpu_stage *s, int slot)
@@ -209,8 +295,8 @@ static const float *stage_forward(void *ctx, int slot, const int32_t *inputs,
     float *x = s->x_in + (size_t)slot * s->NC;
     *loss = 0.0f;
     if (s->has_embed) {
-        s->be->encoder_forward(x, inputs, s->params + s->wte, s->params + s->wpe, s->Bm, s->T,
-                               s->C);
+        gpt_embed_forward(s->m, x, inputs, s->params + s->wte, s->params + s->wpe, s->Bm,
+                          s->T);
         s->tokens[slot] = inputs;
     } else {
         memcpy(x, x_in, s->NC * sizeof(float));
@@ -226,11 +312,9 @@ static void head_backward(gpu_stage *s)
 {
     const gt_backend *be = s->be;
     const float *P = s->params;
-    const size_t VC = (size_t)s->V * s->C;
+    const size_t VC = (size_t)s->Vl * s->C;
     memset(s->grad_head, 0, (VC + 2 * (size_t)s->C) * sizeof(float));
-    memset(s->dln, 0, s->NC * sizeof(float));
-    be->matmul_backward(s->dln, s->grad_head, NULL, s->logits, s->lnf_out, P + s->wte, s->N,
-                        s->C, s->V);
+    gpt_head_backward(s->m, s->dln, s->grad_head, s->logits, s->lnf_out, P + s->wte, s->N);
     memset(s->dxl, 0, s->NC * sizeof(float));
     be->layernorm_backward(s->dxl, s->grad_head + VC, s->grad_head + VC + s->C, s->dln,
                            s->x_out, P + s->lnf, s->lnf_mean, s->lnf_rstd, s->N, s->C);
@@ -248,7 +332,7 @@ static void add_grads(gpu_stage *s)
     s->overflow |= unscale_half_grads(s->grads + s->b0, g16 + s->gpu_lo, s->nblk, s->inv, 1,
                                       s->threads);
     if (s->has_head) {
-        const size_t VC = (size_t)s->V * s->C;
+        const size_t VC = (size_t)s->Vl * s->C;
         s->overflow |= unscale_float_grads(s->grads + s->wte, s->grad_head, VC, s->inv, 1,
                                            s->threads);
         s->overflow |= unscale_float_grads(s->grads + s->lnf, s->grad_head + VC,
@@ -273,8 +357,8 @@ static const float *stage_backward(void *ctx, int slot, const float *dout)
     }
     if (s->has_embed) {
         memset(s->grad_embed, 0, s->embed_n * sizeof(float));
-        s->be->encoder_backward(s->grad_embed + s->wte, s->grad_embed + s->wpe, s->dx,
-                                s->tokens[slot], s->Bm, s->T, s->C);
+        gpt_embed_backward(s->m, s->grad_embed + s->wte, s->grad_embed + s->wpe, s->dx,
+                           s->tokens[slot], s->Bm, s->T);
     }
     add_grads(s);
     return s->has_embed ? NULL : s->dx;

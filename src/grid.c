@@ -111,6 +111,16 @@ void grid_tp_allreduce_max_hook(void *ctx, float *buf, size_t n)
     }
 }
 
+void grid_tp_bcast(void *buf, size_t bytes, int root)
+{
+    if (tp_size == 1) return;
+    for (size_t off = 0; off < bytes; off += CHUNK) {
+        const size_t len = bytes - off < (size_t)CHUNK ? bytes - off : (size_t)CHUNK;
+        par_check_mpi(MPI_Bcast((char *)buf + off, (int)len, MPI_BYTE, root, tp_comm),
+                      "MPI_Bcast over the tensor-parallel peers");
+    }
+}
+
 double grid_tp_sum_double(double x)
 {
     if (tp_size == 1) return x;

@@ -485,10 +485,10 @@ const float *gpt_stage_forward(gpt_model *m, const int32_t *inputs, const float 
 {
     gpt_acts *a = m->acts;
     const gt_backend *be = m->be;
-    const int C = m->shape.n_embd, NH = m->shape.n_head, V = m->shape.vocab_size;
+    const int C = m->shape.n_embd, NH = m->shape.n_head;
     const size_t BT = (size_t)B * (size_t)T, BTC = BT * (size_t)C;
     const int Cl = C / m->tp_size, NHl = NH / m->tp_size; /* this shard's part */
-    const int Vl = V / m->tp_size, v0 = m->tp_rank * Vl;    /* its vocabulary rows */
+    const int Vl = m->shape.vocab_size / m->tp_size;        /* its vocabulary rows */
     const size_t BTCl = BT * (size_t)Cl;
     const size_t att_per_layer = (size_t)B * (size_t)NHl * (size_t)T * (size_t)T;
     /* Row-parallel products: each shard adds its part; the bias once (tp rank 0). */
@@ -499,18 +499,9 @@ const float *gpt_stage_forward(gpt_model *m, const int32_t *inputs, const float 
     a->have_grad = 0;
     if (loss) *loss = 0.0f;
 
-    if (m->has_embed && m->tp_size > 1) {
-        /* Vocabulary-parallel: each shard adds the rows it holds (and rank 0 the
-         * positions); the sum over the shards is the embedding. */
+    if (m->has_embed) {
         memcpy(a->inputs, inputs, BT * sizeof(int32_t));
-        be->encoder_forward_shard(a->encoded, inputs, param(m, m->i_wte),
-                                  m->tp_rank == 0 ? param(m, m->i_wpe) : NULL, B, T, C, v0,
-                                  Vl);
-        tp_sum(m, a->encoded, BTC);
-    } else if (m->has_embed) {
-        memcpy(a->inputs, inputs, BT * sizeof(int32_t));
-        be->encoder_forward(a->encoded, inputs, param(m, m->i_wte), param(m, m->i_wpe), B,
-                            T, C);
+        gpt_embed_forward(m, a->encoded, inputs, param(m, m->i_wte), param(m, m->i_wpe), B, T);
     } else {
         memcpy(a->encoded, x_in, BTC * sizeof(float)); /* kept for backward */
     }
@@ -557,28 +548,71 @@ const float *gpt_stage_forward(gpt_model *m, const int32_t *inputs, const float 
      * columns with tp > 1). */
     be->matmul_forward(a->logits, a->lnf, param(m, m->i_wte), NULL, BT, C, Vl);
     if (!targets) return NULL;
+    const float l = gpt_head_loss(m, a->losses, a->logits, a->xmax, a->xsums, targets, BT,
+                                  m->loss_grad_scale / (float)BT, want_grad);
+    a->have_grad = want_grad;
+    if (loss) *loss = l;
+    return NULL;
+}
 
+void gpt_embed_forward(const gpt_model *m, float *out, const int32_t *inputs,
+                       const float *wte, const float *wpe, int B, int T)
+{
+    const int C = m->shape.n_embd, Vl = m->shape.vocab_size / m->tp_size;
+    if (m->tp_size > 1) {
+        /* Vocabulary-parallel: each shard adds the rows it holds (and rank 0 the
+         * positions); the sum over the shards is the embedding. */
+        m->be->encoder_forward_shard(out, inputs, wte, m->tp_rank == 0 ? wpe : NULL, B, T, C,
+                                     m->tp_rank * Vl, Vl);
+        tp_sum(m, out, (size_t)B * (size_t)T * (size_t)C);
+    } else {
+        m->be->encoder_forward(out, inputs, wte, wpe, B, T, C);
+    }
+}
+
+void gpt_embed_backward(const gpt_model *m, float *dwte, float *dwpe, const float *dout,
+                        const int32_t *inputs, int B, int T)
+{
+    const int C = m->shape.n_embd, Vl = m->shape.vocab_size / m->tp_size;
+    if (m->tp_size > 1)
+        m->be->encoder_backward_shard(dwte, dwpe, dout, inputs, B, T, C, m->tp_rank * Vl, Vl);
+    else
+        m->be->encoder_backward(dwte, dwpe, dout, inputs, B, T, C);
+}
+
+float gpt_head_loss(const gpt_model *m, float *losses, float *logits, float *xmax,
+                    float *xsums, const int32_t *targets, size_t BT, float dscale,
+                    int want_grad)
+{
+    const gt_backend *be = m->be;
+    const int V = m->shape.vocab_size, Vl = V / m->tp_size, v0 = m->tp_rank * Vl;
     if (m->tp_size > 1) {
         /* Softmax over the shards' columns: their row maxima, then the sums of
          * exponentials and the target logits, combined across the shards. */
-        be->xent_shard_max(a->xmax, a->logits, BT, Vl);
-        m->tp_allreduce_max(m->tp_ctx, a->xmax, BT);
-        be->xent_shard_sums(a->xsums, a->logits, targets, a->xmax, BT, Vl, v0);
-        tp_sum(m, a->xsums, 2 * BT);
-        be->xent_shard_finish(a->losses, a->logits, targets, a->xmax, a->xsums, BT, Vl, v0,
-                              m->loss_grad_scale / (float)BT, want_grad);
-        a->have_grad = want_grad;
+        be->xent_shard_max(xmax, logits, BT, Vl);
+        m->tp_allreduce_max(m->tp_ctx, xmax, BT);
+        be->xent_shard_sums(xsums, logits, targets, xmax, BT, Vl, v0);
+        tp_sum(m, xsums, 2 * BT);
+        be->xent_shard_finish(losses, logits, targets, xmax, xsums, BT, Vl, v0, dscale,
+                              want_grad);
     } else if (want_grad) {
-        be->crossentropy_forward_backward(a->losses, a->logits, targets, BT, V,
-                                          m->loss_grad_scale / (float)BT);
-        a->have_grad = 1;
+        be->crossentropy_forward_backward(losses, logits, targets, BT, V, dscale);
     } else {
-        be->crossentropy_forward(a->losses, a->logits, targets, BT, V);
+        be->crossentropy_forward(losses, logits, targets, BT, V);
     }
     double sum = 0.0; /* fixed order: the same bits for the same inputs */
-    for (size_t i = 0; i < BT; i++) sum += a->losses[i];
-    if (loss) *loss = (float)(sum / (double)BT);
-    return NULL;
+    for (size_t i = 0; i < BT; i++) sum += losses[i];
+    return (float)(sum / (double)BT);
+}
+
+void gpt_head_backward(const gpt_model *m, float *dlnf, float *dwte, const float *dlogits,
+                       const float *lnf, const float *wte, size_t BT)
+{
+    const int C = m->shape.n_embd, Vl = m->shape.vocab_size / m->tp_size;
+    const size_t BTC = BT * (size_t)C;
+    memset(dlnf, 0, BTC * sizeof(float));
+    m->be->matmul_backward(dlnf, dwte, NULL, dlogits, lnf, wte, BT, C, Vl);
+    tp_sum(m, dlnf, BTC); /* each shard's columns' part of d lnf */
 }
 
 const float *gpt_logits(const gpt_model *m) { return m->acts->logits; }
@@ -600,19 +634,16 @@ const float *gpt_stage_backward(gpt_model *m, const float *dout)
         abort();
     }
     const int B = a->B, T = a->T, C = m->shape.n_embd, NH = m->shape.n_head,
-              V = m->shape.vocab_size, L = m->n_layers;
+              L = m->n_layers;
     const size_t BT = (size_t)B * (size_t)T, BTC = BT * (size_t)C;
     const int Cl = C / m->tp_size, NHl = NH / m->tp_size; /* this shard's part */
-    const int Vl = V / m->tp_size, v0 = m->tp_rank * Vl;    /* its vocabulary rows */
     const size_t BTCl = BT * (size_t)Cl;
     const size_t att_per_layer = (size_t)B * (size_t)NHl * (size_t)T * (size_t)T;
     if (m->has_head) {
         /* Head: logits already hold d loss / d logits. */
         const int lnf = m->i_lnf;
-        memset(a->dln, 0, BTC * sizeof(float));
-        be->matmul_backward(a->dln, grad(m, m->i_wte), NULL, a->logits, a->lnf,
-                            param(m, m->i_wte), BT, C, Vl);
-        tp_sum(m, a->dln, BTC); /* each shard's columns' part of d lnf */
+        gpt_head_backward(m, a->dln, grad(m, m->i_wte), a->logits, a->lnf, param(m, m->i_wte),
+                          BT);
         /* A last stage's own wte copy is final now (last in its layout). */
         if (!m->has_embed) grads_ready(m, m->i_wte, m->i_wte);
         memset(a->dres, 0, BTC * sizeof(float));
@@ -681,12 +712,7 @@ const float *gpt_stage_backward(gpt_model *m, const float *dout)
         grads_ready(m, layer_idx(m, l, LN1_W), layer_idx(m, l, LN1_B));
     }
     if (!m->has_embed) return a->dres; /* d loss / d (this stage's input) */
-    if (m->tp_size > 1)
-        be->encoder_backward_shard(grad(m, m->i_wte), grad(m, m->i_wpe), a->dres, a->inputs,
-                                   B, T, C, v0, Vl);
-    else
-        be->encoder_backward(grad(m, m->i_wte), grad(m, m->i_wpe), a->dres, a->inputs, B, T,
-                             C);
+    gpt_embed_backward(m, grad(m, m->i_wte), grad(m, m->i_wpe), a->dres, a->inputs, B, T);
     grads_ready(m, m->i_wte, m->i_wpe);
     return NULL;
 }

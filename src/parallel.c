@@ -109,18 +109,36 @@ void par_init(int *argc, char ***argv)
 
 int par_thread_multiple(void) { return mpi_on && thread_multiple; }
 
-int par_local_rank(void)
+/* This rank's place on its node and the node's ranks (-1: not asked yet). */
+static int local_rank = -1, local_size = -1;
+
+static void find_local(void)
 {
-    static int local = -1;
-    if (local >= 0) return local;
-    if (!mpi_on) return local = 0;
+    if (local_rank >= 0) return;
+    if (!mpi_on) {
+        local_rank = 0;
+        local_size = 1;
+        return;
+    }
     MPI_Comm node;
     par_check_mpi(MPI_Comm_split_type(MPI_COMM_WORLD, MPI_COMM_TYPE_SHARED, g_rank,
                                   MPI_INFO_NULL, &node),
               "MPI_Comm_split_type (ranks of a node)");
-    par_check_mpi(MPI_Comm_rank(node, &local), "MPI_Comm_rank");
+    par_check_mpi(MPI_Comm_rank(node, &local_rank), "MPI_Comm_rank");
+    par_check_mpi(MPI_Comm_size(node, &local_size), "MPI_Comm_size");
     par_check_mpi(MPI_Comm_free(&node), "MPI_Comm_free");
-    return local;
+}
+
+int par_local_rank(void)
+{
+    find_local();
+    return local_rank;
+}
+
+int par_local_size(void)
+{
+    find_local();
+    return local_size;
 }
 
 void par_finalize(void)

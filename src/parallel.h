@@ -54,6 +54,9 @@ void par_finalize(void);
 /* This rank's index among the ranks on its node (MPI_Comm_split_type, shared memory):
  * which GPU it takes. 0 in single mode. A collective the first time. */
 int par_local_rank(void);
+/* The number of ranks on this rank's node (1 in single mode). A collective the first
+ * time (it shares par_local_rank's). */
+int par_local_size(void);
 
 /* 1 in MPI mode with MPI_THREAD_MULTIPLE: other threads may call MPI (MPI-IO reads). */
 int par_thread_multiple(void);

@@ -64,6 +64,55 @@ static double p2p_s(const plan_machine *mc, double bytes, int crosses)
     return mc->intra_lat + bytes / mc->intra_bw;
 }
 
+/* One copy of `bytes` between the host and a GPU (0 when pcie_bw is not given). */
+static double host_copy_s(const plan_machine *mc, double bytes)
+{
+    return mc->pcie_bw > 0 ? PLAN_PCIE_LATENCY + bytes / mc->pcie_bw : 0.0;
+}
+
+/* The all-reduce of a GPU shard's n activations through host memory: FP32 down, MPI over
+ * the host's link (inside a node no faster than the GPU's link to the host), and up. */
+static double host_path_allreduce_s(const plan_machine *mc, double n, int tp, int per_node)
+{
+    plan_machine host = *mc;
+    if (mc->pcie_bw > 0 && mc->pcie_bw < host.intra_bw) host.intra_bw = mc->pcie_bw;
+    return 2.0 * host_copy_s(mc, 4.0 * n) + plan_allreduce_s(&host, 4.0 * n, tp, 1, per_node);
+}
+
+/* What one micro-batch costs a stage besides its blocks' compute, by where the grid runs
+ * (plan.h): seconds per block and per stage. */
+typedef struct stage_costs {
+    double block_ar;  /* one block's 4 tp all-reduces (2 forward, 2 backward) */
+    double stream;    /* GPU parts: the residual stream's 4 host <-> GPU crossings */
+    double head, head_ar; /* the last stage: embedding + head, and their tp all-reduces */
+    double hop;       /* pp > 1: the activations out and their gradient back */
+} stage_costs;
+
+static stage_costs costs_of(const plan_machine *mc, const gpt_shape *s, plan_grid g, int Bm,
+                            int T, int threads, int per_node)
+{
+    const double n = (double)Bm * T * s->n_embd, act_bytes = 4.0 * n;
+    const int part = mc->gpu && (g.tp > 1 || g.pp > 1); /* blocks on GPUs, head on hosts */
+    stage_costs c;
+    if (!part || g.tp == 1)
+        c.block_ar = 4.0 * plan_allreduce_s(mc, act_bytes, g.tp, 1, per_node);
+    else if (mc->tp_host)
+        c.block_ar = 4.0 * host_path_allreduce_s(mc, n, g.tp, per_node);
+    else /* NCCL: FP16 on the GPUs' link */
+        c.block_ar = 4.0 * plan_allreduce_s(mc, 2.0 * n, g.tp, 1, per_node);
+    c.stream = part ? 4.0 * host_copy_s(mc, act_bytes) : 0.0;
+    /* The embedding and head are cut by vocabulary over tp, with 2 all-reduces of the
+     * activations (embedding, head input gradient) and the loss's small ones, on the
+     * host in FP32 wherever the blocks run. */
+    c.head = mc->t_embed_head(mc->ctx, threads, Bm) / g.tp;
+    c.head_ar = 2.0 * plan_allreduce_s(mc, act_bytes, g.tp, 1, per_node) +
+                2.0 * plan_allreduce_s(mc, 8.0 * Bm * T, g.tp, 1, per_node);
+    /* Ranks fill the nodes in order: a pipeline hop crosses nodes when a replica spans
+     * more ranks than a node holds. */
+    c.hop = g.pp > 1 ? 2.0 * p2p_s(mc, act_bytes, g.pp * g.tp > per_node) : 0.0;
+    return c;
+}
+
 int plan_estimate_grid(const plan_machine *mc, const gpt_shape *s, int B, int T,
                        plan_grid g, double steps_ref, double noise_tokens,
                        plan_estimate *out, char *why, size_t cap)
@@ -80,39 +129,29 @@ int plan_estimate_grid(const plan_machine *mc, const gpt_shape *s, int B, int T,
         return -1;
     }
     const int Bm = B / g.micro;
-    const double C = s->n_embd, act_bytes = 4.0 * Bm * T * C;
-    /* Ranks fill the nodes in order: a group crosses nodes when it spans more ranks
-     * than a node holds (a pipeline hop, when a replica does). */
     const int per_node = (ranks + mc->nodes - 1) / mc->nodes;
-    const int pp_crosses = g.pp * g.tp > per_node;
-
     const double tb = mc->t_block(mc->ctx, threads, g.tp, Bm);
-    /* The embedding and head are cut by vocabulary over tp, with 2 all-reduces of the
-     * activations (embedding, head input gradient) and the loss's small ones. */
-    const double teh = mc->t_embed_head(mc->ctx, threads, Bm) / g.tp;
-    const double tp_ar = 4.0 * plan_allreduce_s(mc, act_bytes, g.tp, 1, per_node);
-    const double tp_head = 2.0 * plan_allreduce_s(mc, act_bytes, g.tp, 1, per_node) +
-                           2.0 * plan_allreduce_s(mc, 8.0 * Bm * T, g.tp, 1, per_node);
+    const stage_costs c = costs_of(mc, s, g, Bm, T, threads, per_node);
     double sum = 0.0, slowest = 0.0, tp_comm = 0.0, pp_comm = 0.0, max_params = 0.0,
            max_mem = 0.0;
     for (int st = 0; st < g.pp; st++) {
         const int n = stage_layers(s, g.pp, st);
         const int in_flight = g.pp - st < g.micro ? g.pp - st : g.micro;
-        double t = n * (tb + tp_ar);
+        double t = n * (tb + c.block_ar) + c.stream + c.hop;
+        tp_comm += n * c.block_ar;
         /* A GPU holds one micro-batch's activations: a stage with more in flight runs
          * its blocks' forward again before their backward (src/gpu_stage.h), a third
-         * of a block's forward + backward. */
-        if (mc->gpu && in_flight > 1) t += n * tb / 3.0;
-        tp_comm += n * tp_ar;
+         * of a block's forward + backward, with its 2 tp all-reduces, the stream up and
+         * down once more. */
+        if (mc->gpu && in_flight > 1) {
+            t += n * (tb / 3.0 + c.block_ar / 2.0) + c.stream / 2.0;
+            tp_comm += n * c.block_ar / 2.0;
+        }
         if (st == g.pp - 1) {
-            t += teh + tp_head;
-            tp_comm += tp_head;
+            t += c.head + c.head_ar;
+            tp_comm += c.head_ar;
         }
-        if (g.pp > 1) {
-            const double hop = 2.0 * p2p_s(mc, act_bytes, pp_crosses);
-            t += hop;
-            pp_comm += hop;
-        }
+        pp_comm += c.hop;
         sum += t;
         if (t > slowest) slowest = t;
         const double params = plan_param_floats(s, g.tp, g.pp, st);

@@ -8,8 +8,16 @@
  *                                      + 2 x allreduce(Bm T C, tp) + 2 small ones
  *                                    + 2 x p2p(Bm T C) (pp > 1)
  *     (tp also cuts the vocabulary: the embedding and head, model.h)
- *     + on GPUs, a stage keeping more than one micro-batch in flight: n_s x t_block / 3
- *       (it recomputes its blocks' forward before their backward, gpu_stage.h)
+ *   on GPUs, a part (pp > 1 or tp > 1: its blocks on the GPU, the embedding and head on
+ *   the host, src/gpu_stage.h) also moves its residual stream between host and GPU, 4
+ *   copies of Bm T C floats over pcie_bw; its blocks' 4 tp all-reduces go over NCCL in
+ *   FP16 (allreduce of Bm T C halves over the GPUs' link), or through host memory
+ *   (tp_host: each copied down and up in FP32 over pcie_bw, and an MPI all-reduce of
+ *   Bm T C floats over the host's link, inside a node no faster than pcie_bw); the
+ *   embedding's and head's all-reduces run on the host as on CPUs;
+ *     + a GPU stage keeping more than one micro-batch in flight recomputes its blocks'
+ *       forward before their backward (gpu_stage.h): n_s x (t_block / 3 + 2 tp
+ *       all-reduces) and 2 more copies of the stream
  *   pipeline (1F1B):           sum_s t_s + (M - 1) x max_s t_s
  *     (the first micro-batch crosses every stage, then the slowest stage sets the
  *      pace; the bubble is what this adds to M x max_s t_s)
@@ -43,6 +51,10 @@ typedef struct plan_machine {
     double intra_bw, inter_bw;   /* bytes/s of a rank's link inside / between nodes */
     double intra_lat, inter_lat; /* seconds per message */
     double p2p_bw, p2p_lat;      /* point to point inside a node (0: the link's) */
+    /* GPUs: bytes/s between a GPU and its host (PCIe; 0: copies not counted), and
+     * whether the shards' blocks all-reduce through host memory (1) or over NCCL (0). */
+    double pcie_bw;
+    int tp_host;
     /* Compute costs, seconds: one block forward + backward on a Bm x T micro-batch
      * (its 1/tp shard), the embedding + final LayerNorm + head the same way, and AdamW
      * per parameter, for a rank of `threads` threads. */
@@ -51,6 +63,9 @@ typedef struct plan_machine {
     double (*t_adam)(void *ctx, int threads);
     void *ctx;
 } plan_machine;
+
+/* Seconds per host <-> GPU copy besides its bytes (a launch and a wait). */
+#define PLAN_PCIE_LATENCY 10e-6
 
 typedef struct plan_grid {
     int dp, pp, tp, micro;

@@ -21,8 +21,9 @@ enum { MAX_ROWS = 4096 };
 #define PLAN_MAX_SLOTS (1 << 20)
 
 typedef struct plan_opts {
-    int measure, json, nodes, cores, gpus, reps;
-    double core_gflops, gpu_tflops, efficiency, intra_gbs, inter_gbs, latency_us, noise;
+    int measure, json, nodes, cores, gpus, reps, tp_host;
+    double core_gflops, gpu_tflops, efficiency, intra_gbs, inter_gbs, latency_us, noise,
+        pcie_gbs;
 } plan_opts;
 
 /* Described compute: flops at a sustained rate (GFLOP/s per thread or per GPU). */
@@ -78,6 +79,7 @@ static int parse_opts(int *argc, char **argv, int first, plan_opts *o)
     } opt[] = {
         {"--measure", FLAG, offsetof(plan_opts, measure), 0, 0},
         {"--json", FLAG, offsetof(plan_opts, json), 0, 0},
+        {"--tp-host", FLAG, offsetof(plan_opts, tp_host), 0, 0},
         {"--nodes", INT, offsetof(plan_opts, nodes), 1, PLAN_MAX_SLOTS},
         {"--cores-per-node", INT, offsetof(plan_opts, cores), 1, 65536},
         {"--gpus-per-node", INT, offsetof(plan_opts, gpus), 1, 1024},
@@ -88,6 +90,7 @@ static int parse_opts(int *argc, char **argv, int first, plan_opts *o)
         {"--intra-gbs", DBL, offsetof(plan_opts, intra_gbs), 1e-9, 1e9},
         {"--inter-gbs", DBL, offsetof(plan_opts, inter_gbs), 1e-9, 1e9},
         {"--latency-us", DBL, offsetof(plan_opts, latency_us), 0, 1e9},
+        {"--pcie-gbs", DBL, offsetof(plan_opts, pcie_gbs), 1e-9, 1e9},
         {"--noise-scale", DBL, offsetof(plan_opts, noise), 0, 1e18},
     };
     int out = first;
@@ -232,6 +235,8 @@ static int plan_machine_setup(const plan_opts *o, const gpt_shape *s, int T, pla
         mc->gpu = 1;
         mc->slots_per_node = o->gpus;
         desc->rate = o->gpu_tflops * 1e12 * o->efficiency;
+        mc->pcie_bw = o->pcie_gbs * 1e9;
+        mc->tp_host = o->tp_host;
         *how = "described GPUs";
     } else {
         mc->slots_per_node = o->cores > 0 ? o->cores : gt_num_cores();
@@ -317,6 +322,12 @@ static void print_plan_header(const gpt_shape *s, int B, const gt_config *c,
     if (mc->p2p_bw > 0)
         printf("; point to point %.3g GB/s, %.1f us", mc->p2p_bw / 1e9, mc->p2p_lat * 1e6);
     printf("\n");
+    if (mc->gpu)
+        printf("plan: on the GPUs a stage or a shard (pp > 1 or tp > 1) trains its blocks on "
+               "its GPU, the embedding and the head on the host, the residual stream over "
+               "%.2f GB/s each way; the shards' per-block all-reduces %s\n",
+               mc->pcie_bw / 1e9, mc->tp_host ? "through host memory (FP32 down and up, MPI)"
+                                              : "over NCCL on the GPUs' link (FP16)");
     if (!o->json)
         printf("%6s %4s %5s %3s %3s %5s %10s %9s %8s %8s %8s %9s %7s %9s %7s %8s %10s\n",
                "ranks", "thr", "dp", "pp", "tp", "micro", "step ms", "compute", "bubble",
@@ -325,7 +336,7 @@ static void print_plan_header(const gpt_shape *s, int B, const gt_config *c,
 }
 
 /* The recommendation under the table (rows sorted, best first), why it beats pure
- * data parallelism, and what gentrain runs instead where it cannot run it yet. */
+ * data parallelism, and what the estimate of a GPU grid leaves out. */
 static void print_plan_verdict(const plan_estimate *rows, int n, const plan_machine *mc,
                                double noise)
 {
@@ -358,33 +369,16 @@ static void print_plan_verdict(const plan_estimate *rows, int n, const plan_mach
     else if (dp_only)
         printf("why: pure data parallelism is fastest here: its step (%.1f ms) has the "
                "least communication and no pipeline bubble\n", dp_only->step_s * 1e3);
-    /* On GPUs gentrain's engines take whole layers (src/engine.h): a grid with tp > 1
-     * would train on the CPU. Say so, and what does run on the GPUs. */
-    const plan_estimate *runnable = NULL;
-    for (int i = 0; i < n && !runnable; i++)
-        if (rows[i].g.tp == 1) runnable = &rows[i];
-    if (mc->gpu && best->g.tp > 1) {
-        if (runnable)
-            printf("note: gentrain trains tp > 1 on the CPU for now (its GPU engines take "
-                   "whole layers); on these GPUs the best grid it runs is dp %d x pp %d: "
-                   "%.1f ms a step, %.1f min to the target (%.0f%% longer)\n",
-                   runnable->g.dp, runnable->g.pp, runnable->step_s * 1e3,
-                   runnable->total_s / 60.0,
-                   100.0 * (runnable->total_s - best->total_s) / best->total_s);
-        else
-            printf("note: gentrain trains tp > 1 on the CPU for now (its GPU engines take "
-                   "whole layers), and no grid with tp = 1 fits this model in these GPUs' "
-                   "memory\n");
-    }
-    /* What the estimate of a GPU pipeline leaves out. */
-    if (mc->gpu && runnable && runnable->g.pp > 1)
-        printf("note: gentrain's GPU pipeline stages run the embedding and the head on the "
+    /* What the estimate of a GPU stage or shard leaves out. */
+    if (mc->gpu && (best->g.pp > 1 || best->g.tp > 1))
+        printf("note: gentrain's GPU stages and shards run the embedding and the head on the "
                "host CPU in FP32; the estimate counts them at the GPU's rate\n");
 }
 
 int plan_command(int argc, char **argv, int first)
 {
-    plan_opts o = {.nodes = 1, .reps = 5, .efficiency = 0.5, .latency_us = 5.0};
+    plan_opts o = {.nodes = 1, .reps = 5, .efficiency = 0.5, .latency_us = 5.0,
+                   .pcie_gbs = 25.0};
     if (parse_opts(&argc, argv, first, &o) != 0) return 2;
     gt_config c;
     config_defaults(&c);

@@ -42,6 +42,7 @@ typedef struct run {
     int micro;              /* pp > 1: micro-batches per batch in the pipeline */
     int mpi_io;             /* data read through parallel HDF5's MPI-IO driver */
     train_device device;
+    int tp_nccl;            /* tp > 1 on GPUs: the blocks' all-reduces over NCCL */
     int threads;
     double peak_gflops;     /* for MFU; 0 = none */
     double flops;           /* per micro-step of B x T on one rank */

@@ -3,10 +3,12 @@
  * Every rank decides the same (the configs were compared first); a refusal is one
  * error line from rank 0 and -1 on every rank. */
 #include <cblas.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "../io/h5data.h"
 #include "../offload/offload.h"
+#include "../offload/tp_comm.h"
 #include "blas_core.h"
 #include "cpu_features.h"
 #include "gemm_bf16.h"
@@ -43,22 +45,75 @@ int train_settle_grid(run *r)
 static const char *cpu_because(int n_gpus, int everyone, const char *why)
 {
     if (!everyone) return n_gpus == 0 ? why : "not every rank has a GPU";
-    if (grid_tp_size() > 1)
-        return "tp > 1 runs on the CPU for now (the GPU engines take whole layers)";
     return NULL;
+}
+
+/* tp > 1 on GPUs: whether the blocks' tp all-reduces go over NCCL (r->tp_nccl), else
+ * why they go through host memory (*because). NCCL takes one GPU a rank: with more
+ * ranks on a node than GPUs, some share one. Every rank decides the same (a collective
+ * of all ranks). */
+static void settle_tp_comm(run *r, int n_gpus, const char **because)
+{
+    const char *env = getenv("GENTRAIN_NCCL");
+    *because = !tp_comm_built()                ? "this gentrain was built without NCCL"
+               : env && strcmp(env, "0") == 0 ? "GENTRAIN_NCCL=0"
+               : par_local_size() > n_gpus    ? "ranks share a GPU; NCCL needs one a rank"
+                                               : NULL;
+    if (!par_all_ok(*because == NULL) && !*because) *because = "another rank cannot use NCCL";
+    r->tp_nccl = *because == NULL;
+}
+
+/* The offload line of a part on GPUs (pp > 1 or tp > 1): its blocks on the GPU, the
+ * embedding and the head on the host; with tp > 1, how the shards' blocks all-reduce. */
+static void say_part_placement(const run *r, int local, int n, const char *name,
+                               const char *because)
+{
+    const gt_config *c = r->c;
+    const char *as_blocks = c->offload == OFFLOAD_BLOCKS ? "" : r->tp > 1
+                                ? " (a shard is placed as with offload = blocks)"
+                                : " (a stage is placed as with offload = blocks)";
+    if (r->tp == 1) {
+        par_printf("offload: pp = %d: each stage's blocks on its rank's GPU (rank %d: GPU %d "
+                   "of %d on its node, %s) in FP16, the first stage's embeddings and the "
+                   "last stage's final LayerNorm, head and loss on the CPU in FP32%s; "
+                   "activations between stages through host memory over MPI; FP32 master "
+                   "weights and AdamW on the host, dynamic loss scaling from %.0f\n", r->pp,
+                   par_rank(), local % n, n, name, as_blocks, (double)LOSS_SCALE_INIT);
+        return;
+    }
+    char grid[64], blocks[64], path[192], lib[64];
+    snprintf(grid, sizeof grid, r->pp > 1 ? "tp = %d x pp = %d" : "tp = %d", r->tp, r->pp);
+    if (r->pp > 1) snprintf(blocks, sizeof blocks, "its stage's blocks");
+    else snprintf(blocks, sizeof blocks, "the %d transformer blocks", c->n_layer);
+    tp_comm_describe(lib, sizeof lib);
+    if (r->tp_nccl) snprintf(path, sizeof path, "over %s on the GPUs", lib);
+    else snprintf(path, sizeof path, "through host memory over MPI (%s)", because);
+    par_printf("offload: %s: each rank's shard of %s (1/%d of each block's heads and MLP "
+               "units) on its GPU (rank %d: GPU %d of %d on its node, %s) in FP16, their tp "
+               "all-reduces %s; %s on the CPU in FP32, vocabulary-parallel%s;%s FP32 master "
+               "weights and AdamW on the host, dynamic loss scaling from %.0f\n", grid,
+               blocks, r->tp, par_rank(), local % n, n, name, path,
+               r->pp > 1 ? "the first stage's embeddings and the last stage's final "
+                           "LayerNorm, head and loss"
+                         : "the embeddings, final LayerNorm, head and loss",
+               as_blocks,
+               r->pp > 1 ? " activations between stages through host memory over MPI;" : "",
+               (double)LOSS_SCALE_INIT);
 }
 
 /* Which device trains (offload): each rank takes the GPU of its index on its node
  * (modulo the GPUs there). The GPU trains only when every rank has one (a step is a
- * collective; mixed devices would only wait for the slowest) and no layer is split
- * over ranks (tp = 1; pipeline stages train their blocks on the GPU, embedding and
- * head on the host); otherwise one line says why the CPU trains, or, with
- * offload = required, that is an error. Where the GPU trains, one line says which
- * layers run where. */
+ * collective; mixed devices would only wait for the slowest); otherwise one line says
+ * why the CPU trains, or, with offload = required, that is an error. A whole model
+ * (tp = pp = 1) trains every layer or the blocks alone on the GPU; a pipeline stage or
+ * a tensor-parallel shard (any dp x tp x pp) its blocks, the embedding and the head on
+ * the host, the shards' blocks all-reducing over NCCL where it can, else through host
+ * memory. One line says which layers run where. */
 int train_settle_device(run *r)
 {
     const gt_config *c = r->c;
     r->device = DEVICE_CPU;
+    r->tp_nccl = 0;
     if (c->offload == OFFLOAD_NONE) return 0;
     const int local = par_local_rank(); /* a collective: before any branch */
     char why[256] = "", name[256] = "";
@@ -82,16 +137,10 @@ int train_settle_device(run *r)
             par_printf("offload: %s; every layer runs on the CPU\n", because);
         return 0;
     }
-    if (r->pp > 1) {
-        par_printf("offload: pp = %d: each stage's blocks on its rank's GPU (rank %d: GPU %d "
-                   "of %d on its node, %s) in FP16, the first stage's embeddings and the "
-                   "last stage's final LayerNorm, head and loss on the CPU in FP32%s; "
-                   "activations between stages through host memory over MPI; FP32 master "
-                   "weights and AdamW on the host, dynamic loss scaling from %.0f\n", r->pp,
-                   par_rank(), local % n, n, name,
-                   c->offload == OFFLOAD_BLOCKS ? "" : " (a stage is placed as with "
-                                                      "offload = blocks)",
-                   (double)LOSS_SCALE_INIT);
+    if (r->pp > 1 || r->tp > 1) {
+        const char *host_path = NULL;
+        if (r->tp > 1) settle_tp_comm(r, n, &host_path);
+        say_part_placement(r, local, n, name, host_path);
         r->device = DEVICE_GPU_BLOCKS;
         return 0;
     }

@@ -23,6 +23,13 @@
  * dx0), only the blocks' range of the staging buffer is read, and the gradients hand
  * back the blocks' range scaled (dxL carries the scale) through FP16, zeros elsewhere.
  *
+ * A shard blocks model (gpu_model_create_shard_blocks, tp > 1) is the same with a CPU
+ * model of that shard (gpt_create_tp: model.c's shard layout, which gpu_model.h
+ * promises), whose tensor-parallel hook is the caller's host_sum: model.c's passes
+ * call it where the GPU's would (after the row-parallel products, for the input
+ * gradients of the column-parallel ones). There is no device here, so no device hook:
+ * tp_comm_built() is 0 and the trainer takes the host path.
+ *
  * Fault injection, read from the environment once per process:
  *   GENTRAIN_FAKE_GPU_OVERFLOW=3,7    on the 3rd and 7th training call of this process
  *                                     (a micro-batch of gpu_model_step_micro, or
@@ -36,6 +43,7 @@
  *                                     every rank) */
 #include "../offload/gpu_model.h"
 #include "../offload/offload.h"
+#include "../offload/tp_comm.h"
 
 #include <errno.h>
 #include <math.h>
@@ -163,12 +171,18 @@ static gpt_shape to_gpt(const gpu_model_shape *s)
     return g;
 }
 
-size_t gpu_model_param_count(const gpu_model_shape *s)
+size_t gpu_model_shard_param_count(const gpu_model_shape *s, int tp)
 {
     /* The layout of gpu_model.h, counted as the real one does. */
-    const size_t C = (size_t)s->n_embd, L = (size_t)s->n_layer;
-    return ((size_t)s->vocab_size + (size_t)s->block_size) * C + L * (12 * C * C + 13 * C) +
-           2 * C;
+    if (tp < 1 || s->n_head % tp != 0 || s->vocab_size % tp != 0) return 0;
+    const size_t C = (size_t)s->n_embd, L = (size_t)s->n_layer, Cl = C / (size_t)tp;
+    return ((size_t)s->vocab_size / (size_t)tp + (size_t)s->block_size) * C +
+           L * (12 * C * Cl + 7 * Cl + 6 * C) + 2 * C;
+}
+
+size_t gpu_model_param_count(const gpu_model_shape *s)
+{
+    return gpu_model_shard_param_count(s, 1);
 }
 
 /* What this double allocates: FP32 parameters and gradients, the two FP16 buffers, and
@@ -178,6 +192,7 @@ size_t gpu_model_param_count(const gpu_model_shape *s)
 static size_t fake_bytes(const gpu_model_shape *s, int B, int T, int blocks)
 {
     const size_t P = gpu_model_param_count(s), N = (size_t)B * T, C = (size_t)s->n_embd;
+    /* (a shard's: the whole model's estimate, more than it takes) */
     const size_t acts = (size_t)s->n_layer * (20 * N * C + (size_t)B * s->n_head * T * T) +
                         (blocks ? N * C : 2 * N * (size_t)s->vocab_size) + 4 * N * C;
     return P * (4 + 4 + 2 + 2) + acts * sizeof(float);
@@ -193,13 +208,30 @@ size_t gpu_model_blocks_device_bytes(const gpu_model_shape *s, int B, int T)
     return fake_bytes(s, B, T, 1);
 }
 
-static gpu_model *create(const gpu_model_shape *s, int B, int T, int blocks, char *why,
-                         size_t cap)
+size_t gpu_model_shard_blocks_device_bytes(const gpu_model_shape *s, int B, int T,
+                                           const gpu_model_tp *tp)
+{
+    (void)tp;
+    return fake_bytes(s, B, T, 1);
+}
+
+/* The whole model's "shard". */
+static const gpu_model_tp whole = {1, 0, NULL, NULL, NULL, NULL};
+
+static gpu_model *create(const gpu_model_shape *s, int B, int T, int blocks,
+                         const gpu_model_tp *tp, char *why, size_t cap)
 {
     if (!s || s->n_layer < 0 || s->n_head < 1 || s->n_embd < 1 || s->vocab_size < 1 ||
         s->block_size < 1 || s->n_embd % s->n_head != 0 || B < 1 || T < 1 ||
         T > s->block_size) {
         say(why, cap, "fake GPU: bad model shape or batch (n_embd %% n_head, T <= block_size)");
+        return NULL;
+    }
+    if (tp->size < 1 || tp->rank < 0 || tp->rank >= tp->size ||
+        s->n_head % tp->size != 0 || s->vocab_size % tp->size != 0 ||
+        (tp->size > 1 && (!tp->host_sum || tp->device_sum))) {
+        say(why, cap, "fake GPU: shard %d of tp = %d: tp must divide n_head and vocab_size, "
+            "and the sum is the host's (no device here)", tp->rank, tp->size);
         return NULL;
     }
     gpu_model *g = calloc(1, sizeof *g);
@@ -211,7 +243,7 @@ static gpu_model *create(const gpu_model_shape *s, int B, int T, int blocks, cha
 #ifdef _OPENMP
     threads = omp_get_max_threads(); /* the kernels' scratch is per OpenMP thread */
 #endif
-    if (gpt_create(&g->m, to_gpt(s), &backend_cpu, threads) != 0) {
+    if (gpt_create_tp(&g->m, to_gpt(s), &backend_cpu, threads, tp->size, tp->rank) != 0) {
         say(why, cap, "fake GPU: cannot make the CPU model");
         free(g);
         return NULL;
@@ -224,7 +256,9 @@ static gpu_model *create(const gpu_model_shape *s, int B, int T, int blocks, cha
     g->hi = blocks ? m->info[m->i_lnf].offset : m->n_params;
     /* The blocks alone: model.c's middle stage (no embedding, no head, no logits). */
     if (blocks) m->has_embed = m->has_head = 0;
-    if (m->n_params != gpu_model_param_count(s) || gpt_alloc_grads(m) != 0 ||
+    m->tp_allreduce = tp->host_sum;
+    m->tp_ctx = tp->host_ctx;
+    if (m->n_params != gpu_model_shard_param_count(s, tp->size) || gpt_alloc_grads(m) != 0 ||
         gpt_alloc_acts(m, B, T) != 0 ||
         !(g->staging = calloc(m->n_params, sizeof(uint16_t))) ||
         !(g->grads = calloc(m->n_params, sizeof(uint16_t))) ||
@@ -239,13 +273,19 @@ static gpu_model *create(const gpu_model_shape *s, int B, int T, int blocks, cha
 
 gpu_model *gpu_model_create(const gpu_model_shape *s, int B, int T, char *why, size_t cap)
 {
-    return create(s, B, T, 0, why, cap);
+    return create(s, B, T, 0, &whole, why, cap);
 }
 
 gpu_model *gpu_model_create_blocks(const gpu_model_shape *s, int B, int T, char *why,
                                    size_t cap)
 {
-    return create(s, B, T, 1, why, cap);
+    return create(s, B, T, 1, &whole, why, cap);
+}
+
+gpu_model *gpu_model_create_shard_blocks(const gpu_model_shape *s, int B, int T,
+                                         const gpu_model_tp *tp, char *why, size_t cap)
+{
+    return create(s, B, T, 1, tp, why, cap);
 }
 
 void gpu_model_free(gpu_model *g)
@@ -432,4 +472,36 @@ int gpu_model_sync(gpu_model *g, char *why, size_t cap)
 {
     (void)g, (void)why, (void)cap;
     return 0;
+}
+
+/* ------------------------------------------------------------- tp_comm.h: no NCCL */
+
+#define NO_NCCL "fake GPU: no NCCL (the tp all-reduces take the host path)"
+
+int tp_comm_built(void) { return 0; }
+
+void tp_comm_describe(char *out, size_t cap) { snprintf(out, cap, "no NCCL"); }
+
+int tp_comm_id(unsigned char id[TP_COMM_ID_BYTES], char *why, size_t cap)
+{
+    (void)id;
+    say(why, cap, NO_NCCL);
+    return -1;
+}
+
+tp_comm *tp_comm_create(const unsigned char id[TP_COMM_ID_BYTES], int size, int rank,
+                        char *why, size_t cap)
+{
+    (void)id, (void)size, (void)rank;
+    say(why, cap, NO_NCCL);
+    return NULL;
+}
+
+void tp_comm_free(tp_comm *c) { (void)c; }
+
+int tp_comm_sum_half(void *ctx, void *buf, size_t n, void *stream, char *why, size_t cap)
+{
+    (void)ctx, (void)buf, (void)n, (void)stream;
+    say(why, cap, NO_NCCL);
+    return -1;
 }

@@ -136,14 +136,75 @@ gpu_pipeline_grids() {
     done
     run_ok ppresumed timeout 300 "$bin" train "${args[@]}" --out "$tmp/ppresumed" \
         --resume "$tmp/ppgpu/checkpoints/ckpt_00000003.h5"
-    check "pp 2 -> 1 on GPUs: steps 4-6 log the straight run's losses within 1e-3" awk \
+    check_resumed_close "pp 2 -> 1 on GPUs" "$tmp/ppgpu" "$tmp/ppresumed"
+}
+
+# check_resumed_close WHAT STRAIGHT RESUMED: the run folder RESUMED (resumed on another
+# grid from STRAIGHT's step-3 checkpoint of 6 steps) logs STRAIGHT's losses of steps
+# 4-6 within 1e-3 relative and ends within 2e-2 of its parameters.
+check_resumed_close() {
+    local what=$1 rc
+    check "$what: steps 4-6 log the straight run's losses within 1e-3" awk \
         'NR == FNR { if (FNR > 3) a[FNR - 3] = $0; next }
          { split(a[FNR], x, /"loss":/); split($0, y, /"loss":/);
            u = x[2] + 0; v = y[2] + 0; d = u - v; if (d < 0) d = -d;
            if (u == 0 || d / u > 1e-3) bad = 1; n++ }
-         END { exit (bad || n != 3) }' "$tmp/ppgpu/log.jsonl" "$tmp/ppresumed/log.jsonl"
-    "$CMPMODEL" "$tmp/ppgpu/model.h5" "$tmp/ppresumed/model.h5" 2e-2 > "$tmp/ppres.cmp" 2>&1
+         END { exit (bad || n != 3) }' "$2/log.jsonl" "$3/log.jsonl"
+    "$CMPMODEL" "$2/model.h5" "$3/model.h5" 2e-2 > "$3.cmp" 2>&1
     rc=$?
-    check "pp 2 -> 1 on GPUs: final parameters within 2e-2 of the straight run's" \
-        test $rc -eq 0
+    sed -e 's/^/    /' "$3.cmp"
+    check "$what: final parameters within 2e-2 of the straight run's" test $rc -eq 0
+}
+
+# gpu_tp_grids GPUBIN PATH: tensor-parallel shards trained by (test) GPUs under mpirun
+# (src/gpu_stage.c: each rank's shard of the blocks on its GPU, the vocabulary-parallel
+# embedding and head on the host) against the same grid on the CPU (tiny_gpt_args'
+# model, 6 steps): tp 2, dp 2 x tp 2 and tp 2 x pp 2 with 4 micro-batches (the first
+# stage recomputes its blocks' forward before a backward), each reading the same global
+# batch: losses and val_losses within 1e-3 relative (FP16 against FP32), the final
+# parameters within 2e-2 per tensor, every replica's parts identical; the offload line
+# says how the shards' blocks all-reduce (PATH, a pattern: over NCCL or through host
+# memory); a checkpoint of the tp 2 GPU run resumed on one rank's GPU (tp 1, every layer
+# on it) logs the straight run's losses within 1e-3 and ends within 2e-2 of its
+# parameters. Needs MPIEXEC, GENTRAIN, CMPMODEL, TINY (tiny_gpt_args).
+gpu_tp_grids() {
+    local bin=$1 path=$2 name rc
+    local mpi=(timeout 300 "$MPIEXEC" --oversubscribe --bind-to none)
+    local args=("${TINY[@]}" --steps 6 --warmup_steps 2 --lr 3e-3 --eval_every 3)
+    local tp2=(-np 2 --tp 2) dptp=(-np 4 --tp 2 --batch_size 2)
+    local tppp=(-np 4 --tp 2 --pp 2 --micro_batches 4)
+    # tp_grid_pair NAME -np N OPTIONS...: the grid on the CPU (NAMEcpu) and on the GPUs
+    # (NAMEgpu).
+    tp_grid_pair() {
+        local name=$1 np=$3
+        shift 3
+        run_ok "${name}cpu" "${mpi[@]}" -np "$np" "$GENTRAIN" train "${args[@]}" "$@" \
+            --offload none --out "$tmp/${name}cpu"
+        run_ok "${name}gpu" "${mpi[@]}" -np "$np" "$bin" train "${args[@]}" "$@" \
+            --ckpt_every 3 --out "$tmp/${name}gpu"
+    }
+    tp_grid_pair tp "${tp2[@]}"
+    tp_grid_pair dptp "${dptp[@]}"
+    tp_grid_pair tppp "${tppp[@]}"
+    check "tp 2: one line says each rank's shard of the blocks trains on its GPU, \
+their all-reduces $path" test "$(grep -Ec "^offload: tp = 2: each rank's shard of the 2 \
+transformer blocks .* in FP16, their tp all-reduces $path; " "$tmp/tpgpu.out")" -eq 1
+    check "tp 2 x pp 2: one line says each rank's shard of its stage's blocks is on its GPU" \
+        test "$(grep -c "^offload: tp = 2 x pp = 2: each rank's shard of its stage's blocks" \
+                "$tmp/tpppgpu.out")" -eq 1
+    for name in tp dptp tppp; do
+        check "$name on GPUs: losses and val_losses within 1e-3 relative of the CPU's" \
+            compare_logs "$tmp/${name}cpu/log.jsonl" "$tmp/${name}gpu/log.jsonl" 1e-3 6
+        "$CMPMODEL" "$tmp/${name}cpu/model.h5" "$tmp/${name}gpu/model.h5" 2e-2 \
+            > "$tmp/$name.cmp" 2>&1
+        rc=$?
+        sed -e 's/^/    /' "$tmp/$name.cmp"
+        check "$name on GPUs: final parameters within 2e-2 of the CPU's" test $rc -eq 0
+    done
+    check "dp 2 x tp 2 on GPUs: each part identical in both replicas" grep -q \
+        '^check: each of the 2 parts (pp x tp) is identical in all 2 replicas' \
+        "$tmp/dptpgpu.out"
+    run_ok tpresumed timeout 300 "$bin" train "${args[@]}" --out "$tmp/tpresumed" \
+        --resume "$tmp/tpgpu/checkpoints/ckpt_00000003.h5"
+    check_resumed_close "tp 2 -> 1 on GPUs" "$tmp/tpgpu" "$tmp/tpresumed"
 }

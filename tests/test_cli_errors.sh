@@ -186,16 +186,15 @@ else
     fail "plan: described cluster (rc $rc)"
     show_err
 fi
-# GPUs and a recommended grid with tp > 1, which the trainer runs on the CPU: one note
-# saying so and naming the best grid with tp = 1, which runs on the GPUs.
-if grep -q '^recommended: dp [0-9]* x pp [0-9]* x tp 1 ' "$out"; then
-    check "plan: GPUs, a recommendation with tp = 1: no tp note" \
-        test "$(grep -c '^note: gentrain trains tp > 1' "$out")" -eq 0
-else
-    check "plan: GPUs, a recommendation with tp > 1: one note naming a grid with tp 1" \
-        test "$(grep -c '^note: gentrain trains tp > 1 on the CPU for now .* runs is dp [0-9]* x pp [0-9]*: ' \
-                "$out")" -eq 1
-fi
+# GPUs: the plan says how a GPU stage or shard runs (blocks on the GPU, the residual
+# stream over the host link, the shards' all-reduces over NCCL unless --tp-host), and no
+# grid is said to train on the CPU (every dp x tp x pp runs on the GPUs).
+check "plan: GPUs: one line on how stages and shards run, their all-reduces over NCCL" \
+    test "$(grep -c '^plan: on the GPUs a stage or a shard .* all-reduces over NCCL' "$out")" -eq 1
+check "plan: GPUs: no grid is sent to the CPU" test "$(grep -c 'on the CPU for now' "$out")" -eq 0
+run "${PLAN[@]}" --nodes 4 --gpus-per-node 4 --gpu-tflops 100 --tp-host --pcie-gbs 10
+check "plan: GPUs, --tp-host: the shards' all-reduces through host memory" \
+    test "$rc" -eq 0 -a "$(grep -c '^plan: on the GPUs .* over 10.00 GB/s each way; the shards.* through host memory' "$out")" -eq 1
 run "${PLAN[@]}" --measure --reps 1 --json
 if [ "$rc" -eq 0 ] && grep -q '^{"dp":1,"pp":1,"tp":1,' "$out" && grep -q '^recommended:' "$out"; then
     ok "plan --measure on one rank: JSON lines and a recommendation"

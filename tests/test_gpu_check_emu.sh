@@ -6,8 +6,9 @@
 # the emulation as tests of their own, so this runs the two others:
 #  1. GPU_CHECK_ONLY="bench shakespeare" GPU_CHECK_SMALL=1 (the --small shape): exit 0;
 #     both "passed" in the table; every benchmark figure has a value; the phase line
-#     names all 8 phases; the shakespeare line.
-#  2. GPU_CHECK_BUDGET=0: nothing runs, the table says so for each check, exit 1.
+#     names all 9 phases; the shakespeare line.
+#  2. GPU_CHECK_BUDGET=0: nothing runs, the table says so for each check, exit 1 (and
+#     grids, without GPU_CHECK_GENTRAIN, is skipped).
 #  3. Bad settings (GPU_CHECK_BIN without the programs, an unknown GPU_CHECK_ONLY
 #     word): one error line naming the problem, exit 1.
 #  4. The benchmark at its real size, dry (CUDA_EMU_DRY=1 with a 140 GiB emulated
@@ -15,8 +16,12 @@
 #     address space) and gets through every step with every kernel launch and cuBLAS
 #     call at the GPT-2 124M shape accepted; nothing is computed, so its only FAIL is
 #     the first loss (0 instead of ~ln V) and its figures mean nothing.
+#  5. The grids check (scripts/gpu-grids.sh) with GPU_CHECK_GENTRAIN = gentrain on the
+#     emulated GPU, at its small shape, every rank sharing the one emulated GPU (host
+#     path): "passed" in the table, its 4 grids ok on the RESULT line, each said to
+#     all-reduce through host memory where it has tp.
 # Environment: top_srcdir, top_builddir (the test skips without the emulation's
-# programs there).
+# programs there), MPIEXEC (part 5 is skipped without it).
 set -u
 : "${top_srcdir:?top_srcdir must point at the source tree}"
 : "${top_builddir:?top_builddir must point at the build tree}"
@@ -52,10 +57,10 @@ done
 check "smoke: every benchmark figure has a value (missing:${empty:- none})" test -z "$empty"
 phases=$(grep '^gpu-check: GPU ms by phase' "$tmp/smoke.out")
 n=0
-for p in matmul attention layernorm gelu+residual embedding head loss other; do
+for p in matmul attention layernorm gelu+residual embedding head loss other tp-allreduce; do
     [[ $phases == *" $p="[0-9]* ]] && n=$((n + 1))
 done
-check "smoke: the phase line names all 8 phases ($n)" test $n -eq 8
+check "smoke: the phase line names all 9 phases ($n)" test $n -eq 9
 check "smoke: the shakespeare line has its figures" \
     grep -q '^gpu-check: shakespeare: steps=[0-9]* val_start=[0-9.]* val_end=[0-9.]*' \
     "$tmp/smoke.out"
@@ -69,6 +74,8 @@ check "budget 0: exit 1 (rc $rc)" test $rc -eq 1
 n=$(grep -c 'NOT RUN (time budget spent)' "$tmp/budget.out")
 check "budget 0: all 4 checks NOT RUN in the table ($n)" test "$n" -eq 4
 check "budget 0: FAILED" grep -q '^gpu-check: FAILED$' "$tmp/budget.out"
+check "budget 0: grids skipped without GPU_CHECK_GENTRAIN" \
+    test "$(row "$tmp/budget.out" grids)" = "SKIPPED (no GPU_CHECK_GENTRAIN)"
 
 # ------------------------------------------------------------- 3. bad settings
 GPU_CHECK_BIN=$tmp/nowhere "${CHECK[@]}" > "$tmp/nobin.out" 2>&1
@@ -92,6 +99,28 @@ check "dry bench: the only FAIL is the first loss" test \
     "$(grep '^FAIL' "$tmp/dry.out" | grep -vc '^FAIL bench: first loss 0.0000 is near ln V')" -eq 0
 check "dry bench: B = 128 x T = 1024 at the GPT-2 124M shape, ~93 GiB" grep -q \
     '^RESULT bench B=128 T=1024 .* mem_gib=9[0-9]\.' "$tmp/dry.out"
+
+# ------------------------------------------------------------- 5. grids
+EMU_G=$top_builddir/tests/gentrain_emugpu
+if [ -n "${MPIEXEC:-}" ] && [ -x "$EMU_G" ]; then
+    # TMPDIR back to /tmp for mpirun's session folder: under the build tree's long path,
+    # Open MPI's 2-rank jobs built with the sanitizers end with LeakSanitizer's "Tracer
+    # caught signal 11" (gentrain's own CPU runs too). gpu-check and gpu-grids clean up
+    # their folders there themselves.
+    TMPDIR=/tmp GPU_CHECK_BIN=$BIN GPU_CHECK_SMALL=1 GPU_CHECK_ONLY=grids \
+        GPU_CHECK_GENTRAIN=$EMU_G CUDA_EMU_DEVICES=1 run_ok grids "${CHECK[@]}"
+    show "$tmp/grids.out"
+    r=$(row "$tmp/grids.out" grids)
+    check "grids: ${r:-missing} in the table" test "$r" = passed
+    check "grids: the summary has all 4 grids ok" grep -Eq \
+        '^gpu-check: grids \(result:GPU ms/step\): tp2=ok:[0-9.]+ pp2=ok:[0-9.]+ dp2tp2=ok:[0-9.]+ tp2pp2=ok:[0-9.]+$' \
+        "$tmp/grids.out"
+    check "grids: the 3 grids with tp all-reduce through host memory (one shared GPU)" test \
+        "$(grep -c 'their tp all-reduces through host memory over MPI (ranks share a GPU' \
+           "$tmp/grids.out")" -eq 3
+else
+    echo "skip: part 5 (no mpirun or no tests/gentrain_emugpu)"
+fi
 
 echo "$fails failed"
 [ $fails -eq 0 ]

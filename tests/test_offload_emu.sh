@@ -18,6 +18,13 @@
 #  6. Pipeline stages on emulated GPUs (src/gpu_stage.c on the real blocks code):
 #     gpu_pipeline_grids (tests/lib.sh: pp 2, dp 2 x pp 2, pp 2 with accumulation
 #     against the CPU's pp 2 within 1e-3; a pp 2 checkpoint resumed on one GPU).
+#  7. Tensor-parallel shards on emulated GPUs (the real shard blocks code): with a GPU
+#     per rank (CUDA_EMU_DEVICES=4) their all-reduces go over NCCL (the emulation's
+#     stand-in over MPI, offload/tests/emu/nccl_emu.c) where the build has NCCL
+#     (GENTRAIN_TEST_NCCL=yes): gpu_tp_grids (tests/lib.sh: tp 2, dp 2 x tp 2, tp 2 x pp 2
+#     against the CPU at the same grid within 1e-3; a tp 2 checkpoint resumed on one
+#     GPU); then the host path: 2 ranks sharing one GPU (NCCL wants a GPU a rank), and
+#     GENTRAIN_NCCL=0 with a GPU each, both saying so and within 1e-3 of the CPU's tp 2.
 # Every run is under `timeout`, so a hang fails the test instead of blocking it.
 #
 # Environment: GENTRAIN_EMUGPU (tests/gentrain_emugpu; the test skips without it),
@@ -96,8 +103,34 @@ if [ -n "${MPIEXEC:-}" ]; then
         compare_logs "$tmp/acc_cpu/log.jsonl" "$tmp/np2/log.jsonl" 1e-2 6
     # ------------------------------------------------------------- 6. pipeline stages
     gpu_pipeline_grids "$GENTRAIN_EMUGPU"
+    # ------------------------------------------------------------- 7. tensor parallelism
+    if [ "${GENTRAIN_TEST_NCCL:-no}" = yes ]; then
+        path='over NCCL [0-9.]+ on the GPUs'
+    else
+        path='through host memory over MPI \(this gentrain was built without NCCL\)'
+    fi
+    CUDA_EMU_DEVICES=4 gpu_tp_grids "$GENTRAIN_EMUGPU" "$path"
+    TP2=(timeout 300 "$MPIEXEC" --oversubscribe --bind-to none -np 2 "$GENTRAIN_EMUGPU" train
+         "${ARGS[@]}" --steps 6 --warmup_steps 2 --lr 3e-3 --eval_every 3 --tp 2)
+    # host_path NAME WHY: the tp 2 run NAME (its environment set by the caller) took the
+    # host path for WHY (a pattern) and trained like the CPU's tp 2.
+    host_path() {
+        check "$1: the shards all-reduce through host memory ($2)" grep -Eq \
+            "^offload: tp = 2: .* their tp all-reduces through host memory over MPI \($2\); " \
+            "$tmp/$1.out"
+        check "$1: losses and val_losses within 1e-3 relative of the CPU's tp 2" \
+            compare_logs "$tmp/tpcpu/log.jsonl" "$tmp/$1/log.jsonl" 1e-3 6
+    }
+    CUDA_EMU_DEVICES=1 run_ok tpshared "${TP2[@]}" --out "$tmp/tpshared"
+    [ "${GENTRAIN_TEST_NCCL:-no}" = yes ] && why='ranks share a GPU; NCCL needs one a rank' ||
+        why='this gentrain was built without NCCL'
+    host_path tpshared "$why"
+    if [ "${GENTRAIN_TEST_NCCL:-no}" = yes ]; then
+        CUDA_EMU_DEVICES=2 GENTRAIN_NCCL=0 run_ok tphost "${TP2[@]}" --out "$tmp/tphost"
+        host_path tphost 'GENTRAIN_NCCL=0'
+    fi
 else
-    echo "skip: parts 5 and 6 on several ranks (no mpirun)"
+    echo "skip: parts 5 to 7 on several ranks (no mpirun)"
 fi
 
 echo "$fails failed"

@@ -21,10 +21,9 @@
 #  5. The loss scale survives a checkpoint: a run resumed from the step-3 checkpoint of
 #     a run that overflowed at step 2 continues at scale 32768, and ends like the
 #     straight run (same losses, same parameters).
-#  6. Placement: with 2 ranks, tp = 2 trains on the CPU with one line saying why, and
-#     offload = required turns that into an error. sync = async trains on the
-#     "GPU": an overflow in step 2's gradient halves the scale at step 2 and skips the
-#     update of step 3, the one that applies that gradient.
+#  6. sync = async trains on the "GPU": an overflow in step 2's gradient halves the
+#     scale at step 2 and skips the update of step 3, the one that applies that
+#     gradient.
 #  7. offload = blocks (the blocks on the "GPU", embedding and head on the host in
 #     FP32): one `offload:` line saying so; the run of part 1 with losses and
 #     val_losses within 1e-2 relative of offload = none and of offload = all; the
@@ -35,6 +34,12 @@
 #  8. Pipeline stages on the "GPUs" (src/gpu_stage.c): gpu_pipeline_grids (tests/lib.sh:
 #     pp 2, dp 2 x pp 2 and pp 2 with accumulation against the CPU's pp 2 within 1e-3,
 #     and a pp 2 checkpoint resumed on one GPU); an overflow on the last stage's rank
+#     alone skips the step on both.
+#  9. Tensor-parallel shards on the "GPUs" (src/gpu_stage.c with tp > 1): gpu_tp_grids
+#     (tests/lib.sh: tp 2, dp 2 x tp 2, tp 2 x pp 2 against the CPU at the same grid
+#     within 1e-3, a tp 2 checkpoint resumed on one GPU), the all-reduces through host
+#     memory (the double has no NCCL); offload = blocks says so without the placement
+#     note and offload = required trains tp 2 on the "GPUs"; an overflow on tp rank 1
 #     alone skips the step on both.
 # Every run is under `timeout`, so a hang fails the test instead of blocking it.
 #
@@ -227,24 +232,6 @@ if [ -n "${MPIEXEC:-}" ]; then
     check "np=2: parameters identical on all 2 ranks at the end" \
         grep -q '^check: the parameters are identical on all 2 ranks' "$tmp/np2.out"
 
-    # cpu_line NAME WHY ARGS...: on 2 ranks ARGS train on the CPU, one offload line saying
-    # WHY; with offload = required the same is one error and a non-zero exit.
-    cpu_line() {
-        local name=$1 why=$2 n rc
-        shift 2
-        run_ok "$name" "${MPI[@]}" "${SHORT[@]}" --steps 2 "$@"
-        n=$(grep -c '^offload:' "$tmp/$name.out")
-        check "np=2 $*: one offload line ($n): $why ..., on the CPU" test "$n" -eq 1 -a \
-            "$(grep -c "^offload: $why.*; every layer runs on the CPU$" "$tmp/$name.out")" -eq 1
-        "${MPI[@]}" "${SHORT[@]}" --steps 2 "$@" --offload required > "$tmp/$name.req" 2>&1
-        rc=$?
-        check "np=2 $* offload = required: non-zero exit, no timeout (rc $rc)" \
-            test $rc -ne 0 -a $rc -ne 124
-        n=$(grep -c "gentrain: error: .*offload = required, but $why" "$tmp/$name.req")
-        check "np=2 $* offload = required: one error line ($n)" test "$n" -eq 1
-    }
-    cpu_line tp2 "tp > 1 runs on the CPU" --tp 2
-
     # sync = async on the "GPU": an overflow in the gradient of step 2 halves the scale
     # at step 2 and skips the update that applies that gradient, at step 3.
     GENTRAIN_FAKE_GPU_OVERFLOW=2 run_ok async "${MPI[@]}" "${SHORT[@]}" --steps 5 \
@@ -280,6 +267,27 @@ if [ -n "${MPIEXEC:-}" ]; then
         grep -q '| FP16 overflow: step skipped | .* | scale 65536 -> 32768$' <<< "$line"
 else
     echo "skip: part 8 (no mpirun)"
+fi
+
+# ------------------------------------------------------------- 9. tensor parallelism
+if [ -n "${MPIEXEC:-}" ]; then
+    gpu_tp_grids "$GENTRAIN_FAKEGPU" \
+        'through host memory over MPI \(this gentrain was built without NCCL\)'
+    run_ok tpblk "${MPI[@]}" "${SHORT[@]}" --steps 2 --tp 2 --offload blocks
+    check "tp 2, offload = blocks: the shard line, without the placement note" test \
+        "$(grep -c "^offload: tp = 2: each rank's shard" "$tmp/tpblk.out")" -eq 1 -a \
+        "$(grep -c 'placed as with offload = blocks' "$tmp/tpblk.out")" -eq 0
+    run_ok tpreq "${MPI[@]}" "${SHORT[@]}" --steps 2 --tp 2 --offload required
+    check "tp 2, offload = required: trains on the GPUs" \
+        grep -q "^offload: tp = 2: each rank's shard" "$tmp/tpreq.out"
+    GENTRAIN_FAKE_GPU_OVERFLOW=2 GENTRAIN_FAKE_GPU_OVERFLOW_RANK=1 \
+        run_ok tpover "${MPI[@]}" "${SHORT[@]}" --steps 3 --tp 2
+    line=$(step_line "$tmp/tpover.out" 2)
+    echo "    $line"
+    check "tp 2, overflow on tp rank 1's GPU in step 2: both shards skip step 2" \
+        grep -q '| FP16 overflow: step skipped | .* | scale 65536 -> 32768$' <<< "$line"
+else
+    echo "skip: part 9 (no mpirun)"
 fi
 
 echo "$fails failed"

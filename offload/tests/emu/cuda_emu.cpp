@@ -42,6 +42,15 @@ size_t device_capacity()
     return s ? strtoull(s, nullptr, 10) : (size_t)8 << 30;
 }
 
+// The GPUs a node has (CUDA_EMU_DEVICES, default 1, at most 64): ranks on one node that
+// take different indices each see a device of their own, as on a node of several GPUs.
+int device_count()
+{
+    const char *s = getenv("CUDA_EMU_DEVICES");
+    const int n = s ? atoi(s) : 1;
+    return n < 1 ? 1 : n > 64 ? 64 : n;
+}
+
 // Whether [p, p + n) lies inside one device allocation.
 bool is_device(const void *p, size_t n)
 {
@@ -393,18 +402,19 @@ extern "C" {
 
 cudaError_t cudaGetDeviceCount(int *count)
 {
-    *count = 1;
+    *count = device_count();
     return cudaSuccess;
 }
 
+// Any of the node's emulated devices: each process emulates its own whichever it takes.
 cudaError_t cudaSetDevice(int device)
 {
-    return device == 0 ? cudaSuccess : cudaErrorInvalidDevice;
+    return device >= 0 && device < device_count() ? cudaSuccess : cudaErrorInvalidDevice;
 }
 
 cudaError_t cudaGetDeviceProperties(cudaDeviceProp *p, int device)
 {
-    if (device != 0) return cudaErrorInvalidDevice;
+    if (device < 0 || device >= device_count()) return cudaErrorInvalidDevice;
     memset(p, 0, sizeof *p);
     snprintf(p->name, sizeof p->name, "CPU emulation of a GPU (cuda_emu)");
     p->totalGlobalMem = device_capacity();
@@ -618,6 +628,13 @@ cudaError_t cudaEventElapsedTime(float *ms, cudaEvent_t start, cudaEvent_t end)
     *ms = (float)(b->ms - a->ms);
     return cudaSuccess;
 }
+
+// For the emulation's other stand-ins (nccl_emu.c, in C): whether [p, p + n) is
+// emulated device memory, whether s is a stream of this emulation, whether nothing is
+// computed (CUDA_EMU_DRY).
+int cuda_emu_is_device(const void *p, size_t n) { return is_device(p, n); }
+int cuda_emu_valid_stream(const void *s) { return valid_stream((cudaStream_t)s); }
+int cuda_emu_dry(void) { return g_dry; }
 
 } // extern "C"
 

@@ -21,6 +21,10 @@
 // with 0xff bytes, a NaN in FP16 and FP32). Under AddressSanitizer, an out-of-bounds
 // access of device memory is reported where it happens.
 //
+// A node's devices: CUDA_EMU_DEVICES (default 1) of them, each process emulating the
+// one it takes, so ranks of one node can each have their own (tensor-parallel peers
+// over NCCL, which wants a GPU per rank: nccl_emu.c stands in for its calls over MPI).
+//
 // Not emulated: concurrency between streams (everything is synchronous, so a missing
 // event wait cannot be seen), data races between threads (the fibers interleave only
 // at barriers), __ldg and other intrinsics the sources do not use.
