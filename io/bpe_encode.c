@@ -11,6 +11,8 @@
  * the cache starts over when full), so common words are merged once. */
 #include "bpe_internal.h"
 
+#include "../src/util.h"
+
 #include <stdlib.h>
 #include <string.h>
 
@@ -54,22 +56,10 @@ struct bpe_encoder {
     size_t pieces_cap;
 };
 
-/* ---- growable buffers */
-static int grow(void **p, size_t *cap, size_t need, size_t elem)
-{
-    if (need <= *cap) return 0;
-    size_t c = *cap ? *cap : 64;
-    while (c < need) c *= 2;
-    void *q = realloc(*p, c * elem);
-    if (!q) return -1;
-    *p = q;
-    *cap = c;
-    return 0;
-}
 
 int bpe_ids_push(bpe_ids *a, int32_t id)
 {
-    if (a->n == a->cap && grow((void **)&a->v, &a->cap, a->n + 1, sizeof *a->v) != 0)
+    if (a->n == a->cap && gt_grow((void **)&a->v, &a->cap, a->n + 1, sizeof *a->v) != 0)
         return -1;
     a->v[a->n++] = id;
     return 0;
@@ -77,7 +67,7 @@ int bpe_ids_push(bpe_ids *a, int32_t id)
 
 int bpe_ids_append(bpe_ids *a, const int32_t *ids, size_t n)
 {
-    if (grow((void **)&a->v, &a->cap, a->n + n, sizeof *a->v) != 0) return -1;
+    if (gt_grow((void **)&a->v, &a->cap, a->n + n, sizeof *a->v) != 0) return -1;
     if (n) memcpy(a->v + a->n, ids, n * sizeof *ids);
     a->n += n;
     return 0;
@@ -129,7 +119,7 @@ static int before(const heap_item *a, const heap_item *b)
 
 static int heap_push(bpe_encoder *e, size_t *n, uint32_t rank, uint32_t pos, int32_t id)
 {
-    if (grow((void **)&e->heap, &e->heap_cap, *n + 1, sizeof *e->heap) != 0) return -1;
+    if (gt_grow((void **)&e->heap, &e->heap_cap, *n + 1, sizeof *e->heap) != 0) return -1;
     size_t i = (*n)++;
     heap_item it = {rank, pos, id};
     while (i > 0 && before(&it, &e->heap[(i - 1) / 2])) {
@@ -204,12 +194,12 @@ static int merge_word(bpe_encoder *e, const unsigned char *w, size_t n, bpe_ids 
 {
     const bpe *t = e->t;
     if (t->ignore_merges) {
-        if (grow((void **)&e->mapped, &e->mapped_cap, 2 * n, 1) != 0) return -1;
+        if (gt_grow((void **)&e->mapped, &e->mapped_cap, 2 * n, 1) != 0) return -1;
         size_t m = bpe_bytes_to_chars(w, n, e->mapped);
         int32_t id = bpe_strmap_get(&t->vocab, e->mapped, m);
         if (id >= 0) return bpe_ids_push(out, id);
     }
-    if (grow((void **)&e->sym, &e->sym_cap, n, sizeof *e->sym) != 0) return -1;
+    if (gt_grow((void **)&e->sym, &e->sym_cap, n, sizeof *e->sym) != 0) return -1;
     size_t ns = initial_symbols(e, w, n), hn = 0;
     for (size_t i = 0; i + 1 < ns; i++)
         if (push_pair(e, &hn, (int32_t)i) != 0) return -1;
@@ -274,7 +264,7 @@ static int encode_text(bpe_encoder *e, const unsigned char *s, size_t n, int pre
                        bpe_ids *out)
 {
     if (prefix && s[0] != ' ') {
-        if (grow((void **)&e->prefixed, &e->prefixed_cap, n + 1, 1) != 0) return -1;
+        if (gt_grow((void **)&e->prefixed, &e->prefixed_cap, n + 1, 1) != 0) return -1;
         e->prefixed[0] = ' ';
         memcpy(e->prefixed + 1, s, n);
         s = e->prefixed;

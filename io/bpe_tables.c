@@ -3,6 +3,8 @@
  * power-of-two sizes kept at most half full. */
 #include "bpe_internal.h"
 
+#include "../src/util.h"
+
 #include <stdlib.h>
 #include <string.h>
 
@@ -72,17 +74,6 @@ static int grow_slots(bpe_strmap *m)
     return 0;
 }
 
-static int reserve(void **p, size_t *cap, size_t need, size_t elem)
-{
-    if (need <= *cap) return 0;
-    size_t c = *cap ? *cap : 64;
-    while (c < need) c *= 2;
-    void *q = realloc(*p, c * elem);
-    if (!q) return -1;
-    *p = q;
-    *cap = c;
-    return 0;
-}
 
 int bpe_strmap_put(bpe_strmap *m, const char *key, size_t len, int32_t id)
 {
@@ -92,8 +83,8 @@ int bpe_strmap_put(bpe_strmap *m, const char *key, size_t len, int32_t id)
         m->keys[m->slot[i] - 1].id = id;
         return 0;
     }
-    if (reserve((void **)&m->keys, &m->cap, m->n + 1, sizeof *m->keys) != 0 ||
-        reserve((void **)&m->pool, &m->pool_cap, m->pool_n + len + 1, 1) != 0)
+    if (gt_grow((void **)&m->keys, &m->cap, m->n + 1, sizeof *m->keys) != 0 ||
+        gt_grow((void **)&m->pool, &m->pool_cap, m->pool_n + len + 1, 1) != 0)
         return -1;
     memcpy(m->pool + m->pool_n, key, len);
     m->pool[m->pool_n + len] = '\0';

@@ -13,6 +13,7 @@
 #include <string.h>
 
 #include "bpe_internal.h"
+#include "../src/util.h"
 
 typedef struct {
     int64_t count;
@@ -48,17 +49,6 @@ typedef struct {
     int failed;
 } trainer;
 
-static int grow(void **p, size_t *cap, size_t need, size_t elem)
-{
-    if (need <= *cap) return 0;
-    size_t c = *cap ? *cap : 1024;
-    while (c < need) c *= 2;
-    void *q = realloc(*p, c * elem);
-    if (!q) return -1;
-    *p = q;
-    *cap = c;
-    return 0;
-}
 
 /* ---- the heap: highest count on top; ties the smaller (a, b) */
 static int above(const heap_t *x, const heap_t *y)
@@ -69,7 +59,7 @@ static int above(const heap_t *x, const heap_t *y)
 
 static void heap_push(trainer *T, int64_t count, int32_t a, int32_t b)
 {
-    if (grow((void **)&T->heap, &T->cap_heap, T->n_heap + 1, sizeof *T->heap) != 0) {
+    if (gt_grow((void **)&T->heap, &T->cap_heap, T->n_heap + 1, sizeof *T->heap) != 0) {
         T->failed = 1;
         return;
     }
@@ -110,7 +100,7 @@ static pair_t *pair_get(trainer *T, int32_t a, int32_t b, int create)
     size_t k = pair_slot(T, a, b);
     if (T->slot[k]) return &T->pair[T->slot[k] - 1];
     if (!create) return NULL;
-    if (grow((void **)&T->pair, &T->cap_pairs, T->n_pairs + 1, sizeof *T->pair) != 0)
+    if (gt_grow((void **)&T->pair, &T->cap_pairs, T->n_pairs + 1, sizeof *T->pair) != 0)
         return NULL;
     T->pair[T->n_pairs] = (pair_t){0, a, b, NULL, 0, 0, -1};
     T->slot[k] = (uint32_t)++T->n_pairs;
@@ -140,7 +130,7 @@ static void pair_add(trainer *T, int32_t a, int32_t b, int64_t delta, size_t w)
     if (delta <= 0) return;
     if (p->nw == p->cw) {
         size_t cap = p->cw;
-        if (grow((void **)&p->where, &cap, (size_t)p->nw + 1, sizeof *p->where) != 0 ||
+        if (gt_grow((void **)&p->where, &cap, (size_t)p->nw + 1, sizeof *p->where) != 0 ||
             cap > UINT32_MAX) {
             T->failed = 1;
             return;
@@ -150,7 +140,7 @@ static void pair_add(trainer *T, int32_t a, int32_t b, int64_t delta, size_t w)
     p->where[p->nw++] = (int32_t)w;
     if (p->touched != T->merge_no) { /* its heap entry is pushed after the merge */
         p->touched = T->merge_no;
-        if (grow((void **)&T->touched, &T->cap_touched, T->n_touched + 1,
+        if (gt_grow((void **)&T->touched, &T->cap_touched, T->n_touched + 1,
                  sizeof *T->touched) != 0)
             T->failed = 1;
         else

@@ -56,6 +56,11 @@ const char *gt_special_kind(const char *path);
 /* mkdir -p; reports and returns -1 on failure (names the path). */
 int gt_mkdirs(const char *path);
 
+/* Makes *p (an array of *cap elements of elem bytes, *p NULL and *cap 0 at first) hold
+ * at least need elements, doubling from 64; nothing is printed. 0, or -1 when the size
+ * would overflow or realloc fails (*p and *cap unchanged). */
+int gt_grow(void **p, size_t *cap, size_t need, size_t elem);
+
 /* Number of online CPU cores (>= 1). */
 int gt_num_cores(void);
 
