@@ -43,7 +43,8 @@ h5data *h5data_open(const char *path, const char *dataset);
  * no collective, each rank opens when it likes; reads are independent). Needs
  * h5data_mpi_io_available() and MPI initialised at MPI_THREAD_MULTIPLE when another
  * thread reads (HDF5 calls MPI from the reading thread); fails with a clear error
- * otherwise. */
+ * otherwise. A virtual dataset is opened through the default driver instead (parallel
+ * HDF5 1.10 cannot read one through MPI-IO); h5data_uses_mpi_io says which. */
 h5data *h5data_open_mpi(const char *path, const char *dataset);
 int h5data_mpi_io_available(void); /* the HDF5 gentrain was built with is parallel */
 int h5data_uses_mpi_io(const h5data *d); /* the open file's driver is MPI-IO */
