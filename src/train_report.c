@@ -80,15 +80,15 @@ void train_report_step(const run *r, const step_result *s)
 }
 
 /* The evaluation's line, with the gradient noise scale where the data-parallel
- * replicas' own gradients give it (not with tp or pp > 1: a rank's own squared norm
- * covers its part only). */
+ * replicas' own gradients give it (with tp or pp > 1 in sync runs: each replica's own
+ * norm is put together from its parts, train.c replica_sq). */
 void train_report_eval(run *r, step_result *s, double seconds)
 {
     const gt_config *c = r->c;
     par_printf("step %5lld/%lld | val_loss %.4f | %d batches in %.2f s",
                (long long)s->step + 1, (long long)c->steps, r->last_val, c->eval_batches,
                seconds);
-    if (r->dp > 1 && r->tp == 1 && r->pp == 1 && s->apply) {
+    if (r->dp > 1 && (r->tp * r->pp == 1 || r->noise_on) && s->apply) {
         s->noise_tokens = noise_scale_update(par_mean_double(s->local_sq), s->norm * s->norm,
                                              (double)c->batch_size * c->block_size * r->accum,
                                              r->dp, &r->noise_g2, &r->noise_s, &r->noise_w);

@@ -83,6 +83,12 @@ typedef struct run {
     /* running totals */
     double t_start, t_compute, total_bytes, last_save, last_val;
     double noise_g2, noise_s, noise_w; /* gradient noise scale EMAs and their weight */
+    /* The noise scale with tp or pp > 1 (sync runs): this step's share of the replica's
+     * own squared gradient norm, summed as backward hands ranges to the reduction
+     * (noise_on), and the tied wte's own gradient before it is reduced (pp > 1). */
+    int noise_on;
+    double noise_part;
+    float *noise_wte;
 } run;
 
 /* What one optimizer step did, for the report. */

@@ -7,7 +7,8 @@
 #    steps, the saved model (put together from the parts) within 1e-5 per tensor;
 #    each part is identical in every replica (gentrain checks and says so); so do pp 2
 #    and dp 2 x pp 2 accumulating gradients over 2 micro-steps of whole pipeline
-#    schedules (global_batch_size);
+#    schedules (global_batch_size); dp 2 x tp 2 and dp 2 x pp 2 estimate the gradient
+#    noise scale of dp 2 (each replica's norm put together from its parts);
 #  - checkpoints of a tp = 2 run hold the whole model; resuming one re-shards it: on
 #    tp = 2 the run ends bit for bit like the straight one, on tp = 1, tp = 4 and pp = 2
 #    within 1e-5; on 2 replicas x tp 2 of batch_size 4 (the same global batch of 8)
@@ -67,6 +68,22 @@ grid tp4 4 8 4 1
 grid pp2 2 8 1 2
 grid pp2tp2 4 8 2 2
 grid dp2pp2 4 4 1 2
+
+# The gradient noise scale from each replica's own gradient, put together from its
+# parts with tp or pp > 1: dp 2 x tp 2 and dp 2 x pp 2 log the noise scale of plain
+# dp 2 with the same per-replica batch (the same gradients), within 1e-2 relative.
+run_ok dp2 "${MPI[@]}" -np 2 "$GENTRAIN" train "${ARGS[@]}" --batch_size 4 --out "$tmp/dp2"
+noise_of() { grep -o '"noise_scale":[0-9.e+-]*' "$1" | cut -d: -f2 | tr '\n' ' '; }
+for name in dp2tp2 dp2pp2; do
+    a=$(noise_of "$tmp/dp2/log.jsonl")
+    b=$(noise_of "$tmp/$name/log.jsonl")
+    echo "    noise scale: dp2 [$a] $name [$b]"
+    check "$name: the noise scale of dp 2 (per-replica norms from the parts)" awk \
+        -v a="$a" -v b="$b" 'BEGIN { n = split(a, x, " "); m = split(b, y, " ");
+            if (n != 2 || m != n) exit 1;
+            for (i = 1; i <= n; i++) { d = x[i] - y[i]; if (d < 0) d = -d;
+                if (d > 1e-2 * x[i]) exit 1 } }'
+done
 
 # Gradient accumulation over whole pipeline schedules: global_batch_size 8 from
 # micro-steps of batch_size 4 (pp 2) and of 2 (dp 2 x pp 2), each micro-step a 1F1B
