@@ -5,7 +5,8 @@
 #     batch_size 2) it keeps the global batch, says so in one line, and ends like the
 #     2-rank run straight: losses and val_losses of every step within 1e-5 relative,
 #     final parameters within 1e-5 (tests/cmpmodel; only the order of the sums
-#     changes). On 4 ranks of batch_size 4 (16 a micro-step) it is refused in one line
+#     changes). A 1-rank run's checkpoint (2 micro-steps) resumed on 4 ranks does the
+#     same. On 4 ranks of batch_size 4 (16 a micro-step) it is refused in one line
 #     naming the batch_size and rank count that would keep it; with global_batch_size
 #     16 set explicitly it is allowed, said in one line, and the next checkpoint
 #     records the new global batch and the data cursor where the samples went on
@@ -106,6 +107,14 @@ check "np4: says it keeps the global batch" grep -q \
     "^resume: global batch of 8 sequences per step kept (the checkpoint's run had 2 ranks): batch_size 2 x 4 ranks x 1 micro-step$" \
     "$tmp/np4.out"
 close_to ref np4 20
+
+# A checkpoint written by 1 rank (batch_size 4 x 2 micro-steps) resumed on 4 ranks.
+run_ok one timeout 120 "$GENTRAIN" train "${ARGS[@]}" --steps 20 --batch_size 4 \
+    --global_batch_size 8 --out "$tmp/one"
+seed_from one one4
+run_ok one4 "${MPI[@]}" -np 4 "$GENTRAIN" train "${ARGS[@]}" --steps 20 --batch_size 2 \
+    --global_batch_size 8 --out "$tmp/one4" --resume auto
+close_to ref one4 20
 
 # 4 ranks of batch_size 4: 16 sequences a micro-step cannot make 8.
 seed_from ref no
