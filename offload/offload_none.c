@@ -1,8 +1,7 @@
-/* offload_none — offload.h, gpu_model.h and tp_comm.h for a gentrain built without
- * CUDA: there is never a GPU (nor NCCL). */
+/* offload_none — offload.h and gpu_model.h for a gentrain built without CUDA: there is
+ * never a GPU (nor NCCL: tp_comm_none.c). */
 #include "gpu_model.h"
 #include "offload.h"
-#include "tp_comm.h"
 
 #include <stdio.h>
 
@@ -191,33 +190,4 @@ gpu_model *gpu_model_create_shard_blocks(const gpu_model_shape *s, int B, int T,
     (void)s, (void)B, (void)T, (void)tp;
     snprintf(why, cap, NO_CUDA);
     return NULL;
-}
-
-/* tp_comm.h: no NCCL without CUDA. */
-int tp_comm_built(void) { return 0; }
-
-void tp_comm_describe(char *out, size_t cap) { snprintf(out, cap, "no NCCL"); }
-
-int tp_comm_id(unsigned char id[TP_COMM_ID_BYTES], char *why, size_t cap)
-{
-    (void)id;
-    snprintf(why, cap, NO_CUDA);
-    return -1;
-}
-
-tp_comm *tp_comm_create(const unsigned char id[TP_COMM_ID_BYTES], int size, int rank,
-                        char *why, size_t cap)
-{
-    (void)id, (void)size, (void)rank;
-    snprintf(why, cap, NO_CUDA);
-    return NULL;
-}
-
-void tp_comm_free(tp_comm *c) { (void)c; }
-
-int tp_comm_sum_half(void *ctx, void *buf, size_t n, void *stream, char *why, size_t cap)
-{
-    (void)ctx, (void)buf, (void)n, (void)stream;
-    snprintf(why, cap, NO_CUDA);
-    return -1;
 }

@@ -1,5 +1,5 @@
-// tp_comm — see tp_comm.h. With HAVE_NCCL, NCCL's communicator and all-reduce; without
-// it, stand-ins that say this gentrain has none.
+// tp_comm — see tp_comm.h: NCCL's communicator and all-reduce. Built only where
+// configure found NCCL (HAVE_NCCL); elsewhere tp_comm_none.c stands in.
 #include "tp_comm.h"
 
 #include <stdarg.h>
@@ -8,9 +8,7 @@
 #include <string.h>
 
 #include <cuda_runtime.h>
-#ifdef HAVE_NCCL
 #include <nccl.h>
-#endif
 
 namespace {
 
@@ -24,8 +22,6 @@ void say(char *why, size_t cap, const char *fmt, ...)
 }
 
 } // namespace
-
-#ifdef HAVE_NCCL
 
 static_assert(TP_COMM_ID_BYTES == NCCL_UNIQUE_ID_BYTES, "the id's size is NCCL's");
 
@@ -106,40 +102,3 @@ int tp_comm_sum_half(void *ctx, void *buf, size_t n, void *stream, char *why, si
 
 } // extern "C"
 
-#else // no NCCL
-
-#define NO_NCCL "this gentrain was built without NCCL (configure found none in the CUDA toolkit)"
-
-extern "C" {
-
-int tp_comm_built(void) { return 0; }
-
-void tp_comm_describe(char *out, size_t cap) { snprintf(out, cap, "no NCCL"); }
-
-int tp_comm_id(unsigned char id[TP_COMM_ID_BYTES], char *why, size_t cap)
-{
-    (void)id;
-    say(why, cap, NO_NCCL);
-    return -1;
-}
-
-tp_comm *tp_comm_create(const unsigned char id[TP_COMM_ID_BYTES], int size, int rank,
-                        char *why, size_t cap)
-{
-    (void)id, (void)size, (void)rank;
-    say(why, cap, NO_NCCL);
-    return nullptr;
-}
-
-void tp_comm_free(tp_comm *c) { (void)c; }
-
-int tp_comm_sum_half(void *ctx, void *buf, size_t n, void *stream, char *why, size_t cap)
-{
-    (void)ctx, (void)buf, (void)n, (void)stream;
-    say(why, cap, NO_NCCL);
-    return -1;
-}
-
-} // extern "C"
-
-#endif

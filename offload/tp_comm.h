@@ -8,7 +8,8 @@
  * in configure's summary); otherwise tp_comm_built() is 0 and the others fail, and
  * the caller takes the host path (gpu_model_tp.host_sum). NCCL wants one GPU per rank
  * of a communicator: ranks that share a GPU take the host path too (the caller's
- * choice). Without CUDA (offload_none.c) the same stand-ins as without NCCL.
+ * choice). tp_comm.cu implements it with NCCL; tp_comm_none.c is the stand-in of every
+ * build without (no CUDA, no NCCL, the CPU test double of the GPU).
  *
  * Errors: every function returning int gives 0, or -1 with a one-line reason in `why`. */
 #ifndef GT_OFFLOAD_TP_COMM_H

@@ -473,35 +473,3 @@ int gpu_model_sync(gpu_model *g, char *why, size_t cap)
     (void)g, (void)why, (void)cap;
     return 0;
 }
-
-/* ------------------------------------------------------------- tp_comm.h: no NCCL */
-
-#define NO_NCCL "fake GPU: no NCCL (the tp all-reduces take the host path)"
-
-int tp_comm_built(void) { return 0; }
-
-void tp_comm_describe(char *out, size_t cap) { snprintf(out, cap, "no NCCL"); }
-
-int tp_comm_id(unsigned char id[TP_COMM_ID_BYTES], char *why, size_t cap)
-{
-    (void)id;
-    say(why, cap, NO_NCCL);
-    return -1;
-}
-
-tp_comm *tp_comm_create(const unsigned char id[TP_COMM_ID_BYTES], int size, int rank,
-                        char *why, size_t cap)
-{
-    (void)id, (void)size, (void)rank;
-    say(why, cap, NO_NCCL);
-    return NULL;
-}
-
-void tp_comm_free(tp_comm *c) { (void)c; }
-
-int tp_comm_sum_half(void *ctx, void *buf, size_t n, void *stream, char *why, size_t cap)
-{
-    (void)ctx, (void)buf, (void)n, (void)stream;
-    say(why, cap, NO_NCCL);
-    return -1;
-}

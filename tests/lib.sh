@@ -208,3 +208,27 @@ transformer blocks .* in FP16, their tp all-reduces $path; " "$tmp/tpgpu.out")" 
         --resume "$tmp/tpgpu/checkpoints/ckpt_00000003.h5"
     check_resumed_close "tp 2 -> 1 on GPUs" "$tmp/tpgpu" "$tmp/tpresumed"
 }
+
+# stop_after STEPS LOG LIMIT PID: once LOG (a JSON Lines log) holds STEPS steps (or the
+# process PID ended), sends SIGUSR1 to PID and waits for it; a watchdog kills it after
+# LIMIT seconds (not `timeout`, which would die of the signal itself). Sets stop_rc
+# to its exit status.
+stop_after() {
+    local steps=$1 log=$2 limit=$3 pid=$4 watchdog i
+    (sleep "$limit" && kill -KILL "$pid") 2> /dev/null &
+    watchdog=$!
+    for ((i = 0; i < 6000; i++)); do
+        [ "$(grep -c '"step"' "$log" 2> /dev/null)" -ge "$steps" ] 2> /dev/null && break
+        kill -0 "$pid" 2> /dev/null || break
+        sleep 0.01
+    done
+    kill -USR1 "$pid"
+    wait "$pid"
+    stop_rc=$?
+    kill "$watchdog" 2> /dev/null
+    wait "$watchdog" 2> /dev/null
+}
+# stopped_step OUT: the step of OUT's "stopped by signal at step N; ..." line, or empty.
+stopped_step() {
+    sed -n 's/^stopped by signal at step \([0-9]*\); checkpoint .*; exit 75 (requeue)$/\1/p' "$1"
+}

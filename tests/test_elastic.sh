@@ -167,22 +167,11 @@ identical aref kill 101 500
 "$MPIEXEC" --oversubscribe --bind-to none -np 2 "$GENTRAIN" train "${ASYNC[@]}" \
     --out "$tmp/sig" > "$tmp/sig.out" 2>&1 &
 pid=$!
-(sleep 180 && kill -9 "$pid") 2> /dev/null &
-watchdog=$!
-for ((i = 0; i < 6000; i++)); do
-    [ "$(grep -c '"step"' "$tmp/sig/log.jsonl" 2> /dev/null)" -ge 1 ] 2> /dev/null && break
-    kill -0 "$pid" 2> /dev/null || break
-    sleep 0.01
-done
-kill -USR1 "$pid"
-wait "$pid"
-rc=$?
-kill "$watchdog" 2> /dev/null
-wait "$watchdog" 2> /dev/null
+stop_after 1 "$tmp/sig/log.jsonl" 180 "$pid"
+rc=$stop_rc
 check "async SIGUSR1: exit status 75 (rc $rc)" test $rc -eq 75
 [ $rc -eq 75 ] || show "$tmp/sig.out"
-n=$(sed -n 's/^stopped by signal at step \([0-9]*\); checkpoint .*; exit 75 (requeue)$/\1/p' \
-    "$tmp/sig.out")
+n=$(stopped_step "$tmp/sig.out")
 check "async SIGUSR1: stopped at step ${n:-?} with a checkpoint" \
     test -n "$n" -a -f "$tmp/sig/checkpoints/$(printf 'ckpt_%08d.h5' "${n:-0}")"
 run_ok sig2 "${MPI[@]}" -np 2 "$GENTRAIN" train "${ASYNC[@]}" --out "$tmp/sig" --resume auto

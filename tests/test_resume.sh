@@ -129,21 +129,11 @@ fi
 # ------------------------------------------------------------- 3. SIGUSR1
 "$GENTRAIN" train "${ARGS[@]}" --out "$tmp/u" > "$tmp/u.out" 2>&1 &
 pid=$!
-(sleep 120 && kill -9 "$pid") 2> /dev/null &
-watchdog=$!
-for ((i = 0; i < 6000; i++)); do
-    [ "$(cat "$tmp/u/log.jsonl" 2> /dev/null | grep -c '"step"')" -ge 5 ] && break
-    kill -0 "$pid" 2> /dev/null || break
-    sleep 0.01
-done
-kill -USR1 "$pid"
-wait "$pid"
-rc=$?
-kill "$watchdog" 2> /dev/null
-wait "$watchdog" 2> /dev/null
+stop_after 5 "$tmp/u/log.jsonl" 120 "$pid"
+rc=$stop_rc
 check "SIGUSR1: exit status 75 (rc $rc)" test $rc -eq 75
 [ $rc -eq 75 ] || show "$tmp/u.out"
-n=$(sed -n 's/^stopped by signal at step \([0-9]*\); checkpoint .*; exit 75 (requeue)$/\1/p' "$tmp/u.out")
+n=$(stopped_step "$tmp/u.out")
 check "SIGUSR1: says where it stopped (step ${n:-?})" test -n "$n"
 n=${n:-0}
 check "SIGUSR1: a checkpoint at that step" test -f "$tmp/u/checkpoints/$(printf 'ckpt_%08d.h5' "$n")"
