@@ -156,16 +156,22 @@ int hf_gpt2_read_config(const char *dir, hf_gpt2_config *cfg)
     return rc;
 }
 
-/* The name the file stores tensor `name` under: as it is, or (a file saved from
- * GPT2Model) without the "transformer." prefix. NULL when it has neither. */
-static const char *stored_name(const st_file *f, const char *name)
+/* The index of the tensor the file stores `name` under: as it is, or (a file saved from
+ * GPT2Model) without the "transformer." prefix. -1 when it has neither. */
+static int stored_index(const st_file *f, const char *name)
 {
-    if (st_find(f, name, NULL, NULL, NULL)) return name;
+    const int i = st_index(f, name);
+    if (i >= 0) return i;
     const char *prefix = "transformer.";
     const size_t n = strlen(prefix);
-    if (strncmp(name, prefix, n) == 0 && st_find(f, name + n, NULL, NULL, NULL))
-        return name + n;
-    return NULL;
+    return strncmp(name, prefix, n) == 0 ? st_index(f, name + n) : -1;
+}
+
+/* The stored name of `name` (stored_index), or NULL. */
+static const char *stored_name(const st_file *f, const char *name)
+{
+    const int i = stored_index(f, name);
+    return i < 0 ? NULL : st_name(f, i);
 }
 
 /* Copies the stored [rows_in, cols] (or, transposed, [cols, rows]) tensor `src` into
@@ -182,15 +188,17 @@ static void place(float *dst, const float *src, int64_t rows, int64_t rows_in, i
         for (int64_t j = 0; j < cols; j++) dst[i * cols + j] = src[j * rows + i];
 }
 
-/* Loads one tensor of the table from the file; *used marks the stored ones read. */
+/* Loads one tensor of the table from the file, marking the stored one in used[]. */
 static int load_tensor(st_file *f, const gt_tensor *t, float *dst, int64_t *rows_in,
-                       const char *path)
+                       unsigned char *used, const char *path)
 {
-    const char *name = stored_name(f, t->name);
-    if (!name) {
+    const int at = stored_index(f, t->name);
+    if (at < 0) {
         gt_error("%s has no tensor %s", path, t->name);
         return -1;
     }
+    used[at] = 1;
+    const char *name = st_name(f, at);
     int ndim;
     int64_t dims[ST_MAX_DIMS];
     st_find(f, name, &ndim, dims, NULL);
@@ -276,23 +284,18 @@ int hf_gpt2_load(const char *dir, gpt_shape shape, const gt_tensor_table *tab, f
     if (join(path, sizeof path, dir, "model.safetensors") != 0) return -1;
     st_file *f = st_open(path);
     if (!f) return -1;
-    int rc = 0;
+    unsigned char *used = gt_calloc((size_t)st_count(f) + 1, "tensor marks");
+    int rc = used ? 0 : -1;
     int64_t vocab_in = 0, rows = 0;
     for (int i = 0; i < tab->count && rc == 0; i++) {
         const gt_tensor *t = &tab->tensors[i];
-        rc = load_tensor(f, t, params + t->offset, &rows, path);
+        rc = load_tensor(f, t, params + t->offset, &rows, used, path);
         if (strstr(t->name, ".wte.")) vocab_in = rows;
     }
     /* Every stored tensor must have been one of the table's (or a known extra). */
-    for (int i = 0; i < st_count(f) && rc == 0; i++) {
-        const char *name = st_name(f, i);
-        int mine = 0;
-        for (int k = 0; k < tab->count && !mine; k++) {
-            const char *s = stored_name(f, tab->tensors[k].name);
-            mine = s && strcmp(s, name) == 0;
-        }
-        if (!mine) rc = check_extra(f, name, path);
-    }
+    for (int i = 0; i < st_count(f) && rc == 0; i++)
+        if (!used[i]) rc = check_extra(f, st_name(f, i), path);
+    free(used);
     st_close(f);
     cfg.vocab_size = (int)vocab_in; /* what the weights hold */
     if (found) *found = cfg;

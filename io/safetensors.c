@@ -164,11 +164,17 @@ void st_close(st_file *f)
     free(f);
 }
 
-static const st_entry *find(const st_file *f, const char *name)
+int st_index(const st_file *f, const char *name)
 {
     for (int i = 0; i < f->n; i++)
-        if (strcmp(f->entries[i].name, name) == 0) return &f->entries[i];
-    return NULL;
+        if (strcmp(f->entries[i].name, name) == 0) return i;
+    return -1;
+}
+
+static const st_entry *find(const st_file *f, const char *name)
+{
+    const int i = st_index(f, name);
+    return i < 0 ? NULL : &f->entries[i];
 }
 
 int st_find(const st_file *f, const char *name, int *ndim, int64_t *dims, const char **dtype)

@@ -30,6 +30,8 @@ void st_close(st_file *f);
 /* Tensor `name`: 1 with its shape (ndim, dims[ST_MAX_DIMS]) and dtype ("F32", ...),
  * or 0 when the file has no such tensor. Any output may be NULL. */
 int st_find(const st_file *f, const char *name, int *ndim, int64_t *dims, const char **dtype);
+/* The index (file order) of tensor `name`, or -1 when the file has none. */
+int st_index(const st_file *f, const char *name);
 /* The number of tensors and the name of tensor i (file order). */
 int st_count(const st_file *f);
 const char *st_name(const st_file *f, int i);

@@ -65,8 +65,8 @@ static int make_model(run *r)
     r->model.tp_allreduce_max = grid_tp_allreduce_max_hook;
     if (adamw_init(&r->opt, r->model.n_params) != 0) return -1;
     if (r->from) return train_load_checkpoint(r);
-    if (gpt_init_weights(&r->model, c->seed) != 0) return -1;
-    return train_init_from(r);
+    if (c->init_from[0]) return train_init_from(r); /* its own initialisation underneath */
+    return gpt_init_weights(&r->model, c->seed);
 }
 
 /* Everything before the first step that can fail on one rank alone: model, optimizer,

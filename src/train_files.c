@@ -468,31 +468,35 @@ int train_save_model(run *r)
 }
 
 /* init_from: a fresh run starts from a Hugging Face GPT-2 folder's weights, laid over
- * the run's own initialisation (rows the folder lacks keep theirs). Every rank reads
- * the folder into a whole model and keeps its part (tp, pp > 1). 0, or -1 (reported). */
+ * the run's own initialisation (rows the folder lacks keep theirs). A whole model is
+ * initialised and loaded in place; with tp or pp > 1 every rank reads the folder into
+ * a whole model and keeps its part. 0, or -1 (reported). */
 int train_init_from(run *r)
 {
     const gt_config *c = r->c;
-    if (!c->init_from[0] || r->from) return 0;
+    const int split = grid_mp_size() > 1;
     gpt_model whole;
+    memset(&whole, 0, sizeof whole);
+    gpt_model *m = split ? &whole : &r->model;
     gt_tensor_table tab = {0};
     hf_gpt2_config found;
-    if (gpt_create(&whole, r->model.shape, r->model.be, r->threads) != 0) return -1;
-    int rc = gpt_init_weights(&whole, c->seed) == 0 && gpt_tensor_table(&whole, &tab) == 0 &&
-                     hf_gpt2_load(c->init_from, whole.shape, &tab, whole.params, &found) == 0
-                 ? 0 : -1;
+    int rc = -1;
+    if ((!split || gpt_create(&whole, r->model.shape, r->model.be, r->threads) == 0) &&
+        gpt_init_weights(m, c->seed) == 0 && gpt_tensor_table(m, &tab) == 0 &&
+        hf_gpt2_load(c->init_from, m->shape, &tab, m->params, &found) == 0)
+        rc = 0;
     if (rc == 0) {
-        gpt_shard_copy(&r->model, grid_tp_rank(), whole.params, r->model.params, 0);
+        if (split) gpt_shard_copy(&r->model, grid_tp_rank(), whole.params, r->model.params, 0);
         par_printf("init_from: %s: GPT-2 n_layer %d n_head %d n_embd %d, %d positions (the "
                    "first %d used), a vocabulary of %d (%s)\n", c->init_from, found.n_layer,
-                   found.n_head, found.n_embd, found.n_positions, whole.shape.block_size,
+                   found.n_head, found.n_embd, found.n_positions, m->shape.block_size,
                    found.vocab_size,
-                   found.vocab_size == whole.shape.vocab_size ? "the run's"
-                   : found.vocab_size > whole.shape.vocab_size
+                   found.vocab_size == m->shape.vocab_size ? "the run's"
+                   : found.vocab_size > m->shape.vocab_size
                        ? "the run uses its first rows"
                        : "the run's other rows start from its own initialisation");
     }
     gt_tensor_table_free(&tab);
-    gpt_free(&whole);
+    if (split) gpt_free(&whole);
     return rc;
 }
