@@ -139,7 +139,7 @@ static const key_def keys[] = {
                "none; with no GPU (or with tp/pp > 1) the CPU trains, said in "
                "one line; required: as all, but that is an error instead"),
 
-    KEY_DBL(bucket_mb, G_PAR, "25", 0, 4096, R_MIN | R_MIN_X | R_MAX,
+    KEY_DBL(bucket_mb, G_PAR, "25", 0.001, 4096, R_MIN | R_MAX,
             "gradient bucket size in MiB: each bucket is reduced as soon as backward "
             "has finished it, overlapping the rest of backward"),
     KEY_CHOICE(sync, G_PAR, "sync", "sync|async",
@@ -800,6 +800,13 @@ int config_validate(const gt_config *c)
                  c->batch_size);
         return -1;
     }
+    if (c->peak_gflops > 0 && c->peak_gflops < 0.001) {
+        char a[40];
+        format_double(c->peak_gflops, a, sizeof a);
+        gt_error("peak_gflops = %s is not a machine's peak: give 0 (measure it) or at "
+                 "least 0.001", a);
+        return -1;
+    }
     if (c->min_lr > c->lr) {
         char a[40], b[40];
         format_double(c->min_lr, a, sizeof a);
@@ -941,6 +948,8 @@ _Static_assert(sizeof(gt_precision) == sizeof(int) && sizeof(gt_offload) == size
                    sizeof(gt_sync) == sizeof(int) && sizeof(gt_predict) == sizeof(int) &&
                    sizeof(gt_grad_comm) == sizeof(int),
                "enumerated config fields must be int-sized");
+
+int config_is_none(const char *s) { return s[0] == '\0' || strcmp(s, "none") == 0; }
 
 const char *config_enum_word(const char *key, int v)
 {

@@ -101,6 +101,9 @@ char *config_to_text(const gt_config *c);
 const char *config_enum_word(const char *key, int v); /* valid until the thread's next
                                                         * call for that key */
 
+/* A path key left empty or set to "none" (val_dataset, resume, ...): 1, else 0. */
+int config_is_none(const char *s);
+
 /* Prints the key table (name, default, help) for `gentrain train --help`. */
 void config_print_help(FILE *f);
 

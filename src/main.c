@@ -25,6 +25,7 @@
 #include "parallel.h"      /* par_init, par_finalize, par_all_ok, par_is_root */
 #include "plan_cli.h"      /* plan_command */
 #include "probe.h"         /* probe_run */
+#include "train_probe.h"   /* train_probe_inputs */
 #include "sample.h"        /* sample_options, sample_defaults, sample_run */
 #include "export.h"
 #include "signals.h"       /* GT_EXIT_REQUEUE */
@@ -421,6 +422,9 @@ static int cmd_train(int argc, char **argv)
         print_train_help(stdout);
         return EXIT_OK;
     }
+    /* Damaged HDF5 files can crash or hang the library: read them once in a child
+     * first, while there is no MPI to take down (train_probe.h). */
+    if (train_probe_inputs(argc, argv) != 0) return EXIT_FAIL;
     /* MPI only when a launcher started us: a plain `gentrain train` stays MPI-free. */
     par_init(&argc, &argv);
     return finish_verb(train_verb(argc, argv));

@@ -30,6 +30,19 @@ int par_launched(void)
     return 0;
 }
 
+int par_launcher_rank(void)
+{
+    static const char *const vars[] = {"OMPI_COMM_WORLD_RANK", "PMIX_RANK", "PMI_RANK",
+                                       "SLURM_PROCID"};
+    for (size_t i = 0; i < sizeof vars / sizeof vars[0]; i++) {
+        const char *v = getenv(vars[i]);
+        char *end = NULL;
+        long r = v ? strtol(v, &end, 10) : -1;
+        if (v && end != v && r >= 0 && r <= 1L << 30) return (int)r;
+    }
+    return -1;
+}
+
 _Noreturn static void abort_now(void)
 {
     fflush(stdout);

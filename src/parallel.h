@@ -42,6 +42,9 @@
 
 /* 1 when a launcher (mpirun, srun, ...) started this process. Makes no MPI call. */
 int par_launched(void);
+/* This process's rank as the launcher announced it (OMPI_COMM_WORLD_RANK, PMIX_RANK,
+ * PMI_RANK, SLURM_PROCID), before MPI starts; -1 when none says. */
+int par_launcher_rank(void);
 
 /* Initialises MPI (MPI mode) when par_launched(), else does nothing. Ends the job
  * (par_abort) when MPI gives less than MPI_THREAD_FUNNELED, or when the launcher

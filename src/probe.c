@@ -6,26 +6,41 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#ifdef __linux__
+#include <sys/prctl.h> /* PR_SET_PDEATHSIG */
+#endif
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include "util.h" /* defines: gt_error, gt_warn, gt_printable */
+#include "util.h" /* gt_error, gt_warn */
 
-int probe_run(const char *what, const char *path, int (*fn)(void *), void *arg,
-              int seconds)
+int probe_seconds(int seconds)
+{
+    const char *limit = getenv("GENTRAIN_PROBE_SECONDS");
+    if (limit && atoi(limit) > 0) return atoi(limit);
+    return seconds;
+}
+
+int probe_child(int (*fn)(void *), void *arg, int seconds)
 {
     const char *env = getenv("GENTRAIN_PROBE");
     if (env && strcmp(env, "off") == 0) return fn(arg) == 0 ? 0 : 1;
-    const char *limit = getenv("GENTRAIN_PROBE_SECONDS");
-    if (limit && atoi(limit) > 0) seconds = atoi(limit);
+    seconds = probe_seconds(seconds);
     fflush(NULL); /* the child must not write out the parent's buffered output again */
+    const pid_t parent = getpid();
     pid_t pid = fork();
     if (pid < 0) {
-        gt_warn("cannot start a process to check %s first (%s); reading it directly", path,
-                strerror(errno));
+        gt_warn("cannot start a process to check the input files first (%s); reading "
+                "them directly", strerror(errno));
         return fn(arg) == 0 ? 0 : 1;
     }
     if (pid == 0) {
+        /* a killed command (a job's time limit, a user's Ctrl-C) takes its reader
+         * along instead of leaving it looping in HDF5 */
+#ifdef __linux__
+        (void)prctl(PR_SET_PDEATHSIG, SIGKILL);
+#endif
+        if (getppid() != parent) _exit(1);
         signal(SIGALRM, SIG_DFL);
         alarm((unsigned)seconds);
         int rc = fn(arg);
@@ -35,19 +50,31 @@ int probe_run(const char *what, const char *path, int (*fn)(void *), void *arg,
     int status = 0;
     while (waitpid(pid, &status, 0) < 0) {
         if (errno != EINTR) {
-            gt_error("%s %s: cannot wait for the process checking it (%s)", what, path,
+            gt_error("cannot wait for the process checking the input files (%s)",
                      strerror(errno));
-            return -1;
+            return -SIGKILL;
         }
     }
     if (WIFEXITED(status)) return WEXITSTATUS(status) == 0 ? 0 : 1;
-    if (WIFSIGNALED(status) && WTERMSIG(status) == SIGALRM)
+    return WIFSIGNALED(status) ? -WTERMSIG(status) : -SIGKILL;
+}
+
+void probe_report(const char *what, const char *path, int rc, int seconds)
+{
+    if (rc == -SIGALRM)
         gt_error("%s %s: reading it did not finish in %d s (the HDF5 library loops on "
-                 "some damaged files): the file is damaged", what, path,
-                 seconds);
+                 "some damaged files): the file is damaged", what,
+                 path, probe_seconds(seconds));
     else
         gt_error("%s %s: reading it crashed the HDF5 library (signal %d): the file is "
-                 "damaged", what, path,
-                 WIFSIGNALED(status) ? WTERMSIG(status) : -1);
+                 "damaged", what, path, -rc);
+}
+
+int probe_run(const char *what, const char *path, int (*fn)(void *), void *arg,
+              int seconds)
+{
+    int rc = probe_child(fn, arg, seconds);
+    if (rc >= 0) return rc;
+    probe_report(what, path, rc, seconds);
     return -1;
 }

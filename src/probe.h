@@ -2,21 +2,29 @@
  * endless loop inside the HDF5 library (1.10.8 has both on some damaged files: see
  * tests/fuzz/README.md) costs a clear error line instead of the whole command.
  *
- * Contract of probe_run(what, path, fn, arg, seconds):
- *  - fork()s; the child runs fn(arg) under an alarm of `seconds` and exits with its
- *    result (0 or not); error lines fn prints are the child's and reach stderr as usual;
- *  - returns 0 when fn returned 0, 1 when it returned non-zero (it reported why);
- *    -1 when the child was killed by a signal or the alarm: then one line says so,
- *    "gentrain: error: <what> <path>: reading it crashed the HDF5 library (signal 11):
- *    the file is damaged" (or "did not finish in N s");
- *  - only for processes without MPI (inspect, sample): a child of an MPI process must
- *    not touch the library's state, and HDF5's parallel build would.
- *  - where fork fails, fn runs in this process (with a warning). GENTRAIN_PROBE=off
+ * probe_child(fn, arg, seconds) fork()s; the child runs fn(arg) under an alarm of
+ * `seconds` and exits with its result. It returns 0 when fn returned 0, 1 when it
+ * returned non-zero, and -S when signal S ended the child (-SIGALRM: out of time).
+ * Error lines fn prints are the child's own and reach stderr as usual.
+ *  - Only before MPI starts (train) or in processes without MPI (inspect, sample,
+ *    export): a child of an MPI process must not touch the library's state, and HDF5's
+ *    parallel build would.
+ *  - Where fork fails, fn runs in this process (with a warning). GENTRAIN_PROBE=off
  *    runs it in this process too (for debugging under a debugger);
- *    GENTRAIN_PROBE_SECONDS=N replaces `seconds` (the tests' hang case). */
+ *    GENTRAIN_PROBE_SECONDS=N replaces `seconds` (the tests' hang case).
+ *
+ * probe_report(what, path, rc, seconds) prints the one line for a child that ended by
+ * signal rc < 0: "gentrain: error: <what> <path>: reading it crashed the HDF5 library
+ * (signal 11): the file is damaged", or "... did not finish in N s ...".
+ *
+ * probe_run(what, path, fn, arg, seconds) is the two together for one file: 0 when fn
+ * returned 0, 1 when it returned non-zero (it reported why), -1 after probe_report. */
 #ifndef GT_PROBE_H
 #define GT_PROBE_H
 
+int probe_child(int (*fn)(void *), void *arg, int seconds);
+void probe_report(const char *what, const char *path, int rc, int seconds);
+int probe_seconds(int seconds); /* seconds, or GENTRAIN_PROBE_SECONDS when set */
 int probe_run(const char *what, const char *path, int (*fn)(void *), void *arg,
               int seconds);
 

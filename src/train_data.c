@@ -11,7 +11,6 @@
 #include "train_run.h"
 #include "util.h"
 
-static int is_none(const char *s) { return s[0] == '\0' || strcmp(s, "none") == 0; }
 
 /* Every file's meta (io/h5set.h): rank r probes files r, r + world, ... and the ranks
  * sum their numbers (0 where they did not probe), so no rank opens every file. */
@@ -168,7 +167,7 @@ int train_open_data(run *r)
                  c->global_batch_size);
         return -1;
     }
-    if (is_none(c->val_dataset)) return 0;
+    if (config_is_none(c->val_dataset)) return 0;
     int64_t val_vocab = r->vocab;
     r->val = open_tokens(r, c->val_dataset, &val_vocab, &r->val_w);
     if (!r->val) return -1;

@@ -15,7 +15,6 @@
 #include "train_run.h"
 #include "util.h"
 
-static int is_none(const char *s) { return s[0] == '\0' || strcmp(s, "none") == 0; }
 
 /* The JSON Lines log: a regular file is created, truncated or appended to; a terminal,
  * /dev/stdout or another character device is written as it is; a named pipe only when
@@ -61,7 +60,7 @@ int train_check_output_paths(run *r)
 {
     const gt_config *c = r->c;
     if (!par_is_root()) return 0;
-    if (!is_none(c->out)) {
+    if (!config_is_none(c->out)) {
         if (gt_mkdirs(c->out) != 0) return -1;
         if (access(c->out, W_OK) != 0) {
             gt_error("output folder %s is not writable", c->out);
@@ -148,7 +147,7 @@ int train_find_resume(run *r)
                 return -1;
             r->from = r->resume_path;
         }
-    } else if (!is_none(c->resume)) {
+    } else if (!config_is_none(c->resume)) {
         r->from = c->resume;
     }
     return r->from ? read_resume_batch(r) : 0;
@@ -446,7 +445,7 @@ int train_check_resume(run *r)
 int train_save_model(run *r)
 {
     const gt_config *c = r->c;
-    if (is_none(c->out)) return 0;
+    if (config_is_none(c->out)) return 0;
     gpt_model whole;
     memset(&whole, 0, sizeof whole);
     const int split = grid_mp_size() > 1;

@@ -129,6 +129,8 @@ expect_error "n_embd not divisible by n_head" "n_embd 130 is not divisible by n_
     "$G" train --data "$tmp/good.h5" --n_embd 130 --n_head 4
 expect_error "negative lr" "lr = -1: must be > 0" \
     "$G" train --data "$tmp/good.h5" --lr -1
+expect_error "a denormal peak_gflops" "peak_gflops = 1e-320 is not a machine's peak" \
+    "$G" train --data "$tmp/good.h5" --peak_gflops 1e-320
 expect_error "missing config file" "nope\.cfg" \
     "$G" train --config "$tmp/nope.cfg"
 expect_error "bad line in a config file" "bad\.cfg:2" \

@@ -306,7 +306,8 @@ static void test_args(void)
 static void test_ranges(void)
 {
     expect_set_error("n_layer", "0", "must be >= 1");
-    expect_set_error("bucket_mb", "0", "must be > 0");
+    expect_set_error("bucket_mb", "0", "must be >= 0.001");
+    expect_set_error("bucket_mb", "1e-320", "must be >= 0.001");
     expect_set_error("staleness", "9", "must be >= 1 and <= 8");
     expect_set_error("sync", "asynchronous", "must be one of: sync|async");
     expect_set_error("grad_comm", "bf16", "must be one of: fp32|fp16");

@@ -29,7 +29,9 @@
 #    there, when a read first touches it; a deflated chunk recorded too small, or one
 #    placed past the end, is named when its read fails;
 #  - a file on which HDF5 1.10.8 itself loops (tests/fuzz/hdf5-known): inspect and
-#    sample read it in a child first and end with one error line;
+#    sample read it in a child first and end with one error line; so does train (before
+#    MPI starts) given it as data, as a checkpoint to resume or found by resume = auto,
+#    and under mpirun -np 2 still one line;
 #  - the data file truncated while training: the run stops with one error line instead
 #    of training on the zeros read past the new end;
 #  - a resume on a data file replaced since the checkpoint (same path, other tokens):
@@ -238,6 +240,28 @@ refused inspect-hdf5-hang "did not finish in 5 s" \
 refused sample-hdf5-hang "did not finish in 5 s" \
     env GENTRAIN_PROBE_SECONDS=5 "$GENTRAIN" sample --checkpoint \
     "$known/model-hang-H5HG_read.h5" --tokens 4
+# train reads its HDF5 inputs in a child before MPI starts: a data file, a checkpoint
+# named by resume and one found by resume = auto (each file here makes HDF5 loop)
+hang_args=(--n_layer 1 --n_head 1 --n_embd 8 --block_size 8 --batch_size 2 --steps 2
+    --eval_every 0 --threads 1)
+refused train-hang-data "data file .*model-hang-H5HG_read.h5: reading it did not finish in 5 s" \
+    env GENTRAIN_PROBE_SECONDS=5 "$GENTRAIN" train --data "$known/model-hang-H5HG_read.h5" \
+    "${hang_args[@]}" --out ""
+refused train-hang-resume "checkpoint .*: reading it did not finish in 5 s" \
+    env GENTRAIN_PROBE_SECONDS=5 "$GENTRAIN" train --data "$tmp/d.h5" "${hang_args[@]}" \
+    --out "$tmp/hang" --resume "$known/model-hang-H5HG_read.h5"
+mkdir -p "$tmp/hangauto/checkpoints"
+cp "$known/model-hang-H5HG_read.h5" "$tmp/hangauto/checkpoints/ckpt_00000001.h5"
+refused train-hang-auto "checkpoint .*ckpt_00000001.h5: reading it did not finish in 5 s" \
+    env GENTRAIN_PROBE_SECONDS=5 "$GENTRAIN" train --data "$tmp/d.h5" "${hang_args[@]}" \
+    --out "$tmp/hangauto" --resume auto
+check "train-hang-auto: the checkpoint is unchanged" \
+    cmp -s "$known/model-hang-H5HG_read.h5" "$tmp/hangauto/checkpoints/ckpt_00000001.h5"
+if [ -n "${MPIEXEC:-}" ]; then
+    refused train-hang-mpi "data file .*: reading it did not finish in 5 s" \
+        env GENTRAIN_PROBE_SECONDS=5 "$MPIEXEC" -np 2 --bind-to none "$GENTRAIN" train \
+        --data "$known/model-hang-H5HG_read.h5" "${hang_args[@]}" --out ""
+fi
 
 cp "$tmp/d.h5" "$tmp/moving.h5"
 timeout 120 "$GENTRAIN" train --data "$tmp/moving.h5" --n_layer 1 --n_head 1 --n_embd 8 \

@@ -1,0 +1,217 @@
+#!/usr/bin/env python3
+"""hostile-probe: tries gentrain the way a hostile or unlucky user would, and counts
+what happens. Not a test (it prints figures, it never fails a build): a campaign to
+run before a release and after any change to a reader.
+
+Cases, all made here from a tiny run of its own (no file of the user is touched):
+  config    every key of `gentrain train --help` set to each of a list of odd values
+            (negative, zero, huge, fractional, NaN, infinite, empty, text, overflowing);
+  data      the token file damaged: bytes flipped in its metadata or anywhere, 4 or 8
+            bytes set to 0 or 0xff (the size fields), cut short, junk appended; trained on;
+  model     model.h5 damaged the same ways; `sample` from it and `inspect` it;
+  ckpt      a checkpoint damaged the same ways; resumed from (`train --resume FILE`)
+            and inspected.
+Outcomes:
+  refused   exit 1 or 2 with exactly one "gentrain: error:" line (inspect: at least one)
+  accepted  exit 0: for config and data a working run (the damage hit token values or
+            unused bytes); for model and ckpt only when the output is the undamaged
+            file's own (the damage hit bytes no reader uses), otherwise it is BAD
+  BAD       a signal, a hang (the timeout), a sanitizer report, an exit 1/2 without
+            exactly one error line, or a damaged model/checkpoint giving other output
+            with exit 0.
+Every BAD case is listed with its command, so it can be replayed.
+
+usage: scripts/hostile-probe.py --gentrain build/gentrain [--per-kind N] [--seed S]
+                                [--timeout S] [--keep DIR]
+"""
+import argparse
+import os
+import random
+import re
+import shutil
+import subprocess
+import sys
+import tempfile
+
+TINY = ["--n_layer", "1", "--n_head", "2", "--n_embd", "16", "--block_size", "16",
+        "--batch_size", "2", "--eval_every", "0", "--threads", "1"]
+
+ODD_VALUES = ["-1", "0", "1", "2147483648", "99999999999999999999", "1e308", "-1e308",
+              "nan", "inf", "-inf", "0.5", "", " ", "abc", "0x10", "1e-320",
+              "357913942", "none"]
+
+
+class Probe:
+    def __init__(self, gentrain, work, timeout):
+        self.gentrain = gentrain
+        self.work = work
+        self.timeout = timeout
+        self.counts = {}
+        self.bad = []
+
+    def run(self, args, env=None):
+        full_env = dict(os.environ)
+        full_env.pop("OPENBLAS_CORETYPE", None)
+        # gentrain's reader processes give up on a file after this (a damaged file
+        # on which HDF5 loops), well inside the timeout here
+        full_env["GENTRAIN_PROBE_SECONDS"] = str(max(1, self.timeout // 4))
+        full_env.update(env or {})
+        try:
+            p = subprocess.run([self.gentrain] + args, cwd=self.work, env=full_env,
+                               stdin=subprocess.DEVNULL, capture_output=True,
+                               timeout=self.timeout)
+            return p.returncode, p.stdout.decode("utf-8", "replace"), \
+                p.stderr.decode("utf-8", "replace")
+        except subprocess.TimeoutExpired as e:  # what it printed tells a long run
+            return "timeout", (e.stdout or b"").decode("utf-8", "replace"), \
+                (e.stderr or b"").decode("utf-8", "replace")
+
+    def record(self, kind, outcome, what, detail=""):
+        key = (kind, outcome)
+        self.counts[key] = self.counts.get(key, 0) + 1
+        if outcome == "BAD":
+            self.bad.append((kind, what, detail))
+
+    def judge(self, kind, what, rc, err, inspect=False, same_as=None, out=""):
+        sanitizer = "AddressSanitizer" in err or "runtime error:" in err
+        errors = len(re.findall(r"^gentrain: error:", err, re.M))
+        if rc == "timeout":
+            return self.record(kind, "BAD", what, "no end within %d s" % self.timeout)
+        if rc < 0 or rc > 128:
+            return self.record(kind, "BAD", what, "ended by signal (rc %d)" % rc)
+        if sanitizer:
+            return self.record(kind, "BAD", what, "sanitizer report")
+        if rc in (1, 2):
+            if errors == 1 or (inspect and errors >= 1):
+                return self.record(kind, "refused", what)
+            return self.record(kind, "BAD", what, "exit %d with %d error lines: %s" %
+                               (rc, errors, err.strip()[-300:]))
+        if rc == 0:
+            if same_as is not None and out != same_as:
+                return self.record(kind, "BAD", what, "exit 0 with other output than "
+                                   "the undamaged file's")
+            return self.record(kind, "accepted", what)
+        return self.record(kind, "BAD", what, "exit %d" % rc)
+
+
+def damage(src, dst, rng):
+    """Copies src to dst with one kind of damage; returns its description."""
+    data = bytearray(open(src, "rb").read())
+    n = len(data)
+    kind = rng.choice(["flip-meta", "flip-any", "word0", "wordff", "truncate", "junk",
+                       "zero-block"])
+    if kind == "flip-meta":
+        off = rng.randrange(min(n, 4096))
+        data[off] ^= 1 << rng.randrange(8)
+    elif kind == "flip-any":
+        off = rng.randrange(n)
+        data[off] ^= 1 << rng.randrange(8)
+    elif kind in ("word0", "wordff"):
+        width = rng.choice([4, 8])
+        off = rng.randrange(0, max(1, n - width)) & ~(width - 1)
+        data[off:off + width] = (b"\0" if kind == "word0" else b"\xff") * width
+    elif kind == "truncate":
+        off = rng.randrange(n)
+        data = data[:off]
+    elif kind == "junk":
+        data += bytes(rng.randrange(256) for _ in range(rng.choice([1, 100, 5000])))
+        off = n
+    else:
+        off = rng.randrange(n) & ~511
+        data[off:off + 512] = bytes(len(data[off:off + 512]))
+    open(dst, "wb").write(data)
+    return "%s at %d" % (kind, off)
+
+
+def make_seeds(probe, corpus):
+    text = open(corpus, "rb").read()[:200000]
+    open(os.path.join(probe.work, "slice.txt"), "wb").write(text)
+    steps = [["prepare", "slice.txt", "-o", "d.h5"],
+             ["train", "--data", "d.h5"] + TINY + ["--steps", "2", "--ckpt_every", "1",
+                                                   "--out", "seed"]]
+    for args in steps:
+        rc, out, err = probe.run(args)
+        if rc != 0:
+            sys.exit("hostile-probe: making the seeds failed: gentrain %s\n%s" %
+                     (" ".join(args), err))
+    ckpts = sorted(os.listdir(os.path.join(probe.work, "seed", "checkpoints")))
+    return os.path.join("seed", "checkpoints", ckpts[0])
+
+
+def config_cases(probe):
+    rc, out, err = probe.run(["train", "--help"])
+    keys = sorted(set(re.findall(r"^  ([a-z_]+) ", out, re.M)) - {"data", "out"})
+    for key in keys:
+        for value in ODD_VALUES:
+            args = ["train", "--data", "d.h5"] + TINY + ["--steps", "2", "--out", "",
+                                                       "--" + key, value]
+            rc, out, err = probe.run(args)
+            what = "gentrain " + " ".join(repr(a) if a in ("", " ") else a for a in args)
+            if rc == "timeout" and re.search(r"^step ", out, re.M):
+                probe.record("config", "accepted", what)  # a long but working run
+                continue
+            probe.judge("config", what, rc, err)
+
+
+def file_cases(probe, rng, per_kind, ckpt):
+    sample = ["sample", "--checkpoint", "CASE", "--tokens", "8", "--seed", "1",
+              "--prompt", "ROMEO:"]
+    resume = ["train", "--data", "d.h5"] + TINY + ["--steps", "3", "--out", "resumed",
+                                                   "--resume", "CASE"]
+    kinds = [("data", "d.h5", [["train", "--data", "CASE"] + TINY +
+                               ["--steps", "2", "--out", ""]]),
+             ("model", os.path.join("seed", "model.h5"), [sample]),
+             ("ckpt", ckpt, [resume])]
+    for kind, seed, commands in kinds:
+        baselines = [probe.run([seed if a == "CASE" else a for a in c])[1]
+                     for c in commands]
+        for i in range(per_kind):
+            case = "%s-%04d.h5" % (kind, i)
+            how = damage(os.path.join(probe.work, seed), os.path.join(probe.work, case), rng)
+            for c, base in zip(commands, baselines):
+                args = [case if a == "CASE" else a for a in c]
+                rc, out, err = probe.run(args)
+                same = None if kind == "data" else base
+                if kind == "ckpt":  # compare the losses, not the timings
+                    out = "\n".join(re.findall(r"^step .*loss \S+", out, re.M))
+                    same = "\n".join(re.findall(r"^step .*loss \S+", base, re.M))
+                probe.judge(kind, "%s (%s): gentrain %s" % (case, how, " ".join(args)),
+                            rc, err, same_as=same, out=out)
+            rc, out, err = probe.run(["inspect", case])
+            probe.judge(kind + "-inspect", "%s (%s): gentrain inspect %s" % (case, how, case),
+                        rc, err, inspect=True)
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--gentrain", required=True)
+    ap.add_argument("--corpus", default=os.path.join(os.path.dirname(__file__), "..",
+                                                     "data", "tinyshakespeare.txt"))
+    ap.add_argument("--per-kind", type=int, default=150)
+    ap.add_argument("--seed", type=int, default=1)
+    ap.add_argument("--timeout", type=int, default=60)
+    ap.add_argument("--keep", help="work in this folder and keep it")
+    ap.add_argument("--skip-config", action="store_true")
+    a = ap.parse_args()
+    work = a.keep or tempfile.mkdtemp(prefix="gentrain-probe.")
+    os.makedirs(work, exist_ok=True)
+    probe = Probe(os.path.abspath(a.gentrain), work, a.timeout)
+    ckpt = make_seeds(probe, os.path.abspath(a.corpus))
+    if not a.skip_config:
+        config_cases(probe)
+    file_cases(probe, random.Random(a.seed), a.per_kind, ckpt)
+    total = sum(probe.counts.values())
+    print("hostile-probe: %d runs" % total)
+    for kind in sorted({k for k, _ in probe.counts}):
+        row = {o: probe.counts.get((kind, o), 0) for o in ("refused", "accepted", "BAD")}
+        print("  %-14s refused %4d  accepted %4d  BAD %3d" %
+              (kind, row["refused"], row["accepted"], row["BAD"]))
+    for kind, what, detail in probe.bad:
+        print("BAD %s: %s\n    %s" % (kind, detail, what))
+    if not a.keep:
+        shutil.rmtree(work, ignore_errors=True)
+    print("%d bad outcomes" % len(probe.bad))
+
+
+if __name__ == "__main__":
+    main()
