@@ -96,22 +96,40 @@ const char *cpu_isa_name(enum cpu_isa level)
     return "generic SSE2";
 }
 
+#if GT_X86 && defined(__linux__)
+/* AMX as Linux's Documentation/arch/x86/xstate.rst asks a program to find it: CPUID
+ * leaf 7 (EDX bit 22 AMX-BF16, bit 24 AMX-TILE), XCR0 bits 17 (XTILECFG) and 18
+ * (XTILEDATA) set by the kernel, then permission for the 8 KB of tile data, which the
+ * kernel hands out only on request (its first use traps, and without permission the
+ * process gets SIGILL). The permission is per process; ARCH_GET_XCOMP_PERM confirms it. */
+static int amx_granted(void)
+{
+    enum { ARCH_GET_XCOMP_PERM = 0x1022, ARCH_REQ_XCOMP_PERM = 0x1023, XTILECFG = 17,
+           XTILEDATA = 18 };
+    unsigned l1[4], l7[4];
+    cpuid(1, 0, l1);
+    cpuid(7, 0, l7);
+    const int osxsave = (l1[2] >> 27) & 1;
+    const int tile = (l7[3] >> 24) & 1, bf16 = (l7[3] >> 22) & 1;
+    if (!tile || !bf16 || !osxsave) return 0;
+    const unsigned long long tiles = (1ull << XTILECFG) | (1ull << XTILEDATA);
+    if ((xgetbv0() & tiles) != tiles) return 0;
+    if (syscall(SYS_arch_prctl, ARCH_REQ_XCOMP_PERM, XTILEDATA) != 0) return 0;
+    unsigned long long perm = 0;
+    if (syscall(SYS_arch_prctl, ARCH_GET_XCOMP_PERM, &perm) != 0) return 0;
+    return (perm & (1ull << XTILEDATA)) != 0;
+}
+#endif
+
 int cpu_has_amx_bf16(void)
 {
 #if GT_X86 && defined(__linux__)
     static atomic_int answer = -1;
     int a = atomic_load_explicit(&answer, memory_order_relaxed);
-    if (a >= 0) return a;
-    unsigned l7[4];
-    cpuid(7, 0, l7);
-    const int tile = (l7[3] >> 24) & 1, bf16 = (l7[3] >> 22) & 1;
-    a = 0;
-    if (tile && bf16) {
-        /* Linux hands out the 8 KB tile state only on request (XFEATURE_XTILEDATA) */
-        enum { ARCH_REQ_XCOMP_PERM = 0x1023, XFEATURE_XTILEDATA = 18 };
-        a = syscall(SYS_arch_prctl, ARCH_REQ_XCOMP_PERM, XFEATURE_XTILEDATA) == 0;
+    if (a < 0) {
+        a = amx_granted();
+        atomic_store_explicit(&answer, a, memory_order_relaxed);
     }
-    atomic_store_explicit(&answer, a, memory_order_relaxed);
     return a;
 #else
     return 0;

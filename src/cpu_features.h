@@ -6,9 +6,10 @@
  *    OS saves the registers of (XCR0), so a path of that level can run. It is computed
  *    once; every call returns the same answer. On a non-x86 build it is CPU_ISA_GENERIC.
  *  - Levels are ordered: a CPU at a level can run every path of a lower one.
- *  - cpu_has_amx_bf16() also asks Linux for the AMX tile state (arch_prctl), which a
- *    process must do before its first tile instruction; it returns 1 only when that
- *    permission was granted.
+ *  - cpu_has_amx_bf16() checks CPUID (AMX-TILE, AMX-BF16) and XCR0 (the OS enabled
+ *    the tile state, bits 17 and 18), then asks Linux for the tile data (arch_prctl),
+ *    which a process must do before its first tile instruction; it returns 1 only
+ *    when that permission was granted (for the whole process). Computed once.
  *  - cpu_fma_peak_gflops() measures, never guesses: `threads` threads run independent
  *    multiply-adds of the widest vector unit for about 20 ms and the sum of their rates
  *    is returned (FP32 GFLOP/s, a multiply-add counted as 2). It reflects the clock the
