@@ -10,6 +10,8 @@
 #include <string.h>
 #include <time.h>
 
+#include "amx_tiles.h" /* header only: the tile configuration of the AMX peak loop */
+
 /* No dependence on the rest of gentrain (util.c pulls in BLAS): the GPU step's test
  * driver links this file alone. */
 static double now_s(void)
@@ -222,6 +224,49 @@ DEFINE_PEAK_LOOP(dpbf16_loop, __attribute__((target("avx512f,avx512bf16"))), __m
                  const __m512bh b = (__m512bh)_mm512_set1_epi32(0x33d633d6), DPBF16, 4 * 16)
 #endif
 
+#if (defined(__clang__) && __clang_major__ >= 12) || (!defined(__clang__) && __GNUC__ >= 11)
+#define GT_PEAK_AMX 1
+/* TDPBF16PS: a 16 x 16 FP32 tile += 16 x 32 BF16 @ 32 x 16 BF16 (8192 multiply-adds,
+ * 16384 flops an instruction), into four accumulators (tmm0-3) from two A and two B
+ * tiles (tmm4-7), as the AMX matrix product runs them. The operands are all 2^-10 so
+ * nothing overflows. Each thread loads its own tile configuration (tiles are per
+ * thread); the caller has the OS's permission (cpu_has_amx_bf16). */
+__attribute__((target("amx-tile,amx-bf16"))) static double amx_loop(double seconds)
+{
+    _Alignas(64) amx_tilecfg cfg;
+    _Alignas(64) uint16_t ops[AMX_MAX_ROWS * AMX_MAX_COLSB / 2];
+    _Alignas(64) float out[AMX_MAX_ROWS * AMX_MAX_COLSB / 4];
+    for (size_t i = 0; i < sizeof ops / sizeof ops[0]; i++) ops[i] = 0x3a80; /* 2^-10 */
+    amx_tilecfg_uniform(&cfg, AMX_TILES, AMX_MAX_ROWS, AMX_MAX_COLSB);
+    /* GCC's LDTILECFG names only 8 bytes as read: make every store to cfg happen */
+    __asm__ volatile("" : : "r"(&cfg), "r"(ops) : "memory");
+    _tile_loadconfig(&cfg);
+    _tile_loadd(4, ops, AMX_MAX_COLSB);
+    _tile_loadd(5, ops, AMX_MAX_COLSB);
+    _tile_loadd(6, ops, AMX_MAX_COLSB);
+    _tile_loadd(7, ops, AMX_MAX_COLSB);
+    _tile_zero(0);
+    _tile_zero(1);
+    _tile_zero(2);
+    _tile_zero(3);
+    double flops = 0.0, t0 = now_s();
+    do {
+        for (int it = 0; it < PEAK_INNER; it++) {
+            _tile_dpbf16ps(0, 4, 6);
+            _tile_dpbf16ps(1, 4, 7);
+            _tile_dpbf16ps(2, 5, 6);
+            _tile_dpbf16ps(3, 5, 7);
+        }
+        flops += 4.0 * 16384.0 * PEAK_INNER;
+    } while (now_s() - t0 < seconds);
+    const double t = now_s() - t0;
+    _tile_stored(0, out, AMX_MAX_COLSB);
+    _tile_release();
+    peak_sink = out[0];
+    return flops / t;
+}
+#endif
+
 /* SSE2: a separate multiply and add on 4 lanes (no FMA at this level) */
 #define MULADD128(x) _mm_add_ps(_mm_mul_ps(x, a), b)
 DEFINE_PEAK_LOOP(fma_loop_generic, , __m128, _mm_set1_ps,
@@ -266,8 +311,13 @@ static double measure(double (*loop)(double), int threads)
 
 double cpu_fma_peak_gflops(int threads) { return measure(fma_loop, threads); }
 
-double cpu_bf16_peak_gflops(int threads)
+double cpu_bf16_peak_gflops(int threads, int amx_tiles)
 {
+#if GT_X86 && defined(GT_PEAK_AMX)
+    if (amx_tiles && cpu_has_amx_bf16()) return measure(amx_loop, threads);
+#else
+    (void)amx_tiles;
+#endif
 #if GT_X86 && defined(GT_PEAK_BF16)
     if (cpu_isa_level() >= CPU_ISA_AVX512_BF16) return measure(dpbf16_loop, threads);
 #endif

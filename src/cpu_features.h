@@ -1,5 +1,5 @@
 /* cpu_features — what this x86 CPU (and the OS) lets gentrain run: the vector ISA
- * levels its kernel paths are chosen by, and a measured FMA peak for MFU.
+ * levels its kernel paths are chosen by, AMX tiles, and measured peaks for MFU.
  *
  * Contract:
  *  - cpu_isa_level() is the widest level whose instructions both the CPU has and the
@@ -34,8 +34,9 @@ int cpu_has_amx_bf16(void);
 const char *cpu_model_name(char *buf, int cap);
 /* Measured FP32 multiply-add peak of `threads` threads, GFLOP/s (0 if it failed). */
 double cpu_fma_peak_gflops(int threads);
-/* Measured peak of BF16 matrix products: VDPBF16PS dot products where the CPU has
- * AVX512_BF16, else the FP32 multiply-add peak (what the portable BF16 path runs on). */
-double cpu_bf16_peak_gflops(int threads);
+/* Measured peak of BF16 matrix products: with amx_tiles (the AMX path runs) and a CPU
+ * that has them, TDPBF16PS tile products; else VDPBF16PS dot products where the CPU
+ * has AVX512_BF16, else the FP32 multiply-add peak (what the portable path runs on). */
+double cpu_bf16_peak_gflops(int threads, int amx_tiles);
 
 #endif
