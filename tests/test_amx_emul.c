@@ -31,11 +31,16 @@ static float dp_1x1(float c0, const float a[4], const float b[4])
 {
     amx_tilecfg cfg;
     amx_tilecfg_uniform(&cfg, 0, 0, 0);
-    cfg.rows[0] = 1, cfg.colsb[0] = 4;
-    cfg.rows[1] = 1, cfg.colsb[1] = 8;
-    cfg.rows[2] = 2, cfg.colsb[2] = 4;
+    const int shape[3][2] = {{1, 4}, {1, 8}, {2, 4}}; /* rows, bytes a row */
+    for (int t = 0; t < 3; t++) {
+        cfg.rows[t] = (uint8_t)shape[t][0];
+        cfg.colsb[t] = (uint16_t)shape[t][1];
+    }
     uint16_t at[4], bt[4];
-    for (int i = 0; i < 4; i++) at[i] = bf16_of(a[i]), bt[i] = bf16_of(b[i]);
+    for (int i = 0; i < 4; i++) {
+        at[i] = bf16_of(a[i]);
+        bt[i] = bf16_of(b[i]);
+    }
     float c = c0;
     amx_emul_loadconfig(&cfg);
     amx_emul_loadd(0, &c, 4);
@@ -60,8 +65,6 @@ static void check_arithmetic(void)
     TU_CHECK(c == 7.0f, "TDPBF16PS adds to the destination: 5 + 2 = %g", (double)c);
 
     /* DAZ: BF16 0x0001 is denormal; times 2^126 it would be 2^-7 */
-    amx_tilecfg cfg;
-    amx_tilecfg_uniform(&cfg, 0, 0, 0);
     float den;
     const uint32_t den_bits = 0x00010000u;
     memcpy(&den, &den_bits, sizeof den);
@@ -72,7 +75,6 @@ static void check_arithmetic(void)
     const float a3[4] = {-0x1p-70f, 0, 0, 0}, b3[4] = {0x1p-70f, 0, 0, 0};
     c = dp_1x1(0.0f, a3, b3);
     TU_CHECK(c == 0.0f, "a denormal product is flushed to zero (FTZ): %g", (double)c);
-    (void)cfg;
 }
 
 /* ------------------------------------------------------------------------------------ */
@@ -87,13 +89,25 @@ static amx_tilecfg full_config(void)
 
 static uint8_t buf[AMX_MAX_ROWS * AMX_MAX_COLSB];
 
-static void rows17(void) { amx_tilecfg c = full_config(); c.rows[3] = 17; amx_emul_loadconfig(&c); }
-static void colsb68(void) { amx_tilecfg c = full_config(); c.colsb[2] = 68; amx_emul_loadconfig(&c); }
-static void palette2(void) { amx_tilecfg c = full_config(); c.palette = 2; amx_emul_loadconfig(&c); }
-static void reserved(void) { amx_tilecfg c = full_config(); c.reserved[5] = 1; amx_emul_loadconfig(&c); }
-static void no_bytes(void) { amx_tilecfg c = full_config(); c.colsb[1] = 0; amx_emul_loadconfig(&c); }
-static void tile8(void) { amx_tilecfg c = full_config(); c.rows[8] = 16; c.colsb[8] = 64; amx_emul_loadconfig(&c); }
-static void unconfigured(void) { amx_emul_loadd(0, buf, 64); }
+/* full_config with one change, loaded */
+#define BAD_CONFIG(name, change)                                                          \
+    static void name(void)                                                                \
+    {                                                                                     \
+        amx_tilecfg c = full_config();                                                    \
+        change;                                                                           \
+        amx_emul_loadconfig(&c);                                                          \
+    }
+BAD_CONFIG(rows17, c.rows[3] = 17)
+BAD_CONFIG(colsb68, c.colsb[2] = 68)
+BAD_CONFIG(palette2, c.palette = 2)
+BAD_CONFIG(reserved, c.reserved[5] = 1)
+BAD_CONFIG(no_bytes, c.colsb[1] = 0)
+BAD_CONFIG(tile8, c.rows[8] = 16; c.colsb[8] = 64)
+
+static void unconfigured(void)
+{
+    amx_emul_loadd(0, buf, 64);
+}
 static void empty_tile(void)
 {
     amx_tilecfg c;
@@ -101,7 +115,12 @@ static void empty_tile(void)
     amx_emul_loadconfig(&c);
     amx_emul_loadd(5, buf, 64);
 }
-static void same_tiles(void) { amx_tilecfg c = full_config(); amx_emul_loadconfig(&c); amx_emul_dpbf16ps(0, 0, 6); }
+static void same_tiles(void)
+{
+    amx_tilecfg c = full_config();
+    amx_emul_loadconfig(&c);
+    amx_emul_dpbf16ps(0, 0, 6);
+}
 static void mismatch(void)
 {
     amx_tilecfg c = full_config();
@@ -116,7 +135,12 @@ static void after_release(void)
     amx_emul_release();
     amx_emul_zero(0);
 }
-static void *use_tiles(void *arg) { (void)arg; amx_emul_zero(0); return NULL; }
+static void *use_tiles(void *arg)
+{
+    (void)arg;
+    amx_emul_zero(0);
+    return NULL;
+}
 static void other_thread(void) /* configured on this thread only */
 {
     amx_tilecfg c = full_config();
