@@ -310,15 +310,18 @@ def gentrain_row(prec, log_f, load_f, out_f):
     except (OSError, ValueError):
         pass
     text = open(out_f).read() if os.path.exists(out_f) else ""
-    m = re.search(r"peak ([0-9.]+) GFLOP/s \(measured", text)
+    m = re.search(r"peak ([0-9.]+) GFLOP/s \(measured ([^;]*) peak", text)
     if m:
         peak = float(m.group(1))
-    m = re.search(r"^BLAS: (.*)$", text, re.M)
+    kind = m.group(2) if m else None
+    m = re.search(r"^precision: bf16 matrix products \(([^)]*) path\)", text, re.M)
+    path = m.group(1) if m else None
+    blas = re.search(r"^BLAS: (.*)$", text, re.M)
     return {"impl": "gentrain", "label": "gentrain " + prec, "precision": prec,
             "tokens_per_s": tps, "ms": B * T / tps * 1e3,
             "gflops": flops * tps / (B * T) / 1e9, "peak_gflops": peak,
             "max_rss_mb": rss, "other_load_cores": other,
-            "blas": m.group(1) if m else None}
+            "blas": blas.group(1) if blas else None, "peak_kind": kind, "bf16_path": path}
 
 
 def torch_row(key, prec, json_f):
@@ -385,9 +388,9 @@ for r in table:
         if r.get("blas"):
             print("%s: BLAS %s" % (r["label"], r["blas"]))
         if r.get("peak_gflops"):
-            print("%s: measured peak %.1f GFLOP/s (%s)" % (
-                r["label"], r["peak_gflops"],
-                "BF16 dot products" if r["precision"] == "bf16" else "FP32 multiply-add"))
+            print("%s: measured peak %.1f GFLOP/s (%s%s)" % (
+                r["label"], r["peak_gflops"], r.get("peak_kind") or "?",
+                "; %s path" % r["bf16_path"] if r.get("bf16_path") else ""))
 if any(isinstance(r.get("other_load_cores"), float) and r["other_load_cores"] >= 0.2
        for r in table):
     print("warning: other processes took CPU during the runs (column 'other', in cores);"

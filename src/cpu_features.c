@@ -10,6 +10,8 @@
 #include <string.h>
 #include <time.h>
 
+#include "amx_tiles.h" /* header only: the tile configuration of the AMX peak loop */
+
 /* No dependence on the rest of gentrain (util.c pulls in BLAS): the GPU step's test
  * driver links this file alone. */
 static double now_s(void)
@@ -96,22 +98,40 @@ const char *cpu_isa_name(enum cpu_isa level)
     return "generic SSE2";
 }
 
+#if GT_X86 && defined(__linux__)
+/* AMX as Linux's Documentation/arch/x86/xstate.rst asks a program to find it: CPUID
+ * leaf 7 (EDX bit 22 AMX-BF16, bit 24 AMX-TILE), XCR0 bits 17 (XTILECFG) and 18
+ * (XTILEDATA) set by the kernel, then permission for the 8 KB of tile data, which the
+ * kernel hands out only on request (its first use traps, and without permission the
+ * process gets SIGILL). The permission is per process; ARCH_GET_XCOMP_PERM confirms it. */
+static int amx_granted(void)
+{
+    enum { ARCH_GET_XCOMP_PERM = 0x1022, ARCH_REQ_XCOMP_PERM = 0x1023, XTILECFG = 17,
+           XTILEDATA = 18 };
+    unsigned l1[4], l7[4];
+    cpuid(1, 0, l1);
+    cpuid(7, 0, l7);
+    const int osxsave = (l1[2] >> 27) & 1;
+    const int tile = (l7[3] >> 24) & 1, bf16 = (l7[3] >> 22) & 1;
+    if (!tile || !bf16 || !osxsave) return 0;
+    const unsigned long long tiles = (1ull << XTILECFG) | (1ull << XTILEDATA);
+    if ((xgetbv0() & tiles) != tiles) return 0;
+    if (syscall(SYS_arch_prctl, ARCH_REQ_XCOMP_PERM, XTILEDATA) != 0) return 0;
+    unsigned long long perm = 0;
+    if (syscall(SYS_arch_prctl, ARCH_GET_XCOMP_PERM, &perm) != 0) return 0;
+    return (perm & (1ull << XTILEDATA)) != 0;
+}
+#endif
+
 int cpu_has_amx_bf16(void)
 {
 #if GT_X86 && defined(__linux__)
     static atomic_int answer = -1;
     int a = atomic_load_explicit(&answer, memory_order_relaxed);
-    if (a >= 0) return a;
-    unsigned l7[4];
-    cpuid(7, 0, l7);
-    const int tile = (l7[3] >> 24) & 1, bf16 = (l7[3] >> 22) & 1;
-    a = 0;
-    if (tile && bf16) {
-        /* Linux hands out the 8 KB tile state only on request (XFEATURE_XTILEDATA) */
-        enum { ARCH_REQ_XCOMP_PERM = 0x1023, XFEATURE_XTILEDATA = 18 };
-        a = syscall(SYS_arch_prctl, ARCH_REQ_XCOMP_PERM, XFEATURE_XTILEDATA) == 0;
+    if (a < 0) {
+        a = amx_granted();
+        atomic_store_explicit(&answer, a, memory_order_relaxed);
     }
-    atomic_store_explicit(&answer, a, memory_order_relaxed);
     return a;
 #else
     return 0;
@@ -204,6 +224,49 @@ DEFINE_PEAK_LOOP(dpbf16_loop, __attribute__((target("avx512f,avx512bf16"))), __m
                  const __m512bh b = (__m512bh)_mm512_set1_epi32(0x33d633d6), DPBF16, 4 * 16)
 #endif
 
+#if (defined(__clang__) && __clang_major__ >= 12) || (!defined(__clang__) && __GNUC__ >= 11)
+#define GT_PEAK_AMX 1
+/* TDPBF16PS: a 16 x 16 FP32 tile += 16 x 32 BF16 @ 32 x 16 BF16 (8192 multiply-adds,
+ * 16384 flops an instruction), into four accumulators (tmm0-3) from two A and two B
+ * tiles (tmm4-7), as the AMX matrix product runs them. The operands are all 2^-10 so
+ * nothing overflows. Each thread loads its own tile configuration (tiles are per
+ * thread); the caller has the OS's permission (cpu_has_amx_bf16). */
+__attribute__((target("amx-tile,amx-bf16"))) static double amx_loop(double seconds)
+{
+    _Alignas(64) amx_tilecfg cfg;
+    _Alignas(64) uint16_t ops[AMX_MAX_ROWS * AMX_MAX_COLSB / 2];
+    _Alignas(64) float out[AMX_MAX_ROWS * AMX_MAX_COLSB / 4];
+    for (size_t i = 0; i < sizeof ops / sizeof ops[0]; i++) ops[i] = 0x3a80; /* 2^-10 */
+    amx_tilecfg_uniform(&cfg, AMX_TILES, AMX_MAX_ROWS, AMX_MAX_COLSB);
+    /* GCC's LDTILECFG names only 8 bytes as read: make every store to cfg happen */
+    __asm__ volatile("" : : "r"(&cfg), "r"(ops) : "memory");
+    _tile_loadconfig(&cfg);
+    _tile_loadd(4, ops, AMX_MAX_COLSB);
+    _tile_loadd(5, ops, AMX_MAX_COLSB);
+    _tile_loadd(6, ops, AMX_MAX_COLSB);
+    _tile_loadd(7, ops, AMX_MAX_COLSB);
+    _tile_zero(0);
+    _tile_zero(1);
+    _tile_zero(2);
+    _tile_zero(3);
+    double flops = 0.0, t0 = now_s();
+    do {
+        for (int it = 0; it < PEAK_INNER; it++) {
+            _tile_dpbf16ps(0, 4, 6);
+            _tile_dpbf16ps(1, 4, 7);
+            _tile_dpbf16ps(2, 5, 6);
+            _tile_dpbf16ps(3, 5, 7);
+        }
+        flops += 4.0 * 16384.0 * PEAK_INNER;
+    } while (now_s() - t0 < seconds);
+    const double t = now_s() - t0;
+    _tile_stored(0, out, AMX_MAX_COLSB);
+    _tile_release();
+    peak_sink = out[0];
+    return flops / t;
+}
+#endif
+
 /* SSE2: a separate multiply and add on 4 lanes (no FMA at this level) */
 #define MULADD128(x) _mm_add_ps(_mm_mul_ps(x, a), b)
 DEFINE_PEAK_LOOP(fma_loop_generic, , __m128, _mm_set1_ps,
@@ -248,8 +311,13 @@ static double measure(double (*loop)(double), int threads)
 
 double cpu_fma_peak_gflops(int threads) { return measure(fma_loop, threads); }
 
-double cpu_bf16_peak_gflops(int threads)
+double cpu_bf16_peak_gflops(int threads, int amx_tiles)
 {
+#if GT_X86 && defined(GT_PEAK_AMX)
+    if (amx_tiles && cpu_has_amx_bf16()) return measure(amx_loop, threads);
+#else
+    (void)amx_tiles;
+#endif
 #if GT_X86 && defined(GT_PEAK_BF16)
     if (cpu_isa_level() >= CPU_ISA_AVX512_BF16) return measure(dpbf16_loop, threads);
 #endif

@@ -1,14 +1,15 @@
 /* cpu_features — what this x86 CPU (and the OS) lets gentrain run: the vector ISA
- * levels its kernel paths are chosen by, and a measured FMA peak for MFU.
+ * levels its kernel paths are chosen by, AMX tiles, and measured peaks for MFU.
  *
  * Contract:
  *  - cpu_isa_level() is the widest level whose instructions both the CPU has and the
  *    OS saves the registers of (XCR0), so a path of that level can run. It is computed
  *    once; every call returns the same answer. On a non-x86 build it is CPU_ISA_GENERIC.
  *  - Levels are ordered: a CPU at a level can run every path of a lower one.
- *  - cpu_has_amx_bf16() also asks Linux for the AMX tile state (arch_prctl), which a
- *    process must do before its first tile instruction; it returns 1 only when that
- *    permission was granted.
+ *  - cpu_has_amx_bf16() checks CPUID (AMX-TILE, AMX-BF16) and XCR0 (the OS enabled
+ *    the tile state, bits 17 and 18), then asks Linux for the tile data (arch_prctl),
+ *    which a process must do before its first tile instruction; it returns 1 only
+ *    when that permission was granted (for the whole process). Computed once.
  *  - cpu_fma_peak_gflops() measures, never guesses: `threads` threads run independent
  *    multiply-adds of the widest vector unit for about 20 ms and the sum of their rates
  *    is returned (FP32 GFLOP/s, a multiply-add counted as 2). It reflects the clock the
@@ -33,8 +34,9 @@ int cpu_has_amx_bf16(void);
 const char *cpu_model_name(char *buf, int cap);
 /* Measured FP32 multiply-add peak of `threads` threads, GFLOP/s (0 if it failed). */
 double cpu_fma_peak_gflops(int threads);
-/* Measured peak of BF16 matrix products: VDPBF16PS dot products where the CPU has
- * AVX512_BF16, else the FP32 multiply-add peak (what the portable BF16 path runs on). */
-double cpu_bf16_peak_gflops(int threads);
+/* Measured peak of BF16 matrix products: with amx_tiles (the AMX path runs) and a CPU
+ * that has them, TDPBF16PS tile products; else VDPBF16PS dot products where the CPU
+ * has AVX512_BF16, else the FP32 multiply-add peak (what the portable path runs on). */
+double cpu_bf16_peak_gflops(int threads, int amx_tiles);
 
 #endif

@@ -8,8 +8,9 @@
 #include <cblas.h>
 
 #include "cpu_features.h"
-#include "simd.h" /* defines: GT_SIMD_X86_BF16 */
-#include "util.h" /* defines: gt_malloc, gt_error */
+#include "gemm_bf16_amx.h" /* defines: gemm_bf16_amx, gemm_bf16_amx_emulated */
+#include "simd.h"          /* defines: GT_SIMD_X86_BF16, GT_SIMD_X86_AMX */
+#include "util.h"          /* defines: gt_malloc, gt_error, gt_warn */
 
 #ifdef _OPENMP
 #include <omp.h>
@@ -25,22 +26,24 @@ enum { PM = 256, PK = 256, PN = 2048 };
 /* One slot per OpenMP thread: a thread that calls from inside a parallel region packs
  * into its own slot; a call from outside uses slot 0's B panel for the whole team. */
 typedef struct {
-    void *apack, *bpack; /* AVX512_BF16 path */
+    void *apack, *bpack; /* AVX512_BF16 path; bpack also the AMX paths' B panel */
+    void *amx;           /* AMX paths: GEMM_BF16_AMX_WORK bytes */
     float *pa, *pb;      /* portable path */
 } slot;
 
 static slot *slots;
 static int nslots;
-static int force_portable;
-/* GENTRAIN_BF16=portable forces the portable path from the start (to compare runs);
- * read once in gemm_bf16_init, before any product runs on several threads. */
-static int env_portable;
+/* The path the products take: chosen by gemm_bf16_init (GENTRAIN_BF16, read there
+ * once, before any product runs on several threads) or gemm_bf16_force_path, both
+ * called outside parallel regions; GEMM_BF16_AUTO until then. */
+static enum gemm_bf16_path env_path, active;
 
 void gemm_bf16_free(void)
 {
     for (int i = 0; i < nslots; i++) {
         free(slots[i].apack);
         free(slots[i].bpack);
+        free(slots[i].amx);
         free(slots[i].pa);
         free(slots[i].pb);
     }
@@ -49,10 +52,83 @@ void gemm_bf16_free(void)
     nslots = 0;
 }
 
+static const char *name_of(enum gemm_bf16_path p)
+{
+    switch (p) {
+    case GEMM_BF16_AMX: return "amx-bf16";
+    case GEMM_BF16_AVX512: return "avx512-bf16";
+    case GEMM_BF16_AMX_EMULATED: return "amx-emulated";
+    case GEMM_BF16_PORTABLE:
+    case GEMM_BF16_AUTO: break;
+    }
+    return "portable";
+}
+
+/* 1 when this CPU (and build) can run path p */
+static int cpu_runs(enum gemm_bf16_path p)
+{
+    const int bf16 = GT_SIMD_X86_BF16 && cpu_isa_level() >= CPU_ISA_AVX512_BF16;
+    switch (p) {
+    case GEMM_BF16_PORTABLE:
+    case GEMM_BF16_AMX_EMULATED: return 1;
+    case GEMM_BF16_AVX512: return bf16;
+    case GEMM_BF16_AMX: return GT_SIMD_X86_AMX && bf16 && cpu_has_amx_bf16();
+    case GEMM_BF16_AUTO: break;
+    }
+    return 0;
+}
+
+static enum gemm_bf16_path best_path(void)
+{
+    return cpu_runs(GEMM_BF16_AMX) ? GEMM_BF16_AMX
+           : cpu_runs(GEMM_BF16_AVX512) ? GEMM_BF16_AVX512 : GEMM_BF16_PORTABLE;
+}
+
+/* The path to run for `want`: a path the CPU lacks gives the best it has (warned) */
+static enum gemm_bf16_path resolve(enum gemm_bf16_path want, int warn)
+{
+    if (want == GEMM_BF16_AUTO) return best_path();
+    if (cpu_runs(want)) return want;
+    const enum gemm_bf16_path best = best_path();
+    if (warn)
+        gt_warn("the %s BF16 products need a CPU this one is not (%s%s); using %s",
+                name_of(want), cpu_isa_name(cpu_isa_level()),
+                cpu_has_amx_bf16() ? ", AMX-BF16" : ", no AMX-BF16 tiles", name_of(best));
+    return best;
+}
+
+/* GENTRAIN_BF16 as a path (one warning when it cannot be had) */
+static enum gemm_bf16_path env_choice(void)
+{
+    static const struct {
+        const char *key;
+        enum gemm_bf16_path path;
+    } keys[] = {{"portable", GEMM_BF16_PORTABLE}, {"avx512", GEMM_BF16_AVX512},
+                {"avx512-bf16", GEMM_BF16_AVX512}, {"amx", GEMM_BF16_AMX},
+                {"amx-bf16", GEMM_BF16_AMX}, {"amx-emulated", GEMM_BF16_AMX_EMULATED}};
+    const char *e = getenv("GENTRAIN_BF16");
+    if (!e || !*e || strcmp(e, "auto") == 0) return resolve(GEMM_BF16_AUTO, 0);
+    for (size_t i = 0; i < sizeof keys / sizeof keys[0]; i++)
+        if (strcmp(e, keys[i].key) == 0) return resolve(keys[i].path, 1);
+    gt_warn("GENTRAIN_BF16=%.40s not understood (portable|avx512|amx|amx-emulated|auto); "
+            "choosing automatically", e);
+    return resolve(GEMM_BF16_AUTO, 0);
+}
+
+static int reserve_slot(slot *s)
+{
+    s->apack = gt_malloc(GEMM_BF16_APACK, "BF16 packed A panel");
+    s->bpack = gt_malloc(GEMM_BF16_BPACK, "BF16 packed B panel");
+    s->amx = gt_malloc(GEMM_BF16_AMX_WORK, "BF16 AMX tiles and packed A block");
+    s->pa = gt_malloc((size_t)PM * PK * sizeof(float), "BF16 rounded A panel");
+    s->pb = gt_malloc((size_t)PK * PN * sizeof(float), "BF16 rounded B panel");
+    return s->apack && s->bpack && s->amx && s->pa && s->pb ? 0 : -1;
+}
+
 int gemm_bf16_init(int threads)
 {
-    const char *e = getenv("GENTRAIN_BF16");
-    env_portable = e && strcmp(e, "portable") == 0;
+    env_path = env_choice();
+    active = env_path;
     int want = omp_get_max_threads();
     if (threads > want) want = threads;
     if (want <= nslots) return 0;
@@ -60,32 +136,23 @@ int gemm_bf16_init(int threads)
     slots = gt_calloc((size_t)want * sizeof *slots, "BF16 matrix product buffers");
     if (!slots) return -1;
     nslots = want;
-    for (int i = 0; i < want; i++) {
-        slot *s = &slots[i];
-        s->apack = gt_malloc(GEMM_BF16_APACK, "BF16 packed A panel");
-        s->bpack = gt_malloc(GEMM_BF16_BPACK, "BF16 packed B panel");
-        s->pa = gt_malloc((size_t)PM * PK * sizeof(float), "BF16 rounded A panel");
-        s->pb = gt_malloc((size_t)PK * PN * sizeof(float), "BF16 rounded B panel");
-        if (!s->apack || !s->bpack || !s->pa || !s->pb) {
+    for (int i = 0; i < want; i++)
+        if (reserve_slot(&slots[i]) != 0) {
             gemm_bf16_free();
             return -1;
         }
-    }
     return 0;
 }
 
-void gemm_bf16_force_portable(int on) { force_portable = on != 0; }
-
-static int use_avx512(void)
+enum gemm_bf16_path gemm_bf16_force_path(enum gemm_bf16_path want)
 {
-#if GT_SIMD_X86_BF16
-    return !force_portable && !env_portable && cpu_isa_level() >= CPU_ISA_AVX512_BF16;
-#else
-    return 0;
-#endif
+    active = want == GEMM_BF16_AUTO && env_path != GEMM_BF16_AUTO ? env_path : resolve(want, 1);
+    return active;
 }
 
-const char *gemm_bf16_path_name(void) { return use_avx512() ? "avx512-bf16" : "portable"; }
+enum gemm_bf16_path gemm_bf16_path(void) { return active != GEMM_BF16_AUTO ? active : best_path(); }
+
+const char *gemm_bf16_path_name(void) { return name_of(gemm_bf16_path()); }
 
 /* x rounded to the nearest bfloat16 (ties to even), as a float; NaN stays NaN */
 static inline float bf16_round(float x)
@@ -147,19 +214,35 @@ void gemm_bf16(int transa, int transb, int M, int N, int K, float alpha, const f
                 C[(size_t)i * ldc + j] = beta == 0.0f ? 0.0f : beta * C[(size_t)i * ldc + j];
         return;
     }
-    if (!use_avx512()) {
+    const enum gemm_bf16_path path = gemm_bf16_path();
+    if (path == GEMM_BF16_PORTABLE) {
         gemm_portable(&slots[t], transa, transb, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
         return;
     }
-#if GT_SIMD_X86_BF16
     /* From outside a parallel region the whole team works on it, each thread with its
-     * own A panel (when there are slots for all of them); from inside, this thread. */
+     * own A panel / AMX work area (when there are slots for all of them); from inside,
+     * this thread. */
     enum { MAXT = 256 };
-    void *apacks[MAXT];
+    void *ws[MAXT];
     const int team = !nested && omp_get_max_threads() <= nslots && nslots <= MAXT;
     const int n = team ? nslots : 1;
-    for (int i = 0; i < n; i++) apacks[i] = slots[team ? i : t].apack;
-    gemm_bf16_avx512(transa, transb, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc,
-                     slots[t].bpack, apacks, team);
+    const int avx = path == GEMM_BF16_AVX512;
+    for (int i = 0; i < n; i++) ws[i] = avx ? slots[team ? i : t].apack : slots[team ? i : t].amx;
+    void *bp = slots[t].bpack;
+    if (path == GEMM_BF16_AMX_EMULATED) {
+        gemm_bf16_amx_emulated(transa, transb, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc,
+                               bp, ws, team);
+        return;
+    }
+#if GT_SIMD_X86_AMX
+    if (path == GEMM_BF16_AMX) {
+        gemm_bf16_amx(transa, transb, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc, bp, ws,
+                      team);
+        return;
+    }
+#endif
+#if GT_SIMD_X86_BF16
+    gemm_bf16_avx512(transa, transb, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc, bp, ws,
+                     team);
 #endif
 }

@@ -8,20 +8,26 @@
  * exact in FP32, and the sums are FP32. The master weights and every activation stay
  * FP32; only the products see BF16. beta = 0 never reads C.
  *
- * Paths, picked once for the CPU (gemm_bf16_path_name says which runs):
+ * Paths, picked once for the CPU in gemm_bf16_init (gemm_bf16_path_name says which runs):
+ *  - "amx-bf16": packed tiles and TDPBF16PS tile products (AMX-TILE + AMX-BF16 with the
+ *    tile state granted by Linux: Intel Sapphire Rapids and later), first choice;
  *  - "avx512-bf16": packed panels and a micro-kernel of VDPBF16PS dot products
  *    (AVX512_BF16: Intel Cooper Lake and Sapphire Rapids on, AMD Zen 4 on);
  *  - "portable": the operands rounded to bfloat16 values in FP32 panels, multiplied
  *    by OpenBLAS sgemm. The same function on every CPU (a reference, and correct where
- *    the CPU has no BF16 instructions), at FP32 speed.
- * The two differ only in the order of the FP32 sums and in inputs below 2^-126, which
- * VDPBF16PS treats as zero.
+ *    the CPU has no BF16 instructions), at FP32 speed;
+ *  - "amx-emulated": the AMX path's kernel over a software model of the tiles
+ *    (gemm_bf16_amx.h), on any CPU, slowly. For tests; never picked automatically.
+ * They differ only in the order of the FP32 sums and in inputs below 2^-126, which
+ * VDPBF16PS and TDPBF16PS treat as zero.
+ * GENTRAIN_BF16=portable|avx512|amx|amx-emulated|auto, read by gemm_bf16_init, asks
+ * for a path; one the CPU lacks falls back to the best it has, with one warning.
  *
  * Threads: called outside a parallel region, a product uses the OpenMP threads
  * (blocks of rows in parallel); called inside one (attention, one head per thread), it
- * runs on the calling thread. On the AVX512_BF16 path the results do not depend on
- * either (each block of C is summed in one fixed order); the portable path is as
- * deterministic as OpenBLAS, which may take another kernel on one thread.
+ * runs on the calling thread. On the AVX512_BF16 and AMX paths the results do not
+ * depend on either (each block of C is summed in one fixed order); the portable path
+ * is as deterministic as OpenBLAS, which may take another kernel on one thread.
  *
  * Memory: gemm_bf16_init reserves every buffer the products use (a few MB per
  * thread), so a product never allocates and cannot fail. */
@@ -37,9 +43,22 @@ void gemm_bf16_free(void);
 void gemm_bf16(int transa, int transb, int M, int N, int K, float alpha, const float *A,
                int lda, const float *B, int ldb, float beta, float *C, int ldc);
 
-/* Forces the portable path (1) or lets the CPU decide (0); for tests and benchmarks. */
-void gemm_bf16_force_portable(int on);
-/* "avx512-bf16" or "portable" */
+enum gemm_bf16_path {
+    GEMM_BF16_AUTO = 0, /* the best the CPU has (or, to gemm_bf16_force_path, the
+                           choice gemm_bf16_init made from GENTRAIN_BF16) */
+    GEMM_BF16_PORTABLE,
+    GEMM_BF16_AVX512,
+    GEMM_BF16_AMX,
+    GEMM_BF16_AMX_EMULATED
+};
+
+/* Forces a path for the products that follow (tests, benchmarks); one the CPU lacks
+ * gives the best it has, with a warning. Call it outside parallel regions. Returns the
+ * path that runs. */
+enum gemm_bf16_path gemm_bf16_force_path(enum gemm_bf16_path want);
+/* The path that runs; its name: "amx-bf16", "avx512-bf16", "portable" or
+ * "amx-emulated". */
+enum gemm_bf16_path gemm_bf16_path(void);
 const char *gemm_bf16_path_name(void);
 
 /* The AVX512_BF16 path (gemm_bf16_avx512.c), for the dispatcher: packs into the

@@ -96,6 +96,14 @@ typedef struct simd_kernels {
 #define GT_SIMD_X86_BF16 0
 #endif
 
+/* ... and the AMX tile instructions (GCC 11, clang 12 and later know them) */
+#if GT_SIMD_X86_BF16 && ((defined(__clang__) && __clang_major__ >= 12) || \
+                         (!defined(__clang__) && __GNUC__ >= 11))
+#define GT_SIMD_X86_AMX 1
+#else
+#define GT_SIMD_X86_AMX 0
+#endif
+
 extern const simd_kernels simd_kernels_portable;
 #if GT_SIMD_X86
 extern const simd_kernels simd_kernels_avx2;   /* needs CPU_ISA_AVX2 */

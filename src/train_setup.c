@@ -169,11 +169,15 @@ int train_report_compute(run *r)
     const int gpu = r->device != DEVICE_CPU;
     const int bf16 = !gpu && c->precision == PRECISION_BF16;
     r->threads = gt_resolve_threads(c->threads);
+    /* reserve the BF16 products' buffers and pick their path (on every rank: a
+     * collective answer), before the peak, which depends on the path */
+    if (bf16 && !par_all_ok(gemm_bf16_init(r->threads) == 0)) return -1;
+    const int amx = bf16 && gemm_bf16_path() == GEMM_BF16_AMX;
     /* MFU: against the CPU's measured peak, or, on a GPU, only when peak_gflops says
      * what the GPU's is. */
     r->peak_gflops = c->peak_gflops > 0 ? c->peak_gflops
                      : gpu              ? 0.0
-                     : bf16             ? cpu_bf16_peak_gflops(r->threads)
+                     : bf16             ? cpu_bf16_peak_gflops(r->threads, amx)
                                         : cpu_fma_peak_gflops(r->threads);
     par_printf("threads: %d OpenMP, kernels %s, OpenBLAS %s; ", r->threads,
                kernels_simd_name(), openblas_get_parallel() == 2 ? "openmp" :
@@ -181,14 +185,13 @@ int train_report_compute(run *r)
     if (r->peak_gflops > 0)
         par_printf("peak %.1f GFLOP/s%s\n", r->peak_gflops,
                    c->peak_gflops > 0 ? ""
+                   : amx  ? " (measured AMX BF16 tile peak; set peak_gflops to override)"
                    : bf16 ? " (measured BF16 dot-product peak; set peak_gflops to override)"
                           : " (measured FMA peak; set peak_gflops to override)");
     else
         par_printf("no MFU (set peak_gflops to the GPU's peak for it)\n");
     par_printf("BLAS: %s\n", blas_core_summary());
     if (bf16) {
-        /* reserve the BF16 products' buffers (on every rank: a collective answer) */
-        if (!par_all_ok(gemm_bf16_init(r->threads) == 0)) return -1;
         par_printf("precision: bf16 matrix products (%s path), FP32 accumulation, weights "
                    "and optimizer\n", gemm_bf16_path_name());
     } else if (gpu && c->precision == PRECISION_BF16) {

@@ -5,6 +5,10 @@
 #  - the AVX512_BF16 path and the portable one (GENTRAIN_BF16=portable) train to the
 #    same losses within 1e-3 (run on a CPU with AVX512_BF16; elsewhere both are the
 #    portable path and agree exactly);
+#  - the AMX path's emulated twin (GENTRAIN_BF16=amx-emulated, every CPU: the AMX
+#    kernel on software tiles) trains to the portable path's losses within 1e-3;
+#  - GENTRAIN_BF16=amx: on a CPU with AMX-BF16 tiles the amx-bf16 path, within 1e-3 of
+#    the portable one; elsewhere one warning and the best path the CPU has;
 #  - data parallel: 2 ranks with batch 4 match 1 process with batch 8 within 2e-5, tp 2
 #    and pp 2 (4 micro-batches) within 1e-4;
 #  - a run stopped after its step-10 checkpoint and resumed (resume = auto) logs the
@@ -31,7 +35,7 @@ loss_at() { sed -n "s/^{\"step\":$2,\"loss\":\([^,]*\),.*/\1/p" "$tmp/$1/log.jso
 train fp32 --batch_size 8
 train bf16 --batch_size 8 --precision bf16
 check "bf16: the precision line names the path" \
-    grep -q "^precision: bf16 matrix products (\(avx512-bf16\|portable\) path)" "$tmp/bf16.out"
+    grep -q "^precision: bf16 matrix products (\(amx-bf16\|avx512-bf16\|portable\) path)" "$tmp/bf16.out"
 sed -n 's/^precision: /    /p' "$tmp/bf16.out"
 f1=$(loss_at fp32 1) b1=$(loss_at bf16 1) f20=$(loss_at fp32 20) b20=$(loss_at bf16 20)
 echo "    step 1: fp32 $f1, bf16 $b1; step 20: fp32 $f20, bf16 $b20"
@@ -46,6 +50,22 @@ GENTRAIN_BF16=portable train portable --batch_size 8 --precision bf16
 check "portable path: the line says so" grep -q "(portable path)" "$tmp/portable.out"
 check "avx512-bf16 and portable paths: same losses within 1e-3" \
     compare_logs "$tmp/bf16/log.jsonl" "$tmp/portable/log.jsonl" 1e-3 20
+
+GENTRAIN_BF16=amx-emulated train emulated --batch_size 8 --precision bf16
+check "amx-emulated path: the line says so" grep -q "(amx-emulated path)" "$tmp/emulated.out"
+check "amx-emulated and portable paths: same losses within 1e-3" \
+    compare_logs "$tmp/emulated/log.jsonl" "$tmp/portable/log.jsonl" 1e-3 20
+
+GENTRAIN_BF16=amx train amx --batch_size 8 --precision bf16
+if grep -q "(amx-bf16 path)" "$tmp/amx.out"; then
+    check "amx-bf16 (AMX tiles on this CPU) and portable paths: same losses within 1e-3" \
+        compare_logs "$tmp/amx/log.jsonl" "$tmp/portable/log.jsonl" 1e-3 20
+else
+    check "GENTRAIN_BF16=amx without AMX tiles: one warning, then the best path" \
+        test "$(grep -c 'the amx-bf16 BF16 products need a CPU' "$tmp/amx.err")" -eq 1 \
+        -a -n "$(grep '(\(avx512-bf16\|portable\) path)' "$tmp/amx.out")"
+    show "$tmp/amx.err"
+fi
 
 # resume from the straight run's step-3 checkpoint (constant learning rate)
 tiny_gpt_args

@@ -1,17 +1,25 @@
 /* test_gemm_bf16 — the BF16 matrix product (src/gemm_bf16.h) against a reference in
  * double precision computed here from the operands rounded to bfloat16:
- *   (a) every path the CPU runs (AVX512_BF16 where it has it, the portable path
- *       always), all four transposition cases, shapes that leave every kind of edge
- *       (1 x 1 x 1, one element past a micro-tile, odd K, K past one depth block,
- *       N past one column block), padded leading dimensions, alpha and beta;
+ *   (a) every path the CPU runs (AMX tiles and AVX512_BF16 where it has them, the
+ *       portable path always) and the AMX path's emulated twin (always, on every CPU),
+ *       all four transposition cases, shapes that leave every kind of edge (1 x 1 x 1,
+ *       one element past a tile or micro-tile, odd K, K past one depth block, N past
+ *       one column block), padded leading dimensions, several alpha and beta;
  *   (b) beta = 0 never reads C (C filled with NaN), and the elements around C's block
  *       are never written;
  *   (c) a product called from inside a parallel region (as attention calls it, one
  *       head per thread) gives the bits of the same product called outside it (the
  *       portable path: within FP32 rounding, as OpenBLAS may take another kernel);
- *   (d) the two paths agree within FP32 summation order;
- *   (e) rounding really is to bfloat16: an operand that bfloat16 cannot hold changes
- *       the product as the reference says (the FP32 product would differ).
+ *   (d) the AVX512_BF16 and AMX paths give the same bits on 1 and 2 OpenMP threads;
+ *   (e) the emulated AMX path gives exactly the bits of a scalar product summed in the
+ *       order the SDM gives TDPBF16PS (pairs in even and odd chains per 32 of depth,
+ *       tiles accumulating over a depth block of 512, then alpha and beta): the
+ *       kernel's packing and tile sequence put every pair where the hardware wants it;
+ *   (f) the paths agree within FP32 summation order;
+ *   (g) rounding really is to bfloat16: an operand that bfloat16 cannot hold changes
+ *       the product as the reference says (the FP32 product would differ);
+ *   (h) GENTRAIN_BF16 picks the path at gemm_bf16_init; a path the CPU lacks falls
+ *       back with a warning; amx-emulated is never picked unless asked for.
  * Errors are measured against the reference scaled by sum_k |a_k b_k| per element, so
  * they are in units of FP32 rounding of the sums. */
 #include <math.h>
@@ -25,6 +33,8 @@
 
 #include "../src/cpu_features.h"
 #include "../src/gemm_bf16.h"
+#include "../src/gemm_bf16_amx.h" /* GEMM_BF16_AMX_KC: the depth block of (e) */
+#include "../src/simd.h"          /* GT_SIMD_X86_AMX */
 #include "testutil.h"
 
 static uint64_t rs = 88172645463325252ull;
@@ -116,24 +126,28 @@ static double error_of(const prob *p, const float *C, int *padding_bad)
     return worst;
 }
 
+/* (a), (b) for the path in use */
 static void check_path(const char *path)
 {
-    static const int shapes[][3] = {{1, 1, 1},     {14, 32, 2},  {15, 33, 3},   {29, 70, 31},
-                                    {100, 37, 333}, {57, 129, 65}, {64, 256, 64}, {3, 2100, 17},
-                                    {130, 16, 513}};
+    static const int shapes[][3] = {
+        {1, 1, 1},      {14, 32, 2},   {15, 17, 33},   {17, 15, 1},    {29, 70, 31},
+        {33, 33, 33},   {100, 37, 333}, {57, 129, 65}, {64, 256, 64},  {511, 17, 33},
+        {17, 513, 15},  {33, 100, 513}, {513, 33, 17}, {3, 2100, 17},  {130, 16, 1100}};
+    static const float ab[][2] = {{1.5f, 0.0f}, {1.5f, 0.5f}, {-1.0f, 1.0f}, {0.25f, -2.0f}};
     const int nshapes = (int)(sizeof shapes / sizeof shapes[0]);
     double worst = 0.0;
     int pad = 0, cases = 0;
     for (int s = 0; s < nshapes; s++)
         for (int t = 0; t < 4; t++) {
-            float beta = (s + t) % 3 == 0 ? 0.0f : 0.5f;
-            prob p = make(shapes[s][0], shapes[s][1], shapes[s][2], t & 1, t >> 1, 1.5f, beta);
+            const float *c = ab[(s + t) % 4];
+            prob p = make(shapes[s][0], shapes[s][1], shapes[s][2], t & 1, t >> 1, c[0], c[1]);
             float *C = run(&p);
             int bad;
             double e = error_of(&p, C, &bad);
-            if (e > 1e-5)
-                printf("     %s: M=%d N=%d K=%d ta=%d tb=%d beta=%g: error %.2e\n", path,
-                       p.M, p.N, p.K, p.ta, p.tb, (double)beta, e);
+            if (e > 1e-5 || bad)
+                printf("     %s: M=%d N=%d K=%d ta=%d tb=%d alpha=%g beta=%g: error %.2e, "
+                       "%d written outside\n", path, p.M, p.N, p.K, p.ta, p.tb,
+                       (double)c[0], (double)c[1], e, bad);
             worst = fmax(worst, e);
             pad += bad;
             cases++;
@@ -143,6 +157,18 @@ static void check_path(const char *path)
     TU_CHECK(worst < 1e-5, "%s: %d products within %.1e of the bf16 reference (units of "
              "the summed terms)", path, cases, worst);
     TU_CHECK(pad == 0, "%s: nothing outside C's block written (%d elements)", path, pad);
+}
+
+/* The largest |a - b| over C's block, divided by the largest |b| */
+static double normwise(const prob *p, const float *a, const float *b)
+{
+    double d = 0.0, mx = 1e-30;
+    for (size_t j = 0; j < (size_t)p->M * p->ldc; j++)
+        if (j % (size_t)p->ldc < (size_t)p->N) {
+            d = fmax(d, fabs((double)a[j] - b[j]));
+            mx = fmax(mx, fabs((double)b[j]));
+        }
+    return d / mx;
 }
 
 /* (c) inside a parallel region, each thread its own product, against the same outside */
@@ -162,13 +188,7 @@ static void check_nested(const char *path)
     for (int i = 0; i < P; i++) {
         const size_t n = (size_t)p[i].M * p[i].ldc;
         same &= memcmp(outside[i], inside[i], n * sizeof(float)) == 0;
-        double d = 0.0, mx = 1e-30; /* normwise: the largest difference / largest value */
-        for (size_t j = 0; j < n; j++)
-            if (j % (size_t)p[i].ldc < (size_t)p[i].N) {
-                d = fmax(d, fabs((double)outside[i][j] - inside[i][j]));
-                mx = fmax(mx, fabs((double)outside[i][j]));
-            }
-        e = fmax(e, d / mx);
+        e = fmax(e, normwise(&p[i], inside[i], outside[i]));
         free(outside[i]);
         free(inside[i]);
         drop(&p[i]);
@@ -181,57 +201,168 @@ static void check_nested(const char *path)
                  "products outside it", path);
 }
 
+/* (d) the same products on 1 and on 2 threads (5 blocks of 64 rows, 2 depth blocks) */
+static void check_threads(const char *path)
+{
+#ifdef _OPENMP
+    int same = 1;
+    for (int t = 0; t < 4; t++) {
+        prob p = make(300, 200 + t, 600, t & 1, t >> 1, 1.0f, t == 0 ? 0.0f : 0.5f);
+        omp_set_num_threads(1);
+        float *one = run(&p);
+        omp_set_num_threads(2);
+        float *two = run(&p);
+        same &= memcmp(one, two, (size_t)p.M * p.ldc * sizeof(float)) == 0;
+        free(one);
+        free(two);
+        drop(&p);
+    }
+    TU_CHECK(same, "%s: 1 and 2 OpenMP threads give the same bits (300 x 200 x 600, all "
+             "four transpositions)", path);
+#else
+    printf("     %s: one thread only (no OpenMP)\n", path);
+#endif
+}
+
+/* (e) C as the emulated tiles must compute it: per element and 512 of depth, chunks of
+ * 32 (16 pairs), each summed as TDPBF16PS (an even and an odd chain of fused
+ * multiply-adds from zero, then added) into the tile, then C = alpha acc + beta C
+ * (one fused rounding), beta 1 after the first depth block. No value here is denormal. */
+static float sdm_element(const prob *p, int i, int j)
+{
+    float c = p->C0[(size_t)i * p->ldc + j];
+    for (int k0 = 0; k0 < p->K; k0 += GEMM_BF16_AMX_KC) {
+        const int kend = k0 + GEMM_BF16_AMX_KC < p->K ? k0 + GEMM_BF16_AMX_KC : p->K;
+        float acc = 0.0f;
+        for (int q = k0; q < kend; q += 32) {
+            float chain[2] = {0.0f, 0.0f};
+            for (int k = q; k < q + 32 && k < kend; k++) {
+                float a = (float)bf16_value(p->ta ? p->A[(size_t)k * p->lda + i]
+                                                  : p->A[(size_t)i * p->lda + k]);
+                float b = (float)bf16_value(p->tb ? p->B[(size_t)j * p->ldb + k]
+                                                  : p->B[(size_t)k * p->ldb + j]);
+                chain[(k - k0) & 1] = fmaf(a, b, chain[(k - k0) & 1]);
+            }
+            acc = acc + (chain[0] + chain[1]);
+        }
+        const float beta = k0 == 0 ? p->beta : 1.0f, v = p->alpha * acc;
+        c = beta == 0.0f ? v : fmaf(beta, c, v);
+    }
+    return c;
+}
+
+static void check_sdm_order(void)
+{
+    static const int shapes[][3] = {{20, 19, 99}, {3, 40, 700}, {33, 1, 64}};
+    int same = 1, cases = 0;
+    for (int s = 0; s < 3; s++)
+        for (int t = 0; t < 4; t++) {
+            prob p = make(shapes[s][0], shapes[s][1], shapes[s][2], t & 1, t >> 1, 0.75f,
+                          t & 1 ? 0.5f : 0.0f);
+            float *C = run(&p);
+            for (int i = 0; i < p.M; i++)
+                for (int j = 0; j < p.N; j++) {
+                    const float want = sdm_element(&p, i, j);
+                    same &= memcmp(&want, &C[(size_t)i * p.ldc + j], sizeof want) == 0;
+                }
+            cases++;
+            free(C);
+            drop(&p);
+        }
+    TU_CHECK(same, "amx-emulated: %d products give the bits of the SDM's TDPBF16PS order "
+             "summed here in scalar code", cases);
+}
+
+/* (f) the path in use against the portable one on a model-like shape */
+static void check_agree(enum gemm_bf16_path path, const char *name)
+{
+    prob p = make(128, 384, 384, 0, 1, 1.0f, 0.0f);
+    gemm_bf16_force_path(path);
+    float *a = run(&p);
+    gemm_bf16_force_path(GEMM_BF16_PORTABLE);
+    float *b = run(&p);
+    const double e = normwise(&p, a, b);
+    TU_CHECK(e < 1e-5, "%s vs portable on 128x384x384: %.2e of the largest", name, e);
+    free(a);
+    free(b);
+    drop(&p);
+}
+
+/* (g) 1 + 2^-10 is not a bfloat16 (8 bits of mantissa): the product sees 1 */
+static void check_rounding(const char *name)
+{
+    float a = 1.0f + 0x1p-10f, b = 3.0f, c = 0.0f;
+    gemm_bf16(0, 0, 1, 1, 1, 1.0f, &a, 1, &b, 1, 0.0f, &c, 1);
+    TU_CHECK(c == 3.0f, "%s: (1 + 2^-10) x 3 = %.9g, the product of bf16 operands", name,
+             (double)c);
+}
+
+/* (h) GENTRAIN_BF16=value then gemm_bf16_init: the path `want`, and a warning on
+ * stderr when `warns` */
+static void check_env(const char *value, const char *want, int warns)
+{
+    if (value)
+        setenv("GENTRAIN_BF16", value, 1);
+    else
+        unsetenv("GENTRAIN_BF16");
+    tu_capture_begin();
+    const int rc = gemm_bf16_init(2);
+    const char *text = tu_capture_end();
+    TU_CHECK(rc == 0 && strcmp(gemm_bf16_path_name(), want) == 0 &&
+                 (strstr(text, "warning") != NULL) == warns,
+             "GENTRAIN_BF16=%s: the %s path%s", value ? value : "(unset)",
+             gemm_bf16_path_name(), warns ? ", with a warning" : ", no warning");
+}
+
 int main(void)
 {
 #ifdef _OPENMP
     omp_set_num_threads(2);
 #endif
+    unsetenv("GENTRAIN_BF16");
     TU_CHECK(gemm_bf16_init(2) == 0, "buffers reserved for 2 threads");
-    const int fast = cpu_isa_level() >= CPU_ISA_AVX512_BF16;
-    printf("     this CPU: %s; path chosen: %s\n", cpu_isa_name(cpu_isa_level()),
-           gemm_bf16_path_name());
-    TU_CHECK(strcmp(gemm_bf16_path_name(), fast ? "avx512-bf16" : "portable") == 0,
-             "the path follows the CPU (%s)", gemm_bf16_path_name());
-    if (fast) {
-        check_path("avx512-bf16");
-        check_nested("avx512-bf16");
-    } else {
-        printf("     avx512-bf16: not run (this CPU lacks AVX512_BF16); compiled only\n");
+    const int avx = cpu_isa_level() >= CPU_ISA_AVX512_BF16;
+    const int amx = GT_SIMD_X86_AMX && avx && cpu_has_amx_bf16();
+    const char *best = amx ? "amx-bf16" : avx ? "avx512-bf16" : "portable";
+    printf("     this CPU: %s, %s; path chosen: %s\n", cpu_isa_name(cpu_isa_level()),
+           cpu_has_amx_bf16() ? "AMX-BF16 tiles" : "no AMX tiles", gemm_bf16_path_name());
+    TU_CHECK(strcmp(gemm_bf16_path_name(), best) == 0, "the path follows the CPU (%s)",
+             gemm_bf16_path_name());
+    const struct {
+        enum gemm_bf16_path path;
+        const char *name;
+        int runs;
+        const char *lacks;
+    } paths[] = {{GEMM_BF16_AMX, "amx-bf16", amx, "AMX-BF16 tiles"},
+                 {GEMM_BF16_AVX512, "avx512-bf16", avx, "AVX512_BF16"},
+                 {GEMM_BF16_PORTABLE, "portable", 1, ""},
+                 {GEMM_BF16_AMX_EMULATED, "amx-emulated", 1, ""}};
+    for (int i = 0; i < 4; i++) {
+        if (!paths[i].runs) {
+            printf("     %s: not run (this CPU lacks %s); compiled only\n", paths[i].name,
+                   paths[i].lacks);
+            continue;
+        }
+        gemm_bf16_force_path(paths[i].path);
+        TU_CHECK(strcmp(gemm_bf16_path_name(), paths[i].name) == 0, "the %s path can be "
+                 "forced", paths[i].name);
+        check_path(paths[i].name);
+        check_nested(paths[i].name);
+        check_rounding(paths[i].name);
+        if (paths[i].path == GEMM_BF16_PORTABLE) continue;
+        check_threads(paths[i].name);
+        if (paths[i].path == GEMM_BF16_AMX_EMULATED) check_sdm_order();
+        check_agree(paths[i].path, paths[i].name);
     }
-    gemm_bf16_force_portable(1);
-    TU_CHECK(strcmp(gemm_bf16_path_name(), "portable") == 0, "the portable path can be "
-             "forced");
-    check_path("portable");
-    check_nested("portable");
-
-    /* (d) the two paths on a model shape */
-    if (fast) {
-        prob p = make(256, 384, 384, 0, 1, 1.0f, 0.0f);
-        gemm_bf16_force_portable(0);
-        float *a = run(&p);
-        gemm_bf16_force_portable(1);
-        float *b = run(&p);
-        double e = 0, mx = 0;
-        for (size_t i = 0; i < (size_t)p.M * p.ldc; i++)
-            if ((size_t)(i % p.ldc) < (size_t)p.N) {
-                e = fmax(e, fabs((double)a[i] - b[i]));
-                mx = fmax(mx, fabs((double)b[i]));
-            }
-        TU_CHECK(e / mx < 1e-5, "avx512-bf16 vs portable on 256x384x384: %.2e of the largest",
-                 e / mx);
-        free(a);
-        free(b);
-        drop(&p);
-    }
-
-    /* (e) 1 + 2^-10 is not a bfloat16 (8 bits of mantissa): the product sees 1 */
-    for (int f = 0; f <= fast; f++) {
-        gemm_bf16_force_portable(!f);
-        float a = 1.0f + 0x1p-10f, b = 3.0f, c = 0.0f;
-        gemm_bf16(0, 0, 1, 1, 1, 1.0f, &a, 1, &b, 1, 0.0f, &c, 1);
-        TU_CHECK(c == 3.0f, "%s: (1 + 2^-10) x 3 = %.9g, the product of bf16 operands",
-                 gemm_bf16_path_name(), (double)c);
-    }
+    check_env("amx-emulated", "amx-emulated", 0);
+    check_env("portable", "portable", 0);
+    check_env("avx512", avx ? "avx512-bf16" : "portable", !avx);
+    check_env("amx", best, !amx);
+    check_env("bogus", best, 1);
+    check_env(NULL, best, 0);
+    gemm_bf16_force_path(GEMM_BF16_AUTO);
+    TU_CHECK(strcmp(gemm_bf16_path_name(), best) == 0, "the automatic choice is %s, never "
+             "amx-emulated", gemm_bf16_path_name());
     gemm_bf16_free();
     printf("%d checks, %d failed\n", tu_checks, tu_failures);
     return tu_failures ? 1 : 0;

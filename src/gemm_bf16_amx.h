@@ -1,0 +1,71 @@
+/* gemm_bf16_amx — the AMX-BF16 path of gemm_bf16.h and its emulated twin, for the
+ * dispatcher (gemm_bf16.c). Same arguments and contract as gemm_bf16.
+ *
+ * One kernel (gemm_bf16_amx_kernel.h) is written once over six tile operations and
+ * built twice:
+ *  - gemm_bf16_amx (gemm_bf16_amx.c): the AMX instructions. Only where the CPU has
+ *    AMX-TILE, AMX-BF16 and AVX512_BF16 and Linux granted the tile state
+ *    (cpu_has_amx_bf16); Intel Sapphire Rapids and later.
+ *  - gemm_bf16_amx_emulated (gemm_bf16_amx_emul.c): the same kernel over amx_emul.c's
+ *    software model of the tiles. Runs on every CPU, slowly; never chosen
+ *    automatically. It exists so the kernel's blocking, packing, tile shapes and
+ *    per-thread tile configuration are tested on machines without AMX: the model
+ *    computes what the SDM says TDPBF16PS computes and aborts where the hardware would
+ *    fault.
+ *
+ * Blocking: for each NC columns and KC of depth, B is packed once (the threads share
+ * the strips); each thread then takes blocks of MC rows, packs them, and computes
+ * every 32 x 32 block of C in the four accumulator tiles (all 8 tiles in use), so each
+ * element of C is summed by one thread in one fixed order whatever the thread count.
+ *
+ * Packed panels (gemm_bf16_amx_pack.c), made of tiles of 16 rows x 64 bytes stored one
+ * after the other (1 KB each, loaded with a stride of 64 bytes); a depth block of kc
+ * values has nq = ceil(kc / 32) chunks of 16 BF16 pairs:
+ *   A tile (i, q) at ap + (i nq + q) 256:  row r, column j = the pair
+ *        (A[16 i + r, 32 q + 2 j], A[16 i + r, 32 q + 2 j + 1])
+ *   B tile (j, q) at bp + (j nq + q) 256:  row p, column n = the pair (VNNI layout)
+ *        (B[32 q + 2 p, 16 j + n], B[32 q + 2 p + 1, 16 j + n])
+ * Rows past M, columns past N and depth past K are zeros, so every tile is full. */
+#ifndef GT_GEMM_BF16_AMX_H
+#define GT_GEMM_BF16_AMX_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "amx_tiles.h"
+
+enum {
+    GEMM_BF16_AMX_MC = 64,   /* rows of A packed by one thread at a time */
+    GEMM_BF16_AMX_KC = 512,  /* depth of a packed block */
+    GEMM_BF16_AMX_NC = 2048, /* columns of a packed B panel */
+    GEMM_BF16_AMX_TILE = 256 /* 32-bit words in a tile (16 x 64 bytes) */
+};
+
+/* Each thread's work area: its packed A block, the four accumulator tiles as stored
+ * for the write to C (4 x 16 x 16 FP32) and its tile configuration. */
+#define GEMM_BF16_AMX_APANEL ((size_t)GEMM_BF16_AMX_MC * GEMM_BF16_AMX_KC * 2)
+#define GEMM_BF16_AMX_CTILES ((size_t)4 * GEMM_BF16_AMX_TILE * 4)
+#define GEMM_BF16_AMX_WORK (GEMM_BF16_AMX_APANEL + GEMM_BF16_AMX_CTILES + sizeof(amx_tilecfg))
+/* The shared B panel (in gemm_bf16.h's GEMM_BF16_BPACK buffer) */
+#define GEMM_BF16_AMX_BPANEL ((size_t)GEMM_BF16_AMX_NC * GEMM_BF16_AMX_KC * 2)
+
+/* A block: rows m0 .. m0+mc of op(A) (transa = 1: A stored [k][m]), depth k0 .. k0+kc,
+ * into mtiles (>= ceil(mc / 16)) A tiles of rows, as above. */
+void gemm_bf16_amx_pack_a(uint32_t *ap, int transa, const float *A, int lda, int m0, int mc,
+                          int mtiles, int k0, int kc);
+/* B strip: columns n0 .. n0+nc of op(B) (transb = 1: B stored [n][k]), depth k0 ..
+ * k0+kc, into ntiles (>= ceil(nc / 16)) B tiles of columns, as above. */
+void gemm_bf16_amx_pack_b(uint32_t *bp, int transb, const float *B, int ldb, int n0, int nc,
+                          int ntiles, int k0, int kc);
+
+/* C = alpha op(A) op(B) + beta C. bpack: GEMM_BF16_BPACK bytes; works: per-thread
+ * areas of GEMM_BF16_AMX_WORK bytes (one per OpenMP thread when parallel, else
+ * works[0] for the calling thread). */
+void gemm_bf16_amx(int transa, int transb, int M, int N, int K, float alpha, const float *A,
+                   int lda, const float *B, int ldb, float beta, float *C, int ldc,
+                   void *bpack, void *const *works, int parallel);
+void gemm_bf16_amx_emulated(int transa, int transb, int M, int N, int K, float alpha,
+                            const float *A, int lda, const float *B, int ldb, float beta,
+                            float *C, int ldc, void *bpack, void *const *works, int parallel);
+
+#endif

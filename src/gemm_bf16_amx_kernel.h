@@ -1,0 +1,164 @@
+/* gemm_bf16_amx_kernel — the AMX matrix product (gemm_bf16_amx.h), written once over a
+ * tile layer and included by its two builds: gemm_bf16_amx.c (the instructions) and
+ * gemm_bf16_amx_emul.c (amx_emul.c's model). Writing it once is the point: the
+ * emulated twin runs this exact blocking, packing and tile sequence on any CPU, so a
+ * mistake in it shows in `make check` on machines without AMX.
+ *
+ * The including file defines, then includes this file once:
+ *   AMX_ENTRY                 the name of the entry point
+ *   AMX_CONFIG(cfg)           load the tile configuration (amx_tilecfg *) on this thread
+ *   AMX_RELEASE()             release the tiles of this thread
+ *   AMX_LOAD(t, p, stride)    tile t <- rows of bytes at p, stride bytes apart
+ *   AMX_STORE(t, p, stride)   tile t -> p
+ *   AMX_ZERO(t)               tile t <- 0
+ *   AMX_DP(d, a, b)           TDPBF16PS: tile d += tile a (BF16 pairs) @ tile b
+ * Tile numbers are literal constants (the instructions encode them). */
+#include <math.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "gemm_bf16.h" /* GEMM_BF16_BPACK */
+#include "gemm_bf16_amx.h"
+
+#ifdef _OPENMP
+#include <omp.h>
+#endif
+
+enum {
+    MC = GEMM_BF16_AMX_MC,
+    KC = GEMM_BF16_AMX_KC,
+    NC = GEMM_BF16_AMX_NC,
+    TW = GEMM_BF16_AMX_TILE, /* 32-bit words in a tile */
+    ROWB = AMX_MAX_COLSB     /* bytes in a tile row, the stride of every load and store */
+};
+
+_Static_assert(GEMM_BF16_AMX_BPANEL <= GEMM_BF16_BPACK, "the B panel fits its buffer");
+_Static_assert(MC % 32 == 0 && KC % 32 == 0 && NC % 32 == 0, "blocks of whole tiles");
+
+/* One 32 x 32 block of C, summed over nq depth chunks of 32, into ct (the four tiles
+ * one after the other, each 16 x 16 FP32 row-major):
+ *   tmm0 = rows 0-15 x columns 0-15     tmm4, tmm5: A tiles of rows 0-15, 16-31
+ *   tmm1 = rows 0-15 x columns 16-31    tmm6, tmm7: B tiles of columns 0-15, 16-31
+ *   tmm2 = rows 16-31 x columns 0-15
+ *   tmm3 = rows 16-31 x columns 16-31
+ * a0, a1, b0, b1: the first of each operand's nq consecutive tiles. */
+static void block32(const uint32_t *a0, const uint32_t *a1, const uint32_t *b0,
+                    const uint32_t *b1, int nq, float *ct)
+{
+    AMX_ZERO(0);
+    AMX_ZERO(1);
+    AMX_ZERO(2);
+    AMX_ZERO(3);
+    for (int q = 0; q < nq; q++) {
+        const size_t o = (size_t)q * TW;
+        AMX_LOAD(4, a0 + o, ROWB);
+        AMX_LOAD(5, a1 + o, ROWB);
+        AMX_LOAD(6, b0 + o, ROWB);
+        AMX_LOAD(7, b1 + o, ROWB);
+        AMX_DP(0, 4, 6);
+        AMX_DP(1, 4, 7);
+        AMX_DP(2, 5, 6);
+        AMX_DP(3, 5, 7);
+    }
+    AMX_STORE(0, ct, ROWB);
+    AMX_STORE(1, ct + TW, ROWB);
+    AMX_STORE(2, ct + 2 * TW, ROWB);
+    AMX_STORE(3, ct + 3 * TW, ROWB);
+}
+
+/* C[mr, nr] = alpha * block + beta * C (mr, nr <= 32; beta = 0: C is not read). The
+ * multiply-add is fmaf, one rounding in both builds whatever the compiler contracts. */
+static void write_c(const float *ct, float *c, int ldc, int mr, int nr, float alpha,
+                    float beta)
+{
+    for (int r = 0; r < mr; r++) {
+        const float *s = ct + (size_t)(r >> 4) * 2 * TW + (size_t)(r & 15) * 16;
+        float *cr = c + (size_t)r * ldc;
+        for (int j = 0; j < nr; j++) {
+            const float v = alpha * s[(j >> 4) * TW + (j & 15)];
+            cr[j] = beta == 0.0f ? v : fmaf(beta, cr[j], v);
+        }
+    }
+}
+
+/* The product's arguments, as gemm_bf16 has them, and the shared B panel */
+typedef struct {
+    int transa, transb, M, N, K, lda, ldb, ldc;
+    float alpha, beta;
+    const float *A, *B;
+    float *C;
+    uint32_t *bp;
+} product;
+
+/* Rows m0 .. m0+mc against the packed B panel (nc columns from jc) at depth pc of kc;
+ * beta: this depth block's (the caller's beta for the first, then 1). */
+static void row_block(const product *g, uint32_t *ap, float *ct, int m0, int mc, int jc,
+                      int nc, int pc, int kc, float beta)
+{
+    const int nq = (kc + 31) / 32, mtiles = 2 * ((mc + 31) / 32);
+    const size_t run = (size_t)nq * TW; /* one operand tile's nq chunks */
+    gemm_bf16_amx_pack_a(ap, g->transa, g->A, g->lda, m0, mc, mtiles, pc, kc);
+    for (int n0 = 0; n0 < nc; n0 += 32) {
+        const uint32_t *b = g->bp + (size_t)(n0 / 16) * run;
+        const int nr = nc - n0 < 32 ? nc - n0 : 32;
+        for (int i = 0; i < mc; i += 32) {
+            const uint32_t *a = ap + (size_t)(i / 16) * run;
+            block32(a, a + run, b, b + run, nq, ct);
+            write_c(ct, g->C + (size_t)(m0 + i) * g->ldc + jc + n0, g->ldc,
+                    mc - i < 32 ? mc - i : 32, nr, g->alpha, beta);
+        }
+    }
+}
+
+/* What each thread of the team runs (w: its work area). Every thread walks the same
+ * (column block, depth block) loops and the omp for's split the work inside, their
+ * barriers keeping the B panel's packing and use apart (as the AVX512_BF16 path).
+ * Each thread loads its own tile configuration: tiles are per thread (the OS's
+ * permission is per process). A function of its own, not the parallel region's body,
+ * so the tile instructions sit in a function compiled for them (clang does not give
+ * the region's outlined body the target of the function around it). */
+static void run_thread(const product *g, uint8_t *w)
+{
+    uint32_t *const ap = (uint32_t *)w;
+    float *const ct = (float *)(w + GEMM_BF16_AMX_APANEL);
+    amx_tilecfg *const cfg = (amx_tilecfg *)(w + GEMM_BF16_AMX_APANEL + GEMM_BF16_AMX_CTILES);
+    const int mblocks = (g->M + MC - 1) / MC;
+    amx_tilecfg_uniform(cfg, AMX_TILES, AMX_MAX_ROWS, AMX_MAX_COLSB);
+    AMX_CONFIG(cfg);
+    for (int jc = 0; jc < g->N; jc += NC) {
+        const int nc = g->N - jc < NC ? g->N - jc : NC, nstrips = (nc + 31) / 32;
+        for (int pc = 0; pc < g->K; pc += KC) {
+            const int kc = g->K - pc < KC ? g->K - pc : KC, nq = (kc + 31) / 32;
+#pragma omp for schedule(static)
+            for (int s = 0; s < nstrips; s++) {
+                const int n0 = 32 * s, nr = nc - n0 < 32 ? nc - n0 : 32;
+                gemm_bf16_amx_pack_b(g->bp + (size_t)2 * s * nq * TW, g->transb, g->B,
+                                     g->ldb, jc + n0, nr, 2, pc, kc);
+            }
+#pragma omp for schedule(dynamic)
+            for (int ib = 0; ib < mblocks; ib++) {
+                const int m0 = ib * MC, mc = g->M - m0 < MC ? g->M - m0 : MC;
+                row_block(g, ap, ct, m0, mc, jc, nc, pc, kc, pc == 0 ? g->beta : 1.0f);
+            }
+        }
+    }
+    AMX_RELEASE();
+}
+
+void AMX_ENTRY(int transa, int transb, int M, int N, int K, float alpha, const float *A,
+               int lda, const float *B, int ldb, float beta, float *C, int ldc,
+               void *bpack, void *const *works, int parallel)
+{
+    const product g = {transa, transb, M, N, K, lda, ldb, ldc, alpha, beta, A, B, C, bpack};
+    const int mblocks = (M + MC - 1) / MC;
+    (void)parallel;
+    (void)mblocks;
+#pragma omp parallel if (parallel && mblocks > 1)
+    {
+#ifdef _OPENMP
+        run_thread(&g, works[parallel ? omp_get_thread_num() : 0]);
+#else
+        run_thread(&g, works[0]);
+#endif
+    }
+}

@@ -1,0 +1,93 @@
+/* gemm_bf16_amx_pack — packs FP32 operands into the BF16 tiles of the AMX matrix product
+ * (layout in gemm_bf16_amx.h).
+ *
+ * Portable C, compiled once and called by both builds of the AMX kernel, so the
+ * emulated twin runs the very packing code the hardware path runs. Rounding is FP32 to
+ * BF16 to nearest, ties to even (as every BF16 path of gemm_bf16 rounds); a NaN stays a
+ * NaN (made quiet); denormals are kept (TDPBF16PS then treats them as zero).
+ *
+ * Both operands are seen as `lines` (rows of op(A), columns of op(B)) of kc values
+ * along the depth; a line's values pair up as (k, k + 1). Where the depth is
+ * contiguous in memory (A as stored, B transposed) each line is read in order; where
+ * the lines are (A transposed, B as stored) two memory rows k, k + 1 are read side by
+ * side. Either way the reads are sequential and the writes stay inside 1 KB tiles. */
+#include "gemm_bf16_amx.h"
+
+#include <string.h>
+
+enum { T = GEMM_BF16_AMX_TILE };
+
+/* x rounded to the nearest BF16 (ties to even), as its 16 bits; NaN quiet */
+static inline uint32_t bf16_bits(float x)
+{
+    uint32_t u;
+    memcpy(&u, &x, sizeof u);
+    if ((u & 0x7fffffffu) > 0x7f800000u) return (u >> 16) | 0x40u;
+    return (u + 0x7fffu + ((u >> 16) & 1u)) >> 16;
+}
+
+static inline uint32_t bf16_pair(float lo, float hi) { return bf16_bits(lo) | bf16_bits(hi) << 16; }
+
+/* Where pair p of line l goes: tile (l / 16, p / 16), then inside the tile line
+ * l % 16 is `sl` words apart and pair p % 16 `sp` words (A: 16, 1; B: 1, 16). */
+typedef struct {
+    uint32_t *out;
+    int nq, sl, sp;
+} layout;
+
+static inline uint32_t *slot_of(const layout *t, int l, int p)
+{
+    return t->out + ((size_t)(l >> 4) * t->nq + (size_t)(p >> 4)) * T + (l & 15) * t->sl +
+           (p & 15) * t->sp;
+}
+
+/* lines l < nlines at x + l ld, depth contiguous (kc values each) */
+static void pack_depth_contiguous(const layout *t, const float *x, size_t ld, int nlines,
+                                  int kc)
+{
+    const int kc2 = kc / 2;
+    for (int l = 0; l < nlines; l++) {
+        const float *r = x + (size_t)l * ld;
+        for (int p = 0; p < kc2; p++) *slot_of(t, l, p) = bf16_pair(r[2 * p], r[2 * p + 1]);
+        if (kc & 1) *slot_of(t, l, kc2) = bf16_pair(r[kc - 1], 0.0f);
+    }
+}
+
+/* lines contiguous: depth k of line l at x + k ld + l */
+static void pack_lines_contiguous(const layout *t, const float *x, size_t ld, int nlines,
+                                  int kc)
+{
+    for (int p = 0; 2 * p < kc; p++) {
+        const float *r0 = x + (size_t)(2 * p) * ld;
+        if (2 * p + 1 < kc) {
+            const float *r1 = r0 + ld;
+            for (int l = 0; l < nlines; l++) *slot_of(t, l, p) = bf16_pair(r0[l], r1[l]);
+        } else {
+            for (int l = 0; l < nlines; l++) *slot_of(t, l, p) = bf16_pair(r0[l], 0.0f);
+        }
+    }
+}
+
+void gemm_bf16_amx_pack_a(uint32_t *ap, int transa, const float *A, int lda, int m0, int mc,
+                          int mtiles, int k0, int kc)
+{
+    const int nq = (kc + 31) / 32;
+    const layout t = {ap, nq, 16, 1};
+    memset(ap, 0, (size_t)mtiles * nq * T * sizeof *ap); /* the padding */
+    if (!transa)
+        pack_depth_contiguous(&t, A + (size_t)m0 * lda + k0, (size_t)lda, mc, kc);
+    else
+        pack_lines_contiguous(&t, A + (size_t)k0 * lda + m0, (size_t)lda, mc, kc);
+}
+
+void gemm_bf16_amx_pack_b(uint32_t *bp, int transb, const float *B, int ldb, int n0, int nc,
+                          int ntiles, int k0, int kc)
+{
+    const int nq = (kc + 31) / 32;
+    const layout t = {bp, nq, 1, 16};
+    memset(bp, 0, (size_t)ntiles * nq * T * sizeof *bp);
+    if (transb)
+        pack_depth_contiguous(&t, B + (size_t)n0 * ldb + k0, (size_t)ldb, nc, kc);
+    else
+        pack_lines_contiguous(&t, B + (size_t)k0 * ldb + n0, (size_t)ldb, nc, kc);
+}

@@ -1,0 +1,187 @@
+/* test_amx_emul — the software model of the AMX tiles (src/amx_emul.h) that the AMX
+ * matrix product's emulated twin runs on:
+ *   (a) TDPBF16PS sums as the SDM's pseudo-code says: an even and an odd chain from
+ *       zero, then their sum, then into the destination (values chosen so the naive
+ *       order, pair after pair into the destination, gives another answer);
+ *   (b) denormal BF16 inputs count as zero and denormal results are flushed (DAZ, FTZ);
+ *   (c) what the hardware faults on aborts here with the exception it would raise:
+ *       bad configurations (#GP) and tile use without a configuration, on an
+ *       unconfigured tile, with repeated or mismatched tiles, after release, and on a
+ *       thread that did not load a configuration itself (#UD). Each runs in a child
+ *       process; its stderr is checked for the message. */
+#include <pthread.h>
+#include <signal.h>
+#include <stdint.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "../src/amx_emul.h"
+#include "testutil.h"
+
+static uint16_t bf16_of(float x) /* exact for the values used here */
+{
+    uint32_t u;
+    memcpy(&u, &x, sizeof u);
+    return (uint16_t)(u >> 16);
+}
+
+/* dst (tile 0: 1 x 1 FP32, starting at c0) += a (tile 1: 1 row, 2 pairs) @ b (tile 2:
+ * 2 pair rows, 1 column pair) */
+static float dp_1x1(float c0, const float a[4], const float b[4])
+{
+    amx_tilecfg cfg;
+    amx_tilecfg_uniform(&cfg, 0, 0, 0);
+    const int shape[3][2] = {{1, 4}, {1, 8}, {2, 4}}; /* rows, bytes a row */
+    for (int t = 0; t < 3; t++) {
+        cfg.rows[t] = (uint8_t)shape[t][0];
+        cfg.colsb[t] = (uint16_t)shape[t][1];
+    }
+    uint16_t at[4], bt[4];
+    for (int i = 0; i < 4; i++) {
+        at[i] = bf16_of(a[i]);
+        bt[i] = bf16_of(b[i]);
+    }
+    float c = c0;
+    amx_emul_loadconfig(&cfg);
+    amx_emul_loadd(0, &c, 4);
+    amx_emul_loadd(1, at, 8);
+    amx_emul_loadd(2, bt, 4);
+    amx_emul_dpbf16ps(0, 1, 2);
+    amx_emul_stored(0, &c, 4);
+    amx_emul_release();
+    return c;
+}
+
+static void check_arithmetic(void)
+{
+    /* pairs (a0 b0 + a1 b1) + (a2 b2 + a3 b3) = (2^24 + 1) + (-2^24 + 1). SDM: even
+     * chain 2^24 - 2^24 = 0, odd chain 1 + 1 = 2, so 2; pair after pair into one sum
+     * gives 2^24 + 1 = 2^24 (ties to even), then 0, then 1. */
+    const float a[4] = {0x1p12f, 1.0f, -0x1p12f, 1.0f}, b[4] = {0x1p12f, 1.0f, 0x1p12f, 1.0f};
+    float c = dp_1x1(0.0f, a, b);
+    TU_CHECK(c == 2.0f, "TDPBF16PS sums the even and odd chains apart (SDM): %g (naive "
+             "order: 1)", (double)c);
+    c = dp_1x1(5.0f, a, b);
+    TU_CHECK(c == 7.0f, "TDPBF16PS adds to the destination: 5 + 2 = %g", (double)c);
+
+    /* DAZ: BF16 0x0001 is denormal; times 2^126 it would be 2^-7 */
+    float den;
+    const uint32_t den_bits = 0x00010000u;
+    memcpy(&den, &den_bits, sizeof den);
+    const float a2[4] = {den, 0, 0, 0}, b2[4] = {0x1p126f, 0, 0, 0};
+    c = dp_1x1(0.0f, a2, b2);
+    TU_CHECK(c == 0.0f, "a denormal BF16 input counts as zero (DAZ): %g", (double)c);
+    /* FTZ: 2^-70 x 2^-70 = 2^-140 is denormal in FP32 */
+    const float a3[4] = {-0x1p-70f, 0, 0, 0}, b3[4] = {0x1p-70f, 0, 0, 0};
+    c = dp_1x1(0.0f, a3, b3);
+    TU_CHECK(c == 0.0f, "a denormal product is flushed to zero (FTZ): %g", (double)c);
+}
+
+/* ------------------------------------------------------------------------------------ */
+/* faults */
+
+static amx_tilecfg full_config(void)
+{
+    amx_tilecfg cfg;
+    amx_tilecfg_uniform(&cfg, AMX_TILES, AMX_MAX_ROWS, AMX_MAX_COLSB);
+    return cfg;
+}
+
+static uint8_t buf[AMX_MAX_ROWS * AMX_MAX_COLSB];
+
+/* full_config with one change, loaded */
+#define BAD_CONFIG(name, change)                                                          \
+    static void name(void)                                                                \
+    {                                                                                     \
+        amx_tilecfg c = full_config();                                                    \
+        change;                                                                           \
+        amx_emul_loadconfig(&c);                                                          \
+    }
+BAD_CONFIG(rows17, c.rows[3] = 17)
+BAD_CONFIG(colsb68, c.colsb[2] = 68)
+BAD_CONFIG(palette2, c.palette = 2)
+BAD_CONFIG(reserved, c.reserved[5] = 1)
+BAD_CONFIG(no_bytes, c.colsb[1] = 0)
+BAD_CONFIG(tile8, c.rows[8] = 16; c.colsb[8] = 64)
+
+static void unconfigured(void)
+{
+    amx_emul_loadd(0, buf, 64);
+}
+static void empty_tile(void)
+{
+    amx_tilecfg c;
+    amx_tilecfg_uniform(&c, 4, AMX_MAX_ROWS, AMX_MAX_COLSB);
+    amx_emul_loadconfig(&c);
+    amx_emul_loadd(5, buf, 64);
+}
+static void same_tiles(void)
+{
+    amx_tilecfg c = full_config();
+    amx_emul_loadconfig(&c);
+    amx_emul_dpbf16ps(0, 0, 6);
+}
+static void mismatch(void)
+{
+    amx_tilecfg c = full_config();
+    c.rows[6] = 8; /* B with 8 pair rows against A's 16 pairs a row */
+    amx_emul_loadconfig(&c);
+    amx_emul_dpbf16ps(0, 4, 6);
+}
+static void after_release(void)
+{
+    amx_tilecfg c = full_config();
+    amx_emul_loadconfig(&c);
+    amx_emul_release();
+    amx_emul_zero(0);
+}
+static void *use_tiles(void *arg)
+{
+    (void)arg;
+    amx_emul_zero(0);
+    return NULL;
+}
+static void other_thread(void) /* configured on this thread only */
+{
+    amx_tilecfg c = full_config();
+    amx_emul_loadconfig(&c);
+    pthread_t th;
+    if (pthread_create(&th, NULL, use_tiles, NULL) == 0) pthread_join(th, NULL);
+}
+
+/* fn aborts in a child process with `want` in its message */
+static void check_fault(const char *what, void (*fn)(void), const char *want)
+{
+    fflush(stdout);
+    tu_capture_begin();
+    pid_t pid = fork();
+    if (pid == 0) {
+        fn();
+        _exit(0);
+    }
+    int status = 0;
+    if (pid > 0) waitpid(pid, &status, 0);
+    const char *text = tu_capture_end();
+    const int aborted = pid > 0 && WIFSIGNALED(status) && WTERMSIG(status) == SIGABRT;
+    TU_CHECK(aborted && strstr(text, want), "%s: aborts with \"%s\"", what, want);
+}
+
+int main(void)
+{
+    check_arithmetic();
+    check_fault("16 x 64 tiles, one of 17 rows", rows17, "LDTILECFG would raise #GP");
+    check_fault("a tile of 68 bytes a row", colsb68, "LDTILECFG would raise #GP");
+    check_fault("palette 2", palette2, "LDTILECFG would raise #GP: palette 2");
+    check_fault("a reserved byte set", reserved, "LDTILECFG would raise #GP: a reserved");
+    check_fault("a tile with rows and no bytes", no_bytes, "LDTILECFG would raise #GP");
+    check_fault("tile 8 configured", tile8, "LDTILECFG would raise #GP: tile 8");
+    check_fault("a load with no configuration", unconfigured, "TILELOADD would raise #UD");
+    check_fault("a load into an unconfigured tile", empty_tile, "TILELOADD would raise #UD");
+    check_fault("dst = src1", same_tiles, "TDPBF16PS would raise #UD");
+    check_fault("B rows != A pairs a row", mismatch, "TDPBF16PS would raise #UD");
+    check_fault("tilezero after release", after_release, "TILEZERO would raise #UD");
+    check_fault("tiles on a thread that loaded no configuration", other_thread,
+                "TILEZERO would raise #UD: no tile configuration loaded on this thread");
+    printf("%d checks, %d failed\n", tu_checks, tu_failures);
+    return tu_failures ? 1 : 0;
+}
