@@ -477,6 +477,77 @@ H5I_type_t h5io_object_kind(hid_t file, const char *name)
     return t;
 }
 
+/* ---- a bounded walk over the links --------------------------------------------- */
+
+enum { WALK_SEEN_MAX = 4096 };
+
+typedef struct {
+    hid_t root;
+    H5L_iterate_t fn;
+    void *data;
+    char path[1024]; /* the group being listed, relative to the root ("" = root) */
+    int depth;
+    long links;
+    haddr_t seen[WALK_SEEN_MAX]; /* groups entered so far */
+    int nseen;
+} link_walk;
+
+/* 1 when the group at addr was entered before (else records it); a walk that has
+ * seen WALK_SEEN_MAX groups enters no more */
+static int seen_before(link_walk *w, haddr_t addr)
+{
+    for (int i = 0; i < w->nseen; i++)
+        if (w->seen[i] == addr) return 1;
+    if (w->nseen == WALK_SEEN_MAX) return 1;
+    w->seen[w->nseen++] = addr;
+    return 0;
+}
+
+static herr_t walk_cb(hid_t g, const char *name, const H5L_info_t *info, void *data)
+{
+    link_walk *w = data;
+    if (++w->links > H5IO_WALK_LINKS) return 1; /* the end of a walk this long */
+    const size_t base = strlen(w->path);
+    char full[sizeof w->path];
+    int n = snprintf(full, sizeof full, "%s%s%s", w->path, base ? "/" : "", name);
+    if (n < 0 || (size_t)n >= sizeof full) return 0; /* a name too long to show */
+    herr_t r = w->fn(w->root, full, info, w->data);
+    if (r != 0 || info->type != H5L_TYPE_HARD || w->depth >= H5IO_WALK_DEPTH) return r;
+    H5O_info_t oi;
+    if (H5Oget_info_by_name2(g, name, &oi, H5O_INFO_BASIC, H5P_DEFAULT) < 0) {
+        H5Eclear2(H5E_DEFAULT);
+        return 0; /* not an object we can enter; its link was shown */
+    }
+    if (oi.type != H5O_TYPE_GROUP || seen_before(w, oi.addr)) return 0;
+    hid_t sub = H5Gopen2(g, name, H5P_DEFAULT);
+    if (sub < 0) {
+        H5Eclear2(H5E_DEFAULT);
+        return 0;
+    }
+    memcpy(w->path, full, (size_t)n + 1);
+    w->depth++;
+    r = H5Literate(sub, H5_INDEX_NAME, H5_ITER_INC, NULL, walk_cb, w);
+    w->depth--;
+    w->path[base] = '\0';
+    H5Gclose(sub);
+    return r;
+}
+
+herr_t h5io_walk_links(hid_t file, H5L_iterate_t fn, void *data)
+{
+    link_walk *w = calloc(1, sizeof *w); /* 33 KB of seen groups: not on the stack */
+    if (!w) return -1;
+    w->root = file;
+    w->fn = fn;
+    w->data = data;
+    H5O_info_t oi;
+    if (H5Oget_info2(file, &oi, H5O_INFO_BASIC) >= 0) (void)seen_before(w, oi.addr);
+    herr_t r = H5Literate(file, H5_INDEX_NAME, H5_ITER_INC, NULL, walk_cb, w);
+    const int long_walk = w->links > H5IO_WALK_LINKS; /* ended by the bound, not by fn */
+    free(w);
+    return long_walk ? 0 : r;
+}
+
 struct list_ctx {
     hid_t file;
     char *buf;
@@ -506,7 +577,7 @@ void h5io_list_datasets(hid_t file, char *buf, size_t cap, int max_list)
     struct list_ctx c = {file, buf, cap, 0, 0, 0, max_list};
     if (!cap) return;
     buf[0] = '\0';
-    if (H5Lvisit(file, H5_INDEX_NAME, H5_ITER_INC, list_cb, &c) < 0) H5Eclear2(H5E_DEFAULT);
+    if (h5io_walk_links(file, list_cb, &c) < 0) H5Eclear2(H5E_DEFAULT);
     if (c.total > c.shown && c.len < cap)
         snprintf(buf + c.len, cap - c.len, ", ... %d more", c.total - c.shown);
 }

@@ -67,6 +67,17 @@ int h5io_attr_str(hid_t obj, const char *name, char **out, char *why, size_t cap
 int h5io_write_attr_int(hid_t obj, const char *name, int64_t v);
 int h5io_write_attr_str(hid_t obj, const char *name, const char *s);
 
+/* Visits every link below the root of file, depth first in name order, as
+ * H5Lvisit does (fn gets the root group, the link's path relative to it and its
+ * info; a non-zero return stops the walk and is returned), but bounded where
+ * H5Lvisit is not on a damaged file: a group already visited (a cycle) is not entered
+ * again, nesting stops at H5IO_WALK_DEPTH levels and the walk at H5IO_WALK_LINKS
+ * links (HDF5 1.10 recursed until the stack overflowed on a group that contained
+ * itself). Returns what fn returned to stop, 0 at the end, or -1 when a group cannot
+ * be read. */
+enum { H5IO_WALK_DEPTH = 32, H5IO_WALK_LINKS = 1 << 20 };
+herr_t h5io_walk_links(hid_t file, H5L_iterate_t fn, void *data);
+
 /* Joins the paths of up to `max_list` datasets of the file into buf as
  * "/a/b, /c" (with ", ... N more" when longer); "" when the file has none. */
 void h5io_list_datasets(hid_t file, char *buf, size_t cap, int max_list);

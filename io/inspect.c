@@ -517,7 +517,7 @@ int inspect_file(const char *path, FILE *out)
     int is_model = print_model_header(out, file);
 
     if (add_entry(&es, "/", H5L_TYPE_HARD, NULL) != 0 ||
-        H5Lvisit(file, H5_INDEX_NAME, H5_ITER_INC, collect_cb, &es) < 0) {
+        h5io_walk_links(file, collect_cb, &es) < 0) {
         if (es.oom)
             gt_error("out of memory listing %s", path);
         else

@@ -120,24 +120,33 @@ fail=0
 
 is_hdf5_target() { case $1 in fuzz_tokens|fuzz_model|fuzz_ckpt) return 0;; esac; return 1; }
 
-# where_stopped INPUT TARGET: "hdf5 FUNCTION" when the first frame of the report's stack
-# that is not the sanitizer's or libFuzzer's is inside libhdf5, else "gentrain FRAME"
+# Frames that say nothing about who is at fault: the fuzzer's, the sanitizers', the C
+# library's, and the allocation and copy functions everyone calls
+NOT_THE_CAUSE='libclang_rt|compiler-rt|/fuzzer/|fuzzer::|sanitizer|asan_|__interceptor|libc\.so|libpthread|sysdeps/|libio/|stdio-common/|string/| in (malloc|calloc|realloc|free|strdup|strndup|memcpy|memmove|memset|v?s?n?printf) '
+
+# where_stopped INPUT TARGET: "hdf5 FUNCTION" when the first frame of the report's
+# stack (a leak's: where it was allocated) that is none of the above is inside libhdf5;
+# "gentrain FRAME" when it is elsewhere; "clean" when the input runs clean again
 where_stopped() {
-    local frame
-    frame=$(ASAN_OPTIONS=symbolize=1:detect_leaks=0 timeout 60 "$FUZZ_DIR/$2" -timeout=10 \
-        -rss_limit_mb=2048 -close_fd_mask=2 "$1" 2>&1 |
-        grep -E '^ +#[0-9]+ 0x' | grep -v -E 'libclang_rt|compiler-rt|/fuzzer/|fuzzer::|sanitizer|asan_|__interceptor|libc\.so|libpthread' |
-        head -n 1)
+    local report frame
+    report=$(ASAN_OPTIONS=symbolize=1 timeout 60 "$FUZZ_DIR/$2" -timeout=10 \
+        -rss_limit_mb=2048 -close_fd_mask=2 "$1" 2>&1)
+    if ! echo "$report" | grep -q -E 'ERROR: |SUMMARY: |runtime error'; then
+        echo clean
+        return
+    fi
+    frame=$(echo "$report" | grep -E '^ +#[0-9]+ 0x' | grep -v -E "$NOT_THE_CAUSE" | head -n 1)
     if echo "$frame" | grep -q -E 'libhdf5|in H5[A-Za-z0-9_]+'; then
-        echo "hdf5 $(echo "$frame" | sed -n 's/.* in \([A-Za-z0-9_]*\).*/\1/p')"
+        frame=$(echo "$frame" | sed -n 's/.* in \([A-Za-z0-9_]*\) .*/\1/p')
+        echo "hdf5 ${frame:-(unnamed)}"
     else
-        echo "gentrain ${frame:-no stack (out of memory or a hang outside any frame)}"
+        echo "gentrain ${frame:-no stack}"
     fi
 }
 
 # fuzz_forked TARGET: fork mode, going on after each stop; then the stops sorted
 fuzz_forked() {
-    local t=$1 stops=() f where hdf5=0 ours=0
+    local t=$1 stops=() f kind where hdf5=0 ours=0 clean=0
     rm -f "$FUZZ_DIR/crashes/$t-"*
     "$FUZZ_DIR/$t" "$FUZZ_DIR/corpus/$t" "$seeds/$t" -max_total_time="$FUZZ_SECONDS" \
         -fork=1 -ignore_crashes=1 -ignore_timeouts=1 -ignore_ooms=1 \
@@ -149,14 +158,20 @@ fuzz_forked() {
     cov=$(echo "$last" | sed -n 's/.*cov: \([0-9]*\) ft: \([0-9]*\) corp: \([0-9]*\).*/cov \1 ft \2 corpus \3/p')
     for f in "$FUZZ_DIR/crashes/$t-"*; do
         [ -e "$f" ] || continue
+        kind=${f#"$FUZZ_DIR/crashes/$t-"}
+        kind=${kind%%-*} # crash, leak, timeout, oom
         where=$(where_stopped "$f" "$t")
         case $where in
-            hdf5*) hdf5=$((hdf5 + 1)); stops+=("${where#hdf5 }");;
+            hdf5*) hdf5=$((hdf5 + 1)); stops+=("$kind:${where#hdf5 }");;
+            clean) clean=$((clean + 1));;
             *) ours=$((ours + 1))
-               echo "fuzz: $t: $f stopped in gentrain's code: ${where#gentrain }";;
+               echo "fuzz: $t: $kind $f stopped in gentrain's code: ${where#gentrain }";;
         esac
     done
-    echo "fuzz: $t: ${execs:-?} executions in ${FUZZ_SECONDS} s (fork mode), ${cov:-no coverage line}; stops inside HDF5: $hdf5$( [ $hdf5 -gt 0 ] && printf ' (%s)' "$(printf '%s\n' "${stops[@]}" | sort | uniq -c | awk '{printf "%s%s x%s", NR > 1 ? ", " : "", $2, $1}')"), in gentrain: $ours"
+    local sorted=""
+    [ $hdf5 -gt 0 ] && sorted=" ($(printf '%s\n' "${stops[@]}" | sort | uniq -c | sort -rn |
+        awk '{print $2 " x" $1}' | paste -s -d, - | sed 's/,/, /g'))"
+    echo "fuzz: $t: ${execs:-?} executions in ${FUZZ_SECONDS} s (fork mode), ${cov:-no coverage line}; stops inside HDF5: $hdf5$sorted; not reproduced: $clean; in gentrain: $ours"
     [ $ours -eq 0 ] || fail=1
 }
 for t in $FUZZ_TARGETS; do

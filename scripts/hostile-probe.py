@@ -151,6 +151,8 @@ def config_cases(probe):
                 probe.record("config", "accepted", what)  # a long but working run
                 continue
             probe.judge("config", what, rc, err)
+    print("hostile-probe: config: %d keys x %d values done" % (len(keys), len(ODD_VALUES)),
+          flush=True)
 
 
 def file_cases(probe, rng, per_kind, ckpt):
@@ -180,6 +182,7 @@ def file_cases(probe, rng, per_kind, ckpt):
             rc, out, err = probe.run(["inspect", case])
             probe.judge(kind + "-inspect", "%s (%s): gentrain inspect %s" % (case, how, case),
                         rc, err, inspect=True)
+        print("hostile-probe: %s: %d files done" % (kind, per_kind), flush=True)
 
 
 def main():

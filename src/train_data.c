@@ -30,7 +30,11 @@ static int probe_files(h5set *s)
     par_sum_int64(m, (size_t)n * H5SET_META);
     for (int i = 0; i < n; i++) h5set_set_meta(s, i, m + (size_t)i * H5SET_META);
     free(m);
-    return h5set_settle(s);
+    /* every rank now holds the same metas and reaches the same verdict: rank 0 says it */
+    gt_mute_reports(!par_is_root());
+    const int rc = h5set_settle(s);
+    gt_mute_reports(0);
+    return rc;
 }
 
 /* The windows of the set: windows_init for one file (its own error lines), else a list
@@ -69,8 +73,9 @@ static h5set *open_tokens(const run *r, const char *dataset, int64_t *vocab,
     snprintf(what, sizeof what, "%s:%s", n == 1 ? h5set_file(s, 0) : c->data, dataset);
     if (*vocab == 0) {
         *vocab = h5set_vocab_attr(s);
-        if (*vocab <= 0) {
-            gt_error("%s has no vocab_size attribute; set vocab_size in the config", what);
+        if (*vocab <= 0) { /* the same on every rank (shared metas): rank 0 says it */
+            if (par_is_root())
+                gt_error("%s has no vocab_size attribute; set vocab_size in the config", what);
             goto fail;
         }
     }
@@ -78,7 +83,10 @@ static h5set *open_tokens(const run *r, const char *dataset, int64_t *vocab,
     if (!par_all_ok(h5set_check_range_part(s, *vocab, par_rank(), par_world()) == 0))
         goto fail;
     const double dt = gt_now() - t0;
-    if (!par_all_ok(set_windows(r, s, what, w) == 0)) goto fail;
+    gt_mute_reports(!par_is_root()); /* the shapes are the same on every rank */
+    const int windows_rc = set_windows(r, s, what, w);
+    gt_mute_reports(0);
+    if (!par_all_ok(windows_rc == 0)) goto fail;
     if (n == 1)
         par_printf("data: %s: %s [%lld x %lld] %s, %lld windows of %d tokens (checked in "
                    "%.2f s)\n", what, h5set_rank(s) == 1 ? "stream" : "sequences",

@@ -16,11 +16,14 @@
 #include <unistd.h>
 
 static int report_rank = -1;
+static int reports_muted = 0;
 
 void gt_set_report_rank(int rank) { report_rank = rank; }
+void gt_mute_reports(int on) { reports_muted = on; }
 
 static void vreport(const char *kind, const char *fmt, va_list ap)
 {
+    if (reports_muted) return;
     /* One write per line so lines from several ranks/threads do not interleave. */
     char line[2048];
     int n = report_rank >= 0

@@ -26,6 +26,10 @@ void gt_warn(const char *fmt, ...) GT_PRINTF(1, 2);
 /* From now on error and warning lines name this rank ("rank R: "); rank < 0 = none.
  * Called by par_init before any other thread starts. */
 void gt_set_report_rank(int rank);
+/* While on (1), error and warning lines of this process are not printed: for a verdict
+ * every rank reaches from the same shared facts, so that one rank says it, once. Only
+ * around such a call, on the thread that made it. */
+void gt_mute_reports(int on);
 
 /* malloc/calloc that report "out of memory allocating <what> (<n> bytes)" and
  * return NULL on failure. 64-byte aligned (SIMD loads, cache lines); free with free(). */

@@ -9,7 +9,7 @@
 #    for steps 11..20 and ends with its parameters, bit for bit; a resume on the folder
 #    missing one of its files is refused, naming the field that differs;
 #  - a missing file, and a file of another type, are each refused with one error line
-#    naming the file;
+#    naming the file (the latter also under mpirun -np 2: rank 0 says it);
 #  - an HDF5 virtual dataset (made with the C API by tests/mkdata) trains like the file
 #    it maps;
 #  - data prepared with --compress (deflate + shuffle) trains to the same losses as the
@@ -126,6 +126,16 @@ cp "$tmp/s/shard_0.h5" "$tmp/s/shard_1.h5" "$tmp/mixed/"
     "$MKDATA" "$tmp/mixed/shard_2.h5" --dataset /val/tokens --dtype int32 --rank 1 \
     --len 5000 --vocab 256 --append > /dev/null 2>&1 || fail "setup: mkdata int32 shard"
 refused mixed "$tmp/mixed/shard_2.h5:/train/tokens is int32" --data "$tmp/mixed"
+if [ -n "${MPIEXEC:-}" ]; then
+    # every rank reaches the same verdict from the shared shapes: still one line
+    timeout 120 "$MPIEXEC" --oversubscribe --bind-to none -np 2 "$GENTRAIN" train \
+        "${ARGS[@]}" --batch_size 8 --out "" --data "$tmp/mixed" > "$tmp/mixed2.out" \
+        2> "$tmp/mixed2.err"
+    rc=$?
+    check "mixed, 2 ranks: refused (rc $rc)" test $rc -ne 0
+    check "mixed, 2 ranks: one error line" \
+        test "$(grep -c 'gentrain: error:' "$tmp/mixed2.err")" -eq 1
+fi
 
 # A virtual dataset (the C API's H5Pset_virtual, as h5py's VirtualLayout writes it).
 (cd "$tmp" && "$MKDATA" src.h5 --dataset /train/tokens --dtype uint16 --rank 1 --len 60000 \

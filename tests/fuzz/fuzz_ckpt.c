@@ -32,5 +32,6 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     if (ckpt_load("fuzz.h5", &st, &meta) == 0) ckpt_meta_free(&meta);
     ckpt_async_free(&as);
     h5io_set_memory_image(NULL, 0);
+    fuzz_done();
     return 0;
 }

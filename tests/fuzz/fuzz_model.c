@@ -31,5 +31,6 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     }
     free(config);
     h5io_set_memory_image(NULL, 0);
+    fuzz_done();
     return 0;
 }

@@ -24,5 +24,6 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         h5data_close(d);
     }
     h5io_set_memory_image(NULL, 0);
+    fuzz_done();
     return 0;
 }
