@@ -434,6 +434,14 @@ static h5data *open_data(const char *path, const char *dataset, int mpi_io)
         gt_error("%s:%s is empty (shape %s)", path, d->name, shape);
         goto fail;
     }
+    /* Every count below is an int64 product of the two: a shape past 2^62 tokens is
+     * no real file (a damaged or crafted header) and would overflow them. */
+    const hsize_t most = (hsize_t)1 << 62;
+    if (dims[0] > most || (rank == 2 && (dims[1] > most || dims[0] > most / dims[1]))) {
+        gt_error("%s:%s declares shape %s, over 2^62 tokens: the file is damaged", path,
+                 d->name, shape);
+        goto fail;
+    }
     if (check_storage(d, path, rank, dims, shape) != 0) goto fail;
     d->rank = rank;
     d->rows = rank == 1 ? 1 : (int64_t)dims[0];

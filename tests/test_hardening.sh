@@ -19,6 +19,7 @@
 #  - sizes from input: n_layer 357913942 (which overflowed the tensor table) or a batch
 #    whose activations cannot exist are one error line; 1024 layers (the most) build in
 #    seconds (a quadratic name lookup took minutes);
+#  - a token dataset declaring more than 2^62 tokens (counts of them overflowed);
 #  - token datasets declaring storage they never wrote (2^40 tokens in a 2.5 KB file,
 #    or chunks past the first never written): refused at once, not trained on as zeros;
 #  - an external-storage dataset whose raw file is short, and a virtual dataset whose
@@ -240,6 +241,9 @@ refused inspect-hdf5-hang "did not finish in 5 s" \
 refused sample-hdf5-hang "did not finish in 5 s" \
     env GENTRAIN_PROBE_SECONDS=5 "$GENTRAIN" sample --checkpoint \
     "$known/model-hang-H5HG_read.h5" --tokens 4
+refused train-shape-overflow "declares shape .* over 2\^62 tokens" "$GENTRAIN" train \
+    --data "$top_srcdir/tests/fuzz/regress/fuzz_tokens/shape-past-2-62-tokens.h5" \
+    --steps 1 --out ""
 # train reads its HDF5 inputs in a child before MPI starts: a data file, a checkpoint
 # named by resume and one found by resume = auto (each file here makes HDF5 loop)
 hang_args=(--n_layer 1 --n_head 1 --n_embd 8 --block_size 8 --batch_size 2 --steps 2
