@@ -122,14 +122,15 @@ is_hdf5_target() { case $1 in fuzz_tokens|fuzz_model|fuzz_ckpt) return 0;; esac;
 
 # Frames that say nothing about who is at fault: the fuzzer's, the sanitizers', the C
 # library's, and the allocation and copy functions everyone calls
-NOT_THE_CAUSE='libclang_rt|compiler-rt|/fuzzer/|fuzzer::|sanitizer|asan_|__interceptor|libc\.so|libpthread|sysdeps/|libio/|stdio-common/|string/| in (malloc|calloc|realloc|free|strdup|strndup|memcpy|memmove|memset|v?s?n?printf) '
+NOT_THE_CAUSE='libclang_rt|compiler-rt|/fuzzer/|fuzzer::|sanitizer|asan_|__interceptor|libc\.so|libpthread|libstdc\+\+|sysdeps/|libio/|stdio-common/|string/| in (malloc|calloc|realloc|free|strdup|strndup|memcpy|memmove|memset|v?s?n?printf|main) '
 
 # where_stopped INPUT TARGET: "hdf5 FUNCTION" when the first frame of the report's
 # stack (a leak's: where it was allocated) that is none of the above is inside libhdf5;
 # "gentrain FRAME" when it is elsewhere; "clean" when the input runs clean again
 where_stopped() {
     local report frame
-    report=$(ASAN_OPTIONS=symbolize=1 timeout 60 "$FUZZ_DIR/$2" -timeout=10 \
+    report=$(ASAN_OPTIONS=symbolize=1 UBSAN_OPTIONS=print_stacktrace=1 \
+        timeout 60 "$FUZZ_DIR/$2" -timeout=10 \
         -rss_limit_mb=2048 -close_fd_mask=2 "$1" 2>&1)
     if ! echo "$report" | grep -q -E 'ERROR: |SUMMARY: |runtime error'; then
         echo clean
