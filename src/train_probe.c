@@ -32,6 +32,7 @@ typedef struct {
     int argc;
     char **argv;
     probe_where *where;
+    pid_t parent;
 } probe_job;
 
 /* Only regular files: a FIFO would block the child (the run refuses it by name). */
@@ -103,6 +104,9 @@ static void probe_checkpoints(const gt_config *c, probe_where *w, FILE *devnull)
 static int probe_inputs(void *arg)
 {
     probe_job *j = arg;
+    /* In this process (GENTRAIN_PROBE=off, or no fork): nothing to gain, the run reads
+     * the files itself, and the redirection below would silence it. */
+    if (getpid() == j->parent) return 0;
     int fd = open("/dev/null", O_WRONLY);
     if (fd >= 0) {
         (void)dup2(fd, STDOUT_FILENO);
@@ -127,7 +131,7 @@ int train_probe_inputs(int argc, char **argv)
                               MAP_SHARED | MAP_ANONYMOUS, -1, 0);
     if (where == MAP_FAILED) where = &fallback; /* the line then names no file */
     else *where = fallback;
-    probe_job job = {argc, argv, where};
+    probe_job job = {argc, argv, where, getpid()};
     const int rc = probe_child(probe_inputs, &job, FILE_SECONDS);
     if (rc < 0 && par_launcher_rank() <= 0)
         probe_report(where->what, where->path, rc, FILE_SECONDS);

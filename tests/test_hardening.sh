@@ -261,6 +261,9 @@ refused train-hang-auto "checkpoint .*ckpt_00000001.h5: reading it did not finis
     --out "$tmp/hangauto" --resume auto
 check "train-hang-auto: the checkpoint is unchanged" \
     cmp -s "$known/model-hang-H5HG_read.h5" "$tmp/hangauto/checkpoints/ckpt_00000001.h5"
+GENTRAIN_PROBE=off timeout 60 "$GENTRAIN" train --data "$tmp/d.h5" "${hang_args[@]}" \
+    --out "" > "$tmp/probe-off.out" 2>&1
+check "GENTRAIN_PROBE=off: the run trains and prints as usual" grep -q '^step ' "$tmp/probe-off.out"
 if [ -n "${MPIEXEC:-}" ]; then
     refused train-hang-mpi "data file .*: reading it did not finish in 5 s" \
         env GENTRAIN_PROBE_SECONDS=5 "$MPIEXEC" -np 2 --bind-to none "$GENTRAIN" train \
