@@ -11,7 +11,6 @@
 #include "train_run.h"
 #include "util.h"
 
-
 /* Every file's meta (io/h5set.h): rank r probes files r, r + world, ... and the ranks
  * sum their numbers (0 where they did not probe), so no rank opens every file. */
 static int probe_files(h5set *s)

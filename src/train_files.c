@@ -15,7 +15,6 @@
 #include "train_run.h"
 #include "util.h"
 
-
 /* The JSON Lines log: a regular file is created, truncated or appended to; a terminal,
  * /dev/stdout or another character device is written as it is; a named pipe only when
  * a reader is there already (a plain open would wait for one forever); a folder or a
