@@ -127,6 +127,7 @@ static int reserve_slot(slot *s)
 
 int gemm_bf16_init(int threads)
 {
+    (void)gemm_bf16_amx_pack_select(1);
     env_path = env_choice();
     active = env_path;
     int want = omp_get_max_threads();

@@ -58,6 +58,17 @@ void gemm_bf16_amx_pack_a(uint32_t *ap, int transa, const float *A, int lda, int
 void gemm_bf16_amx_pack_b(uint32_t *bp, int transb, const float *B, int ldb, int n0, int nc,
                           int ntiles, int k0, int kc);
 
+/* The same packing with AVX512_BF16 (gemm_bf16_amx_pack_avx512.c), the same bits;
+ * only where the CPU has AVX512_BF16. */
+void gemm_bf16_amx_pack_a_avx512(uint32_t *ap, int transa, const float *A, int lda, int m0,
+                                 int mc, int mtiles, int k0, int kc);
+void gemm_bf16_amx_pack_b_avx512(uint32_t *bp, int transb, const float *B, int ldb, int n0,
+                                 int nc, int ntiles, int k0, int kc);
+/* Which packing gemm_bf16_amx_pack_a/b run: the vector one when `vector` and the CPU
+ * has AVX512_BF16 (returns 1), else the portable one (0). gemm_bf16_init selects the
+ * vector one; call it before products run, never during. */
+int gemm_bf16_amx_pack_select(int vector);
+
 /* C = alpha op(A) op(B) + beta C. bpack: GEMM_BF16_BPACK bytes; works: per-thread
  * areas of GEMM_BF16_AMX_WORK bytes (one per OpenMP thread when parallel, else
  * works[0] for the calling thread). */

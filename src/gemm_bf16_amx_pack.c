@@ -2,7 +2,10 @@
  * (layout in gemm_bf16_amx.h).
  *
  * Portable C, compiled once and called by both builds of the AMX kernel, so the
- * emulated twin runs the very packing code the hardware path runs. Rounding is FP32 to
+ * emulated twin runs the very packing code the hardware path runs; where the CPU has
+ * AVX512_BF16 (every CPU with AMX does) both take the vector packing of
+ * gemm_bf16_amx_pack_avx512.c instead, which writes the same bits
+ * (gemm_bf16_amx_pack_select; tests compare the two). Rounding is FP32 to
  * BF16 to nearest, ties to even (as every BF16 path of gemm_bf16 rounds); a NaN stays a
  * NaN (made quiet); denormals are kept (TDPBF16PS then treats them as zero).
  *
@@ -15,14 +18,19 @@
 
 #include <string.h>
 
+#include "cpu_features.h" /* cpu_isa_level */
+#include "simd.h"         /* GT_SIMD_X86_BF16 */
+
 enum { T = GEMM_BF16_AMX_TILE };
 
-/* x rounded to the nearest BF16 (ties to even), as its 16 bits; NaN quiet */
+/* x rounded to the nearest BF16 (ties to even), as its 16 bits; NaN quiet; a denormal
+ * becomes a zero of its sign, as VCVTNEPS2BF16 makes it (the vector packing's bits) */
 static inline uint32_t bf16_bits(float x)
 {
     uint32_t u;
     memcpy(&u, &x, sizeof u);
     if ((u & 0x7fffffffu) > 0x7f800000u) return (u >> 16) | 0x40u;
+    if ((u & 0x7f800000u) == 0) return (u >> 16) & 0x8000u;
     return (u + 0x7fffu + ((u >> 16) & 1u)) >> 16;
 }
 
@@ -68,9 +76,25 @@ static void pack_lines_contiguous(const layout *t, const float *x, size_t ld, in
     }
 }
 
+/* The vector packing where the CPU has it (gemm_bf16_amx_pack_avx512.c); set before
+ * any product runs, read by every thread */
+static int use_vector;
+
+int gemm_bf16_amx_pack_select(int vector)
+{
+    use_vector = vector && GT_SIMD_X86_BF16 && cpu_isa_level() >= CPU_ISA_AVX512_BF16;
+    return use_vector;
+}
+
 void gemm_bf16_amx_pack_a(uint32_t *ap, int transa, const float *A, int lda, int m0, int mc,
                           int mtiles, int k0, int kc)
 {
+#if GT_SIMD_X86_BF16
+    if (use_vector) {
+        gemm_bf16_amx_pack_a_avx512(ap, transa, A, lda, m0, mc, mtiles, k0, kc);
+        return;
+    }
+#endif
     const int nq = (kc + 31) / 32;
     const layout t = {ap, nq, 16, 1};
     memset(ap, 0, (size_t)mtiles * nq * T * sizeof *ap); /* the padding */
@@ -83,6 +107,12 @@ void gemm_bf16_amx_pack_a(uint32_t *ap, int transa, const float *A, int lda, int
 void gemm_bf16_amx_pack_b(uint32_t *bp, int transb, const float *B, int ldb, int n0, int nc,
                           int ntiles, int k0, int kc)
 {
+#if GT_SIMD_X86_BF16
+    if (use_vector) {
+        gemm_bf16_amx_pack_b_avx512(bp, transb, B, ldb, n0, nc, ntiles, k0, kc);
+        return;
+    }
+#endif
     const int nq = (kc + 31) / 32;
     const layout t = {bp, nq, 1, 16};
     memset(bp, 0, (size_t)ntiles * nq * T * sizeof *bp);

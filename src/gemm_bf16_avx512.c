@@ -28,6 +28,8 @@
 #include <immintrin.h>
 #include <stdint.h>
 
+#include "bf16_x86.h" /* lanes, pairs_of, transpose16 */
+
 #ifdef _OPENMP
 #include <omp.h>
 #endif
@@ -39,44 +41,6 @@ enum { MR = 14, NR = 32, KC = 512, KC2 = KC / 2, MC = 4 * MR, NC = 2048 };
 
 _Static_assert((size_t)MC * KC2 * 4 <= GEMM_BF16_APACK, "A panel fits its buffer");
 _Static_assert((size_t)NC * KC2 * 4 <= GEMM_BF16_BPACK, "B panel fits its buffer");
-
-static inline __mmask16 lanes(int n) { return n >= 16 ? 0xffff : (__mmask16)((1u << n) - 1u); }
-
-/* 16 pairs from two vectors: element i of x0 (row k) low, of x1 (row k + 1) high */
-static inline __m512i pairs_of(__m512 x0, __m512 x1)
-{
-    __m512i lo = _mm512_cvtepu16_epi32((__m256i)_mm512_cvtneps_pbh(x0));
-    __m512i hi = _mm512_cvtepu16_epi32((__m256i)_mm512_cvtneps_pbh(x1));
-    return _mm512_or_si512(lo, _mm512_slli_epi32(hi, 16));
-}
-
-/* Transposes 16 x 16 32-bit elements in place: v[c] lane r = old v[r] lane c. Two
- * rounds of unpacks within 128-bit lanes, then a 4 x 4 transpose of the lanes. */
-static inline void transpose16(__m512i v[16])
-{
-    __m512i t[16], u[16];
-    for (int i = 0; i < 16; i += 4) {
-        t[i] = _mm512_unpacklo_epi32(v[i], v[i + 1]);
-        t[i + 1] = _mm512_unpackhi_epi32(v[i], v[i + 1]);
-        t[i + 2] = _mm512_unpacklo_epi32(v[i + 2], v[i + 3]);
-        t[i + 3] = _mm512_unpackhi_epi32(v[i + 2], v[i + 3]);
-        u[i] = _mm512_unpacklo_epi64(t[i], t[i + 2]);
-        u[i + 1] = _mm512_unpackhi_epi64(t[i], t[i + 2]);
-        u[i + 2] = _mm512_unpacklo_epi64(t[i + 1], t[i + 3]);
-        u[i + 3] = _mm512_unpackhi_epi64(t[i + 1], t[i + 3]);
-    }
-    /* u[4i + c], 128-bit lane L: rows 4i..4i+3 of column 4L + c */
-    for (int c = 0; c < 4; c++) {
-        __m512i b0 = _mm512_shuffle_i32x4(u[c], u[4 + c], 0x44);
-        __m512i b1 = _mm512_shuffle_i32x4(u[c], u[4 + c], 0xee);
-        __m512i b2 = _mm512_shuffle_i32x4(u[8 + c], u[12 + c], 0x44);
-        __m512i b3 = _mm512_shuffle_i32x4(u[8 + c], u[12 + c], 0xee);
-        v[c] = _mm512_shuffle_i32x4(b0, b2, 0x88);
-        v[4 + c] = _mm512_shuffle_i32x4(b0, b2, 0xdd);
-        v[8 + c] = _mm512_shuffle_i32x4(b1, b3, 0x88);
-        v[12 + c] = _mm512_shuffle_i32x4(b1, b3, 0xdd);
-    }
-}
 
 /* Pairs along rows stored with k contiguous: row r < nrows is x + r * ld, and its kc
  * values become kc2 pairs; pair j of row r goes to out[j * stride + r] for r < width

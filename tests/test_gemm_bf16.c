@@ -19,7 +19,9 @@
  *   (g) rounding really is to bfloat16: an operand that bfloat16 cannot hold changes
  *       the product as the reference says (the FP32 product would differ);
  *   (h) GENTRAIN_BF16 picks the path at gemm_bf16_init; a path the CPU lacks falls
- *       back with a warning; amx-emulated is never picked unless asked for.
+ *       back with a warning; amx-emulated is never picked unless asked for;
+ *   (i) the AMX path's two packings (AVX512_BF16 and portable) write the same bits,
+ *       and the emulated twin meets (e) on both.
  * Errors are measured against the reference scaled by sum_k |a_k b_k| per element, so
  * they are in units of FP32 rounding of the sums. */
 #include <math.h>
@@ -273,6 +275,57 @@ static void check_sdm_order(void)
              "summed here in scalar code", cases);
 }
 
+/* (i) the two packings of the AMX path write the same bits: every edge of lines and
+ * depth, both operands, both memory orders, with ties, denormals, NaN and infinities
+ * among the values; the tiles past the lines are zeroed by both */
+static float awkward(void)
+{
+    static const float odd[] = {0x1.008p0f, -0x1.018p0f, 1e-40f, -1e-41f, INFINITY,
+                                -INFINITY, NAN, 0x1.fffffep127f, -0.0f};
+    const uint64_t pick = rs % 23;
+    const float x = runif();
+    return pick < 9 ? odd[pick] : x;
+}
+
+static void check_packing(void)
+{
+    if (!gemm_bf16_amx_pack_select(1)) {
+        printf("     AMX tile packing: only the portable one runs (no AVX512_BF16)\n");
+        return;
+    }
+    static const int lines[] = {1, 15, 16, 17, 33, 64}, depths[] = {1, 2, 31, 32, 33, 100, 512};
+    const size_t words = (size_t)5 * 16 * GEMM_BF16_AMX_KC / 2; /* 5 tile rows, kc 512 */
+    uint32_t *a = malloc(words * 4), *b = malloc(words * 4);
+    float *x = malloc((size_t)600 * 600 * sizeof *x);
+    int same = 1, cases = 0;
+    for (size_t i = 0; x && i < (size_t)600 * 600; i++) x[i] = awkward();
+    for (int li = 0; a && b && x && li < 6; li++)
+        for (int di = 0; di < 7; di++)
+            for (int c = 0; c < 4; c++) {
+                const int nl = lines[li], kc = depths[di], trans = c & 1, is_b = c >> 1;
+                const int tiles = (nl + 15) / 16 + 1, nq = (kc + 31) / 32;
+                const size_t n = (size_t)tiles * nq * GEMM_BF16_AMX_TILE;
+                for (int v = 0; v < 2; v++) {
+                    uint32_t *out = v ? b : a;
+                    memset(out, 0xab, n * 4);
+                    (void)gemm_bf16_amx_pack_select(v);
+                    if (is_b)
+                        gemm_bf16_amx_pack_b(out, trans, x, 600, 3, nl, tiles, 5, kc);
+                    else
+                        gemm_bf16_amx_pack_a(out, trans, x, 600, 3, nl, tiles, 5, kc);
+                }
+                same &= memcmp(a, b, n * 4) == 0;
+                cases++;
+            }
+    (void)gemm_bf16_amx_pack_select(1);
+    TU_CHECK(a && b && x && same, "AMX tile packing: the AVX512_BF16 packing writes the "
+             "portable packing's bits (%d cases: A and B, both orders, edges, NaN, "
+             "denormals, ties)", cases);
+    free(a);
+    free(b);
+    free(x);
+}
+
 /* (f) the path in use against the portable one on a model-like shape */
 static void check_agree(enum gemm_bf16_path path, const char *name)
 {
@@ -354,6 +407,13 @@ int main(void)
         if (paths[i].path == GEMM_BF16_AMX_EMULATED) check_sdm_order();
         check_agree(paths[i].path, paths[i].name);
     }
+    check_packing();
+    if (gemm_bf16_amx_pack_select(0) == 0 && avx) { /* the twin ran the vector packing */
+        gemm_bf16_force_path(GEMM_BF16_AMX_EMULATED);
+        printf("     amx-emulated on the portable packing:\n");
+        check_sdm_order();
+    }
+    (void)gemm_bf16_amx_pack_select(1);
     check_env("amx-emulated", "amx-emulated", 0);
     check_env("portable", "portable", 0);
     check_env("avx512", avx ? "avx512-bf16" : "portable", !avx);

@@ -1,0 +1,49 @@
+/* bf16_x86 — small AVX-512 helpers shared by the packing code of the BF16 products
+ * (gemm_bf16_avx512.c, gemm_bf16_amx_pack_avx512.c): masks for a partial vector, pairs
+ * of rows rounded to BF16 (VCVTNEPS2BF16: nearest even; denormal inputs become zero)
+ * and a 16 x 16 transpose of 32-bit elements. Static inline; include it only where the
+ * target avx512f,avx512bw,avx512bf16 is on (after the including file's pragma). */
+#ifndef GT_BF16_X86_H
+#define GT_BF16_X86_H
+
+#include <immintrin.h>
+
+static inline __mmask16 lanes(int n) { return n >= 16 ? 0xffff : (__mmask16)((1u << n) - 1u); }
+
+/* 16 pairs from two vectors: element i of x0 (row k) low, of x1 (row k + 1) high */
+static inline __m512i pairs_of(__m512 x0, __m512 x1)
+{
+    __m512i lo = _mm512_cvtepu16_epi32((__m256i)_mm512_cvtneps_pbh(x0));
+    __m512i hi = _mm512_cvtepu16_epi32((__m256i)_mm512_cvtneps_pbh(x1));
+    return _mm512_or_si512(lo, _mm512_slli_epi32(hi, 16));
+}
+
+/* Transposes 16 x 16 32-bit elements in place: v[c] lane r = old v[r] lane c. Two
+ * rounds of unpacks within 128-bit lanes, then a 4 x 4 transpose of the lanes. */
+static inline void transpose16(__m512i v[16])
+{
+    __m512i t[16], u[16];
+    for (int i = 0; i < 16; i += 4) {
+        t[i] = _mm512_unpacklo_epi32(v[i], v[i + 1]);
+        t[i + 1] = _mm512_unpackhi_epi32(v[i], v[i + 1]);
+        t[i + 2] = _mm512_unpacklo_epi32(v[i + 2], v[i + 3]);
+        t[i + 3] = _mm512_unpackhi_epi32(v[i + 2], v[i + 3]);
+        u[i] = _mm512_unpacklo_epi64(t[i], t[i + 2]);
+        u[i + 1] = _mm512_unpackhi_epi64(t[i], t[i + 2]);
+        u[i + 2] = _mm512_unpacklo_epi64(t[i + 1], t[i + 3]);
+        u[i + 3] = _mm512_unpackhi_epi64(t[i + 1], t[i + 3]);
+    }
+    /* u[4i + c], 128-bit lane L: rows 4i..4i+3 of column 4L + c */
+    for (int c = 0; c < 4; c++) {
+        __m512i b0 = _mm512_shuffle_i32x4(u[c], u[4 + c], 0x44);
+        __m512i b1 = _mm512_shuffle_i32x4(u[c], u[4 + c], 0xee);
+        __m512i b2 = _mm512_shuffle_i32x4(u[8 + c], u[12 + c], 0x44);
+        __m512i b3 = _mm512_shuffle_i32x4(u[8 + c], u[12 + c], 0xee);
+        v[c] = _mm512_shuffle_i32x4(b0, b2, 0x88);
+        v[4 + c] = _mm512_shuffle_i32x4(b0, b2, 0xdd);
+        v[8 + c] = _mm512_shuffle_i32x4(b1, b3, 0x88);
+        v[12 + c] = _mm512_shuffle_i32x4(b1, b3, 0xdd);
+    }
+}
+
+#endif

@@ -1,0 +1,105 @@
+/* gemm_bf16_amx_pack_avx512 — the tile packing of gemm_bf16_amx_pack.c with AVX512_BF16
+ * conversions, which every CPU with AMX-BF16 has. The portable packing converts one
+ * value at a time (1-2 ns a value), about as long as a tile unit takes for the
+ * products of a packed value at the model's smaller widths; here a tile of 16 lines x
+ * 16 pairs is converted a vector at a time, turned by one 16 x 16 transpose where the
+ * memory order is not the tile's.
+ *
+ * Writes the same bits as the portable packing (tests/test_gemm_bf16 compares them on
+ * every CPU with AVX512_BF16), including ties, NaNs and denormals (made zero in both). */
+#include "gemm_bf16_amx.h"
+#include "simd.h" /* GT_SIMD_X86_BF16 */
+
+#if GT_SIMD_X86_BF16
+#if defined(__clang__)
+#pragma clang attribute push(__attribute__((target("avx512f,avx512bw,avx512vl,avx512dq,avx512bf16"))), apply_to = function)
+#else
+#pragma GCC push_options
+#pragma GCC target("avx512f,avx512bw,avx512vl,avx512dq,avx512bf16")
+#endif
+
+#include <immintrin.h>
+#include <string.h>
+
+#include "bf16_x86.h" /* lanes, pairs_of, transpose16 */
+
+enum { T = GEMM_BF16_AMX_TILE };
+
+/* v[l] = the 16 pairs of line l (nl real lines) from a source with the depth
+ * contiguous: x is line 0 at the chunk's first depth, kr (<= 32) depth values there */
+static void lines_of_pairs(__m512i v[16], const float *x, size_t ld, int nl, int kr)
+{
+    const __mmask16 m0 = lanes(kr), m1 = lanes(kr > 16 ? kr - 16 : 0);
+    for (int l = 0; l < 16; l++) {
+        const float *r = x + (size_t)l * ld;
+        v[l] = l < nl ? (__m512i)_mm512_cvtne2ps_pbh(_mm512_maskz_loadu_ps(m1, r + 16),
+                                                     _mm512_maskz_loadu_ps(m0, r))
+                      : _mm512_setzero_si512();
+    }
+}
+
+/* v[p] = pair p of the 16 lines (nl real) from a source with the lines contiguous: x
+ * is depth 0 of the chunk at line 0, kr (<= 32) depth values */
+static void pairs_of_lines(__m512i v[16], const float *x, size_t ld, int nl, int kr)
+{
+    const __mmask16 m = lanes(nl);
+    const __m512 zero = _mm512_setzero_ps();
+    for (int p = 0; p < 16; p++) {
+        const int k = 2 * p;
+        const __m512 x0 = k < kr ? _mm512_maskz_loadu_ps(m, x + (size_t)k * ld) : zero;
+        const __m512 x1 = k + 1 < kr ? _mm512_maskz_loadu_ps(m, x + (size_t)(k + 1) * ld) : zero;
+        v[p] = pairs_of(x0, x1);
+    }
+}
+
+/* nlines lines of kc depth into `tiles` tile rows of nq tiles each (the tiles past
+ * the lines are zeros). depth_contiguous: where the source keeps the depth;
+ * rows_are_lines: A tiles (a tile row is a line) rather than B tiles (a row is a pair). */
+static void pack_tiles(uint32_t *out, int tiles, int nq, const float *x, size_t ld,
+                       int nlines, int kc, int depth_contiguous, int rows_are_lines)
+{
+    __m512i v[16];
+    const int groups = (nlines + 15) / 16;
+    for (int g = 0; g < groups; g++) {
+        const int nl = nlines - 16 * g < 16 ? nlines - 16 * g : 16;
+        for (int q = 0; q < nq; q++) {
+            const int kr = kc - 32 * q < 32 ? kc - 32 * q : 32;
+            if (depth_contiguous)
+                lines_of_pairs(v, x + (size_t)(16 * g) * ld + 32 * q, ld, nl, kr);
+            else
+                pairs_of_lines(v, x + (size_t)(32 * q) * ld + 16 * g, ld, nl, kr);
+            if (depth_contiguous != rows_are_lines) transpose16(v);
+            uint32_t *tile = out + ((size_t)g * nq + q) * T;
+            for (int r = 0; r < 16; r++) _mm512_storeu_si512(tile + 16 * r, v[r]);
+        }
+    }
+    if (tiles > groups)
+        memset(out + (size_t)groups * nq * T, 0, (size_t)(tiles - groups) * nq * T * sizeof *out);
+}
+
+void gemm_bf16_amx_pack_a_avx512(uint32_t *ap, int transa, const float *A, int lda, int m0,
+                                 int mc, int mtiles, int k0, int kc)
+{
+    const int nq = (kc + 31) / 32;
+    if (!transa)
+        pack_tiles(ap, mtiles, nq, A + (size_t)m0 * lda + k0, (size_t)lda, mc, kc, 1, 1);
+    else
+        pack_tiles(ap, mtiles, nq, A + (size_t)k0 * lda + m0, (size_t)lda, mc, kc, 0, 1);
+}
+
+void gemm_bf16_amx_pack_b_avx512(uint32_t *bp, int transb, const float *B, int ldb, int n0,
+                                 int nc, int ntiles, int k0, int kc)
+{
+    const int nq = (kc + 31) / 32;
+    if (transb)
+        pack_tiles(bp, ntiles, nq, B + (size_t)n0 * ldb + k0, (size_t)ldb, nc, kc, 1, 0);
+    else
+        pack_tiles(bp, ntiles, nq, B + (size_t)k0 * ldb + n0, (size_t)ldb, nc, kc, 0, 0);
+}
+
+#if defined(__clang__)
+#pragma clang attribute pop
+#else
+#pragma GCC pop_options
+#endif
+#endif /* GT_SIMD_X86_BF16 */
