@@ -11,12 +11,7 @@
 #include "simd.h" /* GT_SIMD_X86_BF16 */
 
 #if GT_SIMD_X86_BF16
-#if defined(__clang__)
-#pragma clang attribute push(__attribute__((target("avx512f,avx512bw,avx512vl,avx512dq,avx512bf16"))), apply_to = function)
-#else
-#pragma GCC push_options
-#pragma GCC target("avx512f,avx512bw,avx512vl,avx512dq,avx512bf16")
-#endif
+#include "bf16_target_begin.h" /* AVX512_BF16 from here on */
 
 #include <immintrin.h>
 #include <string.h>
@@ -97,9 +92,5 @@ void gemm_bf16_amx_pack_b_avx512(uint32_t *bp, int transb, const float *B, int l
         pack_tiles(bp, ntiles, nq, B + (size_t)k0 * ldb + n0, (size_t)ldb, nc, kc, 0, 0);
 }
 
-#if defined(__clang__)
-#pragma clang attribute pop
-#else
-#pragma GCC pop_options
-#endif
+#include "bf16_target_end.h"
 #endif /* GT_SIMD_X86_BF16 */

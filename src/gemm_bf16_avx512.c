@@ -18,12 +18,7 @@
 #include "simd.h" /* GT_SIMD_X86_BF16 */
 
 #if GT_SIMD_X86_BF16
-#if defined(__clang__)
-#pragma clang attribute push(__attribute__((target("avx512f,avx512bw,avx512vl,avx512dq,avx512bf16"))), apply_to = function)
-#else
-#pragma GCC push_options
-#pragma GCC target("avx512f,avx512bw,avx512vl,avx512dq,avx512bf16")
-#endif
+#include "bf16_target_begin.h" /* AVX512_BF16 from here on */
 
 #include <immintrin.h>
 #include <stdint.h>
@@ -200,9 +195,5 @@ void gemm_bf16_avx512(int transa, int transb, int M, int N, int K, float alpha,
     }
 }
 
-#if defined(__clang__)
-#pragma clang attribute pop
-#else
-#pragma GCC pop_options
-#endif
+#include "bf16_target_end.h"
 #endif /* GT_SIMD_X86_BF16 */
