@@ -18,7 +18,6 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
-#include <unistd.h>
 
 #include "../src/util.h"
 #include "h5lock.h"
@@ -40,18 +39,16 @@ int prepare_bytes(const char *const *inputs, int n_inputs, const char *out,
     }
     int rc = -1;
     int64_t *sizes = calloc((size_t)n_inputs, sizeof *sizes);
-    size_t olen = strlen(out);
-    char *tmp = malloc(olen + 5);
     unsigned char *buf = malloc((size_t)CHUNK);
-    hid_t file = -1, lcpl = -1;
+    prep_output o = {NULL, -1, 0};
+    hid_t lcpl = -1;
     prep_set sets[2] = {{-1, -1, "/train/tokens"}, {-1, -1, "/val/tokens"}};
     prep_stream s = {inputs, sizes, n_inputs, 0, NULL, 0};
-    int locked = 0, made_tmp = 0;
-    if (!sizes || !tmp || !buf) {
+    int locked = 0;
+    if (!sizes || !buf) {
         gt_error("out of memory preparing %s", out);
         goto fail;
     }
-    snprintf(tmp, olen + 5, "%s.tmp", out);
 
     int64_t total = 0;
     if (prep_check_paths(inputs, n_inputs, out, sizes, &total) != 0) goto fail;
@@ -68,21 +65,16 @@ int prepare_bytes(const char *const *inputs, int n_inputs, const char *out,
         gt_warn("val_fraction %g of %lld bytes leaves no validation tokens", val_fraction,
                 (long long)total);
 
-    char why[160];
     h5lock_acquire();
     locked = 1;
-    if ((file = h5io_create(tmp, why, sizeof why)) < 0) {
-        gt_error("cannot create %s (for %s): %s", tmp, out, why);
-        goto fail;
-    }
-    made_tmp = 1;
+    if (prep_output_create(&o, out) != 0) goto fail;
     if ((lcpl = H5Pcreate(H5P_LINK_CREATE)) < 0 ||
         H5Pset_create_intermediate_group(lcpl, 1) < 0 ||
-        prep_create_set(file, lcpl, sets[0].name, n_train, H5T_STD_U8LE, CHUNK, &sets[0]) != 0 ||
-        prep_create_set(file, lcpl, sets[1].name, n_val, H5T_STD_U8LE, CHUNK, &sets[1]) != 0 ||
-        h5io_write_attr_int(file, "vocab_size", 256) != 0 ||
-        h5io_write_attr_str(file, "tokenizer", "bytes") != 0) {
-        gt_error("cannot create the datasets in %s", tmp);
+        prep_create_set(o.file, lcpl, sets[0].name, n_train, H5T_STD_U8LE, CHUNK, &sets[0]) != 0 ||
+        prep_create_set(o.file, lcpl, sets[1].name, n_val, H5T_STD_U8LE, CHUNK, &sets[1]) != 0 ||
+        h5io_write_attr_int(o.file, "vocab_size", 256) != 0 ||
+        h5io_write_attr_str(o.file, "tokenizer", "bytes") != 0) {
+        gt_error("cannot create the datasets in %s", o.tmp);
         goto fail;
     }
 
@@ -95,7 +87,7 @@ int prepare_bytes(const char *const *inputs, int n_inputs, const char *out,
         int64_t n = end - pos < CHUNK ? end - pos : CHUNK;
         if (prep_fill(&s, buf, n) != 0) goto fail;
         if (prep_write_at(&sets[which], pos - base, n, H5T_NATIVE_UINT8, buf) != 0) {
-            gt_error("cannot write %s in %s (disk full?)", sets[which].name, tmp);
+            gt_error("cannot write %s in %s (disk full?)", sets[which].name, o.tmp);
             goto fail;
         }
         pos += n;
@@ -109,13 +101,7 @@ int prepare_bytes(const char *const *inputs, int n_inputs, const char *out,
     int bad = prep_close_set(&sets[0]) | prep_close_set(&sets[1]);
     bad |= H5Pclose(lcpl) < 0;
     lcpl = -1;
-    hid_t written = file;
-    file = -1;
-    if (h5io_finish(written, bad, tmp, out, why, sizeof why) != 0) {
-        gt_error("cannot write %s: %s", out, why);
-        goto fail;
-    }
-    made_tmp = 0;
+    if (prep_output_commit(&o, bad, out) != 0) goto fail;
     h5lock_release();
     locked = 0;
     printf("prepared %lld tokens: train %lld, val %lld -> %s\n", (long long)total,
@@ -128,11 +114,9 @@ fail:
     prep_close_set(&sets[0]);
     prep_close_set(&sets[1]);
     if (lcpl >= 0) H5Pclose(lcpl);
-    h5io_close_write(file);
-    if (made_tmp) unlink(tmp);
+    prep_output_abandon(&o);
     if (locked) h5lock_release();
     free(sizes);
-    free(tmp);
     free(buf);
     return rc;
 }

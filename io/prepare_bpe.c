@@ -272,23 +272,17 @@ int prepare_bpe(const char *const *inputs, int n_inputs, const char *out, double
     j.sets[0] = (prep_set){-1, -1, "/train/tokens"};
     j.sets[1] = (prep_set){-1, -1, "/val/tokens"};
     int64_t n_train = 0, n_val = 0;
-    size_t len = 0, olen = strlen(out);
-    char *json = start(&j, o, val_fraction, &n_train, &n_val, &len), why[160];
-    char *tmp = malloc(olen + 5);
-    hid_t file = -1;
-    int rc = -1, locked = 0, made_tmp = 0;
+    size_t len = 0;
+    char *json = start(&j, o, val_fraction, &n_train, &n_val, &len);
+    prep_output out_file = {NULL, -1, 0};
+    int rc = -1, locked = 0;
     prep_stream s = {inputs, j.sizes, n_inputs, 0, NULL, 0};
-    if (!json || !tmp) goto fail;
-    snprintf(tmp, olen + 5, "%s.tmp", out);
+    if (!json) goto fail;
     h5lock_acquire();
     locked = 1;
-    if ((file = h5io_create(tmp, why, sizeof why)) < 0) {
-        gt_error("cannot create %s (for %s): %s", tmp, out, why);
-        goto fail;
-    }
-    made_tmp = 1;
-    if (make_sets(&j, file, n_train, n_val, json, len) != 0) {
-        gt_error("cannot create the datasets in %s", tmp);
+    if (prep_output_create(&out_file, out) != 0) goto fail;
+    if (make_sets(&j, out_file.file, n_train, n_val, json, len) != 0) {
+        gt_error("cannot create the datasets in %s", out_file.tmp);
         goto fail;
     }
     double t0 = gt_now();
@@ -296,13 +290,7 @@ int prepare_bpe(const char *const *inputs, int n_inputs, const char *out, double
     if (encode_part(&j, &s, 0, n_train) != 0 || encode_part(&j, &s, 1, n_val) != 0) goto fail;
     double dt = gt_now() - t0;
     int bad = prep_close_set(&j.sets[0]) | prep_close_set(&j.sets[1]);
-    hid_t written = file;
-    file = -1;
-    if (h5io_finish(written, bad, tmp, out, why, sizeof why) != 0) {
-        gt_error("cannot write %s: %s", out, why);
-        goto fail;
-    }
-    made_tmp = 0;
+    if (prep_output_commit(&out_file, bad, out) != 0) goto fail;
     printf("prepared %lld tokens (vocab %lld, %s): train %lld, val %lld, from %lld bytes "
            "(%.2f bytes a token), encoded at %.1f MB/s on %d thread%s -> %s\n",
            (long long)(j.lens[0] + j.lens[1]), (long long)bpe_vocab_size(j.t),
@@ -315,10 +303,8 @@ int prepare_bpe(const char *const *inputs, int n_inputs, const char *out, double
 fail:
     prep_stream_close(&s);
     free_job(&j);
-    h5io_close_write(file);
-    if (made_tmp) unlink(tmp);
+    prep_output_abandon(&out_file);
     if (locked) h5lock_release();
-    free(tmp);
     free(json);
     return rc;
 }

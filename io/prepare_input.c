@@ -174,3 +174,45 @@ int prep_append(prep_set *o, int64_t *len, int64_t n, hid_t mem_type, const void
     *len += n;
     return 0;
 }
+
+int prep_output_create(prep_output *o, const char *out)
+{
+    const size_t cap = strlen(out) + 5;
+    char why[160];
+    o->file = -1;
+    o->made = 0;
+    if (!(o->tmp = malloc(cap))) {
+        gt_error("out of memory preparing %s", out);
+        return -1;
+    }
+    snprintf(o->tmp, cap, "%s.tmp", out);
+    if ((o->file = h5io_create(o->tmp, why, sizeof why)) < 0) {
+        gt_error("cannot create %s (for %s): %s", o->tmp, out, why);
+        return -1;
+    }
+    o->made = 1;
+    return 0;
+}
+
+int prep_output_commit(prep_output *o, int bad, const char *out)
+{
+    char why[160];
+    const hid_t written = o->file;
+    o->file = -1; /* closed by h5io_finish whatever happens */
+    if (h5io_finish(written, bad, o->tmp, out, why, sizeof why) != 0) {
+        gt_error("cannot write %s: %s", out, why);
+        return -1; /* the tmp file stays ours: prep_output_abandon deletes it */
+    }
+    o->made = 0; /* renamed into place */
+    return 0;
+}
+
+void prep_output_abandon(prep_output *o)
+{
+    h5io_close_write(o->file);
+    if (o->made) unlink(o->tmp);
+    free(o->tmp);
+    o->tmp = NULL;
+    o->file = -1;
+    o->made = 0;
+}

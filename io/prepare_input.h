@@ -30,6 +30,22 @@ int prep_fill(prep_stream *s, unsigned char *buf, int64_t want);
 /* Closes the input being read, if any. */
 void prep_stream_close(prep_stream *s);
 
+/* The output file, written as <out>.tmp and renamed over <out> only when complete
+ * (h5io_finish), so a failed prepare leaves <out> as it was. Calls under h5lock. */
+typedef struct {
+    char *tmp;  /* "<out>.tmp" (malloc'd) */
+    hid_t file; /* open for writing, or -1 */
+    int made;   /* tmp exists and is ours to delete */
+} prep_output;
+
+/* Creates <out>.tmp. 0, or -1 after one error line. */
+int prep_output_create(prep_output *o, const char *out);
+/* Closes the file (bad: something failed writing it) and renames it over out. 0, or
+ * -1 after one error line (prep_output_abandon then deletes the tmp file). */
+int prep_output_commit(prep_output *o, int bad, const char *out);
+/* Frees o; a file not committed is closed and its tmp file deleted. */
+void prep_output_abandon(prep_output *o);
+
 /* One output dataset being filled: 1-D, chunked, extendable. */
 typedef struct {
     hid_t dset, fspace;
