@@ -9,6 +9,14 @@ test_tmpdir() {
     trap 'rm -rf "$tmp"' EXIT
 }
 
+# Skips the test (exit 77) when configure found no mpirun: for tests that are all MPI.
+require_mpiexec() {
+    if [ -z "${MPIEXEC:-}" ]; then
+        echo "skip: no mpirun (configure did not find one)"
+        exit 77
+    fi
+}
+
 fails=0
 ok()   { echo "ok   $*"; }
 fail() { echo "FAIL $*"; fails=$((fails + 1)); }

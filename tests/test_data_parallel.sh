@@ -31,12 +31,8 @@ set -u
 : "${MKDATA:?MKDATA must point at the tests/mkdata tool}"
 : "${CMPMODEL:?CMPMODEL must point at the tests/cmpmodel tool}"
 : "${top_srcdir:?top_srcdir must point at the source tree}"
-if [ -z "${MPIEXEC:-}" ]; then
-    echo "skip: no mpirun (configure did not find one)"
-    exit 77
-fi
-
 . "$top_srcdir/tests/lib.sh"
+require_mpiexec
 test_tmpdir data_parallel
 
 MPI=(timeout 120 "$MPIEXEC" --oversubscribe --bind-to none)

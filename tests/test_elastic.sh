@@ -28,12 +28,8 @@ set -u
 : "${GENTRAIN:?GENTRAIN must point at the gentrain binary}"
 : "${CMPMODEL:?CMPMODEL must point at the tests/cmpmodel tool}"
 : "${top_srcdir:?top_srcdir must point at the source tree}"
-if [ -z "${MPIEXEC:-}" ]; then
-    echo "skip: no mpirun (configure did not find one)"
-    exit 77
-fi
-
 . "$top_srcdir/tests/lib.sh"
+require_mpiexec
 test_tmpdir elastic
 
 MPI=(timeout 180 "$MPIEXEC" --oversubscribe --bind-to none)
