@@ -42,6 +42,14 @@
 #                 disturbed (default 2)
 #   BENCH_STRICT  1: exit 1 when a target is missed
 #   BENCH_KEEP    1: keep the scratch folder and say where it is
+#   BENCH_ISA     native (default) or avx2: every implementation held to AVX2 and FMA
+#                 on an AVX-512 CPU, as a stand-in for an AVX2-only one (AMD Zen 2/3).
+#                 gentrain: GENTRAIN_SIMD=avx2, GENTRAIN_BF16=portable,
+#                 OPENBLAS_CORETYPE=Haswell (the kernels OpenBLAS runs on Zen 2/3);
+#                 PyTorch: ATEN_CPU_CAPABILITY=avx2, ONEDNN_MAX_CPU_ISA=AVX2,
+#                 MKL_ENABLE_INSTRUCTIONS=AVX2. PRECISIONS defaults to fp32 (the bf16
+#                 target is for CPUs with BF16 instructions). The core's width, caches
+#                 and clock stay this CPU's: a prediction, not a measurement of Zen 3
 #
 # Exit status: 0 when every part that could run ran; 1 when one failed (or, with
 # BENCH_STRICT=1, when a target is missed).
@@ -56,7 +64,17 @@ TORCH_STEPS=${TORCH_STEPS:-10}
 TORCH_WARMUP=${TORCH_WARMUP:-3}
 TORCH_VARIANTS=${TORCH_VARIANTS:-all}
 TORCH2_VARIANTS=${TORCH2_VARIANTS:-default,passive}
-PRECISIONS=${PRECISIONS:-fp32 bf16}
+BENCH_ISA=${BENCH_ISA:-native}
+export BENCH_ISA # for the summary's JSON line
+case $BENCH_ISA in
+native) PRECISIONS=${PRECISIONS:-fp32 bf16} ;;
+avx2)
+    PRECISIONS=${PRECISIONS:-fp32}
+    export GENTRAIN_SIMD=avx2 GENTRAIN_BF16=portable OPENBLAS_CORETYPE=Haswell \
+        ATEN_CPU_CAPABILITY=avx2 ONEDNN_MAX_CPU_ISA=AVX2 MKL_ENABLE_INSTRUCTIONS=AVX2
+    ;;
+*) printf 'bench.sh: BENCH_ISA=%s is not native or avx2\n' "$BENCH_ISA" >&2; exit 1 ;;
+esac
 TORCH_VENV=${TORCH_VENV:-${XDG_CACHE_HOME:-$HOME/.cache}/gentrain/torch-venv}
 BENCH_TORCH_INSTALL=${BENCH_TORCH_INSTALL:-1}
 SGEMM_REPS=${SGEMM_REPS:-10}
@@ -151,6 +169,12 @@ say "CPU: $(grep -m1 'model name' /proc/cpuinfo 2>/dev/null | sed 's/.*: //')"
 say "vector flags: $(grep -m1 '^flags' /proc/cpuinfo 2>/dev/null | tr ' ' '\n' |
     grep -E '^(avx2|fma|avx512f|avx512_bf16|amx_bf16|amx_tile)$' | tr '\n' ' ')"
 say "OPENBLAS_CORETYPE: ${OPENBLAS_CORETYPE:-(not set)}"
+if [ "$BENCH_ISA" = avx2 ]; then
+    say "BENCH_ISA=avx2: every implementation held to AVX2 + FMA (GENTRAIN_SIMD=avx2," \
+        "GENTRAIN_BF16=portable, OPENBLAS_CORETYPE=Haswell; ATEN_CPU_CAPABILITY=avx2," \
+        "ONEDNN_MAX_CPU_ISA=AVX2, MKL_ENABLE_INSTRUCTIONS=AVX2): a stand-in for an" \
+        "AVX2-only CPU, on this CPU's cores"
+fi
 : >"$tmp/sgemm.json"
 : >"$tmp/runs.txt" # one line per measured run: label kind precision json-or-log load-file
 
@@ -164,7 +188,7 @@ for prec in $PRECISIONS; do
     section "$what on the step's GEMM shapes ($THREADS threads)"
     if [ -z "$BENCH_SGEMM" ]; then
         say "skipped: BENCH_SGEMM is not set"
-    elif [ ! -x "$BENCH_SGEMM" ]; then
+    elif [ ! -f "$BENCH_SGEMM" ] || [ ! -x "$BENCH_SGEMM" ]; then
         say "failed: BENCH_SGEMM=$BENCH_SGEMM is not an executable"; fail=1
     elif wait_idle; "$BENCH_SGEMM" --n_embd $N_EMBD --block_size $BLOCK_SIZE \
             --batch_size $BATCH_SIZE --vocab $VOCAB --n_layer $N_LAYER --threads "$THREADS" \
@@ -180,7 +204,7 @@ done
 section "gentrain ($STEPS steps, $THREADS threads; precisions: $PRECISIONS)"
 if [ -z "$GENTRAIN" ]; then
     say "skipped: GENTRAIN is not set"
-elif [ ! -x "$GENTRAIN" ]; then
+elif [ ! -f "$GENTRAIN" ] || [ ! -x "$GENTRAIN" ]; then
     say "failed: GENTRAIN=$GENTRAIN is not an executable"; fail=1
 elif [ ! -r "$TEXT" ]; then
     say "failed: cannot read $TEXT"; fail=1
@@ -405,7 +429,8 @@ for r in table:
               % (r["precision"], want, "met" if met else "NOT met", r["ratio_vs_torch2"]))
         if not met:
             missed.append(r["precision"])
-out = {"bench": "gentrain-vs-pytorch", "n_layer": L, "n_head": nh, "n_embd": C,
+out = {"bench": "gentrain-vs-pytorch", "isa": os.environ.get("BENCH_ISA", "native"),
+       "n_layer": L, "n_head": nh, "n_embd": C,
        "block_size": T, "batch_size": B, "vocab": V, "threads": threads,
        "gflop_per_step": round(flops / 1e9, 4), "runs": table,
        "sgemm": {k: sgemm.get(k) for k in ("blas", "step_avg_gflops", "square_gflops")}

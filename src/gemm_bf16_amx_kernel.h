@@ -122,7 +122,17 @@ static void run_thread(const product *g, uint8_t *w)
     uint32_t *const ap = (uint32_t *)w;
     float *const ct = (float *)(w + GEMM_BF16_AMX_APANEL);
     amx_tilecfg *const cfg = (amx_tilecfg *)(w + GEMM_BF16_AMX_APANEL + GEMM_BF16_AMX_CTILES);
-    const int mblocks = (g->M + MC - 1) / MC;
+#ifdef _OPENMP
+    const int nthreads = omp_get_num_threads();
+#else
+    const int nthreads = 1;
+#endif
+    /* Blocks of whole 32-row units, at most MC rows, as many as a multiple of the
+     * threads: every thread gets the same number of units, give or take one (as the
+     * AVX512_BF16 path; blocks of exactly MC rows leave threads idle where M / MC is
+     * not a multiple of the threads). */
+    const int munits = (g->M + 31) / 32, fewest = (munits + MC / 32 - 1) / (MC / 32);
+    const int mblocks = (fewest + nthreads - 1) / nthreads * nthreads;
     amx_tilecfg_uniform(cfg, AMX_TILES, AMX_MAX_ROWS, AMX_MAX_COLSB);
     AMX_CONFIG(cfg);
     for (int jc = 0; jc < g->N; jc += NC) {
@@ -135,10 +145,13 @@ static void run_thread(const product *g, uint8_t *w)
                 gemm_bf16_amx_pack_b(g->bp + (size_t)2 * s * nq * TW, g->transb, g->B,
                                      g->ldb, jc + n0, nr, 2, pc, kc);
             }
-#pragma omp for schedule(dynamic)
+#pragma omp for schedule(static)
             for (int ib = 0; ib < mblocks; ib++) {
-                const int m0 = ib * MC, mc = g->M - m0 < MC ? g->M - m0 : MC;
-                row_block(g, ap, ct, m0, mc, jc, nc, pc, kc, pc == 0 ? g->beta : 1.0f);
+                const int u0 = (int)((long long)ib * munits / mblocks),
+                          u1 = (int)((long long)(ib + 1) * munits / mblocks);
+                const int m0 = 32 * u0, mc = (32 * u1 < g->M ? 32 * u1 : g->M) - m0;
+                if (mc > 0)
+                    row_block(g, ap, ct, m0, mc, jc, nc, pc, kc, pc == 0 ? g->beta : 1.0f);
             }
         }
     }
@@ -150,10 +163,7 @@ void AMX_ENTRY(int transa, int transb, int M, int N, int K, float alpha, const f
                void *bpack, void *const *works, int parallel)
 {
     const product g = {transa, transb, M, N, K, lda, ldb, ldc, alpha, beta, A, B, C, bpack};
-    const int mblocks = (M + MC - 1) / MC;
-    (void)parallel;
-    (void)mblocks;
-#pragma omp parallel if (parallel && mblocks > 1)
+#pragma omp parallel if (parallel && M > 32)
     {
 #ifdef _OPENMP
         run_thread(&g, works[parallel ? omp_get_thread_num() : 0]);

@@ -10,7 +10,7 @@
  *   (c) a product called from inside a parallel region (as attention calls it, one
  *       head per thread) gives the bits of the same product called outside it (the
  *       portable path: within FP32 rounding, as OpenBLAS may take another kernel);
- *   (d) the AVX512_BF16 and AMX paths give the same bits on 1 and 2 OpenMP threads;
+ *   (d) the AVX512_BF16 and AMX paths give the same bits on 1, 2 and 3 OpenMP threads;
  *   (e) the emulated AMX path gives exactly the bits of a scalar product summed in the
  *       order the SDM gives TDPBF16PS (pairs in even and odd chains per 32 of depth,
  *       tiles accumulating over a depth block of 512, then alpha and beta): the
@@ -203,24 +203,30 @@ static void check_nested(const char *path)
                  "products outside it", path);
 }
 
-/* (d) the same products on 1 and on 2 threads (5 blocks of 64 rows, 2 depth blocks) */
+/* (d) the same products on 1, 2 and 3 threads (300 rows: blocks of rows split
+ * unevenly over 3 threads; 20 rows: fewer row strips than 3 threads, so a thread gets
+ * none; 600 deep: 2 depth blocks) */
 static void check_threads(const char *path)
 {
 #ifdef _OPENMP
     int same = 1;
-    for (int t = 0; t < 4; t++) {
-        prob p = make(300, 200 + t, 600, t & 1, t >> 1, 1.0f, t == 0 ? 0.0f : 0.5f);
+    for (int t = 0; t < 8; t++) {
+        prob p = make(t < 4 ? 300 : 20, 200 + t, 600, t & 1, (t >> 1) & 1, 1.0f,
+                      t % 4 == 0 ? 0.0f : 0.5f);
         omp_set_num_threads(1);
         float *one = run(&p);
-        omp_set_num_threads(2);
-        float *two = run(&p);
-        same &= memcmp(one, two, (size_t)p.M * p.ldc * sizeof(float)) == 0;
+        for (int n = 2; n <= 3; n++) {
+            omp_set_num_threads(n);
+            float *more = run(&p);
+            same &= memcmp(one, more, (size_t)p.M * p.ldc * sizeof(float)) == 0;
+            free(more);
+        }
         free(one);
-        free(two);
         drop(&p);
     }
-    TU_CHECK(same, "%s: 1 and 2 OpenMP threads give the same bits (300 x 200 x 600, all "
-             "four transpositions)", path);
+    omp_set_num_threads(2);
+    TU_CHECK(same, "%s: 1, 2 and 3 OpenMP threads give the same bits (300 and 20 x 200 x "
+             "600, all four transpositions)", path);
 #else
     printf("     %s: one thread only (no OpenMP)\n", path);
 #endif
@@ -373,7 +379,7 @@ int main(void)
     omp_set_num_threads(2);
 #endif
     unsetenv("GENTRAIN_BF16");
-    TU_CHECK(gemm_bf16_init(2) == 0, "buffers reserved for 2 threads");
+    TU_CHECK(gemm_bf16_init(3) == 0, "buffers reserved for 3 threads");
     const int avx = cpu_isa_level() >= CPU_ISA_AVX512_BF16;
     const int amx = GT_SIMD_X86_AMX && avx && cpu_has_amx_bf16();
     const char *best = amx ? "amx-bf16" : avx ? "avx512-bf16" : "portable";
