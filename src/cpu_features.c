@@ -280,19 +280,32 @@ DEFINE_PEAK_LOOP(fma_loop_generic, , float, SET1_SCALAR,
                  const float a = 0.9999999f; const float b = 1e-7f, MULADD1, 2)
 #endif
 
-static double fma_loop(double seconds)
+/* The multiply-add loop of the widest unit up to `widest` that this CPU has */
+typedef double (*peak_loop)(double seconds);
+enum cpu_isa cpu_fma_level_upto(enum cpu_isa widest)
+{
+    const enum cpu_isa l = widest < cpu_isa_level() ? widest : cpu_isa_level();
+    return l >= CPU_ISA_AVX512 ? CPU_ISA_AVX512 : l >= CPU_ISA_AVX2 ? CPU_ISA_AVX2
+                                                                   : CPU_ISA_GENERIC;
+}
+
+static peak_loop fma_loop_upto(enum cpu_isa widest)
 {
 #if GT_X86
-    enum cpu_isa l = cpu_isa_level();
-    if (l >= CPU_ISA_AVX512) return fma_loop_avx512(seconds);
-    if (l >= CPU_ISA_AVX2) return fma_loop_avx2(seconds);
+    switch (cpu_fma_level_upto(widest)) {
+    case CPU_ISA_AVX512: return fma_loop_avx512;
+    case CPU_ISA_AVX2: return fma_loop_avx2;
+    default: break;
+    }
+#else
+    (void)widest;
 #endif
-    return fma_loop_generic(seconds);
+    return fma_loop_generic;
 }
 
 /* The best of three short runs of `loop` on each of `threads` threads, after a
  * warm-up (so the clock has ramped and one preemption does not halve the figure). */
-static double measure(double (*loop)(double), int threads)
+static double measure(peak_loop loop, int threads)
 {
     if (threads < 1) threads = 1;
     double total = 0.0;
@@ -309,7 +322,12 @@ static double measure(double (*loop)(double), int threads)
     return total * 1e-9;
 }
 
-double cpu_fma_peak_gflops(int threads) { return measure(fma_loop, threads); }
+double cpu_fma_peak_gflops(int threads) { return cpu_fma_peak_gflops_upto(threads, cpu_isa_level()); }
+
+double cpu_fma_peak_gflops_upto(int threads, enum cpu_isa widest)
+{
+    return measure(fma_loop_upto(widest), threads);
+}
 
 double cpu_bf16_peak_gflops(int threads, int amx_tiles)
 {
@@ -321,5 +339,5 @@ double cpu_bf16_peak_gflops(int threads, int amx_tiles)
 #if GT_X86 && defined(GT_PEAK_BF16)
     if (cpu_isa_level() >= CPU_ISA_AVX512_BF16) return measure(dpbf16_loop, threads);
 #endif
-    return measure(fma_loop, threads);
+    return cpu_fma_peak_gflops(threads);
 }

@@ -34,6 +34,11 @@ int cpu_has_amx_bf16(void);
 const char *cpu_model_name(char *buf, int cap);
 /* Measured FP32 multiply-add peak of `threads` threads, GFLOP/s (0 if it failed). */
 double cpu_fma_peak_gflops(int threads);
+/* The same with vectors no wider than `widest` (a run whose kernels and BLAS core are
+ * held to AVX2 on an AVX-512 CPU peaks at AVX2's rate), and the level that measures:
+ * CPU_ISA_AVX512, CPU_ISA_AVX2 or CPU_ISA_GENERIC. */
+double cpu_fma_peak_gflops_upto(int threads, enum cpu_isa widest);
+enum cpu_isa cpu_fma_level_upto(enum cpu_isa widest);
 /* Measured peak of BF16 matrix products: with amx_tiles (the AMX path runs) and a CPU
  * that has them, TDPBF16PS tile products; else VDPBF16PS dot products where the CPU
  * has AVX512_BF16, else the FP32 multiply-add peak (what the portable path runs on). */

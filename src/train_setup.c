@@ -14,6 +14,7 @@
 #include "gemm_bf16.h"
 #include "grid.h"
 #include "kernels_cpu.h"
+#include "simd.h"
 #include "train_run.h"
 #include "util.h"
 
@@ -163,6 +164,20 @@ int train_settle_device(run *r)
 
 /* Threads, kernels, BLAS, the MFU peak and the precision, in a few lines; reserves the
  * BF16 products' buffers when the CPU computes in BF16. */
+/* The widest vector level the run's FP32 work uses: gentrain's kernels or the BLAS
+ * core, whichever is wider (a core OpenBLAS names but this table does not know counts
+ * as the CPU's own level). */
+static enum cpu_isa run_vector_level(void)
+{
+    const enum simd_path p = simd_get_path();
+    const enum cpu_isa own = p == SIMD_AVX512 ? CPU_ISA_AVX512
+                             : p == SIMD_AVX2 ? CPU_ISA_AVX2
+                                              : CPU_ISA_GENERIC;
+    const int blas = blas_core_level(blas_core_name());
+    const enum cpu_isa core = blas < 0 ? cpu_isa_level() : (enum cpu_isa)blas;
+    return own > core ? own : core;
+}
+
 int train_report_compute(run *r)
 {
     const gt_config *c = r->c;
@@ -174,11 +189,14 @@ int train_report_compute(run *r)
     if (bf16 && !par_all_ok(gemm_bf16_init(r->threads) == 0)) return -1;
     const int amx = bf16 && gemm_bf16_path() == GEMM_BF16_AMX;
     /* MFU: against the CPU's measured peak, or, on a GPU, only when peak_gflops says
-     * what the GPU's is. */
+     * what the GPU's is. In FP32, the widest vector unit the run uses: its own kernels'
+     * or the BLAS core's, whichever is wider (both held to AVX2 on an AVX-512 CPU, as
+     * GENTRAIN_SIMD=avx2 with OPENBLAS_CORETYPE=Haswell does, peak at AVX2's rate). */
+    const enum cpu_isa fma_level = cpu_fma_level_upto(run_vector_level());
     r->peak_gflops = c->peak_gflops > 0 ? c->peak_gflops
                      : gpu              ? 0.0
                      : bf16             ? cpu_bf16_peak_gflops(r->threads, amx)
-                                        : cpu_fma_peak_gflops(r->threads);
+                                        : cpu_fma_peak_gflops_upto(r->threads, fma_level);
     par_printf("threads: %d OpenMP, kernels %s, OpenBLAS %s; ", r->threads,
                kernels_simd_name(), openblas_get_parallel() == 2 ? "openmp" :
                openblas_get_parallel() == 1 ? "pthreads" : "sequential");
@@ -187,7 +205,9 @@ int train_report_compute(run *r)
                    c->peak_gflops > 0 ? ""
                    : amx  ? " (measured AMX BF16 tile peak; set peak_gflops to override)"
                    : bf16 ? " (measured BF16 dot-product peak; set peak_gflops to override)"
-                          : " (measured FMA peak; set peak_gflops to override)");
+                   : fma_level == CPU_ISA_AVX2
+                       ? " (measured AVX2 FMA peak; set peak_gflops to override)"
+                       : " (measured FMA peak; set peak_gflops to override)");
     else
         par_printf("no MFU (set peak_gflops to the GPU's peak for it)\n");
     par_printf("BLAS: %s\n", blas_core_summary());

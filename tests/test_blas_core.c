@@ -5,7 +5,8 @@
  *       the generic level and a name the table lacks is "unknown" (-1), which the check
  *       leaves alone;
  *   (c) this CPU's level is one of the defined ones and its name prints;
- *   (d) the measured multiply-add peak is positive and grows with a second thread.
+ *   (d) the measured multiply-add peak is positive and grows with a second thread;
+ *       held to AVX2 (or generic code) it measures that unit's loop.
  * The re-execution itself is tested end to end by tests/test_blas_fixup.sh. */
 #include "../src/blas_core.h"
 #include "../src/cpu_features.h"
@@ -43,5 +44,21 @@ int main(void)
     /* two threads never measure less than most of one (time-sharing on 1 core halves
      * each thread's rate, so the sum stays near the 1-thread figure) */
     TU_CHECK(p2 > 0.6 * p1, "2-thread peak %.1f >= 0.6 x the 1-thread peak", p2);
+
+    /* a run held to narrower vectors peaks at their rate: the level follows the cap
+     * (never above the CPU's), and the capped figure is positive */
+    const enum cpu_isa fma_top = l >= CPU_ISA_AVX512 ? CPU_ISA_AVX512
+                                 : l >= CPU_ISA_AVX2 ? CPU_ISA_AVX2
+                                                     : CPU_ISA_GENERIC;
+    TU_CHECK(cpu_fma_level_upto(CPU_ISA_AVX512_BF16) == fma_top,
+             "uncapped, the FMA peak is the CPU's widest unit (level %d)", (int)fma_top);
+    TU_CHECK(cpu_fma_level_upto(CPU_ISA_AVX2) == (l >= CPU_ISA_AVX2 ? CPU_ISA_AVX2
+                                                                    : CPU_ISA_GENERIC),
+             "held to AVX2, the FMA peak is AVX2's (or the CPU's, below it)");
+    TU_CHECK(cpu_fma_level_upto(CPU_ISA_GENERIC) == CPU_ISA_GENERIC,
+             "held to generic code, the FMA peak is the generic loop's");
+    const double p_avx2 = cpu_fma_peak_gflops_upto(1, CPU_ISA_AVX2);
+    printf("     FMA peak held to AVX2: %.1f GFLOP/s on 1 thread\n", p_avx2);
+    TU_CHECK(p_avx2 > 0.5, "the AVX2-held peak %.1f GFLOP/s is positive", p_avx2);
     return tu_failures ? 1 : 0;
 }
