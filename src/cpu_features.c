@@ -280,8 +280,8 @@ DEFINE_PEAK_LOOP(fma_loop_generic, , float, SET1_SCALAR,
                  const float a = 0.9999999f; const float b = 1e-7f, MULADD1, 2)
 #endif
 
-/* The multiply-add loop of the widest unit up to `widest` that this CPU has */
 typedef double (*peak_loop)(double seconds);
+
 enum cpu_isa cpu_fma_level_upto(enum cpu_isa widest)
 {
     const enum cpu_isa l = widest < cpu_isa_level() ? widest : cpu_isa_level();
@@ -289,6 +289,7 @@ enum cpu_isa cpu_fma_level_upto(enum cpu_isa widest)
                                                                    : CPU_ISA_GENERIC;
 }
 
+/* The multiply-add loop of the widest unit up to `widest` that this CPU has */
 static peak_loop fma_loop_upto(enum cpu_isa widest)
 {
 #if GT_X86
@@ -322,7 +323,10 @@ static double measure(peak_loop loop, int threads)
     return total * 1e-9;
 }
 
-double cpu_fma_peak_gflops(int threads) { return cpu_fma_peak_gflops_upto(threads, cpu_isa_level()); }
+double cpu_fma_peak_gflops(int threads)
+{
+    return cpu_fma_peak_gflops_upto(threads, cpu_isa_level());
+}
 
 double cpu_fma_peak_gflops_upto(int threads, enum cpu_isa widest)
 {

@@ -162,8 +162,6 @@ int train_settle_device(run *r)
     return 0;
 }
 
-/* Threads, kernels, BLAS, the MFU peak and the precision, in a few lines; reserves the
- * BF16 products' buffers when the CPU computes in BF16. */
 /* The widest vector level the run's FP32 work uses: gentrain's kernels or the BLAS
  * core, whichever is wider (a core OpenBLAS names but this table does not know counts
  * as the CPU's own level). */
@@ -178,6 +176,8 @@ static enum cpu_isa run_vector_level(void)
     return own > core ? own : core;
 }
 
+/* Threads, kernels, BLAS, the MFU peak and the precision, in a few lines; reserves the
+ * BF16 products' buffers when the CPU computes in BF16. */
 int train_report_compute(run *r)
 {
     const gt_config *c = r->c;
@@ -188,6 +188,8 @@ int train_report_compute(run *r)
      * collective answer), before the peak, which depends on the path */
     if (bf16 && !par_all_ok(gemm_bf16_init(r->threads) == 0)) return -1;
     const int amx = bf16 && gemm_bf16_path() == GEMM_BF16_AMX;
+    /* BF16 instructions multiply (the portable path's products are FP32 sgemm) */
+    const int bf16_units = bf16 && gemm_bf16_path() != GEMM_BF16_PORTABLE;
     /* MFU: against the CPU's measured peak, or, on a GPU, only when peak_gflops says
      * what the GPU's is. In FP32, the widest vector unit the run uses: its own kernels'
      * or the BLAS core's, whichever is wider (both held to AVX2 on an AVX-512 CPU, as
@@ -195,7 +197,7 @@ int train_report_compute(run *r)
     const enum cpu_isa fma_level = cpu_fma_level_upto(run_vector_level());
     r->peak_gflops = c->peak_gflops > 0 ? c->peak_gflops
                      : gpu              ? 0.0
-                     : bf16             ? cpu_bf16_peak_gflops(r->threads, amx)
+                     : bf16_units       ? cpu_bf16_peak_gflops(r->threads, amx)
                                         : cpu_fma_peak_gflops_upto(r->threads, fma_level);
     par_printf("threads: %d OpenMP, kernels %s, OpenBLAS %s; ", r->threads,
                kernels_simd_name(), openblas_get_parallel() == 2 ? "openmp" :
@@ -204,7 +206,8 @@ int train_report_compute(run *r)
         par_printf("peak %.1f GFLOP/s%s\n", r->peak_gflops,
                    c->peak_gflops > 0 ? ""
                    : amx  ? " (measured AMX BF16 tile peak; set peak_gflops to override)"
-                   : bf16 ? " (measured BF16 dot-product peak; set peak_gflops to override)"
+                   : bf16_units
+                       ? " (measured BF16 dot-product peak; set peak_gflops to override)"
                    : fma_level == CPU_ISA_AVX2
                        ? " (measured AVX2 FMA peak; set peak_gflops to override)"
                        : " (measured FMA peak; set peak_gflops to override)");
