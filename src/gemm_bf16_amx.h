@@ -64,9 +64,21 @@ void gemm_bf16_amx_pack_a_avx512(uint32_t *ap, int transa, const float *A, int l
                                  int mc, int mtiles, int k0, int kc);
 void gemm_bf16_amx_pack_b_avx512(uint32_t *bp, int transb, const float *B, int ldb, int n0,
                                  int nc, int ntiles, int k0, int kc);
-/* Which packing gemm_bf16_amx_pack_a/b run: the vector one when `vector` and the CPU
- * has AVX512_BF16 (returns 1), else the portable one (0). gemm_bf16_init selects the
- * vector one; call it before products run, never during. */
+/* C[mr, nr] = alpha * block + beta * C for one 32 x 32 block of sums in ct (the four
+ * accumulator tiles as stored, each 16 x 16 FP32 row-major: rows 0-15 x columns 0-15,
+ * rows 0-15 x 16-31, rows 16-31 x 0-15, rows 16-31 x 16-31); mr, nr <= 32; beta = 0:
+ * C is not read. alpha * sum is rounded, then fmaf(beta, C, that): one rounding each,
+ * whatever the compiler contracts. */
+void gemm_bf16_amx_write_c(const float *ct, float *c, int ldc, int mr, int nr, float alpha,
+                           float beta);
+/* The same with AVX-512 (gemm_bf16_amx_pack_avx512.c), the same bits. The scalar one
+ * costs about as much as the tile products of a 32 x 32 block over a depth block. */
+void gemm_bf16_amx_write_c_avx512(const float *ct, float *c, int ldc, int mr, int nr,
+                                  float alpha, float beta);
+/* Which packing gemm_bf16_amx_pack_a/b and write-back gemm_bf16_amx_write_c run: the
+ * vector ones when `vector` and the CPU has AVX512_BF16 (returns 1), else the portable
+ * ones (0). gemm_bf16_init selects the vector ones; call it before products run, never
+ * during. */
 int gemm_bf16_amx_pack_select(int vector);
 
 /* C = alpha op(A) op(B) + beta C. bpack: GEMM_BF16_BPACK bytes; works: per-thread

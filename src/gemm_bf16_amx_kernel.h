@@ -13,7 +13,6 @@
  *   AMX_ZERO(t)               tile t <- 0
  *   AMX_DP(d, a, b)           TDPBF16PS: tile d += tile a (BF16 pairs) @ tile b
  * Tile numbers are literal constants (the instructions encode them). */
-#include <math.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -66,21 +65,6 @@ static void block32(const uint32_t *a0, const uint32_t *a1, const uint32_t *b0,
     AMX_STORE(3, ct + 3 * TW, ROWB);
 }
 
-/* C[mr, nr] = alpha * block + beta * C (mr, nr <= 32; beta = 0: C is not read). The
- * multiply-add is fmaf, one rounding in both builds whatever the compiler contracts. */
-static void write_c(const float *ct, float *c, int ldc, int mr, int nr, float alpha,
-                    float beta)
-{
-    for (int r = 0; r < mr; r++) {
-        const float *s = ct + (size_t)(r >> 4) * 2 * TW + (size_t)(r & 15) * 16;
-        float *cr = c + (size_t)r * ldc;
-        for (int j = 0; j < nr; j++) {
-            const float v = alpha * s[(j >> 4) * TW + (j & 15)];
-            cr[j] = beta == 0.0f ? v : fmaf(beta, cr[j], v);
-        }
-    }
-}
-
 /* The product's arguments, as gemm_bf16 has them, and the shared B panel */
 typedef struct {
     int transa, transb, M, N, K, lda, ldb, ldc;
@@ -104,8 +88,8 @@ static void row_block(const product *g, uint32_t *ap, float *ct, int m0, int mc,
         for (int i = 0; i < mc; i += 32) {
             const uint32_t *a = ap + (size_t)(i / 16) * run;
             block32(a, a + run, b, b + run, nq, ct);
-            write_c(ct, g->C + (size_t)(m0 + i) * g->ldc + jc + n0, g->ldc,
-                    mc - i < 32 ? mc - i : 32, nr, g->alpha, beta);
+            gemm_bf16_amx_write_c(ct, g->C + (size_t)(m0 + i) * g->ldc + jc + n0, g->ldc,
+                                  mc - i < 32 ? mc - i : 32, nr, g->alpha, beta);
         }
     }
 }

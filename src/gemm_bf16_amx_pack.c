@@ -1,5 +1,5 @@
 /* gemm_bf16_amx_pack — packs FP32 operands into the BF16 tiles of the AMX matrix product
- * (layout in gemm_bf16_amx.h).
+ * (layout in gemm_bf16_amx.h), and writes the accumulator tiles back into C.
  *
  * Portable C, compiled once and called by both builds of the AMX kernel, so the
  * emulated twin runs the very packing code the hardware path runs; where the CPU has
@@ -16,6 +16,7 @@
  * side. Either way the reads are sequential and the writes stay inside 1 KB tiles. */
 #include "gemm_bf16_amx.h"
 
+#include <math.h>
 #include <string.h>
 
 #include "cpu_features.h" /* cpu_isa_level */
@@ -120,4 +121,23 @@ void gemm_bf16_amx_pack_b(uint32_t *bp, int transb, const float *B, int ldb, int
         pack_depth_contiguous(&t, B + (size_t)n0 * ldb + k0, (size_t)ldb, nc, kc);
     else
         pack_lines_contiguous(&t, B + (size_t)k0 * ldb + n0, (size_t)ldb, nc, kc);
+}
+
+void gemm_bf16_amx_write_c(const float *ct, float *c, int ldc, int mr, int nr, float alpha,
+                           float beta)
+{
+#if GT_SIMD_X86_BF16
+    if (use_vector) {
+        gemm_bf16_amx_write_c_avx512(ct, c, ldc, mr, nr, alpha, beta);
+        return;
+    }
+#endif
+    for (int r = 0; r < mr; r++) {
+        const float *s = ct + (size_t)(r >> 4) * 2 * T + (size_t)(r & 15) * 16;
+        float *cr = c + (size_t)r * ldc;
+        for (int j = 0; j < nr; j++) {
+            const float v = alpha * s[(j >> 4) * T + (j & 15)];
+            cr[j] = beta == 0.0f ? v : fmaf(beta, cr[j], v);
+        }
+    }
 }

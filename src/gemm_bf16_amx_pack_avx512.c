@@ -1,5 +1,6 @@
 /* gemm_bf16_amx_pack_avx512 — the tile packing of gemm_bf16_amx_pack.c with AVX512_BF16
- * conversions, which every CPU with AMX-BF16 has. The portable packing converts one
+ * conversions, which every CPU with AMX-BF16 has, and its write-back of the accumulator
+ * tiles into C a tile row (16 values) at a time. The portable packing converts one
  * value at a time (1-2 ns a value), about as long as a tile unit takes for the
  * products of a packed value at the model's smaller widths; here a tile of 16 lines x
  * 16 pairs is converted a vector at a time, turned by one 16 x 16 transpose where the
@@ -90,6 +91,22 @@ void gemm_bf16_amx_pack_b_avx512(uint32_t *bp, int transb, const float *B, int l
         pack_tiles(bp, ntiles, nq, B + (size_t)n0 * ldb + k0, (size_t)ldb, nc, kc, 1, 0);
     else
         pack_tiles(bp, ntiles, nq, B + (size_t)k0 * ldb + n0, (size_t)ldb, nc, kc, 0, 0);
+}
+
+void gemm_bf16_amx_write_c_avx512(const float *ct, float *c, int ldc, int mr, int nr,
+                                  float alpha, float beta)
+{
+    const __m512 va = _mm512_set1_ps(alpha), vb = _mm512_set1_ps(beta);
+    for (int r = 0; r < mr; r++) {
+        const float *s = ct + (size_t)(r >> 4) * 2 * T + (size_t)(r & 15) * 16;
+        float *cr = c + (size_t)r * ldc;
+        for (int h = 0; 16 * h < nr; h++) {
+            const __mmask16 m = lanes(nr - 16 * h);
+            __m512 v = _mm512_mul_ps(va, _mm512_loadu_ps(s + (size_t)h * T));
+            if (beta != 0.0f) v = _mm512_fmadd_ps(vb, _mm512_maskz_loadu_ps(m, cr + 16 * h), v);
+            _mm512_mask_storeu_ps(cr + 16 * h, m, v);
+        }
+    }
 }
 
 #include "bf16_target_end.h"

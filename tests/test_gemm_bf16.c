@@ -21,7 +21,9 @@
  *   (h) GENTRAIN_BF16 picks the path at gemm_bf16_init; a path the CPU lacks falls
  *       back with a warning; amx-emulated is never picked unless asked for;
  *   (i) the AMX path's two packings (AVX512_BF16 and portable) write the same bits,
- *       and the emulated twin meets (e) on both.
+ *       and the emulated twin meets (e) on both;
+ *   (j) so do its two write-backs of the accumulator tiles into C (AVX-512 and
+ *       portable), the twin meeting (e) on both.
  * Errors are measured against the reference scaled by sum_k |a_k b_k| per element, so
  * they are in units of FP32 rounding of the sums. */
 #include <math.h>
@@ -332,6 +334,41 @@ static void check_packing(void)
     free(x);
 }
 
+/* (j) the two write-backs of the AMX path's accumulator tiles into C give the same
+ * bits: every edge of rows and columns, alpha, beta = 0 over a C full of NaN and
+ * beta != 0, awkward sums and C values; nothing outside the mr x nr block is touched */
+static void check_write_back(void)
+{
+    if (!gemm_bf16_amx_pack_select(1)) {
+        printf("     AMX write-back: only the portable one runs (no AVX512_BF16)\n");
+        return;
+    }
+    static const int edges[] = {1, 15, 16, 17, 31, 32};
+    static const float alphas[] = {1.0f, -0.3f}, betas[] = {0.0f, 1.0f, 0.75f};
+    enum { LDC = 40, ROWS = 34 };
+    float ct[4 * GEMM_BF16_AMX_TILE], c0[ROWS * LDC], c[2][ROWS * LDC];
+    int same = 1, cases = 0;
+    for (size_t i = 0; i < sizeof ct / sizeof ct[0]; i++) ct[i] = awkward();
+    for (size_t i = 0; i < sizeof c0 / sizeof c0[0]; i++) c0[i] = awkward();
+    for (int mi = 0; mi < 6; mi++)
+        for (int ni = 0; ni < 6; ni++)
+            for (int ab = 0; ab < 6; ab++) {
+                const float alpha = alphas[ab / 3], beta = betas[ab % 3];
+                for (int v = 0; v < 2; v++) {
+                    for (int i = 0; i < ROWS * LDC; i++) c[v][i] = beta == 0.0f ? NAN : c0[i];
+                    (void)gemm_bf16_amx_pack_select(v);
+                    gemm_bf16_amx_write_c(ct, c[v] + LDC + 1, LDC, edges[mi], edges[ni], alpha,
+                                          beta);
+                }
+                same &= memcmp(c[0], c[1], sizeof c[0]) == 0;
+                cases++;
+            }
+    (void)gemm_bf16_amx_pack_select(1);
+    TU_CHECK(same, "AMX write-back: the AVX-512 write-back gives the portable one's bits "
+             "(%d cases: edges of rows and columns, alpha, beta 0 over NaN, beta 1 and 0.75)",
+             cases);
+}
+
 /* (f) the path in use against the portable one on a model-like shape */
 static void check_agree(enum gemm_bf16_path path, const char *name)
 {
@@ -414,9 +451,10 @@ int main(void)
         check_agree(paths[i].path, paths[i].name);
     }
     check_packing();
+    check_write_back();
     if (gemm_bf16_amx_pack_select(0) == 0 && avx) { /* the twin ran the vector packing */
         gemm_bf16_force_path(GEMM_BF16_AMX_EMULATED);
-        printf("     amx-emulated on the portable packing:\n");
+        printf("     amx-emulated on the portable packing and write-back:\n");
         check_sdm_order();
     }
     (void)gemm_bf16_amx_pack_select(1);
