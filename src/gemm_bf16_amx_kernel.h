@@ -18,6 +18,7 @@
 
 #include "gemm_bf16.h" /* GEMM_BF16_BPACK */
 #include "gemm_bf16_amx.h"
+#include "gemm_split.h"
 
 #ifdef _OPENMP
 #include <omp.h>
@@ -74,15 +75,15 @@ typedef struct {
     uint32_t *bp;
 } product;
 
-/* Rows m0 .. m0+mc against the packed B panel (nc columns from jc) at depth pc of kc;
- * beta: this depth block's (the caller's beta for the first, then 1). */
-static void row_block(const product *g, uint32_t *ap, float *ct, int m0, int mc, int jc,
-                      int nc, int pc, int kc, float beta)
+/* Rows m0 .. m0+mc, packed in ap, against columns n_from .. n_to of the packed B panel
+ * (nc columns from jc) at depth pc of kc; beta: this depth block's (the caller's beta
+ * for the first, then 1). */
+static void row_block(const product *g, const uint32_t *ap, float *ct, int m0, int mc,
+                      int jc, int nc, int n_from, int n_to, int kc, float beta)
 {
-    const int nq = (kc + 31) / 32, mtiles = 2 * ((mc + 31) / 32);
+    const int nq = (kc + 31) / 32;
     const size_t run = (size_t)nq * TW; /* one operand tile's nq chunks */
-    gemm_bf16_amx_pack_a(ap, g->transa, g->A, g->lda, m0, mc, mtiles, pc, kc);
-    for (int n0 = 0; n0 < nc; n0 += 32) {
+    for (int n0 = n_from; n0 < n_to; n0 += 32) {
         const uint32_t *b = g->bp + (size_t)(n0 / 16) * run;
         const int nr = nc - n0 < 32 ? nc - n0 : 32;
         for (int i = 0; i < mc; i += 32) {
@@ -111,16 +112,15 @@ static void run_thread(const product *g, uint8_t *w)
 #else
     const int nthreads = 1;
 #endif
-    /* Blocks of whole 32-row units, at most MC rows, as many as a multiple of the
-     * threads: every thread gets the same number of units, give or take one (as the
-     * AVX512_BF16 path; blocks of exactly MC rows leave threads idle where M / MC is
-     * not a multiple of the threads). */
-    const int munits = (g->M + 31) / 32, fewest = (munits + MC / 32 - 1) / (MC / 32);
-    const int mblocks = (fewest + nthreads - 1) / nthreads * nthreads;
+    const int munits = (g->M + 31) / 32; /* rows in whole 32-row units */
     amx_tilecfg_uniform(cfg, AMX_TILES, AMX_MAX_ROWS, AMX_MAX_COLSB);
     AMX_CONFIG(cfg);
     for (int jc = 0; jc < g->N; jc += NC) {
         const int nc = g->N - jc < NC ? g->N - jc : NC, nstrips = (nc + 31) / 32;
+        /* (row block, column group) items in 32 x 32 units, an equal share for every
+         * thread, as on the AVX512_BF16 path */
+        const gemm_split sp = gemm_split_for(munits, MC / 32, nstrips, nthreads);
+        const int items = sp.rblocks * sp.groups;
         for (int pc = 0; pc < g->K; pc += KC) {
             const int kc = g->K - pc < KC ? g->K - pc : KC, nq = (kc + 31) / 32;
 #pragma omp for schedule(static)
@@ -129,13 +129,22 @@ static void run_thread(const product *g, uint8_t *w)
                 gemm_bf16_amx_pack_b(g->bp + (size_t)2 * s * nq * TW, g->transb, g->B,
                                      g->ldb, jc + n0, nr, 2, pc, kc);
             }
+            int packed = -1; /* the row block in this thread's A buffer */
 #pragma omp for schedule(static)
-            for (int ib = 0; ib < mblocks; ib++) {
-                const int u0 = (int)((long long)ib * munits / mblocks),
-                          u1 = (int)((long long)(ib + 1) * munits / mblocks);
+            for (int it = 0; it < items; it++) {
+                const int rb = it / sp.groups;
+                int u0, u1, c0, c1;
+                gemm_split_part(rb, sp.rblocks, munits, &u0, &u1);
+                gemm_split_part(it % sp.groups, sp.groups, nstrips, &c0, &c1);
                 const int m0 = 32 * u0, mc = (32 * u1 < g->M ? 32 * u1 : g->M) - m0;
-                if (mc > 0)
-                    row_block(g, ap, ct, m0, mc, jc, nc, pc, kc, pc == 0 ? g->beta : 1.0f);
+                if (mc <= 0 || c0 >= c1) continue;
+                if (rb != packed) { /* a thread's items run in order: pack once */
+                    gemm_bf16_amx_pack_a(ap, g->transa, g->A, g->lda, m0, mc,
+                                         2 * ((mc + 31) / 32), pc, kc);
+                    packed = rb;
+                }
+                row_block(g, ap, ct, m0, mc, jc, nc, 32 * c0, c1 < nstrips ? 32 * c1 : nc, kc,
+                          pc == 0 ? g->beta : 1.0f);
             }
         }
     }
@@ -147,7 +156,7 @@ void AMX_ENTRY(int transa, int transb, int M, int N, int K, float alpha, const f
                void *bpack, void *const *works, int parallel)
 {
     const product g = {transa, transb, M, N, K, lda, ldb, ldc, alpha, beta, A, B, C, bpack};
-#pragma omp parallel if (parallel && M > 32)
+#pragma omp parallel if (parallel && (M > 32 || N > 32))
     {
 #ifdef _OPENMP
         run_thread(&g, works[parallel ? omp_get_thread_num() : 0]);

@@ -2,9 +2,9 @@
  *
  * The classic blocked product (as BLIS and OpenBLAS cut it): for each block of NC
  * columns and KC depth, B is packed once into strips of NR = 32 columns, then each
- * thread takes blocks of up to MC rows (as many blocks as a multiple of the threads),
- * packs them into strips of MR = 14 rows, and runs the micro-kernel on every (row
- * strip, column strip) pair. Packing rounds FP32 to BF16 and lays pairs of
+ * thread takes its items (gemm_split.h: blocks of up to MC rows, and of columns too
+ * where the rows are few for the threads), packs their rows into strips of MR = 14
+ * rows, and runs the micro-kernel on every (row strip, column strip) pair. Packing rounds FP32 to BF16 and lays pairs of
  * consecutive k side by side in one 32-bit word, the operand layout of VDPBF16PS:
  * lane i of acc += a[2i] b[2i] + a[2i+1] b[2i+1].
  *
@@ -25,6 +25,7 @@
 #include <stdint.h>
 
 #include "bf16_x86.h" /* lanes, pairs_of, transpose16 */
+#include "gemm_split.h"
 
 #ifdef _OPENMP
 #include <omp.h>
@@ -156,7 +157,7 @@ void gemm_bf16_avx512(int transa, int transb, int M, int N, int K, float alpha,
 {
     uint32_t *const bp = bpack;
     const int mstrips = (M + MR - 1) / MR;
-#pragma omp parallel if (parallel && mstrips > 1)
+#pragma omp parallel if (parallel && (mstrips > 1 || N > NR))
     {
 #ifdef _OPENMP
         uint32_t *const ap = apacks[parallel ? omp_get_thread_num() : 0];
@@ -165,16 +166,13 @@ void gemm_bf16_avx512(int transa, int transb, int M, int N, int K, float alpha,
         uint32_t *const ap = apacks[0];
         const int nthreads = 1;
 #endif
-        /* Blocks of at most MC rows, as many as a multiple of the threads, each of
-         * mstrips / mblocks row strips (rounded): every thread gets the same number of
-         * strips, give or take one. (Blocks of exactly MC rows left a thread idle for a
-         * quarter of the weight gradients' time at M = 384: 7 blocks on 2 threads.) */
-        const int fewest = (mstrips + MC / MR - 1) / (MC / MR);
-        const int mblocks = (fewest + nthreads - 1) / nthreads * nthreads;
         /* Every thread walks the same (column block, depth block) loops; the work inside
          * each is split by the omp for's, whose barriers keep packing and use apart. */
         for (int jc = 0; jc < N; jc += NC) {
             const int nc = N - jc < NC ? N - jc : NC, nstrips = (nc + NR - 1) / NR;
+            /* (row block, column group) items, an equal share for every thread */
+            const gemm_split sp = gemm_split_for(mstrips, MC / MR, nstrips, nthreads);
+            const int items = sp.rblocks * sp.groups;
             for (int pc = 0; pc < K; pc += KC) {
                 const int kc = K - pc < KC ? K - pc : KC, kc2 = (kc + 1) / 2;
                 const float bet = pc == 0 ? beta : 1.0f;
@@ -183,15 +181,22 @@ void gemm_bf16_avx512(int transa, int transb, int M, int N, int K, float alpha,
                     const int n0 = s * NR, nr = nc - n0 < NR ? nc - n0 : NR;
                     pack_b(bp + (size_t)s * kc2 * NR, transb, B, ldb, jc + n0, nr, pc, kc);
                 }
+                int packed = -1; /* the row block in this thread's A buffer */
 #pragma omp for schedule(static)
-                for (int ib = 0; ib < mblocks; ib++) {
-                    const int s0 = (int)((long long)ib * mstrips / mblocks),
-                              s1 = (int)((long long)(ib + 1) * mstrips / mblocks);
+                for (int it = 0; it < items; it++) {
+                    const int rb = it / sp.groups;
+                    int s0, s1, c0, c1;
+                    gemm_split_part(rb, sp.rblocks, mstrips, &s0, &s1);
+                    gemm_split_part(it % sp.groups, sp.groups, nstrips, &c0, &c1);
                     const int m0 = s0 * MR, mc = (s1 * MR < M ? s1 * MR : M) - m0;
-                    for (int i = 0; i < mc; i += MR)
-                        pack_a(ap + (size_t)(i / MR) * kc2 * MR, transa, A, lda, m0 + i,
-                               mc - i < MR ? mc - i : MR, pc, kc);
-                    for (int s = 0; s < nstrips; s++) {
+                    if (mc <= 0 || c0 >= c1) continue;
+                    if (rb != packed) { /* a thread's items run in order: pack once */
+                        for (int i = 0; i < mc; i += MR)
+                            pack_a(ap + (size_t)(i / MR) * kc2 * MR, transa, A, lda, m0 + i,
+                                   mc - i < MR ? mc - i : MR, pc, kc);
+                        packed = rb;
+                    }
+                    for (int s = c0; s < c1; s++) {
                         const int n0 = s * NR, nr = nc - n0 < NR ? nc - n0 : NR;
                         for (int i = 0; i < mc; i += MR)
                             kernel(kc2, ap + (size_t)(i / MR) * kc2 * MR,

@@ -205,15 +205,16 @@ static void check_nested(const char *path)
                  "products outside it", path);
 }
 
-/* (d) the same products on 1, 2 and 3 threads (300 rows: blocks of rows split
- * unevenly over 3 threads; 20 rows: fewer row strips than 3 threads, so a thread gets
- * none; 600 deep: 2 depth blocks) */
+/* (d) the same products on 1, 2 and 3 threads (gemm_split.h: 300 rows are blocks of
+ * rows split unevenly over 3 threads; 60 and 20 rows are too few for the threads, so
+ * the columns are split too, into 2 or 3 groups; 600 deep: 2 depth blocks) */
 static void check_threads(const char *path)
 {
 #ifdef _OPENMP
+    static const int rows[] = {300, 60, 20};
     int same = 1;
-    for (int t = 0; t < 8; t++) {
-        prob p = make(t < 4 ? 300 : 20, 200 + t, 600, t & 1, (t >> 1) & 1, 1.0f,
+    for (int t = 0; t < 12; t++) {
+        prob p = make(rows[t / 4], 200 + t, 600, t & 1, (t >> 1) & 1, 1.0f,
                       t % 4 == 0 ? 0.0f : 0.5f);
         omp_set_num_threads(1);
         float *one = run(&p);
@@ -227,8 +228,8 @@ static void check_threads(const char *path)
         drop(&p);
     }
     omp_set_num_threads(2);
-    TU_CHECK(same, "%s: 1, 2 and 3 OpenMP threads give the same bits (300 and 20 x 200 x "
-             "600, all four transpositions)", path);
+    TU_CHECK(same, "%s: 1, 2 and 3 OpenMP threads give the same bits (300, 60 and 20 x "
+             "200 x 600, all four transpositions; rows and columns split)", path);
 #else
     printf("     %s: one thread only (no OpenMP)\n", path);
 #endif

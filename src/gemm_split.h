@@ -1,0 +1,43 @@
+/* gemm_split — how the BF16 products (gemm_bf16_avx512.c, gemm_bf16_amx_kernel.h) deal
+ * the grid of one product's row strips x column strips out to their threads.
+ *
+ * The rows are cut into row blocks of at most `per_block` strips (the packed A buffer
+ * of a thread holds one block); when the rows alone give fewer than two strips per
+ * thread, the columns are cut too, into `groups` column groups. The work items are the
+ * (row block, column group) pairs, rblocks x groups of them, a multiple of the thread
+ * count, assigned statically: every thread gets the same share of the grid, give or
+ * take one row strip per item. Two threads on a model's products keep groups = 1 (its
+ * products have 19 row strips or more); many threads on few rows split the columns
+ * instead of leaving threads idle (56 threads, 384 rows: 28 strips of 14 rows).
+ *
+ * Header only: two static inline functions. */
+#ifndef GT_GEMM_SPLIT_H
+#define GT_GEMM_SPLIT_H
+
+typedef struct {
+    int rblocks; /* row blocks (some empty where there are fewer strips than blocks) */
+    int groups;  /* column groups, 1 .. the column strips */
+} gemm_split;
+
+static inline gemm_split gemm_split_for(int mstrips, int per_block, int nstrips, int nthreads)
+{
+    gemm_split s = {1, 1};
+    if (nthreads < 1) nthreads = 1;
+    if (mstrips < 2 * nthreads && mstrips > 0) {
+        s.groups = (2 * nthreads + mstrips - 1) / mstrips;
+        if (s.groups > nstrips) s.groups = nstrips > 0 ? nstrips : 1;
+    }
+    s.rblocks = (mstrips + per_block - 1) / per_block;
+    if (s.rblocks < 1) s.rblocks = 1;
+    while ((s.rblocks * s.groups) % nthreads != 0) s.rblocks++; /* fewer than nthreads steps */
+    return s;
+}
+
+/* Part i of `parts` near-equal parts of 0 .. total: [*lo, *hi) */
+static inline void gemm_split_part(int i, int parts, int total, int *lo, int *hi)
+{
+    *lo = (int)((long long)i * total / parts);
+    *hi = (int)((long long)(i + 1) * total / parts);
+}
+
+#endif
