@@ -132,12 +132,10 @@ static void run_thread(const product *g, uint8_t *w)
             int packed = -1; /* the row block in this thread's A buffer */
 #pragma omp for schedule(static)
             for (int it = 0; it < items; it++) {
-                const int rb = it / sp.groups;
-                int u0, u1, c0, c1;
-                gemm_split_part(rb, sp.rblocks, munits, &u0, &u1);
-                gemm_split_part(it % sp.groups, sp.groups, nstrips, &c0, &c1);
+                int rb, u0, u1, c0, c1;
+                if (!gemm_split_item(sp, it, munits, nstrips, &rb, &u0, &u1, &c0, &c1))
+                    continue;
                 const int m0 = 32 * u0, mc = (32 * u1 < g->M ? 32 * u1 : g->M) - m0;
-                if (mc <= 0 || c0 >= c1) continue;
                 if (rb != packed) { /* a thread's items run in order: pack once */
                     gemm_bf16_amx_pack_a(ap, g->transa, g->A, g->lda, m0, mc,
                                          2 * ((mc + 31) / 32), pc, kc);

@@ -184,12 +184,10 @@ void gemm_bf16_avx512(int transa, int transb, int M, int N, int K, float alpha,
                 int packed = -1; /* the row block in this thread's A buffer */
 #pragma omp for schedule(static)
                 for (int it = 0; it < items; it++) {
-                    const int rb = it / sp.groups;
-                    int s0, s1, c0, c1;
-                    gemm_split_part(rb, sp.rblocks, mstrips, &s0, &s1);
-                    gemm_split_part(it % sp.groups, sp.groups, nstrips, &c0, &c1);
+                    int rb, s0, s1, c0, c1;
+                    if (!gemm_split_item(sp, it, mstrips, nstrips, &rb, &s0, &s1, &c0, &c1))
+                        continue;
                     const int m0 = s0 * MR, mc = (s1 * MR < M ? s1 * MR : M) - m0;
-                    if (mc <= 0 || c0 >= c1) continue;
                     if (rb != packed) { /* a thread's items run in order: pack once */
                         for (int i = 0; i < mc; i += MR)
                             pack_a(ap + (size_t)(i / MR) * kc2 * MR, transa, A, lda, m0 + i,

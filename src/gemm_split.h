@@ -10,7 +10,7 @@
  * products have 19 row strips or more); many threads on few rows split the columns
  * instead of leaving threads idle (56 threads, 384 rows: 28 strips of 14 rows).
  *
- * Header only: two static inline functions. */
+ * Header only: static inline functions. */
 #ifndef GT_GEMM_SPLIT_H
 #define GT_GEMM_SPLIT_H
 
@@ -38,6 +38,17 @@ static inline void gemm_split_part(int i, int parts, int total, int *lo, int *hi
 {
     *lo = (int)((long long)i * total / parts);
     *hi = (int)((long long)(i + 1) * total / parts);
+}
+
+/* Item `it` of split s over mstrips x nstrips: its row block (*rb), its row strips
+ * [*s0, *s1) and column strips [*c0, *c1); returns 0 when the item is empty. */
+static inline int gemm_split_item(gemm_split s, int it, int mstrips, int nstrips, int *rb,
+                                  int *s0, int *s1, int *c0, int *c1)
+{
+    *rb = it / s.groups;
+    gemm_split_part(*rb, s.rblocks, mstrips, s0, s1);
+    gemm_split_part(it % s.groups, s.groups, nstrips, c0, c1);
+    return *s0 < *s1 && *c0 < *c1;
 }
 
 #endif
