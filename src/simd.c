@@ -16,6 +16,13 @@ enum simd_path simd_best_path(void)
     return l >= CPU_ISA_AVX512 ? SIMD_AVX512 : l >= CPU_ISA_AVX2 ? SIMD_AVX2 : SIMD_PORTABLE;
 }
 
+int simd_path_level(enum simd_path path)
+{
+    if (path == SIMD_AUTO) path = simd_get_path();
+    return path == SIMD_AVX512 ? CPU_ISA_AVX512 : path == SIMD_AVX2 ? CPU_ISA_AVX2
+                                                                   : CPU_ISA_GENERIC;
+}
+
 /* The path to use for `want` on this CPU; a path the CPU lacks gives the widest it has.
  * (Printed directly, not through util.c: the GPU step's test driver links this file
  * without the rest of gentrain.) */

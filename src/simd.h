@@ -117,6 +117,9 @@ enum simd_path simd_set_path(enum simd_path want);
 enum simd_path simd_get_path(void);
 /* The widest path this CPU can run. */
 enum simd_path simd_best_path(void);
+/* The vector level (cpu_features.h's enum cpu_isa, as an int) a path's loops use:
+ * CPU_ISA_AVX512, CPU_ISA_AVX2 or CPU_ISA_GENERIC (SIMD_AUTO: the path in use). */
+int simd_path_level(enum simd_path path);
 /* The table of a path (NULL for SIMD_AUTO), whether or not the CPU can run it (the
  * portable one for the vector paths of a build without them). */
 const simd_kernels *simd_kernels_of(enum simd_path path);

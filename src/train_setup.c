@@ -167,10 +167,7 @@ int train_settle_device(run *r)
  * as the CPU's own level). */
 static enum cpu_isa run_vector_level(void)
 {
-    const enum simd_path p = simd_get_path();
-    const enum cpu_isa own = p == SIMD_AVX512 ? CPU_ISA_AVX512
-                             : p == SIMD_AVX2 ? CPU_ISA_AVX2
-                                              : CPU_ISA_GENERIC;
+    const enum cpu_isa own = (enum cpu_isa)simd_path_level(SIMD_AUTO);
     const int blas = blas_core_level(blas_core_name());
     const enum cpu_isa core = blas < 0 ? cpu_isa_level() : (enum cpu_isa)blas;
     return own > core ? own : core;
