@@ -5,6 +5,7 @@
  * AMX are newer than some of the compilers we build with. */
 #include "cpu_features.h"
 
+#include <errno.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <string.h>
@@ -99,12 +100,33 @@ const char *cpu_isa_name(enum cpu_isa level)
 }
 
 #if GT_X86 && defined(__linux__)
+/* Why a CPU with AMX-BF16 in CPUID does not get the tile path (AMX_YES: it does) */
+enum amx_answer { AMX_UNKNOWN = -1, AMX_YES, AMX_NOT_IN_CPU, AMX_NOT_BY_OS, AMX_SHAPE,
+                  AMX_REFUSED };
+
+/* The tile shapes the AMX kernel is written for (gemm_bf16_amx.h): 8 tiles of 16 rows
+ * of 64 bytes, and TDPBF16PS taking 16 pairs deep and 64 bytes wide. Every AMX CPU so
+ * far has exactly these (CPUID leaf 0x1D palette 1, leaf 0x1E); a future palette with
+ * smaller tiles would fault or compute garbage, so it is checked, not assumed. */
+static int amx_shape_fits(void)
+{
+    unsigned p0[4], p1[4], tm[4];
+    cpuid(0x1d, 0, p0); /* EAX: the highest palette */
+    cpuid(0x1d, 1, p1); /* palette 1: EBX bytes per row | names << 16, ECX max rows */
+    cpuid(0x1e, 0, tm); /* TMUL: EBX max k (rows of B) | max n bytes << 8 */
+    if (p0[0] < 1) return 0;
+    const unsigned bytes_per_row = p1[1] & 0xffff, names = p1[1] >> 16,
+                   rows = p1[2] & 0xffff, maxk = tm[1] & 0xff, maxn = (tm[1] >> 8) & 0xffff;
+    return bytes_per_row >= 64 && names >= 8 && rows >= 16 && maxk >= 16 && maxn >= 64;
+}
+
 /* AMX as Linux's Documentation/arch/x86/xstate.rst asks a program to find it: CPUID
  * leaf 7 (EDX bit 22 AMX-BF16, bit 24 AMX-TILE), XCR0 bits 17 (XTILECFG) and 18
  * (XTILEDATA) set by the kernel, then permission for the 8 KB of tile data, which the
  * kernel hands out only on request (its first use traps, and without permission the
- * process gets SIGILL). The permission is per process; ARCH_GET_XCOMP_PERM confirms it. */
-static int amx_granted(void)
+ * process gets SIGILL). The permission is per process; ARCH_GET_XCOMP_PERM confirms it.
+ * *err: errno of a refused request. */
+static enum amx_answer amx_granted(int *err)
 {
     enum { ARCH_GET_XCOMP_PERM = 0x1022, ARCH_REQ_XCOMP_PERM = 0x1023, XTILECFG = 17,
            XTILEDATA = 18 };
@@ -113,29 +135,69 @@ static int amx_granted(void)
     cpuid(7, 0, l7);
     const int osxsave = (l1[2] >> 27) & 1;
     const int tile = (l7[3] >> 24) & 1, bf16 = (l7[3] >> 22) & 1;
-    if (!tile || !bf16 || !osxsave) return 0;
+    *err = 0;
+    if (!tile || !bf16) return AMX_NOT_IN_CPU;
     const unsigned long long tiles = (1ull << XTILECFG) | (1ull << XTILEDATA);
-    if ((xgetbv0() & tiles) != tiles) return 0;
-    if (syscall(SYS_arch_prctl, ARCH_REQ_XCOMP_PERM, XTILEDATA) != 0) return 0;
+    if (!osxsave || (xgetbv0() & tiles) != tiles) return AMX_NOT_BY_OS;
+    if (!amx_shape_fits()) return AMX_SHAPE;
+    if (syscall(SYS_arch_prctl, ARCH_REQ_XCOMP_PERM, XTILEDATA) != 0) {
+        *err = errno;
+        return AMX_REFUSED;
+    }
     unsigned long long perm = 0;
-    if (syscall(SYS_arch_prctl, ARCH_GET_XCOMP_PERM, &perm) != 0) return 0;
-    return (perm & (1ull << XTILEDATA)) != 0;
+    if (syscall(SYS_arch_prctl, ARCH_GET_XCOMP_PERM, &perm) != 0) {
+        *err = errno;
+        return AMX_REFUSED;
+    }
+    return (perm & (1ull << XTILEDATA)) ? AMX_YES : AMX_REFUSED;
+}
+
+static atomic_int amx_answer = AMX_UNKNOWN, amx_errno = 0;
+
+static enum amx_answer amx_status(void)
+{
+    int a = atomic_load_explicit(&amx_answer, memory_order_acquire);
+    if (a == AMX_UNKNOWN) {
+        int err;
+        a = amx_granted(&err);
+        atomic_store_explicit(&amx_errno, err, memory_order_relaxed);
+        atomic_store_explicit(&amx_answer, a, memory_order_release);
+    }
+    return (enum amx_answer)a;
 }
 #endif
 
 int cpu_has_amx_bf16(void)
 {
 #if GT_X86 && defined(__linux__)
-    static atomic_int answer = -1;
-    int a = atomic_load_explicit(&answer, memory_order_relaxed);
-    if (a < 0) {
-        a = amx_granted();
-        atomic_store_explicit(&answer, a, memory_order_relaxed);
-    }
-    return a;
+    return amx_status() == AMX_YES;
 #else
     return 0;
 #endif
+}
+
+const char *cpu_amx_declined(void)
+{
+#if GT_X86 && defined(__linux__)
+    static char why[160];
+    switch (amx_status()) {
+    case AMX_NOT_BY_OS:
+        return "the CPU has AMX-BF16 but the kernel does not enable tile state (XCR0 "
+               "bits 17, 18; Linux 5.16 or later does)";
+    case AMX_SHAPE:
+        return "the CPU's AMX tiles are not the 8 x 16 rows x 64 bytes the kernel is "
+               "written for (CPUID leaves 0x1D, 0x1E)";
+    case AMX_REFUSED:
+        snprintf(why, sizeof why, "the CPU has AMX-BF16 but Linux refused the tile state "
+                 "(arch_prctl ARCH_REQ_XCOMP_PERM: %s)",
+                 strerror(atomic_load_explicit(&amx_errno, memory_order_relaxed)));
+        return why;
+    case AMX_UNKNOWN:
+    case AMX_YES:
+    case AMX_NOT_IN_CPU: break;
+    }
+#endif
+    return NULL;
 }
 
 const char *cpu_model_name(char *buf, int cap)

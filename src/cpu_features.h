@@ -6,8 +6,8 @@
  *    OS saves the registers of (XCR0), so a path of that level can run. It is computed
  *    once; every call returns the same answer. On a non-x86 build it is CPU_ISA_GENERIC.
  *  - Levels are ordered: a CPU at a level can run every path of a lower one.
- *  - cpu_has_amx_bf16() checks CPUID (AMX-TILE, AMX-BF16) and XCR0 (the OS enabled
- *    the tile state, bits 17 and 18), then asks Linux for the tile data (arch_prctl),
+ *  - cpu_has_amx_bf16() checks CPUID (AMX-TILE, AMX-BF16), XCR0 (the OS enabled
+ *    the tile state, bits 17 and 18) and the tile shapes (CPUID 0x1D, 0x1E), then asks Linux for the tile data (arch_prctl),
  *    which a process must do before its first tile instruction; it returns 1 only
  *    when that permission was granted (for the whole process). Computed once.
  *  - cpu_fma_peak_gflops() measures, never guesses: `threads` threads run independent
@@ -28,8 +28,14 @@ enum cpu_isa {
 enum cpu_isa cpu_isa_level(void);
 /* "generic SSE2", "AVX", "AVX2+FMA", "AVX-512", "AVX-512+BF16". */
 const char *cpu_isa_name(enum cpu_isa level);
-/* 1 when the CPU has AMX-BF16 tiles and Linux granted this process their state. */
+/* 1 when the CPU has AMX-BF16 tiles of the shape the kernel uses and Linux granted
+ * this process their state. */
 int cpu_has_amx_bf16(void);
+/* Why a CPU that lists AMX-BF16 in CPUID does not get it (one line, no newline): the OS
+ * does not enable tile state, the tiles are of another shape, or Linux refused the
+ * permission (with its errno). NULL when AMX is granted or the CPU has none. The text
+ * lives in a static buffer: call it from one thread at a time. */
+const char *cpu_amx_declined(void);
 /* The CPU's model name from /proc/cpuinfo into buf (or "unknown CPU"); returns buf. */
 const char *cpu_model_name(char *buf, int cap);
 /* Measured FP32 multiply-add peak of `threads` threads, GFLOP/s (0 if it failed). */

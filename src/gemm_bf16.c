@@ -90,10 +90,17 @@ static enum gemm_bf16_path resolve(enum gemm_bf16_path want, int warn)
     if (want == GEMM_BF16_AUTO) return best_path();
     if (cpu_runs(want)) return want;
     const enum gemm_bf16_path best = best_path();
-    if (warn)
-        gt_warn("the %s BF16 products need a CPU this one is not (%s%s); using %s",
-                name_of(want), cpu_isa_name(cpu_isa_level()),
-                cpu_has_amx_bf16() ? ", AMX-BF16" : ", no AMX-BF16 tiles", name_of(best));
+    if (warn) {
+        const char *declined = want == GEMM_BF16_AMX ? cpu_amx_declined() : NULL;
+        if (declined)
+            gt_warn("the %s BF16 products cannot run: %s; using %s", name_of(want), declined,
+                    name_of(best));
+        else
+            gt_warn("the %s BF16 products need a CPU this one is not (%s%s); using %s",
+                    name_of(want), cpu_isa_name(cpu_isa_level()),
+                    cpu_has_amx_bf16() ? ", AMX-BF16" : ", no AMX-BF16 tiles",
+                    name_of(best));
+    }
     return best;
 }
 

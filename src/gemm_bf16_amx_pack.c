@@ -7,7 +7,8 @@
  * gemm_bf16_amx_pack_avx512.c instead, which writes the same bits
  * (gemm_bf16_amx_pack_select; tests compare the two). Rounding is FP32 to
  * BF16 to nearest, ties to even (as every BF16 path of gemm_bf16 rounds); a NaN stays a
- * NaN (made quiet); denormals are kept (TDPBF16PS then treats them as zero).
+ * NaN (made quiet); a denormal becomes a zero of its sign, as VCVTNEPS2BF16 makes it
+ * (TDPBF16PS would read it as zero anyway).
  *
  * Both operands are seen as `lines` (rows of op(A), columns of op(B)) of kc values
  * along the depth; a line's values pair up as (k, k + 1). Where the depth is

@@ -214,6 +214,9 @@ int train_report_compute(run *r)
     if (bf16) {
         par_printf("precision: bf16 matrix products (%s path), FP32 accumulation, weights "
                    "and optimizer\n", gemm_bf16_path_name());
+        /* a CPU that lists AMX but runs without it is said, not hidden */
+        const char *no_amx = cpu_amx_declined();
+        if (no_amx) par_printf("precision: AMX tiles not used: %s\n", no_amx);
     } else if (gpu && c->precision == PRECISION_BF16) {
         par_printf("precision: bf16 applies to the CPU; the GPU trains in FP16 with loss "
                    "scaling\n");

@@ -130,6 +130,14 @@ static double error_of(const prob *p, const float *C, int *padding_bad)
     return worst;
 }
 
+/* The error any order of summing K exact products of BF16 values in FP32 can make, in
+ * units of |alpha| sum |a b| + |beta c| (error_of): K - 1 additions, the product by
+ * alpha and the multiply-add with beta C, each a rounding of at most 2^-24, with room
+ * for one more. Order-free on purpose: the SDM and the Intrinsics Guide describe
+ * TDPBF16PS's order differently, and OpenBLAS (the portable path) has its own. A wrong
+ * operand rounding (2^-9) or a lost term is far outside it. */
+static double bound_of(int K) { return (K + 3) * 0x1p-24; }
+
 /* (a), (b) for the path in use */
 static void check_path(const char *path)
 {
@@ -147,10 +155,10 @@ static void check_path(const char *path)
             prob p = make(shapes[s][0], shapes[s][1], shapes[s][2], t & 1, t >> 1, c[0], c[1]);
             float *C = run(&p);
             int bad;
-            double e = error_of(&p, C, &bad);
-            if (e > 1e-5 || bad)
-                printf("     %s: M=%d N=%d K=%d ta=%d tb=%d alpha=%g beta=%g: error %.2e, "
-                       "%d written outside\n", path, p.M, p.N, p.K, p.ta, p.tb,
+            double e = error_of(&p, C, &bad) / bound_of(p.K);
+            if (e > 1.0 || bad)
+                printf("     %s: M=%d N=%d K=%d ta=%d tb=%d alpha=%g beta=%g: error %.2f of "
+                       "the bound, %d written outside\n", path, p.M, p.N, p.K, p.ta, p.tb,
                        (double)c[0], (double)c[1], e, bad);
             worst = fmax(worst, e);
             pad += bad;
@@ -158,8 +166,8 @@ static void check_path(const char *path)
             free(C);
             drop(&p);
         }
-    TU_CHECK(worst < 1e-5, "%s: %d products within %.1e of the bf16 reference (units of "
-             "the summed terms)", path, cases, worst);
+    TU_CHECK(worst <= 1.0, "%s: %d products within %.2f of the rounding bound of any "
+             "summation order from the bf16 reference", path, cases, worst);
     TU_CHECK(pad == 0, "%s: nothing outside C's block written (%d elements)", path, pad);
 }
 
@@ -262,7 +270,10 @@ static float sdm_element(const prob *p, int i, int j)
     return c;
 }
 
-static void check_sdm_order(void)
+/* The emulated twin must follow the SDM's order to the bit. Real tiles (must = 0) are
+ * only reported: the Intrinsics Guide describes another order, and which one the
+ * hardware takes is what this line records (check_path bounds the error either way). */
+static void check_sdm_order(const char *path, int must)
 {
     static const int shapes[][3] = {{20, 19, 99}, {3, 40, 700}, {33, 1, 64}};
     int same = 1, cases = 0;
@@ -280,8 +291,12 @@ static void check_sdm_order(void)
             free(C);
             drop(&p);
         }
-    TU_CHECK(same, "amx-emulated: %d products give the bits of the SDM's TDPBF16PS order "
-             "summed here in scalar code", cases);
+    if (must)
+        TU_CHECK(same, "%s: %d products give the bits of the SDM's TDPBF16PS order summed "
+                 "here in scalar code", path, cases);
+    else
+        printf("     %s: %d products %s the bits of the SDM's TDPBF16PS order (reported, "
+               "not checked)\n", path, cases, same ? "give" : "do NOT give");
 }
 
 /* (i) the two packings of the AMX path write the same bits: every edge of lines and
@@ -425,6 +440,9 @@ int main(void)
            cpu_has_amx_bf16() ? "AMX-BF16 tiles" : "no AMX tiles", gemm_bf16_path_name());
     TU_CHECK(strcmp(gemm_bf16_path_name(), best) == 0, "the path follows the CPU (%s)",
              gemm_bf16_path_name());
+    const char *declined = cpu_amx_declined();
+    if (declined) printf("     AMX declined: %s\n", declined);
+    TU_CHECK(!(cpu_has_amx_bf16() && declined), "AMX granted has no reason given against it");
     const struct {
         enum gemm_bf16_path path;
         const char *name;
@@ -448,7 +466,8 @@ int main(void)
         check_rounding(paths[i].name);
         if (paths[i].path == GEMM_BF16_PORTABLE) continue;
         check_threads(paths[i].name);
-        if (paths[i].path == GEMM_BF16_AMX_EMULATED) check_sdm_order();
+        if (paths[i].path == GEMM_BF16_AMX_EMULATED) check_sdm_order(paths[i].name, 1);
+        if (paths[i].path == GEMM_BF16_AMX) check_sdm_order(paths[i].name, 0);
         check_agree(paths[i].path, paths[i].name);
     }
     check_packing();
@@ -456,7 +475,7 @@ int main(void)
     if (gemm_bf16_amx_pack_select(0) == 0 && avx) { /* the twin ran the vector packing */
         gemm_bf16_force_path(GEMM_BF16_AMX_EMULATED);
         printf("     amx-emulated on the portable packing and write-back:\n");
-        check_sdm_order();
+        check_sdm_order("amx-emulated", 1);
     }
     (void)gemm_bf16_amx_pack_select(1);
     check_env("amx-emulated", "amx-emulated", 0);
