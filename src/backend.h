@@ -26,12 +26,18 @@ typedef struct gt_backend {
                            const float *bias, size_t N, int C, int OC);
     void (*matmul_backward)(float *dinp, float *dw, float *dbias, const float *dout,
                             const float *inp, const float *w, size_t N, int C, int OC);
-    void (*attention_forward)(float *out, float *att, const float *qkv, int B, int T,
-                              int C, int NH);
-    size_t (*attention_scratch_floats)(int T, int threads);
+    /* Attention (attention_cpu.h): the forward saves, per layer,
+     * attention_saved_floats(B, NH, T) floats for the backward (a log-sum-exp per row
+     * in FP32; the T x T probabilities in BF16), and both passes use
+     * attention_scratch_floats(T, hs, threads) floats of scratch, on at most `threads`
+     * OpenMP threads. */
+    void (*attention_forward)(float *out, float *saved, const float *qkv, float *scratch,
+                              int threads, int B, int T, int C, int NH);
     void (*attention_backward)(float *dqkv, const float *dout, const float *qkv,
-                               const float *att, float *scratch, int B, int T, int C,
-                               int NH);
+                               const float *saved, float *scratch, int threads, int B,
+                               int T, int C, int NH);
+    size_t (*attention_saved_floats)(int B, int NH, int T);
+    size_t (*attention_scratch_floats)(int T, int hs, int threads);
     void (*gelu_forward)(float *out, const float *inp, size_t N);
     void (*gelu_backward)(float *dinp, const float *inp, const float *dout, size_t N);
     void (*residual_forward)(float *out, const float *a, const float *b, size_t N);

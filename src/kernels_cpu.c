@@ -11,31 +11,19 @@
  * rows in ascending order, so they do not even depend on the thread count. Matrix
  * products are OpenBLAS sgemm, which does not split the inner dimension over threads.
  *
- * BLAS threading. The attention kernels call sgemm from inside their own parallel
- * region (one (batch, head) per iteration). The OpenMP build of OpenBLAS runs a call
- * made inside an active parallel region on the calling thread only, and a call made
- * outside one on all OpenMP threads, which is what we want. Any other OpenBLAS build
- * (pthreads) would start its own threads from every caller, so for those the
- * attention kernels pin BLAS to one thread around their parallel region. */
+ * Attention is attention_cpu.c (both precisions), which uses no BLAS. */
 #include "kernels_cpu.h"
 
 #include <math.h>
-#include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include <cblas.h> /* defines: cblas_sgemm (+ openblas_* with OpenBLAS) */
 
+#include "attention_cpu.h" /* both backends' attention */
 #include "backend.h"
 #include "gemm_bf16.h" /* defines: gemm_bf16 */
 #include "simd.h" /* defines: simd_kernels_get and the inner loops of every path */
-
-#ifdef _OPENMP
-#include <omp.h>
-#else
-static int omp_get_max_threads(void) { return 1; }
-static int omp_get_thread_num(void) { return 0; }
-#endif
 
 /* Below this many floats of work a kernel stays on one thread (fork/join costs more). */
 #define PAR_MIN_WORK 16384
@@ -43,12 +31,6 @@ static int omp_get_thread_num(void) { return 0; }
 #define ELEM_CHUNK 8192
 /* Column reductions work on blocks of this many columns. */
 #define COL_BLOCK SIMD_COL_BLOCK
-/* Attention works on blocks of this many query rows, so the products skip the
- * all-masked upper-right blocks of the T x T score matrix. */
-#ifndef ATT_ROW_BLOCK
-#define ATT_ROW_BLOCK 64
-#endif
-
 
 /* ------------------------------------------------------------------------------------ */
 /* SIMD path (the header's wrappers over simd.h) */
@@ -59,27 +41,6 @@ enum kernels_simd kernels_set_simd(enum kernels_simd want)
 }
 
 const char *kernels_simd_name(void) { return simd_kernels_get()->name; }
-
-/* ------------------------------------------------------------------------------------ */
-/* BLAS threading (see the header comment) */
-
-#ifdef OPENBLAS_VERSION
-/* Returns the BLAS thread count to restore, or 0 when nothing was changed. */
-static int blas_single_begin(void)
-{
-    if (openblas_get_parallel() == OPENBLAS_OPENMP) return 0;
-    int n = openblas_get_num_threads();
-    if (n > 1) openblas_set_num_threads(1);
-    return n > 1 ? n : 0;
-}
-static void blas_single_end(int saved)
-{
-    if (saved > 0) openblas_set_num_threads(saved);
-}
-#else
-static int blas_single_begin(void) { return 0; }
-static void blas_single_end(int saved) { (void)saved; }
-#endif
 
 /* ------------------------------------------------------------------------------------ */
 /* Work splitting helpers */
@@ -207,94 +168,6 @@ static void matmul_bwd(precision p, float *dinp, float *dw, float *dbias,
     }
 }
 
-/* ------------------------------------------------------------------------------------ */
-/* Attention */
-
-/* One (batch, head): rows of q/k/v have stride 3C, rows of out stride C. */
-static void att_fwd_head(precision p, const simd_kernels *kr, float *out, float *a,
-                         const float *q, int T, int C, int hs)
-{
-    const float *k = q + C, *v = q + 2 * C;
-    const int ld = 3 * C;
-    const float scale = 1.0f / sqrtf((float)hs);
-    for (int r0 = 0; r0 < T; r0 += ATT_ROW_BLOCK) {
-        int r1 = r0 + ATT_ROW_BLOCK < T ? r0 + ATT_ROW_BLOCK : T, m = r1 - r0;
-        /* a[r0:r1, 0:r1] = scale * q[r0:r1] @ k[0:r1]^T */
-        mm(p, 0, 1, m, r1, hs, scale, q + (size_t)r0 * ld, ld, k, ld, 0.0f,
-           a + (size_t)r0 * T, T);
-        for (int i = r0; i < r1; i++) kr->softmax_row(a + (size_t)i * T, i + 1, T);
-        /* out[r0:r1] = a[r0:r1, 0:r1] @ v[0:r1] */
-        mm(p, 0, 0, m, hs, r1, 1.0f, a + (size_t)r0 * T, T, v, ld, 0.0f,
-           out + (size_t)r0 * C, C);
-    }
-}
-
-static void att_bwd_head(precision p, const simd_kernels *kr, float *dq, const float *dout,
-                         const float *q, const float *a, float *d, int T, int C, int hs)
-{
-    const float *k = q + C, *v = q + 2 * C;
-    float *dk = dq + C, *dv = dq + 2 * C;
-    const int ld = 3 * C;
-    const float scale = 1.0f / sqrtf((float)hs);
-    for (int r0 = 0; r0 < T; r0 += ATT_ROW_BLOCK) {
-        int r1 = r0 + ATT_ROW_BLOCK < T ? r0 + ATT_ROW_BLOCK : T, m = r1 - r0;
-        const float *ab = a + (size_t)r0 * T, *dob = dout + (size_t)r0 * C;
-        float *db = d + (size_t)r0 * T;
-        /* datt[r0:r1, 0:r1] = dout[r0:r1] @ v[0:r1]^T */
-        mm(p, 0, 1, m, r1, hs, 1.0f, dob, C, v, ld, 0.0f, db, T);
-        /* dv[0:r1] += a[r0:r1, 0:r1]^T @ dout[r0:r1] */
-        mm(p, 1, 0, r1, hs, m, 1.0f, ab, T, dob, C, 1.0f, dv, ld);
-        /* dpre = a * (datt - rowsum(a * datt)), in place */
-        for (int i = r0; i < r1; i++)
-            kr->softmax_bwd_row(d + (size_t)i * T, a + (size_t)i * T, i + 1, r1);
-        /* dq[r0:r1] += scale * dpre @ k[0:r1] */
-        mm(p, 0, 0, m, hs, r1, scale, db, T, k, ld, 1.0f, dq + (size_t)r0 * ld, ld);
-        /* dk[0:r1] += scale * dpre^T @ q[r0:r1] */
-        mm(p, 1, 0, r1, hs, m, scale, db, T, q + (size_t)r0 * ld, ld, 1.0f, dk, ld);
-    }
-}
-
-static void att_forward(precision p, float *out, float *att, const float *qkv, int B, int T,
-                        int C, int NH)
-{
-    const simd_kernels *kr = simd_kernels_get();
-    const int hs = C / NH, jobs = B * NH;
-    /* With fewer heads than threads, stay serial and let sgemm use the threads. */
-    const int par = jobs >= omp_get_max_threads() && jobs > 1;
-    const int saved = par ? blas_single_begin() : 0;
-#pragma omp parallel for schedule(static) if (par)
-    for (int j = 0; j < jobs; j++) {
-        int b = j / NH, h = j % NH;
-        att_fwd_head(p, kr, out + (size_t)b * T * C + (size_t)h * hs,
-                     att + (size_t)j * T * T, qkv + (size_t)b * T * 3 * C + (size_t)h * hs, T,
-                     C, hs);
-    }
-    blas_single_end(saved);
-}
-
-size_t attention_scratch_floats(int T, int threads)
-{
-    return (size_t)(threads > 0 ? threads : 1) * (size_t)T * (size_t)T;
-}
-
-static void att_backward(precision p, float *dqkv, const float *dout, const float *qkv,
-                         const float *att, float *scratch, int B, int T, int C, int NH)
-{
-    const simd_kernels *kr = simd_kernels_get();
-    const int hs = C / NH, jobs = B * NH;
-    const int par = jobs >= omp_get_max_threads() && jobs > 1;
-    const int saved = par ? blas_single_begin() : 0;
-#pragma omp parallel for schedule(static) if (par)
-    for (int j = 0; j < jobs; j++) {
-        int b = j / NH, h = j % NH;
-        size_t qoff = (size_t)b * T * 3 * C + (size_t)h * hs;
-        float *d = scratch + (size_t)omp_get_thread_num() * T * T;
-        att_bwd_head(p, kr, dqkv + qoff, dout + (size_t)b * T * C + (size_t)h * hs,
-                     qkv + qoff, att + (size_t)j * T * T, d, T, C, hs);
-    }
-    blas_single_end(saved);
-}
-
 /* The public FP32 kernels, and the BF16 twins behind backend_cpu_bf16 */
 
 void matmul_forward(float *out, const float *inp, const float *w, const float *bias,
@@ -309,18 +182,6 @@ void matmul_backward(float *dinp, float *dw, float *dbias, const float *dout,
     matmul_bwd(PREC_FP32, dinp, dw, dbias, dout, inp, w, N, C, OC);
 }
 
-void attention_forward(float *out, float *att, const float *qkv, int B, int T, int C,
-                       int NH)
-{
-    att_forward(PREC_FP32, out, att, qkv, B, T, C, NH);
-}
-
-void attention_backward(float *dqkv, const float *dout, const float *qkv,
-                        const float *att, float *scratch, int B, int T, int C, int NH)
-{
-    att_backward(PREC_FP32, dqkv, dout, qkv, att, scratch, B, T, C, NH);
-}
-
 static void matmul_forward_bf16(float *out, const float *inp, const float *w,
                                 const float *bias, size_t N, int C, int OC)
 {
@@ -331,19 +192,6 @@ static void matmul_backward_bf16(float *dinp, float *dw, float *dbias, const flo
                                  const float *inp, const float *w, size_t N, int C, int OC)
 {
     matmul_bwd(PREC_BF16, dinp, dw, dbias, dout, inp, w, N, C, OC);
-}
-
-static void attention_forward_bf16(float *out, float *att, const float *qkv, int B, int T,
-                                   int C, int NH)
-{
-    att_forward(PREC_BF16, out, att, qkv, B, T, C, NH);
-}
-
-static void attention_backward_bf16(float *dqkv, const float *dout, const float *qkv,
-                                    const float *att, float *scratch, int B, int T, int C,
-                                    int NH)
-{
-    att_backward(PREC_BF16, dqkv, dout, qkv, att, scratch, B, T, C, NH);
 }
 
 /* ------------------------------------------------------------------------------------ */
@@ -424,8 +272,7 @@ void crossentropy_forward_backward(float *losses, float *logits, const int32_t *
 #define CPU_BACKEND_SHARED                                                              \
     .encoder_forward = encoder_forward, .encoder_backward = encoder_backward,           \
     .layernorm_forward = layernorm_forward, .layernorm_backward = layernorm_backward,   \
-    .attention_scratch_floats = attention_scratch_floats, .gelu_forward = gelu_forward, \
-    .gelu_backward = gelu_backward, .residual_forward = residual_forward,               \
+    .gelu_forward = gelu_forward, .gelu_backward = gelu_backward, .residual_forward = residual_forward,               \
     .residual_backward = residual_backward, .crossentropy_forward = crossentropy_forward, \
     .crossentropy_forward_backward = crossentropy_forward_backward,                     \
     .encoder_forward_shard = encoder_forward_shard,                                     \
@@ -439,6 +286,8 @@ const gt_backend backend_cpu = {
     .matmul_backward = matmul_backward,
     .attention_forward = attention_forward,
     .attention_backward = attention_backward,
+    .attention_saved_floats = attention_saved_floats,
+    .attention_scratch_floats = attention_scratch_floats,
 };
 
 /* The same kernels with every matrix product (attention's too) in BF16, for
@@ -450,4 +299,6 @@ const gt_backend backend_cpu_bf16 = {
     .matmul_backward = matmul_backward_bf16,
     .attention_forward = attention_forward_bf16,
     .attention_backward = attention_backward_bf16,
+    .attention_saved_floats = attention_saved_floats,
+    .attention_scratch_floats = attention_scratch_floats,
 };

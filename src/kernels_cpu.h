@@ -57,17 +57,7 @@ void matmul_forward(float *out, const float *inp, const float *w, const float *b
 void matmul_backward(float *dinp, float *dw, float *dbias, const float *dout,
                      const float *inp, const float *w, size_t N, int C, int OC);
 
-/* Causal multi-head self-attention.
- * qkv[B,T,3C] holds q | k | v, each [C] = NH heads of hs = C/NH.
- * att[B,NH,T,T]: softmax(q k^T / sqrt(hs)) with the causal mask (entries above the
- * diagonal are 0). out[B,T,C]: att @ v, heads concatenated. */
-void attention_forward(float *out, float *att, const float *qkv, int B, int T, int C,
-                       int NH);
-/* Floats of scratch attention_backward needs for `threads` OpenMP threads. */
-size_t attention_scratch_floats(int T, int threads);
-/* dqkv[B,T,3C] += gradient from dout[B,T,C]; uses att and qkv from the forward. */
-void attention_backward(float *dqkv, const float *dout, const float *qkv,
-                        const float *att, float *scratch, int B, int T, int C, int NH);
+/* Causal multi-head self-attention: attention_cpu.h (FP32, no T x T matrix stored). */
 
 /* GELU, tanh approximation (as GPT-2): out[N] = gelu(inp[N]). */
 void gelu_forward(float *out, const float *inp, size_t N);

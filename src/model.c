@@ -25,7 +25,8 @@ struct gpt_acts {
     /* Cl = C / tp, NHl = NH / tp: this tensor-parallel shard's part (model.h). */
     float *qkv;             /* [L,B,T,3Cl] */
     float *atty;            /* [L,B,T,Cl] attention output before the projection */
-    float *att;             /* [L,B,NHl,T,T] softmax probabilities */
+    float *att;             /* [L, attention_saved_floats(B,NHl,T)]: what the backend's
+                             * attention keeps for its backward (backend.h) */
     float *attproj;         /* [L,B,T,C] */
     float *residual2;       /* [L,B,T,C] after the attention branch */
     float *ln2, *ln2_mean, *ln2_rstd;   /* [L,B,T,C] [L,B,T] [L,B,T] */
@@ -42,7 +43,7 @@ struct gpt_acts {
     float *dln;             /* [B,T,C] gradient of a LayerNorm output / attention out */
     float *dqkv;            /* [B,T,3Cl] */
     float *dfch, *dfch_gelu;/* [B,T,4Cl] each */
-    float *att_scratch;     /* attention_scratch_floats(T, threads) */
+    float *att_scratch;     /* attention_scratch_floats(T, hs, threads), both passes */
     int B, T;               /* shape of the last forward */
     int have_grad;          /* last forward left d loss / d logits in logits */
 };
@@ -396,18 +397,20 @@ static gpt_acts *make_acts(const gpt_model *m, int B, int T)
     };
     const size_t sizes[] = {
         BT * C, L * BT * C, L * BT, L * BT, L * BT * 3 * Cl, L * BT * Cl,
-        L * (size_t)B * NH * (size_t)T * (size_t)T, L * BT * C, L * BT * C, L * BT * C,
+        L * m->be->attention_saved_floats(B, (int)NH, T), L * BT * C, L * BT * C, L * BT * C,
         L * BT, L * BT, L * BT * 4 * Cl, L * BT * 4 * Cl, L * BT * C, L * BT * C, BT * C,
         BT, BT, m->has_head ? BT * V / (size_t)m->tp_size : 0, BT, BT * C, BT * C,
-        BT * 3 * Cl, BT * 4 * Cl, BT * 4 * Cl, m->be->attention_scratch_floats(T, m->threads),
+        BT * 3 * Cl, BT * 4 * Cl, BT * 4 * Cl,
+        m->be->attention_scratch_floats(T, (int)(C / (size_t)m->shape.n_head), m->threads),
         BT, 2 * BT,
     };
     const size_t nslots = sizeof sizes / sizeof sizes[0];
     /* The same sum in floating point first: batch_size and block_size come from the
      * user, and their products must not wrap around in size_t. */
     const double Ld = (double)L, BTd = (double)B * T;
-    const double need = 4.0 * (Ld * BTd * (16.0 * C + 12.0 * Cl) +
-                               Ld * (double)B * NH * (double)T * T + BTd * (V + 16.0 * C));
+    const double att_saved = (double)B * NH * (double)m->be->attention_saved_floats(1, 1, T);
+    const double need = 4.0 * (Ld * BTd * (16.0 * C + 12.0 * Cl) + Ld * att_saved +
+                               BTd * (V + 16.0 * C));
     if (!(need < 0x1p50)) {
         gt_error("activations for batch_size %d x block_size %d of this model would need "
                  "%.3g bytes: too large (lower batch_size, block_size or use pp)", B, T, need);
@@ -490,7 +493,7 @@ const float *gpt_stage_forward(gpt_model *m, const int32_t *inputs, const float 
     const int Cl = C / m->tp_size, NHl = NH / m->tp_size; /* this shard's part */
     const int Vl = m->shape.vocab_size / m->tp_size;        /* its vocabulary rows */
     const size_t BTCl = BT * (size_t)Cl;
-    const size_t att_per_layer = (size_t)B * (size_t)NHl * (size_t)T * (size_t)T;
+    const size_t att_per_layer = be->attention_saved_floats(B, NHl, T);
     /* Row-parallel products: each shard adds its part; the bias once (tp rank 0). */
     const int add_bias = m->tp_rank == 0;
 
@@ -520,7 +523,7 @@ const float *gpt_stage_forward(gpt_model *m, const int32_t *inputs, const float 
                               param(m, layer_idx(m, l, LN1_B)), BT, C);
         be->matmul_forward(qkv, ln1, param(m, layer_idx(m, l, QKV_W)),
                            param(m, layer_idx(m, l, QKV_B)), BT, C, 3 * Cl);
-        be->attention_forward(atty, att, qkv, B, T, Cl, NHl);
+        be->attention_forward(atty, att, qkv, a->att_scratch, m->threads, B, T, Cl, NHl);
         be->matmul_forward(attproj, atty, param(m, layer_idx(m, l, ATTPROJ_W)),
                            add_bias ? param(m, layer_idx(m, l, ATTPROJ_B)) : NULL, BT, Cl, C);
         tp_sum(m, attproj, BTC);
@@ -638,7 +641,7 @@ const float *gpt_stage_backward(gpt_model *m, const float *dout)
     const size_t BT = (size_t)B * (size_t)T, BTC = BT * (size_t)C;
     const int Cl = C / m->tp_size, NHl = NH / m->tp_size; /* this shard's part */
     const size_t BTCl = BT * (size_t)Cl;
-    const size_t att_per_layer = (size_t)B * (size_t)NHl * (size_t)T * (size_t)T;
+    const size_t att_per_layer = be->attention_saved_floats(B, NHl, T);
     if (m->has_head) {
         /* Head: logits already hold d loss / d logits. */
         const int lnf = m->i_lnf;
@@ -693,7 +696,8 @@ const float *gpt_stage_backward(gpt_model *m, const float *dout)
                             param(m, layer_idx(m, l, ATTPROJ_W)), BT, Cl, C);
         grads_ready(m, layer_idx(m, l, ATTPROJ_W), layer_idx(m, l, ATTPROJ_B));
         memset(a->dqkv, 0, 3 * BTCl * sizeof(float));
-        be->attention_backward(a->dqkv, a->dln, qkv, att, a->att_scratch, B, T, Cl, NHl);
+        be->attention_backward(a->dqkv, a->dln, qkv, att, a->att_scratch, m->threads, B, T,
+                               Cl, NHl);
         memset(a->dln, 0, BTC * sizeof(float));
         be->matmul_backward(a->dln, grad(m, layer_idx(m, l, QKV_W)),
                             grad(m, layer_idx(m, l, QKV_B)), a->dqkv, ln1,
@@ -721,7 +725,10 @@ double gpt_flops_per_step(const gpt_shape *s, int B, int T)
 {
     const double N = (double)B * T, C = s->n_embd, L = s->n_layer, V = s->vocab_size;
     /* Forward: 2 flops per multiply-add. Per block: qkv 3C^2, proj C^2, fc 4C^2,
-     * fc proj 4C^2 per token, plus q k^T and att v over the full T x T (as computed).
+     * fc proj 4C^2 per token, plus q k^T and att v over the full T x T, as MFU is
+     * usually counted (PaLM, nanoGPT): the kernels skip the masked half and the CPU's
+     * backward computes q k^T again, 7 T^2 / 2 products per head in all against 6 T^2
+     * here, so the figure is the convention's, not the instructions run.
      * Backward costs twice the forward for both. */
     double matmul = 2.0 * N * (12.0 * C * C * L + C * V);
     double attention = 2.0 * 2.0 * (double)B * T * T * C * L;

@@ -212,7 +212,8 @@ void gpt_zero_grad(gpt_model *m);
 void gpt_backward(gpt_model *m);
 
 /* Floating point operations of one training step (forward + backward) on B x T
- * tokens, counting matrix products and attention products as computed. */
+ * tokens: the matrix products, and attention's over the full T x T, as MFU is usually
+ * counted (model.c says how that differs from what the kernels compute). */
 double gpt_flops_per_step(const gpt_shape *s, int B, int T);
 
 /* Makes forward and backward read `params` and add into `grads` (each [n_params], in

@@ -23,13 +23,16 @@ double plan_param_floats(const gpt_shape *s, int tp, int pp, int stage)
     return n;
 }
 
-double plan_act_floats(const gpt_shape *s, int tp, int pp, int stage, int Bm, int T)
+double plan_act_floats(const gpt_shape *s, int tp, int pp, int stage, int Bm, int T,
+                       int att_matrix)
 {
-    /* The buffers of model.c's activation slot, for this stage's blocks. */
+    /* The buffers of model.c's activation slot, for this stage's blocks: attention
+     * keeps the T x T probabilities (the GPU's) or one log-sum-exp per row (the CPU's,
+     * attention_cpu.h). */
     const double L = stage_layers(s, pp, stage), C = s->n_embd, Cl = C / tp,
                  NHl = (double)s->n_head / tp, BT = (double)Bm * T, V = s->vocab_size;
     const double per_block = BT * C * 6 + BT * 4 + BT * Cl * (3 + 1 + 8) +
-                             (double)Bm * NHl * T * T;
+                             (double)Bm * NHl * T * (att_matrix ? T : 1);
     const double once = BT * C * 4 + BT * 6 + BT * Cl * 11 + (stage == pp - 1 ? BT * V / tp : 0);
     return L * per_block + once;
 }
@@ -157,7 +160,7 @@ int plan_estimate_grid(const plan_machine *mc, const gpt_shape *s, int B, int T,
         const double params = plan_param_floats(s, g.tp, g.pp, st);
         if (params > max_params) max_params = params;
         const double mem = 16.0 * params + 4.0 * in_flight *
-                                               plan_act_floats(s, g.tp, g.pp, st, Bm, T);
+                                               plan_act_floats(s, g.tp, g.pp, st, Bm, T, mc->gpu);
         if (mem > max_mem) max_mem = mem;
     }
     const double compute = sum + (g.micro - 1) * slowest;

@@ -97,10 +97,12 @@ int plan_estimate_grid(const plan_machine *mc, const gpt_shape *s, int B, int T,
                        plan_grid g, double steps_ref, double noise_tokens,
                        plan_estimate *out, char *why, size_t cap);
 
-/* Floats a rank holds: parameters of its part, and activations of `slots` micro-batch
- * slots of Bm x T. */
+/* Floats a rank holds: parameters of its part, and activations of one micro-batch
+ * slot of Bm x T (att_matrix: attention keeps its T x T probabilities, as the GPU
+ * engine does; else a log-sum-exp per row, as the CPU's). */
 double plan_param_floats(const gpt_shape *s, int tp, int pp, int stage);
-double plan_act_floats(const gpt_shape *s, int tp, int pp, int stage, int Bm, int T);
+double plan_act_floats(const gpt_shape *s, int tp, int pp, int stage, int Bm, int T,
+                       int att_matrix);
 
 /* Floating-point work of one block's forward + backward on Bm x T (a 1/tp shard), and
  * of the embedding + head: what a described cluster's compute times come from. */

@@ -56,10 +56,28 @@ typedef struct simd_kernels {
                        const float *mean, const float *rstd, size_t N, int C, int c0, int w);
     /* acc[c0:c0+w] += sum over n of x[n*ld + c], rows in order; w <= 64 */
     void (*colsum)(float *acc, const float *x, size_t N, size_t ld, int c0, int w);
-    /* s[0..len) becomes its softmax, s[len..T) = 0 */
-    void (*softmax_row)(float *s, int len, int T);
+    /* s[0..len) becomes its softmax, s[len..T) = 0; returns the row's log-sum-exp,
+     * max + log(sum of exp(s - max)), all attention's backward keeps of the row */
+    float (*softmax_row)(float *s, int len, int T);
     /* d[j] = a[j] (d[j] - sum_k a[k] d[k]) for j < len; d[len..width) = 0 */
     void (*softmax_bwd_row)(float *d, const float *a, int len, int width);
+    /* The softmax row rebuilt from its scores and log-sum-exp: s[j] = exp(s[j] - lse)
+     * for j < len, s[len..width) = 0 */
+    void (*softmax_row_lse)(float *s, int len, int width, float lse);
+    /* A small product without packing, for operands already in cache (attention's, a
+     * few KB per head): C[i, j] = alpha sum_p A(i, p) B(p, j) (+ C[i, j] when
+     * accumulate) for i < m, j < n, p < k (tile_rows rows at a time), with A(i, p) = a[i a_rs + p a_cs]
+     * (either layout) and B(p, j) = b[p ldb + j] (rows contiguous). Each element's
+     * products are summed in order p = 0, 1, ... (one fused multiply-add each on the
+     * vector paths), then multiplied by alpha, then added to C. */
+    int tile_rows;
+    /* dst[c ldd + r] = src[r lds + c] for r < rows, c < cols (gemm_tile's B operands
+     * that are stored the other way round) */
+    void (*transpose)(float *dst, size_t ldd, const float *src, size_t lds, int rows,
+                      int cols);
+    void (*gemm_tile)(int m, int n, int k, float alpha, const float *a, ptrdiff_t a_rs,
+                      ptrdiff_t a_cs, const float *b, size_t ldb, float *c, size_t ldc,
+                      int accumulate);
     /* GELU (tanh form): out = gelu(x);  dinp += gelu'(x) dout */
     void (*gelu_fwd)(float *out, const float *x, size_t n);
     void (*gelu_bwd)(float *dinp, const float *x, const float *dout, size_t n);
@@ -79,6 +97,8 @@ typedef struct simd_kernels {
     /* bfloat16 <-> float: round to nearest even, NaN stays a (quiet) NaN */
     void (*bf16_from_float)(uint16_t *dst, const float *src, size_t n);
     void (*bf16_to_float)(float *dst, const uint16_t *src, size_t n);
+    /* x[i] = bf16_to_float(bf16_from_float(x[i])), in place */
+    void (*bf16_round)(float *x, size_t n);
 } simd_kernels;
 
 /* The vector twins exist where the compiler can target x86-64 vector extensions. */

@@ -113,6 +113,14 @@ static inline vf vbf16_load(const uint16_t *p)
     return _mm256_castsi256_ps(_mm256_slli_epi32(u, 16));
 }
 
+#define TILE_MR 6
+#define TILE_NV 2
+typedef __m256i vlanes; /* all ones in the lanes to load or store */
+#define vlanes_first(n)                                                                 \
+    _mm256_cmpgt_epi32(_mm256_set1_epi32(n), _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7))
+#define vload_lanes(p, m) _mm256_maskload_ps(p, m)
+#define vstore_lanes(p, m, v) _mm256_maskstore_ps(p, m, v)
+
 #include "simd_x86.h"
 
 #if defined(__clang__)

@@ -94,6 +94,13 @@ static inline vf vbf16_load(const uint16_t *p)
     return _mm512_castsi512_ps(_mm512_slli_epi32(u, 16));
 }
 
+#define TILE_MR 6
+#define TILE_NV 4
+typedef __mmask16 vlanes;
+#define vlanes_first(n) ((__mmask16)(0xffffu >> (16 - (n))))
+#define vload_lanes(p, m) _mm512_maskz_loadu_ps(m, p)
+#define vstore_lanes(p, m, v) _mm512_mask_storeu_ps(p, m, v)
+
 #include "simd_x86.h"
 
 #if defined(__clang__)

@@ -91,7 +91,7 @@ static void colsum_p(float *restrict acc, const float *restrict x, size_t N, siz
     for (int j = 0; j < w; j++) acc[c0 + j] += a[j];
 }
 
-static void softmax_row_p(float *s, int len, int T)
+static float softmax_row_p(float *s, int len, int T)
 {
     float mx = s[0];
     for (int j = 1; j < len; j++) mx = s[j] > mx ? s[j] : mx;
@@ -103,6 +103,63 @@ static void softmax_row_p(float *s, int len, int T)
     float inv = 1.0f / sum;
     for (int j = 0; j < len; j++) s[j] *= inv;
     for (int j = len; j < T; j++) s[j] = 0.0f;
+    return mx + logf(sum);
+}
+
+static void softmax_row_lse_p(float *s, int len, int width, float lse)
+{
+    for (int j = 0; j < len; j++) s[j] = expf(s[j] - lse);
+    for (int j = len; j < width; j++) s[j] = 0.0f;
+}
+
+/* TILE_ROWS rows at a time, over chunks of TILE_COLS columns held in a local block, so
+ * the inner loop (over columns) is one the compiler can vectorize */
+enum { TILE_ROWS = 4, TILE_COLS = 64 };
+
+/* m <= TILE_ROWS rows of gemm_tile_p, acc the caller's block */
+static void gemm_tile_rows(int m, int n, int k, float alpha, const float *a,
+                           ptrdiff_t a_rs, ptrdiff_t a_cs, const float *b, size_t ldb,
+                           float *c, size_t ldc, int accumulate,
+                           float acc[TILE_ROWS][TILE_COLS])
+{
+    for (int j0 = 0; j0 < n; j0 += TILE_COLS) {
+        const int nn = n - j0 < TILE_COLS ? n - j0 : TILE_COLS;
+        for (int i = 0; i < m; i++)
+            for (int j = 0; j < nn; j++) acc[i][j] = 0.0f;
+        for (int p = 0; p < k; p++) {
+            const float *bp = b + (size_t)p * ldb + j0;
+            for (int i = 0; i < m; i++) {
+                const float ai = a[i * a_rs + p * a_cs];
+                for (int j = 0; j < nn; j++) acc[i][j] += ai * bp[j];
+            }
+        }
+        for (int i = 0; i < m; i++) {
+            float *cr = c + (size_t)i * ldc + j0;
+            for (int j = 0; j < nn; j++)
+                cr[j] = accumulate ? alpha * acc[i][j] + cr[j] : alpha * acc[i][j];
+        }
+    }
+}
+
+static void transpose_p(float *dst, size_t ldd, const float *src, size_t lds, int rows,
+                        int cols)
+{
+    for (int r0 = 0; r0 < rows; r0 += 16) /* 16 x 16 blocks: both sides stay in cache */
+        for (int c0 = 0; c0 < cols; c0 += 16) {
+            const int r1 = r0 + 16 < rows ? r0 + 16 : rows, c1 = c0 + 16 < cols ? c0 + 16 : cols;
+            for (int c = c0; c < c1; c++)
+                for (int r = r0; r < r1; r++) dst[(size_t)c * ldd + r] = src[(size_t)r * lds + c];
+        }
+}
+
+static void gemm_tile_p(int m, int n, int k, float alpha, const float *a, ptrdiff_t a_rs,
+                        ptrdiff_t a_cs, const float *b, size_t ldb, float *c, size_t ldc,
+                        int accumulate)
+{
+    float acc[TILE_ROWS][TILE_COLS];
+    for (int i0 = 0; i0 < m; i0 += TILE_ROWS)
+        gemm_tile_rows(m - i0 < TILE_ROWS ? m - i0 : TILE_ROWS, n, k, alpha, a + i0 * a_rs,
+                       a_rs, a_cs, b, ldb, c + (size_t)i0 * ldc, ldc, accumulate, acc);
 }
 
 static void softmax_bwd_row_p(float *d, const float *a, int len, int width)
@@ -246,6 +303,15 @@ static void bf16_to_float_p(float *restrict dst, const uint16_t *restrict src, s
     }
 }
 
+static void bf16_round_p(float *x, size_t n)
+{
+    for (size_t i = 0; i < n; i++) {
+        uint16_t h;
+        bf16_from_float_p(&h, &x[i], 1);
+        bf16_to_float_p(&x[i], &h, 1);
+    }
+}
+
 const simd_kernels simd_kernels_portable = {
     .name = "portable",
     .add = add_p,
@@ -256,6 +322,10 @@ const simd_kernels simd_kernels_portable = {
     .colsum = colsum_p,
     .softmax_row = softmax_row_p,
     .softmax_bwd_row = softmax_bwd_row_p,
+    .softmax_row_lse = softmax_row_lse_p,
+    .tile_rows = TILE_ROWS,
+    .transpose = transpose_p,
+    .gemm_tile = gemm_tile_p,
     .gelu_fwd = gelu_fwd_p,
     .gelu_bwd = gelu_bwd_p,
     .xent_row = xent_row_p,
@@ -266,4 +336,5 @@ const simd_kernels simd_kernels_portable = {
     .half_to_float = half_to_float_p,
     .bf16_from_float = bf16_from_float_p,
     .bf16_to_float = bf16_to_float_p,
+    .bf16_round = bf16_round_p,
 };

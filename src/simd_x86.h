@@ -210,13 +210,14 @@ static void SIMD_FN(colsum)(float *restrict acc, const float *restrict x, size_t
 /* ------------------------------------------------------------------------------------ */
 /* attention softmax */
 
-static void SIMD_FN(softmax_row)(float *s, int len, int T)
+static float SIMD_FN(softmax_row)(float *s, int len, int T)
 {
     const size_t n = (size_t)len, full = n - n % VL, tail = n - full;
     vf mx = vset1(s[0]);
     for (size_t j = 0; j < full; j += VL) mx = vmax(mx, vload(s + j));
     if (tail) mx = vmax(mx, vload_part(s + full, tail, s[0]));
-    const vf mv = vset1(vhmax(mx));
+    const float row_max = vhmax(mx);
+    const vf mv = vset1(row_max);
     vf sum = vzero();
     for (size_t j = 0; j < full; j += VL) {
         vf e = vexp(vsub(vload(s + j), mv));
@@ -228,10 +229,21 @@ static void SIMD_FN(softmax_row)(float *s, int len, int T)
         vstore_part(s + full, tail, e);
         sum = vadd(sum, e);
     }
-    const vf inv = vset1(1.0f / vhsum(sum));
+    const float total = vhsum(sum);
+    const vf inv = vset1(1.0f / total);
     for (size_t j = 0; j < full; j += VL) vstore(s + j, vmul(vload(s + j), inv));
     if (tail) vstore_part(s + full, tail, vmul(vload_part(s + full, tail, 0.0f), inv));
     for (int j = len; j < T; j++) s[j] = 0.0f;
+    return row_max + logf(total);
+}
+
+static void SIMD_FN(softmax_row_lse)(float *s, int len, int width, float lse)
+{
+    const size_t n = (size_t)len, full = n - n % VL, tail = n - full;
+    const vf l = vset1(lse);
+    for (size_t j = 0; j < full; j += VL) vstore(s + j, vexp(vsub(vload(s + j), l)));
+    if (tail) vstore_part(s + full, tail, vexp(vsub(vload_part(s + full, tail, 0.0f), l)));
+    for (int j = len; j < width; j++) s[j] = 0.0f;
 }
 
 static void SIMD_FN(softmax_bwd_row)(float *d, const float *a, int len, int width)
@@ -438,6 +450,24 @@ static void SIMD_FN(bf16_from_float)(uint16_t *restrict dst, const float *restri
     if (i < n) simd_kernels_portable.bf16_from_float(dst + i, src + i, n - i);
 }
 
+/* bf16_from_float then bf16_to_float in one pass, in place: the rounding kept in the
+ * float's top 16 bits */
+static void SIMD_FN(bf16_round)(float *x, size_t n)
+{
+    const vi abs_mask = vi_set1(0x7fffffff), inf = vi_set1(0x7f800000),
+             half_ulp = vi_set1(0x7fff), one = vi_set1(1), top = vi_set1((int)0xffff0000u),
+             quiet = vi_set1(0x00400000);
+    size_t i = 0;
+    for (; i + VL <= n; i += VL) {
+        vi u = vcast_i(vload(x + i));
+        vi rounded = vi_and(vi_add(u, vi_add(half_ulp, vi_and(vi_srli(u, 16), one))), top);
+        vmask nan = vi_gt(vi_and(u, abs_mask), inf);
+        vi qnan = vi_and(vi_or(u, quiet), top);
+        vstore(x + i, vcast_f(vi_blend(nan, rounded, qnan)));
+    }
+    if (i < n) simd_kernels_portable.bf16_round(x + i, n - i);
+}
+
 static void SIMD_FN(bf16_to_float)(float *restrict dst, const uint16_t *restrict src,
                                    size_t n)
 {
@@ -445,6 +475,8 @@ static void SIMD_FN(bf16_to_float)(float *restrict dst, const uint16_t *restrict
     for (; i + VL <= n; i += VL) vstore(dst + i, vbf16_load(src + i));
     if (i < n) simd_kernels_portable.bf16_to_float(dst + i, src + i, n - i);
 }
+
+#include "simd_tile_x86.h" /* gemm_tile */
 
 const simd_kernels SIMD_TABLE = {
     .name = SIMD_NAME,
@@ -456,6 +488,10 @@ const simd_kernels SIMD_TABLE = {
     .colsum = SIMD_FN(colsum),
     .softmax_row = SIMD_FN(softmax_row),
     .softmax_bwd_row = SIMD_FN(softmax_bwd_row),
+    .softmax_row_lse = SIMD_FN(softmax_row_lse),
+    .tile_rows = TILE_MR,
+    .transpose = SIMD_FN(transpose),
+    .gemm_tile = SIMD_FN(gemm_tile),
     .gelu_fwd = SIMD_FN(gelu_fwd),
     .gelu_bwd = SIMD_FN(gelu_bwd),
     .xent_row = SIMD_FN(xent_row),
@@ -466,4 +502,5 @@ const simd_kernels SIMD_TABLE = {
     .half_to_float = SIMD_FN(half_to_float),
     .bf16_from_float = SIMD_FN(bf16_from_float),
     .bf16_to_float = SIMD_FN(bf16_to_float),
+    .bf16_round = SIMD_FN(bf16_round),
 };

@@ -8,7 +8,9 @@
  *       few float ulps of the row's scale: LayerNorm rows and columns, column sums, softmax and its
  *       backward, GELU and its gradient, cross-entropy, the squared norm;
  *   (c) the BF16 conversion is checked against its definition too (nearest even of
- *       the top 16 bits), not only against the portable loop.
+ *       the top 16 bits), not only against the portable loop;
+ *   (d) attention's pieces (small products, transpose, softmax's log-sum-exp) against
+ *       plain definitions on every path, the portable one included.
  * Paths the CPU cannot run are named and skipped: their code is still compiled. */
 #include <math.h>
 #include <stdint.h>
@@ -189,6 +191,20 @@ static void test_conversions(const simd_kernels *k)
         diff += got != want || memcmp(&f1[i], &f2[i], sizeof got) != 0;
     }
     TU_CHECK(diff == 0, "%s: all 65536 bf16 to float are exact (%d differ)", k->name, diff);
+
+    /* rounding in place: the two conversions in one, at every length's tail */
+    memcpy(f1, xs, sizeof f1);
+    k->bf16_round(f1, NH - 3);
+    diff = 0;
+    for (int i = 0; i < NH; i++) {
+        uint32_t want, got;
+        memcpy(&got, &f1[i], sizeof got);
+        memcpy(&want, &xs[i], sizeof want);
+        if (i < NH - 3) want = (uint32_t)bf16_reference(xs[i]) << 16;
+        diff += got != want;
+    }
+    TU_CHECK(diff == 0, "%s: bf16_round in place is bf16_from_float then bf16_to_float, "
+             "and stops at n (%d differ)", k->name, diff);
 }
 
 /* Row kernels: within a few ulps of the portable path at every tail length. */
@@ -205,7 +221,9 @@ static void test_rows(const simd_kernels *k)
         p->ln_fwd_row(o1, &m1, &r1, x, w, b, n);
         k->ln_fwd_row(o2, &m2, &r2, x, w, b, n);
         double e = relerr(o1, o2, (size_t)n, 1e-3);
-        e = fmax(e, fmax(tu_relerr(m1, m2, 1e-3), tu_relerr(r1, r2, 1e-3)));
+        /* the mean of values in [-2, 2] can be near 0: its error is measured against
+         * the values' scale (2), as the sums it comes from are */
+        e = fmax(e, fmax(tu_relerr(m1, m2, 2.0), tu_relerr(r1, r2, 1e-3)));
         e_ln = fmax(e_ln, e);
         memset(o1, 0, (size_t)n * sizeof *o1);
         memset(o2, 0, (size_t)n * sizeof *o2);
@@ -280,6 +298,94 @@ static void test_rows(const simd_kernels *k)
     free(x), free(d), free(mean), free(rstd);
 }
 
+/* (d) attention's pieces (attention_cpu.c) against plain definitions, every path the
+ * portable one included: gemm_tile over every edge of rows (1 .. 2 tiles + 1) and
+ * columns (1 .. 2 chunks + 1), A either way round, alpha, accumulate, with C's
+ * neighbours untouched; the transpose (exact); softmax's log-sum-exp, and the row
+ * rebuilt from it. */
+static void test_attention_pieces(const simd_kernels *k)
+{
+    static const int ns[] = {1, 7, 8, 15, 16, 17, 31, 33, 63, 64, 65, 127, 130};
+    static const int ks[] = {1, 5, 64};
+    double e_tile = 0.0;
+    int outside = 0, cases = 0;
+    for (int m = 1; m <= 2 * k->tile_rows + 1; m++)
+        for (size_t in = 0; in < sizeof ns / sizeof ns[0]; in++)
+            for (size_t ik = 0; ik < sizeof ks / sizeof ks[0]; ik++) {
+                const int n = ns[in], kk = ks[ik], acc = (m + (int)in) & 1,
+                          trans = (m + (int)ik) & 1;
+                const size_t lda = (size_t)(trans ? m : kk) + 3, ldb = (size_t)n + 5,
+                             ldc = (size_t)n + 9;
+                float *a = frand(lda * (size_t)(trans ? kk : m), -1, 1);
+                float *b = frand(ldb * (size_t)kk, -1, 1);
+                float *c = frand(ldc * (size_t)(m + 1), -1, 1), *c0 = fdup(c, ldc * (m + 1));
+                const ptrdiff_t rs_ = trans ? 1 : (ptrdiff_t)lda, cs_ = trans ? (ptrdiff_t)lda : 1;
+                const float alpha = acc ? 0.75f : 1.0f;
+                k->gemm_tile(m, n, kk, alpha, a, rs_, cs_, b, ldb, c, ldc, acc);
+                for (int i = 0; i <= m; i++)
+                    for (size_t j = 0; j < ldc; j++) {
+                        const size_t at = (size_t)i * ldc + j;
+                        if (i == m || j >= (size_t)n) {
+                            outside += memcmp(&c[at], &c0[at], sizeof *c) != 0;
+                            continue;
+                        }
+                        double want = 0.0, mag = 0.0;
+                        for (int q = 0; q < kk; q++) {
+                            const double t = (double)a[i * rs_ + q * cs_] * b[(size_t)q * ldb + j];
+                            want += t;
+                            mag += fabs(t);
+                        }
+                        want = alpha * want + (acc ? c0[at] : 0.0);
+                        mag = alpha * mag + (acc ? fabs(c0[at]) : 0.0) + 1e-30;
+                        e_tile = fmax(e_tile, fabs(c[at] - want) / mag);
+                    }
+                cases++;
+                free(a), free(b), free(c), free(c0);
+            }
+    /* k + 2 roundings of at most 2^-24 each (the sum, alpha, the add) */
+    TU_CHECK(e_tile < 67 * 0x1p-24, "%s: gemm_tile, %d products within %.2e of the summed "
+             "terms' scale", k->name, cases, e_tile);
+    TU_CHECK(outside == 0, "%s: gemm_tile writes nothing outside C's block (%d)", k->name,
+             outside);
+
+    int same = 1;
+    static const int shapes[][2] = {{1, 1}, {7, 9}, {8, 8}, {16, 64}, {33, 17}, {256, 64}};
+    for (size_t t = 0; t < sizeof shapes / sizeof shapes[0]; t++) {
+        const int rows = shapes[t][0], cols = shapes[t][1];
+        const size_t lds = (size_t)cols + 7, ldd = (size_t)rows + 3;
+        float *src = frand(lds * rows, -1, 1), *dst = frand(ldd * (size_t)(cols + 1), -1, 1);
+        float *dst0 = fdup(dst, ldd * (size_t)(cols + 1));
+        k->transpose(dst, ldd, src, lds, rows, cols);
+        for (int c = 0; c <= cols; c++)
+            for (size_t r = 0; r < ldd; r++) {
+                const float want = c < cols && r < (size_t)rows ? src[r * lds + (size_t)c]
+                                                                : dst0[(size_t)c * ldd + r];
+                same &= memcmp(&want, &dst[(size_t)c * ldd + r], sizeof want) == 0;
+            }
+        free(src), free(dst), free(dst0);
+    }
+    TU_CHECK(same, "%s: transpose moves every value and nothing else (6 shapes, 1 x 1 to "
+             "256 x 64)", k->name);
+
+    double e_lse = 0.0, e_back = 0.0;
+    for (size_t i = 0; i < sizeof lens / sizeof lens[0]; i++) {
+        const int n = (int)lens[i], len = n - n / 3 > 0 ? n - n / 3 : 1;
+        float *x = frand((size_t)n, -8, 8), *s1 = fdup(x, (size_t)n), *s2 = fdup(x, (size_t)n);
+        double mx = -1e300, sum = 0.0;
+        for (int j = 0; j < len; j++) mx = fmax(mx, x[j]);
+        for (int j = 0; j < len; j++) sum += exp(x[j] - mx);
+        const float lse = k->softmax_row(s1, len, n);
+        e_lse = fmax(e_lse, fabs(lse - (mx + log(sum))) / (fabs(mx) + 1.0));
+        if (n > len) s2[len] = 99.0f; /* past len: must become 0 */
+        k->softmax_row_lse(s2, len, n, lse);
+        e_back = fmax(e_back, relerr(s1, s2, (size_t)n, 1e-6));
+        free(x), free(s1), free(s2);
+    }
+    TU_CHECK(e_lse < 1e-6, "%s: softmax row's log-sum-exp vs double %.2e", k->name, e_lse);
+    TU_CHECK(e_back < 1e-5, "%s: the row rebuilt from its log-sum-exp vs the softmax %.2e",
+             k->name, e_back);
+}
+
 int main(void)
 {
     const enum simd_path best = simd_best_path();
@@ -294,7 +400,9 @@ int main(void)
         test_elementwise(k);
         test_conversions(k);
         test_rows(k);
+        test_attention_pieces(k);
     }
+    test_attention_pieces(&simd_kernels_portable);
     /* the portable path itself: bf16 against its definition */
     test_conversions(&simd_kernels_portable);
     TU_CHECK(simd_set_path(SIMD_PORTABLE) == SIMD_PORTABLE &&

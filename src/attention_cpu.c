@@ -1,0 +1,221 @@
+/* attention_cpu — see attention_cpu.h for the contract.
+ *
+ * One (batch, head) is one job, on one thread; B * NH jobs are split statically. A job's
+ * operands are small (T x hs floats each: 64 KB at T = 256, hs = 64), so the products
+ * run on the SIMD path's gemm_tile (simd.h), a register-blocked micro-kernel that reads
+ * its operands in place: no packing, no BLAS call per block, and the causal mask
+ * skipped tile by tile (tile_rows query rows see keys up to their last row only).
+ *
+ * Forward, per tile of query rows i0 .. i0 + m (keys 0 .. i0 + m):
+ *   S = scale Q K^T       (K transposed once per job into kt, so B's rows are contiguous)
+ *   P = softmax(S) by rows, saving each row's log-sum-exp
+ *   O = P V
+ * S and P live in a tile-sized scratch: the T x T probabilities are never stored.
+ *
+ * Backward, per block of ATT_ROWS query rows r0 .. r1, first per tile of rows:
+ *   P  = exp(scale Q K^T - lse)      rebuilt (one product more than a stored P)
+ *   dP = dO V^T                        (V transposed once per job into vt)
+ *   dS = P (dP - rowsum(P dP))
+ *   dQ += scale dS K
+ * then, over key tiles j0 of keys 0 .. r1, with the block's P and dS as A^T:
+ *   dV += P^T dO,  dK += scale dS^T Q  (queries from max(r0, j0): P, dS are 0 above)
+ * The block's P and dS rows stay in scratch between the two loops.
+ *
+ * Every element of a gradient is summed by one thread in a fixed order, so the results
+ * do not depend on the thread count. */
+#include "attention_cpu.h"
+
+#include <math.h>
+
+#include "simd.h" /* simd_kernels_get: gemm_tile, softmax rows */
+
+#ifdef _OPENMP
+#include <omp.h>
+#else
+static int omp_get_max_threads(void) { return 1; }
+static int omp_get_thread_num(void) { return 0; }
+#endif
+
+/* Query rows per backward block: dV and dK are read and written once per block, and a
+ * block's P and dS rows (2 x ATT_ROWS x T floats) stay in L2 at T = 1024. A multiple of
+ * every path's tile_rows (4, 6). */
+#define ATT_ROWS 48
+
+/* per thread: 5 T x hs operand copies, 2 ATT_ROWS x T rows of P and dS */
+static size_t per_thread(int T, int hs)
+{
+    return 5 * (size_t)hs * (size_t)T + 2 * (size_t)ATT_ROWS * (size_t)T;
+}
+
+size_t attention_scratch_floats(int T, int hs, int threads)
+{
+    return (size_t)(threads > 0 ? threads : 1) * per_thread(T, hs);
+}
+
+size_t attention_saved_floats(int B, int NH, int T)
+{
+    return (size_t)B * (size_t)NH * (size_t)T;
+}
+
+/* dst[j hs + d] = src[j ld + d]: a head's T rows made contiguous. The rows of qkv are
+ * 3C apart, so a product walking them would touch a new page at every step (a TLB
+ * miss per k at T = 256, C = 384); the copy touches each once. */
+static void copy_rows(float *restrict dst, const float *restrict src, int T, int ld, int hs)
+{
+    for (int j = 0; j < T; j++) /* a loop, not memcpy: hs is 64 floats, a call costs more */
+        for (int d = 0; d < hs; d++) dst[(size_t)j * hs + d] = src[(size_t)j * ld + d];
+}
+
+/* One (batch, head): q, k, v rows of stride 3C, out rows of stride C, lse[T]; with
+ * bf16, every product's operands rounded to BF16 first (their products are then exact
+ * in FP32, and summed in FP32 as gemm_bf16's portable path sums them) */
+static void fwd_head(const simd_kernels *kr, float *out, float *lse, const float *q,
+                     float *scratch, int T, int C, int hs, int bf16)
+{
+    const float *k = q + C, *v = q + 2 * C;
+    const int ld = 3 * C, mr = kr->tile_rows;
+    const size_t th = (size_t)T * hs;
+    const float scale = 1.0f / sqrtf((float)hs);
+    float *kt = scratch, *vc = kt + th, *qc = vc + th, *s = qc + th;
+    kr->transpose(kt, (size_t)T, k, (size_t)ld, T, hs);
+    copy_rows(vc, v, T, ld, hs);
+    const float *qa = q;
+    int lda = ld;
+    if (bf16) { /* Q is read in place in FP32; in BF16 a rounded copy */
+        copy_rows(qc, q, T, ld, hs);
+        kr->bf16_round(kt, th);
+        kr->bf16_round(vc, th);
+        kr->bf16_round(qc, th);
+        qa = qc;
+        lda = hs;
+    }
+    for (int i0 = 0; i0 < T; i0 += mr) {
+        const int m = T - i0 < mr ? T - i0 : mr, keys = i0 + m;
+        kr->gemm_tile(m, keys, hs, scale, qa + (size_t)i0 * lda, lda, 1, kt, (size_t)T, s,
+                      (size_t)T, 0);
+        for (int i = 0; i < m; i++) {
+            lse[i0 + i] = kr->softmax_row(s + (size_t)i * T, i0 + i + 1, keys);
+            if (bf16) kr->bf16_round(s + (size_t)i * T, (size_t)keys);
+        }
+        kr->gemm_tile(m, hs, keys, 1.0f, s, T, 1, vc, (size_t)hs, out + (size_t)i0 * C,
+                      (size_t)C, 0);
+    }
+}
+
+static void bwd_head(const simd_kernels *kr, float *dq, const float *dout, const float *q,
+                     const float *lse, float *scratch, int T, int C, int hs, int bf16)
+{
+    const float *k = q + C, *v = q + 2 * C;
+    float *dk = dq + C, *dv = dq + 2 * C;
+    const int ld = 3 * C, mr = kr->tile_rows;
+    const float scale = 1.0f / sqrtf((float)hs);
+    const size_t th = (size_t)T * hs;
+    float *kt = scratch, *vt = kt + th, *kc = vt + th, *qc = kc + th, *oc = qc + th,
+          *p = oc + th, *d = p + (size_t)ATT_ROWS * T;
+    kr->transpose(kt, (size_t)T, k, (size_t)ld, T, hs);
+    kr->transpose(vt, (size_t)T, v, (size_t)ld, T, hs);
+    copy_rows(kc, k, T, ld, hs);
+    copy_rows(qc, q, T, ld, hs);
+    copy_rows(oc, dout, T, C, hs);
+    if (bf16)
+        for (float *x = kt; x < p; x += th) kr->bf16_round(x, th); /* the 5 copies */
+    for (int r0 = 0; r0 < T; r0 += ATT_ROWS) {
+        const int r1 = r0 + ATT_ROWS < T ? r0 + ATT_ROWS : T;
+        for (int i0 = r0; i0 < r1; i0 += mr) {
+            const int m = r1 - i0 < mr ? r1 - i0 : mr, keys = i0 + m;
+            float *pb = p + (size_t)(i0 - r0) * T, *db = d + (size_t)(i0 - r0) * T;
+            kr->gemm_tile(m, keys, hs, scale, qc + (size_t)i0 * hs, hs, 1, kt, (size_t)T, pb,
+                          (size_t)T, 0);
+            kr->gemm_tile(m, keys, hs, 1.0f, oc + (size_t)i0 * hs, hs, 1, vt, (size_t)T, db,
+                          (size_t)T, 0);
+            for (int i = 0; i < m; i++) {
+                /* rows are zeroed up to r1: the key loop below reads them that far */
+                float *pr = pb + (size_t)i * T, *dr = db + (size_t)i * T;
+                kr->softmax_row_lse(pr, i0 + i + 1, r1, lse[i0 + i]);
+                kr->softmax_bwd_row(dr, pr, i0 + i + 1, r1); /* on FP32 P and dP */
+                if (bf16) { /* then P and dS are operands */
+                    kr->bf16_round(pr, (size_t)(i0 + i + 1));
+                    kr->bf16_round(dr, (size_t)(i0 + i + 1));
+                }
+            }
+            kr->gemm_tile(m, hs, keys, scale, db, T, 1, kc, (size_t)hs, dq + (size_t)i0 * ld,
+                          (size_t)ld, 1);
+        }
+        for (int j0 = 0; j0 < r1; j0 += mr) {
+            const int m = r1 - j0 < mr ? r1 - j0 : mr, q0 = j0 > r0 ? j0 : r0,
+                      queries = r1 - q0;
+            const size_t at = (size_t)(q0 - r0) * T + (size_t)j0;
+            kr->gemm_tile(m, hs, queries, 1.0f, p + at, 1, T, oc + (size_t)q0 * hs,
+                          (size_t)hs, dv + (size_t)j0 * ld, (size_t)ld, 1);
+            kr->gemm_tile(m, hs, queries, scale, d + at, 1, T, qc + (size_t)q0 * hs,
+                          (size_t)hs, dk + (size_t)j0 * ld, (size_t)ld, 1);
+        }
+    }
+}
+
+/* The team: the runtime's threads, but no more than the scratch has room for */
+static int team_size(int threads, int jobs)
+{
+    int n = omp_get_max_threads();
+    if (threads < n) n = threads;
+    if (jobs < n) n = jobs;
+    return n > 1 ? n : 1;
+}
+
+static void forward(float *out, float *lse, const float *qkv, float *scratch, int threads,
+                    int B, int T, int C, int NH, int bf16)
+{
+    const simd_kernels *kr = simd_kernels_get();
+    const int hs = C / NH, jobs = B * NH, team = team_size(threads, jobs);
+    const size_t per = per_thread(T, hs);
+    (void)team;
+#pragma omp parallel for schedule(static) num_threads(team) if (team > 1)
+    for (int j = 0; j < jobs; j++) {
+        const int b = j / NH, h = j % NH;
+        fwd_head(kr, out + (size_t)b * T * C + (size_t)h * hs, lse + (size_t)j * T,
+                 qkv + (size_t)b * T * 3 * C + (size_t)h * hs,
+                 scratch + (size_t)omp_get_thread_num() * per, T, C, hs, bf16);
+    }
+}
+
+static void backward(float *dqkv, const float *dout, const float *qkv, const float *lse,
+                     float *scratch, int threads, int B, int T, int C, int NH, int bf16)
+{
+    const simd_kernels *kr = simd_kernels_get();
+    const int hs = C / NH, jobs = B * NH, team = team_size(threads, jobs);
+    const size_t per = per_thread(T, hs);
+    (void)team;
+#pragma omp parallel for schedule(static) num_threads(team) if (team > 1)
+    for (int j = 0; j < jobs; j++) {
+        const int b = j / NH, h = j % NH;
+        const size_t qoff = (size_t)b * T * 3 * C + (size_t)h * hs;
+        bwd_head(kr, dqkv + qoff, dout + (size_t)b * T * C + (size_t)h * hs, qkv + qoff,
+                 lse + (size_t)j * T, scratch + (size_t)omp_get_thread_num() * per, T, C, hs,
+                 bf16);
+    }
+}
+
+void attention_forward(float *out, float *lse, const float *qkv, float *scratch, int threads,
+                       int B, int T, int C, int NH)
+{
+    forward(out, lse, qkv, scratch, threads, B, T, C, NH, 0);
+}
+
+void attention_backward(float *dqkv, const float *dout, const float *qkv, const float *lse,
+                        float *scratch, int threads, int B, int T, int C, int NH)
+{
+    backward(dqkv, dout, qkv, lse, scratch, threads, B, T, C, NH, 0);
+}
+
+void attention_forward_bf16(float *out, float *lse, const float *qkv, float *scratch,
+                            int threads, int B, int T, int C, int NH)
+{
+    forward(out, lse, qkv, scratch, threads, B, T, C, NH, 1);
+}
+
+void attention_backward_bf16(float *dqkv, const float *dout, const float *qkv,
+                             const float *lse, float *scratch, int threads, int B, int T,
+                             int C, int NH)
+{
+    backward(dqkv, dout, qkv, lse, scratch, threads, B, T, C, NH, 1);
+}
