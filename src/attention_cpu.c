@@ -1,10 +1,12 @@
 /* attention_cpu — see attention_cpu.h for the contract.
  *
  * One (batch, head) is one job, on one thread; B * NH jobs are split statically. A job's
- * operands are small (T x hs floats each: 64 KB at T = 256, hs = 64), so the products
- * run on the SIMD path's gemm_tile (simd.h), a register-blocked micro-kernel that reads
- * its operands in place: no packing, no BLAS call per block, and the causal mask
- * skipped tile by tile (tile_rows query rows see keys up to their last row only).
+ * operands are small (T x hs floats each: 64 KB at T = 256, hs = 64), so the job copies
+ * them once into contiguous rows (transposed where a product needs them so) and the
+ * products run on the SIMD path's gemm_tile (simd.h), a register-blocked micro-kernel
+ * that reads those rows in place: no packing per product, no BLAS call per block, and
+ * the causal mask skipped tile by tile (tile_rows query rows see keys up to their last
+ * row only).
  *
  * Forward, per tile of query rows i0 .. i0 + m (keys 0 .. i0 + m):
  *   S = scale Q K^T       (K transposed once per job into kt, so B's rows are contiguous)
@@ -58,8 +60,9 @@ size_t attention_saved_floats(int B, int NH, int T)
 }
 
 /* dst[j hs + d] = src[j ld + d]: a head's T rows made contiguous. The rows of qkv are
- * 3C apart, so a product walking them would touch a new page at every step (a TLB
- * miss per k at T = 256, C = 384); the copy touches each once. */
+ * 3C apart (4.6 KB at C = 384), so a product walking them in place steps onto another
+ * page at nearly every k; with the copies the backward measured 9% faster, the forward
+ * 5%. */
 static void copy_rows(float *restrict dst, const float *restrict src, int T, int ld, int hs)
 {
     for (int j = 0; j < T; j++) /* a loop, not memcpy: hs is 64 floats, a call costs more */

@@ -3,14 +3,15 @@
  * CPU Adam and ggml do).
  *
  * What is here: the per-row and per-chunk loops that kernels_cpu.c (LayerNorm, GELU,
- * attention softmax, cross-entropy, residual adds, bias sums), optim.c (AdamW),
- * lossscale.c (unscale, inf/NaN check, squared norm) and half.c (FP16 and BF16
- * conversion) split over OpenMP threads. Each path is a table of function pointers;
+ * cross-entropy, residual adds, bias sums), attention_cpu.c (softmax rows, small
+ * products, transposes), optim.c (AdamW), lossscale.c (unscale, inf/NaN check, squared
+ * norm) and half.c (FP16 and BF16 conversion) split over OpenMP threads. Each path is a table of function pointers;
  * simd_kernels_get() returns the one in use. Threading stays with the callers.
  *
  * Files: simd_portable.c (plain C, every CPU); simd_x86.h, one source for the vector
- * paths written against a few vector macros, compiled for 8 lanes by simd_avx2.c
- * (AVX2 + FMA + F16C) and for 16 lanes by simd_avx512.c (AVX-512 F/BW/DQ/VL).
+ * paths written against a few vector macros (with simd_tile_x86.h, the small-product
+ * micro-kernel), compiled for 8 lanes by simd_avx2.c (AVX2 + FMA + F16C) and for 16
+ * lanes by simd_avx512.c (AVX-512 F/BW/DQ/VL).
  *
  * Contract:
  *  - Every path computes the same function. Exactly the same bits for the elementwise
