@@ -70,6 +70,8 @@ SIMD_FN(tile_nv)(const int nv, int m, int n, int k, float alpha, const float *a,
     }
 }
 
+_Static_assert(TILE_NV >= 1 && TILE_NV <= 4, "gemm_tile's switch covers 1 to 4 vectors");
+
 static void SIMD_FN(gemm_tile)(int m, int n, int k, float alpha, const float *a,
                                ptrdiff_t a_rs, ptrdiff_t a_cs, const float *b, size_t ldb,
                                float *c, size_t ldc, int accumulate)
@@ -86,11 +88,13 @@ static void SIMD_FN(gemm_tile)(int m, int n, int k, float alpha, const float *a,
 #if TILE_NV >= 2
         case 2: TILE_CALL(2); break;
 #endif
-#if TILE_NV >= 4
+#if TILE_NV >= 3
         case 3: TILE_CALL(3); break;
+#endif
+#if TILE_NV >= 4
         case 4: TILE_CALL(4); break;
 #endif
-        default: break;
+        default: break; /* nv <= TILE_NV (checked below) */
         }
 #undef TILE_CALL
     }
