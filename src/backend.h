@@ -27,8 +27,8 @@ typedef struct gt_backend {
     void (*matmul_backward)(float *dinp, float *dw, float *dbias, const float *dout,
                             const float *inp, const float *w, size_t N, int C, int OC);
     /* Attention (attention_cpu.h): the forward saves, per layer,
-     * attention_saved_floats(B, NH, T) floats for the backward (a log-sum-exp per row
-     * in FP32; the T x T probabilities in BF16), and both passes use
+     * attention_saved_floats(B, NH, T) floats for the backward (the CPU backends: a
+     * log-sum-exp per row, no T x T matrix), and both passes use
      * attention_scratch_floats(T, hs, threads) floats of scratch, on at most `threads`
      * OpenMP threads. */
     void (*attention_forward)(float *out, float *saved, const float *qkv, float *scratch,

@@ -7,9 +7,10 @@
  *    once; every call returns the same answer. On a non-x86 build it is CPU_ISA_GENERIC.
  *  - Levels are ordered: a CPU at a level can run every path of a lower one.
  *  - cpu_has_amx_bf16() checks CPUID (AMX-TILE, AMX-BF16), XCR0 (the OS enabled
- *    the tile state, bits 17 and 18) and the tile shapes (CPUID 0x1D, 0x1E), then asks Linux for the tile data (arch_prctl),
- *    which a process must do before its first tile instruction; it returns 1 only
- *    when that permission was granted (for the whole process). Computed once.
+ *    the tile state, bits 17 and 18) and the tile shapes (CPUID 0x1D, 0x1E), then
+ *    asks Linux for the tile data (arch_prctl), which a process must do before its
+ *    first tile instruction; it returns 1 only when that permission was granted (for
+ *    the whole process). Computed once.
  *  - cpu_fma_peak_gflops() measures, never guesses: `threads` threads run independent
  *    multiply-adds of the widest vector unit, and the sum of their rates is returned
  *    (FP32 GFLOP/s, a multiply-add counted as 2): the best of rounds in which no two

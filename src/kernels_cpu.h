@@ -57,7 +57,8 @@ void matmul_forward(float *out, const float *inp, const float *w, const float *b
 void matmul_backward(float *dinp, float *dw, float *dbias, const float *dout,
                      const float *inp, const float *w, size_t N, int C, int OC);
 
-/* Causal multi-head self-attention: attention_cpu.h (FP32, no T x T matrix stored). */
+/* Causal multi-head self-attention: attention_cpu.h (both precisions; no T x T matrix
+ * stored). */
 
 /* GELU, tanh approximation (as GPT-2): out[N] = gelu(inp[N]). */
 void gelu_forward(float *out, const float *inp, size_t N);

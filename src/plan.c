@@ -159,8 +159,8 @@ int plan_estimate_grid(const plan_machine *mc, const gpt_shape *s, int B, int T,
         if (t > slowest) slowest = t;
         const double params = plan_param_floats(s, g.tp, g.pp, st);
         if (params > max_params) max_params = params;
-        const double mem = 16.0 * params + 4.0 * in_flight *
-                                               plan_act_floats(s, g.tp, g.pp, st, Bm, T, mc->gpu);
+        const double acts = plan_act_floats(s, g.tp, g.pp, st, Bm, T, mc->gpu);
+        const double mem = 16.0 * params + 4.0 * in_flight * acts;
         if (mem > max_mem) max_mem = mem;
     }
     const double compute = sum + (g.micro - 1) * slowest;

@@ -5,7 +5,8 @@
  * What is here: the per-row and per-chunk loops that kernels_cpu.c (LayerNorm, GELU,
  * cross-entropy, residual adds, bias sums), attention_cpu.c (softmax rows, small
  * products, transposes), optim.c (AdamW), lossscale.c (unscale, inf/NaN check, squared
- * norm) and half.c (FP16 and BF16 conversion) split over OpenMP threads. Each path is a table of function pointers;
+ * norm) and half.c (FP16 and BF16 conversion) split over OpenMP threads. Each path is
+ * a table of function pointers;
  * simd_kernels_get() returns the one in use. Threading stays with the callers.
  *
  * Files: simd_portable.c (plain C, every CPU); simd_x86.h, one source for the vector
@@ -67,18 +68,19 @@ typedef struct simd_kernels {
     void (*softmax_row_lse)(float *s, int len, int width, float lse);
     /* A small product without packing, for operands already in cache (attention's, a
      * few KB per head): C[i, j] = alpha sum_p A(i, p) B(p, j) (+ C[i, j] when
-     * accumulate) for i < m, j < n, p < k (tile_rows rows at a time), with A(i, p) = a[i a_rs + p a_cs]
-     * (either layout) and B(p, j) = b[p ldb + j] (rows contiguous). Each element's
-     * products are summed in order p = 0, 1, ... (one fused multiply-add each on the
-     * vector paths), then multiplied by alpha, then added to C. */
+     * accumulate) for i < m, j < n, p < k, tile_rows rows at a time, with
+     * A(i, p) = a[i a_rs + p a_cs] (either layout) and B(p, j) = b[p ldb + j] (rows
+     * contiguous). Each element's products are summed in order p = 0, 1, ... (one
+     * fused multiply-add each on the vector paths), then multiplied by alpha, then
+     * added to C. */
     int tile_rows;
+    void (*gemm_tile)(int m, int n, int k, float alpha, const float *a, ptrdiff_t a_rs,
+                      ptrdiff_t a_cs, const float *b, size_t ldb, float *c, size_t ldc,
+                      int accumulate);
     /* dst[c ldd + r] = src[r lds + c] for r < rows, c < cols (gemm_tile's B operands
      * that are stored the other way round) */
     void (*transpose)(float *dst, size_t ldd, const float *src, size_t lds, int rows,
                       int cols);
-    void (*gemm_tile)(int m, int n, int k, float alpha, const float *a, ptrdiff_t a_rs,
-                      ptrdiff_t a_cs, const float *b, size_t ldb, float *c, size_t ldc,
-                      int accumulate);
     /* GELU (tanh form): out = gelu(x);  dinp += gelu'(x) dout */
     void (*gelu_fwd)(float *out, const float *x, size_t n);
     void (*gelu_bwd)(float *dinp, const float *x, const float *dout, size_t n);
