@@ -165,8 +165,11 @@ static int team_size(int threads, int jobs)
     return n > 1 ? n : 1;
 }
 
-static void forward(float *out, float *lse, const float *qkv, float *scratch, int threads,
-                    int B, int T, int C, int NH, int bf16)
+/* Every (batch, head) of a forward (dqkv NULL: out and lse_out written) or a backward
+ * (dqkv accumulated from dout and lse_in), one per thread at a time */
+static void each_head(float *out, float *lse_out, float *dqkv, const float *dout,
+                      const float *lse_in, const float *qkv, float *scratch, int threads,
+                      int B, int T, int C, int NH, int bf16)
 {
     const simd_kernels *kr = simd_kernels_get();
     const int hs = C / NH, jobs = B * NH, team = team_size(threads, jobs);
@@ -175,50 +178,38 @@ static void forward(float *out, float *lse, const float *qkv, float *scratch, in
 #pragma omp parallel for schedule(static) num_threads(team) if (team > 1)
     for (int j = 0; j < jobs; j++) {
         const int b = j / NH, h = j % NH;
-        fwd_head(kr, out + (size_t)b * T * C + (size_t)h * hs, lse + (size_t)j * T,
-                 qkv + (size_t)b * T * 3 * C + (size_t)h * hs,
-                 scratch + (size_t)omp_get_thread_num() * per, T, C, hs, bf16);
-    }
-}
-
-static void backward(float *dqkv, const float *dout, const float *qkv, const float *lse,
-                     float *scratch, int threads, int B, int T, int C, int NH, int bf16)
-{
-    const simd_kernels *kr = simd_kernels_get();
-    const int hs = C / NH, jobs = B * NH, team = team_size(threads, jobs);
-    const size_t per = per_thread(T, hs);
-    (void)team;
-#pragma omp parallel for schedule(static) num_threads(team) if (team > 1)
-    for (int j = 0; j < jobs; j++) {
-        const int b = j / NH, h = j % NH;
-        const size_t qoff = (size_t)b * T * 3 * C + (size_t)h * hs;
-        bwd_head(kr, dqkv + qoff, dout + (size_t)b * T * C + (size_t)h * hs, qkv + qoff,
-                 lse + (size_t)j * T, scratch + (size_t)omp_get_thread_num() * per, T, C, hs,
-                 bf16);
+        const size_t qoff = (size_t)b * T * 3 * C + (size_t)h * hs,
+                     ooff = (size_t)b * T * C + (size_t)h * hs;
+        float *sc = scratch + (size_t)omp_get_thread_num() * per;
+        if (dqkv)
+            bwd_head(kr, dqkv + qoff, dout + ooff, qkv + qoff, lse_in + (size_t)j * T, sc, T,
+                     C, hs, bf16);
+        else
+            fwd_head(kr, out + ooff, lse_out + (size_t)j * T, qkv + qoff, sc, T, C, hs, bf16);
     }
 }
 
 void attention_forward(float *out, float *lse, const float *qkv, float *scratch, int threads,
                        int B, int T, int C, int NH)
 {
-    forward(out, lse, qkv, scratch, threads, B, T, C, NH, 0);
+    each_head(out, lse, NULL, NULL, NULL, qkv, scratch, threads, B, T, C, NH, 0);
 }
 
 void attention_backward(float *dqkv, const float *dout, const float *qkv, const float *lse,
                         float *scratch, int threads, int B, int T, int C, int NH)
 {
-    backward(dqkv, dout, qkv, lse, scratch, threads, B, T, C, NH, 0);
+    each_head(NULL, NULL, dqkv, dout, lse, qkv, scratch, threads, B, T, C, NH, 0);
 }
 
 void attention_forward_bf16(float *out, float *lse, const float *qkv, float *scratch,
                             int threads, int B, int T, int C, int NH)
 {
-    forward(out, lse, qkv, scratch, threads, B, T, C, NH, 1);
+    each_head(out, lse, NULL, NULL, NULL, qkv, scratch, threads, B, T, C, NH, 1);
 }
 
 void attention_backward_bf16(float *dqkv, const float *dout, const float *qkv,
                              const float *lse, float *scratch, int threads, int B, int T,
                              int C, int NH)
 {
-    backward(dqkv, dout, qkv, lse, scratch, threads, B, T, C, NH, 1);
+    each_head(NULL, NULL, dqkv, dout, lse, qkv, scratch, threads, B, T, C, NH, 1);
 }

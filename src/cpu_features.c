@@ -368,55 +368,18 @@ static peak_loop fma_loop_upto(enum cpu_isa widest)
 
 /* The best of three short runs of `loop` on each of `threads` threads, after a
  * warm-up (so the clock has ramped and one preemption does not halve the figure). */
-/* The CPU this thread runs on now, -1 where that cannot be asked */
-static int current_cpu(void)
-{
-#if GT_X86 && defined(__linux__) && defined(SYS_getcpu)
-    unsigned cpu = 0;
-    return syscall(SYS_getcpu, &cpu, NULL, NULL) == 0 ? (int)cpu : -1;
-#else
-    return -1;
-#endif
-}
-
-/* How many CPUs this process may run on (its affinity mask), 0 if unknown */
-static int allowed_cpus(void)
-{
-#if GT_X86 && defined(__linux__) && defined(SYS_sched_getaffinity)
-    unsigned long mask[64] = {0}; /* 4096 CPUs */
-    long bytes = syscall(SYS_sched_getaffinity, 0, sizeof mask, mask);
-    if (bytes <= 0) return 0;
-    int n = 0;
-    for (long i = 0; i < bytes / (long)sizeof mask[0]; i++) n += __builtin_popcountl(mask[i]);
-    return n;
-#else
-    return 0;
-#endif
-}
-
-/* 1 when two of n threads were seen on one CPU: cpus[2 t], cpus[2 t + 1] are where
- * thread t started and ended its loops */
-static int shared_a_cpu(const int *cpus, int n)
-{
-    for (int i = 0; i < 2 * n; i++)
-        for (int j = (i / 2 + 1) * 2; j < 2 * n; j++)
-            if (cpus[i] >= 0 && cpus[i] == cpus[j]) return 1;
-    return 0;
-}
-
 /* The threads' rates summed. A shared machine now and then runs two threads on one
  * core for a while: right after start-up Linux may leave a new OpenMP thread on its
  * parent's CPU, and a hypervisor may run two virtual CPUs on one physical core, which
  * the guest cannot see. Either way a round then reads one core's rate, not two (it
  * happened in `make bench` runs, whose MFU then read 136% and 172%), and a thread's own
  * best of 3 does not see it, as both threads slow down together. So: one thread alone
- * first, which no other thread slows; then rounds of all threads, counting those in
- * which no two threads were seen on one CPU, until 3 such rounds include one that
- * reaches 3/4 of the lone thread's rate times the threads, or 20 rounds went by (a core
- * whose hardware threads share one unit never gets there); the best counted round. */
+ * first, which no other thread slows; then at least 3 rounds of all threads, more
+ * until one reaches 3/4 of the lone thread's rate times the threads or 20 rounds went
+ * by (a core whose hardware threads share one unit never gets there); the best round. */
 static double measure(peak_loop loop, int threads)
 {
-    enum { GOOD = 3, TRIES = 20, MAX_CHECKED = 256 };
+    enum { MIN_ROUNDS = 3, MAX_ROUNDS = 20 };
     if (threads < 1) threads = 1;
     (void)loop(0.01); /* warm up: clocks, caches */
     double single = 0.0;
@@ -426,36 +389,23 @@ static double measure(peak_loop loop, int threads)
     }
     if (threads == 1) return single * 1e-9;
     const double expect = 0.75 * single * threads;
-    const int check = threads <= MAX_CHECKED && allowed_cpus() >= threads;
-    int cpus[2 * MAX_CHECKED];
-    double best_good = 0.0, best_any = 0.0;
-    int good = 0;
-    for (int round = 0; round < TRIES && !(good >= GOOD && best_good >= expect); round++) {
+    double best_total = 0.0;
+    for (int round = 0;
+         round < MAX_ROUNDS && (round < MIN_ROUNDS || best_total < expect); round++) {
         double total = 0.0;
 #pragma omp parallel num_threads(threads) reduction(+ : total)
         {
-#ifdef _OPENMP
-            const int t = omp_get_thread_num();
-#else
-            const int t = 0;
-#endif
-            if (check) cpus[2 * t] = current_cpu();
             if (round == 0) (void)loop(0.01); /* the other threads warm up */
             double best = 0.0;
             for (int k = 0; k < 3; k++) {
                 double r = loop(0.01);
                 best = r > best ? r : best;
             }
-            if (check) cpus[2 * t + 1] = current_cpu();
             total += best;
         }
-        if (total > best_any) best_any = total;
-        if (!check || !shared_a_cpu(cpus, threads)) {
-            good++;
-            if (total > best_good) best_good = total;
-        }
+        if (total > best_total) best_total = total;
     }
-    return (good > 0 ? best_good : best_any) * 1e-9;
+    return best_total * 1e-9;
 }
 
 double cpu_fma_peak_gflops(int threads)

@@ -13,10 +13,10 @@
  *    the whole process). Computed once.
  *  - cpu_fma_peak_gflops() measures, never guesses: `threads` threads run independent
  *    multiply-adds of the widest vector unit, and the sum of their rates is returned
- *    (FP32 GFLOP/s, a multiply-add counted as 2): the best of rounds in which no two
- *    threads shared a CPU, repeated (up to 20 rounds of 30 ms) while it stays below
- *    3/4 of one lone thread's rate times the threads, since a shared machine may run
- *    two threads on one core for a while. It reflects the clock the
+ *    (FP32 GFLOP/s, a multiply-add counted as 2): the best of at least 3 rounds,
+ *    repeated (up to 20 rounds of 30 ms) while it stays below 3/4 of one lone
+ *    thread's rate times the threads, since a shared machine may run two threads on
+ *    one core for a while. It reflects the clock the
  *    cores hold under vector load and a double-pumped unit (AMD Zen 4) alike. */
 #ifndef GT_CPU_FEATURES_H
 #define GT_CPU_FEATURES_H
