@@ -83,7 +83,8 @@ static int check_parts(loader *L, const json_value *root)
         return fail(L, "version must be \"1.0\"");
     if (type_of(L, json_get(root, "normalizer"), "normalizer", &type) != 0) return -1;
     if (type)
-        return fail(L, "normalizer '%s' is not supported (only null)", shown(type, strlen(type), s));
+        return fail(L, "normalizer '%s' is not supported (only null)",
+                    shown(type, strlen(type), s));
     const json_value *pre = json_get(root, "pre_tokenizer");
     if (type_of(L, pre, "pre_tokenizer", &type) != 0) return -1;
     if (!type || strcmp(type, "ByteLevel") != 0)
@@ -94,7 +95,8 @@ static int check_parts(loader *L, const json_value *root)
         return -1;
     if (type_of(L, json_get(root, "decoder"), "decoder", &type) != 0) return -1;
     if (type && strcmp(type, "ByteLevel") != 0)
-        return fail(L, "decoder '%s' is not supported (only ByteLevel)", shown(type, strlen(type), s));
+        return fail(L, "decoder '%s' is not supported (only ByteLevel)",
+                    shown(type, strlen(type), s));
     return 0;
 }
 

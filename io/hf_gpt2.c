@@ -202,7 +202,8 @@ static int load_tensor(st_file *f, const gt_tensor *t, float *dst, int64_t *rows
     int ndim;
     int64_t dims[ST_MAX_DIMS];
     st_find(f, name, &ndim, dims, NULL);
-    const int conv = is_conv1d(t->name), grows = strstr(t->name, ".wte.") || strstr(t->name, ".wpe.");
+    const int conv = is_conv1d(t->name);
+    const int grows = strstr(t->name, ".wte.") || strstr(t->name, ".wpe.");
     /* The shape transformers stores: the transpose for Conv1D; wte and wpe may have
      * other row counts (the vocabulary, n_positions). */
     const int64_t want0 = conv ? t->dims[1] : t->dims[0], want1 = conv ? t->dims[0] : t->dims[1];

@@ -189,7 +189,8 @@ static int unescape(parser *p, size_t *i, char *d, size_t *o, size_t end)
         *i = at + 2;
         return 0;
     }
-    if (e != 'u') return fail(p, at, "invalid escape '\\%c' in a string", e >= 0x20 && e < 0x7F ? e : '?');
+    if (e != 'u')
+        return fail(p, at, "invalid escape '\\%c' in a string", e >= 0x20 && e < 0x7F ? e : '?');
     uint32_t cp, lo;
     if (at + 6 > end || hex4(p->s + at + 2, &cp) != 0)
         return fail(p, at, "\\u must be followed by 4 hexadecimal digits");

@@ -132,7 +132,9 @@ static void bwd_head(const simd_kernels *kr, float *dq, const float *dout, const
             kr->gemm_tile(m, keys, hs, 1.0f, oc + (size_t)i0 * hs, hs, 1, vt, (size_t)T, db,
                           (size_t)T, 0);
             for (int i = 0; i < m; i++) {
-                /* rows are zeroed up to r1: the key loop below reads them that far */
+                /* rows are zeroed up to r1: the key loop below reads a row as far as
+                 * its key tile reaches (keys when ATT_ROWS is a multiple of mr), r1 at
+                 * most */
                 float *pr = pb + (size_t)i * T, *dr = db + (size_t)i * T;
                 kr->softmax_row_lse(pr, i0 + i + 1, r1, lse[i0 + i]);
                 kr->softmax_bwd_row(dr, pr, i0 + i + 1, r1); /* on FP32 P and dP */

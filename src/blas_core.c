@@ -2,10 +2,13 @@
 #include "blas_core.h"
 
 #include <errno.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
+#include <sys/stat.h>
+#include <sys/sysmacros.h> /* major, minor */
 #include <unistd.h>
 
 #include <cblas.h> /* defines: openblas_get_corename (OpenBLAS only) */
@@ -68,6 +71,37 @@ const char *blas_core_name(void) { return "unknown"; }
 
 static char summary[320];
 
+#ifdef OPENBLAS_VERSION
+/* 1 when /proc/self/exe is the file this code was loaded from, so executing it starts
+ * gentrain again: not so when a loader (ld.so run by hand) or a tool (valgrind) runs
+ * the program, where /proc/self/exe is that loader or tool. Compares the device and
+ * inode /proc/self/maps gives the mapping that holds this function with those of
+ * /proc/self/exe (which still answers for a file deleted since). */
+static int exe_is_this_program(void)
+{
+    struct stat exe;
+    if (stat("/proc/self/exe", &exe) != 0) return 0;
+    FILE *f = fopen("/proc/self/maps", "r");
+    if (!f) return 0;
+    const uintptr_t here = (uintptr_t)&exe_is_this_program;
+    char line[4096];
+    int same = 0;
+    while (fgets(line, sizeof line, f)) {
+        unsigned long long lo, hi, inode;
+        unsigned dev_major, dev_minor;
+        if (sscanf(line, "%llx-%llx %*s %*s %x:%x %llu", &lo, &hi, &dev_major, &dev_minor,
+                   &inode) != 5)
+            continue;
+        if (here < lo || here >= hi) continue;
+        same = inode == (unsigned long long)exe.st_ino &&
+               dev_major == major(exe.st_dev) && dev_minor == minor(exe.st_dev);
+        break;
+    }
+    fclose(f);
+    return same;
+}
+#endif
+
 static const char *level_name(int level)
 {
     return level < 0 ? "ISA unknown" : cpu_isa_name((enum cpu_isa)level);
@@ -116,9 +150,21 @@ void blas_core_fixup(char **argv)
             return;
         }
     }
+    /* OpenBLAS ignores a name it does not know and chooses by itself */
+    if (user_set && strcasecmp(user, core) != 0)
+        snprintf(why, sizeof why, "chosen by OpenBLAS, which did not take "
+                 "OPENBLAS_CORETYPE=%.40s", user);
+    else if (user_set)
+        snprintf(why, sizeof why, "set by OPENBLAS_CORETYPE");
     /* a core name this table does not know is newer than it: leave it be */
     if (have < 0 || have >= (int)cpu || !best || strcasecmp(core, best) == 0) {
-        describe(user_set ? "set by OPENBLAS_CORETYPE" : why);
+        describe(why);
+        return;
+    }
+    if (user_set && strcasecmp(user, core) != 0) {
+        snprintf(why + strlen(why), sizeof why - strlen(why), " (this CPU could run %s)",
+                 best);
+        describe(why);
         return;
     }
     if (user_set) {
@@ -132,13 +178,20 @@ void blas_core_fixup(char **argv)
         setenv(ENV_WAS, core, 1) != 0) {
         gt_warn("cannot set OPENBLAS_CORETYPE=%s (%s); OpenBLAS stays on its %s core",
                 best, strerror(errno), core);
+    } else if (!exe_is_this_program()) {
+        gt_warn("cannot restart with OPENBLAS_CORETYPE=%s: this process was started "
+                "through another program (a loader or a tool); OpenBLAS stays on its %s "
+                "core (set OPENBLAS_CORETYPE=%s yourself)", best, core, best);
     } else {
         fflush(NULL);
         execv("/proc/self/exe", argv);
         gt_warn("cannot restart with OPENBLAS_CORETYPE=%s (%s); OpenBLAS stays on its %s "
                 "core", best, strerror(errno), core);
-        unsetenv("OPENBLAS_CORETYPE");
     }
+    /* the run goes on as it is: no trace of the attempt is left for child processes */
+    unsetenv("OPENBLAS_CORETYPE");
+    unsetenv(ENV_SET);
+    unsetenv(ENV_WAS);
     snprintf(why, sizeof why, "chosen by OpenBLAS below this CPU's level (restart with "
              "OPENBLAS_CORETYPE=%s failed)", best);
     describe(why);

@@ -3,13 +3,17 @@
  * The ISA bits come from CPUID and XGETBV directly (not __builtin_cpu_supports), so
  * the answer does not depend on what the compiler's runtime knows: AVX512_BF16 and
  * AMX are newer than some of the compilers we build with. */
+#define _GNU_SOURCE /* sched_getaffinity, CPU_COUNT */
 #include "cpu_features.h"
 
 #include <errno.h>
+#include <math.h> /* HUGE_VAL */
+#include <sched.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <string.h>
 #include <time.h>
+#include <unistd.h> /* sysconf */
 
 #include "amx_tiles.h" /* header only: the tile configuration of the AMX peak loop */
 
@@ -200,6 +204,18 @@ const char *cpu_amx_declined(void)
     return NULL;
 }
 
+int cpu_available_count(void)
+{
+#ifdef __linux__
+    cpu_set_t set;
+    CPU_ZERO(&set);
+    if (sched_getaffinity(0, sizeof set, &set) == 0 && CPU_COUNT(&set) > 0)
+        return CPU_COUNT(&set);
+#endif
+    const long n = sysconf(_SC_NPROCESSORS_ONLN);
+    return n > 0 ? (int)n : 1;
+}
+
 const char *cpu_model_name(char *buf, int cap)
 {
     snprintf(buf, (size_t)cap, "%s", "unknown CPU");
@@ -232,12 +248,13 @@ const char *cpu_model_name(char *buf, int cap)
 #define PEAK_INNER 2048
 static volatile float peak_sink;
 
-/* Defines `static double NAME(double seconds)`: twelve chains x = OP(x) of vector type
- * VT (x0..x11 start at SET1(0) .. SET1(11); OP may use the constants a and b, set by
- * the statement CONSTS), repeated until `seconds` have passed; FLOPS is what one OP
- * does. The accumulators' bytes feed the sink. */
+/* Defines `static double NAME(double seconds, double *t0, double *t1)`: twelve chains
+ * x = OP(x) of vector type VT (x0..x11 start at SET1(0) .. SET1(11); OP may use the
+ * constants a and b, set by the statement CONSTS), repeated until `seconds` have
+ * passed; FLOPS is what one OP does. Returns the flops done between *t0 and *t1 (its
+ * own clock readings). The accumulators' bytes feed the sink. */
 #define DEFINE_PEAK_LOOP(NAME, ATTR, VT, SET1, CONSTS, OP, FLOPS)                        \
-    ATTR static double NAME(double seconds)                                             \
+    ATTR static double NAME(double seconds, double *t_start, double *t_end)             \
     {                                                                                   \
         CONSTS;                                                                         \
         VT x0 = SET1(0.f), x1 = SET1(1.f), x2 = SET1(2.f), x3 = SET1(3.f),              \
@@ -252,7 +269,8 @@ static volatile float peak_sink;
             }                                                                           \
             flops += (double)(FLOPS) * 12 * PEAK_INNER;                                 \
         } while (now_s() - t0 < seconds);                                               \
-        double t = now_s() - t0;                                                        \
+        *t_end = now_s();                                                               \
+        *t_start = t0;                                                                  \
         VT all[12] = {x0, x1, x2, x3, x4, x5, x6, x7, x8, x9, x10, x11};                \
         float f = 0.0f;                                                                 \
         for (int i = 0; i < 12; i++) {                                                  \
@@ -261,18 +279,20 @@ static volatile float peak_sink;
             f += lane;                                                                  \
         }                                                                               \
         peak_sink = f;                                                                  \
-        return flops / t;                                                               \
+        return flops;                                                                   \
     }
 
 #if GT_X86
 #define FMA512(x) _mm512_fmadd_ps(x, a, b)
 DEFINE_PEAK_LOOP(fma_loop_avx512, __attribute__((target("avx512f"))), __m512, _mm512_set1_ps,
-                 const __m512 a = _mm512_set1_ps(0.9999999f); const __m512 b = _mm512_set1_ps(1e-7f),
+                 const __m512 a = _mm512_set1_ps(0.9999999f);
+                 const __m512 b = _mm512_set1_ps(1e-7f),
                  FMA512, 2 * 16)
 
 #define FMA256(x) _mm256_fmadd_ps(x, a, b)
 DEFINE_PEAK_LOOP(fma_loop_avx2, __attribute__((target("avx2,fma"))), __m256, _mm256_set1_ps,
-                 const __m256 a = _mm256_set1_ps(0.9999999f); const __m256 b = _mm256_set1_ps(1e-7f),
+                 const __m256 a = _mm256_set1_ps(0.9999999f);
+                 const __m256 b = _mm256_set1_ps(1e-7f),
                  FMA256, 2 * 8)
 
 #if (defined(__clang__) && __clang_major__ >= 9) || (!defined(__clang__) && __GNUC__ >= 10)
@@ -293,7 +313,9 @@ DEFINE_PEAK_LOOP(dpbf16_loop, __attribute__((target("avx512f,avx512bf16"))), __m
  * tiles (tmm4-7), as the AMX matrix product runs them. The operands are all 2^-10 so
  * nothing overflows. Each thread loads its own tile configuration (tiles are per
  * thread); the caller has the OS's permission (cpu_has_amx_bf16). */
-__attribute__((target("amx-tile,amx-bf16"))) static double amx_loop(double seconds)
+__attribute__((target("amx-tile,amx-bf16"))) static double amx_loop(double seconds,
+                                                                    double *t_start,
+                                                                    double *t_end)
 {
     _Alignas(64) amx_tilecfg cfg;
     _Alignas(64) uint16_t ops[AMX_MAX_ROWS * AMX_MAX_COLSB / 2];
@@ -321,11 +343,12 @@ __attribute__((target("amx-tile,amx-bf16"))) static double amx_loop(double secon
         }
         flops += 4.0 * 16384.0 * PEAK_INNER;
     } while (now_s() - t0 < seconds);
-    const double t = now_s() - t0;
+    *t_end = now_s();
+    *t_start = t0;
     _tile_stored(0, out, AMX_MAX_COLSB);
     _tile_release();
     peak_sink = out[0];
-    return flops / t;
+    return flops;
 }
 #endif
 
@@ -342,7 +365,7 @@ DEFINE_PEAK_LOOP(fma_loop_generic, , float, SET1_SCALAR,
                  const float a = 0.9999999f; const float b = 1e-7f, MULADD1, 2)
 #endif
 
-typedef double (*peak_loop)(double seconds);
+typedef double (*peak_loop)(double seconds, double *t_start, double *t_end);
 
 enum cpu_isa cpu_fma_level_upto(enum cpu_isa widest)
 {
@@ -366,25 +389,40 @@ static peak_loop fma_loop_upto(enum cpu_isa widest)
     return fma_loop_generic;
 }
 
-/* The best of three short runs of `loop` on each of `threads` threads, after a
- * warm-up (so the clock has ramped and one preemption does not halve the figure). */
-/* The threads' rates summed. A shared machine now and then runs two threads on one
- * core for a while: right after start-up Linux may leave a new OpenMP thread on its
- * parent's CPU, and a hypervisor may run two virtual CPUs on one physical core, which
- * the guest cannot see. Either way a round then reads one core's rate, not two (it
- * happened in `make bench` runs, whose MFU then read 136% and 172%), and a thread's own
- * best of 3 does not see it, as both threads slow down together. So: one thread alone
- * first, which no other thread slows; then at least 3 rounds of all threads, more
+/* One thread's rate over `seconds` */
+static double lone_rate(peak_loop loop, double seconds)
+{
+    double t0, t1;
+    const double flops = loop(seconds, &t0, &t1);
+    return t1 > t0 ? flops / (t1 - t0) : 0.0;
+}
+
+/* What `threads` threads together multiply-add per second, in GFLOP/s.
+ *
+ * A round runs the loop on every thread and divides all their flops by one window, from
+ * the first thread's start to the last one's end: threads that share a core for a
+ * while then add up to that core's rate, as they really do. (Each thread's own best of
+ * a few short windows, summed, counted each at a moment it had a core to itself: 3
+ * threads on 2 cores read 500 GFLOP/s where 2 cores do 460.) No more threads than this
+ * process has CPUs take part: more would only share them.
+ *
+ * A shared machine also runs two threads on one core now and then, for a whole round:
+ * right after start-up Linux may leave a new OpenMP thread on its parent's CPU, and a
+ * hypervisor may run two virtual CPUs on one physical core, which the guest cannot see
+ * (it happened in `make bench` runs, whose MFU then read 136% and 172%). So: one thread
+ * alone first, which no other thread slows; then at least 3 rounds of all threads, more
  * until one reaches 3/4 of the lone thread's rate times the threads or 20 rounds went
  * by (a core whose hardware threads share one unit never gets there); the best round. */
 static double measure(peak_loop loop, int threads)
 {
     enum { MIN_ROUNDS = 3, MAX_ROUNDS = 20 };
+    const int cpus = cpu_available_count();
+    if (threads > cpus) threads = cpus;
     if (threads < 1) threads = 1;
-    (void)loop(0.01); /* warm up: clocks, caches */
+    (void)lone_rate(loop, 0.01); /* warm up: clocks, caches */
     double single = 0.0;
     for (int k = 0; k < 3; k++) {
-        double r = loop(0.01);
+        const double r = lone_rate(loop, 0.01);
         single = r > single ? r : single;
     }
     if (threads == 1) return single * 1e-9;
@@ -392,17 +430,18 @@ static double measure(peak_loop loop, int threads)
     double best_total = 0.0;
     for (int round = 0;
          round < MAX_ROUNDS && (round < MIN_ROUNDS || best_total < expect); round++) {
-        double total = 0.0;
-#pragma omp parallel num_threads(threads) reduction(+ : total)
+        double flops = 0.0, first = HUGE_VAL, last = -HUGE_VAL;
+#pragma omp parallel num_threads(threads) reduction(+ : flops) reduction(min : first) \
+    reduction(max : last)
         {
-            if (round == 0) (void)loop(0.01); /* the other threads warm up */
-            double best = 0.0;
-            for (int k = 0; k < 3; k++) {
-                double r = loop(0.01);
-                best = r > best ? r : best;
-            }
-            total += best;
+            if (round == 0) (void)lone_rate(loop, 0.01); /* the other threads warm up */
+#pragma omp barrier
+            double t0, t1;
+            flops += loop(0.03, &t0, &t1);
+            first = t0;
+            last = t1;
         }
+        const double total = last > first ? flops / (last - first) : 0.0;
         if (total > best_total) best_total = total;
     }
     return best_total * 1e-9;

@@ -11,13 +11,14 @@
  *    asks Linux for the tile data (arch_prctl), which a process must do before its
  *    first tile instruction; it returns 1 only when that permission was granted (for
  *    the whole process). Computed once.
- *  - cpu_fma_peak_gflops() measures, never guesses: `threads` threads run independent
- *    multiply-adds of the widest vector unit, and the sum of their rates is returned
- *    (FP32 GFLOP/s, a multiply-add counted as 2): the best of at least 3 rounds,
- *    repeated (up to 20 rounds of 30 ms) while it stays below 3/4 of one lone
- *    thread's rate times the threads, since a shared machine may run two threads on
- *    one core for a while. It reflects the clock the
- *    cores hold under vector load and a double-pumped unit (AMD Zen 4) alike. */
+ *  - cpu_fma_peak_gflops() measures, never guesses: `threads` threads (no more than
+ *    cpu_available_count()) run independent multiply-adds of the widest vector unit,
+ *    and all their flops over one shared window are returned as a rate (FP32 GFLOP/s,
+ *    a multiply-add counted as 2): the best of at least 3 rounds, repeated (up to 20
+ *    rounds of 30 ms) while it stays below 3/4 of one lone thread's rate times the
+ *    threads, since a shared machine may run two threads on one core for a while. It
+ *    reflects the clock the cores hold under vector load and a double-pumped unit (AMD
+ *    Zen 4) alike. */
 #ifndef GT_CPU_FEATURES_H
 #define GT_CPU_FEATURES_H
 
@@ -40,6 +41,9 @@ int cpu_has_amx_bf16(void);
  * permission (with its errno). NULL when AMX is granted or the CPU has none. The text
  * lives in a static buffer: call it from one thread at a time. */
 const char *cpu_amx_declined(void);
+/* The CPUs this process may run on: its affinity mask (taskset, mpirun's or srun's
+ * binding), else the online CPUs; at least 1. */
+int cpu_available_count(void);
 /* The CPU's model name from /proc/cpuinfo into buf (or "unknown CPU"); returns buf. */
 const char *cpu_model_name(char *buf, int cap);
 /* Measured FP32 multiply-add peak of `threads` threads, GFLOP/s (0 if it failed). */

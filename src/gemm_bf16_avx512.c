@@ -4,8 +4,9 @@
  * columns and KC depth, B is packed once into strips of NR = 32 columns, then each
  * thread takes its items (gemm_split.h: blocks of up to MC rows, and of columns too
  * where the rows are few for the threads), packs their rows into strips of MR = 14
- * rows, and runs the micro-kernel on every (row strip, column strip) pair. Packing rounds FP32 to BF16 and lays pairs of
- * consecutive k side by side in one 32-bit word, the operand layout of VDPBF16PS:
+ * rows, and runs the micro-kernel on every (row strip, column strip) pair. Packing
+ * rounds FP32 to BF16 and lays pairs of consecutive k side by side in one 32-bit word,
+ * the operand layout of VDPBF16PS:
  * lane i of acc += a[2i] b[2i] + a[2i+1] b[2i+1].
  *
  *   packed A strip: [k2][r]   r < MR,  the pair (A[r, 2 k2], A[r, 2 k2 + 1])

@@ -170,8 +170,9 @@ void grid_tie_allreduce_sum(float *buf, size_t n)
     if (pp_size == 1 || tie_comm == MPI_COMM_NULL) return;
     for (size_t off = 0; off < n; off += CHUNK) {
         size_t len = n - off < (size_t)CHUNK ? n - off : (size_t)CHUNK;
-        par_check_mpi(MPI_Allreduce(MPI_IN_PLACE, buf + off, (int)len, MPI_FLOAT, MPI_SUM, tie_comm),
-              "MPI_Allreduce of the tied embedding's gradient");
+        par_check_mpi(MPI_Allreduce(MPI_IN_PLACE, buf + off, (int)len, MPI_FLOAT, MPI_SUM,
+                                    tie_comm),
+                      "MPI_Allreduce of the tied embedding's gradient");
     }
 }
 

@@ -272,7 +272,8 @@ void crossentropy_forward_backward(float *losses, float *logits, const int32_t *
 #define CPU_BACKEND_SHARED                                                              \
     .encoder_forward = encoder_forward, .encoder_backward = encoder_backward,           \
     .layernorm_forward = layernorm_forward, .layernorm_backward = layernorm_backward,   \
-    .gelu_forward = gelu_forward, .gelu_backward = gelu_backward, .residual_forward = residual_forward,               \
+    .gelu_forward = gelu_forward, .gelu_backward = gelu_backward,                       \
+    .residual_forward = residual_forward,                                               \
     .residual_backward = residual_backward, .crossentropy_forward = crossentropy_forward, \
     .crossentropy_forward_backward = crossentropy_forward_backward,                     \
     .encoder_forward_shard = encoder_forward_shard,                                     \

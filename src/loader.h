@@ -1,8 +1,8 @@
 /* loader — a background thread that reads training batches ahead of the step.
  *
- * The thread owns the training data (an h5set: one file or several) while it runs and fills a ring of `depth` batch
- * buffers. Data parallel: rank r of R ranks takes, for its n-th batch (n = 0, 1, ...),
- * samples
+ * The thread owns the training data (an h5set: one file or several) while it runs and
+ * fills a ring of `depth` batch buffers. Data parallel: rank r of R ranks takes, for its
+ * n-th batch (n = 0, 1, ...), samples
  *     g = first_sample + n*B*R + r*B + b   (b < B)
  * of the window order (windows.h), so the R ranks together read as their n-th batch
  * exactly the batch of B*R samples a single process with batch size B*R would (R = 1,
@@ -24,7 +24,8 @@
 
 typedef struct loader loader;
 
-/* Starts the thread at global sample first_sample (>= 0), for rank `rank` of `world` (0 <= rank < world).
+/* Starts the thread at global sample first_sample (>= 0), for rank `rank` of `world`
+ * (0 <= rank < world).
  * `data` (settled, h5set.h) and w's file records must stay until loader_stop; each
  * window is read from the file windows_locate names, so a rank opens only the files
  * its samples are in. Fails (reported) when the dataset has fewer

@@ -225,7 +225,10 @@ static double cb_block(void *ctx, int threads, int tp, int Bm)
 {
     return lookup(ctx, 0, threads, tp, Bm);
 }
-static double cb_embed_head(void *ctx, int threads, int Bm) { return lookup(ctx, 1, threads, 1, Bm); }
+static double cb_embed_head(void *ctx, int threads, int Bm)
+{
+    return lookup(ctx, 1, threads, 1, Bm);
+}
 static double cb_adam(void *ctx, int threads) { return lookup(ctx, 2, threads, 1, 0); }
 
 void plan_calibration_attach(plan_calibration *c, plan_machine *mc)

@@ -1,6 +1,7 @@
 /* simd_tile_x86.h — the vector twins of simd_portable.c's gemm_tile (small matrix
  * products without packing) and transpose, for attention (attention_cpu.c), whose
- * operands are a few KB per head and in cache. Compiled twice, like simd_x86.h (which includes this file):
+ * operands are a few KB per head and in cache. Compiled twice, like simd_x86.h (which
+ * includes this file):
  * the including file defines, besides simd_x86.h's macros,
  *
  *   TILE_MR            rows of C per call (6: the micro-kernel's broadcasts)

@@ -38,8 +38,9 @@
 #define TRAIN_STOPPED 1
 
 /* Runs a whole training; returns 0 on success, TRAIN_STOPPED, or -1 on any error
- * (reported). The config must have passed config_validate. Under MPI every rank calls it; an error only one
- * rank meets during the steps ends the whole job (par_abort) instead of returning. */
+ * (reported). The config must have passed config_validate. Under MPI every rank calls
+ * it; an error only one rank meets during the steps ends the whole job (par_abort)
+ * instead of returning. */
 int train_run(const gt_config *c);
 
 #endif

@@ -56,7 +56,8 @@ static void probe_data(const gt_config *c, probe_where *w, FILE *devnull)
 {
     h5set *train = h5set_create(c->data, c->train_dataset, 0, 1);
     if (!train) return;
-    h5set *val = config_is_none(c->val_dataset) ? NULL : h5set_create(c->data, c->val_dataset, 0, 1);
+    h5set *val =
+        config_is_none(c->val_dataset) ? NULL : h5set_create(c->data, c->val_dataset, 0, 1);
     for (int i = 0; i < h5set_files(train); i++) {
         if (!starting(w, "data file", h5set_file(train, i))) continue;
         walk(devnull, h5set_file(train, i));

@@ -2,6 +2,8 @@
 #include "util.h"
 
 #include <cblas.h>
+
+#include "cpu_features.h" /* defines: cpu_available_count */
 #ifdef _OPENMP
 #include <omp.h>
 #endif
@@ -176,11 +178,7 @@ int gt_mkdirs(const char *path)
     return 0;
 }
 
-int gt_num_cores(void)
-{
-    long n = sysconf(_SC_NPROCESSORS_ONLN);
-    return n > 0 ? (int)n : 1;
-}
+int gt_num_cores(void) { return cpu_available_count(); }
 
 int gt_resolve_threads(int requested)
 {
@@ -191,6 +189,15 @@ int gt_resolve_threads(int requested)
     }
     if (n <= 0) n = gt_num_cores();
 #ifdef _OPENMP
+    /* Every team must have exactly n threads: OpenBLAS, told n, waits for ever on a
+     * team that OMP_DYNAMIC or OMP_THREAD_LIMIT made smaller. */
+    omp_set_dynamic(0);
+    const int limit = omp_get_thread_limit();
+    if (limit > 0 && n > limit) {
+        gt_warn("%d threads asked for, but OMP_THREAD_LIMIT allows %d: using %d", n, limit,
+                limit);
+        n = limit;
+    }
     omp_set_num_threads(n);
 #endif
     /* The OpenMP build of OpenBLAS sizes its work from this, not from OpenMP's setting. */

@@ -8,7 +8,11 @@
 #    and under mpirun with 2 ranks;
 #  - a user's own OPENBLAS_CORETYPE=Prescott is kept, and the line says what the CPU
 #    could run instead;
-#  - a core this OpenBLAS does not know, asked for by gentrain, does not loop.
+#  - a core this OpenBLAS does not know, asked for by gentrain, does not loop; one a
+#    user asked for is named as not taken;
+#  - started through the dynamic loader by hand (so /proc/self/exe is the loader, not
+#    gentrain), the generic core is not "corrected" by executing the loader with
+#    gentrain's arguments: one warning, and the run trains on the core it has.
 # Skipped on a CPU without AVX (nothing to correct there).
 set -u
 : "${GENTRAIN:?GENTRAIN must point at the gentrain binary}"
@@ -58,6 +62,28 @@ check "user's OPENBLAS_CORETYPE=Prescott kept and named as theirs" \
 run unknown OPENBLAS_CORETYPE=NoSuchCore GENTRAIN_BLAS_CORE_SET=NoSuchCore
 check "a core the library lacks: the run goes on with the library's choice" \
     grep -q "^BLAS: OpenBLAS core $auto_core " "$tmp/unknown.out"
+
+run user_unknown OPENBLAS_CORETYPE=NoSuchCore
+check "a user's core the library lacks: named as not taken" \
+    grep -q "^BLAS: OpenBLAS core $auto_core .*did not take OPENBLAS_CORETYPE=NoSuchCore" \
+    "$tmp/user_unknown.out"
+
+loader=$(readelf -l "$GENTRAIN" 2>/dev/null |
+    sed -n 's/.*Requesting program interpreter: \([^]]*\)].*/\1/p')
+if [ -n "$loader" ] && [ -x "$loader" ]; then
+    run loader OPENBLAS_CORETYPE=Prescott GENTRAIN_BLAS_CORE_SET=Prescott \
+        "$loader"
+    check "through $loader: no restart, one warning that says why" \
+        grep -q "cannot restart with OPENBLAS_CORETYPE=.*started through another program" \
+        "$tmp/loader.err"
+    check "through $loader: the line says the generic core stays" \
+        grep -q "^BLAS: OpenBLAS core Prescott .*restart with OPENBLAS_CORETYPE=.* failed" \
+        "$tmp/loader.out"
+    check "through $loader: trains as the corrected run (1e-4)" \
+        compare_logs "$tmp/auto.jsonl" "$tmp/loader.jsonl" 1e-4 4
+else
+    echo "    (no program interpreter found for $GENTRAIN: the loader part is skipped)"
+fi
 
 if [ -n "${MPIEXEC:-}" ]; then
     run_ok mpi timeout 300 env -u GENTRAIN_BLAS_CORE_WAS OPENBLAS_CORETYPE=Prescott \

@@ -1,0 +1,72 @@
+#!/usr/bin/env bash
+# How many threads a run takes, end to end:
+#  - with neither --threads nor OMP_NUM_THREADS, as many as the CPUs the process may
+#    run on: taskset (as mpirun's or srun's binding) to one CPU gives 1 thread, not one
+#    per CPU of the machine;
+#  - OMP_THREAD_LIMIT below --threads: one warning, the limit's count, and the run
+#    trains (OpenBLAS, told more threads than OpenMP would start, used to wait for
+#    ever);
+#  - OMP_DYNAMIC=true with more threads than CPUs: the run trains on the threads asked
+#    for (a smaller dynamic team hung OpenBLAS the same way);
+#  - more threads than CPUs: the measured peak is the CPUs', not more.
+# All runs train to the losses of the 1-thread run (1e-4): the thread count must not
+# change the model.
+set -u
+: "${GENTRAIN:?GENTRAIN must point at the gentrain binary}"
+: "${top_srcdir:?top_srcdir must point at the source tree}"
+. "$top_srcdir/tests/lib.sh"
+test_tmpdir threads
+
+prepare_slice
+args=(train --data "$tmp/d.h5" --n_layer 2 --n_head 2 --n_embd 64 --block_size 32
+      --batch_size 4 --steps 4 --eval_every 0 --val_dataset none --seed 3)
+
+# run NAME ENV... -- ARGS...: one training run, the environment changed as given
+run() {
+    local name=$1 envs=()
+    shift
+    while [ $# -gt 0 ] && [ "$1" != -- ]; do envs+=("$1"); shift; done
+    shift
+    run_ok "$name" timeout 120 env -u OMP_NUM_THREADS -u OMP_THREAD_LIMIT -u OMP_DYNAMIC \
+        "${envs[@]}" "$GENTRAIN" "${args[@]}" "$@" --out "$tmp/$name" --log "$tmp/$name.jsonl"
+}
+threads_of() { sed -n 's/^threads: \([0-9]*\) OpenMP.*/\1/p' "$tmp/$1.out"; }
+peak_of() { sed -n 's/^threads: .* peak \([0-9.]*\) GFLOP\/s.*/\1/p' "$tmp/$1.out"; }
+
+run one -- --threads 1
+check "--threads 1: 1 thread" test "$(threads_of one)" = 1
+
+if command -v taskset >/dev/null 2>&1 && taskset -c 0 true 2>/dev/null; then
+    run_ok pinned timeout 120 env -u OMP_NUM_THREADS -u OMP_THREAD_LIMIT -u OMP_DYNAMIC \
+        taskset -c 0 "$GENTRAIN" "${args[@]}" --out "$tmp/pinned" --log "$tmp/pinned.jsonl"
+    check "pinned to one CPU, no thread setting: 1 thread (got $(threads_of pinned))" \
+        test "$(threads_of pinned)" = 1
+    check "pinned: trains as the 1-thread run" \
+        compare_logs "$tmp/one.jsonl" "$tmp/pinned.jsonl" 1e-4 4
+else
+    echo "    (no taskset: the pinned part is skipped)"
+fi
+
+run limited OMP_THREAD_LIMIT=1 -- --threads 4
+check "OMP_THREAD_LIMIT=1 with --threads 4: warned" \
+    grep -q "4 threads asked for, but OMP_THREAD_LIMIT allows 1: using 1" "$tmp/limited.err"
+check "OMP_THREAD_LIMIT=1: 1 thread (got $(threads_of limited))" \
+    test "$(threads_of limited)" = 1
+check "OMP_THREAD_LIMIT=1: trains as the 1-thread run" \
+    compare_logs "$tmp/one.jsonl" "$tmp/limited.jsonl" 1e-4 4
+
+run dynamic OMP_DYNAMIC=true -- --threads 6
+check "OMP_DYNAMIC=true with --threads 6: 6 threads (got $(threads_of dynamic))" \
+    test "$(threads_of dynamic)" = 6
+check "OMP_DYNAMIC=true: trains as the 1-thread run" \
+    compare_logs "$tmp/one.jsonl" "$tmp/dynamic.jsonl" 1e-4 4
+
+# The peak: 32 threads on this machine's CPUs against 1 thread. The bound is loose
+# (other tests run meanwhile); summing each thread's best moment read 5-7x.
+cpus=$(nproc)
+run many -- --threads 32
+p1=$(peak_of one) p32=$(peak_of many)
+echo "    measured peak: $p1 GFLOP/s on 1 thread, $p32 with 32 threads on $cpus CPUs"
+check "32 threads: the peak stays within 2 x CPUs x the 1-thread peak" \
+    awk -v a="$p32" -v b="$p1" -v n="$cpus" 'BEGIN { exit !(a > 0 && a <= 2 * n * b) }'
+[ "$fails" -eq 0 ]
