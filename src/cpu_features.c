@@ -212,6 +212,11 @@ int cpu_available_count(void)
     if (sched_getaffinity(0, sizeof set, &set) == 0 && CPU_COUNT(&set) > 0)
         return CPU_COUNT(&set);
 #endif
+    return cpu_online_count();
+}
+
+int cpu_online_count(void)
+{
     const long n = sysconf(_SC_NPROCESSORS_ONLN);
     return n > 0 ? (int)n : 1;
 }

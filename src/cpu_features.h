@@ -44,6 +44,8 @@ const char *cpu_amx_declined(void);
 /* The CPUs this process may run on: its affinity mask (taskset, mpirun's or srun's
  * binding), else the online CPUs; at least 1. */
 int cpu_available_count(void);
+/* The CPUs online in the machine (>= 1). */
+int cpu_online_count(void);
 /* The CPU's model name from /proc/cpuinfo into buf (or "unknown CPU"); returns buf. */
 const char *cpu_model_name(char *buf, int cap);
 /* Measured FP32 multiply-add peak of `threads` threads, GFLOP/s (0 if it failed). */

@@ -196,8 +196,12 @@ int train_report_compute(run *r)
                      : gpu              ? 0.0
                      : bf16_units       ? cpu_bf16_peak_gflops(r->threads, amx)
                                         : cpu_fma_peak_gflops_upto(r->threads, fma_level);
-    par_printf("threads: %d OpenMP, kernels %s, OpenBLAS %s; ", r->threads,
-               kernels_simd_name(), openblas_get_parallel() == 2 ? "openmp" :
+    /* a launcher's binding that leaves few CPUs is visible here (mpirun binds few ranks
+     * to one core each unless told --bind-to none) */
+    const int cpus = cpu_available_count(), online = cpu_online_count();
+    par_printf("threads: %d OpenMP", r->threads);
+    if (cpus < online) par_printf(" on the %d of %d CPUs this process may run on", cpus, online);
+    par_printf(", kernels %s, OpenBLAS %s; ", kernels_simd_name(), openblas_get_parallel() == 2 ? "openmp" :
                openblas_get_parallel() == 1 ? "pthreads" : "sequential");
     if (r->peak_gflops > 0)
         par_printf("peak %.1f GFLOP/s%s\n", r->peak_gflops,

@@ -2,7 +2,7 @@
 # How many threads a run takes, end to end:
 #  - with neither --threads nor OMP_NUM_THREADS, as many as the CPUs the process may
 #    run on: taskset (as mpirun's or srun's binding) to one CPU gives 1 thread, not one
-#    per CPU of the machine;
+#    per CPU of the machine, and the threads line says so;
 #  - OMP_THREAD_LIMIT below --threads: one warning, the limit's count, and the run
 #    trains (OpenBLAS, told more threads than OpenMP would start, used to wait for
 #    ever);
@@ -41,6 +41,12 @@ if command -v taskset >/dev/null 2>&1 && taskset -c 0 true 2>/dev/null; then
         taskset -c 0 "$GENTRAIN" "${args[@]}" --out "$tmp/pinned" --log "$tmp/pinned.jsonl"
     check "pinned to one CPU, no thread setting: 1 thread (got $(threads_of pinned))" \
         test "$(threads_of pinned)" = 1
+    online=$(getconf _NPROCESSORS_ONLN)
+    if [ "$online" -gt 1 ]; then
+        check "pinned: the threads line says how many CPUs the process may run on" \
+            grep -q "^threads: 1 OpenMP on the 1 of $online CPUs this process may run on," \
+            "$tmp/pinned.out"
+    fi
     check "pinned: trains as the 1-thread run" \
         compare_logs "$tmp/one.jsonl" "$tmp/pinned.jsonl" 1e-4 4
 else
