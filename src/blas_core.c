@@ -74,15 +74,16 @@ static char summary[320];
 #ifdef OPENBLAS_VERSION
 /* 1 when /proc/self/exe is the file this code was loaded from, so executing it starts
  * gentrain again: not so when a loader (ld.so run by hand) or a tool (valgrind) runs
- * the program, where /proc/self/exe is that loader or tool. Compares the device and
+ * the program, where /proc/self/exe is that loader or tool (0). Compares the device and
  * inode /proc/self/maps gives the mapping that holds this function with those of
- * /proc/self/exe (which still answers for a file deleted since). */
+ * /proc/self/exe (which still answers for a file deleted since). -1 with errno set
+ * when /proc cannot tell. */
 static int exe_is_this_program(void)
 {
     struct stat exe;
-    if (stat("/proc/self/exe", &exe) != 0) return 0;
+    if (stat("/proc/self/exe", &exe) != 0) return -1;
     FILE *f = fopen("/proc/self/maps", "r");
-    if (!f) return 0;
+    if (!f) return -1;
     const uintptr_t here = (uintptr_t)&exe_is_this_program;
     char line[4096];
     int same = 0;
@@ -174,14 +175,17 @@ void blas_core_fixup(char **argv)
         return;
     }
     /* The library runs below what the CPU offers: start again with the best core. */
+    int self;
     if (setenv("OPENBLAS_CORETYPE", best, 1) != 0 || setenv(ENV_SET, best, 1) != 0 ||
         setenv(ENV_WAS, core, 1) != 0) {
         gt_warn("cannot set OPENBLAS_CORETYPE=%s (%s); OpenBLAS stays on its %s core",
                 best, strerror(errno), core);
-    } else if (!exe_is_this_program()) {
-        gt_warn("cannot restart with OPENBLAS_CORETYPE=%s: this process was started "
-                "through another program (a loader or a tool); OpenBLAS stays on its %s "
-                "core (set OPENBLAS_CORETYPE=%s yourself)", best, core, best);
+    } else if ((self = exe_is_this_program()) != 1) {
+        gt_warn("cannot restart with OPENBLAS_CORETYPE=%s: %s%s; OpenBLAS stays on its %s "
+                "core (set OPENBLAS_CORETYPE=%s yourself)", best,
+                self == 0 ? "this process was started through another program (a loader "
+                            "or a tool)" : "/proc/self: ",
+                self == 0 ? "" : strerror(errno), core, best);
     } else {
         fflush(NULL);
         execv("/proc/self/exe", argv);
