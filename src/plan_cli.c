@@ -258,6 +258,11 @@ static int plan_machine_setup(const plan_opts *o, const gpt_shape *s, int T, pla
         mc->ctx = desc;
         return 0;
     }
+    /* a rank times no more threads than OpenMP lets it start */
+    const int startable = gt_set_threads(mc->slots_per_node);
+    if (startable < mc->slots_per_node && par_is_root())
+        printf("plan: OMP_THREAD_LIMIT lets a rank start %d thread%s: the timings of more "
+               "threads are those of %d\n", startable, startable == 1 ? "" : "s", startable);
     if (plan_measure_links(mc) != 0 && par_is_root())
         printf("plan: one rank: links not measured (start with mpirun -np 2 for that); "
                "assuming %.1f GB/s, %.0f us\n", mc->intra_bw / 1e9, o->latency_us);

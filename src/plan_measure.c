@@ -86,7 +86,7 @@ static double time_model(const plan_calibration *c, int whole, int threads, int 
         fill(d, BTC, 3, 1e-3f);
         for (size_t i = 0; i < (size_t)Bm * T; i++) tok[i] = (int32_t)(i * 7 % s.vocab_size);
         const int saved = omp_get_max_threads();
-        omp_set_num_threads(threads);
+        gt_set_threads(threads);
         for (int r = -1; r < c->reps; r++) { /* one warm-up */
             const double t0 = gt_now();
             float loss;
@@ -100,7 +100,7 @@ static double time_model(const plan_calibration *c, int whole, int threads, int 
             }
             if (r >= 0) t[r] = gt_now() - t0;
         }
-        omp_set_num_threads(saved);
+        gt_set_threads(saved);
         qsort(t, (size_t)c->reps, sizeof *t, by_value);
         result = t[c->reps / 2];
     }
@@ -126,7 +126,7 @@ static double time_adam(const plan_calibration *c, int threads)
         fill(g, n, 5, 1e-3f);
         gpt_param_info info = {.name = "x", .ndim = 2, .numel = n, .decay = 1};
         const int saved = omp_get_max_threads();
-        omp_set_num_threads(threads);
+        gt_set_threads(threads);
         for (int r = -1; r < c->reps; r++) {
             const double t0 = gt_now();
             double norm = grad_global_norm(g, n);
@@ -135,7 +135,7 @@ static double time_adam(const plan_calibration *c, int threads)
             const double dt = (gt_now() - t0) / (double)n;
             if (r >= 0 && (best < 0 || dt < best)) best = dt;
         }
-        omp_set_num_threads(saved);
+        gt_set_threads(saved);
         adamw_free(&st);
     }
     free(p);

@@ -188,16 +188,22 @@ int gt_resolve_threads(int requested)
         n = env ? atoi(env) : 0;
     }
     if (n <= 0) n = gt_num_cores();
+    const int applied = gt_set_threads(n);
+    if (applied < n)
+        gt_warn("%d threads asked for, but OMP_THREAD_LIMIT allows %d: using %d", n, applied,
+                applied);
+    return applied;
+}
+
+int gt_set_threads(int n)
+{
+    if (n < 1) n = 1;
 #ifdef _OPENMP
     /* Every team must have exactly n threads: OpenBLAS, told n, waits for ever on a
      * team that OMP_DYNAMIC or OMP_THREAD_LIMIT made smaller. */
     omp_set_dynamic(0);
     const int limit = omp_get_thread_limit();
-    if (limit > 0 && n > limit) {
-        gt_warn("%d threads asked for, but OMP_THREAD_LIMIT allows %d: using %d", n, limit,
-                limit);
-        n = limit;
-    }
+    if (limit > 0 && n > limit) n = limit;
     omp_set_num_threads(n);
 #endif
     /* The OpenMP build of OpenBLAS sizes its work from this, not from OpenMP's setting. */

@@ -74,6 +74,11 @@ int gt_num_cores(void);
  * (omp_set_num_threads, with dynamic teams off) and OpenBLAS. */
 int gt_resolve_threads(int requested);
 
+/* Applies n threads (at least 1, at most OMP_THREAD_LIMIT) to OpenMP, with dynamic teams
+ * off, and to OpenBLAS, silently; returns the count applied. For code that changes the
+ * thread count after gt_resolve_threads (the planner's timings). */
+int gt_set_threads(int n);
+
 /* 64-bit FNV-1a (cheap; for "is it the same everywhere" checks and file checksums).
  * gt_fnv1a continues hash h over n more bytes (start from GT_FNV_OFFSET); gt_hash64 is
  * the hash of n bytes alone. */

@@ -8,6 +8,8 @@
 #    ever);
 #  - OMP_DYNAMIC=true with more threads than CPUs: the run trains on the threads asked
 #    for (a smaller dynamic team hung OpenBLAS the same way);
+#  - `plan --measure`, which sets the thread count for each timing, under the same two
+#    settings: it finishes (it hung), and says when the limit caps its timings;
 #  - more threads than CPUs: the measured peak is the CPUs', not more.
 # All runs train to the losses of the 1-thread run (1e-4): the thread count must not
 # change the model.
@@ -66,6 +68,24 @@ check "OMP_DYNAMIC=true with --threads 6: 6 threads (got $(threads_of dynamic))"
     test "$(threads_of dynamic)" = 6
 check "OMP_DYNAMIC=true: trains as the 1-thread run" \
     compare_logs "$tmp/one.jsonl" "$tmp/dynamic.jsonl" 1e-4 4
+
+# The planner's timings change the thread count as they go: the same limits hold there
+cat > "$tmp/plan.cfg" <<'CFG'
+n_layer = 2
+n_head = 2
+n_embd = 64
+block_size = 32
+batch_size = 4
+steps = 10
+vocab_size = 256
+CFG
+for e in OMP_DYNAMIC=true OMP_THREAD_LIMIT=1; do
+    run_ok "plan_$e" timeout 120 env -u OMP_NUM_THREADS -u OMP_THREAD_LIMIT -u OMP_DYNAMIC \
+        "$e" "$GENTRAIN" plan --config "$tmp/plan.cfg" --measure --reps 1
+    check "plan --measure under $e: a recommendation" grep -q '^recommended: ' "$tmp/plan_$e.out"
+done
+check "plan under OMP_THREAD_LIMIT=1: says the timings are capped" \
+    grep -q 'OMP_THREAD_LIMIT lets a rank start 1 thread:' "$tmp/plan_OMP_THREAD_LIMIT=1.out"
 
 # The peak: 32 threads on this machine's CPUs against 1 thread. The bound is loose
 # (other tests run meanwhile); summing each thread's best moment read 5-7x.
