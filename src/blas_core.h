@@ -14,9 +14,13 @@
  *    with OPENBLAS_CORETYPE set to the best core for the CPU. It marks the variable as
  *    its own (GENTRAIN_BLAS_CORE_SET), so it corrects at most once per core and never
  *    loops: when the library does not know that core either, the run goes on.
+ *  - It re-executes only when /proc/self/exe is the file this code was loaded from: a
+ *    program started through the dynamic loader by hand or under a tool (valgrind)
+ *    gets a warning instead, and runs on the core it has.
  *  - A user's own OPENBLAS_CORETYPE wins: it is kept, with a warning when it is below
- *    what the CPU offers.
- *  - It returns only when no re-execution happened (or the exec failed: a warning).
+ *    what the CPU offers; the summary says when OpenBLAS did not take the name.
+ *  - It returns only when no re-execution happened (or the exec failed: a warning),
+ *    with none of the variables it set left behind.
  *  - blas_core_summary() is one line saying which core runs and why; the trainer and
  *    the benchmarks print it. Without OpenBLAS it names the BLAS as unknown. */
 #ifndef GT_BLAS_CORE_H
