@@ -152,7 +152,8 @@ void blas_core_fixup(char **argv)
         }
     }
     /* OpenBLAS ignores a name it does not know and chooses by itself */
-    if (user_set && strcasecmp(user, core) != 0)
+    const int user_not_taken = user_set && strcasecmp(user, core) != 0;
+    if (user_not_taken)
         snprintf(why, sizeof why, "chosen by OpenBLAS, which did not take "
                  "OPENBLAS_CORETYPE=%.40s", user);
     else if (user_set)
@@ -162,15 +163,13 @@ void blas_core_fixup(char **argv)
         describe(why);
         return;
     }
-    if (user_set && strcasecmp(user, core) != 0) {
-        snprintf(why + strlen(why), sizeof why - strlen(why), " (this CPU could run %s)",
-                 best);
-        describe(why);
-        return;
-    }
     if (user_set) {
-        snprintf(why, sizeof why, "set by OPENBLAS_CORETYPE although this CPU could run "
-                 "%s (unset it to let gentrain choose)", best);
+        if (user_not_taken)
+            snprintf(why + strlen(why), sizeof why - strlen(why), " (this CPU could run %s)",
+                     best);
+        else
+            snprintf(why, sizeof why, "set by OPENBLAS_CORETYPE although this CPU could run "
+                     "%s (unset it to let gentrain choose)", best);
         describe(why);
         return;
     }

@@ -10,6 +10,7 @@
 
 #include "../io/h5set.h"
 #include "config.h"
+#include "cpu_features.h" /* defines: cpu_available_count */
 #include "parallel.h"
 #include "plan.h"
 #include "plan_measure.h"
@@ -239,7 +240,7 @@ static int plan_machine_setup(const plan_opts *o, const gpt_shape *s, int T, pla
         mc->tp_host = o->tp_host;
         *how = "described GPUs";
     } else {
-        mc->slots_per_node = o->cores > 0 ? o->cores : gt_num_cores();
+        mc->slots_per_node = o->cores > 0 ? o->cores : cpu_available_count();
         if (!o->measure && o->core_gflops <= 0) {
             gt_error("plan: say --measure (time the parts here) or describe the machine "
                      "(--core-gflops, or --gpus-per-node and --gpu-tflops)");

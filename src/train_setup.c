@@ -200,9 +200,12 @@ int train_report_compute(run *r)
      * to one core each unless told --bind-to none) */
     const int cpus = cpu_available_count(), online = cpu_online_count();
     par_printf("threads: %d OpenMP", r->threads);
-    if (cpus < online) par_printf(" on the %d of %d CPUs this process may run on", cpus, online);
-    par_printf(", kernels %s, OpenBLAS %s; ", kernels_simd_name(), openblas_get_parallel() == 2 ? "openmp" :
-               openblas_get_parallel() == 1 ? "pthreads" : "sequential");
+    if (cpus < online)
+        par_printf(" on the %d of %d CPUs this process may run on", cpus, online);
+    par_printf(", kernels %s, OpenBLAS %s; ", kernels_simd_name(),
+               openblas_get_parallel() == 2   ? "openmp"
+               : openblas_get_parallel() == 1 ? "pthreads"
+                                              : "sequential");
     if (r->peak_gflops > 0)
         par_printf("peak %.1f GFLOP/s%s\n", r->peak_gflops,
                    c->peak_gflops > 0 ? ""

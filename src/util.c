@@ -178,8 +178,6 @@ int gt_mkdirs(const char *path)
     return 0;
 }
 
-int gt_num_cores(void) { return cpu_available_count(); }
-
 int gt_resolve_threads(int requested)
 {
     int n = requested;
@@ -187,7 +185,7 @@ int gt_resolve_threads(int requested)
         const char *env = getenv("OMP_NUM_THREADS");
         n = env ? atoi(env) : 0;
     }
-    if (n <= 0) n = gt_num_cores();
+    if (n <= 0) n = cpu_available_count();
     const int applied = gt_set_threads(n);
     if (applied < n)
         gt_warn("%d threads asked for, but OMP_THREAD_LIMIT allows %d: using %d", n, applied,

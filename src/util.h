@@ -65,11 +65,8 @@ int gt_mkdirs(const char *path);
  * would overflow or realloc fails (*p and *cap unchanged). */
 int gt_grow(void **p, size_t *cap, size_t need, size_t elem);
 
-/* Number of CPUs this process may run on (>= 1): cpu_available_count(), which honours
- * the affinity mask a launcher's binding or taskset gave it. */
-int gt_num_cores(void);
-
-/* Threads to use: `requested` if > 0, else OMP_NUM_THREADS if set, else gt_num_cores(),
+/* Threads to use: `requested` if > 0, else OMP_NUM_THREADS if set, else the CPUs this
+ * process may run on (cpu_available_count: its affinity mask, as a binding gave it),
  * and never more than OMP_THREAD_LIMIT (warned). Also applies the choice to OpenMP
  * (omp_set_num_threads, with dynamic teams off) and OpenBLAS. */
 int gt_resolve_threads(int requested);
