@@ -983,9 +983,9 @@ int ckpt_check_compatible(const ckpt_meta *meta, const char *config_text, int wo
      * split are the caller's to settle (it keeps the checkpoint's global batch). */
     static const char *const harmless[] = {
         "steps", "eval_every", "eval_batches", "val_dataset", "log", "out", "threads",
-        "peak_gflops", "ckpt_every", "ckpt_minutes", "keep_ckpts", "resume", "bucket_mb",
-        "data_io", "data_max_open", "tp", "pp", "micro_batches", "offload", "init_from",
-        "batch_size", "global_batch_size", NULL};
+        "thread_team", "peak_gflops", "ckpt_every", "ckpt_minutes", "keep_ckpts", "resume",
+        "bucket_mb", "data_io", "data_max_open", "tp", "pp", "micro_batches", "offload",
+        "init_from", "batch_size", "global_batch_size", NULL};
     enum { MAXK = 256 };
     if (changes && cap) changes[0] = '\0';
     if (meta->world_size != world_size) {

@@ -119,6 +119,11 @@ static const key_def keys[] = {
     KEY_U64(seed, G_RUN, "1337", "random seed (initial weights, data order)"),
     KEY_INT(threads, G_RUN, "0", 0, 65536, R_MAX,
             "OpenMP threads; 0 = OMP_NUM_THREADS if set, else all cores"),
+    KEY_CHOICE(thread_team, G_RUN, "adaptive", "adaptive|fixed",
+               "adaptive: while another process shares one of the cores, steps run on "
+               "fewer threads (a shared core makes every barrier wait for it), and on all "
+               "again once it is free; results are the same bits either way. fixed: "
+               "always all the threads"),
     KEY_STR(out, G_RUN, "runs/gentrain",
             "run folder (model.h5 goes there); empty or 'none' = do not save"),
     KEY_STR(log, G_RUN, "",
@@ -946,7 +951,8 @@ void config_print_help(FILE *f)
 _Static_assert(sizeof(gt_precision) == sizeof(int) && sizeof(gt_offload) == sizeof(int) &&
                    sizeof(gt_data_io) == sizeof(int) && sizeof(gt_sampling) == sizeof(int) &&
                    sizeof(gt_sync) == sizeof(int) && sizeof(gt_predict) == sizeof(int) &&
-                   sizeof(gt_grad_comm) == sizeof(int),
+                   sizeof(gt_grad_comm) == sizeof(int) &&
+                   sizeof(gt_thread_team) == sizeof(int),
                "enumerated config fields must be int-sized");
 
 int config_is_none(const char *s) { return s[0] == '\0' || strcmp(s, "none") == 0; }

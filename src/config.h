@@ -22,6 +22,7 @@
 /* The enumerated keys, parsed once from their words (the order of each list is the
  * order of the words in the key table of config.c; config_enum_word names a value). */
 typedef enum { PRECISION_FP32, PRECISION_BF16 } gt_precision;
+typedef enum { THREAD_TEAM_ADAPTIVE, THREAD_TEAM_FIXED } gt_thread_team;
 typedef enum { OFFLOAD_ALL, OFFLOAD_BLOCKS, OFFLOAD_NONE, OFFLOAD_REQUIRED } gt_offload;
 typedef enum { DATA_IO_AUTO, DATA_IO_MPI_IO, DATA_IO_POSIX } gt_data_io;
 typedef enum { SAMPLING_EPOCH, SAMPLING_RANDOM } gt_sampling;
@@ -48,6 +49,7 @@ typedef struct gt_config {
     int eval_batches;
     uint64_t seed;
     int threads;                     /* 0 = OMP_NUM_THREADS if set, else all cores */
+    gt_thread_team thread_team;      /* shrink the team while a core is shared */
     char out[GT_PATH_MAX];           /* run folder; "" = do not save */
     char log[GT_PATH_MAX];           /* JSON Lines metrics file; "" = none */
     double peak_gflops;              /* for MFU; 0 = estimate from the CPU */

@@ -30,6 +30,7 @@
 #include "gemm_bf16.h"
 #include "grid.h"
 #include "signals.h"
+#include "team.h"
 #include "train_run.h"
 #include "util.h"
 
@@ -260,6 +261,9 @@ static int setup(run *r)
         return -1;
     r->flops = gpt_flops_per_step(&r->model.shape, c->batch_size, c->block_size);
     if (make_gradients(r) != 0) return LOCAL_FAILURE;
+    r->team = team_create(r->threads, c->thread_team == THREAD_TEAM_FIXED ? TEAM_FIXED
+                                                                        : TEAM_ADAPTIVE);
+    if (!par_all_ok(r->team != NULL)) return -1;
     train_report_setup(r);
     return 0;
 }
@@ -439,12 +443,15 @@ static int train_loop(run *r)
         step_result s;
         memset(&s, 0, sizeof s);
         s.step = step;
+        s.threads = team_size(r->team);
         const double t0 = gt_now();
         if (phase_gradients(r, &s) != 0) return LOCAL_FAILURE;
         if (phase_reduce(r, &s) != 0) return -1;
         phase_update(r, &s);
         s.dt = gt_now() - t0;
         r->t_compute += s.dt;
+        /* the next step's threads: fewer while another process shares a core */
+        team_after_step(r->team, step + 1);
         int rc = phase_report(r, &s);
         if (rc == 0) rc = phase_boundary(r, &s);
         if (rc != 0) return rc;
@@ -506,6 +513,7 @@ static void cleanup(run *r)
     free(r->saved_text);
     free(r->tokenizer);
     free(r->noise_wte);
+    team_free(r->team);
     if (r->log && fclose(r->log) != 0) gt_error("writing the log file failed");
     gemm_bf16_free();
     grid_free();

@@ -70,6 +70,7 @@ void train_report_step(const run *r, const step_result *s)
     if (r->peak_gflops > 0)
         par_printf(" | MFU %4.1f%%", 100.0 * gflops / (r->peak_gflops * r->world));
     par_printf(" | wait %.2f ms", s->wait_s * 1e3);
+    if (s->threads < r->threads) par_printf(" | threads %d of %d", s->threads, r->threads);
     if (r->world > 1) par_printf(" | comm %.2f ms", s->comm_s * 1e3);
     if (r->engine->scaler) {
         par_printf(" | scale %.0f", (double)s->scale_before);
@@ -121,6 +122,7 @@ int train_log_step(const run *r, const step_result *s)
             "\"load_wait_ms\":%.4f,\"comm_ms\":%.4f,\"comm_bytes\":%.0f",
             s->dt * 1e3, tok_s, gflops, s->wait_s * 1e3, s->comm_s * 1e3,
             r->world > 1 && s->reduced ? (double)par_reducer_bytes(r->red) : 0.0);
+    fprintf(r->log, ",\"threads\":%d", s->threads);
     if (s->do_eval) fprintf(r->log, ",\"val_loss\":%.6f", r->last_val);
     if (isfinite(s->noise_tokens)) fprintf(r->log, ",\"noise_scale\":%.1f", s->noise_tokens);
     fprintf(r->log, "}\n");

@@ -43,7 +43,8 @@ typedef struct run {
     int mpi_io;             /* data read through parallel HDF5's MPI-IO driver */
     train_device device;
     int tp_nccl;            /* tp > 1 on GPUs: the blocks' all-reduces over NCCL */
-    int threads;
+    int threads;            /* given; the team (team.h) may run a step on fewer */
+    struct team *team;
     double peak_gflops;     /* for MFU; 0 = none */
     double flops;           /* per micro-step of B x T on one rank */
     /* data */
@@ -102,6 +103,7 @@ typedef struct step_result {
     loss_scale_event scale_event;
     int do_eval;
     double noise_tokens;    /* NaN when not estimated */
+    int threads;            /* the step ran on this many threads */
 } step_result;
 
 /* train_setup.c */

@@ -1,0 +1,83 @@
+#!/usr/bin/env bash
+# The thread team (src/team.c), end to end:
+#  - a team whose size changes between steps (GENTRAIN_TEAM_SCHEDULE) trains the very
+#    same model as a fixed team: every loss and every parameter bit-identical, so a
+#    team leaving a shared core never changes a result;
+#  - the log's "threads" field and the step line follow the team's size;
+#  - a malformed schedule (exit 1) and a bad thread_team value (exit 2, as every config
+#    error) are one clear error line;
+#  - under a real load (a busy loop pinned to one of the run's 2 CPUs) the adaptive
+#    team leaves the shared core and says so once; a fixed team never changes.
+# Whether the team grows back once the core is free depends on what else the machine
+# runs (another test beside this one keeps a core busy too), so it is measured by
+# scripts/bench-load.sh, not asserted here.
+set -u
+: "${GENTRAIN:?GENTRAIN must point at the gentrain binary}"
+: "${CMPMODEL:?CMPMODEL must point at tests/cmpmodel}"
+: "${top_srcdir:?top_srcdir must point at the source tree}"
+. "$top_srcdir/tests/lib.sh"
+test_tmpdir team
+
+prepare_slice
+args=(train --data "$tmp/d.h5" --n_layer 2 --n_head 2 --n_embd 64 --block_size 32
+      --batch_size 4 --steps 8 --eval_every 4 --eval_batches 2 --seed 5 --threads 2)
+
+run_ok fixed "$GENTRAIN" "${args[@]}" --thread_team fixed \
+    --out "$tmp/fixed" --log "$tmp/fixed.jsonl"
+run_ok changing env GENTRAIN_TEAM_SCHEDULE=2,1,1,2,1 "$GENTRAIN" "${args[@]}" \
+    --out "$tmp/changing" --log "$tmp/changing.jsonl"
+check "a team of 2,1,1,2,1,... threads: every loss the fixed team's, bit for bit" \
+    compare_logs "$tmp/fixed.jsonl" "$tmp/changing.jsonl" 0 8
+check "a team of 2,1,1,2,1,... threads: every parameter the fixed team's, bit for bit" \
+    "$CMPMODEL" "$tmp/fixed/model.h5" "$tmp/changing/model.h5" 0
+threads=$(sed -n 's/.*"threads":\([0-9]*\).*/\1/p' "$tmp/changing.jsonl" | tr '\n' ,)
+check "the log's threads follow the schedule (got $threads)" \
+    test "$threads" = "2,1,1,2,1,2,1,1,"
+check "the step line says when the team is smaller" \
+    grep -q '^step *2/8 .*| threads 1 of 2' "$tmp/changing.out"
+check "the step line says nothing while the team is whole" \
+    bash -c "! grep -q '^step *1/8 .*threads' '$tmp/changing.out'"
+
+for bad in 0 3 1,x "" ; do
+    [ -z "$bad" ] && continue
+    name="schedule_${bad//,/_}"
+    GENTRAIN_TEAM_SCHEDULE=$bad "$GENTRAIN" "${args[@]}" --out "" \
+        > "$tmp/$name.out" 2> "$tmp/$name.err"
+    rc=$?
+    check "GENTRAIN_TEAM_SCHEDULE=$bad: exit 1 (rc $rc)" test $rc -eq 1
+    check "GENTRAIN_TEAM_SCHEDULE=$bad: one line naming it" \
+        grep -q 'GENTRAIN_TEAM_SCHEDULE=.*want thread counts from 1 to 2' "$tmp/$name.err"
+done
+"$GENTRAIN" "${args[@]}" --thread_team sometimes --out "" > "$tmp/badkey.out" 2> "$tmp/badkey.err"
+rc=$?
+check "thread_team sometimes: exit 2, as every config error (rc $rc)" test $rc -eq 2
+check "thread_team sometimes: the error names the key and its values" \
+    grep -q 'thread_team.*adaptive.*fixed' "$tmp/badkey.err"
+
+# Real load: a busy loop on the second of two CPUs the run is pinned to.
+cpus=$(python3 -c 'import os; print(",".join(map(str, sorted(os.sched_getaffinity(0))[:2])))' 2>/dev/null)
+if command -v taskset >/dev/null 2>&1 && [ "$(echo "$cpus" | tr -cd , | wc -c)" = 1 ]; then
+    busy_cpu=${cpus#*,}
+    taskset -c "$busy_cpu" sh -c 'while :; do :; done' &
+    busy=$!
+    sleep 0.3
+    long=(train --data "$tmp/d.h5" --n_layer 2 --n_head 2 --n_embd 64 --block_size 32
+          --batch_size 4 --steps 120 --eval_every 0 --val_dataset none --threads 2)
+    run_ok loaded_adaptive timeout 300 taskset -c "$cpus" "$GENTRAIN" "${long[@]}" \
+        --out "" --log "$tmp/loaded_adaptive.jsonl"
+    run_ok loaded_fixed timeout 300 taskset -c "$cpus" "$GENTRAIN" "${long[@]}" \
+        --thread_team fixed --out "" --log "$tmp/loaded_fixed.jsonl"
+    kill "$busy"
+    wait "$busy" 2>/dev/null
+    check "adaptive, a busy loop on CPU $busy_cpu: the team leaves it, said once" \
+        grep -q 'note: threads: 1 of 2 from step [0-9]* (another process shares a core)' \
+        "$tmp/loaded_adaptive.err"
+    check "adaptive: the log records steps on 1 thread" \
+        grep -q '"threads":1[,}]' "$tmp/loaded_adaptive.jsonl"
+    check "fixed, the same busy loop: every step on 2 threads, no note" \
+        bash -c "! grep -q '\"threads\":1[,}]' '$tmp/loaded_fixed.jsonl' &&
+                 ! grep -q 'note: threads' '$tmp/loaded_fixed.err'"
+else
+    echo "    (fewer than 2 CPUs or no taskset: the part under load is skipped)"
+fi
+[ "$fails" -eq 0 ]
