@@ -1,6 +1,8 @@
 // cuda_device — offload.h with the CUDA runtime: finding the GPUs and binding to one.
 #include "offload.h"
 
+#include "cuda_presence.h" // defines: cuda_driver_present
+
 #include <cuda_runtime.h>
 #include <stdio.h>
 
@@ -11,13 +13,16 @@ extern "C" int offload_device_count(char *why, size_t cap)
     int n = 0;
     const cudaError_t e = cudaGetDeviceCount(&n);
     if (e != cudaSuccess) {
-        // No driver, a driver older than the runtime, no device: all mean "no GPU".
-        const char *what = e == cudaErrorInsufficientDriver
-                               ? "no CUDA driver, or one older than this CUDA runtime"
-                           : e == cudaErrorNoDevice ? "no CUDA device"
-                                                    : "the CUDA runtime cannot start";
-        snprintf(why, cap, "%s: %s", what, cudaGetErrorString(e));
         cudaGetLastError(); // clear the sticky error state for later calls
+        // The same error where no driver is installed and where an old or broken one
+        // is (cuda_presence.h): only the driver's presence tells absence from failure.
+        char what[128];
+        if (cuda_driver_present(what, sizeof what)) {
+            snprintf(why, cap, "CUDA cannot start although %s: %s (%s)", what,
+                     cudaGetErrorString(e), cudaGetErrorName(e));
+            return -1;
+        }
+        snprintf(why, cap, "%s; the CUDA runtime says: %s", what, cudaGetErrorString(e));
         return 0;
     }
     if (n == 0) snprintf(why, cap, "the CUDA driver sees no device");

@@ -19,7 +19,9 @@ extern "C" {
 int offload_built(void);
 
 /* Number of usable GPUs; 0 with `why` set to the reason when there is none (built
- * without CUDA, no driver, no device, ...). */
+ * without CUDA, no NVIDIA driver, no device); -1 with `why` set (the runtime's message)
+ * when a driver or a device is there but CUDA cannot start (an old driver, a missing
+ * fabric manager, ...): a fault to report, not an absence (cuda_presence.h). */
 int offload_device_count(char *why, size_t cap);
 
 /* Makes device `index` (0 .. count-1) this process's and describes it in `name` (e.g.

@@ -118,7 +118,11 @@ int train_settle_device(run *r)
     if (c->offload == OFFLOAD_NONE) return 0;
     const int local = par_local_rank(); /* a collective: before any branch */
     char why[256] = "", name[256] = "";
-    const int n = offload_device_count(why, sizeof why);
+    /* n < 0: a driver or device is there but CUDA cannot start; the CPU trains (as
+     * without a GPU) and the offload line gives the runtime's reason, not "no GPU". */
+    const int counted = offload_device_count(why, sizeof why);
+    const int broken = counted < 0;
+    const int n = broken ? 0 : counted;
     int bound = n > 0 && offload_use_device(local % n, name, sizeof name, why,
                                             sizeof why) == 0;
     if (n > 0 && !bound) {
@@ -132,7 +136,10 @@ int train_settle_device(run *r)
             if (par_is_root()) gt_error("offload = required, but %s", because);
             return -1;
         }
-        if (n == 0)
+        if (broken && because == why)
+            par_printf("offload: the GPU cannot be used (%s); every layer runs on the CPU\n",
+                       because);
+        else if (n == 0)
             par_printf("offload: no GPU (%s); every layer runs on the CPU\n", because);
         else
             par_printf("offload: %s; every layer runs on the CPU\n", because);
