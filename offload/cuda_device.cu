@@ -44,3 +44,27 @@ extern "C" int offload_use_device(int index, char *name, size_t name_cap, char *
              (double)p.totalGlobalMem / (1024.0 * 1024.0 * 1024.0), p.major, p.minor);
     return 0;
 }
+
+extern "C" int offload_device_id(char *id, size_t cap, char *why, size_t why_cap)
+{
+    int d = 0;
+    cudaDeviceProp p;
+    cudaError_t e = cudaGetDevice(&d);
+    if (e == cudaSuccess) e = cudaGetDeviceProperties(&p, d);
+    if (e != cudaSuccess) {
+        snprintf(why, why_cap, "the GPU's identity: %s", cudaGetErrorString(e));
+        if (cap) id[0] = '\0';
+        return -1;
+    }
+    const unsigned char *u = (const unsigned char *)p.uuid.bytes;
+    unsigned any = 0;
+    for (int i = 0; i < 16; i++) any |= u[i];
+    if (any)
+        snprintf(id, cap,
+                 "GPU-%02x%02x%02x%02x-%02x%02x-%02x%02x-%02x%02x-%02x%02x%02x%02x%02x%02x",
+                 u[0], u[1], u[2], u[3], u[4], u[5], u[6], u[7], u[8], u[9], u[10], u[11],
+                 u[12], u[13], u[14], u[15]);
+    else // no UUID reported: the PCI address names the device on its node
+        snprintf(id, cap, "PCI %04x:%02x:%02x", p.pciDomainID, p.pciBusID, p.pciDeviceID);
+    return 0;
+}

@@ -28,6 +28,14 @@ int offload_device_count(char *why, size_t cap);
  * "NVIDIA H200, 139.8 GiB, sm_90"). Returns 0, or -1 with `why` set. */
 int offload_use_device(int index, char *name, size_t name_cap, char *why, size_t cap);
 
+/* The identity of the device this process took (offload_use_device), as text: its
+ * UUID ("GPU-8c2f...", as nvidia-smi writes it), else its PCI address. Two processes
+ * that took the same physical GPU get the same string, whatever each was shown of the
+ * node (all its GPUs under mpirun, one renumbered 0 under srun --gpus-per-task=1), so
+ * ranks tell a shared GPU by comparing these, not by counting. Returns 0, or -1 with
+ * `why` set. */
+int offload_device_id(char *id, size_t cap, char *why, size_t why_cap);
+
 #ifdef __cplusplus
 }
 #endif

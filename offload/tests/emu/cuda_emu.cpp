@@ -577,9 +577,18 @@ cudaError_t cudaGetDeviceCount(int *count)
 }
 
 // Any of the node's emulated devices: each process emulates its own whichever it takes.
+static int g_current_device = 0;
 cudaError_t cudaSetDevice(int device)
 {
-    return device >= 0 && device < device_count() ? cudaSuccess : cudaErrorInvalidDevice;
+    if (device < 0 || device >= device_count()) return cudaErrorInvalidDevice;
+    g_current_device = device;
+    return cudaSuccess;
+}
+
+cudaError_t cudaGetDevice(int *device)
+{
+    *device = g_current_device;
+    return cudaSuccess;
 }
 
 cudaError_t cudaGetDeviceProperties(cudaDeviceProp *p, int device)
@@ -587,6 +596,9 @@ cudaError_t cudaGetDeviceProperties(cudaDeviceProp *p, int device)
     if (device < 0 || device >= device_count()) return cudaErrorInvalidDevice;
     memset(p, 0, sizeof *p);
     snprintf(p->name, sizeof p->name, "CPU emulation of a GPU (cuda_emu)");
+    // The node's device `device` is the same device in every process that takes it.
+    snprintf(p->uuid.bytes, sizeof p->uuid.bytes, "cuda_emu dev%d", device);
+    p->pciBusID = device + 1;
     p->totalGlobalMem = device_capacity();
     p->major = 9;
     p->minor = 0;
