@@ -18,6 +18,9 @@
 #                                  causal attention, encoder, LayerNorm, GELU, residual,
 #                                  cross-entropy; forward and backward) against an FP32
 #                                  reference on the CPU, with poisoned outputs
+#   offload/tests/test_nccl        NCCL on one GPU through offload/tp_comm.h: a one-rank
+#                                  communicator's all-reduce leaves FP16 values exactly as
+#                                  they were (where the build found NCCL; else skipped)
 #   offload/tests/gpu_train test   the whole GPU training step (offload/gpu_model.cu,
 #                                  gpu_model_passes.cu)
 #                                  against a CPU reference in double: loss, gradients by
@@ -70,7 +73,7 @@
 # GPU_CHECK_BUDGET; GPU_CHECK_SMALL=1 runs bench and shakespeare (and grids) at a tiny
 # shape (figures that mean nothing), for checking this script itself where there is no
 # GPU (tests/test_gpu_check_emu.sh: GPU_CHECK_BIN = the CPU emulation's programs,
-# offload/tests/emu of a --with-cuda build tree). GPU_CHECK_ONLY (default "test_ops test
+# offload/tests/emu of a --with-cuda build tree). GPU_CHECK_ONLY (default "test_ops nccl test
 # bench shakespeare grids sanitizer") picks which to run, e.g. GPU_CHECK_ONLY=bench to
 # measure again without the tests.
 # Exit status: 0 everything built and passed, 1 a build or a check failed (or ran out
@@ -90,12 +93,12 @@ t_start=$(date +%s)
 
 SMALL=()
 [ -n "${GPU_CHECK_SMALL:-}" ] && SMALL=(--small)
-ONLY=" ${GPU_CHECK_ONLY:-test_ops test bench shakespeare grids sanitizer} "
+ONLY=" ${GPU_CHECK_ONLY:-test_ops nccl test bench shakespeare grids sanitizer} "
 for w in $ONLY; do
     case $w in
-    test_ops | test | bench | shakespeare | grids | sanitizer) ;;
-    *) echo "gpu-check: GPU_CHECK_ONLY: unknown check '$w' (test_ops test bench shakespeare" \
-            "grids sanitizer)" >&2
+    test_ops | nccl | test | bench | shakespeare | grids | sanitizer) ;;
+    *) echo "gpu-check: GPU_CHECK_ONLY: unknown check '$w' (test_ops nccl test bench" \
+            "shakespeare grids sanitizer)" >&2
        exit 1 ;;
     esac
 done
@@ -107,7 +110,9 @@ wanted() { [[ $ONLY == *" $1 "* ]]; }
 build_bundle() {
     local build=$1 bundle=$2 progs p missing=
     [ -f "$build/Makefile" ] || { echo "gpu-check: $build is not a configured build tree" >&2; return 1; }
-    progs=$(make -s --no-print-directory -C "$build" gpu-programs 2>/dev/null)
+    # Not the calling make's settings (under `make check` its jobserver and -w).
+    progs=$(env -u MAKEFLAGS -u MFLAGS -u MAKELEVEL make -s --no-print-directory -C "$build" \
+        gpu-programs 2>/dev/null | sed -n 's/^GPU_CHECK_PROGS=//p')
     if [ -z "$progs" ]; then
         echo "gpu-check: $build was not configured --with-cuda (make gpu-programs names no program)" >&2
         return 1
@@ -118,7 +123,8 @@ build_bundle() {
     local flags=()
     # Shell words, so that a value with spaces can be given quoted.
     [ -n "${GPU_CHECK_MAKEFLAGS:-}" ] && eval "flags=($GPU_CHECK_MAKEFLAGS)"
-    if ! make -C "$build" gpu-bundle GPU_BUNDLE="$bundle" "${flags[@]}" > "$out/build.log" 2>&1; then
+    if ! env -u MAKEFLAGS -u MFLAGS -u MAKELEVEL make -C "$build" gpu-bundle GPU_BUNDLE="$bundle" \
+        "${flags[@]}" > "$out/build.log" 2>&1; then
         echo "gpu-check: the build failed:"
         grep -v '^make\(\[[0-9]*\]\)\?: \(Entering\|Leaving\)' "$out/build.log" | tail -n 25 | sed 's/^/  /'
     fi
@@ -153,7 +159,9 @@ for prog in test_ops gpu_train; do
     [ -x "$bin/$prog" ] || { echo "gpu-check: no $bin/$prog" >&2; exit 1; }
     cp "$bin/$prog" "$out/$prog" || exit 1
 done
-have_test_ops=1 have_gpu_train=1
+have_test_ops=1 have_gpu_train=1 have_test_nccl=0
+# test_nccl only where the build found NCCL.
+if [ -x "$bin/test_nccl" ]; then cp "$bin/test_nccl" "$out/test_nccl" && have_test_nccl=1; fi
 nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader 2>/dev/null |
     sed 's/^/gpu: /'
 
@@ -212,6 +220,13 @@ rerun_blocking() {
 }
 # A program that finds no GPU (exit 77) ends the script with 77 (inside run).
 wanted test_ops && run test_ops "$have_test_ops" test_ops
+if wanted nccl; then
+    if [ $have_test_nccl = 1 ]; then
+        run test_nccl 1 test_nccl
+    else
+        names+=(test_nccl) results+=("SKIPPED (built without NCCL)") secs+=("-")
+    fi
+fi
 wanted test && run "gpu_train test" "$have_gpu_train" gpu_train test
 wanted bench && run "gpu_train bench" "$have_gpu_train" gpu_train bench "${SMALL[@]}"
 wanted shakespeare && run "gpu_train shakespeare" "$have_gpu_train" gpu_train shakespeare \

@@ -20,7 +20,8 @@ set -u
 : "${top_srcdir:?top_srcdir must point at the source tree}"
 : "${top_builddir:?top_builddir must point at the build tree}"
 : "${GENTRAIN:?GENTRAIN must point at the gentrain binary}"
-progs=$(make -s --no-print-directory -C "$top_builddir" gpu-programs 2>/dev/null)
+progs=$(env -u MAKEFLAGS -u MFLAGS -u MAKELEVEL make -s --no-print-directory -C "$top_builddir" \
+    gpu-programs 2>/dev/null | sed -n 's/^GPU_CHECK_PROGS=//p')
 if [ -z "$progs" ]; then
     echo "skip: this build was not configured --with-cuda (no GPU programs)"
     exit 77
@@ -57,7 +58,7 @@ check "dropped source: gpu_train named as not built, FAILED" \
 if [ -e /proc/driver/nvidia ] || /sbin/ldconfig -p 2>/dev/null | grep -q 'libcuda\.so\.1 '; then
     echo "skip: part 3 (this machine has an NVIDIA driver)"
 else
-    for p in test_ops gpu_train; do
+    for p in $progs; do
         "$tmp/bundle/$p" > "$tmp/none-$p.out" 2>&1
         rc=$?
         check "no driver: $p exits 77 (rc $rc) saying what is missing" test $rc -eq 77 -a \
@@ -86,7 +87,7 @@ if ! ${CC:-cc} -shared -fPIC -o "$tmp/stub/libcuda.so.1" "$tmp/stub/stub.c" 2> "
     exit 1
 fi
 BROKEN="CUDA cannot start although the NVIDIA driver library libcuda.so.1 loads"
-for p in test_ops gpu_train; do
+for p in $progs; do
     LD_LIBRARY_PATH=$tmp/stub "$tmp/bundle/$p" > "$tmp/stub-$p.out" 2>&1
     rc=$?
     show "$tmp/stub-$p.out"
