@@ -305,6 +305,11 @@ int make_blas(gpu_model *g, char *why, size_t cap)
         say(why, cap, "GPU: cublasSetStream: %s", blas_name((int)bs));
         return -1;
     }
+    if ((bs = ol_blas_numerics(g->blas)) != CUBLAS_STATUS_SUCCESS) {
+        say(why, cap, "GPU: cublasSetMathMode (no reduced-precision reductions): %s",
+            blas_name((int)bs));
+        return -1;
+    }
     // After cublasSetStream, which resets the handle's workspace to its default.
     if ((bs = cublasSetWorkspace(g->blas, g->blas_workspace, kBlasWorkspace)) !=
         CUBLAS_STATUS_SUCCESS) {

@@ -68,11 +68,13 @@ __global__ void mean_of(float *out, const float *x, int n)
 void launch_float_to_half(__half *dst, const float *src, size_t n, cudaStream_t stream)
 {
     float_to_half<<<blocks_for(n), 256, 0, stream>>>(dst, src, n, 1.0f);
+    ol_launched("float_to_half", stream);
 }
 
 void launch_half_to_float(float *dst, const __half *src, size_t n, cudaStream_t stream)
 {
     half_to_float<<<blocks_for(n), 256, 0, stream>>>(dst, src, n);
+    ol_launched("half_to_float", stream);
 }
 
 // The last block's output (x0 with no blocks).
@@ -189,6 +191,7 @@ int head_forward(gpu_model *g, int B, int T, float dlogits_scale, char *why, siz
     ol_crossentropy(g->losses, dlogits_scale > 0.0f ? g->logits : nullptr, g->logits, targets,
                     N, V, dlogits_scale, st);
     mean_of<<<1, 1024, 0, st>>>(g->loss, g->losses, N);
+    ol_launched("mean_of", st);
     CU(cudaGetLastError());
     CU(cudaMemcpyAsync(g->loss_host, g->loss, sizeof(float), cudaMemcpyDeviceToHost, st));
     CU(cudaEventRecord(g->loss_ready, st));
@@ -219,6 +222,7 @@ int send_grads(gpu_model *g, size_t begin, size_t end, int k, char *why, size_t 
     PROF(GPU_PHASE_OTHER);
     float_to_half<<<blocks_for(n), 256, 0, g->compute>>>(g->grads_half + d, g->grads + d, n,
                                                          g->sum_scale);
+    ol_launched("float_to_half", g->compute);
     CU(cudaGetLastError());
     CU(cudaEventRecord(g->grads_ready[k], g->compute));
     CU(cudaStreamWaitEvent(g->copy, g->grads_ready[k], 0));

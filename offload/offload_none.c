@@ -23,6 +23,13 @@ int offload_use_device(int index, char *name, size_t name_cap, char *why, size_t
     return -1;
 }
 
+int offload_device_id(char *id, size_t cap, char *why, size_t why_cap)
+{
+    if (cap) id[0] = '\0';
+    snprintf(why, why_cap, NO_CUDA);
+    return -1;
+}
+
 /* The GPU model (gpu_model.h): never made without CUDA; the trainer asks for it only
  * after offload_use_device succeeded, so these answers are for safety. */
 size_t gpu_model_param_count(const gpu_model_shape *s)

@@ -7,6 +7,9 @@
 #include "attention_plan.h"
 
 #include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
 
 #include <initializer_list>
 #include <type_traits>
@@ -484,6 +487,35 @@ __global__ void att_softmax_bwd(__half *d, const __half *att, int rows, int T, i
 
 } // namespace
 
+// -1: not decided yet; then GENTRAIN_CUDA_CHECK=1 or ol_check_launches decides.
+static int g_check_launches = -1;
+
+void ol_check_launches(int on) { g_check_launches = on != 0; }
+
+void ol_launched(const char *kernel, cudaStream_t stream)
+{
+    if (g_check_launches < 0) {
+        const char *env = getenv("GENTRAIN_CUDA_CHECK");
+        g_check_launches = env && strcmp(env, "1") == 0;
+    }
+    cudaError_t e = cudaPeekAtLastError(); // left for the caller's launch_status / CU
+    const char *when = "launching";
+    if (e == cudaSuccess && g_check_launches) {
+        e = cudaStreamSynchronize(stream);
+        when = "running";
+    }
+    if (e == cudaSuccess) return;
+    fprintf(stderr, "offload: CUDA kernel %s failed %s: %s (%s)\n", kernel, when,
+            cudaGetErrorString(e), cudaGetErrorName(e));
+    if (g_check_launches) exit(1);
+}
+
+cublasStatus_t ol_blas_numerics(cublasHandle_t h)
+{
+    return cublasSetMathMode(h, (cublasMath_t)(CUBLAS_DEFAULT_MATH |
+                                               CUBLAS_MATH_DISALLOW_REDUCED_PRECISION_REDUCTION));
+}
+
 namespace {
 
 // A failed launch as OL_CUDA_ERROR + its cudaError_t (ops.cuh), 0 when none.
@@ -525,6 +557,7 @@ void launch_heads_split(__half *dst, const __half *src, int B, int T, int P, int
         heads_split<decltype(v)::value, decltype(ix)>
             <<<blocks_for(chunks), kThreads, 0, st>>>(dst, src, B, T, P, NH, hs);
     });
+    ol_launched("heads_split", st);
 }
 
 void launch_heads_merge(__half *dst, const __half *src, int B, int T, int P, int NH, int hs,
@@ -536,6 +569,7 @@ void launch_heads_merge(__half *dst, const __half *src, int B, int T, int P, int
         heads_merge<decltype(v)::value, decltype(ix)>
             <<<blocks_for(chunks), kThreads, 0, st>>>(dst, src, B, T, P, NH, hs, accumulate);
     });
+    ol_launched("heads_merge", st);
 }
 
 // One product of an attention plan on the B*NH heads, FP16 in and out, FP32
@@ -619,6 +653,7 @@ int ol_attention_forward(cublasHandle_t h, __half *out, __half *qkvr, __half *at
         att_softmax_fwd<8><<<grid, kThreads, 0, stream>>>(att, rows, T, R);
     else
         att_softmax_fwd<1><<<grid, kThreads, 0, stream>>>(att, rows, T, R);
+    ol_launched("att_softmax_fwd", stream);
     if (int e = launch_status()) return e;
     if (int e = run_plan(h, ATT_CONTEXT, role, T, hs, nb, BH)) return e;
     launch_heads_merge(out, scratch, B, T, 1, NH, hs, 0, stream);
@@ -652,6 +687,7 @@ int ol_attention_backward(cublasHandle_t h, __half *dqkv, __half *scratch,
         att_softmax_bwd<8><<<grid, kThreads, 0, stream>>>(datt, att, rows, T, R);
     else
         att_softmax_bwd<1><<<grid, kThreads, 0, stream>>>(datt, att, rows, T, R);
+    ol_launched("att_softmax_bwd", stream);
     if (int e = launch_status()) return e;
     // dscores is now in datt (unscaled: the scale is these two products' alpha).
     if (int e = run_plan(h, ATT_DQUERIES, role, T, hs, nb, BH)) return e;
@@ -681,6 +717,7 @@ int ol_matmul_forward(cublasHandle_t h, __half *out, const __half *inp, const __
         add_bias<decltype(v)::value, decltype(ix)>
             <<<blocks_for(v8 ? (n + 7) / 8 : n), kThreads, 0, stream>>>(out, bias, N, OC);
     });
+    ol_launched("add_bias", stream);
     return launch_status();
 }
 
@@ -705,6 +742,7 @@ int ol_matmul_backward(cublasHandle_t h, __half *dinp, float *dw, float *dbias,
     if (s != CUBLAS_STATUS_SUCCESS) return (int)s;
     const dim3 grid((OC + 31) / 32, (N + kBiasRows - 1) / kBiasRows), block(32, 8);
     bias_grad<<<grid, block, 0, stream>>>(dbias, dout, N, OC);
+    ol_launched("bias_grad", stream);
     return launch_status();
 }
 
@@ -718,6 +756,7 @@ void ol_encoder_forward(__half *out, const int32_t *inp, const __half *wte,
         encoder_fwd<decltype(v)::value, decltype(ix)>
             <<<blocks_for(chunks), kThreads, 0, stream>>>(out, inp, wte, wpe, B, T, C);
     });
+    ol_launched("encoder_fwd", stream);
 }
 
 void ol_encoder_backward(float *dwte, float *dwpe, const __half *dout, const int32_t *inp,
@@ -725,6 +764,7 @@ void ol_encoder_backward(float *dwte, float *dwpe, const __half *dout, const int
 {
     const dim3 grid((unsigned)B * (unsigned)T, (unsigned)((C + kThreads - 1) / kThreads));
     encoder_bwd<<<grid, kThreads, 0, stream>>>(dwte, dwpe, dout, inp, T, C);
+    ol_launched("encoder_bwd", stream);
 }
 
 void ol_layernorm_forward(__half *out, float *mean, float *rstd, const __half *inp,
@@ -734,6 +774,7 @@ void ol_layernorm_forward(__half *out, float *mean, float *rstd, const __half *i
     const int rows_per_block = kThreads / 32;
     layernorm_fwd<<<(N + rows_per_block - 1) / rows_per_block, kThreads, 0, stream>>>(
         out, mean, rstd, inp, w, b, N, C);
+    ol_launched("layernorm_fwd", stream);
 }
 
 void ol_layernorm_backward(__half *dinp, float *dw, float *db, const __half *dout,
@@ -745,6 +786,7 @@ void ol_layernorm_backward(__half *dinp, float *dw, float *db, const __half *dou
     const int blocks = min((N + rows_per_block - 1) / rows_per_block, 1024);
     layernorm_bwd<<<blocks, kThreads, 2 * (size_t)C * sizeof(float), stream>>>(
         dinp, dw, db, dout, inp, w, mean, rstd, N, C);
+    ol_launched("layernorm_bwd", stream);
 }
 
 void ol_gelu_forward(__half *out, const __half *inp, size_t n, cudaStream_t stream)
@@ -753,6 +795,7 @@ void ol_gelu_forward(__half *out, const __half *inp, size_t n, cudaStream_t stre
         gelu_fwd<8><<<blocks_for((n + 7) / 8), kThreads, 0, stream>>>(out, inp, n);
     else
         gelu_fwd<1><<<blocks_for(n), kThreads, 0, stream>>>(out, inp, n);
+    ol_launched("gelu_fwd", stream);
 }
 
 void ol_gelu_backward(__half *dinp, const __half *inp, const __half *dout, size_t n,
@@ -763,6 +806,7 @@ void ol_gelu_backward(__half *dinp, const __half *inp, const __half *dout, size_
                                                                       accumulate);
     else
         gelu_bwd<1><<<blocks_for(n), kThreads, 0, stream>>>(dinp, inp, dout, n, accumulate);
+    ol_launched("gelu_bwd", stream);
 }
 
 void ol_residual_forward(__half *out, const __half *a, const __half *b, size_t n,
@@ -772,6 +816,7 @@ void ol_residual_forward(__half *out, const __half *a, const __half *b, size_t n
         residual_fwd<8><<<blocks_for((n + 7) / 8), kThreads, 0, stream>>>(out, a, b, n);
     else
         residual_fwd<1><<<blocks_for(n), kThreads, 0, stream>>>(out, a, b, n);
+    ol_launched("residual_fwd", stream);
 }
 
 void ol_crossentropy(float *losses, __half *dlogits, const __half *logits,
@@ -785,4 +830,5 @@ void ol_crossentropy(float *losses, __half *dlogits, const __half *logits,
     else
         crossentropy_rows<1><<<N, kThreads, 0, stream>>>(losses, dlogits, logits, targets, V,
                                                          scale);
+    ol_launched("crossentropy_rows", stream);
 }

@@ -31,6 +31,21 @@ void ol_encoder_backward(float *dwte, float *dwpe, const __half *dout, const int
 // the cudaError_t, so it cannot be mistaken for a cuBLAS status (both start at 1).
 #define OL_CUDA_ERROR 100000
 
+// Every kernel launch of offload/ is followed by ol_launched(its name, its stream):
+// a launch error is printed at once with the kernel's name (and left for the caller's
+// own check to return), so it is not blamed on the next call. In check mode (the test
+// programs turn it on with ol_check_launches(1); gentrain under GENTRAIN_CUDA_CHECK=1)
+// the stream is also waited for, so a fault while the kernel runs is caught there too,
+// and either ends the process with exit status 1: slow, for finding a fault.
+void ol_launched(const char *kernel, cudaStream_t stream);
+void ol_check_launches(int on);
+
+// The numerics every cuBLAS handle of offload/ is given (make_blas, the tests): FP32
+// accumulation throughout, with CUBLAS_MATH_DISALLOW_REDUCED_PRECISION_REDUCTION so that
+// a product with FP16 output and a long K (the head's input gradient, K = 50304) never
+// sums its split-K partials in FP16. Returns the cuBLAS status.
+cublasStatus_t ol_blas_numerics(cublasHandle_t h);
+
 // out = (x - mean) * rstd * w + b per row of C; mean, rstd [N] float. eps 1e-5.
 void ol_layernorm_forward(__half *out, float *mean, float *rstd, const __half *inp,
                           const __half *w, const __half *b, int N, int C,

@@ -1,12 +1,26 @@
 #!/bin/bash
-# gpu-check.sh — the GPU checks of gentrain, for a machine with a GPU and the CUDA
-# toolkit but nothing else of gentrain's build (no MPI, HDF5 or BLAS): run it from the
-# source tree as it is. It builds the offload/ tests with nvcc and a C compiler alone
-# and runs, in this order:
+# gpu-check.sh — the GPU checks of gentrain. The programs are the ones `make` builds in
+# a build tree configured --with-cuda (Makefile.am's GPU_CHECK_PROGS, each linked from one
+# list of objects: `make gpu-bundle` links the same into a folder), so this script never
+# compiles anything of its own and cannot drift from the build. Two halves, which can
+# run on two machines so that a GPU's minutes go to running, not compiling:
+#   scripts/gpu-check.sh --build-only    (GPU_CHECK_BUILD=a --with-cuda build tree;
+#       needs nvcc, no GPU) links the programs into a bundle folder (GPU_CHECK_BUNDLE,
+#       default BUILD/gpu-bundle) and stops: exit 0 when every program of `make
+#       gpu-programs` linked, 1 otherwise. `make check` runs it (tests/test_gpu_check_build.sh)
+#       so a list that misses a source fails CI, not the GPU's first minutes.
+#   GPU_CHECK_BIN=BUNDLE scripts/gpu-check.sh    runs the bundle's programs (no compiler,
+#       no MPI, HDF5 or BLAS needed; the source tree for data/ and scripts/; the CUDA
+#       toolkit's libcublas at the path the build linked). GPU_CHECK_BUILD=BUILD instead
+#       builds the bundle first and then runs it.
+# What it runs, in this order:
 #   offload/tests/test_ops         the FP16 kernels (matrix products on cuBLAS with bias,
 #                                  causal attention, encoder, LayerNorm, GELU, residual,
 #                                  cross-entropy; forward and backward) against an FP32
 #                                  reference on the CPU, with poisoned outputs
+#   offload/tests/test_nccl        NCCL on one GPU through offload/tp_comm.h: a one-rank
+#                                  communicator's all-reduce leaves FP16 values exactly as
+#                                  they were (where the build found NCCL; else skipped)
 #   offload/tests/gpu_train test   the whole GPU training step (offload/gpu_model.cu,
 #                                  gpu_model_passes.cu)
 #                                  against a CPU reference in double: loss, gradients by
@@ -35,110 +49,121 @@
 #                                  GPU when there is one (their tp all-reduces then go
 #                                  through host memory; with a GPU a rank, over NCCL).
 #                                  Without GPU_CHECK_GENTRAIN it is skipped (not failed)
+#   sanitizer                      where compute-sanitizer exists (PATH, then
+#                                  $CUDA_HOME/bin, /usr/local/cuda/bin): its memcheck,
+#                                  racecheck, synccheck and initcheck tools on test_ops and
+#                                  on 2 steps of gpu_train bench --small, each a row of the
+#                                  table; where it does not exist the row says so (skipped)
 # then prints a table of what passed and the benchmark's figures. Each program runs
 # under `timeout 300`, and the whole script stops starting programs once its budget
 # (GPU_CHECK_BUDGET seconds from the start, default 480) is spent, so it ends within
-# about 8 minutes whatever hangs (a few minutes expected on an H200).
+# about 8 minutes whatever hangs (a few minutes expected on an H200). A program that
+# fails is run once more with CUDA_LAUNCH_BLOCKING=1 and GENTRAIN_CUDA_CHECK=1 (every
+# kernel launch waited for and checked, by name), and the end of that run is shown, so
+# an asynchronous fault is blamed on the kernel that made it.
 #
-# Environment: GPU_CHECK_GENTRAIN (above), NVCC (default: nvcc on PATH, else
-# /usr/local/cuda/bin/nvcc), ARCH
-# (default: sm_90, the H200; e.g. sm_80 for an A100), CC (default: gcc; builds the
-# plain C src/lossscale.c and src/half.c), GPU_CHECK_BUDGET. For checking this script
-# itself where there is no GPU (tests/test_gpu_check_emu.sh): GPU_CHECK_BIN=DIR runs
-# DIR/test_ops and DIR/gpu_train instead of building them (e.g. the CPU emulation's,
-# offload/tests/emu in a --with-cuda build tree), and GPU_CHECK_SMALL=1 runs bench and
-# shakespeare (and grids) at a tiny shape (figures that mean nothing). GPU_CHECK_ONLY
-# (default "test_ops test bench shakespeare grids") picks which of the five to run, e.g.
-# GPU_CHECK_ONLY=bench to measure again without the tests.
+# No GPU and failure are told apart by the programs (offload/cuda_presence.h): with no
+# NVIDIA driver and no device they print "skip:" and exit 77, and so does this script;
+# where a driver or a device is there and CUDA cannot start, they FAIL with the
+# runtime's message, and so does this script.
+#
+# Environment: GPU_CHECK_BUILD, GPU_CHECK_BUNDLE, GPU_CHECK_BIN (above);
+# GPU_CHECK_MAKEFLAGS (more arguments for that make, word-split: other settings, or a
+# test's deliberately shortened object list); GPU_CHECK_GENTRAIN (above);
+# GPU_CHECK_BUDGET; GPU_CHECK_SMALL=1 runs bench and shakespeare (and grids) at a tiny
+# shape (figures that mean nothing), for checking this script itself where there is no
+# GPU (tests/test_gpu_check_emu.sh: GPU_CHECK_BIN = the CPU emulation's programs,
+# offload/tests/emu of a --with-cuda build tree). GPU_CHECK_ONLY (default "test_ops nccl test
+# bench shakespeare grids sanitizer") picks which to run, e.g. GPU_CHECK_ONLY=bench to
+# measure again without the tests.
 # Exit status: 0 everything built and passed, 1 a build or a check failed (or ran out
-# of time), 77 no GPU.
+# of time), 77 no GPU (no NVIDIA driver, no device).
 set -u
 cd "$(dirname "$0")/.." || exit 1
-NVCC=${NVCC:-$(command -v nvcc || echo /usr/local/cuda/bin/nvcc)}
-ARCH=${ARCH:-sm_90}
-CC=${CC:-gcc}
 BUDGET=${GPU_CHECK_BUDGET:-480}
+build_only=0
+case ${1:-} in
+'') ;;
+--build-only) build_only=1 ;;
+*) echo "gpu-check: unknown argument '$1' (usage: gpu-check.sh [--build-only])" >&2; exit 1 ;;
+esac
 out=$(mktemp -d "${TMPDIR:-/tmp}/gpu-check.XXXXXX") || exit 1
 trap 'rm -rf "$out"' EXIT
 t_start=$(date +%s)
 
 SMALL=()
 [ -n "${GPU_CHECK_SMALL:-}" ] && SMALL=(--small)
-ONLY=" ${GPU_CHECK_ONLY:-test_ops test bench shakespeare grids} "
+ONLY=" ${GPU_CHECK_ONLY:-test_ops nccl test bench shakespeare grids sanitizer} "
 for w in $ONLY; do
     case $w in
-    test_ops | test | bench | shakespeare | grids) ;;
-    *) echo "gpu-check: GPU_CHECK_ONLY: unknown check '$w' (test_ops test bench shakespeare" \
-            "grids)" >&2
+    test_ops | nccl | test | bench | shakespeare | grids | sanitizer) ;;
+    *) echo "gpu-check: GPU_CHECK_ONLY: unknown check '$w' (test_ops nccl test bench" \
+            "shakespeare grids sanitizer)" >&2
        exit 1 ;;
     esac
 done
 wanted() { [[ $ONLY == *" $1 "* ]]; }
-nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader 2>/dev/null |
-    sed 's/^/gpu: /'
 
 # ---------------------------------------------------------------- build
-have_test_ops=0 have_gpu_train=0
+# build_bundle BUILD BUNDLE: links every program of BUILD's GPU_CHECK_PROGS into BUNDLE
+# with BUILD's make; 0 when all of them are there.
+build_bundle() {
+    local build=$1 bundle=$2 progs p missing=
+    [ -f "$build/Makefile" ] || { echo "gpu-check: $build is not a configured build tree" >&2; return 1; }
+    # Not the calling make's settings (under `make check` its jobserver and -w).
+    progs=$(env -u MAKEFLAGS -u MFLAGS -u MAKELEVEL make -s --no-print-directory -C "$build" \
+        gpu-programs 2>/dev/null | sed -n 's/^GPU_CHECK_PROGS=//p')
+    if [ -z "$progs" ]; then
+        echo "gpu-check: $build was not configured --with-cuda (make gpu-programs names no program)" >&2
+        return 1
+    fi
+    echo "gpu-check: building $progs with make in $build into $bundle"
+    mkdir -p "$bundle" || return 1
+    for p in $progs; do rm -f "$bundle/$p"; done
+    local flags=()
+    # Shell words, so that a value with spaces can be given quoted.
+    [ -n "${GPU_CHECK_MAKEFLAGS:-}" ] && eval "flags=($GPU_CHECK_MAKEFLAGS)"
+    if ! env -u MAKEFLAGS -u MFLAGS -u MAKELEVEL make -C "$build" gpu-bundle GPU_BUNDLE="$bundle" \
+        "${flags[@]}" > "$out/build.log" 2>&1; then
+        echo "gpu-check: the build failed:"
+        grep -v '^make\(\[[0-9]*\]\)\?: \(Entering\|Leaving\)' "$out/build.log" | tail -n 25 | sed 's/^/  /'
+    fi
+    for p in $progs; do [ -x "$bundle/$p" ] || missing+=" $p"; done
+    if [ -n "$missing" ]; then
+        echo "gpu-check: not built:$missing"
+        return 1
+    fi
+    echo "gpu-check: built $progs in $(( $(date +%s) - t_start )) s"
+    return 0
+}
+
+if [ $build_only = 1 ]; then
+    [ -n "${GPU_CHECK_BUILD:-}" ] || { echo "gpu-check: --build-only needs GPU_CHECK_BUILD (a build tree configured --with-cuda)" >&2; exit 1; }
+    bundle=${GPU_CHECK_BUNDLE:-$GPU_CHECK_BUILD/gpu-bundle}
+    build_bundle "$GPU_CHECK_BUILD" "$bundle" || { echo "gpu-check: FAILED"; exit 1; }
+    echo "gpu-check: run them where the GPU is with GPU_CHECK_BIN=$bundle scripts/gpu-check.sh"
+    exit 0
+fi
 if [ -n "${GPU_CHECK_BIN:-}" ]; then
     echo "gpu-check: not building: the programs of $GPU_CHECK_BIN"
-    for prog in test_ops gpu_train; do
-        [ -x "$GPU_CHECK_BIN/$prog" ] || { echo "gpu-check: no $GPU_CHECK_BIN/$prog" >&2; exit 1; }
-        cp "$GPU_CHECK_BIN/$prog" "$out/$prog" || exit 1
-    done
-    have_test_ops=1 have_gpu_train=1
+    bin=$GPU_CHECK_BIN
+elif [ -n "${GPU_CHECK_BUILD:-}" ]; then
+    bin=${GPU_CHECK_BUNDLE:-$GPU_CHECK_BUILD/gpu-bundle}
+    build_bundle "$GPU_CHECK_BUILD" "$bin" || { echo "gpu-check: FAILED"; exit 1; }
 else
-    [ -x "$NVCC" ] || { echo "gpu-check: no nvcc (set NVCC)" >&2; exit 1; }
-    command -v "$CC" >/dev/null || { echo "gpu-check: no C compiler $CC (set CC)" >&2; exit 1; }
-    # Every object in parallel (ops.cu once for both programs), then the two links.
-    echo "gpu-check: building offload/tests/test_ops and gpu_train with $NVCC for $ARCH and $CC"
-    NVFLAGS=(-O2 -arch="$ARCH")
-    declare -A job
-    compile() { # name, command...
-        local name=$1
-        shift
-        ("$@" >"$out/build-$name.log" 2>&1) &
-        job[$name]=$!
-    }
-    compile ops "$NVCC" "${NVFLAGS[@]}" -Ioffload -c offload/ops.cu -o "$out/ops.o"
-    compile test_ops "$NVCC" "${NVFLAGS[@]}" -Ioffload -c offload/tests/test_ops.cu \
-        -o "$out/test_ops.o"
-    compile gpu_model "$NVCC" "${NVFLAGS[@]}" -Ioffload -c offload/gpu_model.cu \
-        -o "$out/gpu_model.o"
-    compile gpu_model_passes "$NVCC" "${NVFLAGS[@]}" -Ioffload -c offload/gpu_model_passes.cu \
-        -o "$out/gpu_model_passes.o"
-    compile gpu_train "$NVCC" "${NVFLAGS[@]}" -Xcompiler -fopenmp -Ioffload -Isrc \
-        -c offload/tests/gpu_train.cu -o "$out/gpu_train.o"
-    compile lossscale "$CC" -O2 -fopenmp -c src/lossscale.c -o "$out/lossscale.o"
-    compile half "$CC" -O2 -fopenmp -c src/half.c -o "$out/half.o"
-    declare -A built
-    for name in ops test_ops gpu_model gpu_model_passes gpu_train lossscale half; do
-        if wait "${job[$name]}"; then
-            built[$name]=1
-        else
-            built[$name]=0
-            echo "gpu-check: compiling $name failed:"
-            sed 's/^/  /' "$out/build-$name.log"
-        fi
-    done
-    link() { # program, objects...
-        local prog=$1
-        shift
-        local o
-        for o in "$@"; do
-            [ "${built[$o]}" = 1 ] || { echo "gpu-check: $prog not built ($o did not compile)"; return 1; }
-        done
-        local objs=()
-        for o in "$@"; do objs+=("$out/$o.o"); done
-        "$NVCC" "${NVFLAGS[@]}" -Xcompiler -fopenmp "${objs[@]}" -lcublas -o "$out/$prog" \
-            >"$out/link-$prog.log" 2>&1 && return 0
-        echo "gpu-check: linking $prog failed:"
-        sed 's/^/  /' "$out/link-$prog.log"
-        return 1
-    }
-    link test_ops test_ops ops && have_test_ops=1
-    link gpu_train gpu_train gpu_model gpu_model_passes ops lossscale half && have_gpu_train=1
-    echo "gpu-check: built in $(( $(date +%s) - t_start )) s"
+    echo "gpu-check: no programs: set GPU_CHECK_BIN (a bundle of gpu-check.sh --build-only)" \
+        "or GPU_CHECK_BUILD (a build tree configured --with-cuda)" >&2
+    exit 1
 fi
+for prog in test_ops gpu_train; do
+    [ -x "$bin/$prog" ] || { echo "gpu-check: no $bin/$prog" >&2; exit 1; }
+    cp "$bin/$prog" "$out/$prog" || exit 1
+done
+have_test_ops=1 have_gpu_train=1 have_test_nccl=0
+# test_nccl only where the build found NCCL.
+if [ -x "$bin/test_nccl" ]; then cp "$bin/test_nccl" "$out/test_nccl" && have_test_nccl=1; fi
+nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader 2>/dev/null |
+    sed 's/^/gpu: /'
 
 # ---------------------------------------------------------------- run
 names=() results=() secs=()
@@ -170,14 +195,38 @@ run() { # label, have, program (built into $out, or an absolute path), args...
     secs+=("$(( $(date +%s) - t0 ))")
     case $rc in
     0) results+=("passed") ;;
-    77) echo "gpu-check: no GPU here"; exit 77 ;;
+    77) echo "gpu-check: no GPU here (no NVIDIA driver, no device): skipped"; exit 77 ;;
     124 | 137) results+=("FAILED: timed out after $limit s"); failed=1 ;;
-    *) results+=("FAILED (exit $rc)"); failed=1 ;;
+    *) results+=("FAILED (exit $rc)"); failed=1; rerun_blocking "$label" "$exe" "$@" ;;
     esac
     return "$rc"
 }
+# rerun_blocking LABEL EXE ARGS...: a failed program once more with every launch waited
+# for and checked (CUDA_LAUNCH_BLOCKING=1, GENTRAIN_CUDA_CHECK=1), so an asynchronous
+# fault names the kernel that made it; the end of that run is shown.
+rerun_blocking() {
+    local label=$1 left
+    shift
+    left=$(( BUDGET - ($(date +%s) - t_start) ))
+    if [ $left -lt 20 ]; then
+        echo "gpu-check: $label not rerun with CUDA_LAUNCH_BLOCKING=1 (time budget spent)"
+        return 0
+    fi
+    echo "gpu-check: $label failed; once more with CUDA_LAUNCH_BLOCKING=1 GENTRAIN_CUDA_CHECK=1:"
+    CUDA_LAUNCH_BLOCKING=1 GENTRAIN_CUDA_CHECK=1 timeout -k 10 $(( left < 300 ? left : 300 )) \
+        "$@" > "$out/rerun-${label// /_}.log" 2>&1
+    echo "gpu-check: (exit $?) its last lines:"
+    tail -n 20 "$out/rerun-${label// /_}.log" | sed 's/^/  | /'
+}
 # A program that finds no GPU (exit 77) ends the script with 77 (inside run).
 wanted test_ops && run test_ops "$have_test_ops" test_ops
+if wanted nccl; then
+    if [ $have_test_nccl = 1 ]; then
+        run test_nccl 1 test_nccl
+    else
+        names+=(test_nccl) results+=("SKIPPED (built without NCCL)") secs+=("-")
+    fi
+fi
 wanted test && run "gpu_train test" "$have_gpu_train" gpu_train test
 wanted bench && run "gpu_train bench" "$have_gpu_train" gpu_train bench "${SMALL[@]}"
 wanted shakespeare && run "gpu_train shakespeare" "$have_gpu_train" gpu_train shakespeare \
@@ -191,10 +240,28 @@ if wanted grids; then
         names+=(grids) results+=("SKIPPED (no GPU_CHECK_GENTRAIN)") secs+=("-")
     fi
 fi
+if wanted sanitizer; then
+    san=$(command -v compute-sanitizer || true)
+    for d in ${CUDA_HOME:+"$CUDA_HOME/bin"} /usr/local/cuda/bin; do
+        [ -z "$san" ] && [ -x "$d/compute-sanitizer" ] && san=$d/compute-sanitizer
+    done
+    if [ -z "$san" ]; then
+        echo "gpu-check: no compute-sanitizer (not on PATH, in \$CUDA_HOME/bin or" \
+            "/usr/local/cuda/bin): its memcheck, racecheck, synccheck and initcheck not run"
+        names+=(sanitizer) results+=("SKIPPED (no compute-sanitizer)") secs+=("-")
+    else
+        # --error-exitcode: a finding fails the row even where the program passes.
+        for tool in memcheck racecheck synccheck initcheck; do
+            run "$tool test_ops" 1 "$san" --tool "$tool" --error-exitcode 9 "$out/test_ops"
+            run "$tool gpu_train" 1 "$san" --tool "$tool" --error-exitcode 9 \
+                "$out/gpu_train" bench --small --steps 2
+        done
+    fi
+fi
 
 # ---------------------------------------------------------------- summary
 echo
-echo "gpu-check: summary ($(( $(date +%s) - t_start )) s in all, GPU arch $ARCH)"
+echo "gpu-check: summary ($(( $(date +%s) - t_start )) s in all)"
 printf '  %-24s %-34s %s\n' check result seconds
 for i in "${!names[@]}"; do
     printf '  %-24s %-34s %s\n' "${names[$i]}" "${results[$i]}" "${secs[$i]}"

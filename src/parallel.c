@@ -278,6 +278,23 @@ static char *bcast_root_text(const void *bytes, size_t n, uint64_t h, size_t *ro
     return buf;
 }
 
+int par_id_shared(const char *id)
+{
+    if (g_world == 1) return 0;
+    char mine[PAR_ID_MAX] = {0};
+    snprintf(mine, sizeof mine, "%s", id);
+    char *all = malloc((size_t)g_world * PAR_ID_MAX);
+    if (!all) par_abort("out of memory gathering the %d ranks' device ids", g_world);
+    par_check_mpi(MPI_Allgather(mine, PAR_ID_MAX, MPI_CHAR, all, PAR_ID_MAX, MPI_CHAR,
+                                MPI_COMM_WORLD),
+                  "MPI_Allgather of the device ids");
+    int shared = 0;
+    for (int r = 0; r < g_world && !shared; r++)
+        shared = r != g_rank && memcmp(all + (size_t)r * PAR_ID_MAX, mine, PAR_ID_MAX) == 0;
+    free(all);
+    return shared;
+}
+
 int par_check_same(const char *what, const void *bytes, size_t n)
 {
     if (g_world == 1) return 0;

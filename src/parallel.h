@@ -159,4 +159,10 @@ int par_all_ok(int ok);
  * the first line that differs from rank 0's) and every rank gets -1. */
 int par_check_same(const char *what, const void *bytes, size_t n);
 
+/* Whether another rank gave the same `id` (text; the first PAR_ID_MAX - 1 bytes count):
+ * the ranks that took the same GPU (offload_device_id). 0 in single mode. A
+ * collective. */
+#define PAR_ID_MAX 80
+int par_id_shared(const char *id);
+
 #endif

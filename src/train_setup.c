@@ -50,16 +50,27 @@ static const char *cpu_because(int n_gpus, int everyone, const char *why)
 }
 
 /* tp > 1 on GPUs: whether the blocks' tp all-reduces go over NCCL (r->tp_nccl), else
- * why they go through host memory (*because). NCCL takes one GPU a rank: with more
- * ranks on a node than GPUs, some share one. Every rank decides the same (a collective
- * of all ranks). */
-static void settle_tp_comm(run *r, int n_gpus, const char **because)
+ * why they go through host memory (*because). NCCL takes one GPU a rank: ranks share
+ * one when their devices' identities (offload_device_id: UUID, else PCI address) are
+ * the same, which counting cannot tell (under srun --gpus-per-task=1 every rank counts
+ * one device, each a different GPU). Every rank decides the same (collectives of all
+ * ranks). */
+static void settle_tp_comm(run *r, const char **because)
 {
+    char id[PAR_ID_MAX], why[160];
+    const int known = offload_device_id(id, sizeof id, why, sizeof why) == 0;
+    static char unknown[224];
+    if (!known) {
+        snprintf(id, sizeof id, "unknown device of rank %d", par_rank());
+        snprintf(unknown, sizeof unknown, "cannot tell whether ranks share a GPU (%s)", why);
+    }
+    const int shared = par_id_shared(id); /* a collective: before any branch */
     const char *env = getenv("GENTRAIN_NCCL");
-    *because = !tp_comm_built()                ? "this gentrain was built without NCCL"
+    *because = shared                         ? "ranks share a GPU; NCCL needs one a rank"
+               : !known                       ? unknown
+               : !tp_comm_built()             ? "this gentrain was built without NCCL"
                : env && strcmp(env, "0") == 0 ? "GENTRAIN_NCCL=0"
-               : par_local_size() > n_gpus    ? "ranks share a GPU; NCCL needs one a rank"
-                                               : NULL;
+                                              : NULL;
     if (!par_all_ok(*because == NULL) && !*because) *because = "another rank cannot use NCCL";
     r->tp_nccl = *because == NULL;
 }
@@ -118,7 +129,11 @@ int train_settle_device(run *r)
     if (c->offload == OFFLOAD_NONE) return 0;
     const int local = par_local_rank(); /* a collective: before any branch */
     char why[256] = "", name[256] = "";
-    const int n = offload_device_count(why, sizeof why);
+    /* n < 0: a driver or device is there but CUDA cannot start; the CPU trains (as
+     * without a GPU) and the offload line gives the runtime's reason, not "no GPU". */
+    const int counted = offload_device_count(why, sizeof why);
+    const int broken = counted < 0;
+    const int n = broken ? 0 : counted;
     int bound = n > 0 && offload_use_device(local % n, name, sizeof name, why,
                                             sizeof why) == 0;
     if (n > 0 && !bound) {
@@ -132,7 +147,10 @@ int train_settle_device(run *r)
             if (par_is_root()) gt_error("offload = required, but %s", because);
             return -1;
         }
-        if (n == 0)
+        if (broken && because == why)
+            par_printf("offload: the GPU cannot be used (%s); every layer runs on the CPU\n",
+                       because);
+        else if (n == 0)
             par_printf("offload: no GPU (%s); every layer runs on the CPU\n", because);
         else
             par_printf("offload: %s; every layer runs on the CPU\n", because);
@@ -140,7 +158,7 @@ int train_settle_device(run *r)
     }
     if (r->pp > 1 || r->tp > 1) {
         const char *host_path = NULL;
-        if (r->tp > 1) settle_tp_comm(r, n, &host_path);
+        if (r->tp > 1) settle_tp_comm(r, &host_path);
         say_part_placement(r, local, n, name, host_path);
         r->device = DEVICE_GPU_BLOCKS;
         return 0;

@@ -163,6 +163,21 @@ int offload_use_device(int index, char *name, size_t name_cap, char *why, size_t
     return 0;
 }
 
+/* The fake device's identity. By default every process of the machine has the same
+ * one fake GPU (a node whose ranks all see one device, as under mpirun); with
+ * GENTRAIN_FAKE_GPU_PER_TASK=1 each rank has its own, shown to it as device 0 (as under
+ * srun --gpus-per-task=1), so ids differ although every rank counts one device. */
+int offload_device_id(char *id, size_t cap, char *why, size_t why_cap)
+{
+    (void)why, (void)why_cap;
+    const char *per_task = getenv("GENTRAIN_FAKE_GPU_PER_TASK");
+    if (per_task && strcmp(per_task, "1") == 0)
+        snprintf(id, cap, "fake-GPU-of-rank-%d", par_rank());
+    else
+        snprintf(id, cap, "fake-GPU-0");
+    return 0;
+}
+
 /* ------------------------------------------------------------- gpu_model.h */
 
 static gpt_shape to_gpt(const gpu_model_shape *s)

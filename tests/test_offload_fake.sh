@@ -271,8 +271,17 @@ fi
 
 # ------------------------------------------------------------- 9. tensor parallelism
 if [ -n "${MPIEXEC:-}" ]; then
+    # Every rank sees the one fake GPU (as under mpirun on a node with fewer GPUs than
+    # ranks): the same device identity, so the ranks share it and NCCL is out.
     gpu_tp_grids "$GENTRAIN_FAKEGPU" \
-        'through host memory over MPI \(this gentrain was built without NCCL\)'
+        'through host memory over MPI \(ranks share a GPU; NCCL needs one a rank\)'
+    # Each rank has its own fake GPU, shown to it as its only device 0 (as under srun
+    # --gpus-per-task=1): one device counted by every rank, but their identities differ,
+    # so they do not share; this build has no NCCL, which is then the reason.
+    GENTRAIN_FAKE_GPU_PER_TASK=1 run_ok tptask "${MPI[@]}" "${SHORT[@]}" --steps 2 --tp 2
+    check "tp 2, a GPU per task (each its device 0): not shared, the host path for want of NCCL" \
+        grep -q "^offload: tp = 2: each rank's shard .*(rank 0: GPU 0 of 1 on its node, .* their tp all-reduces through host memory over MPI (this gentrain was built without NCCL); " \
+        "$tmp/tptask.out"
     run_ok tpblk "${MPI[@]}" "${SHORT[@]}" --steps 2 --tp 2 --offload blocks
     check "tp 2, offload = blocks: the shard line, without the placement note" test \
         "$(grep -c "^offload: tp = 2: each rank's shard" "$tmp/tpblk.out")" -eq 1 -a \

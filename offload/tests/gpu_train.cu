@@ -27,7 +27,8 @@
 // driver_util.h (failure reporting, clocks, random numbers); this file holds the three
 // modes and main.
 //
-// Exit status: 0 passed, 1 a check or a call failed, 77 no GPU (skipped).
+// Exit status: 0 passed, 1 a check or a call failed (or a driver is there and CUDA
+// cannot start), 77 no GPU: no NVIDIA driver or device (skipped).
 #include <cuda_runtime.h>
 #include <errno.h>
 #include <math.h>
@@ -40,6 +41,7 @@
 #include <vector>
 
 #include "attention_plan.h"
+#include "ops.cuh" // defines: ol_check_launches
 #include "cuda_ok.h"
 #include "driver_util.h"
 #include "host_trainer.h"
@@ -930,12 +932,8 @@ int main(int argc, char **argv)
         (steps != -1 && steps < 1) || !(peak > 0.0))
         return usage();
 
-    int count = 0;
-    const cudaError_t e = cudaGetDeviceCount(&count);
-    if (e != cudaSuccess || count == 0) {
-        printf("skip: no GPU (%s)\n", e != cudaSuccess ? cudaGetErrorString(e) : "no device");
-        return 77;
-    }
+    gpu_or_skip(); // exits: 77 without a GPU, 1 where CUDA cannot start
+    ol_check_launches(1); // every launch waited for and checked, by kernel name
     CUDA_OK(cudaSetDevice(0));
     cudaDeviceProp p;
     CUDA_OK(cudaGetDeviceProperties(&p, 0));

@@ -6,7 +6,8 @@
 // Each output buffer is poisoned (half NaN) before the kernel runs, so an element a
 // kernel forgets to write fails the comparison. Tolerance: relative error (norm-wise per
 // output, ||gpu - ref|| / ||ref||) below 1e-2 for FP16 storage.
-// Exit status: 0 all passed, 1 a check failed, 77 no GPU (skipped).
+// Exit status: 0 all passed, 1 a check failed (or a driver is there and CUDA cannot
+// start), 77 no GPU: no NVIDIA driver or device (skipped).
 #include <cuda_fp16.h>
 #include <cuda_runtime.h>
 #include <math.h>
@@ -151,6 +152,64 @@ static void test_matmul(cublasHandle_t h, int N, int C, int OC, int with_bias, i
     if (with_bias) compare((n + " dbias").c_str(), from_devf(gb, OC), rb, 1e-2);
     cudaFree(dx), cudaFree(dwt), cudaFree(db), cudaFree(ddy), cudaFree(out), cudaFree(dinp);
     cudaFree(gw), cudaFree(gb);
+}
+
+// An FP16-output product with a long inner dimension, as the head's input gradient
+// (dinp[N,C] = dlogits[N,V] . wte[V,C], K = V = 50304), against a reference in double
+// on the same FP16-rounded inputs. With FP32 accumulation to the end (the handle's
+// ol_blas_numerics) the only error left is the output's rounding to FP16, half an FP16
+// ulp, so every element must lie within one ulp of the reference (plus 1e-5 of the rms,
+// for elements that cancel to near zero, where FP32's own rounding shows); split-K
+// partials summed in FP16 add errors of the order of an ulp each. The worst error is
+// reported in ulps over the elements above 1% of the rms.
+static void test_long_k(cublasHandle_t h, int N, int C, int K)
+{
+    auto x = rnd((size_t)N * C, -1, 1), w = rnd((size_t)K * C, -0.5f, 0.5f),
+         dy = rnd((size_t)N * K, -1, 1);
+    __half *dx = to_dev(x), *dwt = to_dev(w), *ddy = to_dev(dy), *dinp = dev<__half>((size_t)N * C);
+    float *gw = dev<float>((size_t)K * C);
+    poison(dinp, (size_t)N * C);
+    CUDA_OK(cudaMemset(gw, 0, (size_t)K * C * 4));
+    const int st = ol_matmul_backward(h, dinp, gw, nullptr, ddy, dx, dwt, N, C, K, 0);
+    CUDA_OK(cudaDeviceSynchronize());
+    checks++;
+    if (st != 0) {
+        failures++;
+        printf("FAIL long-K product N=%d C=%d K=%d: status %d\n", N, C, K, st);
+    } else {
+        const std::vector<float> got = from_dev(dinp, (size_t)N * C);
+        std::vector<double> ref((size_t)N * C);
+        double rms = 0.0;
+        for (int r = 0; r < N; r++)
+            for (int c = 0; c < C; c++) {
+                double s = 0.0;
+                for (int o = 0; o < K; o++)
+                    s += (double)dy[(size_t)r * K + o] * w[(size_t)o * C + c];
+                ref[(size_t)r * C + c] = s;
+                rms += s * s;
+            }
+        rms = sqrt(rms / (double)ref.size());
+        size_t over = 0;
+        double worst = 0.0; // in FP16 ulps of the reference
+        for (size_t i = 0; i < ref.size(); i++) {
+            const double a = fabs(ref[i]);
+            const double ulp = a < 6.103515625e-05 ? 5.960464477539063e-08
+                                                    : ldexp(1.0, ilogb(a) - 10);
+            const double err = fabs((double)got[i] - ref[i]);
+            if (!isfinite(got[i]) || err > ulp + 1e-5 * rms) over++;
+            if (a >= 1e-2 * rms && err / ulp > worst) worst = err / ulp;
+        }
+        if (over) {
+            failures++;
+            printf("FAIL long-K product N=%d C=%d K=%d, FP16 out: %zu of %zu elements beyond "
+                   "one FP16 ulp of the FP32 reference (worst %.2f ulp)\n", N, C, K, over,
+                   ref.size(), worst);
+        } else {
+            printf("ok   long-K product N=%d C=%d K=%d, FP16 out: every element within one "
+                   "FP16 ulp of the reference (worst %.2f ulp)\n", N, C, K, worst);
+        }
+    }
+    cudaFree(dx), cudaFree(dwt), cudaFree(ddy), cudaFree(dinp), cudaFree(gw);
 }
 
 // nb: the row blocks (0: the default for T); accumulate as in test_matmul.
@@ -428,18 +487,14 @@ static void test_crossentropy(int N, int V, float scale)
 
 int main(void)
 {
-    int count = 0;
-    const cudaError_t e = cudaGetDeviceCount(&count);
-    if (e != cudaSuccess || count == 0) {
-        printf("skip: no GPU (%s)\n", e != cudaSuccess ? cudaGetErrorString(e) : "no device");
-        return 77;
-    }
+    gpu_or_skip(); // exits: 77 without a GPU, 1 where CUDA cannot start
+    ol_check_launches(1); // every launch waited for and checked, by kernel name
     cudaDeviceProp p;
     CUDA_OK(cudaGetDeviceProperties(&p, 0));
     printf("# %s, sm_%d%d\n", p.name, p.major, p.minor);
     cublasHandle_t h;
-    if (cublasCreate(&h) != CUBLAS_STATUS_SUCCESS) {
-        printf("FAIL cublasCreate\n");
+    if (cublasCreate(&h) != CUBLAS_STATUS_SUCCESS || ol_blas_numerics(h) != CUBLAS_STATUS_SUCCESS) {
+        printf("FAIL cublasCreate, or cublasSetMathMode through ol_blas_numerics\n");
         return 1;
     }
     test_matmul(h, 37, 72, 216, 1, 1);  // odd sizes: no tensor-core-friendly multiples
@@ -447,6 +502,7 @@ int main(void)
     test_matmul(h, 512, 768, 2304, 1, 0); // the GPT-2 124M c_attn shape
     test_matmul(h, 256, 768, 3072, 0, 1);
     test_matmul(h, 64, 48, 100, 1, 0); // OC % 8 != 0: the bias added element by element
+    test_long_k(h, 64, 64, 50304); // the head's input gradient: K = V of GPT-2
     // Attention: nb = 0 is the default row blocks (1 below T = 128, 8 at T >= 512).
     test_attention(h, 2, 33, 48, 3, 0, 1);
     test_attention(h, 2, 45, 64, 4, 0, 0);    // T not a multiple of 8: scalar softmax rows

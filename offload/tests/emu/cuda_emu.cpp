@@ -149,18 +149,67 @@ struct Launch {
     Barrier block;
     std::vector<float> slots; // [warp][32] warp exchange values
     std::vector<unsigned char> shared;
+    // Static shared arrays by declaration site (translate.pl), poisoned per block.
+    std::map<const void *, std::vector<unsigned char>> statics;
+    size_t static_bytes;
+    const char *kernel;
+    int order;      // kForward, kReverse or kShuffle
+    uint64_t rng;   // kShuffle's state
+    std::vector<int> perm;
     ucontext_t scheduler; // EMU_FAST_SWITCH 0
     void *scheduler_sp;   // EMU_FAST_SWITCH 1
     Fiber *cur;
 };
 
 Launch *g_launch = nullptr;
-// CUDA_EMU_ORDER=reverse: blocks from the last, a block's threads from the last: a
-// kernel whose result depends on the order blocks or threads run in shows it.
-const bool g_reverse = [] {
+
+// CUDA_EMU_ORDER (cuda_emu.h): the order blocks, and a block's threads between
+// barriers, run in; kAll runs every launch in the three and compares.
+enum { kForward, kReverse, kShuffle, kAll };
+int g_order = kForward;
+uint64_t g_seed = 1;
+unsigned long long g_order_launches = 0; // launches run in every order (kAll)
+void order_summary()
+{
+    fprintf(stderr, "cuda_emu: %llu launches each run in 3 thread orders (forward, reverse, "
+            "shuffle seed %llu), results the same\n", g_order_launches,
+            (unsigned long long)g_seed);
+}
+[[maybe_unused]] const bool g_order_read = [] {
     const char *s = getenv("CUDA_EMU_ORDER");
-    return s && strcmp(s, "reverse") == 0;
+    if (!s || !*s || strcmp(s, "forward") == 0) return true;
+    if (strcmp(s, "reverse") == 0) g_order = kReverse;
+    else if (strcmp(s, "all") == 0) g_order = kAll;
+    else if (strncmp(s, "shuffle", 7) == 0 && (s[7] == '\0' || s[7] == ':')) g_order = kShuffle;
+    else die("CUDA_EMU_ORDER=%s: not forward, reverse, shuffle[:SEED] or all", s);
+    const char *seed = strchr(s, ':');
+    if (seed) {
+        char *end;
+        g_seed = strtoull(seed + 1, &end, 10);
+        if (end == seed + 1 || *end) die("CUDA_EMU_ORDER=%s: the seed is not a number", s);
+    }
+    if (g_order == kAll) atexit(order_summary);
+    return true;
 }();
+
+// xorshift64*: the shuffle's numbers (any fixed, seeded sequence does).
+uint32_t next_random(uint64_t &x)
+{
+    x ^= x >> 12;
+    x ^= x << 25;
+    x ^= x >> 27;
+    return (uint32_t)((x * 2685821657736338717ull) >> 32);
+}
+
+// perm = 0..n-1 in the launch's order (a fresh shuffle each call for kShuffle).
+void order_of(Launch &L, int n, std::vector<int> &perm)
+{
+    perm.resize((size_t)n);
+    for (int i = 0; i < n; i++) perm[(size_t)i] = L.order == kReverse ? n - 1 - i : i;
+    if (L.order == kShuffle)
+        for (int i = n - 1; i > 0; i--)
+            std::swap(perm[(size_t)i], perm[(size_t)(next_random(L.rng) % (uint32_t)(i + 1))]);
+}
 // CUDA_EMU_DRY=1: check, compute nothing. Launch configurations and cuBLAS arguments
 // (extents within their allocations included) are checked as always, but no kernel
 // runs, no product is computed and nothing is copied to or from device memory (copies
@@ -275,6 +324,7 @@ void run_block(Launch &L)
     L.block = Barrier{n, 0, 0};
     L.slots.assign(L.warps.size() * 32, 0.0f);
     if (!L.shared.empty()) memset(L.shared.data(), 0xff, L.shared.size()); // unset: NaN
+    for (auto &st : L.statics) memset(st.second.data(), 0xff, st.second.size());
     for (int i = 0; i < n; i++) {
         Fiber &f = L.fibers[(size_t)i];
         f.tid = uint3{(unsigned)i % bd.x, (unsigned)i / bd.x % bd.y, (unsigned)i / (bd.x * bd.y)};
@@ -285,8 +335,9 @@ void run_block(Launch &L)
     }
     for (;;) {
         bool ran = false, all_done = true;
+        order_of(L, n, L.perm); // the threads' order up to the next barrier
         for (int k = 0; k < n; k++) {
-            Fiber &f = L.fibers[(size_t)(g_reverse ? n - 1 - k : k)];
+            Fiber &f = L.fibers[(size_t)L.perm[(size_t)k]];
             if (f.done) continue;
             all_done = false;
             if (f.waits == 1 && f.gen == L.block.gen) continue;
@@ -303,13 +354,106 @@ void run_block(Launch &L)
     }
 }
 
+unsigned long long g_launch_count = 0;
+
+// Every block of L's grid, in L.order.
+void run_grid(Launch &L)
+{
+    const dim3 g = L.c.grid;
+    const unsigned long long blocks = (unsigned long long)g.x * g.y * g.z;
+    if (L.order == kShuffle && blocks > (1ull << 26))
+        die("kernel %s: %llu blocks are too many to shuffle", L.kernel, blocks);
+    std::vector<int> perm;
+    if (L.order == kShuffle) order_of(L, (int)blocks, perm);
+    for (unsigned long long k = 0; k < blocks; k++) {
+        const unsigned long long b = L.order == kShuffle   ? (unsigned long long)perm[k]
+                                     : L.order == kReverse ? blocks - 1 - k
+                                                           : k;
+        L.block_idx = uint3{(unsigned)(b % g.x), (unsigned)(b / g.x % g.y),
+                            (unsigned)(b / ((unsigned long long)g.x * g.y))};
+        run_block(L);
+    }
+}
+
+// Where atomicAdd added during a kAll launch, and the sum of the magnitudes it added.
+std::map<uintptr_t, double> g_atomics;
+bool g_tracking_atomics = false;
+
+// The device memory a kernel may write, copied (kAll).
+std::vector<std::vector<unsigned char>> device_snapshot()
+{
+    std::vector<std::vector<unsigned char>> v;
+    v.reserve(g_device.size());
+    for (const auto &a : g_device)
+        v.emplace_back((const unsigned char *)a.first, (const unsigned char *)a.first + a.second);
+    return v;
+}
+
+void device_restore(const std::vector<std::vector<unsigned char>> &v)
+{
+    size_t i = 0;
+    for (const auto &a : g_device) memcpy((void *)a.first, v[i++].data(), a.second);
+}
+
+// Whether byte address p's float (an atomicAdd target) agrees with `want` within the
+// tolerance of its additions; false for any other byte that differs.
+bool atomic_close(uintptr_t p, const unsigned char *want)
+{
+    const uintptr_t f = p & ~(uintptr_t)3;
+    auto it = g_atomics.find(f);
+    if (it == g_atomics.end()) return false;
+    float a, b;
+    memcpy(&a, (const void *)f, 4);
+    memcpy(&b, want - (p - f), 4);
+    return fabs((double)a - (double)b) <= 1e-5 * it->second;
+}
+
+// kAll: L from the same device memory in each order; every byte the same as after the
+// forward run (atomicAdd targets within rounding), else the emulation stops, naming the
+// kernel, the order, the allocation and the first byte that differs.
+void run_all_orders(Launch &L)
+{
+    const auto before = device_snapshot();
+    g_atomics.clear();
+    g_tracking_atomics = true;
+    L.order = kForward;
+    run_grid(L);
+    const auto forward = device_snapshot();
+    static const char *const names[] = {"forward", "reverse", "shuffle"};
+    for (int order : {kReverse, kShuffle}) {
+        device_restore(before);
+        L.order = order;
+        L.rng = g_seed * 0x9e3779b97f4a7c15ull + g_launch_count;
+        run_grid(L);
+        size_t i = 0;
+        for (const auto &a : g_device) {
+            const unsigned char *want = forward[i++].data(), *got = (const unsigned char *)a.first;
+            if (memcmp(want, got, a.second) == 0) continue;
+            for (size_t j = 0; j < a.second; j++) {
+                if (want[j] == got[j] || atomic_close(a.first + j, want + j)) continue;
+                float fw = 0, fg = 0;
+                const size_t f = j & ~(size_t)3;
+                if (f + 4 <= a.second) memcpy(&fw, want + f, 4), memcpy(&fg, got + f, 4);
+                die("kernel %s: its results depend on the order its threads run in: run %s "
+                    "and %s, byte %zu of the device allocation at %p (%zu bytes) differs "
+                    "(as a float: %g and %g): a missing __syncthreads, or threads racing on "
+                    "the same memory", L.kernel, names[kForward], names[order], j,
+                    (void *)a.first, a.second, (double)fw, (double)fg);
+            }
+        }
+    }
+    g_tracking_atomics = false;
+    g_launch_count++;
+    g_order_launches++;
+}
+
 } // namespace
 
 // ------------------------------------------------------------ emu:: (cuda_emu.h)
 
 namespace emu {
 
-void run(const Config &c, void (*body)(void *), void *ctx)
+void run(const Config &c, const char *kernel, void (*body)(void *), void *ctx)
 {
     if (g_launch) die("a kernel launched another kernel (not supported)");
     const dim3 g = c.grid, b = c.block;
@@ -342,15 +486,17 @@ void run(const Config &c, void (*body)(void *), void *ctx)
     L.body = body;
     L.ctx = ctx;
     L.cur = nullptr;
+    L.kernel = kernel;
+    L.static_bytes = 0;
     L.shared.assign(c.shared_bytes, 0);
     g_launch = &L;
-    for (unsigned z = 0; z < g.z; z++)
-        for (unsigned y = 0; y < g.y; y++)
-            for (unsigned x = 0; x < g.x; x++) {
-                L.block_idx = g_reverse ? uint3{g.x - 1 - x, g.y - 1 - y, g.z - 1 - z}
-                                        : uint3{x, y, z};
-                run_block(L);
-            }
+    if (g_order != kAll) {
+        L.order = g_order;
+        L.rng = g_seed * 0x9e3779b97f4a7c15ull + g_launch_count++;
+        run_grid(L);
+    } else {
+        run_all_orders(L);
+    }
     g_launch = nullptr;
 }
 
@@ -363,6 +509,30 @@ void *dynamic_shared()
 {
     Launch &L = running();
     return L.shared.empty() ? nullptr : L.shared.data();
+}
+
+void *static_shared(const void *site, size_t bytes)
+{
+    Launch &L = running();
+    auto it = L.statics.find(site);
+    if (it == L.statics.end()) {
+        L.static_bytes += bytes;
+        if (L.static_bytes + L.shared.size() > 48 * 1024)
+            die("kernel %s: %zu bytes of static and %zu of dynamic shared memory (more than "
+                "48 KiB)", L.kernel, L.static_bytes, L.shared.size());
+        it = L.statics.emplace(site, std::vector<unsigned char>(bytes, 0xff)).first;
+    } else if (it->second.size() != bytes) {
+        die("kernel %s: one __shared__ declaration with two sizes", L.kernel);
+    }
+    return it->second.data();
+}
+
+float atomic_add(float *p, float v)
+{
+    const float old = *p;
+    *p = old + v;
+    if (g_tracking_atomics && touches_device(p, sizeof *p)) g_atomics[(uintptr_t)p] += fabs(v);
+    return old;
 }
 
 void sync_threads()
@@ -407,9 +577,18 @@ cudaError_t cudaGetDeviceCount(int *count)
 }
 
 // Any of the node's emulated devices: each process emulates its own whichever it takes.
+static int g_current_device = 0;
 cudaError_t cudaSetDevice(int device)
 {
-    return device >= 0 && device < device_count() ? cudaSuccess : cudaErrorInvalidDevice;
+    if (device < 0 || device >= device_count()) return cudaErrorInvalidDevice;
+    g_current_device = device;
+    return cudaSuccess;
+}
+
+cudaError_t cudaGetDevice(int *device)
+{
+    *device = g_current_device;
+    return cudaSuccess;
 }
 
 cudaError_t cudaGetDeviceProperties(cudaDeviceProp *p, int device)
@@ -417,6 +596,9 @@ cudaError_t cudaGetDeviceProperties(cudaDeviceProp *p, int device)
     if (device < 0 || device >= device_count()) return cudaErrorInvalidDevice;
     memset(p, 0, sizeof *p);
     snprintf(p->name, sizeof p->name, "CPU emulation of a GPU (cuda_emu)");
+    // The node's device `device` is the same device in every process that takes it.
+    snprintf(p->uuid.bytes, sizeof p->uuid.bytes, "cuda_emu dev%d", device);
+    p->pciBusID = device + 1;
     p->totalGlobalMem = device_capacity();
     p->major = 9;
     p->minor = 0;
@@ -458,6 +640,11 @@ const char *cudaGetErrorString(cudaError_t e)
     case cudaErrorInsufficientDriver: return "CUDA driver version is insufficient";
     default: return "unknown error (cuda_emu)";
     }
+}
+
+const char *cudaGetErrorName(cudaError_t e)
+{
+    return e == cudaSuccess ? "cudaSuccess" : "cudaError (cuda_emu)";
 }
 
 cudaError_t cudaMalloc(void **p, size_t n)
@@ -644,6 +831,7 @@ namespace {
 
 struct Handle {
     cudaStream_t stream;
+    unsigned math; // cublasSetMathMode's flags
 };
 
 bool valid_handle(cublasHandle_t h) { return h && g_handles.count((uintptr_t)h); }
@@ -699,6 +887,13 @@ cublasStatus_t gemm(cublasHandle_t handle, cublasOperation_t ta, cublasOperation
                             (ct == CUDA_R_16F || ct == CUDA_R_32F)) ||
                            (at == CUDA_R_32F && bt == CUDA_R_32F && ct == CUDA_R_32F));
     if (!ok_types) return CUBLAS_STATUS_NOT_SUPPORTED;
+    // gentrain's rule (ol_blas_numerics): an FP16 product may not sum its split-K
+    // partials in FP16; a handle that allows it is a bug here, however the sums come out.
+    if (ct == CUDA_R_16F &&
+        !(((Handle *)handle)->math & CUBLAS_MATH_DISALLOW_REDUCED_PRECISION_REDUCTION))
+        die("an FP16-output cuBLAS product on a handle that allows reduced-precision "
+            "reductions (cublasSetMathMode without "
+            "CUBLAS_MATH_DISALLOW_REDUCED_PRECISION_REDUCTION: see ol_blas_numerics)");
     const bool tA = ta == CUBLAS_OP_T, tB = tb == CUBLAS_OP_T;
     if ((ta != CUBLAS_OP_N && !tA) || (tb != CUBLAS_OP_N && !tB) || m < 0 || n < 0 || k < 0 ||
         batch < 0 || lda < (tA ? (k > 1 ? k : 1) : (m > 1 ? m : 1)) ||
@@ -775,6 +970,15 @@ cublasStatus_t cublasGetStream(cublasHandle_t h, cudaStream_t *s)
 {
     if (!valid_handle(h)) return CUBLAS_STATUS_NOT_INITIALIZED;
     *s = ((Handle *)h)->stream;
+    return CUBLAS_STATUS_SUCCESS;
+}
+
+cublasStatus_t cublasSetMathMode(cublasHandle_t h, cublasMath_t mode)
+{
+    if (!valid_handle(h)) return CUBLAS_STATUS_NOT_INITIALIZED;
+    const unsigned m = (unsigned)mode;
+    if ((m & 0xf) != CUBLAS_DEFAULT_MATH || (m & ~0x1fu) != 0) return CUBLAS_STATUS_INVALID_VALUE;
+    ((Handle *)h)->math = m;
     return CUBLAS_STATUS_SUCCESS;
 }
 

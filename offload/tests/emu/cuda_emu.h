@@ -4,13 +4,24 @@
 // says nothing about a real GPU's timing, memory model or tensor-core rounding.
 //
 // How: each .cu file is translated (translate.pl: a launch `k<<<grid, block, smem,
-// stream>>>(args)` becomes emu::launch(...) with a lambda calling k(args), `extern
-// __shared__` becomes the launch's dynamic shared buffer) and compiled by the host C++
+// stream>>>(args)` becomes emu::launch(...) with k's name and a lambda calling k(args),
+// `extern __shared__` becomes the launch's dynamic shared buffer, a static `__shared__`
+// declaration a reference into the launch's copy of it) and compiled by the host C++
 // compiler with this header forced in first (-include). The real CUDA headers give the
 // types and the prototypes of the runtime and cuBLAS; cuda_emu.cpp defines those
 // functions. A launch runs its blocks one after another and a block's threads as
-// fibers (ucontext) on one OS thread, switching only at __syncthreads and the warp
-// shuffles, so `__shared__` can simply be a function-local static.
+// fibers on one OS thread, switching only at __syncthreads and the warp shuffles.
+// Shared memory, static and dynamic, is poisoned (0xff bytes) before each block.
+//
+// Thread orders (CUDA_EMU_ORDER): between two barriers a block's threads run one after
+// another, so the order they run in is the one freedom the emulation has to show a
+// missing barrier or a race on shared or global memory. forward (the default): blocks
+// and threads first to last; reverse: last to first; shuffle[:SEED]: a seeded random
+// order of the blocks and, at every barrier, of the threads; all: every launch runs in
+// the three (forward, reverse, shuffle) from the same device memory, and any byte of
+// device memory that comes out different is reported with the kernel's name (bits
+// summed with atomicAdd may differ in rounding, as on a GPU: those are compared within
+// 1e-5 of the sum of the magnitudes added there).
 //
 // What it checks that a plain CPU port would not: launch configurations against the
 // hardware limits; barriers that not every live thread reaches (a deadlock is
@@ -26,8 +37,9 @@
 // over NCCL, which wants a GPU per rank: nccl_emu.c stands in for its calls over MPI).
 //
 // Not emulated: concurrency between streams (everything is synchronous, so a missing
-// event wait cannot be seen), data races between threads (the fibers interleave only
-// at barriers), __ldg and other intrinsics the sources do not use.
+// event wait cannot be seen), races between threads within one stretch between
+// barriers other than by the orders above (a thread runs a whole stretch at once),
+// __ldg and other intrinsics the sources do not use.
 #ifndef GT_CUDA_EMU_H
 #define GT_CUDA_EMU_H
 
@@ -40,10 +52,9 @@
 
 #include <utility>
 
-// Host compilers see __shared__ as nothing; one block runs at a time, so a static
-// local is exactly "one per block".
+// translate.pl rewrites every __shared__ declaration; one left over is an error.
 #undef __shared__
-#define __shared__ static
+#define __shared__ __shared___not_translated_by_translate_pl
 
 namespace emu {
 
@@ -58,12 +69,13 @@ inline Config config(dim3 grid, dim3 block, size_t shared_bytes = 0, cudaStream_
     return Config{grid, block, shared_bytes, stream};
 }
 
-// Runs body(ctx) once per thread of every block of c (see the header comment).
-void run(const Config &c, void (*body)(void *), void *ctx);
+// Runs body(ctx) once per thread of every block of c (see the header comment); kernel
+// names it in messages.
+void run(const Config &c, const char *kernel, void (*body)(void *), void *ctx);
 
-template <typename F> void launch(const Config &c, F f)
+template <typename F> void launch(const Config &c, const char *kernel, F f)
 {
-    run(c, [](void *p) { (*static_cast<F *>(p))(); }, &f);
+    run(c, kernel, [](void *p) { (*static_cast<F *>(p))(); }, &f);
 }
 
 // The running thread's coordinates and the launch's shape.
@@ -72,6 +84,11 @@ const uint3 &block_idx();
 const dim3 &block_dim();
 const dim3 &grid_dim();
 void *dynamic_shared();
+// The running block's copy of the static shared array declared at `site` (bytes long).
+void *static_shared(const void *site, size_t bytes);
+// atomicAdd: a plain add (the fibers never run at the same time) that, in the
+// CUDA_EMU_ORDER=all runs, notes where it added and how much.
+float atomic_add(float *p, float v);
 
 void sync_threads();
 // One warp's exchange: every live lane of the warp must call it (mask: the lanes that
@@ -94,13 +111,7 @@ inline float __shfl_xor_sync(unsigned mask, float v, int lane_mask, int width = 
     return emu::warp_exchange(mask, v, emu::lane_id() ^ lane_mask);
 }
 
-// The fibers of a launch never run at the same time: a plain add is atomic here.
-inline float atomicAdd(float *p, float v)
-{
-    const float old = *p;
-    *p = old + v;
-    return old;
-}
+inline float atomicAdd(float *p, float v) { return emu::atomic_add(p, v); }
 
 inline float rsqrtf(float x) { return 1.0f / sqrtf(x); }
 
