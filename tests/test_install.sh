@@ -56,7 +56,8 @@ for js in slurm/train.sbatch pbs/train.pbs; do
         grep -q "^GT_INSTALLED_GENTRAIN='$prefix/bin/gentrain'\$" "$data/$js"
 done
 check "examples installed" test -s "$data/examples/shakespeare-cpu.cfg"
-check "docs installed" test -s "$root/share/doc/gentrain/README.md"
+check "docs installed (README.md, docs/ beside it)" test -s "$root/share/doc/gentrain/README.md" -a \
+    -s "$root/share/doc/gentrain/docs/parallelism.md"
 check "module file installed with the prefix" \
     grep -q "prepend_path(\"PATH\", \"$prefix/bin\")" "$root/share/modulefiles/gentrain/$VERSION.lua"
 
