@@ -1,9 +1,10 @@
 # Spack recipe for gentrain, built from its release tarball (`make dist`). There is no
-# public download yet: put gentrain-0.1.0.tar.gz in a Spack source mirror (or pass
-# the tarball's folder to `spack mirror add`), or use `spack install gentrain@0.1.0`
-# after `spack checksum`. Use it from a repository of your own:
+# public download yet: put gentrain-0.1.0.tar.gz as gentrain/gentrain-0.1.0.tar.gz in a
+# folder and `spack mirror add local file://FOLDER`. Use the recipe from a repository
+# of your own:
 #   spack repo create myrepo && cp -r packaging/spack/gentrain myrepo/packages/
-# packaging/set-checksums.sh writes the tarball's sha256 below.
+# The sha256 below stays all zeros until a release: packaging/set-checksums.sh writes
+# the released tarball's (a tarball made again differs: it holds its build time).
 from spack_repo.builtin.build_systems.autotools import AutotoolsPackage
 
 from spack.package import *
