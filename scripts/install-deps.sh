@@ -2,7 +2,23 @@
 # Installs what gentrain needs to build and test on Debian / Ubuntu.
 # Idempotent: does nothing (and needs no network) when every package is present.
 # Runs as root, or through sudo when it is available.
+# --tests: then also what the optional tests need (scripts/install-test-deps.sh), so
+# `make check` runs the tests CI runs; the README's test command passes it.
 set -eu
+
+TESTS=no
+case "${1:-}" in
+    --tests) TESTS=yes ;;
+    "") ;;
+    *) echo "usage: $0 [--tests]" >&2; exit 2 ;;
+esac
+# The optional test dependencies, after the build's (never a reason to fail).
+finish() {
+    if [ "$TESTS" = yes ]; then
+        "$(dirname "$0")/install-test-deps.sh" || true
+    fi
+    exit 0
+}
 
 # procps: pgrep/pkill for the tests (minimal container images lack it). g++: the host
 # compiler nvcc needs, and the one that runs the CUDA tests on the CPU (--with-cuda).
@@ -20,7 +36,7 @@ done
 
 if [ -z "$missing" ]; then
     echo "install-deps: all build dependencies are installed"
-    exit 0
+    finish
 fi
 
 if ! command -v apt-get >/dev/null 2>&1; then
@@ -44,3 +60,4 @@ $SUDO env DEBIAN_FRONTEND=noninteractive apt-get $APT_OPTS update -q
 # shellcheck disable=SC2086
 $SUDO env DEBIAN_FRONTEND=noninteractive apt-get $APT_OPTS install -y -q $missing
 echo "install-deps: done"
+finish

@@ -1,6 +1,10 @@
 #!/bin/bash
 # Builds gentrain with the sanitizers in build-check/ (out of tree) and runs
-# `make check`. The last line printed is always "N passed, N failed[, N skipped]".
+# `make check`, then `make distcheck-lean` there (the release tarball built plainly,
+# without sanitizers: configure, make, a few tests, install, installcheck, uninstall;
+# counted as one test; GENTRAIN_NO_DISTCHECK=1 leaves it out). Every skipped test is
+# listed with the reason it printed. The last line printed is always
+# "N passed, N failed[, N skipped]".
 # Where the CUDA toolkit is (nvcc in $CUDA_HOME, default /usr/local/cuda), the build
 # is configured --with-cuda, so the offload code is compiled too (and, without a GPU,
 # the tests check the CPU fallback). GENTRAIN_NO_CUDA=1 skips that.
@@ -50,6 +54,7 @@ echo "run-tests: make -j$JOBS"
 make -j"$JOBS" || fail "build failed"
 
 rm -f test-suite.log
+touch check-start.stamp
 echo "run-tests: make -j$JOBS check"
 make -j"$JOBS" check
 status=$?
@@ -79,6 +84,36 @@ fi
 echo "================================================================="
 
 if [ "$status" -eq 0 ] && [ "$failed" -gt 0 ]; then status=1; fi
+
+# Why each skipped test skipped: the line it printed before exit 77 (the last line of
+# its log above automake's own result line).
+if [ "$skip" -gt 0 ]; then
+    echo "skipped tests and why:"
+    for trs in $(find tests offload -name '*.trs' -newer check-start.stamp 2>/dev/null | sort); do
+        grep -q '^:test-result: SKIP' "$trs" || continue
+        tlog=${trs%.trs}.log
+        why=$(grep -v '^SKIP: ' "$tlog" 2>/dev/null | grep -i -m 1 'skip' ||
+              grep -v '^SKIP: ' "$tlog" 2>/dev/null | grep -v '^[[:space:]]*$' | tail -n 1)
+        echo "  SKIP ${trs%.trs}: ${why:-(the test printed no reason)}"
+    done
+fi
+
+# The release tarball, built and installed plainly (not counted when check failed to
+# build at all: test-suite.log exists here).
+if [ -z "${GENTRAIN_NO_DISTCHECK:-}" ]; then
+    echo "run-tests: make distcheck-lean"
+    dc_start=$(date +%s)
+    if make distcheck-lean > distcheck.log 2>&1; then
+        pass=$((pass + 1))
+        echo "PASS: make distcheck-lean ($(( $(date +%s) - dc_start )) s; log $BUILD/distcheck.log)"
+    else
+        failed=$((failed + 1))
+        status=1
+        echo "FAIL: make distcheck-lean ($(( $(date +%s) - dc_start )) s); the end of $BUILD/distcheck.log:"
+        tail -n 40 distcheck.log
+    fi
+fi
+
 line="$pass passed, $failed failed"
 [ "$skip" -gt 0 ] && line="$line, $skip skipped"
 echo "$line"

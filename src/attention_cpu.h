@@ -8,7 +8,7 @@
  *    summed in FP32, as gemm_bf16's portable path computes; the softmax, its log-sum-exp
  *    and its gradient stay FP32. The products run on the FP32 vector units: on these
  *    small per-head shapes that measured as fast as gemm_bf16's BF16 dot products, and
- *    it stores no T x T matrix (README, "Attention").
+ *    it stores no T x T matrix (docs/cpu-speed.md, "Attention").
  *
  * Layout (kernels_cpu.h's conventions):
  *  - qkv[B,T,3C] holds q | k | v, each [C] = NH heads of hs = C/NH;
