@@ -7,7 +7,8 @@
 #  - prepare -o onto a FIFO or a device node, and --log onto a FIFO nobody reads:
 #    refused, the node is still what it was (--log /dev/stdout works);
 #  - prepare a.txt -o a.txt, and -o a link to an input: refused, the input unchanged
-#    (checksum) and the link still a link;
+#    (checksum) and the link still a link; an input that is the output's (or the saved
+#    tokenizer's) temporary file, prepare x.h5.tmp -o x.h5: refused, the input intact;
 #  - a model saved where a FIFO stands (out/model.h5): the save fails clearly, the FIFO
 #    stays;
 #  - resume = auto with only damaged checkpoints: refused, the files unchanged (resume =
@@ -95,6 +96,18 @@ check "prepare-link: the link is still a link" test -L "$tmp/link.txt"
 cp "$tmp/slice.txt" "$tmp/second.txt"
 refused prepare-second "is the input" "$GENTRAIN" prepare "$tmp/slice.txt" \
     "$tmp/second.txt" -o "$tmp/second.txt"
+# the input is the output's temporary file (<out>.tmp, written first and deleted on
+# failure): refused before anything is written, the input intact
+cp "$tmp/slice.txt" "$tmp/x.h5.tmp"
+refused prepare-tmp "the temporary file of output" "$GENTRAIN" prepare "$tmp/x.h5.tmp" \
+    -o "$tmp/x.h5"
+check "prepare-tmp: the input is unchanged" test "$(cksum < "$tmp/x.h5.tmp")" = "$sum_before"
+check "prepare-tmp: no output" test ! -e "$tmp/x.h5"
+cp "$tmp/slice.txt" "$tmp/tok.json.tmp"
+refused prepare-tok-tmp "the temporary file of --save-tokenizer" "$GENTRAIN" prepare \
+    "$tmp/tok.json.tmp" -o "$tmp/y.h5" --train-tokenizer 300 --save-tokenizer "$tmp/tok.json"
+check "prepare-tok-tmp: the input is unchanged" \
+    test "$(cksum < "$tmp/tok.json.tmp")" = "$sum_before"
 
 mkdir -p "$tmp/m"
 mkfifo "$tmp/m/model.h5"
