@@ -42,8 +42,20 @@ double gt_now(void);
 /* Copies src into dst[cap]; returns -1 (without printing) if it does not fit. */
 int gt_strlcpy(char *dst, const char *src, size_t cap);
 
-/* The first 64 characters of a user's text for an error line, control characters as
- * '?' so the error stays one line. Returns buf. */
+/* Length of the valid UTF-8 sequence at s (at most n bytes, n >= 1) of a printable
+ * character (not a C1 control, U+0080..U+009F), or 0. */
+size_t gt_utf8_printable(const unsigned char *s, size_t n);
+
+/* The text that shows the character at s (n >= 1 bytes left) on a terminal without
+ * steering it: printable ASCII and valid printable UTF-8 as they are, tab as \t,
+ * anything else (control characters, escape sequences, broken UTF-8) as \xNN, one
+ * byte at a time. Writes it to out (not terminated), the bytes of s it shows to
+ * *used, and returns its length. */
+size_t gt_escape_unit(const unsigned char *s, size_t n, char out[8], size_t *used);
+
+/* A user's or a file's text for an error line, escaped as gt_escape_unit does (the
+ * error stays one line and cannot steer the terminal), cut to about 64 characters
+ * ("..." then). Returns buf. */
 const char *gt_printable(const char *s, char buf[72]);
 
 /* Opens path for reading without ever blocking: a named pipe, device or socket is

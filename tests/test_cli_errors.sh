@@ -125,6 +125,24 @@ expect_error "unknown key on the command line" "unknown key 'lr_max'.*min_lr" \
     "$G" train --data "$tmp/good.h5" --lr_max 3e-3
 expect_error "unknown key in a config file" "unknown\.cfg:3: unknown key 'lr_max'" \
     "$G" train --data "$tmp/good.h5" --config "$tmp/unknown.cfg"
+# A key or a value with bytes that are not UTF-8 (and an escape sequence that would
+# colour the terminal) is echoed escaped as inspect shows such text (\xNN), never raw;
+# valid UTF-8 stays as it is.
+printf 'n_layer = 2\n\xff\x1b[31m = 3\n' > "$tmp/bytes.cfg"
+no_raw_bytes() { ! LC_ALL=C grep -q "$(printf '[\x1b\x80-\xff]')" "$err"; }
+expect_error "a key of non-UTF-8 bytes on the command line" \
+    'unknown key .n_\\xffx\\x1b\[31m.' \
+    "$G" train --data "$tmp/good.h5" "--n_$(printf '\xff')x$(printf '\x1b')[31m" 3
+check "  ... no raw byte of it on stderr" no_raw_bytes
+expect_error "a key of non-UTF-8 bytes in a config file" \
+    'bytes\.cfg:2: unknown key .\\xff\\x1b\[31m.' \
+    "$G" train --data "$tmp/good.h5" --config "$tmp/bytes.cfg"
+check "  ... no raw byte of it on stderr" no_raw_bytes
+expect_error "a value of non-UTF-8 bytes" "precision = '\\\\xfe\\\\xc3': must be one of" \
+    "$G" train --data "$tmp/good.h5" --precision "$(printf '\xfe\xc3')"
+check "  ... no raw byte of it on stderr" no_raw_bytes
+expect_error "a UTF-8 key is echoed as it is" "unknown key 'n_layér'; did you mean 'n_layer'" \
+    "$G" train --data "$tmp/good.h5" --n_layér 3
 expect_error "n_embd not divisible by n_head" "n_embd 130 is not divisible by n_head 4" \
     "$G" train --data "$tmp/good.h5" --n_embd 130 --n_head 4
 expect_error "negative lr" "lr = -1: must be > 0" \
