@@ -709,8 +709,8 @@ int config_parse_args(gt_config *c, int argc, char **argv, int first)
             if (load_file(c, argv[++i], &given) != 0) return -1;
         } else if (strncmp(a, "--config=", 9) == 0) {
             if (load_file(c, a + 9, &given) != 0) return -1;
-        } else if (strncmp(a, "--", 2) == 0 && !strchr(a, '=') && i + 1 < argc &&
-                   strncmp(argv[i + 1], "--", 2) != 0) {
+        } else if ((strcmp(a, "-o") == 0 || (strncmp(a, "--", 2) == 0 && !strchr(a, '='))) &&
+                   i + 1 < argc && strncmp(argv[i + 1], "--", 2) != 0) {
             i++; /* skip the value of --key value (pass 2 checks it) */
         }
     }
@@ -722,6 +722,14 @@ int config_parse_args(gt_config *c, int argc, char **argv, int first)
             continue;
         }
         if (strncmp(a, "--config=", 9) == 0) continue;
+        if (strcmp(a, "-o") == 0) { /* -o DIR: --out DIR, as in every verb */
+            if (i + 1 >= argc || strncmp(argv[i + 1], "--", 2) == 0) {
+                gt_error("command line: -o needs a value (the run folder)");
+                return -1;
+            }
+            if (set_key(c, "out", argv[++i], "command line", &given) != 0) return -1;
+            continue;
+        }
         if (strncmp(a, "--", 2) != 0 || a[2] == '\0' || a[2] == '=') {
             char shown[72];
             gt_error("command line: unexpected argument '%s' (options are --key VALUE "

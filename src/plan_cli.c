@@ -9,6 +9,7 @@
 #include <string.h>
 
 #include "../io/h5set.h"
+#include "cli_names.h" /* cli_canonical */
 #include "config.h"
 #include "cpu_features.h" /* defines: cpu_available_count */
 #include "parallel.h"
@@ -96,11 +97,15 @@ static int parse_opts(int *argc, char **argv, int first, plan_opts *o)
     };
     int out = first;
     for (int i = first; i < *argc; i++) {
+        /* as in every verb: '-' and '_' alike, --name=VALUE (cli_names.h) */
+        char name[64];
+        cli_canonical("plan", argv[i], name, sizeof name);
+        const char *eq = strncmp(argv[i], "--", 2) == 0 ? strchr(argv[i], '=') : NULL;
         size_t k = 0;
         for (; k < sizeof opt / sizeof opt[0]; k++)
-            if (strcmp(argv[i], opt[k].name) == 0) break;
+            if (strcmp(name, opt[k].name) == 0 && !(eq && opt[k].kind == FLAG)) break;
         if (k == sizeof opt / sizeof opt[0]) {
-            argv[out++] = argv[i];
+            argv[out++] = argv[i]; /* a config key (config.c reads it) */
             continue;
         }
         char *field = (char *)o + opt[k].off;
@@ -109,10 +114,10 @@ static int parse_opts(int *argc, char **argv, int first, plan_opts *o)
             continue;
         }
         double x;
-        if (parse_num(opt[k].name, i + 1 < *argc ? argv[i + 1] : NULL, opt[k].lo, opt[k].hi,
-                      opt[k].kind == INT, &x) != 0)
+        const char *v = eq ? eq + 1 : i + 1 < *argc ? argv[i + 1] : NULL;
+        if (parse_num(opt[k].name, v, opt[k].lo, opt[k].hi, opt[k].kind == INT, &x) != 0)
             return -1;
-        i++;
+        if (!eq) i++;
         if (opt[k].kind == INT)
             *(int *)field = (int)x;
         else

@@ -67,6 +67,14 @@ void gt_warn(const char *fmt, ...)
     va_end(ap);
 }
 
+void gt_note(const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    vreport("note", fmt, ap);
+    va_end(ap);
+}
+
 void *gt_malloc(size_t nbytes, const char *what)
 {
     void *p = NULL;

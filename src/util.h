@@ -23,6 +23,9 @@
 void gt_error(const char *fmt, ...) GT_PRINTF(1, 2);
 /* Prints "gentrain: warning: <fmt...>\n" to stderr. */
 void gt_warn(const char *fmt, ...) GT_PRINTF(1, 2);
+/* "gentrain: note: ..." on stderr: something the user may want to change, not a
+ * problem (an old option spelling). */
+void gt_note(const char *fmt, ...) GT_PRINTF(1, 2);
 /* From now on error and warning lines name this rank ("rank R: "); rank < 0 = none.
  * Called by par_init before any other thread starts. */
 void gt_set_report_rank(int rank);

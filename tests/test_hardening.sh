@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Hostile and damaged inputs a user can hit, each with one clear error line, exit 1 or 2
 # and no hang (every run under `timeout`), and no user file changed:
-#  - a FIFO given as --data, --config, inspect's file, sample --checkpoint, --resume or a
+#  - a FIFO given as --data, --config, inspect's file, sample --model, --resume or a
 #    prepare input: one "gentrain: error:" line naming it as a named pipe, exit 1 or 2,
 #    and no hang (every run under `timeout`, so a blocked open fails the test);
 #  - prepare -o onto a FIFO or a device node, and --log onto a FIFO nobody reads:
@@ -68,7 +68,7 @@ SMALL=(--n_layer 1 --n_head 1 --n_embd 8 --block_size 8 --batch_size 2 --steps 1
 refused data-fifo "$FIFO_RE" "$GENTRAIN" train --data "$tmp/fifo" "${SMALL[@]}" --out ""
 refused config-fifo "$FIFO_RE" "$GENTRAIN" train --config "$tmp/fifo"
 refused inspect-fifo "$FIFO_RE" "$GENTRAIN" inspect "$tmp/fifo"
-refused sample-fifo "$FIFO_RE" "$GENTRAIN" sample --checkpoint "$tmp/fifo" --tokens 4
+refused sample-fifo "$FIFO_RE" "$GENTRAIN" sample --model "$tmp/fifo" --tokens 4
 refused prepare-in-fifo "$FIFO_RE" "$GENTRAIN" prepare "$tmp/fifo" -o "$tmp/x.h5"
 refused resume-fifo "$FIFO_RE" "$GENTRAIN" train --data "$tmp/d.h5" "${SMALL[@]}" \
     --out "$tmp/r" --resume "$tmp/fifo"
@@ -252,7 +252,7 @@ known=$top_srcdir/tests/fuzz/hdf5-known
 refused inspect-hdf5-hang "did not finish in 5 s" \
     env GENTRAIN_PROBE_SECONDS=5 "$GENTRAIN" inspect "$known/model-hang-H5HG_read.h5"
 refused sample-hdf5-hang "did not finish in 5 s" \
-    env GENTRAIN_PROBE_SECONDS=5 "$GENTRAIN" sample --checkpoint \
+    env GENTRAIN_PROBE_SECONDS=5 "$GENTRAIN" sample --model \
     "$known/model-hang-H5HG_read.h5" --tokens 4
 refused train-shape-overflow "declares shape .* over 2\^62 tokens" "$GENTRAIN" train \
     --data "$top_srcdir/tests/fuzz/regress/fuzz_tokens/shape-past-2-62-tokens.h5" \
