@@ -196,7 +196,13 @@ static int check_rows(const plan_estimate *rows, int n, const char *how, int mea
 {
     for (int i = 0; i < n; i++) {
         const plan_estimate *e = &rows[i];
-        if (!(isfinite(e->step_s) && e->step_s > 0 && isfinite(e->total_s) &&
+        /* every part too: a negative one (a failed timing's -1 s) can hide inside a
+         * positive sum */
+        const double parts[6] = {e->compute_s, e->bubble_s, e->tp_comm_s, e->pp_comm_s,
+                                 e->dp_exposed_s, e->optimizer_s};
+        int parts_ok = e->compute_s > 0;
+        for (int k = 0; k < 6; k++) parts_ok &= isfinite(parts[k]) && parts[k] >= 0;
+        if (!(parts_ok && isfinite(e->step_s) && e->step_s > 0 && isfinite(e->total_s) &&
               e->total_s > 0 && isfinite(e->steps) && e->steps > 0)) {
             gt_error("plan: the %s costs give dp %d x pp %d x tp %d a step of %g s and %g "
                      "steps; no plan from them (%s)", how, e->g.dp, e->g.pp, e->g.tp,
@@ -414,6 +420,14 @@ int plan_command(int argc, char **argv, int first)
     plan_estimate *rows = gt_malloc(sizeof *rows * MAX_ROWS, "plan table");
     if (!rows) return finish(cal, 1);
     const int n = plan_grids(&mc, &s, B, T, (double)c.steps, o.noise, rows);
+    char why[160];
+    if (cal && plan_calibration_failed(cal, why, sizeof why)) {
+        gt_error("plan: --measure cannot time this model here: %s could not be allocated "
+                 "(out of memory); no plan from a failed measurement (describe the machine "
+                 "with --core-gflops instead, or plan a smaller model or batch_size)", why);
+        free(rows);
+        return finish(cal, 1);
+    }
     if (n == 0 || check_rows(rows, n, how, o.measure) != 0) {
         if (n == 0) gt_error("plan: no grid fits this model on this machine");
         free(rows);

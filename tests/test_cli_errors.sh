@@ -223,6 +223,14 @@ else
     fail "plan --measure (rc $rc)"
     show_err
 fi
+# A model whose micro-batch cannot be allocated here: one line and exit 1, not a table
+# of -1000 ms timings (each a failed timing's -1 s) and exit 0.
+expect_error "plan --measure: a model that cannot be allocated here" \
+    "cannot time this model here: a transformer block .* could not be allocated" \
+    "$G" plan --n_layer 1 --n_head 1 --n_embd 64 --block_size 4096 --vocab_size 256 \
+    --batch_size 100000 --measure --reps 1
+check "  ... exit 1, no table, no recommendation" test "$rc" -eq 1 -a \
+    "$(grep -c -e '^ *ranks ' -e '^recommended:' -e ' -1000' "$out")" -eq 0
 expect_error "prepare: missing input" "nope\.txt" \
     "$G" prepare "$tmp/nope.txt" -o "$tmp/p.h5"
 expect_error "prepare: unwritable output" "/proc/forbidden" \
