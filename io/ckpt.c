@@ -990,7 +990,8 @@ int ckpt_check_compatible(const ckpt_meta *meta, const char *config_text, int wo
     /* Keys that do not (steps is checked on its own below); the grid and the batch
      * split are the caller's to settle (it keeps the checkpoint's global batch). */
     static const char *const harmless[] = {
-        "steps", "eval_every", "eval_batches", "val_dataset", "log", "out", "threads",
+        "steps", "eval_every", "eval_batches", "val_dataset", "log", "log_every", "out",
+        "threads",
         "peak_gflops", "ckpt_every", "ckpt_minutes", "keep_ckpts", "resume", "bucket_mb",
         "data_io", "data_max_open", "tp", "pp", "micro_batches", "offload", "init_from",
         "batch_size", "global_batch_size", NULL};

@@ -116,6 +116,11 @@ static const key_def keys[] = {
             "steps between evaluations (there is always one at the end); "
             "0 = only at the end"),
     KEY_INT(eval_batches, G_RUN, "20", 1, INT_MAX, 0, "global batches per evaluation"),
+    KEY_I64(log_every, G_RUN, "0", 0, 0,
+            "steps between the step lines on stdout (each with the tokens so far, the "
+            "time elapsed and the ETA; the first, the last, evaluation and skipped steps "
+            "always have one); 0 = about 100 lines a run (every steps/100 steps, at "
+            "least 1). The JSON Lines log keeps a record of every step"),
     KEY_U64(seed, G_RUN, "1337", "random seed (initial weights, data order)"),
     KEY_INT(threads, G_RUN, "0", 0, 65536, R_MAX,
             "OpenMP threads; 0 = OMP_NUM_THREADS if set, else all cores"),
