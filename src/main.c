@@ -288,35 +288,36 @@ typedef struct {
 static int prepare_option(prepare_args *p, int argc, char **argv, int *i)
 {
     char name[64], canon[64];
-    static const char *const known[] = {"-o", "--out", "--val-fraction", "--val-fraction",
-                                        "--tokenizer", "--train-tokenizer",
-                                        "--save-tokenizer", "--threads"};
+    static const char *const known[] = {"-o",          "--out",           "--val-fraction",
+                                        "--tokenizer", "--train-tokenizer", "--save-tokenizer",
+                                        "--threads"};
+    enum { N_KNOWN = sizeof known / sizeof known[0] };
     cli_canonical("prepare", argv[*i], canon, sizeof canon);
     int k = 0;
-    while (k < 8 && strcmp(canon, known[k]) != 0) k++;
-    if (k == 8) return 1;
+    while (k < N_KNOWN && strcmp(canon, known[k]) != 0) k++;
+    if (k == N_KNOWN) return 1;
     const char *v = opt_value("prepare", argc, argv, i, name, sizeof name);
     if (!v) return -1;
     int64_t big = 0;
     int small = 0;
     switch (k) {
     case 0: case 1: p->out = v; return 0;
-    case 2: case 3:
+    case 2:
         if (opt_double("prepare", "--val-fraction", v, &p->val_fraction) != 0) return -1;
         if (!(p->val_fraction >= 0 && p->val_fraction < 1)) {
             gt_error("prepare: --val-fraction %s: must be >= 0 and < 1", v);
             return -1;
         }
         return 0;
-    case 4: p->bpe.tokenizer = v; return 0;
-    case 5:
+    case 3: p->bpe.tokenizer = v; return 0;
+    case 4:
         if (opt_int("prepare", "--train-tokenizer", v, BPE_TRAIN_MIN_VOCAB, BPE_MAX_VOCAB,
                     &small) != 0)
             return -1;
         big = small;
         p->bpe.train_vocab = big;
         return 0;
-    case 6: p->bpe.save_tokenizer = v; return 0;
+    case 5: p->bpe.save_tokenizer = v; return 0;
     default: return opt_int("prepare", "--threads", v, 0, 65536, &p->bpe.threads);
     }
 }

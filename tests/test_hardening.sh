@@ -9,6 +9,8 @@
 #  - prepare a.txt -o a.txt, and -o a link to an input: refused, the input unchanged
 #    (checksum) and the link still a link; an input that is the output's (or the saved
 #    tokenizer's) temporary file, prepare x.h5.tmp -o x.h5: refused, the input intact;
+#  - --log naming the data file or the config (any file that is not a JSON Lines log):
+#    refused, the file intact (it was truncated);
 #  - a model saved where a FIFO stands (out/model.h5): the save fails clearly, the FIFO
 #    stays;
 #  - resume = auto with only damaged checkpoints: refused, the files unchanged (resume =
@@ -96,6 +98,17 @@ check "prepare-link: the link is still a link" test -L "$tmp/link.txt"
 cp "$tmp/slice.txt" "$tmp/second.txt"
 refused prepare-second "is the input" "$GENTRAIN" prepare "$tmp/slice.txt" \
     "$tmp/second.txt" -o "$tmp/second.txt"
+# --log naming the data file (or the config) by mistake: refused before it is opened
+# for writing (it was truncated), the file intact
+cp "$tmp/d.h5" "$tmp/dlog.h5"
+data_sum=$(cksum < "$tmp/dlog.h5")
+refused log-is-data "log file .*dlog\.h5 exists and is not a JSON Lines log" "$GENTRAIN" \
+    train --data "$tmp/dlog.h5" "${SMALL[@]}" --out none --log "$tmp/dlog.h5"
+check "log-is-data: the data file is unchanged" test "$(cksum < "$tmp/dlog.h5")" = "$data_sum"
+printf 'n_layer = 1\n' > "$tmp/log.cfg"
+refused log-is-config "is not a JSON Lines log" "$GENTRAIN" train --config "$tmp/log.cfg" \
+    --data "$tmp/d.h5" "${SMALL[@]}" --out none --log "$tmp/log.cfg"
+check "log-is-config: the config is unchanged" grep -qx 'n_layer = 1' "$tmp/log.cfg"
 # the input is the output's temporary file (<out>.tmp, written first and deleted on
 # failure): refused before anything is written, the input intact
 cp "$tmp/slice.txt" "$tmp/x.h5.tmp"
