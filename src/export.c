@@ -133,7 +133,7 @@ int export_command(int argc, char **argv, int first)
         gt_error("export: %s; see 'gentrain export --help'",
                  !format ? "say --format hf" : strcmp(format, "hf") != 0
                                                    ? "the only format is hf"
-                                                   : "give the output folder");
+                                                   : "give the output folder: -o DIR");
         return 2;
     }
     char path[GT_PATH_MAX];
