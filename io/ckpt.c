@@ -10,6 +10,7 @@
 #include <errno.h>
 #include <inttypes.h>
 #include <limits.h>
+#include <math.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -628,6 +629,13 @@ static int read_attrs(hid_t file, ckpt_meta *meta, int64_t *np, char **sum, char
         read_scalar(file, "loss_scale", H5T_NATIVE_DOUBLE, H5T_FLOAT, &meta->loss_scale, why,
                     cap) != 0)
         return -1;
+    /* A resumed FP16 run multiplies its loss by it: a NaN, an infinity or a scale that
+     * is not positive would train on garbage (1.0 is what a CPU run saves). */
+    if (!(isfinite(meta->loss_scale) && meta->loss_scale > 0)) {
+        snprintf(why, cap, "attribute loss_scale: %g is not a positive finite number",
+                 meta->loss_scale);
+        return -1;
+    }
     if (meta->version >= 2) {
         int r = h5io_attr_int(file, "loss_scale_clean", &meta->loss_scale_clean, w, sizeof w);
         if (r != 1 || meta->loss_scale_clean < 0) {
@@ -982,10 +990,10 @@ int ckpt_check_compatible(const ckpt_meta *meta, const char *config_text, int wo
     /* Keys that do not (steps is checked on its own below); the grid and the batch
      * split are the caller's to settle (it keeps the checkpoint's global batch). */
     static const char *const harmless[] = {
-        "steps", "eval_every", "eval_batches", "val_dataset", "log", "out", "threads",
-        "thread_team", "peak_gflops", "ckpt_every", "ckpt_minutes", "keep_ckpts", "resume",
-        "bucket_mb", "data_io", "data_max_open", "tp", "pp", "micro_batches", "offload",
-        "init_from", "batch_size", "global_batch_size", NULL};
+        "steps", "eval_every", "eval_batches", "val_dataset", "log", "log_every", "out",
+        "threads", "thread_team", "peak_gflops", "ckpt_every", "ckpt_minutes", "keep_ckpts",
+        "resume", "bucket_mb", "data_io", "data_max_open", "tp", "pp", "micro_batches",
+        "offload", "init_from", "batch_size", "global_batch_size", NULL};
     enum { MAXK = 256 };
     if (changes && cap) changes[0] = '\0';
     if (meta->world_size != world_size) {

@@ -305,9 +305,11 @@ int hf_gpt2_load(const char *dir, gpt_shape shape, const gt_tensor_table *tab, f
 
 /* config.json of the whole model `shape`: what GPT2Config needs, dropout off (gentrain
  * trains without it, so a fine-tuning in transformers continues the same network). */
-static int write_config(const char *dir, gpt_shape shape, int64_t step)
+static int write_config(const char *dir, gpt_shape shape, int64_t step, int64_t eos_id)
 {
-    char path[4200], tmp[4300];
+    char path[4200], tmp[4300], special[24] = "null";
+    if (eos_id >= 0 && eos_id < shape.vocab_size)
+        snprintf(special, sizeof special, "%lld", (long long)eos_id);
     if (join(path, sizeof path, dir, "config.json") != 0) return -1;
     FILE *f = file_begin(path, "config file", tmp, sizeof tmp);
     if (!f) return -1;
@@ -329,16 +331,18 @@ static int write_config(const char *dir, gpt_shape shape, int64_t step)
             "  \"attn_pdrop\": 0.0,\n"
             "  \"initializer_range\": 0.02,\n"
             "  \"tie_word_embeddings\": true,\n"
+            "  \"bos_token_id\": %s,\n"
+            "  \"eos_token_id\": %s,\n"
             "  \"torch_dtype\": \"float32\",\n"
             "  \"gentrain_step\": %lld\n"
             "}\n",
             shape.vocab_size, shape.block_size, shape.block_size, shape.n_embd, shape.n_layer,
-            shape.n_head, (long long)step);
+            shape.n_head, special, special, (long long)step);
     return file_end(f, tmp, path, "config file");
 }
 
 int hf_gpt2_export(const char *dir, gpt_shape shape, const gt_tensor_table *tab,
-                   const float *params, int64_t step)
+                   const float *params, int64_t step, int64_t eos_id)
 {
     if (gt_mkdirs(dir) != 0) return -1;
     st_tensor *out = gt_calloc((size_t)tab->count * sizeof *out + 1, "export table");
@@ -367,7 +371,7 @@ int hf_gpt2_export(const char *dir, gpt_shape shape, const gt_tensor_table *tab,
     char path[4200];
     if (rc == 0 && join(path, sizeof path, dir, "model.safetensors") == 0 &&
         st_write(path, out, tab->count) == 0)
-        rc = write_config(dir, shape, step);
+        rc = write_config(dir, shape, step, eos_id);
     else
         rc = -1;
     for (int i = 0; copies && i < tab->count; i++) free(copies[i]);

@@ -40,9 +40,12 @@ int hf_gpt2_load(const char *dir, gpt_shape shape, const gt_tensor_table *tab, f
                  hf_gpt2_config *found);
 
 /* Writes DIR (created if needed) with config.json and model.safetensors (F32) of the
- * whole model `shape` whose parameters are params (a buffer of tab). 0, or -1
- * (reported; files already in DIR are replaced only when complete). */
+ * whole model `shape` whose parameters are params (a buffer of tab). eos_id: the id of
+ * the tokenizer's end-of-text token, config.json's bos_token_id and eos_token_id (as
+ * GPT-2's <|endoftext|> is both); -1 when the vocabulary has none (byte-level data):
+ * both null, so transformers does not fall back to GPT-2's 50256. 0, or -1 (reported;
+ * files already in DIR are replaced only when complete). */
 int hf_gpt2_export(const char *dir, gpt_shape shape, const gt_tensor_table *tab,
-                   const float *params, int64_t step);
+                   const float *params, int64_t step, int64_t eos_id);
 
 #endif

@@ -111,46 +111,21 @@ static void free_entries(entries *es)
     free(es->v);
 }
 
-/* Length of the valid UTF-8 sequence at s (at most n bytes) of a printable character
- * (not a C1 control, U+0080..U+009F), or 0. */
-static size_t utf8_printable(const unsigned char *s, size_t n)
-{
-    size_t len = s[0] >= 0xf0 ? 4 : s[0] >= 0xe0 ? 3 : s[0] >= 0xc2 ? 2 : 0;
-    if (len == 0 || s[0] > 0xf4 || len > n) return 0;
-    for (size_t i = 1; i < len; i++)
-        if ((s[i] & 0xc0) != 0x80) return 0;
-    if (len == 2 && s[0] == 0xc2 && s[1] < 0xa0) return 0;     /* C1 controls */
-    if (len == 3 && s[0] == 0xe0 && s[1] < 0xa0) return 0;     /* overlong */
-    if (len == 3 && s[0] == 0xed && s[1] >= 0xa0) return 0;    /* surrogates */
-    if (len == 4 && s[0] == 0xf0 && s[1] < 0x90) return 0;     /* overlong */
-    if (len == 4 && s[0] == 0xf4 && s[1] >= 0x90) return 0;    /* past U+10FFFF */
-    return len;
-}
-
 /* Writes n bytes of text from a file as it is, except what could steer a terminal
- * (control characters, escape sequences, broken UTF-8): those as \xNN (tab as \t).
- * Returns the number of columns written; with out == NULL only counts them. */
+ * (control characters, escape sequences, broken UTF-8): those as \xNN (tab as \t), the
+ * escaping of gentrain's error lines (gt_escape_unit). Returns the number of columns
+ * written; with out == NULL only counts them. */
 static int put_safe(FILE *out, const char *text, size_t n)
 {
     const unsigned char *s = (const unsigned char *)text;
     int cols = 0;
     for (size_t i = 0; i < n;) {
-        size_t u = s[i] >= 0x80 ? utf8_printable(s + i, n - i) : 0;
-        if (u || (s[i] >= 0x20 && s[i] < 0x7f)) {
-            if (!u) u = 1;
-            if (out) fwrite(s + i, 1, u, out);
-            i += u;
-            cols++;
-            continue;
-        }
-        char esc[8];
-        if (s[i] == '\t')
-            snprintf(esc, sizeof esc, "\\t");
-        else
-            snprintf(esc, sizeof esc, "\\x%02x", s[i]);
-        if (out) fputs(esc, out);
-        cols += (int)strlen(esc);
-        i++;
+        char unit[8];
+        size_t used = 0, w = gt_escape_unit(s + i, n - i, unit, &used);
+        if (out) fwrite(unit, 1, w, out);
+        /* a UTF-8 character takes one column, an escape one per byte written */
+        cols += w == used && used > 1 ? 1 : (int)w;
+        i += used;
     }
     return cols;
 }

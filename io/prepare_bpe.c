@@ -91,19 +91,13 @@ done:
 /* Writes text to path through path.tmp and a rename; never over an input. */
 static int save_text(job *j, const char *path, const char *text, size_t len)
 {
-    struct stat ps, is;
     const char *kind = gt_special_kind(path);
     if (kind) {
         gt_error("cannot write %s: it is %s", path, kind);
         return -1;
     }
-    int exists = stat(path, &ps) == 0;
-    for (int i = 0; exists && i < j->n_inputs; i++)
-        if (stat(j->inputs[i], &is) == 0 && is.st_dev == ps.st_dev && is.st_ino == ps.st_ino) {
-            gt_error("--save-tokenizer %s is the input %s: it would be overwritten", path,
-                     j->inputs[i]);
-            return -1;
-        }
+    if (prep_check_writable(j->inputs, j->n_inputs, path, "--save-tokenizer") != 0)
+        return -1;
     size_t n = strlen(path) + 5;
     char *tmp = malloc(n);
     FILE *f = tmp ? (snprintf(tmp, n, "%s.tmp", path), fopen(tmp, "wb")) : NULL;
@@ -241,6 +235,10 @@ static char *start(job *j, const prepare_options *o, double val_fraction, int64_
         return NULL;
     }
     if (prep_check_paths(j->inputs, j->n_inputs, j->out, j->sizes, &j->total) != 0) return NULL;
+    /* the tokenizer's path too, before minutes of training (save_text checks it again) */
+    if (o->save_tokenizer &&
+        prep_check_writable(j->inputs, j->n_inputs, o->save_tokenizer, "--save-tokenizer") != 0)
+        return NULL;
     *n_val = (int64_t)llround((double)j->total * val_fraction);
     if (*n_val > j->total) *n_val = j->total;
     *n_train = j->total - *n_val;

@@ -13,14 +13,46 @@
 #include "../src/util.h"
 #include "h5util.h"
 
+int prep_check_writable(const char *const *inputs, int n_inputs, const char *path,
+                        const char *what)
+{
+    /* <path>.tmp is written first and removed on failure: it must not be an input
+     * either (prepare x.h5.tmp -o x.h5 deleted its own input) */
+    const size_t cap = strlen(path) + 5;
+    char *tmp = malloc(cap);
+    if (!tmp) {
+        gt_error("out of memory checking %s", path);
+        return -1;
+    }
+    snprintf(tmp, cap, "%s.tmp", path);
+    const char *const names[2] = {path, tmp};
+    int rc = 0;
+    for (int k = 0; k < 2 && rc == 0; k++) {
+        struct stat ps, is;
+        if (stat(names[k], &ps) != 0) continue;
+        for (int i = 0; i < n_inputs && rc == 0; i++) {
+            if (stat(inputs[i], &is) != 0 || is.st_dev != ps.st_dev || is.st_ino != ps.st_ino)
+                continue;
+            if (k == 0)
+                gt_error("%s %s is the input %s (or a link to it): it would be "
+                         "overwritten; write to another file", what, path, inputs[i]);
+            else
+                gt_error("the input %s is %s, the temporary file of %s %s: it would be "
+                         "overwritten and deleted; rename the input or write to another "
+                         "file", inputs[i], tmp, what, path);
+            rc = -1;
+        }
+    }
+    free(tmp);
+    return rc;
+}
+
 int prep_check_paths(const char *const *inputs, int n_inputs, const char *out, int64_t *sizes,
                      int64_t *total)
 {
     *total = 0;
     /* An output that can never be written fails before any work is done; only a
      * regular file is ever replaced, and never one of the inputs (nor a link to one). */
-    struct stat ost;
-    const int out_exists = stat(out, &ost) == 0;
     const char *kind = gt_special_kind(out);
     if (kind) {
         gt_error("cannot write %s: it is %s; gentrain replaces only regular files", out, kind);
@@ -53,15 +85,10 @@ int prep_check_paths(const char *const *inputs, int n_inputs, const char *out, i
                      S_ISFIFO(st.st_mode) ? "a named pipe (FIFO)" : "a device or socket");
             return -1;
         }
-        if (out_exists && st.st_dev == ost.st_dev && st.st_ino == ost.st_ino) {
-            gt_error("output %s is the input %s (or a link to it): it would be "
-                     "overwritten; write the tokens to another file", out, inputs[i]);
-            return -1;
-        }
         sizes[i] = (int64_t)st.st_size;
         *total += sizes[i];
     }
-    return 0;
+    return prep_check_writable(inputs, n_inputs, out, "output");
 }
 
 int prep_fill(prep_stream *s, unsigned char *buf, int64_t want)

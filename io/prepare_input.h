@@ -23,6 +23,12 @@ typedef struct {
 int prep_check_paths(const char *const *inputs, int n_inputs, const char *out, int64_t *sizes,
                      int64_t *total);
 
+/* path (a file prepare writes; what names it: "output", "--save-tokenizer") is neither
+ * one of the inputs nor, as <path>.tmp, where one of them is. 0, or -1 after one error
+ * line. */
+int prep_check_writable(const char *const *inputs, int n_inputs, const char *path,
+                        const char *what);
+
 /* Reads exactly want bytes from the stream into buf (moving to the next input as each
  * one ends). Reports and returns -1 on a read error or an input that changed size. */
 int prep_fill(prep_stream *s, unsigned char *buf, int64_t want);

@@ -112,7 +112,7 @@ printf '%s' '{"added_tokens": [{"id": 3, "content": "<x>", "special": true, "lst
  "vocab": {"a": 0, "b": 1, "ab": 2}, "merges": ["#version: 0.2", "a b"]}}' \
     > "$seeds/fuzz_tokenizer/tiny.json"
 cp "$seeds/run/checkpoints/"*.h5 "$seeds/fuzz_ckpt/"
-"$GENTRAIN" export --format hf --model "$seeds/run" "$seeds/hf" > /dev/null || exit 1
+"$GENTRAIN" export --format hf --model "$seeds/run" -o "$seeds/hf" > /dev/null || exit 1
 cp "$seeds/hf/model.safetensors" "$seeds/fuzz_safetensors/"
 
 # ---- regression inputs first, then fuzzing

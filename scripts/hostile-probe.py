@@ -156,7 +156,7 @@ def config_cases(probe):
 
 
 def file_cases(probe, rng, per_kind, ckpt):
-    sample = ["sample", "--checkpoint", "CASE", "--tokens", "8", "--seed", "1",
+    sample = ["sample", "--model", "CASE", "--tokens", "8", "--seed", "1",
               "--prompt", "ROMEO:"]
     resume = ["train", "--data", "d.h5"] + TINY + ["--steps", "3", "--out", "resumed",
                                                    "--resume", "CASE"]

@@ -116,6 +116,11 @@ static const key_def keys[] = {
             "steps between evaluations (there is always one at the end); "
             "0 = only at the end"),
     KEY_INT(eval_batches, G_RUN, "20", 1, INT_MAX, 0, "global batches per evaluation"),
+    KEY_I64(log_every, G_RUN, "0", 0, 0,
+            "steps between the step lines on stdout (each with the tokens so far, the "
+            "time elapsed and the ETA; the first, the last, evaluation and skipped steps "
+            "always have one); 0 = about 100 lines a run (every steps/100 steps, at "
+            "least 1). The JSON Lines log keeps a record of every step"),
     KEY_U64(seed, G_RUN, "1337", "random seed (initial weights, data order)"),
     KEY_INT(threads, G_RUN, "0", 0, 65536, R_MAX,
             "OpenMP threads; 0 = OMP_NUM_THREADS if set, else all cores"),
@@ -714,8 +719,8 @@ int config_parse_args(gt_config *c, int argc, char **argv, int first)
             if (load_file(c, argv[++i], &given) != 0) return -1;
         } else if (strncmp(a, "--config=", 9) == 0) {
             if (load_file(c, a + 9, &given) != 0) return -1;
-        } else if (strncmp(a, "--", 2) == 0 && !strchr(a, '=') && i + 1 < argc &&
-                   strncmp(argv[i + 1], "--", 2) != 0) {
+        } else if ((strcmp(a, "-o") == 0 || (strncmp(a, "--", 2) == 0 && !strchr(a, '='))) &&
+                   i + 1 < argc && strncmp(argv[i + 1], "--", 2) != 0) {
             i++; /* skip the value of --key value (pass 2 checks it) */
         }
     }
@@ -727,6 +732,14 @@ int config_parse_args(gt_config *c, int argc, char **argv, int first)
             continue;
         }
         if (strncmp(a, "--config=", 9) == 0) continue;
+        if (strcmp(a, "-o") == 0) { /* -o DIR: --out DIR, as in every verb */
+            if (i + 1 >= argc || strncmp(argv[i + 1], "--", 2) == 0) {
+                gt_error("command line: -o needs a value (the run folder)");
+                return -1;
+            }
+            if (set_key(c, "out", argv[++i], "command line", &given) != 0) return -1;
+            continue;
+        }
         if (strncmp(a, "--", 2) != 0 || a[2] == '\0' || a[2] == '=') {
             char shown[72];
             gt_error("command line: unexpected argument '%s' (options are --key VALUE "

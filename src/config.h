@@ -46,6 +46,7 @@ typedef struct gt_config {
     double lr, min_lr, beta1, beta2, weight_decay, grad_clip;
     /* evaluation, logging, output */
     int64_t eval_every;              /* 0 = only at the end */
+    int64_t log_every;               /* steps between step lines; 0 = about 100 a run */
     int eval_batches;
     uint64_t seed;
     int threads;                     /* 0 = OMP_NUM_THREADS if set, else all cores */

@@ -21,6 +21,7 @@
 #include "../io/bpe_train.h" /* BPE_TRAIN_MIN_VOCAB */
 #include "../io/prepare.h" /* prepare_bytes, prepare_bpe */
 #include "blas_core.h"     /* blas_core_fixup */
+#include "cli_names.h"     /* cli_canonical: one option name per thing in every verb */
 #include "config.h"        /* gt_config, config_* */
 #include "parallel.h"      /* par_init, par_finalize, par_all_ok, par_is_root */
 #include "plan_cli.h"      /* plan_command */
@@ -58,10 +59,14 @@ static const char main_help[] =
     "example:\n"
     "  gentrain prepare data/tinyshakespeare.txt -o shakespeare.h5\n"
     "  gentrain train --data shakespeare.h5 --steps 500 --out runs/shakespeare\n"
-    "  gentrain sample --checkpoint runs/shakespeare --prompt 'ROMEO:'\n";
+    "  gentrain sample --model runs/shakespeare --prompt 'ROMEO:'\n"
+    "\n"
+    "Every verb names the same thing the same way: --model PATH for the trained model\n"
+    "it reads (a model file or a run folder), -o/--out PATH for what it writes;\n"
+    "'-' and '_' are alike in option names, and --name=VALUE works everywhere.\n";
 
 static const char prepare_help[] =
-    "usage: gentrain prepare INPUT.txt... -o OUT.h5 [--val-fraction F]\n"
+    "usage: gentrain prepare INPUT.txt... -o|--out OUT.h5 [--val-fraction F]\n"
     "                        [--tokenizer FILE | --train-tokenizer N] [--save-tokenizer PATH]\n"
     "                        [--compress [LEVEL]]\n"
     "\n"
@@ -73,7 +78,7 @@ static const char prepare_help[] =
     "appears only when complete.\n"
     "\n"
     "options:\n"
-    "  -o, --output OUT.h5    the HDF5 file to write (required)\n"
+    "  -o, --out OUT.h5       the HDF5 file to write (required; --output still works)\n"
     "  --val-fraction F       share of the bytes kept for validation, 0 <= F < 1\n"
     "                         (default 0.1; 0 = no validation set)\n"
     "  --tokenizer FILE       encode with this Hugging Face tokenizer.json (a byte-level\n"
@@ -97,7 +102,8 @@ static const char train_usage[] =
     "Trains a GPT model on an HDF5 token dataset and saves it as <out>/model.h5.\n"
     "Settings: the built-in defaults, then the --config FILE (applied first wherever it\n"
     "is on the line), then each --KEY VALUE in order; the last one wins. The effective\n"
-    "config is printed before training starts, in the config-file format.\n"
+    "config is printed before training starts, in the config-file format. '-' and '_'\n"
+    "are alike in keys (--n-layer = --n_layer); -o DIR is --out DIR, as in every verb.\n"
     "Started by mpirun or srun with N ranks, it trains one model data-parallel: each\n"
     "rank takes batch_size sequences of a global batch of batch_size x N per step\n"
     "(or of global_batch_size, by accumulating gradients over micro-steps).\n"
@@ -111,13 +117,14 @@ static const char train_examples[] =
     "  gentrain train --config my.cfg --lr=3e-4 --threads 8\n";
 
 static const char sample_help[] =
-    "usage: gentrain sample --checkpoint PATH [options]\n"
+    "usage: gentrain sample --model PATH [options]\n"
     "\n"
     "Generates text with a trained model and prints prompt + continuation.\n"
     "The same seed and thread count give the same text.\n"
     "\n"
     "options:\n"
-    "  --checkpoint PATH      a model file, or a run folder (its newest model) (required)\n"
+    "  --model PATH           a model file, or a run folder (its newest model) (required;\n"
+    "                         --checkpoint still works)\n"
     "  --prompt TEXT          text to continue (default: a newline)\n"
     "  --tokens N             tokens to generate, >= 1 (default 256)\n"
     "  --temperature T        > 0; lower is more conservative (default 1.0)\n"
@@ -129,7 +136,7 @@ static const char sample_help[] =
     "                         which train copies from its data; bytes when none)\n"
     "\n"
     "example:\n"
-    "  gentrain sample --checkpoint runs/shakespeare --prompt 'ROMEO:' --tokens 200\n";
+    "  gentrain sample --model runs/shakespeare --prompt 'ROMEO:' --tokens 200\n";
 
 static const char inspect_help[] =
     "usage: gentrain inspect FILE.h5\n"
@@ -280,37 +287,37 @@ typedef struct {
 /* One --name[=value] option of prepare: 0 taken, -1 bad (reported), 1 not known. */
 static int prepare_option(prepare_args *p, int argc, char **argv, int *i)
 {
-    const char *a = argv[*i];
-    char name[64];
-    size_t n = strcspn(a, "=");
-    static const char *const known[] = {"-o", "--output", "--val-fraction", "--val_fraction",
-                                        "--tokenizer", "--train-tokenizer",
-                                        "--save-tokenizer", "--threads"};
+    char name[64], canon[64];
+    static const char *const known[] = {"-o",          "--out",           "--val-fraction",
+                                        "--tokenizer", "--train-tokenizer", "--save-tokenizer",
+                                        "--threads"};
+    enum { N_KNOWN = sizeof known / sizeof known[0] };
+    cli_canonical("prepare", argv[*i], canon, sizeof canon);
     int k = 0;
-    while (k < 8 && !(strlen(known[k]) == n && strncmp(a, known[k], n) == 0)) k++;
-    if (k == 8 || (k == 0 && a[2] != '\0')) return 1;
+    while (k < N_KNOWN && strcmp(canon, known[k]) != 0) k++;
+    if (k == N_KNOWN) return 1;
     const char *v = opt_value("prepare", argc, argv, i, name, sizeof name);
     if (!v) return -1;
     int64_t big = 0;
     int small = 0;
     switch (k) {
     case 0: case 1: p->out = v; return 0;
-    case 2: case 3:
+    case 2:
         if (opt_double("prepare", "--val-fraction", v, &p->val_fraction) != 0) return -1;
         if (!(p->val_fraction >= 0 && p->val_fraction < 1)) {
             gt_error("prepare: --val-fraction %s: must be >= 0 and < 1", v);
             return -1;
         }
         return 0;
-    case 4: p->bpe.tokenizer = v; return 0;
-    case 5:
+    case 3: p->bpe.tokenizer = v; return 0;
+    case 4:
         if (opt_int("prepare", "--train-tokenizer", v, BPE_TRAIN_MIN_VOCAB, BPE_MAX_VOCAB,
                     &small) != 0)
             return -1;
         big = small;
         p->bpe.train_vocab = big;
         return 0;
-    case 6: p->bpe.save_tokenizer = v; return 0;
+    case 5: p->bpe.save_tokenizer = v; return 0;
     default: return opt_int("prepare", "--threads", v, 0, 65536, &p->bpe.threads);
     }
 }
@@ -350,7 +357,7 @@ static int parse_prepare(prepare_args *p, int argc, char **argv)
         return EXIT_USAGE;
     }
     if (!p->out || !p->out[0]) {
-        gt_error("prepare: no output file; give -o OUT.h5");
+        gt_error("prepare: no output file; give -o OUT.h5 (or --out OUT.h5)");
         return EXIT_USAGE;
     }
     if (p->bpe.tokenizer && p->bpe.train_vocab) {
@@ -494,13 +501,14 @@ static int cmd_sample(int argc, char **argv)
                      gt_printable(a, shown));
             return EXIT_USAGE;
         }
-        const char *v = opt_value("sample", argc, argv, &i, name, sizeof name);
+        /* --top_k == --top-k; the old --checkpoint is --model (with a note) */
+        cli_canonical("sample", a, name, sizeof name);
+        char given[64];
+        const char *v = opt_value("sample", argc, argv, &i, given, sizeof given);
         if (!v) return EXIT_USAGE;
-        for (char *p = name + 2; *p; p++)
-            if (*p == '_') *p = '-'; /* --top_k == --top-k */
         int rc = 0;
-        if (strcmp(name, "--checkpoint") == 0 || strcmp(name, "--prompt") == 0) {
-            int is_ckpt = name[2] == 'c';
+        if (strcmp(name, "--model") == 0 || strcmp(name, "--prompt") == 0) {
+            int is_ckpt = name[2] == 'm';
             char *dst = is_ckpt ? o.checkpoint : o.prompt;
             size_t cap = is_ckpt ? sizeof o.checkpoint : sizeof o.prompt;
             if (gt_strlcpy(dst, v, cap) != 0) {
@@ -536,10 +544,10 @@ static int cmd_sample(int argc, char **argv)
         if (rc != 0) return EXIT_USAGE;
     }
     if (!have_checkpoint) {
-        gt_error("sample: no model given; use --checkpoint FILE.h5 or a run folder");
+        gt_error("sample: no model given; use --model FILE.h5 or a run folder");
         return EXIT_USAGE;
     }
-    if (check_readable(o.checkpoint, "checkpoint", 1) != 0) return EXIT_FAIL;
+    if (check_readable(o.checkpoint, "model", 1) != 0) return EXIT_FAIL;
     return sample_run(&o) == 0 ? EXIT_OK : EXIT_FAIL;
 }
 

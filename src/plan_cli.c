@@ -9,6 +9,7 @@
 #include <string.h>
 
 #include "../io/h5set.h"
+#include "cli_names.h" /* cli_canonical */
 #include "config.h"
 #include "cpu_features.h" /* defines: cpu_available_count */
 #include "parallel.h"
@@ -96,11 +97,15 @@ static int parse_opts(int *argc, char **argv, int first, plan_opts *o)
     };
     int out = first;
     for (int i = first; i < *argc; i++) {
+        /* as in every verb: '-' and '_' alike, --name=VALUE (cli_names.h) */
+        char name[64];
+        cli_canonical("plan", argv[i], name, sizeof name);
+        const char *eq = strncmp(argv[i], "--", 2) == 0 ? strchr(argv[i], '=') : NULL;
         size_t k = 0;
         for (; k < sizeof opt / sizeof opt[0]; k++)
-            if (strcmp(argv[i], opt[k].name) == 0) break;
+            if (strcmp(name, opt[k].name) == 0 && !(eq && opt[k].kind == FLAG)) break;
         if (k == sizeof opt / sizeof opt[0]) {
-            argv[out++] = argv[i];
+            argv[out++] = argv[i]; /* a config key (config.c reads it) */
             continue;
         }
         char *field = (char *)o + opt[k].off;
@@ -109,10 +114,10 @@ static int parse_opts(int *argc, char **argv, int first, plan_opts *o)
             continue;
         }
         double x;
-        if (parse_num(opt[k].name, i + 1 < *argc ? argv[i + 1] : NULL, opt[k].lo, opt[k].hi,
-                      opt[k].kind == INT, &x) != 0)
+        const char *v = eq ? eq + 1 : i + 1 < *argc ? argv[i + 1] : NULL;
+        if (parse_num(opt[k].name, v, opt[k].lo, opt[k].hi, opt[k].kind == INT, &x) != 0)
             return -1;
-        i++;
+        if (!eq) i++;
         if (opt[k].kind == INT)
             *(int *)field = (int)x;
         else
@@ -191,7 +196,13 @@ static int check_rows(const plan_estimate *rows, int n, const char *how, int mea
 {
     for (int i = 0; i < n; i++) {
         const plan_estimate *e = &rows[i];
-        if (!(isfinite(e->step_s) && e->step_s > 0 && isfinite(e->total_s) &&
+        /* every part too: a negative one (a failed timing's -1 s) can hide inside a
+         * positive sum */
+        const double parts[6] = {e->compute_s, e->bubble_s, e->tp_comm_s, e->pp_comm_s,
+                                 e->dp_exposed_s, e->optimizer_s};
+        int parts_ok = e->compute_s > 0;
+        for (int k = 0; k < 6; k++) parts_ok &= isfinite(parts[k]) && parts[k] >= 0;
+        if (!(parts_ok && isfinite(e->step_s) && e->step_s > 0 && isfinite(e->total_s) &&
               e->total_s > 0 && isfinite(e->steps) && e->steps > 0)) {
             gt_error("plan: the %s costs give dp %d x pp %d x tp %d a step of %g s and %g "
                      "steps; no plan from them (%s)", how, e->g.dp, e->g.pp, e->g.tp,
@@ -409,6 +420,14 @@ int plan_command(int argc, char **argv, int first)
     plan_estimate *rows = gt_malloc(sizeof *rows * MAX_ROWS, "plan table");
     if (!rows) return finish(cal, 1);
     const int n = plan_grids(&mc, &s, B, T, (double)c.steps, o.noise, rows);
+    char why[160];
+    if (cal && plan_calibration_failed(cal, why, sizeof why)) {
+        gt_error("plan: --measure cannot time this model here: %s could not be allocated "
+                 "(out of memory); no plan from a failed measurement (describe the machine "
+                 "with --core-gflops instead, or plan a smaller model or batch_size)", why);
+        free(rows);
+        return finish(cal, 1);
+    }
     if (n == 0 || check_rows(rows, n, how, o.measure) != 0) {
         if (n == 0) gt_error("plan: no grid fits this model on this machine");
         free(rows);

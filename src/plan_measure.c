@@ -3,6 +3,7 @@
 
 #include <mpi.h>
 #include <omp.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
@@ -26,6 +27,8 @@ struct plan_calibration {
     int cores;     /* of this node: ranks timed at once must fit them */
     memo m[MAX_MEMO];
     int n;
+    int failed;      /* a timing could not be set up: no more are tried */
+    char why[160];   /* which one */
 };
 
 plan_calibration *plan_calibration_create(const gpt_shape *s, int T, int reps, int cores)
@@ -40,6 +43,12 @@ plan_calibration *plan_calibration_create(const gpt_shape *s, int T, int reps, i
 }
 
 void plan_calibration_free(plan_calibration *c) { free(c); }
+
+int plan_calibration_failed(const plan_calibration *c, char *why, size_t cap)
+{
+    if (c->failed && why && cap) snprintf(why, cap, "%s", c->why);
+    return c->failed;
+}
 
 static int by_value(const void *a, const void *b)
 {
@@ -145,10 +154,15 @@ static double time_adam(const plan_calibration *c, int threads)
 
 enum { TAG_CMD = 77 };
 
-/* Runs one timing (kind as in memo; kind 1 here is the whole one-block model). */
+/* Runs one timing (kind as in memo; kind 1 here is the whole one-block model), its
+ * allocation errors muted (a model too large for this machine fails every timing: the
+ * planner says so in one line, plan_calibration_failed). */
 static double run_timing(const plan_calibration *c, int kind, int threads, int tp, int Bm)
 {
-    return kind == 2 ? time_adam(c, threads) : time_model(c, kind, threads, tp, Bm);
+    gt_mute_reports(1);
+    const double s = kind == 2 ? time_adam(c, threads) : time_model(c, kind, threads, tp, Bm);
+    gt_mute_reports(0);
+    return s;
 }
 
 /* Rank 0 asks the others to run the same timing now, when as many ranks as there are
@@ -206,17 +220,30 @@ static double lookup(plan_calibration *c, int kind, int threads, int tp, int Bm)
         if (c->m[i].kind == kind && c->m[i].threads == threads && c->m[i].tp == tp &&
             c->m[i].Bm == Bm)
             return c->m[i].seconds;
+    if (c->failed) return -1.0; /* one failure makes the whole calibration void */
     double s;
     if (kind == 0) {
         s = timed(c, 0, threads, tp, Bm);
     } else if (kind == 1) {
         /* The whole one-block model less its block. */
         const double whole = timed(c, 1, threads, 1, Bm);
-        const double block = lookup(c, 0, threads, 1, Bm);
-        s = whole - block > 0 ? whole - block : 0.0;
+        const double block = whole < 0 ? -1.0 : lookup(c, 0, threads, 1, Bm);
+        s = whole < 0 || block < 0 ? -1.0 : whole - block > 0 ? whole - block : 0.0;
     } else {
         s = timed(c, 2, threads, 1, 0);
     }
+    if (s < 0 && !c->failed) {
+        c->failed = 1;
+        if (kind == 2)
+            snprintf(c->why, sizeof c->why, "AdamW on %d thread%s", threads,
+                     threads == 1 ? "" : "s");
+        else
+            snprintf(c->why, sizeof c->why, "%s with a micro-batch of %d x %d tokens%s on "
+                     "%d thread%s", kind == 0 ? "a transformer block" : "the embedding and head",
+                     Bm, c->T, tp > 1 ? " (a tensor-parallel shard)" : "", threads,
+                     threads == 1 ? "" : "s");
+    }
+    if (s < 0) return -1.0;
     if (c->n < MAX_MEMO) c->m[c->n++] = (memo){kind, threads, tp, Bm, s};
     return s;
 }

@@ -20,6 +20,11 @@ plan_calibration *plan_calibration_create(const gpt_shape *s, int T, int reps, i
 void plan_calibration_free(plan_calibration *c);
 /* Points mc's compute callbacks at the calibration (measuring on first use). */
 void plan_calibration_attach(plan_calibration *c, plan_machine *mc);
+/* Whether a timing could not run (the model, or a micro-batch of it, cannot be
+ * allocated here): then the callbacks returned -1 from that one on without timing
+ * anything more, and no plan may come from them. why (cap bytes) says which timing
+ * failed. Its allocation errors are not printed: the caller says it in one line. */
+int plan_calibration_failed(const plan_calibration *c, char *why, size_t cap);
 
 /* Collective over all ranks (parallel.h): fits latency and bandwidth of MPI_Allreduce
  * over all ranks (a small and a large message: the ring model of plan.h) and of a

@@ -35,10 +35,14 @@ static int cmp_desc(const void *a, const void *b)
     return (x < y) - (x > y);
 }
 
-/* Draws a token from logits[V] with temperature and top-k; work is [V] scratch. */
+/* Draws a token from logits[V] with temperature and top-k; work is [V] scratch.
+ * -1 when a logit is not finite: the probabilities would be NaN and the loop below
+ * would return token 0 (a NUL byte) as if it had been drawn. */
 static int32_t draw(const float *logits, int V, double temperature, int top_k, float *work,
                     rng *r)
 {
+    for (int i = 0; i < V; i++)
+        if (!isfinite(logits[i])) return -1;
     float cut = -INFINITY;
     if (top_k > 0 && top_k < V) {
         memcpy(work, logits, (size_t)V * sizeof(float));
@@ -207,12 +211,23 @@ int sample_run(const sample_options *o)
             o->temperature, o->top_k);
     rng r;
     rng_seed(&r, o->seed);
-    fwrite(o->prompt, 1, plen, stdout);
+    if (o->tokens <= 0) fwrite(o->prompt, 1, plen, stdout);
     for (int i = 0; i < o->tokens; i++) {
         int T = len < (size_t)shape.block_size ? (int)len : shape.block_size;
         gpt_forward(&m, ctx + len - T, NULL, 1, T, 0);
         const float *last = gpt_logits(&m) + (size_t)(T - 1) * shape.vocab_size;
         int32_t id = draw(last, shape.vocab_size, o->temperature, o->top_k, work, &r);
+        if (id < 0) {
+            /* finite weights can still overflow (a file without a checksum, edited or
+             * damaged): no text is better than NUL bytes and exit 0 */
+            if (i > 0) putchar('\n');
+            fflush(stdout);
+            gt_error("%s: the model's output for token %d is not a number (its weights "
+                     "overflow: the file is damaged or not a trained model); no text from it",
+                     path, i + 1);
+            goto done;
+        }
+        if (i == 0) fwrite(o->prompt, 1, plen, stdout); /* only once a token is drawn */
         ctx[len++] = id;
         emit(tok, id);
         fflush(stdout);

@@ -132,6 +132,13 @@ static int make_engine(run *r)
                                       r->device == DEVICE_GPU_BLOCKS);
     if (!par_all_ok(r->engine != NULL)) return -1;
     loss_scaler *scaler = r->engine->scaler;
+    /* ckpt.c refuses a scale that is not positive and finite; one past the scaler's
+     * ceiling (as a float, infinite) would scale every loss to inf */
+    if (scaler && r->resumed && r->meta.loss_scale > LOSS_SCALE_MAX) {
+        gt_error("cannot resume from %s: its loss scale %g is past the largest, %g",
+                 r->meta.path, r->meta.loss_scale, (double)LOSS_SCALE_MAX);
+        return -1;
+    }
     if (scaler && r->resumed && r->meta.loss_scale > 1.0) {
         scaler->scale = (float)r->meta.loss_scale;
         /* When the scale next doubles, as in the run that saved it. */

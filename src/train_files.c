@@ -29,6 +29,26 @@ static FILE *open_log(const char *path, int append)
                                                                       : "a block device");
         return NULL;
     }
+    /* A regular file that is not a JSON Lines log (the data file, the config, a model,
+     * given as log by mistake) would be truncated or appended to: refused, intact. Our
+     * own standard output or error (--log /dev/stdout into a job's file) is fine. */
+    struct stat own1, own2;
+    const int is_own = exists && ((fstat(STDOUT_FILENO, &own1) == 0 &&
+                                   own1.st_dev == st.st_dev && own1.st_ino == st.st_ino) ||
+                                  (fstat(STDERR_FILENO, &own2) == 0 &&
+                                   own2.st_dev == st.st_dev && own2.st_ino == st.st_ino));
+    if (exists && S_ISREG(st.st_mode) && st.st_size > 0 && !is_own) {
+        unsigned char first = 0;
+        const int rfd = open(path, O_RDONLY | O_CLOEXEC);
+        const ssize_t got = rfd >= 0 ? read(rfd, &first, 1) : -1;
+        if (rfd >= 0) close(rfd);
+        if (got == 1 && first != '{') {
+            gt_error("log file %s exists and is not a JSON Lines log (it does not start "
+                     "with '{'): it would be overwritten; give another log path or remove it",
+                     path);
+            return NULL;
+        }
+    }
     const int special = exists && !S_ISREG(st.st_mode);
     int flags = O_WRONLY | O_CLOEXEC |
                 (special ? O_APPEND | O_NONBLOCK : O_CREAT | (append ? O_APPEND : O_TRUNC));

@@ -7,6 +7,8 @@
 #include "train_run.h"
 #include "util.h"
 
+static int64_t train_log_every(const gt_config *c);
+
 void train_report_setup(const run *r)
 {
     const gt_config *c = r->c;
@@ -26,6 +28,10 @@ void train_report_setup(const run *r)
                    r->ring.lag, r->ring.lag == 1 ? "" : "s", r->ring.lag,
                    r->ring.predicted ? "predicted" : "current",
                    config_enum_word("async_predict", c->async_predict));
+    if (train_log_every(c) > 1)
+        par_printf("progress: a step line every %lld steps (log_every%s)%s\n",
+                   (long long)train_log_every(c), c->log_every > 0 ? "" : " = 0: about 100 a run",
+                   r->log ? "; the log has every step" : "");
     fflush(stdout);
 }
 
@@ -50,10 +56,73 @@ static double noise_scale_update(double g_small2, double g_big2, double b_small,
     return g2 > 0.0 ? s / g2 : NAN;
 }
 
+/* Tokens one optimizer step trains on, over all replicas. */
+static double tokens_per_step(const run *r)
+{
+    return (double)r->c->batch_size * r->c->block_size * r->dp * r->accum;
+}
+
+/* log_every, with 0 settled: about 100 lines a run. */
+static int64_t train_log_every(const gt_config *c)
+{
+    if (c->log_every > 0) return c->log_every;
+    return c->steps >= 200 ? c->steps / 100 : 1;
+}
+
+/* Whether step s gets a line on stdout: every log_every steps, and the steps a person
+ * watching wants to see whatever the interval (this process's first, the last, an
+ * evaluation, an FP16 overflow). */
+static int line_due(const run *r, const step_result *s)
+{
+    const int64_t done = s->step + 1;
+    return done % train_log_every(r->c) == 0 || s->step == r->first_step ||
+           done == r->c->steps || s->skipped || train_is_eval_step(r, s->step);
+}
+
+/* Seconds as H:MM:SS: the same width all run long, so columns line up. */
+static void hms(double seconds, char *buf, size_t cap)
+{
+    if (!(seconds >= 0) || seconds > 1e9) {
+        snprintf(buf, cap, "-:--:--");
+        return;
+    }
+    const long long t = (long long)(seconds + 0.5);
+    snprintf(buf, cap, "%lld:%02lld:%02lld", t / 3600, t / 60 % 60, t % 60);
+}
+
+/* A count with a unit a person reads at a glance: 950, 12.3k, 4.56M, 7.89G. */
+static void human_count(double n, char *buf, size_t cap)
+{
+    if (n < 1e3)
+        snprintf(buf, cap, "%.0f", n);
+    else if (n < 1e6)
+        snprintf(buf, cap, "%.1fk", n / 1e3);
+    else if (n < 1e9)
+        snprintf(buf, cap, "%.2fM", n / 1e6);
+    else
+        snprintf(buf, cap, "%.2fG", n / 1e9);
+}
+
+/* " | 4.56M tokens | elapsed 0:01:23 | ETA 0:10:02": the tokens trained on since step
+ * 0 (a resumed run counts its checkpoint's), this process's time, and the rest at its
+ * pace so far. Plain text, no carriage return or colour, so a batch job's output stays
+ * grep-able. */
+static void report_progress(const run *r, const step_result *s)
+{
+    const double elapsed = gt_now() - r->t_start;
+    const int64_t ran = s->step + 1 - r->first_step, left = r->c->steps - (s->step + 1);
+    char tok[32], el[32], eta[32];
+    human_count((double)(s->step + 1) * tokens_per_step(r), tok, sizeof tok);
+    hms(elapsed, el, sizeof el);
+    hms(ran > 0 ? elapsed / (double)ran * (double)left : -1.0, eta, sizeof eta);
+    par_printf(" | %s tokens | elapsed %s | ETA %s", tok, el, eta);
+}
+
 void train_report_step(const run *r, const step_result *s)
 {
     const gt_config *c = r->c;
-    const double tok_s = (double)c->batch_size * c->block_size * r->dp * r->accum / s->dt,
+    if (!line_due(r, s)) return;
+    const double tok_s = tokens_per_step(r) / s->dt,
                  gflops = r->flops * r->dp * r->accum / s->dt * 1e-9;
     par_printf("step %5lld/%lld | loss %.4f | lr %.2e | ", (long long)s->step + 1,
                (long long)c->steps, s->loss, s->lr);
@@ -66,6 +135,7 @@ void train_report_step(const run *r, const step_result *s)
                    (long long)(s->step + 1 - r->ring.lag));
     else
         par_printf("no update (async warm-up)");
+    report_progress(r, s);
     par_printf(" | %7.1f ms | %7.0f tok/s | %6.1f GFLOP/s", s->dt * 1e3, tok_s, gflops);
     if (r->peak_gflops > 0)
         par_printf(" | MFU %4.1f%%", 100.0 * gflops / (r->peak_gflops * r->world));
@@ -119,9 +189,11 @@ int train_log_step(const run *r, const step_result *s)
         fprintf(r->log, "\"loss_scale\":%.1f,\"skipped\":%s,", (double)s->scale_before,
                 s->skipped ? "true" : "false");
     fprintf(r->log, "\"ms\":%.3f,\"tokens_per_s\":%.1f,\"gflops\":%.3f,"
-            "\"load_wait_ms\":%.4f,\"comm_ms\":%.4f,\"comm_bytes\":%.0f",
+            "\"load_wait_ms\":%.4f,\"comm_ms\":%.4f,\"comm_bytes\":%.0f,"
+            "\"tokens\":%.0f,\"elapsed_s\":%.3f",
             s->dt * 1e3, tok_s, gflops, s->wait_s * 1e3, s->comm_s * 1e3,
-            r->world > 1 && s->reduced ? (double)par_reducer_bytes(r->red) : 0.0);
+            r->world > 1 && s->reduced ? (double)par_reducer_bytes(r->red) : 0.0,
+            (double)(s->step + 1) * tokens_per_step(r), gt_now() - r->t_start);
     fprintf(r->log, ",\"threads\":%d", s->threads);
     if (s->do_eval) fprintf(r->log, ",\"val_loss\":%.6f", r->last_val);
     if (isfinite(s->noise_tokens)) fprintf(r->log, ",\"noise_scale\":%.1f", s->noise_tokens);

@@ -27,14 +27,25 @@ static void vreport(const char *kind, const char *fmt, va_list ap)
 {
     if (reports_muted) return;
     /* One write per line so lines from several ranks/threads do not interleave. */
-    char line[2048];
+    char raw[2048], line[2048];
     int n = report_rank >= 0
                 ? snprintf(line, sizeof line, "gentrain: %s: rank %d: ", kind, report_rank)
                 : snprintf(line, sizeof line, "gentrain: %s: ", kind);
     if (n < 0 || (size_t)n >= sizeof line) n = 0;
-    int m = vsnprintf(line + n, sizeof line - (size_t)n, fmt, ap);
-    size_t len = (m < 0) ? (size_t)n : strnlen(line, sizeof line - 1);
-    if (len >= sizeof line - 1) len = sizeof line - 2;
+    if (vsnprintf(raw, sizeof raw, fmt, ap) < 0) raw[0] = '\0';
+    /* Whatever the message echoes (a config key, a path, a file's attribute) is shown
+     * escaped: the report stays one line and cannot steer the terminal. */
+    const unsigned char *p = (const unsigned char *)raw;
+    const size_t rn = strlen(raw);
+    size_t len = (size_t)n;
+    for (size_t i = 0; i < rn;) {
+        char unit[8];
+        size_t used = 0, w = gt_escape_unit(p + i, rn - i, unit, &used);
+        if (len + w > sizeof line - 1) break;
+        memcpy(line + len, unit, w);
+        len += w;
+        i += used;
+    }
     line[len] = '\n';
     fwrite(line, 1, len + 1, stderr);
     fflush(stderr);
@@ -98,12 +109,56 @@ int gt_strlcpy(char *dst, const char *src, size_t cap)
     return 0;
 }
 
+size_t gt_utf8_printable(const unsigned char *s, size_t n)
+{
+    size_t len = s[0] >= 0xf0 ? 4 : s[0] >= 0xe0 ? 3 : s[0] >= 0xc2 ? 2 : 0;
+    if (len == 0 || s[0] > 0xf4 || len > n) return 0;
+    for (size_t i = 1; i < len; i++)
+        if ((s[i] & 0xc0) != 0x80) return 0;
+    if (len == 2 && s[0] == 0xc2 && s[1] < 0xa0) return 0;     /* C1 controls */
+    if (len == 3 && s[0] == 0xe0 && s[1] < 0xa0) return 0;     /* overlong */
+    if (len == 3 && s[0] == 0xed && s[1] >= 0xa0) return 0;    /* surrogates */
+    if (len == 4 && s[0] == 0xf0 && s[1] < 0x90) return 0;     /* overlong */
+    if (len == 4 && s[0] == 0xf4 && s[1] >= 0x90) return 0;    /* past U+10FFFF */
+    return len;
+}
+
+size_t gt_escape_unit(const unsigned char *s, size_t n, char out[8], size_t *used)
+{
+    size_t u = s[0] >= 0x80 ? gt_utf8_printable(s, n) : 0;
+    if (u || (s[0] >= 0x20 && s[0] < 0x7f)) {
+        if (!u) u = 1;
+        memcpy(out, s, u);
+        *used = u;
+        return u;
+    }
+    if (s[0] == '\t')
+        memcpy(out, "\\t", 2);
+    else
+        snprintf(out, 8, "\\x%02x", s[0]);
+    *used = 1;
+    return s[0] == '\t' ? 2 : 4;
+}
+
 const char *gt_printable(const char *s, char buf[72])
 {
-    size_t n = 0;
-    for (; n < 64 && s[n]; n++)
-        buf[n] = ((unsigned char)s[n] < 0x20 || s[n] == 0x7f) ? '?' : s[n];
-    buf[n] = '\0';
+    /* room for 68 bytes of text and "..." when it is cut */
+    const unsigned char *p = (const unsigned char *)s;
+    const size_t n = strlen(s);
+    size_t in = 0, out = 0;
+    while (in < n) {
+        char unit[8];
+        size_t used = 0, w = gt_escape_unit(p + in, n - in, unit, &used);
+        if (out + w > 68) {
+            memcpy(buf + out, "...", 3);
+            out += 3;
+            break;
+        }
+        memcpy(buf + out, unit, w);
+        out += w;
+        in += used;
+    }
+    buf[out] = '\0';
     return buf;
 }
 

@@ -23,7 +23,8 @@
 void gt_error(const char *fmt, ...) GT_PRINTF(1, 2);
 /* Prints "gentrain: warning: <fmt...>\n" to stderr. */
 void gt_warn(const char *fmt, ...) GT_PRINTF(1, 2);
-/* Prints "gentrain: note: <fmt...>\n" to stderr: what changed by itself during a run. */
+/* "gentrain: note: ..." on stderr: not a problem, but something the user may want to
+ * know or change (an old option spelling, a thread team that changed by itself). */
 void gt_note(const char *fmt, ...) GT_PRINTF(1, 2);
 /* From now on error and warning lines name this rank ("rank R: "); rank < 0 = none.
  * Called by par_init before any other thread starts. */
@@ -44,8 +45,20 @@ double gt_now(void);
 /* Copies src into dst[cap]; returns -1 (without printing) if it does not fit. */
 int gt_strlcpy(char *dst, const char *src, size_t cap);
 
-/* The first 64 characters of a user's text for an error line, control characters as
- * '?' so the error stays one line. Returns buf. */
+/* Length of the valid UTF-8 sequence at s (at most n bytes, n >= 1) of a printable
+ * character (not a C1 control, U+0080..U+009F), or 0. */
+size_t gt_utf8_printable(const unsigned char *s, size_t n);
+
+/* The text that shows the character at s (n >= 1 bytes left) on a terminal without
+ * steering it: printable ASCII and valid printable UTF-8 as they are, tab as \t,
+ * anything else (control characters, escape sequences, broken UTF-8) as \xNN, one
+ * byte at a time. Writes it to out (not terminated), the bytes of s it shows to
+ * *used, and returns its length. */
+size_t gt_escape_unit(const unsigned char *s, size_t n, char out[8], size_t *used);
+
+/* A user's or a file's text for an error line, escaped as gt_escape_unit does (the
+ * error stays one line and cannot steer the terminal), cut to about 64 characters
+ * ("..." then). Returns buf. */
 const char *gt_printable(const char *s, char buf[72]);
 
 /* Opens path for reading without ever blocking: a named pipe, device or socket is

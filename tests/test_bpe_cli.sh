@@ -43,11 +43,11 @@ run_ok train "$GENTRAIN" train --data "$tmp/d.h5" --n_layer 1 --n_head 2 --n_emb
 check "train says it keeps the tokenizer" grep -q 'tokenizer: byte-level BPE of 400 tokens' "$tmp/train.out"
 "$GENTRAIN" inspect "$tmp/run/model.h5" > "$tmp/minspect.txt" 2>&1
 check "model.h5 holds /tokenizer.json" grep -q '^/tokenizer.json' "$tmp/minspect.txt"
-run_ok sample "$GENTRAIN" sample --checkpoint "$tmp/run" --prompt 'ROMEO: what' --tokens 30 --threads 1
+run_ok sample "$GENTRAIN" sample --model "$tmp/run" --prompt 'ROMEO: what' --tokens 30 --threads 1
 check "sample prints the prompt, then decoded text (no <id>)" \
     bash -c "head -c 11 '$tmp/sample.out' | grep -q 'ROMEO: what' && ! grep -q '<[0-9]*>' '$tmp/sample.out'"
-run_ok sample-json "$GENTRAIN" sample --checkpoint "$tmp/run" --tokenizer "$tmp/tok.json" --tokens 30 --threads 1
-run_ok sample-h5 "$GENTRAIN" sample --checkpoint "$tmp/run" --tokenizer "$tmp/d.h5" --tokens 30 --threads 1
+run_ok sample-json "$GENTRAIN" sample --model "$tmp/run" --tokenizer "$tmp/tok.json" --tokens 30 --threads 1
+run_ok sample-h5 "$GENTRAIN" sample --model "$tmp/run" --tokenizer "$tmp/d.h5" --tokens 30 --threads 1
 check "the tokenizer by --tokenizer (json, data file) decodes the same" cmp -s "$tmp/sample-json.out" "$tmp/sample-h5.out"
 
 # a vocabulary past 65536 ids: int32 tokens
@@ -71,7 +71,7 @@ expect_fail not-bytelevel 1 "pre_tokenizer 'Metaspace' is not supported" "$GENTR
 check "no output left behind" test ! -e "$tmp/x.h5" -a ! -e "$tmp/x.h5.tmp"
 expect_fail save-over-input 1 'is the input' "$GENTRAIN" prepare "$tmp/text.txt" -o "$tmp/x.h5" --train-tokenizer 300 --save-tokenizer "$tmp/text.txt"
 "$GENTRAIN" prepare "$tmp/small.txt" -o "$tmp/bytes.h5" > /dev/null 2>&1
-expect_fail no-tokenizer 1 'holds no tokenizer' "$GENTRAIN" sample --checkpoint "$tmp/run" --tokenizer "$tmp/bytes.h5"
+expect_fail no-tokenizer 1 'holds no tokenizer' "$GENTRAIN" sample --model "$tmp/run" --tokenizer "$tmp/bytes.h5"
 
 # a damaged stored tokenizer: one byte of its text changed
 cp "$tmp/d.h5" "$tmp/bad.h5"
@@ -79,5 +79,5 @@ off=$(grep -obUa '"merges"' "$tmp/bad.h5" | head -n 1 | cut -d: -f1)
 printf 'X' | dd of="$tmp/bad.h5" bs=1 seek="$((off + 1))" conv=notrunc 2> /dev/null
 expect_fail damaged-train 1 'checksum mismatch' "$GENTRAIN" train --data "$tmp/bad.h5" --n_layer 1 --n_head 2 \
     --n_embd 16 --block_size 16 --batch_size 4 --steps 1 --eval_every 0 --threads 1 --out none
-expect_fail damaged-sample 1 'checksum mismatch' "$GENTRAIN" sample --checkpoint "$tmp/run" --tokenizer "$tmp/bad.h5"
+expect_fail damaged-sample 1 'checksum mismatch' "$GENTRAIN" sample --model "$tmp/run" --tokenizer "$tmp/bad.h5"
 [ "$fails" -eq 0 ]

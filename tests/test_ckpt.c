@@ -11,6 +11,7 @@
  * the way, a read-only folder, a file size limit standing in for a full disk) leave the
  * previous checkpoint as it was and no .tmp behind. */
 #include <errno.h>
+#include <math.h>
 #include <signal.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -461,6 +462,39 @@ static void versions(void)
     free_state(&b);
 }
 
+/* A checkpoint whose loss scale is NaN, infinite, negative or zero (the checksum
+ * matching: written so by ckpt_save) is refused in one line naming the attribute;
+ * a CPU run's 1.0 loads. */
+static void bad_loss_scale(void)
+{
+    char sub[700], path[900];
+    snprintf(sub, sizeof sub, "%s/scale", dir);
+    mkdir(sub, 0755);
+    run_state a, b;
+    make_state(&a, 32, 1);
+    make_state(&b, 32, 0);
+    const double scales[5] = {NAN, -2.0, 0.0, INFINITY, 1.0};
+    for (int k = 0; k < 5; k++) {
+        ckpt_meta meta;
+        TU_CHECK(ckpt_save(sub, 1234, state(&a), cfg, 1, SEED, scales[k], 0, NULL, path,
+                           sizeof path) == 0, "loss scale %g: saved", scales[k]);
+        tu_capture_begin();
+        const int rc = load(path, &b, &meta);
+        const char *msg = tu_capture_end();
+        if (k == 4) {
+            TU_CHECK(rc == 0 && meta.loss_scale == 1.0, "loss scale 1: loads");
+        } else {
+            TU_CHECK(rc != 0 && strstr(msg, "loss_scale") &&
+                         strstr(msg, "not a positive finite number") &&
+                         tu_count_lines(msg) == 1,
+                     "loss scale %g: refused in one line naming it (%s)", scales[k], msg);
+        }
+        if (rc == 0) ckpt_meta_free(&meta);
+    }
+    free_state(&a);
+    free_state(&b);
+}
+
 /* An async run's checkpoint: two gradients in flight (the second overflowed), their
  * sums and the weights before the last update, saved and read back bit for bit with
  * ckpt.h's checksum; a flipped byte in a gradient in flight is refused. */
@@ -698,6 +732,7 @@ int main(void)
     H5Eset_auto2(H5E_DEFAULT, NULL, NULL);
     round_trip();
     versions();
+    bad_loss_scale();
     async_round_trip();
     prune_and_find();
     failed_saves();

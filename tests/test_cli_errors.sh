@@ -3,7 +3,8 @@
 # and exactly one "gentrain: error: ..." line on stderr that names the problem, without
 # a crash and within a minute. Then the user-file cases that must work: token datasets
 # of every integer type and rank under a custom path, with the vocabulary size from a
-# dataset attribute, the root group or the command line.
+# dataset attribute, the root group or the command line. Last, the one vocabulary of
+# the verbs' options: new and old spellings give the same result, the old with a note.
 #
 # Environment: GENTRAIN (the gentrain binary), MKDATA (the tests/mkdata tool),
 # top_srcdir. One line per case (ok / FAIL); exit 1 if any failed.
@@ -125,6 +126,24 @@ expect_error "unknown key on the command line" "unknown key 'lr_max'.*min_lr" \
     "$G" train --data "$tmp/good.h5" --lr_max 3e-3
 expect_error "unknown key in a config file" "unknown\.cfg:3: unknown key 'lr_max'" \
     "$G" train --data "$tmp/good.h5" --config "$tmp/unknown.cfg"
+# A key or a value with bytes that are not UTF-8 (and an escape sequence that would
+# colour the terminal) is echoed escaped as inspect shows such text (\xNN), never raw;
+# valid UTF-8 stays as it is.
+printf 'n_layer = 2\n\xff\x1b[31m = 3\n' > "$tmp/bytes.cfg"
+no_raw_bytes() { ! LC_ALL=C grep -q "$(printf '[\x1b\x80-\xff]')" "$err"; }
+expect_error "a key of non-UTF-8 bytes on the command line" \
+    'unknown key .n_\\xffx\\x1b\[31m.' \
+    "$G" train --data "$tmp/good.h5" "--n_$(printf '\xff')x$(printf '\x1b')[31m" 3
+check "  ... no raw byte of it on stderr" no_raw_bytes
+expect_error "a key of non-UTF-8 bytes in a config file" \
+    'bytes\.cfg:2: unknown key .\\xff\\x1b\[31m.' \
+    "$G" train --data "$tmp/good.h5" --config "$tmp/bytes.cfg"
+check "  ... no raw byte of it on stderr" no_raw_bytes
+expect_error "a value of non-UTF-8 bytes" "precision = '\\\\xfe\\\\xc3': must be one of" \
+    "$G" train --data "$tmp/good.h5" --precision "$(printf '\xfe\xc3')"
+check "  ... no raw byte of it on stderr" no_raw_bytes
+expect_error "a UTF-8 key is echoed as it is" "unknown key 'n_layér'; did you mean 'n_layer'" \
+    "$G" train --data "$tmp/good.h5" --n_layér 3
 expect_error "n_embd not divisible by n_head" "n_embd 130 is not divisible by n_head 4" \
     "$G" train --data "$tmp/good.h5" --n_embd 130 --n_head 4
 expect_error "negative lr" "lr = -1: must be > 0" \
@@ -143,9 +162,9 @@ expect_error "no vocab_size anywhere" "vocab" \
     "$G" train --data "$tmp/novocab.h5" --train_dataset /my/tokens --val_dataset none \
     "${TINY[@]}" --out "$tmp/run_novocab_fail"
 expect_error "sample: missing checkpoint" "nope" \
-    "$G" sample --checkpoint "$tmp/nope" --tokens 5
+    "$G" sample --model "$tmp/nope" --tokens 5
 expect_error "sample: bad temperature" "temperature" \
-    "$G" sample --checkpoint "$tmp/good.h5" --temperature 0
+    "$G" sample --model "$tmp/good.h5" --temperature 0
 expect_error "inspect: missing file" "nope\.h5" \
     "$G" inspect "$tmp/nope.h5"
 expect_error "unknown verb" "frobnicate.*gentrain --help" \
@@ -204,6 +223,14 @@ else
     fail "plan --measure (rc $rc)"
     show_err
 fi
+# A model whose micro-batch cannot be allocated here: one line and exit 1, not a table
+# of -1000 ms timings (each a failed timing's -1 s) and exit 0.
+expect_error "plan --measure: a model that cannot be allocated here" \
+    "cannot time this model here: a transformer block .* could not be allocated" \
+    "$G" plan --n_layer 1 --n_head 1 --n_embd 64 --block_size 4096 --vocab_size 256 \
+    --batch_size 100000 --measure --reps 1
+check "  ... exit 1, no table, no recommendation" test "$rc" -eq 1 -a \
+    "$(grep -c -e '^ *ranks ' -e '^recommended:' -e ' -1000' "$out")" -eq 0
 expect_error "prepare: missing input" "nope\.txt" \
     "$G" prepare "$tmp/nope.txt" -o "$tmp/p.h5"
 expect_error "prepare: unwritable output" "/proc/forbidden" \
@@ -237,6 +264,57 @@ expect_train_ok "vocab_size from the root attribute" \
 expect_train_ok "vocab_size only on the command line" \
     "$G" train --data "$tmp/novocab.h5" --train_dataset /my/tokens --val_dataset none \
     --vocab_size 500 "${TINY[@]}" --out "$tmp/run_cmdvocab"
+
+# ------------------------------------------------------------------ one vocabulary
+# Every verb names the same thing the same way (src/cli_names.h): --model for the model
+# a verb reads, -o/--out for what it writes; '-' and '_' alike; --name=VALUE. An old
+# spelling still works, with exactly one "gentrain: note:" line naming the new one.
+notes() { grep -c '^gentrain: note: ' "$err"; }
+RUN=$tmp/run_uint8_1
+SAMPLE=(sample --prompt 'ab' --tokens 12 --seed 5 --threads 1)
+run "$G" "${SAMPLE[@]}" --model "$RUN"
+cp "$out" "$tmp/sample_model.txt"
+check "sample --model: exit 0, text, no note" test "$rc" -eq 0 -a -s "$out" -a "$(notes)" -eq 0
+run "$G" "${SAMPLE[@]}" --checkpoint "$RUN"
+check "sample --checkpoint (old): exit 0, one note naming --model" test "$rc" -eq 0 -a \
+    "$(notes)" -eq 1 -a "$(grep -c 'sample: --checkpoint is spelt --model now' "$err")" -eq 1
+check "sample --checkpoint (old): the same text as --model" cmp -s "$out" "$tmp/sample_model.txt"
+run "$G" "${SAMPLE[@]}" --model="$RUN" --top_k=5
+cp "$out" "$tmp/sample_k1.txt"
+run "$G" "${SAMPLE[@]}" --model "$RUN" --top-k 5
+check "sample: --top_k=5 and --top-k 5 are one option" test "$rc" -eq 0 -a "$(notes)" -eq 0
+check "sample: ... and give the same text" cmp -s "$out" "$tmp/sample_k1.txt"
+run "$G" export --format hf --model "$RUN" -o "$tmp/hf_new"
+check "export --model RUN -o DIR: exit 0, no note" test "$rc" -eq 0 -a "$(notes)" -eq 0 -a \
+    -s "$tmp/hf_new/model.safetensors"
+run "$G" export --format=hf --checkpoint "$RUN" "$tmp/hf_old"
+check "export --checkpoint RUN DIR (old spellings): exit 0, one note for each" \
+    test "$rc" -eq 0 -a "$(notes)" -eq 2 -a \
+    "$(grep -c 'export: --checkpoint is spelt --model now' "$err")" -eq 1 -a \
+    "$(grep -c 'export: the output folder given alone is spelt -o DIR or --out DIR' "$err")" -eq 1
+check "export: both spellings write the same model" \
+    cmp -s "$tmp/hf_new/model.safetensors" "$tmp/hf_old/model.safetensors"
+run "$G" export --format hf --model "$RUN" --out="$tmp/hf_eq"
+check "export --out=DIR: the same model" cmp -s "$tmp/hf_new/model.safetensors" \
+    "$tmp/hf_eq/model.safetensors"
+expect_error "export: a second output folder" "unexpected argument '.*/b'" \
+    "$G" export --format hf --model "$RUN" -o "$tmp/a" "$tmp/b"
+expect_error "export: an output folder given twice" "given twice" \
+    "$G" export --format hf --model "$RUN" -o "$tmp/a" --out "$tmp/b"
+run "$G" prepare "$tmp/input.txt" --out "$tmp/p_out.h5" --val_fraction 0.25
+check "prepare --out, --val_fraction: exit 0, no note" test "$rc" -eq 0 -a "$(notes)" -eq 0 -a \
+    -s "$tmp/p_out.h5"
+run "$G" prepare "$tmp/input.txt" --output "$tmp/p_output.h5" --val-fraction=0.25
+check "prepare --output (old): exit 0, one note naming --out" test "$rc" -eq 0 -a \
+    "$(notes)" -eq 1 -a "$(grep -c 'prepare: --output is spelt --out now' "$err")" -eq 1
+check "prepare: both spellings write the same tokens" \
+    test "$("$G" inspect "$tmp/p_out.h5" | grep -c tokens)" -ge 2 -a \
+    "$("$G" inspect "$tmp/p_out.h5" | grep tokens)" = "$("$G" inspect "$tmp/p_output.h5" | grep tokens)"
+run "$G" train --data "$tmp/good.h5" --val_dataset none "${TINY[@]}" -o "$tmp/run_o" --log ""
+check "train -o DIR is --out DIR" test "$rc" -eq 0 -a -s "$tmp/run_o/model.h5"
+run "${PLAN[@]}" --core_gflops=10 --cores-per-node=2 --nodes 2 --json
+check "plan: --core_gflops=10 --cores-per-node=2 (either separator, =VALUE)" \
+    test "$rc" -eq 0 -a "$(grep -c '^{"dp":' "$out")" -ge 3
 
 echo "$n cases, $fails failed"
 [ "$fails" -eq 0 ]

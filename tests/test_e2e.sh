@@ -39,10 +39,10 @@ timeout 60 "$GENTRAIN" inspect "$tmp/run1/model.h5" > "$tmp/inspect_model.txt" 2
 check "inspect shows the model's step" grep -qi "step.*60" "$tmp/inspect_model.txt"
 check "inspect shows GPT-2 names" grep -q "transformer.h.1.mlp.c_fc.weight" "$tmp/inspect_model.txt"
 
-timeout 120 "$GENTRAIN" sample --checkpoint "$tmp/run1" --prompt "ROMEO:" --tokens 40 --seed 3 --threads 2 > "$tmp/s1.txt" 2> "$tmp/s1.err"
+timeout 120 "$GENTRAIN" sample --model "$tmp/run1" --prompt "ROMEO:" --tokens 40 --seed 3 --threads 2 > "$tmp/s1.txt" 2> "$tmp/s1.err"
 check "sample exits 0" test $? -eq 0
-timeout 120 "$GENTRAIN" sample --checkpoint "$tmp/run1/model.h5" --prompt "ROMEO:" --tokens 40 --seed 3 --threads 2 > "$tmp/s2.txt" 2>/dev/null
-timeout 120 "$GENTRAIN" sample --checkpoint "$tmp/run1" --prompt "ROMEO:" --tokens 40 --seed 4 --threads 2 > "$tmp/s3.txt" 2>/dev/null
+timeout 120 "$GENTRAIN" sample --model "$tmp/run1/model.h5" --prompt "ROMEO:" --tokens 40 --seed 3 --threads 2 > "$tmp/s2.txt" 2>/dev/null
+timeout 120 "$GENTRAIN" sample --model "$tmp/run1" --prompt "ROMEO:" --tokens 40 --seed 4 --threads 2 > "$tmp/s3.txt" 2>/dev/null
 check "sample starts with the prompt" grep -q "^ROMEO:" "$tmp/s1.txt"
 check "sample prints prompt + 40 tokens + newline ($(wc -c < "$tmp/s1.txt") bytes)" test "$(wc -c < "$tmp/s1.txt")" -eq 47
 check "same seed, same text (folder and file paths)" cmp -s "$tmp/s1.txt" "$tmp/s2.txt"

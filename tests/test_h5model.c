@@ -19,6 +19,7 @@
 #include "../io/h5model.h"
 #include "../io/h5util.h"
 #include "../src/backend.h"
+#include "../src/sample.h"
 #include "../src/util.h"
 #include "../io/inspect.h"
 #include "testutil.h"
@@ -548,6 +549,75 @@ static void failed_saves(void)
     gpt_free(&m);
 }
 
+/* sample_run on the model file at path (5 tokens after "\n", one thread): its exit
+ * code, what it printed on stdout (into out[cap], *n bytes) and on stderr (returned,
+ * tu_capture_end's buffer). */
+static const char *sample_file(const char *path, int *rc, char *out, size_t cap, size_t *n)
+{
+    sample_options o;
+    sample_defaults(&o);
+    snprintf(o.checkpoint, sizeof o.checkpoint, "%s", path);
+    o.tokens = 5;
+    o.threads = 1;
+    char opath[700];
+    path_in(opath, sizeof opath, "sample.out");
+    fflush(stdout);
+    const int saved = dup(1);
+    const int fd = open(opath, O_WRONLY | O_CREAT | O_TRUNC, 0644);
+    if (saved < 0 || fd < 0 || dup2(fd, 1) < 0) exit(99);
+    close(fd);
+    tu_capture_begin();
+    *rc = sample_run(&o);
+    fflush(stdout);
+    if (dup2(saved, 1) < 0) exit(99);
+    close(saved);
+    const char *msg = tu_capture_end();
+    FILE *f = fopen(opath, "rb");
+    *n = f ? fread(out, 1, cap, f) : 0;
+    if (f) fclose(f);
+    return msg;
+}
+
+static int count_of(const char *text, const char *word)
+{
+    int k = 0;
+    for (const char *p = text; (p = strstr(p, word)) != NULL; p += strlen(word)) k++;
+    return k;
+}
+
+/* Weights that are finite but absurd (+-3e38, which overflow in the first sum): with or
+ * without a checksum, `sample` fails in one line instead of printing NUL bytes (NaN
+ * probabilities drew token 0) with exit 0. The same file with sane weights samples. */
+static void absurd_weights(void)
+{
+    char path[700], out[256];
+    path_in(path, sizeof path, "absurd.h5");
+    gpt_model m;
+    TU_CHECK(make_model(&m, 64, 16, 2, 2, 32) == 0, "absurd: model created");
+    for (size_t i = 0; i < m.n_params; i++) m.params[i] = (float)rnd() / 4294967296.0f * 0.04f - 0.02f;
+    TU_CHECK(save_model(path, &m, config_text, 7) == 0, "absurd: a sane model saved");
+    int rc;
+    size_t n;
+    const char *msg = sample_file(path, &rc, out, sizeof out, &n);
+    TU_CHECK(rc == 0 && n == 7 && out[0] == '\n' && out[6] == '\n' && count_of(msg, "error") == 0,
+             "sane weights: the prompt, 5 tokens and a newline (%zu bytes, rc %d)", n, rc);
+    for (size_t i = 0; i < m.n_params; i++) m.params[i] = (i & 1) ? -3.0e38f : 3.0e38f;
+    for (int with_sum = 1; with_sum >= 0; with_sum--) {
+        TU_CHECK(save_model(path, &m, config_text, 7) == 0, "absurd: saved");
+        if (!with_sum) {
+            hid_t f = H5Fopen(path, H5F_ACC_RDWR, H5P_DEFAULT);
+            TU_CHECK(f >= 0 && H5Adelete(f, "checksum") >= 0 && H5Fclose(f) >= 0,
+                     "absurd: its checksum removed");
+        }
+        msg = sample_file(path, &rc, out, sizeof out, &n);
+        TU_CHECK(rc != 0 && n == 0 && count_of(msg, "gentrain: error:") == 1 &&
+                     count_of(msg, "is not a number") == 1,
+                 "weights of +-3e38 %s a checksum: sample fails in one line, prints no text "
+                 "(rc %d, %zu bytes)", with_sum ? "with" : "without", rc, n);
+    }
+    gpt_free(&m);
+}
+
 int main(void)
 {
     tu_make_tmpdir(dir, sizeof dir, "gt_h5model");
@@ -560,6 +630,7 @@ int main(void)
     integrity(path);
     newest();
     failed_saves();
+    absurd_weights();
 
     char cmd[700];
     snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);

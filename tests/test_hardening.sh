@@ -1,13 +1,16 @@
 #!/usr/bin/env bash
 # Hostile and damaged inputs a user can hit, each with one clear error line, exit 1 or 2
 # and no hang (every run under `timeout`), and no user file changed:
-#  - a FIFO given as --data, --config, inspect's file, sample --checkpoint, --resume or a
+#  - a FIFO given as --data, --config, inspect's file, sample --model, --resume or a
 #    prepare input: one "gentrain: error:" line naming it as a named pipe, exit 1 or 2,
 #    and no hang (every run under `timeout`, so a blocked open fails the test);
 #  - prepare -o onto a FIFO or a device node, and --log onto a FIFO nobody reads:
 #    refused, the node is still what it was (--log /dev/stdout works);
 #  - prepare a.txt -o a.txt, and -o a link to an input: refused, the input unchanged
-#    (checksum) and the link still a link;
+#    (checksum) and the link still a link; an input that is the output's (or the saved
+#    tokenizer's) temporary file, prepare x.h5.tmp -o x.h5: refused, the input intact;
+#  - --log naming the data file or the config (any file that is not a JSON Lines log):
+#    refused, the file intact (it was truncated);
 #  - a model saved where a FIFO stands (out/model.h5): the save fails clearly, the FIFO
 #    stays;
 #  - resume = auto with only damaged checkpoints: refused, the files unchanged (resume =
@@ -67,7 +70,7 @@ SMALL=(--n_layer 1 --n_head 1 --n_embd 8 --block_size 8 --batch_size 2 --steps 1
 refused data-fifo "$FIFO_RE" "$GENTRAIN" train --data "$tmp/fifo" "${SMALL[@]}" --out ""
 refused config-fifo "$FIFO_RE" "$GENTRAIN" train --config "$tmp/fifo"
 refused inspect-fifo "$FIFO_RE" "$GENTRAIN" inspect "$tmp/fifo"
-refused sample-fifo "$FIFO_RE" "$GENTRAIN" sample --checkpoint "$tmp/fifo" --tokens 4
+refused sample-fifo "$FIFO_RE" "$GENTRAIN" sample --model "$tmp/fifo" --tokens 4
 refused prepare-in-fifo "$FIFO_RE" "$GENTRAIN" prepare "$tmp/fifo" -o "$tmp/x.h5"
 refused resume-fifo "$FIFO_RE" "$GENTRAIN" train --data "$tmp/d.h5" "${SMALL[@]}" \
     --out "$tmp/r" --resume "$tmp/fifo"
@@ -95,6 +98,29 @@ check "prepare-link: the link is still a link" test -L "$tmp/link.txt"
 cp "$tmp/slice.txt" "$tmp/second.txt"
 refused prepare-second "is the input" "$GENTRAIN" prepare "$tmp/slice.txt" \
     "$tmp/second.txt" -o "$tmp/second.txt"
+# --log naming the data file (or the config) by mistake: refused before it is opened
+# for writing (it was truncated), the file intact
+cp "$tmp/d.h5" "$tmp/dlog.h5"
+data_sum=$(cksum < "$tmp/dlog.h5")
+refused log-is-data "log file .*dlog\.h5 exists and is not a JSON Lines log" "$GENTRAIN" \
+    train --data "$tmp/dlog.h5" "${SMALL[@]}" --out none --log "$tmp/dlog.h5"
+check "log-is-data: the data file is unchanged" test "$(cksum < "$tmp/dlog.h5")" = "$data_sum"
+printf 'n_layer = 1\n' > "$tmp/log.cfg"
+refused log-is-config "is not a JSON Lines log" "$GENTRAIN" train --config "$tmp/log.cfg" \
+    --data "$tmp/d.h5" "${SMALL[@]}" --out none --log "$tmp/log.cfg"
+check "log-is-config: the config is unchanged" grep -qx 'n_layer = 1' "$tmp/log.cfg"
+# the input is the output's temporary file (<out>.tmp, written first and deleted on
+# failure): refused before anything is written, the input intact
+cp "$tmp/slice.txt" "$tmp/x.h5.tmp"
+refused prepare-tmp "the temporary file of output" "$GENTRAIN" prepare "$tmp/x.h5.tmp" \
+    -o "$tmp/x.h5"
+check "prepare-tmp: the input is unchanged" test "$(cksum < "$tmp/x.h5.tmp")" = "$sum_before"
+check "prepare-tmp: no output" test ! -e "$tmp/x.h5"
+cp "$tmp/slice.txt" "$tmp/tok.json.tmp"
+refused prepare-tok-tmp "the temporary file of --save-tokenizer" "$GENTRAIN" prepare \
+    "$tmp/tok.json.tmp" -o "$tmp/y.h5" --train-tokenizer 300 --save-tokenizer "$tmp/tok.json"
+check "prepare-tok-tmp: the input is unchanged" \
+    test "$(cksum < "$tmp/tok.json.tmp")" = "$sum_before"
 
 mkdir -p "$tmp/m"
 mkfifo "$tmp/m/model.h5"
@@ -239,7 +265,7 @@ known=$top_srcdir/tests/fuzz/hdf5-known
 refused inspect-hdf5-hang "did not finish in 5 s" \
     env GENTRAIN_PROBE_SECONDS=5 "$GENTRAIN" inspect "$known/model-hang-H5HG_read.h5"
 refused sample-hdf5-hang "did not finish in 5 s" \
-    env GENTRAIN_PROBE_SECONDS=5 "$GENTRAIN" sample --checkpoint \
+    env GENTRAIN_PROBE_SECONDS=5 "$GENTRAIN" sample --model \
     "$known/model-hang-H5HG_read.h5" --tokens 4
 refused train-shape-overflow "declares shape .* over 2\^62 tokens" "$GENTRAIN" train \
     --data "$top_srcdir/tests/fuzz/regress/fuzz_tokens/shape-past-2-62-tokens.h5" \

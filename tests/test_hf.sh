@@ -4,6 +4,8 @@
 #  1. A trained model exported and imported again (tests/hflogits, gentrain's own
 #     forward on both) gives the same logits bit for bit; the folder holds config.json
 #     and model.safetensors; re-exporting the import gives the same tensors.
+#     config.json's bos_token_id and eos_token_id: null for a byte-level model, the id
+#     of <|endoftext|> for a BPE one (transformers loads both without a warning, 4.)
 #  2. init_from the export: one line says what was taken; fine-tuning lowers the loss.
 #     A run with a larger vocabulary keeps its own rows past the folder's, a smaller
 #     one takes the first rows (one line each).
@@ -31,11 +33,32 @@ python3 -c 'import random; random.seed(3); print(" ".join(str(random.randrange(2
 
 # ------------------------------------------------------------- 1. round trip
 run_ok base "${G[@]}" train "${TRAIN[@]}" --steps 10 --eval_every 0 --out "$tmp/base"
-run_ok export "${G[@]}" export --format hf --model "$tmp/base" "$tmp/hf1"
+run_ok export "${G[@]}" export --format hf --model "$tmp/base" -o "$tmp/hf1"
 check "export: config.json and model.safetensors" \
     test -s "$tmp/hf1/config.json" -a -s "$tmp/hf1/model.safetensors"
 check "export: one line naming the step" grep -q "^exported .* (step 10) to $tmp/hf1" \
     "$tmp/export.out"
+# A byte-level model has no end-of-text token: bos and eos are null, not GPT-2's 50256
+# (which transformers would take, warning that it lies outside a vocabulary of 256).
+check "export of a byte-level model: bos_token_id and eos_token_id null" \
+    python3 -c 'import json, sys; c = json.load(open(sys.argv[1]));
+sys.exit(not (c["vocab_size"] == 256 and "bos_token_id" in c and "eos_token_id" in c and
+              c["bos_token_id"] is None and c["eos_token_id"] is None))' "$tmp/hf1/config.json"
+check "export of a byte-level model: the line says there is no end-of-text token" \
+    grep -q "no end-of-text token in the vocabulary: bos and eos null" "$tmp/export.out"
+# A BPE model: both are the id its tokenizer gives <|endoftext|>.
+run_ok bpeprep "${G[@]}" prepare "$tmp/slice.txt" -o "$tmp/bpe.h5" --train-tokenizer 300 \
+    --save-tokenizer "$tmp/bpe.json"
+run_ok bpetrain "${G[@]}" train --data "$tmp/bpe.h5" "${SHAPE[@]}" --batch_size 4 \
+    --threads 1 --steps 2 --eval_every 0 --out "$tmp/bpe"
+run_ok bpeexport "${G[@]}" export --format hf --model "$tmp/bpe" -o "$tmp/hfbpe"
+eot=$(python3 -c 'import json, sys
+print([t["id"] for t in json.load(open(sys.argv[1]))["added_tokens"]
+       if t["content"] == "<|endoftext|>"][0])' "$tmp/bpe.json")
+check "export of a BPE model: bos_token_id = eos_token_id = <|endoftext|>'s id (${eot:-?})" \
+    python3 -c 'import json, sys; c = json.load(open(sys.argv[1])); e = int(sys.argv[2]);
+sys.exit(not (c["vocab_size"] == 300 and 0 <= e < 300 and c["bos_token_id"] == e and
+              c["eos_token_id"] == e))' "$tmp/hfbpe/config.json" "${eot:--1}"
 "$HFLOGITS" "$tmp/base/model.h5" "$tmp/tokens.txt" "$tmp/base.bin" &&
     "$HFLOGITS" "$tmp/hf1" "$tmp/tokens.txt" "$tmp/hf1.bin"
 check "round trip: the imported export gives the model's logits bit for bit" \
@@ -59,7 +82,7 @@ check "a larger vocabulary keeps its own rows past the folder's" \
     "$tmp/bigvocab.out"
 run_ok v300 "${G[@]}" train "${TRAIN[@]}" --steps 2 --eval_every 0 --vocab_size 300 \
     --out "$tmp/v300"
-run_ok export300 "${G[@]}" export --format hf --model "$tmp/v300" "$tmp/hf300"
+run_ok export300 "${G[@]}" export --format hf --model "$tmp/v300" -o "$tmp/hf300"
 run_ok smallvocab "${G[@]}" train "${TRAIN[@]}" --steps 2 --eval_every 0 \
     --init_from "$tmp/hf300" --out none
 check "a smaller vocabulary takes the folder's first rows" \
@@ -135,9 +158,9 @@ sed -i 's/"tie_word_embeddings": true/"tie_word_embeddings": false/' "$tmp/untie
 refused untied "tie_word_embeddings must be true" train $(tune_from untied)
 refused missing "nope/config.json" train "${TRAIN[@]}" --steps 1 --out none \
     --init_from "$tmp/nope"
-"${G[@]}" export --model "$tmp/base" "$tmp/x" > /dev/null 2>&1
+"${G[@]}" export --model "$tmp/base" -o "$tmp/x" > /dev/null 2>&1
 check "export without --format: usage error (exit 2)" test $? -eq 2
-"${G[@]}" export --format onnx --model "$tmp/base" "$tmp/x" > /dev/null 2>&1
+"${G[@]}" export --format onnx --model "$tmp/base" -o "$tmp/x" > /dev/null 2>&1
 check "export --format onnx: usage error (exit 2)" test $? -eq 2
 
 # ------------------------------------------------------------- 4. transformers
@@ -153,11 +176,18 @@ if [ -x "$PY" ] && "$PY" -c 'import torch, transformers, safetensors' > /dev/nul
         "$PY" "$REF" compare "$tmp/made_t.bin" "$tmp/made_g.bin" 1e-4
     run_ok madetune "${G[@]}" train "${TRAIN[@]}" --steps 20 --eval_every 10 \
         --init_from "$tmp/made" --out "$tmp/madetune"
-    run_ok madeexport "${G[@]}" export --format hf --model "$tmp/madetune" "$tmp/hf2"
+    run_ok madeexport "${G[@]}" export --format hf --model "$tmp/madetune" -o "$tmp/hf2"
     "$HFLOGITS" "$tmp/madetune/model.h5" "$tmp/tokens.txt" "$tmp/tuned_g.bin" &&
-        "$PY" "$REF" logits "$tmp/hf2" "$tmp/tokens.txt" "$tmp/tuned_t.bin" 2> /dev/null
+        "$PY" "$REF" logits "$tmp/hf2" "$tmp/tokens.txt" "$tmp/tuned_t.bin" \
+            2> "$tmp/tuned_t.err"
     check "the fine-tuned export loads in transformers: gentrain's logits within 1e-4" \
         "$PY" "$REF" compare "$tmp/tuned_g.bin" "$tmp/tuned_t.bin" 1e-4
+    # its config.json is valid for its vocabulary: no warning about bos or eos
+    check "transformers loads the byte-level export without a bos/eos warning" \
+        test "$(grep -c 'token_id' "$tmp/tuned_t.err")" -eq 0
+    "$PY" "$REF" logits "$tmp/hfbpe" "$tmp/tokens.txt" "$tmp/bpe_t.bin" 2> "$tmp/bpe_t.err"
+    check "transformers loads the BPE export without a bos/eos warning" \
+        test $? -eq 0 -a "$(grep -c 'token_id' "$tmp/bpe_t.err")" -eq 0
 else
     echo "skip: part 4 (transformers, torch and safetensors do not import in $TORCH_VENV;" \
          "scripts/hf-venv.sh installs them)"
