@@ -93,7 +93,7 @@ static void say_part_placement(const run *r, int local, int n, const char *name,
                    par_rank(), local % n, n, name, as_blocks, (double)LOSS_SCALE_INIT);
         return;
     }
-    char grid[64], blocks[64], path[192], lib[64];
+    char grid[64], blocks[64], path[320], lib[64]; /* path holds a reason of up to 223 */
     snprintf(grid, sizeof grid, r->pp > 1 ? "tp = %d x pp = %d" : "tp = %d", r->tp, r->pp);
     if (r->pp > 1) snprintf(blocks, sizeof blocks, "its stage's blocks");
     else snprintf(blocks, sizeof blocks, "the %d transformer blocks", c->n_layer);
