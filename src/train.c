@@ -26,6 +26,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "gemm_bf16.h"
 #include "grid.h"
@@ -441,6 +442,23 @@ static int phase_boundary(run *r, const step_result *s)
     return TRAIN_STOPPED;
 }
 
+/* Test hook, for tests/test_resume.sh and tests/test_slurm.sh only: GENTRAIN_TEST_STEP_MS=N
+ * sleeps N ms after each step, so a run that a test kills or signals once a checkpoint
+ * appears is still running then, however fast the build. A step's time and results do
+ * not see it; a signal cuts the sleep short. */
+static void test_step_pause(void)
+{
+    static long ms = -1;
+    if (ms < 0) {
+        const char *e = getenv("GENTRAIN_TEST_STEP_MS");
+        ms = e ? strtol(e, NULL, 10) : 0;
+        if (ms < 0 || ms > 10000) ms = 0;
+    }
+    if (ms == 0) return;
+    const struct timespec ts = {ms / 1000, (ms % 1000) * 1000000L};
+    nanosleep(&ts, NULL);
+}
+
 /* The steps; the step index is global: the lr schedule, evaluations and the data
  * continue where a checkpoint left them. */
 static int train_loop(run *r)
@@ -462,6 +480,7 @@ static int train_loop(run *r)
         int rc = phase_report(r, &s);
         if (rc == 0) rc = phase_boundary(r, &s);
         if (rc != 0) return rc;
+        test_step_pause();
     }
     return 0;
 }

@@ -36,8 +36,8 @@ test_tmpdir resume
 
 prepare_slice
 
-# About 10-30 ms a step (sanitizer build, one thread): slow enough that a run is
-# killed well before it reaches step 40 once its step-20 checkpoint appears.
+# About 10-30 ms a step with the sanitizers, a few ms without: the runs killed below
+# take 50 ms more a step (see run_killed).
 ARGS=(--data "$tmp/d.h5" --n_layer 2 --n_head 2 --n_embd 96 --block_size 64
       --batch_size 8 --steps 40 --warmup_steps 5 --lr 3e-3 --val_dataset none
       --threads 1 --seed 7 --ckpt_every 20)
@@ -60,7 +60,9 @@ same_model() { "$CMPMODEL" "$1" "$2" 0 > "$tmp/cmp.txt" 2>&1; }
 run_killed() {
     local name=$1
     shift
-    setsid timeout 120 "$@" > "$tmp/$name.out" 2>&1 &
+    # 50 ms more a step (GENTRAIN_TEST_STEP_MS): a second between the checkpoints of
+    # steps 20 and 40 however fast the build, so the kill lands between them.
+    GENTRAIN_TEST_STEP_MS=50 setsid timeout 120 "$@" > "$tmp/$name.out" 2>&1 &
     local pid=$! i
     for ((i = 0; i < 6000; i++)); do
         [ -f "$tmp/$name/$CK20" ] && break

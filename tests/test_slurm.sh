@@ -165,8 +165,8 @@ if ! timeout 60 "$GENTRAIN" prepare "$tmp/slice.txt" -o "$tmp/d.h5" > "$tmp/prep
     show "$tmp/prep.txt"
     exit 1
 fi
-# 240 steps of 10-30 ms (sanitizer build): several seconds, so the signal, sent as soon
-# as the step-10 checkpoint exists, arrives well before the end.
+# 240 steps; the job's take 20 ms more each (below), so the signal, sent as soon as the
+# step-10 checkpoint exists, arrives well before the end.
 cat > "$tmp/run.cfg" << EOF
 data = $tmp/d.h5
 n_layer = 2
@@ -188,7 +188,9 @@ check "reference: straight 2-rank run exits 0 (rc $rc)" test $rc -eq 0
 
 # ------------------------------------------------------------- the job
 OUT=$tmp/job
-export GENTRAIN GT_CKPT_EVERY=10 OMPI_MCA_rmaps_base_oversubscribe=1
+# 20 ms more a step (GENTRAIN_TEST_STEP_MS): the 230 steps after the step-10 checkpoint
+# take 4.6 s or more however fast the build, so the signal arrives before the end.
+export GENTRAIN GT_CKPT_EVERY=10 OMPI_MCA_rmaps_base_oversubscribe=1 GENTRAIN_TEST_STEP_MS=20
 # The job's ranks talk over TCP (loopback): Open MPI 4.1's shared-memory transport
 # (vader) crashed in mca_btl_vader_poll_handle_frag in about half of the srun-launched
 # runs on a 2-core test machine (gentrain's code before and after the elastic resume
