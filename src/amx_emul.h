@@ -26,7 +26,14 @@
  * What it cannot show: speed; the exact bits where the hardware departs from the SDM's
  * pseudo-code (not checked against a real CPU); faults that need real memory
  * protection without a sanitizer; restarts of an interrupted load (start_row > 0 is
- * refused as not modelled). */
+ * refused as not modelled).
+ *
+ * What it counts, for a prediction of the real path's speed (scripts/bench.sh): every
+ * thread's TDPBF16PS, TILELOADD, TILESTORED and TILEZERO executed, and the wall time the
+ * caller spent in spans of tile instructions it marks (amx_emul_span_begin / _end). A
+ * thread bumps only its own slot (plain stores; no lock, no shared cache line), and
+ * the reader sums nothing: it gets one record per thread, so a model can take the
+ * busiest thread, as a tile unit per core would see it. */
 #ifndef GT_AMX_EMUL_H
 #define GT_AMX_EMUL_H
 
@@ -41,5 +48,36 @@ void amx_emul_stored(int t, void *base, long stride);
 void amx_emul_zero(int t);
 /* dst += src1 (rows x pairs of BF16) @ src2 (pair rows x columns of BF16 pairs) */
 void amx_emul_dpbf16ps(int dst, int src1, int src2);
+
+/* One thread's tile instructions since amx_emul_counts_reset */
+typedef struct {
+    uint64_t dpbf16ps, loadd, stored, zero; /* instructions executed */
+    double span_s;                          /* wall seconds inside marked spans */
+} amx_emul_counts;
+
+/* Zeroes every thread's counts. Call it while no thread runs tile instructions (between
+ * products); counts made meanwhile may be lost. */
+void amx_emul_counts_reset(void);
+/* The counts of each thread that executed a tile instruction since the reset, up to
+ * `cap` of them into per_thread (in no particular order); returns how many threads
+ * there are (more than cap: the rest were left out). Call it between products: a
+ * product that ended on another thread (its team joined) is seen whole. */
+int amx_emul_counts_read(amx_emul_counts *per_thread, int cap);
+/* Marks a span of tile instructions on this thread: its wall time (two clock reads,
+ * about 50 ns together) is added to the thread's span_s. Spans do not nest. */
+void amx_emul_span_begin(void);
+void amx_emul_span_end(void);
+
+/* The arithmetic of TDPBF16PS on tiles as the model stores them (d: M rows of N FP32;
+ * a: M rows of K BF16 pairs; b: K rows of N pairs; M, N, K <= 16; d's rows past M are
+ * the caller's), with AVX-512 (amx_emul_avx512.c): the same bits as the model's scalar
+ * loop. Returns 0 and changes nothing when an operand holds a NaN (the scalar loop
+ * then runs). Only where the CPU has AVX-512 and GT_SIMD_X86. */
+int amx_emul_dp_avx512(uint8_t (*d)[AMX_MAX_COLSB], const uint8_t (*a)[AMX_MAX_COLSB],
+                       const uint8_t (*b)[AMX_MAX_COLSB], int M, int N, int K);
+/* Whether amx_emul_dpbf16ps may use that vector loop where the CPU has AVX-512 (on by
+ * default; tests turn it off to compare). Returns the previous setting. Call it while
+ * no thread runs tile instructions. */
+int amx_emul_vector(int on);
 
 #endif
