@@ -25,7 +25,7 @@ static _Thread_local tile_state st;
 
 /* ---- counts (amx_emul_counts_*) */
 
-enum { C_DP, C_LOAD, C_STORE, C_ZERO, C_SPAN_NS, NCOUNT };
+enum { C_DP, C_LOAD, C_STORE, C_ZERO, C_SPAN_NS, C_PRODUCT_NS, NCOUNT };
 enum { COUNT_SLOTS = 256 };
 
 /* One thread's counts, alone on its cache line(s): only the owner writes them, so an
@@ -40,7 +40,7 @@ typedef struct {
 static count_slot counts[COUNT_SLOTS + 1];
 static atomic_int slots_taken;
 static _Thread_local count_slot *mine;
-static _Thread_local uint64_t span_start_ns;
+static _Thread_local uint64_t span_start_ns, product_start_ns;
 
 static count_slot *my_slot(void)
 {
@@ -76,10 +76,13 @@ int amx_emul_counts_read(amx_emul_counts *per_thread, int cap)
         uint64_t v[NCOUNT];
         for (int c = 0; c < NCOUNT; c++)
             v[c] = atomic_load_explicit(&counts[i].v[c], memory_order_relaxed);
-        if (!(v[C_DP] | v[C_LOAD] | v[C_STORE] | v[C_ZERO] | v[C_SPAN_NS])) continue;
+        uint64_t any = 0;
+        for (int c = 0; c < NCOUNT; c++) any |= v[c];
+        if (!any) continue;
         if (n < cap)
             per_thread[n] = (amx_emul_counts){v[C_DP], v[C_LOAD], v[C_STORE], v[C_ZERO],
-                                              (double)v[C_SPAN_NS] * 1e-9};
+                                              (double)v[C_SPAN_NS] * 1e-9,
+                                              (double)v[C_PRODUCT_NS] * 1e-9};
         n++;
     }
     return n;
@@ -95,6 +98,10 @@ static uint64_t now_ns(void)
 void amx_emul_span_begin(void) { span_start_ns = now_ns(); }
 
 void amx_emul_span_end(void) { bump(C_SPAN_NS, now_ns() - span_start_ns); }
+
+void amx_emul_product_begin(void) { product_start_ns = now_ns(); }
+
+void amx_emul_product_end(void) { bump(C_PRODUCT_NS, now_ns() - product_start_ns); }
 
 /* ---- the model */
 

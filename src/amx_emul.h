@@ -30,7 +30,8 @@
  *
  * What it counts, for a prediction of the real path's speed (scripts/bench.sh): every
  * thread's TDPBF16PS, TILELOADD, TILESTORED and TILEZERO executed, and the wall time the
- * caller spent in spans of tile instructions it marks (amx_emul_span_begin / _end). A
+ * caller spent in spans of tile instructions it marks (amx_emul_span_begin / _end) and
+ * in the matrix products around them (amx_emul_product_begin / _end). A
  * thread bumps only its own slot (plain stores; no lock, no shared cache line), and
  * the reader sums nothing: it gets one record per thread, so a model can take the
  * busiest thread, as a tile unit per core would see it. */
@@ -52,7 +53,8 @@ void amx_emul_dpbf16ps(int dst, int src1, int src2);
 /* One thread's tile instructions since amx_emul_counts_reset */
 typedef struct {
     uint64_t dpbf16ps, loadd, stored, zero; /* instructions executed */
-    double span_s;                          /* wall seconds inside marked spans */
+    double span_s;                          /* wall seconds inside marked tile spans */
+    double product_s;                       /* wall seconds inside marked products */
 } amx_emul_counts;
 
 /* Zeroes every thread's counts. Call it while no thread runs tile instructions (between
@@ -67,6 +69,12 @@ int amx_emul_counts_read(amx_emul_counts *per_thread, int cap);
  * about 50 ns together) is added to the thread's span_s. Spans do not nest. */
 void amx_emul_span_begin(void);
 void amx_emul_span_end(void);
+/* The same for a whole matrix product on the path that runs these tiles (called by
+ * its caller, on the thread that called the product): its wall time goes to the
+ * thread's product_s, so that the time outside the tiles (packing, write-back,
+ * waiting for the team) can be told from the time outside the products. */
+void amx_emul_product_begin(void);
+void amx_emul_product_end(void);
 
 /* The arithmetic of TDPBF16PS on tiles as the model stores them (d: M rows of N FP32;
  * a: M rows of K BF16 pairs; b: K rows of N pairs; M, N, K <= 16; d's rows past M are

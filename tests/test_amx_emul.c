@@ -215,9 +215,9 @@ static void check_counts(void)
     for (int i = 0; i < n && i < 4; i++) {
         const amx_emul_counts *p = &per[i];
         mine += p->dpbf16ps == 5 && p->loadd == 10 && p->stored == 1 && p->zero == 1 &&
-                p->span_s > 0.0 && p->span_s < 1.0;
+                p->span_s > 0.0 && p->span_s < 1.0 && p->product_s == 0.0;
         other += p->dpbf16ps == 0 && p->loadd == 0 && p->stored == 0 && p->zero == 3 &&
-                 p->span_s == 0.0;
+                 p->span_s == 0.0 && p->product_s == 0.0;
     }
     TU_CHECK(mine == 1 && other == 1, "each thread's counts are its own: 5 TDPBF16PS, 10 "
              "loads, 1 store, 1 zero and a timed span here; 3 zeros on the other thread");
