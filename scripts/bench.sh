@@ -459,7 +459,7 @@ def amx_predicted_row(log_f, load_f):
     """The real AMX path predicted from the emulated twin's log: per timed step,
     step - emulated tile time + tile time at AMX_CYCLES and amx_ghz, both tile times
     the busiest thread's (a tile unit per core, the threads' shares run side by side);
-    the median over the timed steps (all but the first)"""
+    the timed step (all but the first are) of median prediction"""
     rows = []
     try:
         with open(log_f) as f:
@@ -493,9 +493,10 @@ def amx_predicted_row(log_f, load_f):
             st[k + "_s"] = c * r[k][b] / hz  # the busiest thread's, on the tile unit
         st["pred_s"] = st["rest_s"] + st["tile_s"]
         steps_.append(st)
-    med = {k: statistics.median(st[k] for st in steps_) for k in steps_[0] if k != "threads"}
-    for k in AMX_CYCLES:
-        med[k] = int(med[k])  # counts: the same every step
+    # the step of median predicted time (the lower of the middle two), whole, so that
+    # its parts add up as printed
+    med = dict(sorted(steps_, key=lambda st: st["pred_s"])[(len(steps_) - 1) // 2])
+    del med["threads"]
     other = None
     try:
         other = float(open(load_f).read().split()[0])
@@ -597,7 +598,7 @@ for r in table:
     print("%s: a model, not a measurement. Predicted step = measured amx-emulated step"
           " - the busiest thread's emulated tile time + that thread's tile instructions"
           " at %d (TDPBF16PS), %d (TILELOADD), %d (TILESTORED), %d (TILEZERO) cycles each,"
-          " one after the other, at %.3f GHz (AMX_GHZ); median of %d timed steps on %d"
+          " one after the other, at %.3f GHz (AMX_GHZ); the median of %d timed steps, on %d"
           " thread(s)" % (r["label"], cy["tdpbf16ps"], cy["tileloadd"], cy["tilestored"],
                            cy["tilezero"], m["ghz"], m["timed_steps"], m["threads"]))
     print("  per step: %d TDPBF16PS, %d TILELOADD, %d TILESTORED, %d TILEZERO (all threads)"
