@@ -25,9 +25,12 @@
 #   AMX path's emulated twin (GENTRAIN_BF16=amx-emulated, AMX_STEPS steps) and the
 #   table gets a row PREDICTED for the real AMX path beside the measured ones:
 #       predicted step = emulated step - emulated tile time + tile time on a tile unit
-#   where both tile times are the busiest thread's, and a tile unit per core runs a
-#   TDPBF16PS (16 x 16 x 32) per 16 cycles, a TILELOADD per 8, a TILESTORED per 16, a
-#   TILEZERO at no cost, one after the other, at AMX_GHZ (see AMX_CYCLES below).
+#   where both tile times are the busiest thread's (per product for the emulated one),
+#   and a tile unit per core runs a TDPBF16PS (16 x 16 x 32) per 16 cycles, a
+#   TILELOADD per 8, a TILESTORED per 16, a TILEZERO at no cost, one after the other,
+#   at AMX_GHZ (see AMX_CYCLES below). Also printed: the tile instructions per step,
+#   and the measured rest split into the products' packing and write-back and the
+#   kernels outside the products.
 #
 # Environment:
 #   GENTRAIN      path to the gentrain binary (part c skipped when unset)
@@ -457,9 +460,12 @@ AMX_CYCLES = {"tdpbf16ps": 16, "tileloadd": 8, "tilestored": 16, "tilezero": 0}
 
 def amx_predicted_row(log_f, load_f):
     """The real AMX path predicted from the emulated twin's log: per timed step,
-    step - emulated tile time + tile time at AMX_CYCLES and amx_ghz, both tile times
-    the busiest thread's (a tile unit per core, the threads' shares run side by side);
-    the timed step (all but the first are) of median prediction"""
+    step - emulated tile time + tile time at AMX_CYCLES and amx_ghz. A tile unit per
+    core: the threads' shares run side by side, so the emulated time taken out is, per
+    product, the thread's with the longest tile spans (the others waited for it), and
+    the time put back the tile instructions of the thread with the most (the products
+    deal every thread an equal share). The timed step (all but the first are) of median
+    prediction"""
     rows = []
     try:
         with open(log_f) as f:
@@ -484,8 +490,9 @@ def amx_predicted_row(log_f, load_f):
         cyc = [sum(c * r[k][i] for k, c in AMX_CYCLES.items()) for i in range(n)]
         b = max(range(n), key=lambda i: cyc[i])  # the busiest thread
         hz = amx_ghz * 1e9
-        emul = max(r["tile_emul_ms"]) / 1e3
-        prod = max(r.get("amx_product_ms") or [0.0]) / 1e3
+        # per product, the thread with the longest tile spans, summed over the products
+        emul = max(r["amx_product_tile_ms"]) / 1e3
+        prod = max(r["amx_product_ms"]) / 1e3
         st = {"step_s": r["ms"] / 1e3, "emul_s": emul, "rest_s": r["ms"] / 1e3 - emul,
               "products_s": prod, "tile_s": cyc[b] / hz, "threads": r.get("threads", n)}
         for k, c in AMX_CYCLES.items():
@@ -596,7 +603,8 @@ for r in table:
         continue
     cy = m["cycles"]
     print("%s: a model, not a measurement. Predicted step = measured amx-emulated step"
-          " - the busiest thread's emulated tile time + that thread's tile instructions"
+          " - emulated tile time (per product, the longest thread's) + the tile"
+          " instructions of the thread with the most"
           " at %d (TDPBF16PS), %d (TILELOADD), %d (TILESTORED), %d (TILEZERO) cycles each,"
           " one after the other, at %.3f GHz (AMX_GHZ); the median of %d timed steps, on %d"
           " thread(s)" % (r["label"], cy["tdpbf16ps"], cy["tileloadd"], cy["tilestored"],

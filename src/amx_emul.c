@@ -25,7 +25,7 @@ static _Thread_local tile_state st;
 
 /* ---- counts (amx_emul_counts_*) */
 
-enum { C_DP, C_LOAD, C_STORE, C_ZERO, C_SPAN_NS, C_PRODUCT_NS, NCOUNT };
+enum { C_DP, C_LOAD, C_STORE, C_ZERO, C_SPAN_NS, C_PRODUCT_NS, C_PSPAN_NS, NCOUNT };
 enum { COUNT_SLOTS = 256 };
 
 /* One thread's counts, alone on its cache line(s): only the owner writes them, so an
@@ -40,7 +40,9 @@ typedef struct {
 static count_slot counts[COUNT_SLOTS + 1];
 static atomic_int slots_taken;
 static _Thread_local count_slot *mine;
-static _Thread_local uint64_t span_start_ns, product_start_ns;
+static _Thread_local uint64_t span_start_ns, product_start_ns, product_own_span_ns;
+/* every slot's span time when the team product now running began (one at a time) */
+static uint64_t team_span_start[COUNT_SLOTS + 1];
 
 static count_slot *my_slot(void)
 {
@@ -82,7 +84,8 @@ int amx_emul_counts_read(amx_emul_counts *per_thread, int cap)
         if (n < cap)
             per_thread[n] = (amx_emul_counts){v[C_DP], v[C_LOAD], v[C_STORE], v[C_ZERO],
                                               (double)v[C_SPAN_NS] * 1e-9,
-                                              (double)v[C_PRODUCT_NS] * 1e-9};
+                                              (double)v[C_PRODUCT_NS] * 1e-9,
+                                              (double)v[C_PSPAN_NS] * 1e-9};
         n++;
     }
     return n;
@@ -99,9 +102,37 @@ void amx_emul_span_begin(void) { span_start_ns = now_ns(); }
 
 void amx_emul_span_end(void) { bump(C_SPAN_NS, now_ns() - span_start_ns); }
 
-void amx_emul_product_begin(void) { product_start_ns = now_ns(); }
+static uint64_t span_of(int slot)
+{
+    return atomic_load_explicit(&counts[slot].v[C_SPAN_NS], memory_order_relaxed);
+}
 
-void amx_emul_product_end(void) { bump(C_PRODUCT_NS, now_ns() - product_start_ns); }
+/* The longest tile spans of one thread in a product: for a team, the largest growth
+ * of any slot's span time since the product began (the team's threads run nothing
+ * else meanwhile; a thread new to the tiles starts from 0); alone, this thread's. */
+void amx_emul_product_begin(int team)
+{
+    if (team)
+        for (int i = 0; i <= COUNT_SLOTS; i++) team_span_start[i] = span_of(i);
+    else
+        product_own_span_ns = span_of((int)(my_slot() - counts));
+    product_start_ns = now_ns();
+}
+
+void amx_emul_product_end(int team)
+{
+    bump(C_PRODUCT_NS, now_ns() - product_start_ns);
+    uint64_t longest = 0;
+    if (team) {
+        for (int i = 0; i <= COUNT_SLOTS; i++) {
+            const uint64_t grew = span_of(i) - team_span_start[i];
+            if (grew > longest) longest = grew;
+        }
+    } else {
+        longest = span_of((int)(my_slot() - counts)) - product_own_span_ns;
+    }
+    bump(C_PSPAN_NS, longest);
+}
 
 /* ---- the model */
 

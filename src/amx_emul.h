@@ -55,6 +55,8 @@ typedef struct {
     uint64_t dpbf16ps, loadd, stored, zero; /* instructions executed */
     double span_s;                          /* wall seconds inside marked tile spans */
     double product_s;                       /* wall seconds inside marked products */
+    double product_span_s; /* over the products it marked: the longest thread's tile
+                              spans within each, summed (what the products waited on) */
 } amx_emul_counts;
 
 /* Zeroes every thread's counts. Call it while no thread runs tile instructions (between
@@ -72,9 +74,12 @@ void amx_emul_span_end(void);
 /* The same for a whole matrix product on the path that runs these tiles (called by
  * its caller, on the thread that called the product): its wall time goes to the
  * thread's product_s, so that the time outside the tiles (packing, write-back,
- * waiting for the team) can be told from the time outside the products. */
-void amx_emul_product_begin(void);
-void amx_emul_product_end(void);
+ * waiting for the team) can be told from the time outside the products; and the
+ * longest tile spans of one thread within it to product_span_s. team: the product runs
+ * on a team of threads (called outside any parallel region: one such call at a time),
+ * else on the calling thread alone. */
+void amx_emul_product_begin(int team);
+void amx_emul_product_end(int team);
 
 /* The arithmetic of TDPBF16PS on tiles as the model stores them (d: M rows of N FP32;
  * a: M rows of K BF16 pairs; b: K rows of N pairs; M, N, K <= 16; d's rows past M are

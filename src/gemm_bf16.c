@@ -239,10 +239,10 @@ void gemm_bf16(int transa, int transb, int M, int N, int K, float alpha, const f
     for (int i = 0; i < n; i++) ws[i] = avx ? slots[team ? i : t].apack : slots[team ? i : t].amx;
     void *bp = slots[t].bpack;
     if (path == GEMM_BF16_AMX_EMULATED) { /* timed whole, for the bench's prediction */
-        amx_emul_product_begin();
+        amx_emul_product_begin(team);
         gemm_bf16_amx_emulated(transa, transb, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc,
                                bp, ws, team);
-        amx_emul_product_end();
+        amx_emul_product_end(team);
         return;
     }
 #if GT_SIMD_X86_AMX

@@ -116,10 +116,11 @@ void train_report_eval(run *r, step_result *s, double seconds)
 static void log_tiles(FILE *f, const step_result *s)
 {
     static const char *const names[] = {"tdpbf16ps", "tileloadd", "tilestored", "tilezero",
-                                        "tile_emul_ms", "amx_product_ms"};
+                                        "tile_emul_ms", "amx_product_ms",
+                                        "amx_product_tile_ms"};
     const int n = s->tiles_n < STEP_TILE_THREADS ? s->tiles_n : STEP_TILE_THREADS;
     fprintf(f, ",\"tile_threads\":%d", s->tiles_n);
-    for (int k = 0; k < 6; k++) {
+    for (int k = 0; k < 7; k++) {
         fprintf(f, ",\"%s\":[", names[k]);
         for (int i = 0; i < n; i++) {
             const amx_emul_counts *t = &s->tiles[i];
@@ -127,7 +128,8 @@ static void log_tiles(FILE *f, const step_result *s)
             if (k < 4)
                 fprintf(f, "%s%llu", i ? "," : "", (unsigned long long)v[k]);
             else
-                fprintf(f, "%s%.3f", i ? "," : "", (k == 4 ? t->span_s : t->product_s) * 1e3);
+                fprintf(f, "%s%.3f", i ? "," : "",
+                        (k == 4 ? t->span_s : k == 5 ? t->product_s : t->product_span_s) * 1e3);
         }
         fprintf(f, "]");
     }
