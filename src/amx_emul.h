@@ -28,13 +28,8 @@
  * protection without a sanitizer; restarts of an interrupted load (start_row > 0 is
  * refused as not modelled).
  *
- * What it counts, for a prediction of the real path's speed (scripts/bench.sh): every
- * thread's TDPBF16PS, TILELOADD, TILESTORED and TILEZERO executed, and the wall time the
- * caller spent in spans of tile instructions it marks (amx_emul_span_begin / _end) and
- * in the matrix products around them (amx_emul_product_begin / _end). A
- * thread bumps only its own slot (plain stores; no lock, no shared cache line), and
- * the reader sums nothing: it gets one record per thread, so a model can take the
- * busiest thread, as a tile unit per core would see it. */
+ * Each instruction is counted (amx_emul_counts.h), for the bench's prediction of the
+ * real path's speed. */
 #ifndef GT_AMX_EMUL_H
 #define GT_AMX_EMUL_H
 
@@ -49,37 +44,6 @@ void amx_emul_stored(int t, void *base, long stride);
 void amx_emul_zero(int t);
 /* dst += src1 (rows x pairs of BF16) @ src2 (pair rows x columns of BF16 pairs) */
 void amx_emul_dpbf16ps(int dst, int src1, int src2);
-
-/* One thread's tile instructions since amx_emul_counts_reset */
-typedef struct {
-    uint64_t dpbf16ps, loadd, stored, zero; /* instructions executed */
-    double span_s;                          /* wall seconds inside marked tile spans */
-    double product_s;                       /* wall seconds inside marked products */
-    double product_span_s; /* over the products it marked: the longest thread's tile
-                              spans within each, summed (what the products waited on) */
-} amx_emul_counts;
-
-/* Zeroes every thread's counts. Call it while no thread runs tile instructions (between
- * products); counts made meanwhile may be lost. */
-void amx_emul_counts_reset(void);
-/* The counts of each thread that executed a tile instruction since the reset, up to
- * `cap` of them into per_thread (in no particular order); returns how many threads
- * there are (more than cap: the rest were left out). Call it between products: a
- * product that ended on another thread (its team joined) is seen whole. */
-int amx_emul_counts_read(amx_emul_counts *per_thread, int cap);
-/* Marks a span of tile instructions on this thread: its wall time (two clock reads,
- * about 50 ns together) is added to the thread's span_s. Spans do not nest. */
-void amx_emul_span_begin(void);
-void amx_emul_span_end(void);
-/* The same for a whole matrix product on the path that runs these tiles (called by
- * its caller, on the thread that called the product): its wall time goes to the
- * thread's product_s, so that the time outside the tiles (packing, write-back,
- * waiting for the team) can be told from the time outside the products; and the
- * longest tile spans of one thread within it to product_span_s. team: the product runs
- * on a team of threads (called outside any parallel region: one such call at a time),
- * else on the calling thread alone. */
-void amx_emul_product_begin(int team);
-void amx_emul_product_end(int team);
 
 /* The arithmetic of TDPBF16PS on tiles as the model stores them (d: M rows of N FP32;
  * a: M rows of K BF16 pairs; b: K rows of N pairs; M, N, K <= 16; d's rows past M are

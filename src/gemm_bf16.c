@@ -7,7 +7,7 @@
 
 #include <cblas.h>
 
-#include "amx_emul.h" /* defines: amx_emul_product_begin, amx_emul_product_end */
+#include "amx_emul_counts.h" /* defines: amx_emul_product_begin, amx_emul_product_end */
 #include "cpu_features.h"
 #include "gemm_bf16_amx.h" /* defines: gemm_bf16_amx, gemm_bf16_amx_emulated */
 #include "simd.h"          /* defines: GT_SIMD_X86_BF16, GT_SIMD_X86_AMX */

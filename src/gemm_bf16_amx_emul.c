@@ -3,13 +3,11 @@
  * GENTRAIN_BF16=amx-emulated or gemm_bf16_force_path pick it, for tests and for the
  * bench's prediction of the real path.
  *
- * The spans: each 32 x 32 block's run of tile instructions is timed as one span
- * (amx_emul_span_*), not each instruction: a clock read costs about 25 ns, half an
- * emulated tile load, so per-instruction timing would move a few tenths of a second
- * per bench step from the tiles to "everything else"; per block it is two reads per
- * 16 to 136 instructions (4 tilezero, 4 x depth/32 loads and products, 4 stores). What remains in a span besides the instructions is the
- * block's loop, which the real tile unit overlaps. */
+ * Each 32 x 32 block's run of tile instructions is marked as a span, timed for the
+ * bench (amx_emul_counts.h says why per block); what a span holds besides the
+ * instructions is the block's loop, which the real tile unit overlaps. */
 #include "amx_emul.h"
+#include "amx_emul_counts.h" /* defines: amx_emul_span_begin, amx_emul_span_end */
 
 #define AMX_ENTRY gemm_bf16_amx_emulated
 #define AMX_CONFIG(cfg) amx_emul_loadconfig(cfg)

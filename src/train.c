@@ -27,7 +27,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "amx_emul.h" /* defines: amx_emul_counts_reset, amx_emul_counts_read */
+#include "amx_emul_counts.h" /* defines: amx_emul_counts_reset, amx_emul_counts_read */
 #include "gemm_bf16.h"
 #include "grid.h"
 #include "signals.h"

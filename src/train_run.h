@@ -17,7 +17,7 @@
 #include "../io/ckpt.h"
 #include "../io/h5data.h"
 #include "../io/h5set.h"
-#include "amx_emul.h" /* defines: amx_emul_counts */
+#include "amx_emul_counts.h" /* defines: amx_emul_counts */
 #include "config.h"
 #include "engine.h"
 #include "grad_ring.h"
@@ -107,7 +107,7 @@ typedef struct step_result {
     int do_eval;
     double noise_tokens;    /* NaN when not estimated */
     int threads;            /* the step ran on this many threads */
-    /* The emulated AMX path's tile instructions in the step (amx_emul.h), one record a
+    /* The emulated AMX path's tile instructions in the step (amx_emul_counts.h), one record a
      * thread; tiles_n threads ran some (0 on every other path), the first
      * STEP_TILE_THREADS of them are kept */
     int tiles_n;

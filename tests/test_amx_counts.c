@@ -14,7 +14,7 @@
  *       has it). */
 #include <stdint.h>
 
-#include "../src/amx_emul.h"
+#include "../src/amx_emul_counts.h"
 #include "../src/cpu_features.h"
 #include "../src/gemm_bf16.h"
 #include "../src/util.h" /* gt_now */

@@ -20,6 +20,7 @@
 #include <unistd.h>
 
 #include "../src/amx_emul.h"
+#include "../src/amx_emul_counts.h"
 #include "../src/cpu_features.h"
 #include "testutil.h"
 
