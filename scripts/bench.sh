@@ -22,15 +22,15 @@
 #   (e) a table: ms/step, tokens/s, GFLOP/s, peak memory, the ratio to PyTorch 2.x in
 #       the same precision, and the fraction of the measured peak; one JSON line.
 #   On a CPU without AMX tiles, each round's bf16 run is followed by a short run of the
-#   AMX path's emulated twin (GENTRAIN_BF16=amx-emulated, AMX_STEPS steps) and the
-#   table gets a row PREDICTED for the real AMX path beside the measured ones:
+#   AMX path's emulated twin (GENTRAIN_BF16=amx-emulated, BENCH_AMX_STEPS steps) and
+#   the table gets a row PREDICTED for the real AMX path beside the measured ones:
 #       predicted step = emulated step - emulated tile time + tile time on a tile unit
 #   where both tile times are the busiest thread's (per product for the emulated one),
 #   and a tile unit per core runs a TDPBF16PS (16 x 16 x 32) per 16 cycles, a
 #   TILELOADD per 8, a TILESTORED per 16, a TILEZERO at no cost, one after the other,
-#   at AMX_GHZ (see AMX_CYCLES below). Also printed: the tile instructions per step,
-#   and the measured rest split into the products' packing and write-back and the
-#   kernels outside the products.
+#   at BENCH_AMX_GHZ (see AMX_CYCLES below). Also printed: the tile instructions per
+#   step, and the measured rest split into the products' packing and write-back and
+#   the kernels outside the products.
 #
 # Environment:
 #   GENTRAIN      path to the gentrain binary (part c skipped when unset)
@@ -58,9 +58,10 @@
 #   BENCH_KEEP    1: keep the scratch folder and say where it is
 #   BENCH_AMX_PREDICT  0: no prediction of the AMX path (default 1: on a CPU without
 #                 AMX tiles, with bf16 in PRECISIONS and BENCH_ISA=native)
-#   AMX_STEPS     steps of the emulated run; the first is not timed (default 4)
-#   AMX_GHZ       the clock the tiles are predicted at (default: "cpu MHz" of
-#                 /proc/cpuinfo, this CPU's clock as the kernel reports it)
+#   BENCH_AMX_STEPS  steps of the emulated run; the first is not timed (default 4)
+#   BENCH_AMX_GHZ the clock the tiles are predicted at (default: "cpu MHz" of
+#                 /proc/cpuinfo, this CPU's clock as the kernel reports it; in a
+#                 virtual machine often the nominal one, below what the core runs at)
 #   BENCH_ISA     native (default) or avx2: every implementation held to AVX2 and FMA
 #                 on an AVX-512 CPU, as a stand-in for an AVX2-only one (AMD Zen 2/3).
 #                 gentrain: GENTRAIN_SIMD=avx2, GENTRAIN_BF16=portable,
@@ -101,8 +102,9 @@ BENCH_WAIT_IDLE=${BENCH_WAIT_IDLE:-60}
 BENCH_RETRIES=${BENCH_RETRIES:-2}
 BENCH_ROUNDS=${BENCH_ROUNDS:-1}
 BENCH_AMX_PREDICT=${BENCH_AMX_PREDICT:-1}
-AMX_STEPS=${AMX_STEPS:-4}
-AMX_GHZ=${AMX_GHZ:-$(awk -F: '/^cpu MHz/ { printf "%.3f", $2 / 1000; exit }' /proc/cpuinfo 2>/dev/null)}
+BENCH_AMX_STEPS=${BENCH_AMX_STEPS:-4}
+[ -n "${BENCH_AMX_GHZ:-}" ] ||
+    BENCH_AMX_GHZ=$(awk -F: '/^cpu MHz/ { printf "%.3f", $2 / 1000; exit }' /proc/cpuinfo 2>/dev/null)
 GENTRAIN=${GENTRAIN:-}
 BENCH_SGEMM=${BENCH_SGEMM:-}
 
@@ -166,7 +168,8 @@ if ! "$PYTHON" -c 'import json, statistics' 2>/dev/null; then
     exit 1
 fi
 for v in THREADS STEPS TORCH_STEPS TORCH_WARMUP SGEMM_REPS BENCH_WAIT_IDLE BENCH_RETRIES BENCH_ROUNDS \
-         N_LAYER N_HEAD N_EMBD BLOCK_SIZE BATCH_SIZE VOCAB AMX_STEPS BENCH_AMX_PREDICT; do
+         N_LAYER N_HEAD N_EMBD BLOCK_SIZE BATCH_SIZE VOCAB BENCH_AMX_STEPS \
+         BENCH_AMX_PREDICT; do
     eval "val=\$$v"
     case $val in
     ''|*[!0-9]*) say "bench.sh: $v=$val is not a whole number" >&2; exit 1;;
@@ -189,12 +192,14 @@ if [ "$BENCH_AMX_PREDICT" = 1 ] && [ "$BENCH_ISA" = native ] &&
         case " $PRECISIONS " in *" bf16 "*) true;; *) false;; esac &&
         ! grep -qw amx_bf16 /proc/cpuinfo 2>/dev/null; then
     amx_predict=1
-    if [ "$AMX_STEPS" -lt 2 ]; then
-        say "bench.sh: AMX_STEPS=$AMX_STEPS: need at least 2 (the first is not timed)" >&2
+    if [ "$BENCH_AMX_STEPS" -lt 2 ]; then
+        say "bench.sh: BENCH_AMX_STEPS=$BENCH_AMX_STEPS: need at least 2 (the first is" \
+            "not timed)" >&2
         exit 1
     fi
-    if ! awk -v g="$AMX_GHZ" 'BEGIN { exit !(g + 0 > 0) }'; then
-        say "bench.sh: AMX_GHZ='$AMX_GHZ': need the clock in GHz (no \"cpu MHz\" in /proc/cpuinfo)" >&2
+    if ! awk -v g="$BENCH_AMX_GHZ" 'BEGIN { exit !(g + 0 > 0) }'; then
+        say "bench.sh: BENCH_AMX_GHZ='$BENCH_AMX_GHZ': need the clock in GHz (no" \
+            "\"cpu MHz\" in /proc/cpuinfo)" >&2
         exit 1
     fi
 fi
@@ -284,14 +289,15 @@ gentrain_round() {
     done
 }
 
-# amx_predict_round R: the AMX path's emulated twin for AMX_STEPS steps (the AMX kernel,
-# its packing and write-back as on the real path, the tile instructions in software,
-# counted and timed), from which the summary predicts the real path; one runs.txt line
+# amx_predict_round R: the AMX path's emulated twin for BENCH_AMX_STEPS steps (the AMX
+# kernel, its packing and write-back as on the real path, the tile instructions in
+# software, counted and timed), from which the summary predicts the real path; one
+# runs.txt line
 amx_predict_round() {
     local round=$1 attempt run
     for attempt in $(seq 0 "$BENCH_RETRIES"); do
         run=amx-emulated-r$round-$attempt
-        if ! GENTRAIN_BF16=amx-emulated gentrain_train "$run" "$AMX_STEPS" bf16 ||
+        if ! GENTRAIN_BF16=amx-emulated gentrain_train "$run" "$BENCH_AMX_STEPS" bf16 ||
                 ! grep -q '(amx-emulated path)' "$tmp/$run.out"; then
             tail -n 20 "$tmp/$run.out"; say "failed: gentrain train on the amx-emulated path"
             fail=1
@@ -360,7 +366,8 @@ for round in $(seq 1 "$BENCH_ROUNDS"); do
         section "round $round of $BENCH_ROUNDS: gentrain ($STEPS steps, $THREADS threads; precisions: $PRECISIONS)"
         gentrain_round "$round"
         if [ "$amx_predict" = 1 ]; then
-            section "round $round of $BENCH_ROUNDS: the AMX path's emulated twin ($AMX_STEPS steps, first untimed; for the PREDICTED amx-bf16 row)"
+            section "round $round of $BENCH_ROUNDS: the AMX path's emulated twin" \
+                "($BENCH_AMX_STEPS steps, the first untimed) for the PREDICTED amx-bf16 row"
             amx_predict_round "$round"
         fi
     fi
@@ -383,7 +390,7 @@ fi
 section "summary"
 "$PYTHON" - "$here" "$tmp/sgemm.json" "$tmp/runs.txt" "$THREADS" "$STEPS" "$N_LAYER" \
     "$N_HEAD" "$N_EMBD" "$BLOCK_SIZE" "$BATCH_SIZE" "$VOCAB" "${BENCH_STRICT:-0}" \
-    "${AMX_GHZ:-0}" <<'EOF'
+    "${BENCH_AMX_GHZ:-0}" <<'EOF'
 import json, os, re, statistics, sys
 
 here, sgemm_f, runs_f = sys.argv[1:4]
@@ -606,8 +613,8 @@ for r in table:
           " - emulated tile time (per product, the longest thread's) + the tile"
           " instructions of the thread with the most"
           " at %d (TDPBF16PS), %d (TILELOADD), %d (TILESTORED), %d (TILEZERO) cycles each,"
-          " one after the other, at %.3f GHz (AMX_GHZ); the median of %d timed steps, on %d"
-          " thread(s)" % (r["label"], cy["tdpbf16ps"], cy["tileloadd"], cy["tilestored"],
+          " one after the other, at %.3f GHz (BENCH_AMX_GHZ); the median of %d timed steps,"
+          " on %d thread(s)" % (r["label"], cy["tdpbf16ps"], cy["tileloadd"], cy["tilestored"],
                            cy["tilezero"], m["ghz"], m["timed_steps"], m["threads"]))
     print("  per step: %d TDPBF16PS, %d TILELOADD, %d TILESTORED, %d TILEZERO (all threads)"
           % (m["tdpbf16ps"], m["tileloadd"], m["tilestored"], m["tilezero"]))
