@@ -2,7 +2,9 @@
  * gradients, one line per step and per evaluation on stdout (rank 0), one JSON Lines
  * record per step in the log, and the summary at the end. */
 #include <math.h>
+#include <stddef.h>
 #include <stdio.h>
+#include <string.h>
 
 #include "train_run.h"
 #include "util.h"
@@ -115,21 +117,33 @@ void train_report_eval(run *r, step_result *s, double seconds)
  * prediction of the real tile path reads. */
 static void log_tiles(FILE *f, const step_result *s)
 {
-    static const char *const names[] = {"tdpbf16ps", "tileloadd", "tilestored", "tilezero",
-                                        "tile_emul_ms", "amx_product_ms",
-                                        "amx_product_tile_ms"};
+    static const struct {
+        const char *name;
+        size_t offset; /* in amx_emul_counts */
+        int seconds;   /* a double in seconds, logged in ms; else a uint64_t count */
+    } fields[] = {
+        {"tdpbf16ps", offsetof(amx_emul_counts, dpbf16ps), 0},
+        {"tileloadd", offsetof(amx_emul_counts, loadd), 0},
+        {"tilestored", offsetof(amx_emul_counts, stored), 0},
+        {"tilezero", offsetof(amx_emul_counts, zero), 0},
+        {"tile_emul_ms", offsetof(amx_emul_counts, span_s), 1},
+        {"amx_product_ms", offsetof(amx_emul_counts, product_s), 1},
+        {"amx_product_tile_ms", offsetof(amx_emul_counts, product_span_s), 1}};
     const int n = s->tiles_n < STEP_TILE_THREADS ? s->tiles_n : STEP_TILE_THREADS;
     fprintf(f, ",\"tile_threads\":%d", s->tiles_n);
-    for (int k = 0; k < 7; k++) {
-        fprintf(f, ",\"%s\":[", names[k]);
+    for (size_t k = 0; k < sizeof fields / sizeof fields[0]; k++) {
+        fprintf(f, ",\"%s\":[", fields[k].name);
         for (int i = 0; i < n; i++) {
-            const amx_emul_counts *t = &s->tiles[i];
-            const uint64_t v[4] = {t->dpbf16ps, t->loadd, t->stored, t->zero};
-            if (k < 4)
-                fprintf(f, "%s%llu", i ? "," : "", (unsigned long long)v[k]);
-            else
-                fprintf(f, "%s%.3f", i ? "," : "",
-                        (k == 4 ? t->span_s : k == 5 ? t->product_s : t->product_span_s) * 1e3);
+            const char *at = (const char *)&s->tiles[i] + fields[k].offset;
+            if (fields[k].seconds) {
+                double v;
+                memcpy(&v, at, sizeof v);
+                fprintf(f, "%s%.3f", i ? "," : "", v * 1e3);
+            } else {
+                uint64_t v;
+                memcpy(&v, at, sizeof v);
+                fprintf(f, "%s%llu", i ? "," : "", (unsigned long long)v);
+            }
         }
         fprintf(f, "]");
     }

@@ -107,8 +107,8 @@ typedef struct step_result {
     int do_eval;
     double noise_tokens;    /* NaN when not estimated */
     int threads;            /* the step ran on this many threads */
-    /* The emulated AMX path's tile instructions in the step (amx_emul_counts.h), one record a
-     * thread; tiles_n threads ran some (0 on every other path), the first
+    /* The emulated AMX path's tile instructions in the step (amx_emul_counts.h), one
+     * record a thread; tiles_n threads ran some (0 on every other path), the first
      * STEP_TILE_THREADS of them are kept */
     int tiles_n;
     amx_emul_counts tiles[STEP_TILE_THREADS];
