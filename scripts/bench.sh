@@ -21,6 +21,16 @@
 #       each ratio is taken within its round; Debian's PyTorch runs once, after them;
 #   (e) a table: ms/step, tokens/s, GFLOP/s, peak memory, the ratio to PyTorch 2.x in
 #       the same precision, and the fraction of the measured peak; one JSON line.
+#   On a CPU without AMX tiles, each round's bf16 run is followed by a short run of the
+#   AMX path's emulated twin (GENTRAIN_BF16=amx-emulated, BENCH_AMX_STEPS steps) and
+#   the table gets a row PREDICTED for the real AMX path beside the measured ones:
+#       predicted step = emulated step - emulated tile time + tile time on a tile unit
+#   where both tile times are the busiest thread's (per product for the emulated one),
+#   and a tile unit per core runs a TDPBF16PS (16 x 16 x 32) per 16 cycles, a
+#   TILELOADD per 8, a TILESTORED per 16, a TILEZERO at no cost, one after the other,
+#   at BENCH_AMX_GHZ (see AMX_CYCLES below). Also printed: the tile instructions per
+#   step, and the measured rest split into the products' packing and write-back and
+#   the kernels outside the products.
 #
 # Environment:
 #   GENTRAIN      path to the gentrain binary (part c skipped when unset)
@@ -46,6 +56,12 @@
 #                 is taken within a round; the targets are judged on the median ratio
 #   BENCH_STRICT  1: exit 1 when a target is missed
 #   BENCH_KEEP    1: keep the scratch folder and say where it is
+#   BENCH_AMX_PREDICT  0: no prediction of the AMX path (default 1: on a CPU without
+#                 AMX tiles, with bf16 in PRECISIONS and BENCH_ISA=native)
+#   BENCH_AMX_STEPS  steps of the emulated run; the first is not timed (default 4)
+#   BENCH_AMX_GHZ the clock the tiles are predicted at (default: "cpu MHz" of
+#                 /proc/cpuinfo, this CPU's clock as the kernel reports it; in a
+#                 virtual machine often the nominal one, below what the core runs at)
 #   BENCH_ISA     native (default) or avx2: every implementation held to AVX2 and FMA
 #                 on an AVX-512 CPU, as a stand-in for an AVX2-only one (AMD Zen 2/3).
 #                 gentrain: GENTRAIN_SIMD=avx2, GENTRAIN_BF16=portable,
@@ -85,6 +101,10 @@ SGEMM_REPS=${SGEMM_REPS:-10}
 BENCH_WAIT_IDLE=${BENCH_WAIT_IDLE:-60}
 BENCH_RETRIES=${BENCH_RETRIES:-2}
 BENCH_ROUNDS=${BENCH_ROUNDS:-1}
+BENCH_AMX_PREDICT=${BENCH_AMX_PREDICT:-1}
+BENCH_AMX_STEPS=${BENCH_AMX_STEPS:-4}
+[ -n "${BENCH_AMX_GHZ:-}" ] ||
+    BENCH_AMX_GHZ=$(awk -F: '/^cpu MHz/ { printf "%.3f", $2 / 1000; exit }' /proc/cpuinfo 2>/dev/null)
 GENTRAIN=${GENTRAIN:-}
 BENCH_SGEMM=${BENCH_SGEMM:-}
 
@@ -148,7 +168,8 @@ if ! "$PYTHON" -c 'import json, statistics' 2>/dev/null; then
     exit 1
 fi
 for v in THREADS STEPS TORCH_STEPS TORCH_WARMUP SGEMM_REPS BENCH_WAIT_IDLE BENCH_RETRIES BENCH_ROUNDS \
-         N_LAYER N_HEAD N_EMBD BLOCK_SIZE BATCH_SIZE VOCAB; do
+         N_LAYER N_HEAD N_EMBD BLOCK_SIZE BATCH_SIZE VOCAB BENCH_AMX_STEPS \
+         BENCH_AMX_PREDICT; do
     eval "val=\$$v"
     case $val in
     ''|*[!0-9]*) say "bench.sh: $v=$val is not a whole number" >&2; exit 1;;
@@ -164,6 +185,23 @@ fi
 if [ "$STEPS" -lt 3 ]; then
     say "bench.sh: STEPS=$STEPS: need at least 3 (the first 2 are not timed)" >&2
     exit 1
+fi
+# The AMX prediction: only where there is no real AMX figure to take and bf16 runs
+amx_predict=0
+if [ "$BENCH_AMX_PREDICT" = 1 ] && [ "$BENCH_ISA" = native ] &&
+        case " $PRECISIONS " in *" bf16 "*) true;; *) false;; esac &&
+        ! grep -qw amx_bf16 /proc/cpuinfo 2>/dev/null; then
+    amx_predict=1
+    if [ "$BENCH_AMX_STEPS" -lt 2 ]; then
+        say "bench.sh: BENCH_AMX_STEPS=$BENCH_AMX_STEPS: need at least 2 (the first is" \
+            "not timed)" >&2
+        exit 1
+    fi
+    if ! awk -v g="$BENCH_AMX_GHZ" 'BEGIN { exit !(g + 0 > 0) }'; then
+        say "bench.sh: BENCH_AMX_GHZ='$BENCH_AMX_GHZ': need the clock in GHz (no" \
+            "\"cpu MHz\" in /proc/cpuinfo)" >&2
+        exit 1
+    fi
 fi
 
 tmp=$(mktemp -d "${TMPDIR:-/tmp}/gentrain-bench.XXXXXX") || exit 1
@@ -214,6 +252,19 @@ done
 # each ratio pairs runs made one after the other: round r runs gentrain, then PyTorch
 # 2.x, in every precision, and the summary divides within the round.
 
+# gentrain_train RUN STEPS PRECISION: trains on the config, measured (run_measured):
+# output in $tmp/RUN.out, log in $tmp/RUN/log.jsonl, other processes' load in
+# $tmp/RUN.load; returns gentrain's exit status
+gentrain_train() {
+    local run=$1 steps=$2 prec=$3
+    mkdir -p "$tmp/$run"
+    run_measured "$tmp/$run.load" "$GENTRAIN" train --data "$tmp/shakespeare.h5" \
+        --n_layer $N_LAYER --n_head $N_HEAD --n_embd $N_EMBD \
+        --block_size $BLOCK_SIZE --batch_size $BATCH_SIZE --vocab_size $VOCAB \
+        --steps "$steps" --eval_every 0 --val_dataset none --threads "$THREADS" \
+        --precision "$prec" --out "" --log "$tmp/$run/log.jsonl" >"$tmp/$run.out" 2>&1
+}
+
 # gentrain_round R: trains STEPS steps in each precision; one runs.txt line per run
 gentrain_round() {
     local round=$1 prec attempt run
@@ -221,13 +272,7 @@ gentrain_round() {
         # a run other processes disturbed is rerun, as bench_torch.py does for PyTorch
         for attempt in $(seq 0 "$BENCH_RETRIES"); do
             run=$prec-r$round-$attempt
-            mkdir -p "$tmp/$run"
-            if ! run_measured "$tmp/$run.load" "$GENTRAIN" train --data "$tmp/shakespeare.h5" \
-                    --n_layer $N_LAYER --n_head $N_HEAD --n_embd $N_EMBD \
-                    --block_size $BLOCK_SIZE --batch_size $BATCH_SIZE --vocab_size $VOCAB \
-                    --steps "$STEPS" --eval_every 0 --val_dataset none --threads "$THREADS" \
-                    --precision "$prec" --out "" --log "$tmp/$run/log.jsonl" \
-                    >"$tmp/$run.out" 2>&1; then
+            if ! gentrain_train "$run" "$STEPS" "$prec"; then
                 tail -n 20 "$tmp/$run.out"; say "failed: gentrain train --precision $prec"
                 fail=1
                 break
@@ -241,6 +286,31 @@ gentrain_round() {
             fi
             say "(other processes used $(cut -d' ' -f1 "$tmp/$run.load") cores meanwhile; rerunning)"
         done
+    done
+}
+
+# amx_predict_round R: the AMX path's emulated twin for BENCH_AMX_STEPS steps (the AMX
+# kernel, its packing and write-back as on the real path, the tile instructions in
+# software, counted and timed), from which the summary predicts the real path; one
+# runs.txt line
+amx_predict_round() {
+    local round=$1 attempt run
+    for attempt in $(seq 0 "$BENCH_RETRIES"); do
+        run=amx-emulated-r$round-$attempt
+        if ! GENTRAIN_BF16=amx-emulated gentrain_train "$run" "$BENCH_AMX_STEPS" bf16 ||
+                ! grep -q '(amx-emulated path)' "$tmp/$run.out"; then
+            tail -n 20 "$tmp/$run.out"; say "failed: gentrain train on the amx-emulated path"
+            fail=1
+            return
+        fi
+        grep -E '^(threads|precision):' "$tmp/$run.out"
+        tail -n 2 "$tmp/$run.out"
+        if ! disturbed "$tmp/$run.load" || [ "$attempt" -ge "$BENCH_RETRIES" ]; then
+            echo "amx-predicted amxpred bf16 $tmp/$run/log.jsonl $tmp/$run.load" \
+                "$tmp/$run.out $round" >>"$tmp/runs.txt"
+            return
+        fi
+        say "(other processes used $(cut -d' ' -f1 "$tmp/$run.load") cores meanwhile; rerunning)"
     done
 }
 
@@ -295,6 +365,11 @@ for round in $(seq 1 "$BENCH_ROUNDS"); do
     if [ "$have_gentrain" = 1 ]; then
         section "round $round of $BENCH_ROUNDS: gentrain ($STEPS steps, $THREADS threads; precisions: $PRECISIONS)"
         gentrain_round "$round"
+        if [ "$amx_predict" = 1 ]; then
+            section "round $round of $BENCH_ROUNDS: the AMX path's emulated twin" \
+                "($BENCH_AMX_STEPS steps, the first untimed) for the PREDICTED amx-bf16 row"
+            amx_predict_round "$round"
+        fi
     fi
     if [ "$have_torch2" = 1 ]; then
         section "round $round of $BENCH_ROUNDS: PyTorch 2.x (virtual environment $TORCH_VENV; variants $TORCH2_VARIANTS)"
@@ -314,11 +389,13 @@ fi
 # ---- (e) summary ------------------------------------------------------------------------
 section "summary"
 "$PYTHON" - "$here" "$tmp/sgemm.json" "$tmp/runs.txt" "$THREADS" "$STEPS" "$N_LAYER" \
-    "$N_HEAD" "$N_EMBD" "$BLOCK_SIZE" "$BATCH_SIZE" "$VOCAB" "${BENCH_STRICT:-0}" <<'EOF'
+    "$N_HEAD" "$N_EMBD" "$BLOCK_SIZE" "$BATCH_SIZE" "$VOCAB" "${BENCH_STRICT:-0}" \
+    "${BENCH_AMX_GHZ:-0}" <<'EOF'
 import json, os, re, statistics, sys
 
 here, sgemm_f, runs_f = sys.argv[1:4]
 threads, steps, L, nh, C, T, B, V, strict = (int(x) for x in sys.argv[4:13])
+amx_ghz = float(sys.argv[13] or 0)
 sys.dont_write_bytecode = True  # no __pycache__ in the source tree
 sys.path.insert(0, here)
 from bench_torch import flops_per_step  # one flop count for every impl
@@ -377,6 +454,78 @@ def gentrain_row(prec, log_f, load_f, out_f):
             "blas": blas.group(1) if blas else None, "peak_kind": kind, "bf16_path": path}
 
 
+# The tile unit of the AMX prediction, in cycles per instruction, run one after the
+# other (loads and stores never overlapping the products: the upper end of the tile
+# time; full overlap would leave the products' cycles alone):
+#  - TDPBF16PS 16: one 16 x 16 x 32 product; the tile peak measured on 2 Sapphire
+#    Rapids cores, 7,690 GFLOP/s, is 2 x 1024 flop a cycle at 3.75 GHz;
+#  - TILELOADD 8: 16 rows of 64 bytes at two 64-byte loads a cycle from L1 (assumed);
+#  - TILESTORED 16: one 64-byte row stored a cycle (assumed);
+#  - TILEZERO 0: moves no data (assumed).
+AMX_CYCLES = {"tdpbf16ps": 16, "tileloadd": 8, "tilestored": 16, "tilezero": 0}
+
+
+def amx_predicted_row(log_f, load_f):
+    """The real AMX path predicted from the emulated twin's log: per timed step,
+    step - emulated tile time + tile time at AMX_CYCLES and amx_ghz. A tile unit per
+    core: the threads' shares run side by side, so the emulated time taken out is, per
+    product, the thread's with the longest tile spans (the others waited for it), and
+    the time put back the tile instructions of the thread with the most (the products
+    deal every thread an equal share). The timed step (all but the first are) of median
+    prediction"""
+    rows = []
+    try:
+        with open(log_f) as f:
+            for line in f:
+                try:
+                    r = json.loads(line)
+                except ValueError:
+                    continue
+                if "step" in r and "tdpbf16ps" in r and r["tdpbf16ps"]:
+                    rows.append(r)
+    except OSError as e:
+        print("bench.sh: %s: %s" % (log_f, e))
+        return None
+    rows.sort(key=lambda r: r["step"])
+    timed = rows[1:]
+    if not timed or amx_ghz <= 0:
+        print("bench.sh: %s: no timed step with tile counts (or no clock)" % log_f)
+        return None
+    steps_ = []
+    for r in timed:
+        n = len(r["tdpbf16ps"])
+        cyc = [sum(c * r[k][i] for k, c in AMX_CYCLES.items()) for i in range(n)]
+        b = max(range(n), key=lambda i: cyc[i])  # the busiest thread
+        hz = amx_ghz * 1e9
+        # per product, the thread with the longest tile spans, summed over the products
+        emul = max(r["amx_product_tile_ms"]) / 1e3
+        prod = max(r["amx_product_ms"]) / 1e3
+        st = {"step_s": r["ms"] / 1e3, "emul_s": emul, "rest_s": r["ms"] / 1e3 - emul,
+              "products_s": prod, "tile_s": cyc[b] / hz, "threads": r.get("threads", n)}
+        for k, c in AMX_CYCLES.items():
+            st[k] = sum(r[k])  # the step's, all threads
+            st[k + "_s"] = c * r[k][b] / hz  # the busiest thread's, on the tile unit
+        st["pred_s"] = st["rest_s"] + st["tile_s"]
+        steps_.append(st)
+    # the step of median predicted time (the lower of the middle two), whole, so that
+    # its parts add up as printed
+    med = dict(sorted(steps_, key=lambda st: st["pred_s"])[(len(steps_) - 1) // 2])
+    del med["threads"]
+    other = None
+    try:
+        other = float(open(load_f).read().split()[0])
+    except (OSError, ValueError, IndexError):
+        pass
+    pred = med["pred_s"]
+    model = dict(med, ghz=amx_ghz, cycles=AMX_CYCLES, timed_steps=len(steps_),
+                 threads=min(st["threads"] for st in steps_))
+    return {"impl": "prediction", "precision": "bf16",
+            "label": "PREDICTED amx-bf16%s (model below)" % (
+                ", %d thr" % model["threads"] if model["threads"] < threads else ""),
+            "tokens_per_s": B * T / pred, "ms": pred * 1e3, "gflops": flops / pred / 1e9,
+            "max_rss_mb": None, "other_load_cores": other, "amx_model": model}
+
+
 def torch_row(key, prec, json_f):
     t = load_json(json_f)
     if not t:
@@ -400,7 +549,12 @@ for line in lines:
     if len(f) < 7:
         continue
     key, kind, prec, data = f[:4]
-    r = gentrain_row(prec, data, f[4], f[5]) if kind == "gentrain" else torch_row(key, prec, data)
+    if kind == "gentrain":
+        r = gentrain_row(prec, data, f[4], f[5])
+    elif kind == "amxpred":
+        r = amx_predicted_row(data, f[4])
+    else:
+        r = torch_row(key, prec, data)
     if r:
         r["round"] = int(f[6])
         table.append(r)
@@ -422,10 +576,10 @@ def baseline(prec, rnd):
 
 print("model: %.2f GFLOP per step (6 x tokens x matrix params + full T x T attention)"
       % (flops / 1e9))
-row = "%-34s %9s %9s %8s %8s %11s %8s %6s"
+row = "%-40s %9s %9s %8s %8s %11s %8s %6s"
 print(row % ("impl", "ms/step", "tokens/s", "GFLOP/s", "RSS MB", "vs torch2.x", "of peak",
              "other"))
-table.sort(key=lambda r: (r["round"], r["impl"] != "gentrain"))
+table.sort(key=lambda r: (r["round"], {"gentrain": 0, "prediction": 1}.get(r["impl"], 2)))
 for r in table:
     base = baseline(r["precision"], r["round"])
     r["ratio_vs_torch2"] = (r["tokens_per_s"] / base["tokens_per_s"]
@@ -450,6 +604,29 @@ for r in table:
             print("%s: measured peak %.1f GFLOP/s (%s%s)" % (
                 r["label"], r["peak_gflops"], r.get("peak_kind") or "?",
                 "; %s path" % r["bf16_path"] if r.get("bf16_path") else ""))
+for r in table:
+    m = r.get("amx_model")
+    if not m:
+        continue
+    cy = m["cycles"]
+    print("%s: a model, not a measurement. Predicted step = measured amx-emulated step"
+          " - emulated tile time (per product, the longest thread's) + the tile"
+          " instructions of the thread with the most"
+          " at %d (TDPBF16PS), %d (TILELOADD), %d (TILESTORED), %d (TILEZERO) cycles each,"
+          " one after the other, at %.3f GHz (BENCH_AMX_GHZ); the median of %d timed steps,"
+          " on %d thread(s)" % (r["label"], cy["tdpbf16ps"], cy["tileloadd"], cy["tilestored"],
+                           cy["tilezero"], m["ghz"], m["timed_steps"], m["threads"]))
+    print("  per step: %d TDPBF16PS, %d TILELOADD, %d TILESTORED, %d TILEZERO (all threads)"
+          % (m["tdpbf16ps"], m["tileloadd"], m["tilestored"], m["tilezero"]))
+    print("  measured: amx-emulated step %.1f ms = emulated tiles %.1f ms + the rest %.1f ms:"
+          " %.1f ms in the AMX products around the tiles (packing, write-back, waits for"
+          " the team) and %.1f ms outside them (the longest thread's)" % (
+              m["step_s"] * 1e3, m["emul_s"] * 1e3, m["rest_s"] * 1e3,
+              (m["products_s"] - m["emul_s"]) * 1e3, (m["step_s"] - m["products_s"]) * 1e3))
+    print("  predicted: the rest %.1f ms + tiles %.1f ms (products %.1f, loads %.1f, stores"
+          " %.1f) = %.1f ms/step, %.0f tokens/s" % (
+              m["rest_s"] * 1e3, m["tile_s"] * 1e3, m["tdpbf16ps_s"] * 1e3,
+              m["tileloadd_s"] * 1e3, m["tilestored_s"] * 1e3, r["ms"], r["tokens_per_s"]))
 if any(isinstance(r.get("other_load_cores"), float) and r["other_load_cores"] >= 0.2
        for r in table):
     print("warning: other processes took CPU during the runs (column 'other', in cores);"

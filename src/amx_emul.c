@@ -4,10 +4,14 @@
 #include <float.h>
 #include <math.h>
 #include <stdarg.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 
-#include "util.h" /* defines: gt_error */
+#include "amx_emul_counts.h" /* defines: amx_emul_count */
+#include "cpu_features.h"    /* defines: cpu_isa_level */
+#include "simd.h"            /* defines: GT_SIMD_X86 */
+#include "util.h"            /* defines: gt_error */
 
 typedef struct {
     int configured; /* a palette-1 configuration is loaded (TILES_CONFIGURED) */
@@ -92,6 +96,7 @@ static void need_tile(const char *insn, int t)
 void amx_emul_loadd(int t, const void *base, long stride)
 {
     need_tile("TILELOADD", t);
+    amx_emul_count(AMX_COUNT_TILELOADD);
     const int rows = st.cfg.rows[t], colsb = st.cfg.colsb[t];
     memset(st.data[t], 0, sizeof st.data[t]);
     for (int r = 0; r < rows; r++)
@@ -101,6 +106,7 @@ void amx_emul_loadd(int t, const void *base, long stride)
 void amx_emul_stored(int t, void *base, long stride)
 {
     need_tile("TILESTORED", t);
+    amx_emul_count(AMX_COUNT_TILESTORED);
     const int rows = st.cfg.rows[t], colsb = st.cfg.colsb[t];
     for (int r = 0; r < rows; r++)
         memcpy((uint8_t *)base + (ptrdiff_t)r * stride, st.data[t][r], (size_t)colsb);
@@ -109,6 +115,7 @@ void amx_emul_stored(int t, void *base, long stride)
 void amx_emul_zero(int t)
 {
     need_tile("TILEZERO", t);
+    amx_emul_count(AMX_COUNT_TILEZERO);
     memset(st.data[t], 0, sizeof st.data[t]);
 }
 
@@ -146,10 +153,10 @@ static void check_dp(int d, int a, int b)
               "rows", a, c->colsb[a] / 4, b, c->rows[b]);
 }
 
-void amx_emul_dpbf16ps(int d, int a, int b)
+/* The SDM's arithmetic, one element at a time (the reference; amx_emul_avx512.c
+ * computes the same bits 16 columns at a time) */
+static void dp_scalar(int d, int a, int b, int M, int N, int K)
 {
-    check_dp(d, a, b);
-    const int M = st.cfg.rows[d], N = st.cfg.colsb[d] / 4, K = st.cfg.colsb[a] / 4;
     for (int m = 0; m < M; m++) {
         float even[16] = {0}, odd[16] = {0};
         const uint8_t *arow = st.data[a][m];
@@ -170,6 +177,32 @@ void amx_emul_dpbf16ps(int d, int a, int b)
         }
         memset(drow + 4 * N, 0, (size_t)(AMX_MAX_COLSB - 4 * N));
     }
+}
+
+static atomic_int vector_on = 1;
+
+int amx_emul_vector(int on) { return atomic_exchange(&vector_on, on != 0); }
+
+/* 1 when the vector loop computed dst */
+static int dp_vector(int d, int a, int b, int M, int N, int K)
+{
+#if GT_SIMD_X86
+    typedef const uint8_t(*crows)[AMX_MAX_COLSB];
+    if (atomic_load_explicit(&vector_on, memory_order_relaxed) &&
+        cpu_isa_level() >= CPU_ISA_AVX512)
+        return amx_emul_dp_avx512(st.data[d], (crows)st.data[a], (crows)st.data[b], M, N, K);
+#else
+    (void)d, (void)a, (void)b, (void)M, (void)N, (void)K;
+#endif
+    return 0;
+}
+
+void amx_emul_dpbf16ps(int d, int a, int b)
+{
+    check_dp(d, a, b);
+    amx_emul_count(AMX_COUNT_TDPBF16PS);
+    const int M = st.cfg.rows[d], N = st.cfg.colsb[d] / 4, K = st.cfg.colsb[a] / 4;
+    if (!dp_vector(d, a, b, M, N, K)) dp_scalar(d, a, b, M, N, K);
     memset(&st.data[d][0][0] + (size_t)M * AMX_MAX_COLSB, 0,
            (size_t)(AMX_MAX_ROWS - M) * AMX_MAX_COLSB);
 }

@@ -26,7 +26,10 @@
  * What it cannot show: speed; the exact bits where the hardware departs from the SDM's
  * pseudo-code (not checked against a real CPU); faults that need real memory
  * protection without a sanitizer; restarts of an interrupted load (start_row > 0 is
- * refused as not modelled). */
+ * refused as not modelled).
+ *
+ * Each instruction is counted (amx_emul_counts.h), for the bench's prediction of the
+ * real path's speed. */
 #ifndef GT_AMX_EMUL_H
 #define GT_AMX_EMUL_H
 
@@ -41,5 +44,17 @@ void amx_emul_stored(int t, void *base, long stride);
 void amx_emul_zero(int t);
 /* dst += src1 (rows x pairs of BF16) @ src2 (pair rows x columns of BF16 pairs) */
 void amx_emul_dpbf16ps(int dst, int src1, int src2);
+
+/* The arithmetic of TDPBF16PS on tiles as the model stores them (d: M rows of N FP32;
+ * a: M rows of K BF16 pairs; b: K rows of N pairs; M, N, K <= 16; d's rows past M are
+ * the caller's), with AVX-512 (amx_emul_avx512.c): the same bits as the model's scalar
+ * loop. Returns 0 and changes nothing when an operand holds a NaN (the scalar loop
+ * then runs). Only where the CPU has AVX-512 and GT_SIMD_X86. */
+int amx_emul_dp_avx512(uint8_t (*d)[AMX_MAX_COLSB], const uint8_t (*a)[AMX_MAX_COLSB],
+                       const uint8_t (*b)[AMX_MAX_COLSB], int M, int N, int K);
+/* Whether amx_emul_dpbf16ps may use that vector loop where the CPU has AVX-512 (on by
+ * default; tests turn it off to compare). Returns the previous setting. Call it while
+ * no thread runs tile instructions. */
+int amx_emul_vector(int on);
 
 #endif

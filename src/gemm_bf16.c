@@ -7,6 +7,7 @@
 
 #include <cblas.h>
 
+#include "amx_emul_counts.h" /* defines: amx_emul_product_begin, amx_emul_product_end */
 #include "cpu_features.h"
 #include "gemm_bf16_amx.h" /* defines: gemm_bf16_amx, gemm_bf16_amx_emulated */
 #include "simd.h"          /* defines: GT_SIMD_X86_BF16, GT_SIMD_X86_AMX */
@@ -237,9 +238,11 @@ void gemm_bf16(int transa, int transb, int M, int N, int K, float alpha, const f
     const int avx = path == GEMM_BF16_AVX512;
     for (int i = 0; i < n; i++) ws[i] = avx ? slots[team ? i : t].apack : slots[team ? i : t].amx;
     void *bp = slots[t].bpack;
-    if (path == GEMM_BF16_AMX_EMULATED) {
+    if (path == GEMM_BF16_AMX_EMULATED) { /* timed whole, for the bench's prediction */
+        amx_emul_product_begin(team);
         gemm_bf16_amx_emulated(transa, transb, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc,
                                bp, ws, team);
+        amx_emul_product_end(team);
         return;
     }
 #if GT_SIMD_X86_AMX

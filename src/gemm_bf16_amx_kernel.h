@@ -12,6 +12,10 @@
  *   AMX_STORE(t, p, stride)   tile t -> p
  *   AMX_ZERO(t)               tile t <- 0
  *   AMX_DP(d, a, b)           TDPBF16PS: tile d += tile a (BF16 pairs) @ tile b
+ * and may define (else they are empty):
+ *   AMX_SPAN_BEGIN(), AMX_SPAN_END()  around each run of tile instructions (block32),
+ *                             so the emulated build can time them: a span holds
+ *                             nothing but tile instructions and their loop
  * Tile numbers are literal constants (the instructions encode them). */
 #include <stddef.h>
 #include <stdint.h>
@@ -32,6 +36,11 @@ enum {
     ROWB = AMX_MAX_COLSB     /* bytes in a tile row, the stride of every load and store */
 };
 
+#ifndef AMX_SPAN_BEGIN
+#define AMX_SPAN_BEGIN() ((void)0)
+#define AMX_SPAN_END() ((void)0)
+#endif
+
 _Static_assert(GEMM_BF16_AMX_BPANEL <= GEMM_BF16_BPACK, "the B panel fits its buffer");
 _Static_assert(MC % 32 == 0 && KC % 32 == 0 && NC % 32 == 0, "blocks of whole tiles");
 
@@ -45,6 +54,7 @@ _Static_assert(MC % 32 == 0 && KC % 32 == 0 && NC % 32 == 0, "blocks of whole ti
 static void block32(const uint32_t *a0, const uint32_t *a1, const uint32_t *b0,
                     const uint32_t *b1, int nq, float *ct)
 {
+    AMX_SPAN_BEGIN();
     AMX_ZERO(0);
     AMX_ZERO(1);
     AMX_ZERO(2);
@@ -64,6 +74,7 @@ static void block32(const uint32_t *a0, const uint32_t *a1, const uint32_t *b0,
     AMX_STORE(1, ct + TW, ROWB);
     AMX_STORE(2, ct + 2 * TW, ROWB);
     AMX_STORE(3, ct + 3 * TW, ROWB);
+    AMX_SPAN_END();
 }
 
 /* The product's arguments, as gemm_bf16 has them, and the shared B panel */

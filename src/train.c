@@ -28,6 +28,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "amx_emul_counts.h" /* defines: amx_emul_counts_reset, amx_emul_counts_read */
 #include "gemm_bf16.h"
 #include "grid.h"
 #include "signals.h"
@@ -469,11 +470,13 @@ static int train_loop(run *r)
         memset(&s, 0, sizeof s);
         s.step = step;
         s.threads = team_size(r->team);
+        amx_emul_counts_reset(); /* only the emulated AMX path counts */
         const double t0 = gt_now();
         if (phase_gradients(r, &s) != 0) return LOCAL_FAILURE;
         if (phase_reduce(r, &s) != 0) return -1;
         phase_update(r, &s);
         s.dt = gt_now() - t0;
+        s.tiles_n = amx_emul_counts_read(s.tiles, STEP_TILE_THREADS); /* before any eval */
         r->t_compute += s.dt;
         /* the next step's threads: fewer while another process shares a core */
         team_after_step(r->team, step + 1);

@@ -2,7 +2,9 @@
  * gradients, one line per step and per evaluation on stdout (rank 0), one JSON Lines
  * record per step in the log, and the summary at the end. */
 #include <math.h>
+#include <stddef.h>
 #include <stdio.h>
+#include <string.h>
 
 #include "train_run.h"
 #include "util.h"
@@ -141,6 +143,14 @@ void train_report_step(const run *r, const step_result *s)
         par_printf(" | MFU %4.1f%%", 100.0 * gflops / (r->peak_gflops * r->world));
     par_printf(" | wait %.2f ms", s->wait_s * 1e3);
     if (s->threads < r->threads) par_printf(" | threads %d of %d", s->threads, r->threads);
+    if (s->tiles_n > 0) {
+        double dp = 0.0, span = 0.0;
+        for (int i = 0; i < s->tiles_n && i < STEP_TILE_THREADS; i++) {
+            dp += (double)s->tiles[i].dpbf16ps;
+            if (s->tiles[i].span_s > span) span = s->tiles[i].span_s;
+        }
+        par_printf(" | emulated tiles %.2fM TDPBF16PS, %.1f ms", dp * 1e-6, span * 1e3);
+    }
     if (r->world > 1) par_printf(" | comm %.2f ms", s->comm_s * 1e3);
     if (r->engine->scaler) {
         par_printf(" | scale %.0f", (double)s->scale_before);
@@ -172,6 +182,43 @@ void train_report_eval(run *r, step_result *s, double seconds)
     par_printf("\n");
 }
 
+/* The emulated AMX path's counts as JSON members, one array element a thread (in no
+ * particular order; the same order in every array): what scripts/bench.sh's
+ * prediction of the real tile path reads. */
+static void log_tiles(FILE *f, const step_result *s)
+{
+    static const struct {
+        const char *name;
+        size_t offset; /* in amx_emul_counts */
+        int seconds;   /* a double in seconds, logged in ms; else a uint64_t count */
+    } fields[] = {
+        {"tdpbf16ps", offsetof(amx_emul_counts, dpbf16ps), 0},
+        {"tileloadd", offsetof(amx_emul_counts, loadd), 0},
+        {"tilestored", offsetof(amx_emul_counts, stored), 0},
+        {"tilezero", offsetof(amx_emul_counts, zero), 0},
+        {"tile_emul_ms", offsetof(amx_emul_counts, span_s), 1},
+        {"amx_product_ms", offsetof(amx_emul_counts, product_s), 1},
+        {"amx_product_tile_ms", offsetof(amx_emul_counts, product_span_s), 1}};
+    const int n = s->tiles_n < STEP_TILE_THREADS ? s->tiles_n : STEP_TILE_THREADS;
+    fprintf(f, ",\"tile_threads\":%d", s->tiles_n);
+    for (size_t k = 0; k < sizeof fields / sizeof fields[0]; k++) {
+        fprintf(f, ",\"%s\":[", fields[k].name);
+        for (int i = 0; i < n; i++) {
+            const char *at = (const char *)&s->tiles[i] + fields[k].offset;
+            if (fields[k].seconds) {
+                double v;
+                memcpy(&v, at, sizeof v);
+                fprintf(f, "%s%.3f", i ? "," : "", v * 1e3);
+            } else {
+                uint64_t v;
+                memcpy(&v, at, sizeof v);
+                fprintf(f, "%s%llu", i ? "," : "", (unsigned long long)v);
+            }
+        }
+        fprintf(f, "]");
+    }
+}
+
 /* One JSON Lines record (rank 0's log). 0, or -1 when the write failed (reported). */
 int train_log_step(const run *r, const step_result *s)
 {
@@ -197,6 +244,7 @@ int train_log_step(const run *r, const step_result *s)
     fprintf(r->log, ",\"threads\":%d", s->threads);
     if (s->do_eval) fprintf(r->log, ",\"val_loss\":%.6f", r->last_val);
     if (isfinite(s->noise_tokens)) fprintf(r->log, ",\"noise_scale\":%.1f", s->noise_tokens);
+    if (s->tiles_n > 0) log_tiles(r->log, s);
     fprintf(r->log, "}\n");
     if (fflush(r->log) != 0) {
         gt_error("writing the log file %s failed", c->log);

@@ -17,6 +17,7 @@
 #include "../io/ckpt.h"
 #include "../io/h5data.h"
 #include "../io/h5set.h"
+#include "amx_emul_counts.h" /* defines: amx_emul_counts */
 #include "config.h"
 #include "engine.h"
 #include "grad_ring.h"
@@ -92,6 +93,8 @@ typedef struct run {
     float *noise_wte;
 } run;
 
+enum { STEP_TILE_THREADS = 64 };
+
 /* What one optimizer step did, for the report. */
 typedef struct step_result {
     int64_t step;           /* 0-based */
@@ -104,6 +107,11 @@ typedef struct step_result {
     int do_eval;
     double noise_tokens;    /* NaN when not estimated */
     int threads;            /* the step ran on this many threads */
+    /* The emulated AMX path's tile instructions in the step (amx_emul_counts.h), one
+     * record a thread; tiles_n threads ran some (0 on every other path), the first
+     * STEP_TILE_THREADS of them are kept */
+    int tiles_n;
+    amx_emul_counts tiles[STEP_TILE_THREADS];
 } step_result;
 
 /* train_setup.c */

@@ -4,6 +4,10 @@
  *       zero, then their sum, then into the destination (values chosen so the naive
  *       order, pair after pair into the destination, gives another answer);
  *   (b) denormal BF16 inputs count as zero and denormal results are flushed (DAZ, FTZ);
+ *   (d) the vector loop of TDPBF16PS (amx_emul_avx512.c, where the CPU has AVX-512)
+ *       leaves the same bits as the scalar model, on tiles of every shape with
+ *       normals, denormals, zeros of both signs, infinities, ties and NaNs;
+ *   (e) the counts: each instruction once, in the slot of the thread that ran it;
  *   (c) what the hardware faults on aborts here with the exception it would raise:
  *       bad configurations (#GP) and tile use without a configuration, on an
  *       unconfigured tile, with repeated or mismatched tiles, after release, and on a
@@ -16,6 +20,8 @@
 #include <unistd.h>
 
 #include "../src/amx_emul.h"
+#include "../src/amx_emul_counts.h"
+#include "../src/cpu_features.h"
 #include "testutil.h"
 
 static uint16_t bf16_of(float x) /* exact for the values used here */
@@ -78,14 +84,150 @@ static void check_arithmetic(void)
 }
 
 /* ------------------------------------------------------------------------------------ */
-/* faults */
+/* (d) vector and scalar TDPBF16PS */
 
+static uint32_t rng_state = 12345u;
+static uint32_t next_u32(void) /* xorshift32 */
+{
+    rng_state ^= rng_state << 13;
+    rng_state ^= rng_state >> 17;
+    rng_state ^= rng_state << 5;
+    return rng_state;
+}
+
+/* The tiles of palette 1, all 16 x 64 bytes */
 static amx_tilecfg full_config(void)
 {
     amx_tilecfg cfg;
     amx_tilecfg_uniform(&cfg, AMX_TILES, AMX_MAX_ROWS, AMX_MAX_COLSB);
     return cfg;
 }
+
+/* A BF16 of a kind the arithmetic treats apart; nan: whether NaNs may be drawn. Most
+ * are the smallest normals (exponents 1-2) or near 1, so that sums of their products
+ * cancel into the denormal range, where the flushes decide the bits; infinities and
+ * NaNs are rare, or every chain would end in one. */
+static uint16_t some_bf16(int nan)
+{
+    const uint32_t r = next_u32(), sign = (r >> 31) << 15, low = (r >> 8) & 0x7f;
+    const uint32_t kind = r % 64;
+    if (kind < 6) return (uint16_t)(sign | low);                 /* denormal or zero */
+    if (kind == 6) return (uint16_t)(sign | 0x7f80);             /* infinity */
+    if (kind == 7) return nan ? (uint16_t)(sign | 0x7fc0 | (r & 7)) : 0; /* NaN */
+    if (kind < 36) return (uint16_t)(sign | (1u + (r >> 20) % 2) << 7 | low); /* tiny */
+    return (uint16_t)(sign | (0x3f00 + ((r >> 20) % 4) * 0x80) | low); /* near 1 */
+}
+
+/* dst = tile 0 (M x N FP32), A = tile 4 (M x K pairs), B = tile 6 (K x N pairs), filled
+ * at random, then TDPBF16PS twice (the second adds to the first's sums); the bytes of
+ * tile 0 after it into out */
+static void dp_once(int M, int N, int K, int nan, uint32_t seed, int vector,
+                    uint8_t out[AMX_MAX_ROWS * AMX_MAX_COLSB])
+{
+    static uint16_t a[AMX_MAX_ROWS * 32], b[AMX_MAX_ROWS * 32];
+    static float c[AMX_MAX_ROWS * 16];
+    rng_state = seed;
+    for (int i = 0; i < AMX_MAX_ROWS * 32; i++) {
+        a[i] = some_bf16(nan);
+        b[i] = some_bf16(nan);
+    }
+    for (int i = 0; i < AMX_MAX_ROWS * 16; i++) {
+        const uint32_t u = (uint32_t)some_bf16(nan) << 16 | (next_u32() & 0xffff);
+        memcpy(&c[i], &u, sizeof u);
+    }
+    amx_tilecfg cfg;
+    amx_tilecfg_uniform(&cfg, 0, 0, 0);
+    cfg.rows[0] = (uint8_t)M;
+    cfg.colsb[0] = (uint16_t)(4 * N);
+    cfg.rows[4] = (uint8_t)M;
+    cfg.colsb[4] = (uint16_t)(4 * K);
+    cfg.rows[6] = (uint8_t)K;
+    cfg.colsb[6] = (uint16_t)(4 * N);
+    const int was = amx_emul_vector(vector);
+    amx_emul_loadconfig(&cfg);
+    amx_emul_loadd(0, c, 64);
+    amx_emul_loadd(4, a, 64);
+    amx_emul_loadd(6, b, 64);
+    amx_emul_dpbf16ps(0, 4, 6);
+    amx_emul_loadd(4, b, 64);
+    amx_emul_dpbf16ps(0, 4, 6);
+    memset(out, 0xa5, AMX_MAX_ROWS * AMX_MAX_COLSB);
+    amx_emul_stored(0, out, 64); /* M rows of 4N bytes */
+    amx_emul_release();
+    (void)amx_emul_vector(was);
+}
+
+static void check_vector(void)
+{
+    static const int shapes[][3] = {{16, 16, 16}, {1, 1, 1}, {3, 16, 5}, {16, 7, 16},
+                                    {9, 13, 11}, {12, 2, 16}, {5, 16, 1}};
+    int same = 0, tried = 0;
+    for (int nan = 0; nan < 2; nan++)
+        for (size_t i = 0; i < sizeof shapes / sizeof shapes[0]; i++)
+            for (uint32_t seed = 1; seed <= 50; seed++) {
+                uint8_t vec[AMX_MAX_ROWS * AMX_MAX_COLSB], ref[AMX_MAX_ROWS * AMX_MAX_COLSB];
+                const int M = shapes[i][0], N = shapes[i][1], K = shapes[i][2];
+                dp_once(M, N, K, nan, seed * 7919u + (uint32_t)i, 1, vec);
+                dp_once(M, N, K, nan, seed * 7919u + (uint32_t)i, 0, ref);
+                tried++;
+                same += memcmp(vec, ref, sizeof vec) == 0;
+            }
+    TU_CHECK(same == tried, "TDPBF16PS: the vector loop%s leaves the scalar model's bits: "
+             "%d of %d tiles (7 shapes, denormals, infinities, NaNs)",
+             cpu_isa_level() >= CPU_ISA_AVX512 ? "" : " (not on this CPU: scalar twice)",
+             same, tried);
+}
+
+/* (e) counts */
+static void *count_on_thread(void *arg)
+{
+    (void)arg;
+    amx_tilecfg c = full_config();
+    amx_emul_loadconfig(&c);
+    for (int i = 0; i < 3; i++) amx_emul_zero(1);
+    amx_emul_release();
+    return NULL;
+}
+
+static void check_counts(void)
+{
+    amx_emul_counts per[4];
+    amx_emul_counts_reset();
+    TU_CHECK(amx_emul_counts_read(per, 4) == 0, "no thread has counts after a reset");
+    static uint8_t t[AMX_MAX_ROWS * AMX_MAX_COLSB];
+    amx_tilecfg c = full_config();
+    amx_emul_loadconfig(&c);
+    amx_emul_span_begin();
+    amx_emul_zero(0);
+    for (int i = 0; i < 5; i++) {
+        amx_emul_loadd(4, t, 64);
+        amx_emul_loadd(6, t, 64);
+        amx_emul_dpbf16ps(0, 4, 6);
+    }
+    amx_emul_stored(0, t, 64);
+    amx_emul_span_end();
+    amx_emul_release();
+    pthread_t th;
+    const int started = pthread_create(&th, NULL, count_on_thread, NULL) == 0;
+    if (started) pthread_join(th, NULL);
+    const int n = amx_emul_counts_read(per, 4);
+    TU_CHECK(started && n == 2, "two threads ran tile instructions: %d counted", n);
+    int mine = 0, other = 0;
+    for (int i = 0; i < n && i < 4; i++) {
+        const amx_emul_counts *p = &per[i];
+        mine += p->dpbf16ps == 5 && p->loadd == 10 && p->stored == 1 && p->zero == 1 &&
+                p->span_s > 0.0 && p->span_s < 1.0 && p->product_s == 0.0;
+        other += p->dpbf16ps == 0 && p->loadd == 0 && p->stored == 0 && p->zero == 3 &&
+                 p->span_s == 0.0 && p->product_s == 0.0;
+    }
+    TU_CHECK(mine == 1 && other == 1, "each thread's counts are its own: 5 TDPBF16PS, 10 "
+             "loads, 1 store, 1 zero and a timed span here; 3 zeros on the other thread");
+    amx_emul_counts_reset();
+    TU_CHECK(amx_emul_counts_read(per, 4) == 0, "a reset zeroes every thread's counts");
+}
+
+/* ------------------------------------------------------------------------------------ */
+/* faults */
 
 static uint8_t buf[AMX_MAX_ROWS * AMX_MAX_COLSB];
 
@@ -169,6 +311,8 @@ static void check_fault(const char *what, void (*fn)(void), const char *want)
 int main(void)
 {
     check_arithmetic();
+    check_vector();
+    check_counts();
     check_fault("16 x 64 tiles, one of 17 rows", rows17, "LDTILECFG would raise #GP");
     check_fault("a tile of 68 bytes a row", colsb68, "LDTILECFG would raise #GP");
     check_fault("palette 2", palette2, "LDTILECFG would raise #GP: palette 2");

@@ -55,6 +55,14 @@ GENTRAIN_BF16=amx-emulated train emulated --batch_size 8 --precision bf16
 check "amx-emulated path: the line says so" grep -q "(amx-emulated path)" "$tmp/emulated.out"
 check "amx-emulated and portable paths: same losses within 1e-3" \
     compare_logs "$tmp/emulated/log.jsonl" "$tmp/portable/log.jsonl" 1e-3 20
+# the counts scripts/bench.sh predicts the real tile path from: in every step of the
+# emulated run (the same each step: the same products), in no step of another path
+tiles_of() { grep '^{"step"' "$1" | sed -n 's/.*"tdpbf16ps":\[\([0-9,]*\)\].*/\1/p'; }
+check "amx-emulated path: each of the 20 step records counts the same tile instructions" \
+    test "$(tiles_of "$tmp/emulated/log.jsonl" | sort -u | grep -c '[1-9]')" = 1 -a \
+    "$(tiles_of "$tmp/emulated/log.jsonl" | wc -l)" = 20
+check "portable and default bf16 paths: no tile counts in their logs" \
+    test -z "$(tiles_of "$tmp/portable/log.jsonl")$(tiles_of "$tmp/bf16/log.jsonl")"
 
 GENTRAIN_BF16=amx train amx --batch_size 8 --precision bf16
 if grep -q "(amx-bf16 path)" "$tmp/amx.out"; then
