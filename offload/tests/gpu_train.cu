@@ -612,15 +612,17 @@ static int run_test(uint64_t seed)
 // the norm-wise error of a gradient tensor is a few u, growing slowly with depth as
 // the residual stream's gradient picks up each block's roundings. Measured on the CPU
 // emulation (the same kernels; its products sum in FP32 as the tensor cores do), worst
-// tensor / all parameters: 2 layers x 64 wide, T = 64: 8.5e-4 / 6.1e-4; 4 layers:
-// 1.2e-3 / 7.7e-4; 8 layers: 1.4e-3 / 9.1e-4; 2 layers x 256 wide, T = 256, V = 4096:
-// 9.1e-4 / 7.9e-4 (width, T and V hardly matter); 12 layers x 128 wide, T = 128,
-// V = 1024: 1.5e-3 / 1.2e-3. So GRADS_TOL = 10 u = 4.9e-3 on every tensor, about three
-// times what 12 layers gave, while a real fault (a missed term, a wrong index or
-// scale) moves a tensor's gradient by far more. The loss: the GPU's is an FP32 mean of per-token
-// cross-entropies from FP16 logits (random roundings of ~2.5e-4 of each logit, which
-// average out over the tokens); measured within 2e-6 relative at every shape above,
-// so GRADS_LOSS_TOL = 1e-4.
+// tensor / all parameters, at T = 64, V = 256, 64 wide: 2 layers 8.5e-4 / 6.1e-4, 4
+// layers 1.2e-3 / 7.7e-4, 8 layers 1.4e-3 / 9.1e-4; 12 layers x 128 wide, T = 128,
+// V = 1024: 1.5e-3 / 1.2e-3; and with this mode's B = 1, T = 1024, V = 50304 (the
+// same loss scale, so the same magnitudes of d(logits) as here): 2 layers x 64 wide
+// 8.4e-4 / 6.2e-4, 4 x 256 wide 1.0e-3 / 9.1e-4, 12 x 64 wide 1.9e-3 / 1.1e-3. Depth
+// matters, width, T and V hardly. So GRADS_TOL = 10 u = 4.9e-3 on every tensor, 2.6
+// times the worst seen at 12 layers, while a real fault (a missed term, a wrong index
+// or scale) moves a tensor's gradient by far more. The loss: the GPU's is an FP32 mean
+// of per-token cross-entropies from FP16 logits (random roundings of ~2.5e-4 of each
+// logit, which average out over the tokens); measured within 2e-6 relative at every
+// shape above, so GRADS_LOSS_TOL = 1e-4.
 static const double GRADS_TOL = 10.0 / 2048.0, GRADS_LOSS_TOL = 1e-4;
 
 // A tensor's name without its layer ("h.3.ln_1.weight" -> "ln_1.weight").
@@ -653,6 +655,10 @@ static int run_grads(uint64_t seed, bool small)
            small ? "small (--small: the code path at a tiny shape)" : "GPT-2 124M", s.vocab_size,
            Vreal, s.n_layer, s.n_head, s.n_embd, L.n, B, T, (now_ms() - t0) / 1000.0,
            tr.threads);
+    if (!small)
+        printf("grads: why B=%d x T=%d: the whole context at the whole width, and one row "
+               "because the CPU reference's time grows with B x T (one row: some 140 s of one "
+               "core, 10 to 20 s on 16)\n", B, T);
     fflush(stdout);
     Rng rng(seed + 13);
     std::vector<int32_t> in, tg;
