@@ -36,7 +36,7 @@
 #                                  the same step in double on the CPU (offload/tests/
 #                                  ref_grads.h), ||g_gpu - g_ref|| / ||g_ref|| < 4.9e-3
 #                                  for each, the loss within 1e-4 relative; the reference
-#                                  takes most of its time (some 10 to 20 s on 16 cores)
+#                                  takes most of its time (some 10 to 25 s on 16 cores)
 #   gpu_train bench                throughput at the GPT-2 124M shape (largest batch that
 #                                  fits, T = 1024): tokens/s and MFU of the GPU step alone,
 #                                  of the full step with the host's AdamW, and of the full

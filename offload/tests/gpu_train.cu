@@ -602,10 +602,10 @@ static int run_test(uint64_t seed)
 // B = 1, T = 1024: the whole context (attention in its 8 row blocks, weight-gradient
 // products with K = 1024) at the whole width (C = 768, 12 layers, the head's products
 // with K = V = 50304). The batch is one row because the reference's time grows with
-// B x T and has to stay well inside gpu-check's time: ~140 s on one core of the
-// machine this was written on (measured at 1 and 2 layers, extrapolated), so some 10
-// to 20 s on a 16-core GPU host; a second row would double it and add nothing the
-// first does not exercise.
+// B x T and has to stay well inside gpu-check's time: 120 to 180 s of one core of the
+// machine this was written on (the whole reference: 188 s on its 2 cores, shared with
+// other work, 4 GB), so some 10 to 25 s on a 16-core GPU host; a second row would
+// double that and exercise nothing the first does not.
 //
 // Tolerances. Every activation, activation gradient and (at the end) parameter
 // gradient on the GPU is stored in FP16, each rounding a relative error of up to
@@ -676,8 +676,8 @@ static int run_grads(uint64_t seed, bool small)
            tr.threads);
     if (!small)
         printf("grads: why B=%d x T=%d: the whole context at the whole width, and one row "
-               "because the CPU reference's time grows with B x T (one row: some 140 s of one "
-               "core, 10 to 20 s on 16)\n", B, T);
+               "because the CPU reference's time grows with B x T (one row: 120 to 180 s of one "
+               "core, some 10 to 25 s on 16)\n", B, T);
     fflush(stdout);
     Rng rng(seed + 13);
     std::vector<int32_t> in, tg;
