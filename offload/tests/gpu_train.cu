@@ -657,6 +657,129 @@ static bool worse(double r, double than)
     return isnan(r) ? !isnan(than) : !isnan(than) && r >= than;
 }
 
+// The GPU's step for grads: one step to find the gradient buffer, which is then
+// poisoned (NaN halves), so a gradient the real step does not write stays NaN; then the
+// step as train_step runs it, its unscaled gradients left in tr.gr. An overflow skips
+// the update and halves the scale, as in a run, and the step is taken again at the
+// lower scale (the weights are unchanged). Returns 0 when a step without overflow ran.
+static int grads_gpu_step(Trainer &tr, const int32_t *in, const int32_t *tg, int B, int T,
+                          StepOut *o)
+{
+    int skipped = 0;
+    bool same_buffer = true;
+    for (;;) {
+        float l0 = 0.0f;
+        eng(gpu_model_step(tr.g, in, tg, B, T, tr.ls.scale, &l0, why, sizeof why),
+            "gpu_model_step");
+        const uint16_t *gh = gpu_model_grads(tr.g, why, sizeof why);
+        if (!gh) die("gpu_model_grads");
+        memset((void *)gh, 0xFF, tr.L.n * sizeof(uint16_t));
+        train_step(tr, in, tg, B, T, 6e-4, o);
+        const uint16_t *gh2 = gpu_model_grads(tr.g, why, sizeof why);
+        if (!gh2) die("gpu_model_grads");
+        same_buffer = same_buffer && gh2 == gh;
+        if (!o->overflow) break;
+        printf("grads: FP16 overflow at loss scale %.0f (inf/NaN in%s): the step again at "
+               "%.0f\n", o->scale, nonfinite_tensors(tr.L, gh2).c_str(), tr.ls.scale);
+        if (++skipped == 8) break;
+    }
+    report(same_buffer, "grads: the step wrote its gradients into the buffer poisoned before it "
+           "(%s)", same_buffer ? "the same buffer" : "A NEW ONE: the poison proves nothing");
+    report(!o->overflow, "grads: GPU gradients finite at loss scale %.0f (%d step(s) skipped "
+           "for overflow before it); train_step (weights up, GPU, gradients down and "
+           "unscaled, AdamW) %.0f ms", o->scale, skipped, o->ms);
+    return o->overflow ? -1 : 0;
+}
+
+// The reference against itself, where that is cheap (--small): its loss against
+// ref_model.h's forward, its gradient against central differences of that loss (at
+// 124M each direction would take two more full forwards of that slower code).
+static void grads_check_reference(const Layout &L, const std::vector<double> &w,
+                                  const std::vector<double> &gref, double ref,
+                                  const int32_t *in, const int32_t *tg, int B, int T, Rng &rng)
+{
+    const double fwd = ref_loss(L, w.data(), in, tg, B, T);
+    report(rel_diff(ref, fwd) < 1e-12, "grads: the reference's loss %.12f is ref_model.h's "
+           "forward %.12f (relative %.1e < 1e-12)", ref, fwd, rel_diff(ref, fwd));
+    double worst = 0.0;
+    std::string worst_name;
+    for (const Tensor &t : L.t) {
+        double fd_rms = 0.0;
+        const double r = direction_check(L, w, gref.data(), t.off, t.n, 3, rng, in, tg, B, T,
+                                         &fd_rms);
+        if (worse(r, worst)) worst = r, worst_name = t.name;
+    }
+    report(worst < 1e-4, "grads: the reference's gradient . d vs central differences, 3 "
+           "random directions in each of the %zu tensors: worst relative %.2e (%s, < 1e-4)",
+           L.t.size(), worst, worst_name.c_str());
+}
+
+// What grads_compare found over all tensors.
+struct GradsSummary {
+    double worst = 0.0, all_rel = 0.0;
+    std::string worst_name;
+};
+
+// Every tensor of the GPU's gradients gg against the reference's gref:
+// ||g_gpu - g_ref|| / ||g_ref||, and the largest element difference against the
+// tensor's largest reference element; reported by kind (ln_1.weight of every layer,
+// ...), each kind failing on its worst tensor; then all parameters together, and the
+// global norm train_step found (norm) against the reference's.
+static GradsSummary grads_compare(const Layout &L, const float *gg,
+                                  const std::vector<double> &gref, double norm)
+{
+    struct Err {
+        double se = 0.0, sr = 0.0, maxd = 0.0, maxr = 0.0;
+    };
+    std::vector<Err> err(L.t.size());
+    for (size_t k = 0; k < L.t.size(); k++) {
+        const Tensor &t = L.t[k];
+        Err &e = err[k];
+        for (size_t i = t.off; i < t.off + t.n; i++) {
+            const double d = (double)gg[i] - gref[i];
+            e.se += d * d;
+            e.sr += gref[i] * gref[i];
+            e.maxd = fmax(e.maxd, fabs(d));
+            e.maxr = fmax(e.maxr, fabs(gref[i]));
+        }
+    }
+    auto rel = [](double se, double sr) { return sr > 0.0 ? sqrt(se / sr) : sqrt(se); };
+    std::vector<std::string> kinds;
+    for (const Tensor &t : L.t)
+        if (std::find(kinds.begin(), kinds.end(), tensor_kind(t.name)) == kinds.end())
+            kinds.push_back(tensor_kind(t.name));
+    GradsSummary sum;
+    double se_all = 0.0, sr_all = 0.0;
+    for (const std::string &kind : kinds) {
+        double se = 0.0, sr = 0.0, kworst = 0.0, kmax = 0.0;
+        std::string kworst_name;
+        int members = 0;
+        size_t n = 0;
+        for (size_t k = 0; k < L.t.size(); k++) {
+            if (tensor_kind(L.t[k].name) != kind) continue;
+            const Err &e = err[k];
+            const double r = rel(e.se, e.sr);
+            if (worse(r, kworst)) kworst = r, kworst_name = L.t[k].name;
+            kmax = fmax(kmax, e.maxr > 0.0 ? e.maxd / e.maxr : e.maxd);
+            se += e.se, sr += e.sr, members++, n = L.t[k].n;
+        }
+        se_all += se, sr_all += sr;
+        if (worse(kworst, sum.worst)) sum.worst = kworst, sum.worst_name = kworst_name;
+        report(kworst < GRADS_TOL, "grads: %-18s %2d x %8zu: ||g_gpu - g_ref|| / ||g_ref|| %.2e "
+               "over %s, worst %.2e (%s, < %.1e); largest element difference %.2e of the "
+               "largest |g_ref|", kind.c_str(), members, n, rel(se, sr),
+               members > 1 ? "all layers" : "the tensor", kworst, kworst_name.c_str(), GRADS_TOL,
+               kmax);
+    }
+    sum.all_rel = rel(se_all, sr_all);
+    const double ref_norm = sqrt(sr_all), norm_rel = rel_diff(norm, ref_norm);
+    report(sum.all_rel < GRADS_TOL && norm_rel < GRADS_TOL,
+           "grads: all %zu parameters: ||g_gpu - g_ref|| / ||g_ref|| %.2e; the global norm "
+           "train_step found %.6f, the reference's %.6f (relative %.2e) (both < %.1e)", L.n,
+           sum.all_rel, norm, ref_norm, norm_rel, GRADS_TOL);
+    return sum;
+}
+
 static int run_grads(uint64_t seed, bool small)
 {
     const gpu_model_shape s =
@@ -685,41 +808,13 @@ static int run_grads(uint64_t seed, bool small)
     upload_params(tr);
     const std::vector<double> w = rounded_params(tr); // what the GPU computes with
 
-    // The GPU: one step to find the gradient buffer, which is then poisoned (NaN
-    // halves), so a gradient the real step does not write stays NaN; then the step as
-    // train_step runs it. An overflow skips the update and halves the scale, as in a
-    // run, and the step is taken again at the lower scale (the weights are unchanged).
     StepOut o;
-    int skipped = 0;
-    bool same_buffer = true;
-    for (;;) {
-        float l0 = 0.0f;
-        eng(gpu_model_step(tr.g, in.data(), tg.data(), B, T, tr.ls.scale, &l0, why, sizeof why),
-            "gpu_model_step");
-        const uint16_t *gh = gpu_model_grads(tr.g, why, sizeof why);
-        if (!gh) die("gpu_model_grads");
-        memset((void *)gh, 0xFF, L.n * sizeof(uint16_t));
-        train_step(tr, in.data(), tg.data(), B, T, 6e-4, &o);
-        const uint16_t *gh2 = gpu_model_grads(tr.g, why, sizeof why);
-        if (!gh2) die("gpu_model_grads");
-        same_buffer = same_buffer && gh2 == gh;
-        if (!o.overflow) break;
-        printf("grads: FP16 overflow at loss scale %.0f (inf/NaN in%s): the step again at "
-               "%.0f\n", o.scale, nonfinite_tensors(L, gh2).c_str(), tr.ls.scale);
-        if (++skipped == 8) break;
-    }
-    report(same_buffer, "grads: the step wrote its gradients into the buffer poisoned before it "
-           "(%s)", same_buffer ? "the same buffer" : "A NEW ONE: the poison proves nothing");
-    report(!o.overflow, "grads: GPU gradients finite at loss scale %.0f (%d step(s) skipped for "
-           "overflow before it); train_step (weights up, GPU, gradients down and unscaled, "
-           "AdamW) %.0f ms", o.scale, skipped, o.ms);
-    if (o.overflow) {
-        printf("grads: FAILED: no scale without overflow\n");
+    if (grads_gpu_step(tr, in.data(), tg.data(), B, T, &o) != 0) {
+        printf("grads: FAILED: no loss scale without overflow\n");
         gpu_model_free(tr.g);
         return 1;
     }
 
-    // The reference.
     t0 = now_ms();
     std::vector<double> gref(L.n);
     const double ref = ref_step_grads(L, w.data(), in.data(), tg.data(), B, T, gref.data());
@@ -730,89 +825,21 @@ static int run_grads(uint64_t seed, bool small)
     report(isfinite(o.loss) && loss_rel < GRADS_LOSS_TOL,
            "grads: loss GPU %.6f, CPU reference %.6f, relative %.2e (< %.0e)", o.loss, ref,
            loss_rel, GRADS_LOSS_TOL);
-    if (small) {
-        // The reference against itself, where that is cheap: its loss against
-        // ref_model.h's forward, its gradient against central differences of that loss
-        // (at 124M these would be three more full forwards of a slower code).
-        const double fwd = ref_loss(L, w.data(), in.data(), tg.data(), B, T);
-        report(rel_diff(ref, fwd) < 1e-12, "grads: the reference's loss %.12f is ref_model.h's "
-               "forward %.12f (relative %.1e < 1e-12)", ref, fwd, rel_diff(ref, fwd));
-        double worst = 0.0;
-        std::string worst_name;
-        for (const Tensor &t : L.t) {
-            double fd_rms = 0.0;
-            const double r = direction_check(L, w, gref.data(), t.off, t.n, 3, rng, in.data(),
-                                             tg.data(), B, T, &fd_rms);
-            if (r >= worst) worst = r, worst_name = t.name;
-        }
-        report(worst < 1e-4, "grads: the reference's gradient . d vs central differences, 3 "
-               "random directions in each of the %zu tensors: worst relative %.2e (%s, < 1e-4)",
-               L.t.size(), worst, worst_name.c_str());
-    } else {
+    if (small)
+        grads_check_reference(L, w, gref, ref, in.data(), tg.data(), B, T, rng);
+    else
         printf("grads: note: the reference's backward is checked against finite differences "
                "by `gpu_train grads --small` (make check), not here\n");
-    }
 
-    // Every tensor: ||g_gpu - g_ref|| / ||g_ref||, and the largest element difference
-    // against the tensor's largest reference element; reported by kind (ln_1.weight of
-    // every layer, ...), failing on the worst tensor of the kind.
-    struct Err {
-        double se = 0.0, sr = 0.0, maxd = 0.0, maxr = 0.0;
-    };
-    std::vector<Err> err(L.t.size());
-    for (size_t k = 0; k < L.t.size(); k++) {
-        const Tensor &t = L.t[k];
-        Err &e = err[k];
-        for (size_t i = t.off; i < t.off + t.n; i++) {
-            const double d = (double)tr.gr[i] - gref[i];
-            e.se += d * d;
-            e.sr += gref[i] * gref[i];
-            e.maxd = fmax(e.maxd, fabs(d));
-            e.maxr = fmax(e.maxr, fabs(gref[i]));
-        }
-    }
-    auto rel = [](double se, double sr) { return sr > 0.0 ? sqrt(se / sr) : sqrt(se); };
-    std::vector<std::string> kinds;
-    for (const Tensor &t : L.t)
-        if (std::find(kinds.begin(), kinds.end(), tensor_kind(t.name)) == kinds.end())
-            kinds.push_back(tensor_kind(t.name));
-    double worst = 0.0, se_all = 0.0, sr_all = 0.0;
-    std::string worst_name;
-    for (const std::string &kind : kinds) {
-        double se = 0.0, sr = 0.0, kworst = 0.0, kmax = 0.0;
-        std::string kworst_name;
-        int members = 0;
-        size_t n = 0;
-        for (size_t k = 0; k < L.t.size(); k++) {
-            if (tensor_kind(L.t[k].name) != kind) continue;
-            const Err &e = err[k];
-            const double r = rel(e.se, e.sr);
-            if (worse(r, kworst)) kworst = r, kworst_name = L.t[k].name;
-            kmax = fmax(kmax, e.maxr > 0.0 ? e.maxd / e.maxr : e.maxd);
-            se += e.se, sr += e.sr, members++, n = L.t[k].n;
-        }
-        se_all += se, sr_all += sr;
-        if (worse(kworst, worst)) worst = kworst, worst_name = kworst_name;
-        report(kworst < GRADS_TOL, "grads: %-18s %2d x %8zu: ||g_gpu - g_ref|| / ||g_ref|| %.2e "
-               "over %s, worst %.2e (%s, < %.1e); largest element difference %.2e of the "
-               "largest |g_ref|", kind.c_str(), members, n, rel(se, sr),
-               members > 1 ? "all layers" : "the tensor", kworst, kworst_name.c_str(), GRADS_TOL,
-               kmax);
-    }
-    const double all_rel = rel(se_all, sr_all), ref_norm = sqrt(sr_all);
-    const double norm_rel = rel_diff(o.norm, ref_norm);
-    report(all_rel < GRADS_TOL && norm_rel < GRADS_TOL,
-           "grads: all %zu parameters: ||g_gpu - g_ref|| / ||g_ref|| %.2e; the global norm "
-           "train_step found %.6f, the reference's %.6f (relative %.2e) (both < %.1e)", L.n,
-           all_rel, o.norm, ref_norm, norm_rel, GRADS_TOL);
+    const GradsSummary sum = grads_compare(L, tr.gr.data(), gref, o.norm);
     printf("grads: %s: worst tensor %s at %.2e (tolerance %.1e), all parameters %.2e; loss "
            "%.6f vs %.6f (%.2e, tolerance %.0e); %d checks, %d failed\n",
-           failures ? "FAILED" : "PASSED", worst_name.c_str(), worst, GRADS_TOL, all_rel, o.loss,
-           ref, loss_rel, GRADS_LOSS_TOL, checks, failures);
+           failures ? "FAILED" : "PASSED", sum.worst_name.c_str(), sum.worst, GRADS_TOL,
+           sum.all_rel, o.loss, ref, loss_rel, GRADS_LOSS_TOL, checks, failures);
     printf("RESULT grads B=%d T=%d scale=%.0f loss_gpu=%.6f loss_ref=%.6f loss_rel=%.2e "
            "worst_rel=%.2e worst_tensor=%s all_rel=%.2e tol=%.1e step_ms=%.0f ref_s=%.1f "
-           "threads=%d\n", B, T, o.scale, o.loss, ref, loss_rel, worst, worst_name.c_str(),
-           all_rel, GRADS_TOL, o.ms, ref_s, tr.threads);
+           "threads=%d\n", B, T, o.scale, o.loss, ref, loss_rel, sum.worst,
+           sum.worst_name.c_str(), sum.all_rel, GRADS_TOL, o.ms, ref_s, tr.threads);
     gpu_model_free(tr.g);
     return failures ? 1 : 0;
 }
