@@ -2,10 +2,12 @@
 // mode: the forward of ref_model.h, keeping what the backward needs, then the backward,
 // in double: the mean cross-entropy and its gradient with respect to every parameter.
 // It must finish a GPT-2 124M step within about a minute on a GPU machine's host, so
-// the matrix products are blocked and the work is spread with OpenMP (rows of each
-// product, (row, head) pairs of attention's forward, heads of its backward); the loops
-// are otherwise the plain formulas, and the math is ref_model.h's (LayerNorm eps 1e-5,
-// GELU tanh approximation, causal attention scaled by 1/sqrt(hs), head tied to wte).
+// the matrix products are blocked and the work is spread with OpenMP (tiles of each
+// product, (row, head, query) triples of attention's forward, (row, head) pairs of its
+// backward); the loops are otherwise the plain formulas, and the math is ref_model.h's
+// (LayerNorm eps 1e-5, GELU tanh approximation, causal attention scaled by 1/sqrt(hs),
+// head tied to wte). `gpu_train grads --small` checks its loss against ref_model.h's
+// forward and its gradient against central differences of that.
 //
 // Header-only, for one translation unit (gpu_train.cu): everything is `static`.
 // Conventions: weights and gradients are flat buffers of doubles in host_trainer.h's
