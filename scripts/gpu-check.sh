@@ -31,6 +31,12 @@
 #                                  than the model was made for;
 #                                  the blocks-only engine (offload = blocks) between a
 #                                  host embedding and head: loss and gradients
+#   gpu_train grads                one whole training step at the GPT-2 124M shape (B = 1,
+#                                  T = 1024): every parameter tensor's gradient against
+#                                  the same step in double on the CPU (offload/tests/
+#                                  ref_grads.h), ||g_gpu - g_ref|| / ||g_ref|| < 4.9e-3
+#                                  for each, the loss within 1e-4 relative; the reference
+#                                  takes most of its time (some 10 to 25 s on 16 cores)
 #   gpu_train bench                throughput at the GPT-2 124M shape (largest batch that
 #                                  fits, T = 1024): tokens/s and MFU of the GPU step alone,
 #                                  of the full step with the host's AdamW, and of the full
@@ -70,12 +76,12 @@
 # Environment: GPU_CHECK_BUILD, GPU_CHECK_BUNDLE, GPU_CHECK_BIN (above);
 # GPU_CHECK_MAKEFLAGS (more arguments for that make, word-split: other settings, or a
 # test's deliberately shortened object list); GPU_CHECK_GENTRAIN (above);
-# GPU_CHECK_BUDGET; GPU_CHECK_SMALL=1 runs bench and shakespeare (and grids) at a tiny
-# shape (figures that mean nothing), for checking this script itself where there is no
-# GPU (tests/test_gpu_check_emu.sh: GPU_CHECK_BIN = the CPU emulation's programs,
+# GPU_CHECK_BUDGET; GPU_CHECK_SMALL=1 runs grads, bench and shakespeare (and grids) at a
+# tiny shape (figures that mean nothing), for checking this script itself where there is
+# no GPU (tests/test_gpu_check_emu.sh: GPU_CHECK_BIN = the CPU emulation's programs,
 # offload/tests/emu of a --with-cuda build tree). GPU_CHECK_ONLY (default "test_ops nccl test
-# bench shakespeare grids sanitizer") picks which to run, e.g. GPU_CHECK_ONLY=bench to
-# measure again without the tests.
+# grads bench shakespeare grids sanitizer") picks which to run, e.g. GPU_CHECK_ONLY=bench
+# to measure again without the tests.
 # Exit status: 0 everything built and passed, 1 a build or a check failed (or ran out
 # of time), 77 no GPU (no NVIDIA driver, no device).
 set -u
@@ -93,11 +99,11 @@ t_start=$(date +%s)
 
 SMALL=()
 [ -n "${GPU_CHECK_SMALL:-}" ] && SMALL=(--small)
-ONLY=" ${GPU_CHECK_ONLY:-test_ops nccl test bench shakespeare grids sanitizer} "
+ONLY=" ${GPU_CHECK_ONLY:-test_ops nccl test grads bench shakespeare grids sanitizer} "
 for w in $ONLY; do
     case $w in
-    test_ops | nccl | test | bench | shakespeare | grids | sanitizer) ;;
-    *) echo "gpu-check: GPU_CHECK_ONLY: unknown check '$w' (test_ops nccl test bench" \
+    test_ops | nccl | test | grads | bench | shakespeare | grids | sanitizer) ;;
+    *) echo "gpu-check: GPU_CHECK_ONLY: unknown check '$w' (test_ops nccl test grads bench" \
             "shakespeare grids sanitizer)" >&2
        exit 1 ;;
     esac
@@ -228,6 +234,7 @@ if wanted nccl; then
     fi
 fi
 wanted test && run "gpu_train test" "$have_gpu_train" gpu_train test
+wanted grads && run "gpu_train grads" "$have_gpu_train" gpu_train grads "${SMALL[@]}"
 wanted bench && run "gpu_train bench" "$have_gpu_train" gpu_train bench "${SMALL[@]}"
 wanted shakespeare && run "gpu_train shakespeare" "$have_gpu_train" gpu_train shakespeare \
     --data data/tinyshakespeare.txt "${SMALL[@]}"
@@ -266,6 +273,15 @@ printf '  %-24s %-34s %s\n' check result seconds
 for i in "${!names[@]}"; do
     printf '  %-24s %-34s %s\n' "${names[$i]}" "${results[$i]}" "${secs[$i]}"
 done
+grd=$(grep -h '^RESULT grads' "$out"/run-*.log 2>/dev/null | tail -1)
+if [ -n "$grd" ]; then
+    if [ ${#SMALL[@]} -gt 0 ]; then
+        echo "gpu-check: one step's gradients against the CPU in double, at the --small shape:"
+    else
+        echo "gpu-check: one GPT-2 124M step's gradients against the CPU in double:"
+    fi
+    echo "  ${grd#RESULT grads }"
+fi
 bench=$(grep -h '^RESULT bench' "$out"/run-*.log 2>/dev/null | tail -1)
 if [ -n "$bench" ]; then
     if [ ${#SMALL[@]} -gt 0 ]; then

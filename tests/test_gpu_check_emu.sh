@@ -3,10 +3,12 @@
 # offload/tests/emu of a --with-cuda build tree), so that its runs, its time budget, its
 # table and the figures it reads from the programs' RESULT lines are known to work
 # before a GPU's scarce minutes are spent on them. test_ops and `gpu_train test` run on
-# the emulation as tests of their own, so this runs the two others:
-#  1. GPU_CHECK_ONLY="bench shakespeare" GPU_CHECK_SMALL=1 (the --small shape): exit 0;
-#     both "passed" in the table; every benchmark figure has a value; the phase line
-#     names all 9 phases; the shakespeare line.
+# the emulation as tests of their own, so this runs the three others:
+#  1. GPU_CHECK_ONLY="grads bench shakespeare" GPU_CHECK_SMALL=1 (the --small shape):
+#     exit 0; all three "passed" in the table (grads: one step's gradients, every tensor
+#     within its tolerance of the CPU's in double, and that reference against finite
+#     differences); the gradients' summary with its figures; every benchmark figure has
+#     a value; the phase line names all 9 phases; the shakespeare line.
 #  2. GPU_CHECK_BUDGET=0: nothing runs, the table says so for each check, exit 1 (and
 #     grids, without GPU_CHECK_GENTRAIN, is skipped).
 #  3. Bad settings (GPU_CHECK_BIN without the programs, an unknown GPU_CHECK_ONLY
@@ -40,15 +42,23 @@ CHECK=(timeout 600 bash "$top_srcdir/scripts/gpu-check.sh")
 row() { sed -n "s/^  $2  *\([^ ].*[^ ]\)  *[-0-9][0-9]*\$/\1/p" "$1"; }
 
 # ------------------------------------------------------------- 1. a smoke run
-GPU_CHECK_BIN=$BIN GPU_CHECK_SMALL=1 GPU_CHECK_ONLY="bench shakespeare" \
+GPU_CHECK_BIN=$BIN GPU_CHECK_SMALL=1 GPU_CHECK_ONLY="grads bench shakespeare" \
     run_ok smoke "${CHECK[@]}"
 show "$tmp/smoke.out"
-for label in "gpu_train bench" "gpu_train shakespeare"; do
+for label in "gpu_train grads" "gpu_train bench" "gpu_train shakespeare"; do
     r=$(row "$tmp/smoke.out" "$label")
     check "smoke: $label ${r:-missing} in the table" test "$r" = passed
 done
 check "smoke: test_ops and gpu_train test not run (GPU_CHECK_ONLY)" \
     test -z "$(row "$tmp/smoke.out" test_ops)$(row "$tmp/smoke.out" "gpu_train test")"
+check "smoke: grads checked every tensor kind (16 ok lines) and its reference" test \
+    "$(grep -c '^ok   grads: [a-z_.12]* *[0-9]* x *[0-9]*: ||g_gpu - g_ref|| / ||g_ref||' \
+       "$tmp/smoke.out")" -eq 16 -a \
+    "$(grep -c "^ok   grads: the reference's gradient . d vs central differences" \
+       "$tmp/smoke.out")" -eq 1
+check "smoke: the gradients' summary has its figures" grep -Eq \
+    '^  B=2 T=64 scale=[0-9]+ loss_gpu=[0-9.]+ loss_ref=[0-9.]+ loss_rel=[0-9.e+-]+ worst_rel=[0-9.e+-]+ worst_tensor=[a-z_.0-9]+ all_rel=[0-9.e+-]+ tol=4.9e-03 ' \
+    "$tmp/smoke.out"
 empty=
 for k in B T tokens_per_step gpu_ms gpu_tok_s gpu_mfu step_ms step_tok_s step_mfu \
     accum4_ms accum4_tok_s accum4_mfu square_gpu_ms mem_gib; do
@@ -68,14 +78,15 @@ check "smoke: says the figures mean nothing" grep -q 'the figures mean nothing' 
 check "smoke: all passed" grep -q '^gpu-check: all passed$' "$tmp/smoke.out"
 
 # ------------------------------------------------------------- 2. no time left
-# (the five checks that run programs of GPU_CHECK_BIN; sanitizer's rows depend on
+# (the six checks that run programs of GPU_CHECK_BIN; sanitizer's rows depend on
 # whether compute-sanitizer is installed, nccl's on whether NCCL was built)
-GPU_CHECK_BIN=$BIN GPU_CHECK_BUDGET=0 GPU_CHECK_ONLY="test_ops test bench shakespeare grids" \
+GPU_CHECK_BIN=$BIN GPU_CHECK_BUDGET=0 \
+    GPU_CHECK_ONLY="test_ops test grads bench shakespeare grids" \
     "${CHECK[@]}" > "$tmp/budget.out" 2>&1
 rc=$?
 check "budget 0: exit 1 (rc $rc)" test $rc -eq 1
 n=$(grep -c 'NOT RUN (time budget spent)' "$tmp/budget.out")
-check "budget 0: all 4 checks NOT RUN in the table ($n)" test "$n" -eq 4
+check "budget 0: all 5 checks NOT RUN in the table ($n)" test "$n" -eq 5
 check "budget 0: FAILED" grep -q '^gpu-check: FAILED$' "$tmp/budget.out"
 check "budget 0: grids skipped without GPU_CHECK_GENTRAIN" \
     test "$(row "$tmp/budget.out" grids)" = "SKIPPED (no GPU_CHECK_GENTRAIN)"

@@ -6,16 +6,21 @@
 //
 //   gpu_train [test]       the step against a CPU reference in double (no argument:
 //                          test, as `make check` runs it)
+//   gpu_train grads        one whole training step at the GPT-2 124M shape (B = 1,
+//                          T = 1024): every parameter tensor's gradient and the loss
+//                          against the same step in double on the CPU (ref_grads.h),
+//                          within stated tolerances (run_grads)
 //   gpu_train bench        throughput at the GPT-2 124M shape: tokens/s and MFU of the
 //                          GPU step alone, of the full step, and of the full step with
 //                          4 micro-batches per update (gradient accumulation)
 //   gpu_train shakespeare  a short character-level run on data/tinyshakespeare.txt
 // Options: --data FILE (shakespeare), --steps N (shakespeare: 600; bench: timed steps,
 // 10), --peak-tflops X (bench: the peak MFU is measured against, 989.4 = H200 dense
-// FP16), --seed N, --small (bench and shakespeare: the same code at a 2-layer, 64-wide
-// shape with T = 64, a smoke run of the modes and of scripts/gpu-check.sh that the CPU
-// emulation, offload/tests/emu, finishes in seconds; its figures mean nothing, and
-// shakespeare then asks only that the val loss fall by more than 0.5).
+// FP16), --seed N, --small (grads, bench and shakespeare: the same code at a 2-layer,
+// 64-wide shape with T = 64, a smoke run of the modes and of scripts/gpu-check.sh that
+// the CPU emulation, offload/tests/emu, finishes in seconds; its figures mean nothing,
+// shakespeare then asks only that the val loss fall by more than 0.5, and grads also
+// checks its reference against finite differences).
 //
 // The test mode checks gradient accumulation (several micro-batches per update) and
 // offload = blocks too: the blocks-only engine (gpu_model_create_blocks) between an
@@ -24,8 +29,9 @@
 // Files: host_trainer.h (the host side of the training step: layout, init, AdamW,
 // train_step, batches), ref_model.h (the CPU reference forward in double, and the
 // embedding and head, forward and backward, the blocks test runs on the host),
-// driver_util.h (failure reporting, clocks, random numbers); this file holds the three
-// modes and main.
+// ref_grads.h (the whole step's forward and backward in double, with OpenMP, for
+// grads), driver_util.h (failure reporting, clocks, random numbers); this file holds
+// the four modes and main.
 //
 // Exit status: 0 passed, 1 a check or a call failed (or a driver is there and CUDA
 // cannot start), 77 no GPU: no NVIDIA driver or device (skipped).
@@ -45,6 +51,7 @@
 #include "cuda_ok.h"
 #include "driver_util.h"
 #include "host_trainer.h"
+#include "ref_grads.h"
 #include "ref_model.h"
 
 // ------------------------------------------------------------------ test mode
@@ -89,12 +96,13 @@ static std::string nonfinite_tensors(const Layout &L, const uint16_t *gh)
     return s;
 }
 
-// Gradient check along K random unit directions d restricted to [off, off+n): the
-// GPU's g.d against the central difference (L(w + eps d) - L(w - eps d)) / (2 eps) of
+// Gradient check along K random unit directions d restricted to [off, off+n): a
+// gradient's g.d (the GPU's floats, or ref_grads.h's doubles) against the central difference (L(w + eps d) - L(w - eps d)) / (2 eps) of
 // the double reference. Returns the norm-wise relative error over the K directions,
 // ||g.d - fd|| / ||fd|| (one direction alone would make it a ratio of two random
 // numbers of which the second can be near 0 by chance); *fd_rms gets the size of fd.
-static double direction_check(const Layout &L, const std::vector<double> &w, const float *g,
+template <typename G>
+static double direction_check(const Layout &L, const std::vector<double> &w, const G *g,
                               size_t off, size_t n, int K, Rng &rng, const int32_t *in,
                               const int32_t *tg, int B, int T, double *fd_rms)
 {
@@ -582,6 +590,260 @@ static int run_test(uint64_t seed)
     return failures ? 1 : 0;
 }
 
+// ------------------------------------------------------------------ grads mode
+
+// One whole training step at the GPT-2 124M shape: every parameter tensor's gradient
+// from the GPU (FP16 forward and backward, loss scale, gradients down part by part and
+// unscaled by train_step, as a training run gets them) against the gradient of the
+// same step in double on the CPU (ref_grads.h), on the same FP16-rounded weights and
+// tokens: GPT-2's initialisation with random biases and LayerNorm weights
+// (spread_params), so that every parameter takes part.
+//
+// B = 1, T = 1024: the whole context (attention in its 8 row blocks, weight-gradient
+// products with K = 1024) at the whole width (C = 768, 12 layers, the head's products
+// with K = V = 50304). The batch is one row because the reference's time grows with
+// B x T and has to stay well inside gpu-check's time: 120 to 180 s of one core of the
+// machine this was written on (the whole reference: 188 s on its 2 cores, shared with
+// other work, 4 GB), so some 10 to 25 s on a 16-core GPU host; a second row would
+// double that and exercise nothing the first does not.
+//
+// Tolerances. Every activation, activation gradient and (at the end) parameter
+// gradient on the GPU is stored in FP16, each rounding a relative error of up to
+// u = 2^-11 = 4.9e-4; products and reductions sum in FP32 (a far smaller error), so
+// the norm-wise error of a gradient tensor is a few u, growing slowly with depth as
+// the residual stream's gradient picks up each block's roundings. Measured on the CPU
+// emulation (the same kernels; its products sum in FP32 as the tensor cores do) from
+// the weights this mode uses, worst tensor / all parameters: at T = 64, V = 256, 64
+// wide, 2 layers 8.6e-4 / 6.1e-4, 4 layers 9.0e-4 / 6.8e-4, 8 layers 1.1e-3 / 8.2e-4;
+// 768 wide, 2 layers 1.1e-3 / 9.1e-4, 12 layers 1.5e-3 / 1.3e-3; 12 layers x 128
+// wide, T = 128, V = 1024: 1.6e-3 / 1.0e-3; and with this mode's B = 1, T = 1024,
+// V = 50304 (the same loss scale, so the same magnitudes of d(logits) as here): 12 x 64
+// wide 1.5e-3 / 9.8e-4, 4 x 256 wide 1.1e-3 / 8.1e-4. Depth matters a little, width,
+// T and V hardly. So GRADS_TOL = 10 u = 4.9e-3 on every tensor, three times the worst
+// seen. Faults it catches there: the c_fc bias left out of the forward (1.5e-1), and
+// GELU's derivative with 2 for the 3 of its cubic term (8.7e-3 at 768 wide: a
+// tolerance of 1e-2 would have let that through). The loss: the GPU's is an FP32 mean
+// of per-token cross-entropies from FP16 logits (random roundings of ~2.5e-4 of each
+// logit, which average out over the tokens); measured within 5e-6 relative at every
+// shape above, so GRADS_LOSS_TOL = 1e-4.
+static const double GRADS_TOL = 10.0 / 2048.0, GRADS_LOSS_TOL = 1e-4;
+
+// A tensor's name without its layer ("h.3.ln_1.weight" -> "ln_1.weight").
+static std::string tensor_kind(const std::string &name)
+{
+    if (name.compare(0, 2, "h.") != 0) return name;
+    const size_t dot = name.find('.', 2);
+    return dot == std::string::npos ? name : name.substr(dot + 1);
+}
+
+// GPT-2's initialisation leaves every bias at 0 and every LayerNorm weight at 1, where
+// a bias the GPU never added, or a LayerNorm weight applied to the wrong column,
+// changes nothing. So before the step those get values of a trained model's size
+// (seeded): biases N(0, 0.02), LayerNorm weights 1 + N(0, 0.1); the matrices keep
+// their initialisation.
+static void spread_params(Trainer &tr, uint64_t seed)
+{
+    Rng r(seed);
+    for (const Tensor &t : tr.L.t)
+        if (t.init == INIT_ZERO || t.init == INIT_ONE)
+            for (size_t i = t.off; i < t.off + t.n; i++)
+                tr.p[i] = t.init == INIT_ONE ? (float)(1.0 + 0.1 * r.normal())
+                                             : (float)(0.02 * r.normal());
+}
+
+// Whether error r is worse than `than` (a NaN is worse than any number).
+static bool worse(double r, double than)
+{
+    return isnan(r) ? !isnan(than) : !isnan(than) && r >= than;
+}
+
+// The GPU's step for grads: one step to find the gradient buffer, which is then
+// poisoned (NaN halves), so a gradient the real step does not write stays NaN; then the
+// step as train_step runs it, its unscaled gradients left in tr.gr. An overflow skips
+// the update and halves the scale, as in a run, and the step is taken again at the
+// lower scale (the weights are unchanged). Returns 0 when a step without overflow ran.
+static int grads_gpu_step(Trainer &tr, const int32_t *in, const int32_t *tg, int B, int T,
+                          StepOut *o)
+{
+    int skipped = 0;
+    bool same_buffer = true;
+    for (;;) {
+        float l0 = 0.0f;
+        eng(gpu_model_step(tr.g, in, tg, B, T, tr.ls.scale, &l0, why, sizeof why),
+            "gpu_model_step");
+        const uint16_t *gh = gpu_model_grads(tr.g, why, sizeof why);
+        if (!gh) die("gpu_model_grads");
+        memset((void *)gh, 0xFF, tr.L.n * sizeof(uint16_t));
+        train_step(tr, in, tg, B, T, 6e-4, o);
+        const uint16_t *gh2 = gpu_model_grads(tr.g, why, sizeof why);
+        if (!gh2) die("gpu_model_grads");
+        same_buffer = same_buffer && gh2 == gh;
+        if (!o->overflow) break;
+        printf("grads: FP16 overflow at loss scale %.0f (inf/NaN in%s): the step again at "
+               "%.0f\n", o->scale, nonfinite_tensors(tr.L, gh2).c_str(), tr.ls.scale);
+        if (++skipped == 8) break;
+    }
+    report(same_buffer, "grads: the step wrote its gradients into the buffer poisoned before it "
+           "(%s)", same_buffer ? "the same buffer" : "A NEW ONE: the poison proves nothing");
+    report(!o->overflow, "grads: GPU gradients finite at loss scale %.0f (%d step(s) skipped "
+           "for overflow before it); train_step (weights up, GPU, gradients down and "
+           "unscaled, AdamW) %.0f ms", o->scale, skipped, o->ms);
+    return o->overflow ? -1 : 0;
+}
+
+// The reference against itself, where that is cheap (--small): its loss against
+// ref_model.h's forward, its gradient against central differences of that loss (at
+// 124M each direction would take two more full forwards of that slower code).
+static void grads_check_reference(const Layout &L, const std::vector<double> &w,
+                                  const std::vector<double> &gref, double ref,
+                                  const int32_t *in, const int32_t *tg, int B, int T, Rng &rng)
+{
+    const double fwd = ref_loss(L, w.data(), in, tg, B, T);
+    report(rel_diff(ref, fwd) < 1e-12, "grads: the reference's loss %.12f is ref_model.h's "
+           "forward %.12f (relative %.1e < 1e-12)", ref, fwd, rel_diff(ref, fwd));
+    double worst = 0.0;
+    std::string worst_name;
+    for (const Tensor &t : L.t) {
+        double fd_rms = 0.0;
+        const double r = direction_check(L, w, gref.data(), t.off, t.n, 3, rng, in, tg, B, T,
+                                         &fd_rms);
+        if (worse(r, worst)) worst = r, worst_name = t.name;
+    }
+    report(worst < 1e-4, "grads: the reference's gradient . d vs central differences, 3 "
+           "random directions in each of the %zu tensors: worst relative %.2e (%s, < 1e-4)",
+           L.t.size(), worst, worst_name.c_str());
+}
+
+// What grads_compare found over all tensors.
+struct GradsSummary {
+    double worst = 0.0, all_rel = 0.0;
+    std::string worst_name;
+};
+
+// Every tensor of the GPU's gradients gg against the reference's gref:
+// ||g_gpu - g_ref|| / ||g_ref||, and the largest element difference against the
+// tensor's largest reference element; reported by kind (ln_1.weight of every layer,
+// ...), each kind failing on its worst tensor; then all parameters together, and the
+// global norm train_step found (norm) against the reference's.
+static GradsSummary grads_compare(const Layout &L, const float *gg,
+                                  const std::vector<double> &gref, double norm)
+{
+    struct Err {
+        double se = 0.0, sr = 0.0, maxd = 0.0, maxr = 0.0;
+    };
+    std::vector<Err> err(L.t.size());
+    for (size_t k = 0; k < L.t.size(); k++) {
+        const Tensor &t = L.t[k];
+        Err &e = err[k];
+        for (size_t i = t.off; i < t.off + t.n; i++) {
+            const double d = (double)gg[i] - gref[i];
+            e.se += d * d;
+            e.sr += gref[i] * gref[i];
+            e.maxd = fmax(e.maxd, fabs(d));
+            e.maxr = fmax(e.maxr, fabs(gref[i]));
+        }
+    }
+    auto rel = [](double se, double sr) { return sr > 0.0 ? sqrt(se / sr) : sqrt(se); };
+    std::vector<std::string> kinds;
+    for (const Tensor &t : L.t)
+        if (std::find(kinds.begin(), kinds.end(), tensor_kind(t.name)) == kinds.end())
+            kinds.push_back(tensor_kind(t.name));
+    GradsSummary sum;
+    double se_all = 0.0, sr_all = 0.0;
+    for (const std::string &kind : kinds) {
+        double se = 0.0, sr = 0.0, kworst = 0.0, kmax = 0.0;
+        std::string kworst_name;
+        int members = 0;
+        size_t n = 0;
+        for (size_t k = 0; k < L.t.size(); k++) {
+            if (tensor_kind(L.t[k].name) != kind) continue;
+            const Err &e = err[k];
+            const double r = rel(e.se, e.sr);
+            if (worse(r, kworst)) kworst = r, kworst_name = L.t[k].name;
+            kmax = fmax(kmax, e.maxr > 0.0 ? e.maxd / e.maxr : e.maxd);
+            se += e.se, sr += e.sr, members++, n = L.t[k].n;
+        }
+        se_all += se, sr_all += sr;
+        if (worse(kworst, sum.worst)) sum.worst = kworst, sum.worst_name = kworst_name;
+        report(kworst < GRADS_TOL, "grads: %-18s %2d x %8zu: ||g_gpu - g_ref|| / ||g_ref|| %.2e "
+               "over %s, worst %.2e (%s, < %.1e); largest element difference %.2e of the "
+               "largest |g_ref|", kind.c_str(), members, n, rel(se, sr),
+               members > 1 ? "all layers" : "the tensor", kworst, kworst_name.c_str(), GRADS_TOL,
+               kmax);
+    }
+    sum.all_rel = rel(se_all, sr_all);
+    const double ref_norm = sqrt(sr_all), norm_rel = rel_diff(norm, ref_norm);
+    report(sum.all_rel < GRADS_TOL && norm_rel < GRADS_TOL,
+           "grads: all %zu parameters: ||g_gpu - g_ref|| / ||g_ref|| %.2e; the global norm "
+           "train_step found %.6f, the reference's %.6f (relative %.2e) (both < %.1e)", L.n,
+           sum.all_rel, norm, ref_norm, norm_rel, GRADS_TOL);
+    return sum;
+}
+
+static int run_grads(uint64_t seed, bool small)
+{
+    const gpu_model_shape s =
+        small ? gpu_model_shape{256, 64, 2, 2, 64} : gpu_model_shape{50304, 1024, 12, 12, 768};
+    const int B = small ? 2 : 1, T = s.block_size, Vreal = small ? 250 : 50257;
+    double t0 = now_ms();
+    gpu_model *g = gpu_model_create(&s, B, T, why, sizeof why);
+    if (!g) die("gpu_model_create");
+    Trainer tr;
+    trainer_open(tr, s, g, seed);
+    spread_params(tr, seed + 17);
+    const Layout &L = tr.L;
+    printf("grads: %s shape V=%d (tokens < %d) L=%d NH=%d C=%d, %zu parameters; one step "
+           "on B=%d x T=%d; host init %.1f s, %d threads\n",
+           small ? "small (--small: the code path at a tiny shape)" : "GPT-2 124M", s.vocab_size,
+           Vreal, s.n_layer, s.n_head, s.n_embd, L.n, B, T, (now_ms() - t0) / 1000.0,
+           tr.threads);
+    if (!small)
+        printf("grads: why B=%d x T=%d: the whole context at the whole width, and one row "
+               "because the CPU reference's time grows with B x T (one row: 120 to 180 s of one "
+               "core, some 10 to 25 s on 16)\n", B, T);
+    fflush(stdout);
+    Rng rng(seed + 13);
+    std::vector<int32_t> in, tg;
+    random_batch(rng, Vreal, B, T, in, tg);
+    upload_params(tr);
+    const std::vector<double> w = rounded_params(tr); // what the GPU computes with
+
+    StepOut o;
+    if (grads_gpu_step(tr, in.data(), tg.data(), B, T, &o) != 0) {
+        printf("grads: FAILED: no loss scale without overflow\n");
+        gpu_model_free(tr.g);
+        return 1;
+    }
+
+    t0 = now_ms();
+    std::vector<double> gref(L.n);
+    const double ref = ref_step_grads(L, w.data(), in.data(), tg.data(), B, T, gref.data());
+    const double ref_s = (now_ms() - t0) / 1000.0;
+    printf("grads: CPU reference (ref_grads.h, double) in %.1f s on %d threads\n", ref_s,
+           tr.threads);
+    const double loss_rel = rel_diff(o.loss, ref);
+    report(isfinite(o.loss) && loss_rel < GRADS_LOSS_TOL,
+           "grads: loss GPU %.6f, CPU reference %.6f, relative %.2e (< %.0e)", o.loss, ref,
+           loss_rel, GRADS_LOSS_TOL);
+    if (small)
+        grads_check_reference(L, w, gref, ref, in.data(), tg.data(), B, T, rng);
+    else
+        printf("grads: note: the reference's backward is checked against finite differences "
+               "by `gpu_train grads --small` (make check), not here\n");
+
+    const GradsSummary sum = grads_compare(L, tr.gr.data(), gref, o.norm);
+    printf("grads: %s: worst tensor %s at %.2e (tolerance %.1e), all parameters %.2e; loss "
+           "%.6f vs %.6f (%.2e, tolerance %.0e); %d checks, %d failed\n",
+           failures ? "FAILED" : "PASSED", sum.worst_name.c_str(), sum.worst, GRADS_TOL,
+           sum.all_rel, o.loss, ref, loss_rel, GRADS_LOSS_TOL, checks, failures);
+    printf("RESULT grads B=%d T=%d scale=%.0f loss_gpu=%.6f loss_ref=%.6f loss_rel=%.2e "
+           "worst_rel=%.2e worst_tensor=%s all_rel=%.2e tol=%.1e step_ms=%.0f ref_s=%.1f "
+           "threads=%d\n", B, T, o.scale, o.loss, ref, loss_rel, sum.worst,
+           sum.worst_name.c_str(), sum.all_rel, GRADS_TOL, o.ms, ref_s, tr.threads);
+    gpu_model_free(tr.g);
+    return failures ? 1 : 0;
+}
+
 // ------------------------------------------------------------------ bench mode
 
 // The mean wall time of n GPU steps alone (forward + backward and the overlapped
@@ -900,7 +1162,7 @@ static int run_shakespeare(uint64_t seed, const char *path, int steps, bool smal
 
 static int usage()
 {
-    printf("usage: gpu_train [test | bench | shakespeare] [--data FILE] [--steps N] "
+    printf("usage: gpu_train [test | grads | bench | shakespeare] [--data FILE] [--steps N] "
            "[--peak-tflops X] [--seed N] [--small]\n");
     return 1;
 }
@@ -928,7 +1190,7 @@ int main(int argc, char **argv)
         else if (a == "--seed") seed = strtoull(argv[++i], nullptr, 10);
         else return usage();
     }
-    if ((mode != "test" && mode != "bench" && mode != "shakespeare") ||
+    if ((mode != "test" && mode != "grads" && mode != "bench" && mode != "shakespeare") ||
         (steps != -1 && steps < 1) || !(peak > 0.0))
         return usage();
 
@@ -941,6 +1203,7 @@ int main(int argc, char **argv)
            p.major, p.minor, (double)p.totalGlobalMem / (1 << 30), mode.c_str(),
            half_path_name());
     fflush(stdout);
+    if (mode == "grads") return run_grads(seed, small);
     if (mode == "bench") return run_bench(seed, peak, steps > 0 ? steps : small ? 2 : 10, small);
     if (mode == "shakespeare")
         return run_shakespeare(seed, data, steps > 0 ? steps : small ? 30 : 600, small);
