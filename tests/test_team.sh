@@ -62,7 +62,7 @@ if command -v taskset >/dev/null 2>&1 && [ "$(echo "$cpus" | tr -cd , | wc -c)" 
     busy=$!
     sleep 0.3
     long=(train --data "$tmp/d.h5" --n_layer 2 --n_head 2 --n_embd 64 --block_size 32
-          --batch_size 4 --steps 120 --eval_every 0 --val_dataset none --threads 2)
+          --batch_size 4 --steps 40 --eval_every 0 --val_dataset none --threads 2)
     run_ok loaded_adaptive timeout 300 taskset -c "$cpus" "$GENTRAIN" "${long[@]}" \
         --out "" --log "$tmp/loaded_adaptive.jsonl"
     run_ok loaded_fixed timeout 300 taskset -c "$cpus" "$GENTRAIN" "${long[@]}" \
