@@ -23,7 +23,8 @@
 #include <vector>
 
 #include "host_trainer.h" // defines: Layout, LayerOff
-#include "ref_model.h"    // defines: ref_normalize, ref_embed, ref_embed_backward
+#include "ref_model.h"    // defines: ref_normalize, ref_embed, ref_embed_backward,
+                          // ref_causal_weights
 
 // ------------------------------------------------------------------ products
 
@@ -202,16 +203,7 @@ static inline void ref_attn_fwd(double *y, const double *qkv, int B, int T, int 
             const int t = (int)(task % T), h = (int)(task / T % NH), b = (int)(task / T / NH);
             const double *row = qkv + (size_t)b * T * 3 * C;
             const double *q = row + (size_t)t * 3 * C + (size_t)h * hs;
-            double mx = -1e300;
-            for (int s = 0; s <= t; s++) {
-                const double *k = row + (size_t)s * 3 * C + C + (size_t)h * hs;
-                double d = 0.0;
-                for (int j = 0; j < hs; j++) d += q[j] * k[j];
-                p[s] = d * scale;
-                mx = fmax(mx, p[s]);
-            }
-            double sum = 0.0;
-            for (int s = 0; s <= t; s++) sum += (p[s] = exp(p[s] - mx));
+            const double sum = ref_causal_weights(p.data(), q, row, t, C, h * hs, hs, scale);
             double *yt = y + ((size_t)b * T + t) * C + (size_t)h * hs;
             for (int j = 0; j < hs; j++) yt[j] = 0.0;
             for (int s = 0; s <= t; s++) {
@@ -244,16 +236,8 @@ static inline void ref_attn_bwd(double *dqkv, const double *dy, const double *qk
                 for (int t = 0; t < T; t++) {
                     const double *q = row + (size_t)t * 3 * C + (size_t)h * hs;
                     const double *dyt = dy + ((size_t)b * T + t) * C + (size_t)h * hs;
-                    double mx = -1e300;
-                    for (int s = 0; s <= t; s++) {
-                        const double *k = row + (size_t)s * 3 * C + C + (size_t)h * hs;
-                        double d = 0.0;
-                        for (int j = 0; j < hs; j++) d += q[j] * k[j];
-                        p[s] = d * scale;
-                        mx = fmax(mx, p[s]);
-                    }
-                    double sum = 0.0;
-                    for (int s = 0; s <= t; s++) sum += (p[s] = exp(p[s] - mx));
+                    const double sum =
+                        ref_causal_weights(p.data(), q, row, t, C, h * hs, hs, scale);
                     // dp = dy . v; d(score) = p (dp - sum_s p dp); dv += p dy.
                     double pdp = 0.0;
                     for (int s = 0; s <= t; s++) {

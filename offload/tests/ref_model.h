@@ -126,6 +126,25 @@ static inline double ref_head(const Layout &L, const double *w, const double *x,
     return loss;
 }
 
+// One head's causal attention weights for query q (its row's head columns) against
+// the keys of rows 0..t of that head (key s at row0 + s * 3C + C + hoff): p[s] =
+// exp(scale * q.k_s - max), unnormalised; returns their sum.
+static inline double ref_causal_weights(double *p, const double *q, const double *row0,
+                                        int t, int C, int hoff, int hs, double scale)
+{
+    double mx = -1e300;
+    for (int s = 0; s <= t; s++) {
+        const double *k = row0 + (size_t)s * 3 * C + C + hoff;
+        double d = 0.0;
+        for (int j = 0; j < hs; j++) d += q[j] * k[j];
+        p[s] = d * scale;
+        mx = fmax(mx, p[s]);
+    }
+    double sum = 0.0;
+    for (int s = 0; s <= t; s++) sum += (p[s] = exp(p[s] - mx));
+    return sum;
+}
+
 // The forward of one row of T tokens on weights w: the summed cross-entropy.
 static inline double ref_row(const Layout &L, const double *w, const int32_t *in,
                              const int32_t *tg, int T)
@@ -141,16 +160,8 @@ static inline double ref_row(const Layout &L, const double *w, const int32_t *in
         for (int hh = 0; hh < NH; hh++)
             for (int t = 0; t < T; t++) {
                 const double *q = &qkv[(size_t)t * 3 * C + (size_t)hh * hs];
-                double mx = -1e300;
-                for (int s = 0; s <= t; s++) {
-                    const double *k = &qkv[(size_t)s * 3 * C + C + (size_t)hh * hs];
-                    double d = 0.0;
-                    for (int j = 0; j < hs; j++) d += q[j] * k[j];
-                    p[s] = d * scale;
-                    mx = fmax(mx, p[s]);
-                }
-                double sum = 0.0;
-                for (int s = 0; s <= t; s++) sum += (p[s] = exp(p[s] - mx));
+                const double sum = ref_causal_weights(p.data(), q, qkv.data(), t, C,
+                                                      hh * hs, hs, scale);
                 double *yt = &y[(size_t)t * C + (size_t)hh * hs];
                 for (int j = 0; j < hs; j++) yt[j] = 0.0;
                 for (int s = 0; s <= t; s++) {
