@@ -265,27 +265,35 @@ gentrain_train() {
         --precision "$prec" --out "" --log "$tmp/$run/log.jsonl" >"$tmp/$run.out" 2>&1
 }
 
+# clean_run NAME STEPS PREC IMPL KEY ROUND MUST_SAY: gentrain_train until a run that
+# other processes did not disturb (BENCH_RETRIES reruns, as bench_torch.py does for
+# PyTorch), the environment as the caller set it; the run's output must contain
+# MUST_SAY; one runs.txt line "IMPL KEY PREC ..." for the run kept. 1 on a failure.
+clean_run() {
+    local name=$1 steps=$2 prec=$3 impl=$4 key=$5 round=$6 must=$7 attempt run
+    for attempt in $(seq 0 "$BENCH_RETRIES"); do
+        run=$name-r$round-$attempt
+        if ! gentrain_train "$run" "$steps" "$prec" || ! grep -q -- "$must" "$tmp/$run.out"; then
+            tail -n 20 "$tmp/$run.out"; say "failed: gentrain train ($name)"
+            fail=1
+            return 1
+        fi
+        grep -E '^(threads|BLAS|precision):' "$tmp/$run.out"
+        tail -n 2 "$tmp/$run.out"
+        if ! disturbed "$tmp/$run.load" || [ "$attempt" -ge "$BENCH_RETRIES" ]; then
+            echo "$impl $key $prec $tmp/$run/log.jsonl $tmp/$run.load" \
+                "$tmp/$run.out $round" >>"$tmp/runs.txt"
+            return 0
+        fi
+        say "(other processes used $(cut -d' ' -f1 "$tmp/$run.load") cores meanwhile; rerunning)"
+    done
+}
+
 # gentrain_round R: trains STEPS steps in each precision; one runs.txt line per run
 gentrain_round() {
-    local round=$1 prec attempt run
+    local prec
     for prec in $PRECISIONS; do
-        # a run other processes disturbed is rerun, as bench_torch.py does for PyTorch
-        for attempt in $(seq 0 "$BENCH_RETRIES"); do
-            run=$prec-r$round-$attempt
-            if ! gentrain_train "$run" "$STEPS" "$prec"; then
-                tail -n 20 "$tmp/$run.out"; say "failed: gentrain train --precision $prec"
-                fail=1
-                break
-            fi
-            grep -E '^(threads|BLAS|precision):' "$tmp/$run.out"
-            tail -n 2 "$tmp/$run.out"
-            if ! disturbed "$tmp/$run.load" || [ "$attempt" -ge "$BENCH_RETRIES" ]; then
-                echo "gentrain gentrain $prec $tmp/$run/log.jsonl $tmp/$run.load" \
-                    "$tmp/$run.out $round" >>"$tmp/runs.txt"
-                break
-            fi
-            say "(other processes used $(cut -d' ' -f1 "$tmp/$run.load") cores meanwhile; rerunning)"
-        done
+        clean_run "$prec" "$STEPS" "$prec" gentrain gentrain "$1" '^done: ' || break
     done
 }
 
@@ -294,24 +302,8 @@ gentrain_round() {
 # software, counted and timed), from which the summary predicts the real path; one
 # runs.txt line
 amx_predict_round() {
-    local round=$1 attempt run
-    for attempt in $(seq 0 "$BENCH_RETRIES"); do
-        run=amx-emulated-r$round-$attempt
-        if ! GENTRAIN_BF16=amx-emulated gentrain_train "$run" "$BENCH_AMX_STEPS" bf16 ||
-                ! grep -q '(amx-emulated path)' "$tmp/$run.out"; then
-            tail -n 20 "$tmp/$run.out"; say "failed: gentrain train on the amx-emulated path"
-            fail=1
-            return
-        fi
-        grep -E '^(threads|precision):' "$tmp/$run.out"
-        tail -n 2 "$tmp/$run.out"
-        if ! disturbed "$tmp/$run.load" || [ "$attempt" -ge "$BENCH_RETRIES" ]; then
-            echo "amx-predicted amxpred bf16 $tmp/$run/log.jsonl $tmp/$run.load" \
-                "$tmp/$run.out $round" >>"$tmp/runs.txt"
-            return
-        fi
-        say "(other processes used $(cut -d' ' -f1 "$tmp/$run.load") cores meanwhile; rerunning)"
-    done
+    GENTRAIN_BF16=amx-emulated clean_run amx-emulated "$BENCH_AMX_STEPS" bf16 \
+        amx-predicted amxpred "$1" '(amx-emulated path)'
 }
 
 # torch_run LABEL PY PRECISION VARIANTS ROUND: bench_torch.py on the config; the best
