@@ -406,7 +406,9 @@ def load_json(path):
         return None
 
 
-def gentrain_row(prec, log_f, load_f, out_f):
+def step_records(log_f, key):
+    """The step records of a gentrain JSON Lines log that carry `key` (a true value),
+    in step order; None (said) when the log cannot be read."""
     rows = []
     try:
         with open(log_f) as f:
@@ -415,12 +417,18 @@ def gentrain_row(prec, log_f, load_f, out_f):
                     r = json.loads(line)
                 except ValueError:
                     continue
-                if "step" in r and "tokens_per_s" in r:
+                if "step" in r and r.get(key):
                     rows.append(r)
     except OSError as e:
         print("bench.sh: %s: %s" % (log_f, e))
         return None
-    rows.sort(key=lambda r: r["step"])
+    return sorted(rows, key=lambda r: r["step"])
+
+
+def gentrain_row(prec, log_f, load_f, out_f):
+    rows = step_records(log_f, "tokens_per_s")
+    if rows is None:
+        return None
     timed = rows[2:]
     if not timed:
         print("bench.sh: %s has %d step lines, need 3 or more" % (log_f, len(rows)))
@@ -465,20 +473,9 @@ def amx_predicted_row(log_f, load_f):
     the time put back the tile instructions of the thread with the most (the products
     deal every thread an equal share). The timed step (all but the first are) of median
     prediction"""
-    rows = []
-    try:
-        with open(log_f) as f:
-            for line in f:
-                try:
-                    r = json.loads(line)
-                except ValueError:
-                    continue
-                if "step" in r and "tdpbf16ps" in r and r["tdpbf16ps"]:
-                    rows.append(r)
-    except OSError as e:
-        print("bench.sh: %s: %s" % (log_f, e))
+    rows = step_records(log_f, "tdpbf16ps")
+    if rows is None:
         return None
-    rows.sort(key=lambda r: r["step"])
     timed = rows[1:]
     if not timed or amx_ghz <= 0:
         print("bench.sh: %s: no timed step with tile counts (or no clock)" % log_f)
