@@ -337,6 +337,63 @@ static int is_virtual(hid_t dset)
     return yes;
 }
 
+/* The error line for a name in the file that is not a dataset (kind: what it is,
+ * H5I_BADID for nothing), listing the datasets the file has. */
+static void report_not_dataset(const h5data *d, const char *path, H5I_type_t kind)
+{
+    char list[1024], what[160];
+    h5io_list_datasets(d->file, list, sizeof list, 12);
+    if (kind == H5I_BADID)
+        snprintf(what, sizeof what, "no dataset %s", d->name);
+    else
+        snprintf(what, sizeof what, "%s is a %s, not a dataset", d->name,
+                 kind == H5I_GROUP ? "group" : "named datatype");
+    if (list[0])
+        gt_error("%s: %s (datasets in the file: %s)", path, what, list);
+    else
+        gt_error("%s: %s (the file has no datasets)", path, what);
+}
+
+/* The dataset's shape into dims (and as text into shape): its rank, 1 or 2, with no
+ * dimension 0 and at most 2^62 tokens; -1 (reported) for any other. */
+static int read_shape(const h5data *d, const char *path, hsize_t dims[H5S_MAX_RANK],
+                      char *shape, size_t cap)
+{
+    if (H5Sget_simple_extent_type(d->fspace) == H5S_NULL) {
+        gt_error("%s:%s holds no data (null dataspace)", path, d->name);
+        return -1;
+    }
+    const int rank = H5Sget_simple_extent_dims(d->fspace, dims, NULL);
+    if (rank < 0) {
+        gt_error("%s:%s: cannot read the dataset's shape", path, d->name);
+        return -1;
+    }
+    h5io_shape_str(rank, dims, shape, cap);
+    if (rank == 0) {
+        gt_error("%s:%s is a single value (rank 0); token datasets must be 1-D [tokens] "
+                 "or 2-D [sequences, length]", path, d->name);
+        return -1;
+    }
+    if (rank != 1 && rank != 2) {
+        gt_error("%s:%s has rank %d (shape %s); token datasets must be 1-D [tokens] or "
+                 "2-D [sequences, length]", path, d->name, rank, shape);
+        return -1;
+    }
+    if (dims[0] == 0 || (rank == 2 && dims[1] == 0)) {
+        gt_error("%s:%s is empty (shape %s)", path, d->name, shape);
+        return -1;
+    }
+    /* Every count below is an int64 product of the two: a shape past 2^62 tokens is
+     * no real file (a damaged or crafted header) and would overflow them. */
+    const hsize_t most = (hsize_t)1 << 62;
+    if (dims[0] > most || (rank == 2 && (dims[1] > most || dims[0] > most / dims[1]))) {
+        gt_error("%s:%s declares shape %s, over 2^62 tokens: the file is damaged", path,
+                 d->name, shape);
+        return -1;
+    }
+    return rank;
+}
+
 static h5data *open_data(const char *path, const char *dataset, int mpi_io)
 {
     h5data *d = calloc(1, sizeof *d);
@@ -346,7 +403,7 @@ static h5data *open_data(const char *path, const char *dataset, int mpi_io)
     }
     d->file = d->dset = d->fspace = -1;
     hid_t type = -1, dapl = H5P_DEFAULT;
-    char why[160], list[1024], tn[48], shape[128];
+    char why[160], tn[48], shape[128];
     size_t nl = strlen(dataset);
     d->path = strdup(path);
     d->name = malloc(nl + 2);
@@ -368,17 +425,7 @@ static h5data *open_data(const char *path, const char *dataset, int mpi_io)
     d->last_check = gt_now();
     H5I_type_t kind = h5io_object_kind(d->file, d->name);
     if (kind != H5I_DATASET) {
-        h5io_list_datasets(d->file, list, sizeof list, 12);
-        char what[160];
-        if (kind == H5I_BADID)
-            snprintf(what, sizeof what, "no dataset %s", d->name);
-        else
-            snprintf(what, sizeof what, "%s is a %s, not a dataset", d->name,
-                     kind == H5I_GROUP ? "group" : "named datatype");
-        if (list[0])
-            gt_error("%s: %s (datasets in the file: %s)", path, what, list);
-        else
-            gt_error("%s: %s (the file has no datasets)", path, what);
+        report_not_dataset(d, path, kind);
         goto fail;
     }
     if ((d->dset = H5Dopen2(d->file, d->name, H5P_DEFAULT)) < 0 ||
@@ -408,41 +455,9 @@ static h5data *open_data(const char *path, const char *dataset, int mpi_io)
     d->memtype = native_int(d->esize, d->is_signed);
     snprintf(d->type_name, sizeof d->type_name, "%s", tn);
 
-    H5S_class_t sc = H5Sget_simple_extent_type(d->fspace);
-    if (sc == H5S_NULL) {
-        gt_error("%s:%s holds no data (null dataspace)", path, d->name);
-        goto fail;
-    }
     hsize_t dims[H5S_MAX_RANK];
-    int rank = H5Sget_simple_extent_dims(d->fspace, dims, NULL);
-    if (rank < 0) {
-        gt_error("%s:%s: cannot read the dataset's shape", path, d->name);
-        goto fail;
-    }
-    h5io_shape_str(rank, dims, shape, sizeof shape);
-    if (rank == 0) {
-        gt_error("%s:%s is a single value (rank 0); token datasets must be 1-D [tokens] "
-                 "or 2-D [sequences, length]", path, d->name);
-        goto fail;
-    }
-    if (rank != 1 && rank != 2) {
-        gt_error("%s:%s has rank %d (shape %s); token datasets must be 1-D [tokens] or "
-                 "2-D [sequences, length]", path, d->name, rank, shape);
-        goto fail;
-    }
-    if (dims[0] == 0 || (rank == 2 && dims[1] == 0)) {
-        gt_error("%s:%s is empty (shape %s)", path, d->name, shape);
-        goto fail;
-    }
-    /* Every count below is an int64 product of the two: a shape past 2^62 tokens is
-     * no real file (a damaged or crafted header) and would overflow them. */
-    const hsize_t most = (hsize_t)1 << 62;
-    if (dims[0] > most || (rank == 2 && (dims[1] > most || dims[0] > most / dims[1]))) {
-        gt_error("%s:%s declares shape %s, over 2^62 tokens: the file is damaged", path,
-                 d->name, shape);
-        goto fail;
-    }
-    if (check_storage(d, path, rank, dims, shape) != 0) goto fail;
+    const int rank = read_shape(d, path, dims, shape, sizeof shape);
+    if (rank < 0 || check_storage(d, path, rank, dims, shape) != 0) goto fail;
     d->rank = rank;
     d->rows = rank == 1 ? 1 : (int64_t)dims[0];
     d->row_len = rank == 1 ? (int64_t)dims[0] : (int64_t)dims[1];
