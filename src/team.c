@@ -200,4 +200,3 @@ int team_after_step(team *t, long long next_step)
 }
 
 int team_size(const team *t) { return t->n; }
-int team_changes(const team *t) { return t->changes; }

@@ -39,8 +39,7 @@ void team_free(team *t);
  * count (gt_set_threads). Returns the size of the team for the next step. */
 int team_after_step(team *t, long long next_step);
 
-/* The team's size now, and how many times it changed so far */
+/* The team's size now */
 int team_size(const team *t);
-int team_changes(const team *t);
 
 #endif

@@ -470,13 +470,17 @@ static int train_loop(run *r)
         memset(&s, 0, sizeof s);
         s.step = step;
         s.threads = team_size(r->team);
-        amx_emul_counts_reset(); /* only the emulated AMX path counts */
+        /* only the emulated AMX path counts: the other paths skip the slots' walk */
+        const int count_tiles = r->c->precision == PRECISION_BF16 &&
+                                gemm_bf16_path() == GEMM_BF16_AMX_EMULATED;
+        if (count_tiles) amx_emul_counts_reset();
         const double t0 = gt_now();
         if (phase_gradients(r, &s) != 0) return LOCAL_FAILURE;
         if (phase_reduce(r, &s) != 0) return -1;
         phase_update(r, &s);
         s.dt = gt_now() - t0;
-        s.tiles_n = amx_emul_counts_read(s.tiles, STEP_TILE_THREADS); /* before any eval */
+        if (count_tiles) /* before any evaluation adds its products */
+            s.tiles_n = amx_emul_counts_read(s.tiles, STEP_TILE_THREADS);
         r->t_compute += s.dt;
         /* the next step's threads: fewer while another process shares a core */
         team_after_step(r->team, step + 1);
