@@ -94,7 +94,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "../src/model.h"
+#include "../src/layout.h" /* defines: gpt_shape, GPT_MAX_*, gpt_shape_tensor_table */
 #include "../src/tensors.h"
 
 #define CKPT_FORMAT_NAME "gentrain-checkpoint"

@@ -35,7 +35,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "../src/model.h"
+#include "../src/layout.h" /* defines: gpt_shape, GPT_MAX_*, gpt_shape_tensor_table */
 #include "../src/tensors.h"
 
 /* Saves the tensors of tab from params (tab->total floats) with the shape, step and

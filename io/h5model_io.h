@@ -13,7 +13,7 @@
 
 #include <hdf5.h>
 
-#include "../src/model.h"
+#include "../src/layout.h" /* defines: gpt_shape, GPT_MAX_*, gpt_shape_tensor_table */
 #include "../src/tensors.h"
 
 /* Writes the layout into `file`: the attributes, then /model with each tensor of tab

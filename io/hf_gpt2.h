@@ -22,7 +22,7 @@
 
 #include <stdint.h>
 
-#include "../src/model.h"
+#include "../src/layout.h" /* defines: gpt_shape, GPT_MAX_*, gpt_shape_tensor_table */
 #include "../src/tensors.h"
 
 typedef struct hf_gpt2_config {

@@ -3,7 +3,7 @@
  * Everything a key needs (field, type, default, allowed range, help) is one row of
  * `keys` below; parsing, range checks, printing and --help all walk that table. */
 #include "config.h"
-#include "model.h" /* GPT_MAX_*: the largest shapes */
+#include "layout.h" /* defines: GPT_MAX_*, the largest shapes */
 
 #include <ctype.h>
 #include <errno.h>

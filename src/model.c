@@ -10,12 +10,6 @@
 #include "rng.h"
 #include "util.h"
 
-/* Tensors of one block, in layout order (index = 2 + 12*layer + k). */
-enum {
-    LN1_W, LN1_B, QKV_W, QKV_B, ATTPROJ_W, ATTPROJ_B,
-    LN2_W, LN2_B, FC_W, FC_B, FCPROJ_W, FCPROJ_B, PER_LAYER
-};
-
 /* Activations of one (B,T), all carved out of one allocation. Shapes in comments. */
 struct gpt_acts {
     float *block;           /* the allocation */
@@ -66,7 +60,7 @@ void gpt_bind(gpt_model *m, const float *params, float *grads)
 /* Table index of tensor k of local block l (the stage's l-th block). */
 static int layer_idx(const gpt_model *m, int l, int k)
 {
-    return m->i_first + PER_LAYER * l + k;
+    return m->i_first + GPT_PER_LAYER * l + k;
 }
 
 /* Sums a partial result over the tensor-parallel shards (nothing to do alone). */
@@ -83,21 +77,6 @@ static void grads_ready(const gpt_model *m, int first, int last)
     m->on_grads_ready(m->grads_ready_ctx, a->offset, b->offset + b->numel - a->offset);
 }
 
-static void add_info(gpt_model *m, int *n, size_t *off, const char *name, int64_t d0,
-                     int64_t d1, gpt_split split)
-{
-    gpt_param_info *p = &m->info[(*n)++];
-    snprintf(p->name, sizeof p->name, "%s", name);
-    p->split = split;
-    p->ndim = d1 > 0 ? 2 : 1;
-    p->shape[0] = d0;
-    p->shape[1] = d1 > 0 ? d1 : 0;
-    p->numel = (size_t)d0 * (size_t)(d1 > 0 ? d1 : 1);
-    p->offset = *off;
-    p->decay = p->ndim == 2;
-    *off += p->numel;
-}
-
 int gpt_create(gpt_model *m, gpt_shape s, const gt_backend *be, int threads)
 {
     return gpt_create_tp(m, s, be, threads, 1, 0);
@@ -109,71 +88,22 @@ int gpt_create_tp(gpt_model *m, gpt_shape s, const gt_backend *be, int threads,
     return gpt_create_stage(m, s, be, threads, tp_size, tp_rank, 0, 1);
 }
 
-/* Fills m->info (allocated here) and m->n_params from m's shape, tp and stage. */
+/* Fills m->info (allocated here), m->n_params and the table indices from m's shape,
+ * tp and stage: the layout is layout.c's. */
 static int build_info(gpt_model *m)
 {
-    const gpt_shape s = m->shape;
-    m->n_info = (m->has_embed ? 2 : 0) + PER_LAYER * m->n_layers +
-                (m->has_head ? (m->has_embed ? 2 : 3) : 0);
-    m->info = gt_calloc(sizeof(gpt_param_info) * (size_t)m->n_info, "parameter table");
-    if (!m->info) return -1;
-
-    const int64_t C = s.n_embd, Cl = C / m->tp_size; /* Cl: this shard's share of C */
-    size_t off = 0;
-    int n = 0;
-    char name[64];
-    m->i_wte = m->i_wpe = m->i_lnf = -1;
-    /* Tensor parallelism cuts the vocabulary too: wte's rows (and the head's logits). */
-    const gpt_split wte_split = m->tp_size > 1 ? GPT_SPLIT_ROWS : GPT_SPLIT_NONE;
-    if (m->has_embed) {
-        m->i_wte = n;
-        add_info(m, &n, &off, "transformer.wte.weight", s.vocab_size / m->tp_size, C,
-                 wte_split);
-        m->i_wpe = n;
-        add_info(m, &n, &off, "transformer.wpe.weight", s.block_size, C, GPT_SPLIT_NONE);
-    }
-    /* Shapes as multiples of C (rows, cols; cols 0 = a vector), the split dimension's
-     * multiple taken of Cl instead. */
-    static const struct {
-        const char *suffix;
-        int rows_mult, cols_mult;
-        gpt_split split;
-    } block[] = {
-        {"ln_1.weight", 1, 0, GPT_SPLIT_NONE},
-        {"ln_1.bias", 1, 0, GPT_SPLIT_NONE},
-        {"attn.c_attn.weight", 3, 1, GPT_SPLIT_QKV_ROWS},
-        {"attn.c_attn.bias", 3, 0, GPT_SPLIT_QKV_ROWS},
-        {"attn.c_proj.weight", 1, 1, GPT_SPLIT_COLS},
-        {"attn.c_proj.bias", 1, 0, GPT_SPLIT_NONE},
-        {"ln_2.weight", 1, 0, GPT_SPLIT_NONE},
-        {"ln_2.bias", 1, 0, GPT_SPLIT_NONE},
-        {"mlp.c_fc.weight", 4, 1, GPT_SPLIT_ROWS},
-        {"mlp.c_fc.bias", 4, 0, GPT_SPLIT_ROWS},
-        {"mlp.c_proj.weight", 1, 4, GPT_SPLIT_COLS},
-        {"mlp.c_proj.bias", 1, 0, GPT_SPLIT_NONE},
-    };
-    m->i_first = n;
-    for (int l = m->layer0; l < m->layer0 + m->n_layers; l++)
-        for (int k = 0; k < PER_LAYER; k++) {
-            const gpt_split sp = block[k].split;
-            const int rows_split = sp == GPT_SPLIT_ROWS || sp == GPT_SPLIT_QKV_ROWS;
-            snprintf(name, sizeof name, "transformer.h.%d.%s", l, block[k].suffix);
-            add_info(m, &n, &off, name, block[k].rows_mult * (rows_split ? Cl : C),
-                     block[k].cols_mult * (sp == GPT_SPLIT_COLS ? Cl : C), sp);
-        }
-    if (m->has_head) {
-        m->i_lnf = n;
-        add_info(m, &n, &off, "transformer.ln_f.weight", C, 0, GPT_SPLIT_NONE);
-        add_info(m, &n, &off, "transformer.ln_f.bias", C, 0, GPT_SPLIT_NONE);
-        /* A last stage without the embedding keeps its own copy of the tied wte for
-         * the head, last in its layout: backward finishes its gradient first. */
-        if (!m->has_embed) {
-            m->i_wte = n;
-            add_info(m, &n, &off, "transformer.wte.weight", s.vocab_size / m->tp_size, C,
-                     wte_split);
-        }
-    }
-    m->n_params = off;
+    const gpt_part part = {.tp_size = m->tp_size, .layer0 = m->layer0,
+                           .n_layers = m->n_layers, .has_embed = m->has_embed,
+                           .has_head = m->has_head};
+    gpt_layout lay;
+    if (gpt_layout_make(m->shape, part, &lay) != 0) return -1;
+    m->info = lay.info;
+    m->n_info = lay.n_info;
+    m->n_params = lay.n_params;
+    m->i_wte = lay.i_wte;
+    m->i_wpe = lay.i_wpe;
+    m->i_first = lay.i_first;
+    m->i_lnf = lay.i_lnf;
     return 0;
 }
 
@@ -187,30 +117,6 @@ static int whole_info(gpt_model *whole, gpt_shape s)
     whole->n_layers = s.n_layer;
     whole->has_embed = whole->has_head = 1;
     return build_info(whole);
-}
-
-int gpt_shape_check(gpt_shape s, char *why, size_t cap)
-{
-    if (s.vocab_size < 1 || s.block_size < 1 || s.n_layer < 1 || s.n_head < 1 ||
-        s.n_embd < 1) {
-        snprintf(why, cap, "model shape must be positive (vocab_size %d, block_size %d, "
-                 "n_layer %d, n_head %d, n_embd %d)", s.vocab_size, s.block_size, s.n_layer,
-                 s.n_head, s.n_embd);
-        return -1;
-    }
-    if (s.n_layer > GPT_MAX_LAYERS || s.n_head > GPT_MAX_HEADS || s.n_embd > GPT_MAX_EMBD ||
-        s.block_size > GPT_MAX_BLOCK || s.vocab_size > GPT_MAX_VOCAB) {
-        snprintf(why, cap, "model shape too large (vocab_size %d, block_size %d, n_layer %d, "
-                 "n_head %d, n_embd %d; at most %d, %d, %d, %d, %d)", s.vocab_size,
-                 s.block_size, s.n_layer, s.n_head, s.n_embd, GPT_MAX_VOCAB, GPT_MAX_BLOCK,
-                 GPT_MAX_LAYERS, GPT_MAX_HEADS, GPT_MAX_EMBD);
-        return -1;
-    }
-    if (s.n_embd % s.n_head != 0) {
-        snprintf(why, cap, "n_embd %d is not divisible by n_head %d", s.n_embd, s.n_head);
-        return -1;
-    }
-    return 0;
 }
 
 int gpt_create_stage(gpt_model *m, gpt_shape s, const gt_backend *be, int threads,
@@ -519,23 +425,23 @@ const float *gpt_stage_forward(gpt_model *m, const int32_t *inputs, const float 
               *fch_gelu = a->fch_gelu + l * 4 * BTCl, *fcproj = a->fcproj + l * BTC,
               *res3 = a->residual3 + l * BTC;
         /* x = x + attn(ln_1(x)) */
-        be->layernorm_forward(ln1, ln1_mean, ln1_rstd, x, param(m, layer_idx(m, l, LN1_W)),
-                              param(m, layer_idx(m, l, LN1_B)), BT, C);
-        be->matmul_forward(qkv, ln1, param(m, layer_idx(m, l, QKV_W)),
-                           param(m, layer_idx(m, l, QKV_B)), BT, C, 3 * Cl);
+        be->layernorm_forward(ln1, ln1_mean, ln1_rstd, x, param(m, layer_idx(m, l, GPT_LN1_W)),
+                              param(m, layer_idx(m, l, GPT_LN1_B)), BT, C);
+        be->matmul_forward(qkv, ln1, param(m, layer_idx(m, l, GPT_QKV_W)),
+                           param(m, layer_idx(m, l, GPT_QKV_B)), BT, C, 3 * Cl);
         be->attention_forward(atty, att, qkv, a->att_scratch, m->threads, B, T, Cl, NHl);
-        be->matmul_forward(attproj, atty, param(m, layer_idx(m, l, ATTPROJ_W)),
-                           add_bias ? param(m, layer_idx(m, l, ATTPROJ_B)) : NULL, BT, Cl, C);
+        be->matmul_forward(attproj, atty, param(m, layer_idx(m, l, GPT_ATTPROJ_W)),
+                           add_bias ? param(m, layer_idx(m, l, GPT_ATTPROJ_B)) : NULL, BT, Cl, C);
         tp_sum(m, attproj, BTC);
         be->residual_forward(res2, x, attproj, BTC);
         /* x = x + mlp(ln_2(x)) */
-        be->layernorm_forward(ln2, ln2_mean, ln2_rstd, res2, param(m, layer_idx(m, l, LN2_W)),
-                              param(m, layer_idx(m, l, LN2_B)), BT, C);
-        be->matmul_forward(fch, ln2, param(m, layer_idx(m, l, FC_W)),
-                           param(m, layer_idx(m, l, FC_B)), BT, C, 4 * Cl);
+        be->layernorm_forward(ln2, ln2_mean, ln2_rstd, res2, param(m, layer_idx(m, l, GPT_LN2_W)),
+                              param(m, layer_idx(m, l, GPT_LN2_B)), BT, C);
+        be->matmul_forward(fch, ln2, param(m, layer_idx(m, l, GPT_FC_W)),
+                           param(m, layer_idx(m, l, GPT_FC_B)), BT, C, 4 * Cl);
         be->gelu_forward(fch_gelu, fch, 4 * BTCl);
-        be->matmul_forward(fcproj, fch_gelu, param(m, layer_idx(m, l, FCPROJ_W)),
-                           add_bias ? param(m, layer_idx(m, l, FCPROJ_B)) : NULL, BT, 4 * Cl, C);
+        be->matmul_forward(fcproj, fch_gelu, param(m, layer_idx(m, l, GPT_FCPROJ_W)),
+                           add_bias ? param(m, layer_idx(m, l, GPT_FCPROJ_B)) : NULL, BT, 4 * Cl, C);
         tp_sum(m, fcproj, BTC);
         be->residual_forward(res3, res2, fcproj, BTC);
         x = res3;
@@ -673,47 +579,47 @@ const float *gpt_stage_backward(gpt_model *m, const float *dout)
          * parallelism dres is whole on every shard, so the row-parallel c_proj's bias
          * gradient is too; the column-parallel c_fc's input gradient is a partial sum. */
         memset(a->dfch_gelu, 0, 4 * BTCl * sizeof(float));
-        be->matmul_backward(a->dfch_gelu, grad(m, layer_idx(m, l, FCPROJ_W)),
-                            grad(m, layer_idx(m, l, FCPROJ_B)), a->dres, fch_gelu,
-                            param(m, layer_idx(m, l, FCPROJ_W)), BT, 4 * Cl, C);
-        grads_ready(m, layer_idx(m, l, FCPROJ_W), layer_idx(m, l, FCPROJ_B));
+        be->matmul_backward(a->dfch_gelu, grad(m, layer_idx(m, l, GPT_FCPROJ_W)),
+                            grad(m, layer_idx(m, l, GPT_FCPROJ_B)), a->dres, fch_gelu,
+                            param(m, layer_idx(m, l, GPT_FCPROJ_W)), BT, 4 * Cl, C);
+        grads_ready(m, layer_idx(m, l, GPT_FCPROJ_W), layer_idx(m, l, GPT_FCPROJ_B));
         memset(a->dfch, 0, 4 * BTCl * sizeof(float));
         be->gelu_backward(a->dfch, fch, a->dfch_gelu, 4 * BTCl);
         memset(a->dln, 0, BTC * sizeof(float));
-        be->matmul_backward(a->dln, grad(m, layer_idx(m, l, FC_W)), grad(m, layer_idx(m, l, FC_B)),
-                            a->dfch, ln2, param(m, layer_idx(m, l, FC_W)), BT, C, 4 * Cl);
+        be->matmul_backward(a->dln, grad(m, layer_idx(m, l, GPT_FC_W)), grad(m, layer_idx(m, l, GPT_FC_B)),
+                            a->dfch, ln2, param(m, layer_idx(m, l, GPT_FC_W)), BT, C, 4 * Cl);
         tp_sum(m, a->dln, BTC);
-        grads_ready(m, layer_idx(m, l, FC_W), layer_idx(m, l, FC_B));
-        be->layernorm_backward(a->dres, grad(m, layer_idx(m, l, LN2_W)),
-                               grad(m, layer_idx(m, l, LN2_B)), a->dln, res2,
-                               param(m, layer_idx(m, l, LN2_W)), ln2_mean, ln2_rstd, BT, C);
-        grads_ready(m, layer_idx(m, l, LN2_W), layer_idx(m, l, LN2_B));
+        grads_ready(m, layer_idx(m, l, GPT_FC_W), layer_idx(m, l, GPT_FC_B));
+        be->layernorm_backward(a->dres, grad(m, layer_idx(m, l, GPT_LN2_W)),
+                               grad(m, layer_idx(m, l, GPT_LN2_B)), a->dln, res2,
+                               param(m, layer_idx(m, l, GPT_LN2_W)), ln2_mean, ln2_rstd, BT, C);
+        grads_ready(m, layer_idx(m, l, GPT_LN2_W), layer_idx(m, l, GPT_LN2_B));
         /* Attention branch: res2 = x + attproj(attn(qkv(ln1(x)))). dln doubles as the
          * gradient of the attention output. */
         memset(a->dln, 0, BTCl * sizeof(float));
-        be->matmul_backward(a->dln, grad(m, layer_idx(m, l, ATTPROJ_W)),
-                            grad(m, layer_idx(m, l, ATTPROJ_B)), a->dres, atty,
-                            param(m, layer_idx(m, l, ATTPROJ_W)), BT, Cl, C);
-        grads_ready(m, layer_idx(m, l, ATTPROJ_W), layer_idx(m, l, ATTPROJ_B));
+        be->matmul_backward(a->dln, grad(m, layer_idx(m, l, GPT_ATTPROJ_W)),
+                            grad(m, layer_idx(m, l, GPT_ATTPROJ_B)), a->dres, atty,
+                            param(m, layer_idx(m, l, GPT_ATTPROJ_W)), BT, Cl, C);
+        grads_ready(m, layer_idx(m, l, GPT_ATTPROJ_W), layer_idx(m, l, GPT_ATTPROJ_B));
         memset(a->dqkv, 0, 3 * BTCl * sizeof(float));
         be->attention_backward(a->dqkv, a->dln, qkv, att, a->att_scratch, m->threads, B, T,
                                Cl, NHl);
         memset(a->dln, 0, BTC * sizeof(float));
-        be->matmul_backward(a->dln, grad(m, layer_idx(m, l, QKV_W)),
-                            grad(m, layer_idx(m, l, QKV_B)), a->dqkv, ln1,
-                            param(m, layer_idx(m, l, QKV_W)), BT, C, 3 * Cl);
+        be->matmul_backward(a->dln, grad(m, layer_idx(m, l, GPT_QKV_W)),
+                            grad(m, layer_idx(m, l, GPT_QKV_B)), a->dqkv, ln1,
+                            param(m, layer_idx(m, l, GPT_QKV_W)), BT, C, 3 * Cl);
         tp_sum(m, a->dln, BTC);
         /* The key bias adds q.b_k to every score of a query's row, and softmax ignores
          * what a row shares: its gradient is exactly zero, and what the sum above left
          * there is rounding alone, which AdamW would blow up into lr-sized steps (and
          * runs that differ only in summation order, e.g. over ranks, into different
          * models). */
-        memset(grad(m, layer_idx(m, l, QKV_B)) + Cl, 0, Cl * sizeof(float));
-        grads_ready(m, layer_idx(m, l, QKV_W), layer_idx(m, l, QKV_B));
-        be->layernorm_backward(a->dres, grad(m, layer_idx(m, l, LN1_W)),
-                               grad(m, layer_idx(m, l, LN1_B)), a->dln, x,
-                               param(m, layer_idx(m, l, LN1_W)), ln1_mean, ln1_rstd, BT, C);
-        grads_ready(m, layer_idx(m, l, LN1_W), layer_idx(m, l, LN1_B));
+        memset(grad(m, layer_idx(m, l, GPT_QKV_B)) + Cl, 0, Cl * sizeof(float));
+        grads_ready(m, layer_idx(m, l, GPT_QKV_W), layer_idx(m, l, GPT_QKV_B));
+        be->layernorm_backward(a->dres, grad(m, layer_idx(m, l, GPT_LN1_W)),
+                               grad(m, layer_idx(m, l, GPT_LN1_B)), a->dln, x,
+                               param(m, layer_idx(m, l, GPT_LN1_W)), ln1_mean, ln1_rstd, BT, C);
+        grads_ready(m, layer_idx(m, l, GPT_LN1_W), layer_idx(m, l, GPT_LN1_B));
     }
     if (!m->has_embed) return a->dres; /* d loss / d (this stage's input) */
     gpt_embed_backward(m, grad(m, m->i_wte), grad(m, m->i_wpe), a->dres, a->inputs, B, T);
@@ -735,49 +641,15 @@ double gpt_flops_per_step(const gpt_shape *s, int B, int T)
     return 3.0 * (matmul + attention);
 }
 
-/* The table of n entries of info; offsets are checked against the table's own. */
-static int table_of(const gpt_param_info *info, int n, gt_tensor_table *out)
-{
-    if (gt_tensor_table_init(out, n) != 0) return -1;
-    for (int i = 0; i < n; i++) {
-        const gpt_param_info *p = &info[i];
-        if (gt_tensor_table_add(out, p->name, p->ndim, p->shape) != 0) {
-            gt_tensor_table_free(out);
-            return -1;
-        }
-        if (out->tensors[i].offset != p->offset || out->tensors[i].numel != p->numel) {
-            gt_error("parameter table: tensor %s is not where the layout puts it", p->name);
-            gt_tensor_table_free(out);
-            return -1;
-        }
-    }
-    return 0;
-}
-
 int gpt_tensor_table(const gpt_model *m, gt_tensor_table *out)
 {
-    if (table_of(m->info, m->n_info, out) != 0) return -1;
+    if (gpt_layout_table(m->info, m->n_info, out) != 0) return -1;
     if (out->total != m->n_params) {
         gt_error("parameter table: %zu floats, the model has %zu", out->total, m->n_params);
         gt_tensor_table_free(out);
         return -1;
     }
     return 0;
-}
-
-int gpt_shape_tensor_table(gpt_shape s, gt_tensor_table *out)
-{
-    char why[256];
-    gpt_model whole;
-    memset(out, 0, sizeof *out);
-    if (gpt_shape_check(s, why, sizeof why) != 0) {
-        gt_error("%s", why);
-        return -1;
-    }
-    if (whole_info(&whole, s) != 0) return -1;
-    const int rc = table_of(whole.info, whole.n_info, out);
-    free(whole.info);
-    return rc;
 }
 
 int gpt_find_param(const gpt_model *m, const char *name)

@@ -6,59 +6,20 @@
  *
  * Memory: all parameters live in ONE flat FP32 buffer (and the gradients in a second
  * of the same layout), so zeroing, reducing, clipping, updating and saving are single
- * loops. The layout is per layer, contiguous (a pipeline stage is one slice):
- *   wte[V,C] wpe[maxT,C] | per layer: ln_1.w ln_1.b attn.c_attn.w[3C,C] .b[3C]
- *   attn.c_proj.w[C,C] .b[C] ln_2.w ln_2.b mlp.c_fc.w[4C,C] .b[4C] mlp.c_proj.w[C,4C]
- *   .b[C] | ln_f.w ln_f.b
+ * loops; the layout is layout.h's.
  * The parameter table (m->info) lists every tensor with its GPT-2 style name
  * ("transformer.h.3.attn.c_attn.weight"), shape, offset and whether weight decay
- * applies (matrices only). The file formats never see it: gpt_tensor_table gives them
- * the names, shapes and offsets as a table of named tensors (tensors.h). */
+ * applies (matrices only). The file formats never see it: they take a table of named
+ * tensors (tensors.h) from gpt_tensor_table or gpt_shape_tensor_table (layout.h). */
 #ifndef GT_MODEL_H
 #define GT_MODEL_H
-
-/* The largest shapes gentrain takes (from a config, a model file or a checkpoint):
- * past them the sizes computed from the shape could overflow, and no real model comes
- * near them (GPT-3: 96 layers, n_embd 12288, 96 heads). */
-#define GPT_MAX_LAYERS 1024
-#define GPT_MAX_HEADS 4096
-#define GPT_MAX_EMBD 65536
-#define GPT_MAX_BLOCK 131072
-#define GPT_MAX_VOCAB (1 << 27)
 
 #include <stddef.h>
 #include <stdint.h>
 
 #include "backend.h"
+#include "layout.h" /* defines: gpt_shape, gpt_param_info, GPT_MAX_* */
 #include "tensors.h"
-
-typedef struct gpt_shape {
-    int vocab_size;  /* V */
-    int block_size;  /* maxT */
-    int n_layer;     /* L */
-    int n_head;      /* NH */
-    int n_embd;      /* C */
-} gpt_shape;
-
-/* How a tensor is cut over tp tensor-parallel ranks (shapes below are the shard's). */
-typedef enum gpt_split {
-    GPT_SPLIT_NONE,     /* every rank holds it whole */
-    GPT_SPLIT_ROWS,     /* rank r holds rows [r*R, (r+1)*R) of the full [R*tp, ...] */
-    GPT_SPLIT_QKV_ROWS, /* the same within each of the q, k and v thirds (its heads) */
-    GPT_SPLIT_COLS,     /* rank r holds columns [r*K, (r+1)*K) of the full [R, K*tp] */
-} gpt_split;
-
-typedef struct gpt_param_info {
-    char name[64];      /* GPT-2 style name, e.g. "transformer.h.0.ln_1.weight" */
-    int ndim;           /* 1 or 2 */
-    gpt_split split;    /* how tensor parallelism cuts it */
-    int64_t shape[2];   /* of this rank's shard */
-    size_t offset;      /* into the flat buffer, in floats */
-    size_t whole_offset; /* of the whole tensor in the whole model's buffer (tp = 1,
-                          * one stage) */
-    size_t numel;
-    int decay;          /* 1: AdamW weight decay applies (2-D matrices) */
-} gpt_param_info;
 
 typedef struct gpt_acts gpt_acts; /* activation buffers for one (B,T), model.c */
 
@@ -118,9 +79,6 @@ typedef struct gpt_model {
     float *bound_grads;
 } gpt_model;
 
-/* Checks a shape: every size positive, within the GPT_MAX_* limits, n_embd % n_head ==
- * 0. 0, or -1 with the reason in why (nothing printed). */
-int gpt_shape_check(gpt_shape s, char *why, size_t cap);
 /* Checks the shape (gpt_shape_check) and allocates parameters (not initialised) and
  * the parameter table. Returns 0 or -1 (reported). */
 int gpt_create(gpt_model *m, gpt_shape shape, const gt_backend *be, int threads);
@@ -229,11 +187,6 @@ void gpt_bind(gpt_model *m, const float *params, float *grads);
  * (io/h5model.h, io/ckpt.h). out is made here (gt_tensor_table_free it; empty after a
  * failure). 0, or -1 (reported). */
 int gpt_tensor_table(const gpt_model *m, gt_tensor_table *out);
-/* The table of the whole model of shape s (tp 1, one stage), without making the model:
- * the tensors a file of that shape holds. Checks s (gpt_shape_check). out as above.
- * 0, or -1 (reported). */
-int gpt_shape_tensor_table(gpt_shape s, gt_tensor_table *out);
-
 /* Index of the named tensor in m->info, or -1. */
 int gpt_find_param(const gpt_model *m, const char *name);
 

@@ -41,7 +41,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "model.h"
+#include "layout.h" /* defines: gpt_shape */
 
 /* Where the grid runs and what its parts cost. */
 typedef struct plan_machine {

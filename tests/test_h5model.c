@@ -19,6 +19,7 @@
 #include "../io/h5model.h"
 #include "../io/h5util.h"
 #include "../src/backend.h"
+#include "../src/model.h"
 #include "../src/sample.h"
 #include "../src/util.h"
 #include "../io/inspect.h"
