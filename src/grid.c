@@ -121,15 +121,6 @@ void grid_tp_bcast(void *buf, size_t bytes, int root)
     }
 }
 
-double grid_tp_sum_double(double x)
-{
-    if (tp_size == 1) return x;
-    double s = 0.0;
-    par_check_mpi(MPI_Allreduce(&x, &s, 1, MPI_DOUBLE, MPI_SUM, tp_comm),
-          "MPI_Allreduce over the tensor-parallel peers");
-    return s;
-}
-
 /* Sends and receives in chunks whose counts fit an int. */
 void grid_pp_send(const float *buf, size_t n, int stage, int tag)
 {

@@ -44,7 +44,6 @@ void grid_tp_allreduce_sum(float *buf, size_t n);
 void grid_tp_allreduce_hook(void *ctx, float *buf, size_t n);
 /* The same with the maximum instead of the sum (the model's tp_allreduce_max). */
 void grid_tp_allreduce_max_hook(void *ctx, float *buf, size_t n);
-double grid_tp_sum_double(double x);
 /* Over the tp peers: buf's `bytes` bytes of tp rank `root` to every peer (nothing with
  * tp 1). */
 void grid_tp_bcast(void *buf, size_t bytes, int root);

@@ -25,6 +25,7 @@
 #include "lossscale.h"
 #include "model.h"
 #include "optim.h"
+#include "par_reducer.h" /* defines: par_reducer */
 #include "parallel.h"
 #include "windows.h"
 
