@@ -69,7 +69,8 @@ step_engine *engine_gpu_create(gpt_model *model, int B, int T, int threads, int 
     return e;
 }
 
-/* ---- a pipeline stage (pp > 1) ---- */
+/* ---- a part of the model: a pipeline stage (pp > 1) or a tensor-parallel shard
+ * (tp > 1, pp = 1 included: then the schedule runs one stage) ---- */
 
 typedef struct gpu_pipe {
     gpu_stage *stage;
