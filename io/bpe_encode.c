@@ -11,7 +11,7 @@
  * the cache starts over when full), so common words are merged once. */
 #include "bpe_internal.h"
 
-#include "../src/util.h"
+#include "util.h"
 
 #include <stdlib.h>
 #include <string.h>

@@ -3,7 +3,7 @@
  * power-of-two sizes kept at most half full. */
 #include "bpe_internal.h"
 
-#include "../src/util.h"
+#include "util.h"
 
 #include <stdlib.h>
 #include <string.h>

@@ -13,7 +13,7 @@
 #include <string.h>
 
 #include "bpe_internal.h"
-#include "../src/util.h"
+#include "util.h"
 
 typedef struct {
     int64_t count;

@@ -20,7 +20,7 @@
 
 #include <hdf5.h>
 
-#include "../src/util.h"
+#include "util.h"
 #include "h5lock.h"
 #include "h5model_io.h"
 #include "h5util.h"

@@ -94,8 +94,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "../src/layout.h" /* defines: gpt_shape, GPT_MAX_*, gpt_shape_tensor_table */
-#include "../src/tensors.h"
+#include "layout.h" /* defines: gpt_shape, GPT_MAX_*, gpt_shape_tensor_table */
+#include "tensors.h"
 
 #define CKPT_FORMAT_NAME "gentrain-checkpoint"
 #define CKPT_FORMAT_VERSION 3

@@ -6,7 +6,7 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "../src/util.h"
+#include "util.h"
 
 const char *file_errno_reason(int err)
 {

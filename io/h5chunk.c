@@ -5,7 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "../src/util.h"
+#include "util.h"
 
 #define EXPLAIN_MAX_READS 65536 /* chunks h5chunk_explain_failure tries at most */
 /* The most chunks looked up to name the one whose size is wrong when the sum of the

@@ -20,7 +20,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "../src/util.h"
+#include "util.h"
 #include "h5chunk.h"
 #include "h5lock.h"
 #include "h5util.h"

@@ -17,7 +17,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "../src/util.h"
+#include "util.h"
 #include "h5lock.h"
 #include "h5tok.h"
 #include "h5util.h"

@@ -35,8 +35,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "../src/layout.h" /* defines: gpt_shape, GPT_MAX_*, gpt_shape_tensor_table */
-#include "../src/tensors.h"
+#include "layout.h" /* defines: gpt_shape, GPT_MAX_*, gpt_shape_tensor_table */
+#include "tensors.h"
 
 /* Saves the tensors of tab from params (tab->total floats) with the shape, step and
  * config text (NULL: "") as the file's metadata. 0, or -1 (reported; an earlier file at

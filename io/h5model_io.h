@@ -13,8 +13,8 @@
 
 #include <hdf5.h>
 
-#include "../src/layout.h" /* defines: gpt_shape, GPT_MAX_*, gpt_shape_tensor_table */
-#include "../src/tensors.h"
+#include "layout.h" /* defines: gpt_shape, GPT_MAX_*, gpt_shape_tensor_table */
+#include "tensors.h"
 
 /* Writes the layout into `file`: the attributes, then /model with each tensor of tab
  * taken from params (tab->total floats). `where` names the file in the one error line

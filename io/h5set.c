@@ -16,7 +16,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "../src/util.h"
+#include "util.h"
 
 enum { M_ROWS, M_LEN, M_RANK, M_ESIZE, M_SIGNED, M_BIGEND, M_VOCAB, M_BYTES, M_HASH };
 

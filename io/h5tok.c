@@ -6,7 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "../src/util.h"
+#include "util.h"
 #include "h5lock.h"
 #include "h5util.h"
 #include "json.h"

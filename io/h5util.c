@@ -11,7 +11,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "../src/util.h" /* defines: gt_special_kind */
+#include "util.h" /* defines: gt_special_kind */
 
 /* ---- reasons ---------------------------------------------------------------------- */
 

@@ -8,7 +8,7 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "../src/util.h"
+#include "util.h"
 #include "file_commit.h"
 #include "json.h"
 #include "safetensors.h"

@@ -22,8 +22,8 @@
 
 #include <stdint.h>
 
-#include "../src/layout.h" /* defines: gpt_shape, GPT_MAX_*, gpt_shape_tensor_table */
-#include "../src/tensors.h"
+#include "layout.h" /* defines: gpt_shape, GPT_MAX_*, gpt_shape_tensor_table */
+#include "tensors.h"
 
 typedef struct hf_gpt2_config {
     int n_layer, n_head, n_embd, n_positions, vocab_size;

@@ -18,7 +18,7 @@
 #include <string.h>
 #include <sys/stat.h>
 
-#include "../src/util.h"
+#include "util.h"
 #include "h5chunk.h"
 #include "h5lock.h"
 #include "h5util.h"

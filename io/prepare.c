@@ -19,7 +19,7 @@
 #include <string.h>
 #include <sys/stat.h>
 
-#include "../src/util.h"
+#include "util.h"
 #include "h5lock.h"
 #include "h5util.h"
 #include "prepare_input.h"

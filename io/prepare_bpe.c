@@ -15,7 +15,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "../src/util.h"
+#include "util.h"
 #include "bpe.h"
 #include "bpe_train.h"
 #include "h5lock.h"

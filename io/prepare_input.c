@@ -10,7 +10,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "../src/util.h"
+#include "util.h"
 #include "h5util.h"
 
 int prep_check_writable(const char *const *inputs, int n_inputs, const char *path,

@@ -8,8 +8,8 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "../src/half.h"
-#include "../src/util.h"
+#include "half.h"
+#include "util.h"
 #include "file_commit.h"
 #include "json.h"
 

@@ -32,11 +32,11 @@
 
 #include <omp.h>
 
-#include "../src/half.h"      /* defines: half_from_float */
-#include "../src/lossscale.h" /* defines: unscale_half_grads(_sumsq) */
-#include "../src/optim.h"     /* defines: adamw_step, grad_global_norm, grad_clip_factor */
-#include "../src/rng.h"       /* defines: rng_seed, rng_normal */
-#include "../src/util.h"      /* defines: gt_malloc, gt_now */
+#include "half.h"      /* defines: half_from_float */
+#include "lossscale.h" /* defines: unscale_half_grads(_sumsq) */
+#include "optim.h"     /* defines: adamw_step, grad_global_norm, grad_clip_factor */
+#include "rng.h"       /* defines: rng_seed, rng_normal */
+#include "util.h"      /* defines: gt_malloc, gt_now */
 
 enum { V = 50304, MAXT = 1024, L = 12, C = 768, NT = 2 + 12 * L + 2 };
 enum { CONVERT_CHUNK = 1 << 16, FILL_CHUNK = 4096, MAXREPS = 101, VERIFY = 3 };

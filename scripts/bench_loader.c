@@ -16,12 +16,12 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "../io/h5lock.h"
-#include "../io/h5set.h"
-#include "../io/h5util.h"
-#include "../src/loader.h"
-#include "../src/util.h"
-#include "../src/windows.h"
+#include "h5lock.h"
+#include "h5set.h"
+#include "h5util.h"
+#include "loader.h"
+#include "util.h"
+#include "windows.h"
 
 #define GEN_BLOCK ((int64_t)1 << 20)
 

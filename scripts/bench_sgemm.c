@@ -18,7 +18,7 @@
  * the OpenMP build of OpenBLAS so the library and the OpenMP runtime share one pool. */
 #define _XOPEN_SOURCE 700 /* posix_memalign, getrusage, sysconf */
 #include <cblas.h>   /* defines: cblas_sgemm (+ openblas_* when OPENBLAS_VERSION) */
-#include "../src/gemm_bf16.h" /* defines: gemm_bf16 (--precision bf16) */
+#include "gemm_bf16.h" /* defines: gemm_bf16 (--precision bf16) */
 #include <errno.h>
 #include <omp.h>     /* defines: omp_get_max_threads, omp_set_num_threads, omp_get_wtime */
 #include <stdint.h>

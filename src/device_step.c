@@ -4,8 +4,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "../offload/gpu_model.h"
-#include "../offload/offload.h"
+#include "gpu_model.h"
+#include "offload.h"
 #include "half.h"
 #include "util.h"
 

@@ -5,11 +5,11 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "../io/bpe.h"       /* bpe_load, bpe_token_id */
-#include "../io/bpe_train.h" /* BPE_SPECIAL_TOKEN */
-#include "../io/h5model.h"
-#include "../io/h5tok.h"     /* h5tok_read_path */
-#include "../io/hf_gpt2.h"
+#include "bpe.h"       /* bpe_load, bpe_token_id */
+#include "bpe_train.h" /* BPE_SPECIAL_TOKEN */
+#include "h5model.h"
+#include "h5tok.h"     /* h5tok_read_path */
+#include "hf_gpt2.h"
 #include "backend.h"
 #include "cli_names.h" /* cli_canonical, cli_note_old */
 #include "config.h"

@@ -4,8 +4,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "../offload/gpu_model.h"
-#include "../offload/tp_comm.h"
+#include "gpu_model.h"
+#include "tp_comm.h"
 #include "grid.h"
 #include "half.h"
 #include "lossscale.h"

@@ -19,7 +19,7 @@
 
 #include <stdint.h>
 
-#include "../io/h5set.h"
+#include "h5set.h"
 #include "windows.h"
 
 typedef struct loader loader;

@@ -15,11 +15,11 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "../io/h5util.h"  /* h5io_unusable */
-#include "../io/inspect.h" /* inspect_file */
-#include "../io/bpe.h"     /* BPE_MAX_VOCAB */
-#include "../io/bpe_train.h" /* BPE_TRAIN_MIN_VOCAB */
-#include "../io/prepare.h" /* prepare_bytes, prepare_bpe */
+#include "h5util.h"  /* h5io_unusable */
+#include "inspect.h" /* inspect_file */
+#include "bpe.h"     /* BPE_MAX_VOCAB */
+#include "bpe_train.h" /* BPE_TRAIN_MIN_VOCAB */
+#include "prepare.h" /* prepare_bytes, prepare_bpe */
 #include "blas_core.h"     /* blas_core_fixup */
 #include "cli_names.h"     /* cli_canonical: one option name per thing in every verb */
 #include "config.h"        /* gt_config, config_* */

@@ -8,7 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "../io/h5set.h"
+#include "h5set.h"
 #include "cli_names.h" /* cli_canonical */
 #include "config.h"
 #include "cpu_features.h" /* defines: cpu_available_count */

@@ -10,9 +10,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "../io/bpe.h"
-#include "../io/h5model.h"
-#include "../io/h5tok.h"
+#include "bpe.h"
+#include "h5model.h"
+#include "h5tok.h"
 #include "kernels_cpu.h"
 #include "model.h"
 #include "rng.h"

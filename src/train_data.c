@@ -5,8 +5,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "../io/bpe.h"
-#include "../io/h5tok.h"
+#include "bpe.h"
+#include "h5tok.h"
 #include "grid.h"
 #include "train_run.h"
 #include "util.h"

@@ -9,8 +9,8 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "../io/h5model.h"
-#include "../io/hf_gpt2.h"
+#include "h5model.h"
+#include "hf_gpt2.h"
 #include "grid.h"
 #include "train_run.h"
 #include "util.h"

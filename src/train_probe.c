@@ -11,9 +11,9 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "../io/ckpt.h"    /* ckpt_read_meta */
-#include "../io/h5set.h"   /* h5set_create, h5set_probe */
-#include "../io/inspect.h" /* inspect_file */
+#include "ckpt.h"    /* ckpt_read_meta */
+#include "h5set.h"   /* h5set_create, h5set_probe */
+#include "inspect.h" /* inspect_file */
 #include "config.h"
 #include "parallel.h" /* par_launcher_rank */
 #include "probe.h"

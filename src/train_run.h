@@ -14,9 +14,9 @@
 #include <stdint.h>
 #include <stdio.h>
 
-#include "../io/ckpt.h"
-#include "../io/h5data.h"
-#include "../io/h5set.h"
+#include "ckpt.h"
+#include "h5data.h"
+#include "h5set.h"
 #include "amx_emul_counts.h" /* defines: amx_emul_counts */
 #include "config.h"
 #include "engine.h"

@@ -6,9 +6,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "../io/h5data.h"
-#include "../offload/offload.h"
-#include "../offload/tp_comm.h"
+#include "h5data.h"
+#include "offload.h"
+#include "tp_comm.h"
 #include "blas_core.h"
 #include "cpu_features.h"
 #include "gemm_bf16.h"

@@ -15,11 +15,11 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "../io/bpe.h"
-#include "../io/bpe_internal.h"
-#include "../io/bpe_train.h"
-#include "../io/h5data.h"
-#include "../src/util.h"
+#include "bpe.h"
+#include "bpe_internal.h"
+#include "bpe_train.h"
+#include "h5data.h"
+#include "util.h"
 
 static bpe *load(const char *path)
 {

@@ -15,10 +15,10 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "../io/h5model.h"
-#include "../src/model.h"
-#include "../src/tensors.h"
-#include "../src/util.h"
+#include "h5model.h"
+#include "model.h"
+#include "tensors.h"
+#include "util.h"
 
 /* A model file read by the whole-model table of its shape: the table and its params
  * (malloc'd). */

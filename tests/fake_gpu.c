@@ -55,10 +55,10 @@
 #include <omp.h>
 #endif
 
-#include "../src/backend.h"
-#include "../src/half.h"
-#include "../src/model.h"
-#include "../src/parallel.h"
+#include "backend.h"
+#include "half.h"
+#include "model.h"
+#include "parallel.h"
 
 #define FAKE_NAME "fake GPU (the CPU with FP16-rounded weights and gradients: a test double)"
 #define HALF_INF 0x7C00u

@@ -12,11 +12,11 @@
 #include <string.h>
 #include <sys/stat.h>
 
-#include "../io/h5model.h"
-#include "../io/hf_gpt2.h"
-#include "../src/backend.h"
-#include "../src/model.h"
-#include "../src/tensors.h"
+#include "h5model.h"
+#include "hf_gpt2.h"
+#include "backend.h"
+#include "model.h"
+#include "tensors.h"
 
 static int read_tokens(const char *path, int32_t *ids, int cap, int vocab)
 {

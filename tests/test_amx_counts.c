@@ -14,10 +14,10 @@
  *       has it). */
 #include <stdint.h>
 
-#include "../src/amx_emul_counts.h"
-#include "../src/cpu_features.h"
-#include "../src/gemm_bf16.h"
-#include "../src/util.h" /* gt_now */
+#include "amx_emul_counts.h"
+#include "cpu_features.h"
+#include "gemm_bf16.h"
+#include "util.h" /* gt_now */
 #include "testutil.h"
 
 #ifdef _OPENMP

@@ -19,9 +19,9 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include "../src/amx_emul.h"
-#include "../src/amx_emul_counts.h"
-#include "../src/cpu_features.h"
+#include "amx_emul.h"
+#include "amx_emul_counts.h"
+#include "cpu_features.h"
 #include "testutil.h"
 
 static uint16_t bf16_of(float x) /* exact for the values used here */

@@ -9,8 +9,8 @@
  *       threads beyond the CPUs add nothing to it; held to AVX2 (or generic code) it
  *       measures that unit's loop.
  * The re-execution itself is tested end to end by tests/test_blas_fixup.sh. */
-#include "../src/blas_core.h"
-#include "../src/cpu_features.h"
+#include "blas_core.h"
+#include "cpu_features.h"
 #include "testutil.h"
 
 int main(void)

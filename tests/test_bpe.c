@@ -5,8 +5,8 @@
  * Hugging Face tokenizers package is tests/test_bpe_ref.sh.) */
 #include <stdint.h>
 
-#include "../io/bpe.h"
-#include "../io/bpe_internal.h"
+#include "bpe.h"
+#include "bpe_internal.h"
 #include "testutil.h"
 
 /* A tokenizer.json text: the 256 byte tokens (id = byte), the merges given as

@@ -25,11 +25,11 @@
 
 #include <hdf5.h>
 
-#include "../io/ckpt.h"
-#include "../io/h5model.h"
-#include "../io/h5util.h"
-#include "../src/optim.h"
-#include "../src/util.h"
+#include "ckpt.h"
+#include "h5model.h"
+#include "h5util.h"
+#include "optim.h"
+#include "util.h"
 #include "testutil.h"
 
 /* a data fingerprint as h5data_fingerprint writes them */

@@ -8,7 +8,7 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "../src/config.h"
+#include "config.h"
 #include "testutil.h"
 
 static char tmpdir[512];

@@ -35,10 +35,10 @@
 #include <omp.h>
 #endif
 
-#include "../src/cpu_features.h"
-#include "../src/gemm_bf16.h"
-#include "../src/gemm_bf16_amx.h" /* GEMM_BF16_AMX_KC: the depth block of (e) */
-#include "../src/simd.h"          /* GT_SIMD_X86_AMX */
+#include "cpu_features.h"
+#include "gemm_bf16.h"
+#include "gemm_bf16_amx.h" /* GEMM_BF16_AMX_KC: the depth block of (e) */
+#include "simd.h"          /* GT_SIMD_X86_AMX */
 #include "testutil.h"
 
 static uint64_t rs = 88172645463325252ull;

@@ -16,9 +16,9 @@
 
 #include <hdf5.h>
 
-#include "../io/h5data.h"
-#include "../io/inspect.h"
-#include "../io/prepare.h"
+#include "h5data.h"
+#include "inspect.h"
+#include "prepare.h"
 #include "testutil.h"
 
 static char dir[512];

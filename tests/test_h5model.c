@@ -16,13 +16,13 @@
 
 #include <hdf5.h>
 
-#include "../io/h5model.h"
-#include "../io/h5util.h"
-#include "../src/backend.h"
-#include "../src/model.h"
-#include "../src/sample.h"
-#include "../src/util.h"
-#include "../io/inspect.h"
+#include "h5model.h"
+#include "h5util.h"
+#include "backend.h"
+#include "model.h"
+#include "sample.h"
+#include "util.h"
+#include "inspect.h"
 #include "testutil.h"
 
 static char dir[512];

@@ -10,7 +10,7 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "../src/half.h"
+#include "half.h"
 #include "testutil.h"
 
 static float from_bits(uint32_t u)

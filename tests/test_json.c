@@ -3,7 +3,7 @@
  * problem. */
 #include <stdint.h>
 
-#include "../io/json.h"
+#include "json.h"
 #include "testutil.h"
 
 /* Parses text; on failure err holds the message. */

@@ -18,9 +18,9 @@
 #include <omp.h>
 #endif
 
-#include "../src/backend.h"
-#include "../src/attention_cpu.h"
-#include "../src/kernels_cpu.h"
+#include "backend.h"
+#include "attention_cpu.h"
+#include "kernels_cpu.h"
 #include "testutil.h"
 
 /* ------------------------------------------------------------------------------------ */

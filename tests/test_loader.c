@@ -15,10 +15,10 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "../io/h5set.h"
-#include "../src/loader.h"
-#include "../src/util.h"
-#include "../src/windows.h"
+#include "h5set.h"
+#include "loader.h"
+#include "util.h"
+#include "windows.h"
 #include "testutil.h"
 
 #define V 50    /* vocabulary size */

@@ -9,8 +9,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "../src/half.h"
-#include "../src/lossscale.h"
+#include "half.h"
+#include "lossscale.h"
 #include "testutil.h"
 
 static void test_unscale(int simd)

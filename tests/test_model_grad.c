@@ -7,9 +7,9 @@
 #include <math.h>
 #include <string.h>
 
-#include "../src/kernels_cpu.h"
-#include "../src/model.h"
-#include "../src/rng.h"
+#include "kernels_cpu.h"
+#include "model.h"
+#include "rng.h"
 #include "testutil.h"
 
 enum { B = 2, T = 5 };

@@ -12,10 +12,10 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "../src/kernels_cpu.h"
-#include "../src/model.h"
-#include "../src/rng.h"
-#include "../src/util.h"
+#include "kernels_cpu.h"
+#include "model.h"
+#include "rng.h"
+#include "util.h"
 #include "testutil.h"
 #include "whole_model.h"
 

@@ -5,8 +5,8 @@
 #include <math.h>
 #include <string.h>
 
-#include "../src/optim.h"
-#include "../src/rng.h"
+#include "optim.h"
+#include "rng.h"
 #include "testutil.h"
 
 static void test_schedule(void)

@@ -4,11 +4,11 @@
 #include <math.h>
 #include <string.h>
 
-#include "../src/kernels_cpu.h"
-#include "../src/model.h"
-#include "../src/optim.h"
-#include "../src/rng.h"
-#include "../src/util.h"
+#include "kernels_cpu.h"
+#include "model.h"
+#include "optim.h"
+#include "rng.h"
+#include "util.h"
 #include "testutil.h"
 
 enum { B = 4, T = 16, STEPS = 150 };

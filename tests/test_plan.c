@@ -14,9 +14,9 @@
 #include <math.h>
 #include <string.h>
 
-#include "../src/kernels_cpu.h"
-#include "../src/model.h"
-#include "../src/plan.h"
+#include "kernels_cpu.h"
+#include "model.h"
+#include "plan.h"
 #include "testutil.h"
 
 static double c_block(void *ctx, int threads, int tp, int Bm)

@@ -11,7 +11,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include "../src/signals.h"
+#include "signals.h"
 #include "testutil.h"
 
 /* Child exit codes: 0 all fine; 10+n check n failed; 99 survived a fatal signal. */

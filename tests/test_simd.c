@@ -17,8 +17,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "../src/half.h"
-#include "../src/simd.h"
+#include "half.h"
+#include "simd.h"
 #include "testutil.h"
 
 static uint64_t rs = 0x2545F4914F6CDD1Dull;

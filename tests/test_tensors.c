@@ -9,8 +9,8 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "../src/model.h"
-#include "../src/tensors.h"
+#include "model.h"
+#include "tensors.h"
 #include "testutil.h"
 
 static void basics(void)

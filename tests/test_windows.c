@@ -6,8 +6,8 @@
 #include <string.h>
 #include <time.h>
 
-#include "../src/rng.h"
-#include "../src/windows.h"
+#include "rng.h"
+#include "windows.h"
 #include "testutil.h"
 
 static const uint64_t seeds[] = {0, 1, 2, 1234567, 0xFFFFFFFFFFFFFFFFull};

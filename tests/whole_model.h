@@ -9,9 +9,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "../src/kernels_cpu.h"
-#include "../src/model.h"
-#include "../src/rng.h"
+#include "kernels_cpu.h"
+#include "model.h"
+#include "rng.h"
 #include "testutil.h"
 
 /* The largest |x[i]|: what gradient differences are measured against. */

@@ -4,10 +4,10 @@
  * moments, the metadata and the checksum are checked before anything is taken. */
 #include <stdlib.h>
 
-#include "../../io/ckpt.h"
-#include "../../src/backend.h"
-#include "../../src/model.h"
-#include "../../src/optim.h"
+#include "ckpt.h"
+#include "backend.h"
+#include "model.h"
+#include "optim.h"
 #include "fuzz_common.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)

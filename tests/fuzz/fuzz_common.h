@@ -16,7 +16,7 @@
 
 #include <hdf5.h>
 
-#include "../../io/h5util.h"
+#include "h5util.h"
 
 /* Once per process: HDF5 quiet. */
 static void fuzz_setup(void)

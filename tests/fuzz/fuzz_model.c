@@ -4,9 +4,9 @@
  * parameters, with their checksum and finiteness checks. */
 #include <stdlib.h>
 
-#include "../../io/h5model.h"
-#include "../../src/backend.h"
-#include "../../src/model.h"
+#include "h5model.h"
+#include "backend.h"
+#include "model.h"
 #include "fuzz_common.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)

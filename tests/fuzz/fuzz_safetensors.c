@@ -8,9 +8,9 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "../../io/hf_gpt2.h"
-#include "../../src/backend.h"
-#include "../../src/model.h"
+#include "hf_gpt2.h"
+#include "backend.h"
+#include "model.h"
 #include "fuzz_common.h"
 
 static char dir[64], weights[128];

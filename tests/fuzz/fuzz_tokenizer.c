@@ -5,8 +5,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "../../io/bpe.h"
-#include "../../io/bpe_internal.h"
+#include "bpe.h"
+#include "bpe_internal.h"
 #include "fuzz_common.h"
 
 static void encode_check(const bpe *t, bpe_encoder *e, const char *text, size_t len)

@@ -1,7 +1,7 @@
 /* fuzz_tokens — the token-dataset reader (io/h5data.c) on an arbitrary HDF5 file image:
  * open /train/tokens, read its vocab_size, check every token's range and read windows
  * at the start, the middle and the end, as training does. */
-#include "../../io/h5data.h"
+#include "h5data.h"
 #include "fuzz_common.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)

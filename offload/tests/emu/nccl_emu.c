@@ -24,7 +24,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "../../../src/half.h"
+#include "half.h"
 
 /* cuda_emu.cpp */
 int cuda_emu_is_device(const void *p, size_t n);
