@@ -2,7 +2,7 @@
 # make install into a scratch DESTDIR, then make installcheck there (a few training
 # steps with the installed files only); the man pages against the program: a page for
 # every verb of `gentrain --help`, every option of a verb's --help in its page, and
-# gentrain.cfg(5) listing exactly the keys of the config table (src/config.c); the job
+# gentrain.cfg(5) listing exactly the keys of the config table (src/config/config.c); the job
 # scripts carry the installed program's path; make uninstall leaves no file behind.
 set -u
 : "${GENTRAIN:?}" "${top_srcdir:?}" "${top_builddir:?}" "${VERSION:?}"
@@ -34,7 +34,7 @@ for v in $verbs; do
 done
 
 # gentrain.cfg(5): exactly the keys of the table in src/config.c.
-table=$(sed -n '/^static const key_def keys\[\] = {/,/^};/p' "$top_srcdir/src/config.c" |
+table=$(sed -n '/^static const key_def keys\[\] = {/,/^};/p' "$top_srcdir/src/config/config.c" |
     grep -o 'KEY_[A-Z0-9]*([a-z_0-9]*' | sed 's/.*(//' | sort)
 inpage=$(sed -n '/^\.SH KEYS/,/^\.SH /p' "$man5/gentrain.cfg.5" |
     sed -n 's/^\.BR \([^ ]*\) .*/\1/p' | sed 's/\\//g' | sort)
