@@ -258,6 +258,12 @@ static void compat_checks(const char *path, run_state *b)
          "it is at step 1234, after steps = 1000: nothing left to train"},
         {"threads = 0", "threads = 0\nfancy_new_key = 2",
          NULL}, /* unknown key only in the new config: allowed */
+        /* precision and grad_comm change the numbers of every step (once refused as
+         * keys the check did not know) */
+        {"seed = 1337", "seed = 1337\nprecision = bf16",
+         "precision = (unset) in the checkpoint, bf16 now (it changes the training math"},
+        {"seed = 1337", "seed = 1337\ngrad_comm = fp16",
+         "grad_comm = (unset) in the checkpoint, fp16 now (it changes the training math"},
     };
     for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
         snprintf(other, sizeof other, "%s", cfg);
@@ -300,6 +306,19 @@ static void compat_checks(const char *path, run_state *b)
                  strstr(changes, "batch_size 12 -> 06") &&
                  strstr(changes, "global_batch_size = 12 (not in the checkpoint)"),
              "other replicas and batch split: allowed and listed");
+    /* The precision of the checkpoint's run, changed: refused, and for its math. */
+    char *cp = malloc(strlen(ck) + 32);
+    sprintf(cp, "%sprecision = fp32\n", ck);
+    free(meta.config_text);
+    meta.config_text = ck = cp;
+    snprintf(other, sizeof other, "%s", ck);
+    memcpy(strstr(other, "precision = fp32"), "precision = bf16", 16);
+    tu_capture_begin();
+    rc = ckpt_check_compatible(&meta, other, 1, changes, sizeof changes);
+    msg = tu_capture_end();
+    TU_CHECK(rc != 0 && strstr(msg, "precision = fp32 in the checkpoint, bf16 now (it changes "
+                                    "the training math") && tu_count_lines(msg) == 1,
+             "precision changed: refused because it changes the math");
     /* sync, staleness, async_predict change what the steps apply: refused. */
     snprintf(other, sizeof other, "%ssync = async\n", ck);
     tu_capture_begin();

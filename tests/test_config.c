@@ -445,6 +445,60 @@ static void test_round_trip(void)
     free(text);
 }
 
+/* Every key of the table (as config_to_text lists them) declares what changing it on
+ * resume does; the policies io/ckpt.c enforces, key by key, for the keys whose reason
+ * was once missing (precision, grad_comm) and a few of each kind. */
+typedef struct policy_count {
+    int keys, with_policy;
+} policy_count;
+
+static int count_policy(void *ctx, const char *key, const char *value)
+{
+    policy_count *n = ctx;
+    (void)value;
+    const int p = config_resume_policy(key);
+    n->keys++;
+    if (p == CONFIG_RESUME_MATH || p == CONFIG_RESUME_HARMLESS || p == CONFIG_RESUME_GRID)
+        n->with_policy++;
+    else
+        printf("     key %s: no resume policy (%d)\n", key, p);
+    return 0;
+}
+
+static void test_resume_policy(void)
+{
+    gt_config c;
+    config_defaults(&c);
+    char *text = config_to_text(&c);
+    policy_count n = {0, 0};
+    TU_CHECK(text && config_text_each(text, count_policy, &n) == 0 && n.keys > 40 &&
+                 n.with_policy == n.keys,
+             "every key (%d) has a resume policy (%d)", n.keys, n.with_policy);
+    free(text);
+    static const struct {
+        const char *key;
+        int policy;
+    } want[] = {
+        {"precision", CONFIG_RESUME_MATH},    {"grad_comm", CONFIG_RESUME_MATH},
+        {"lr", CONFIG_RESUME_MATH},           {"sync", CONFIG_RESUME_MATH},
+        {"steps", CONFIG_RESUME_HARMLESS},    {"threads", CONFIG_RESUME_HARMLESS},
+        {"offload", CONFIG_RESUME_HARMLESS},  {"tp", CONFIG_RESUME_GRID},
+        {"pp", CONFIG_RESUME_GRID},           {"micro_batches", CONFIG_RESUME_GRID},
+        {"batch_size", CONFIG_RESUME_GRID},   {"global_batch_size", CONFIG_RESUME_GRID},
+        {"fancy_new_key", -1},
+    };
+    for (size_t i = 0; i < sizeof want / sizeof want[0]; i++)
+        TU_CHECK(config_resume_policy(want[i].key) == want[i].policy, "%s: resume policy %d",
+                 want[i].key, want[i].policy);
+    char v[64];
+    TU_CHECK(config_text_value("a = 1\n# a = 3\nb=2 # two\na = 4\n", "a", v, sizeof v) == 1 &&
+                 strcmp(v, "4") == 0 &&
+                 config_text_value("b=2 # two\n", "b", v, sizeof v) == 1 &&
+                 strcmp(v, "2") == 0 && config_text_value("no line\n", "c", v, sizeof v) == 0,
+             "config_text_value: the last line wins, comments dropped, lines without '=' "
+             "skipped");
+}
+
 int main(void)
 {
     tu_make_tmpdir(tmpdir, sizeof tmpdir, "test_config");
@@ -454,6 +508,7 @@ int main(void)
     test_ranges();
     test_cross_checks();
     test_round_trip();
+    test_resume_policy();
 
     const char *names[] = {"good.cfg", "noeq.cfg", "bad.cfg", "unknown.cfg", "args.cfg"};
     for (size_t i = 0; i < sizeof names / sizeof names[0]; i++) {

@@ -21,6 +21,7 @@
 #include <hdf5.h>
 
 #include "util.h"
+#include "config.h" /* defines: config_resume_policy, config_text_each, config_text_value */
 #include "h5lock.h"
 #include "h5model_io.h"
 #include "h5util.h"
@@ -900,75 +901,17 @@ int ckpt_find_latest(const char *dir, char *out, size_t cap)
 
 /* ---- compatibility ---------------------------------------------------------------- */
 
-typedef struct kv {
-    char key[64];
-    const char *val; /* into the copy of the text */
-} kv;
-
-/* Splits a config text (a copy, modified) into up to cap key/value pairs. */
-static int parse_config(char *text, kv *out, int cap)
-{
-    int n = 0;
-    for (char *line = text; line && *line;) {
-        char *nl = strchr(line, '\n');
-        if (nl) *nl = '\0';
-        char *hash = strchr(line, '#');
-        if (hash) *hash = '\0';
-        char *eq = strchr(line, '=');
-        if (eq && n < cap) {
-            char *k = line, *ke = eq, *vs = eq + 1;
-            while (*k == ' ' || *k == '\t') k++;
-            while (ke > k && (ke[-1] == ' ' || ke[-1] == '\t')) ke--;
-            while (*vs == ' ' || *vs == '\t') vs++;
-            char *ve = vs + strlen(vs);
-            while (ve > vs && (ve[-1] == ' ' || ve[-1] == '\t' || ve[-1] == '\r')) *--ve = '\0';
-            size_t kl = (size_t)(ke - k);
-            if (kl > 0 && kl < sizeof out[n].key) {
-                memcpy(out[n].key, k, kl);
-                out[n].key[kl] = '\0';
-                out[n].val = vs;
-                n++;
-            }
-        }
-        line = nl ? nl + 1 : NULL;
-    }
-    return n;
-}
-
-static const char *lookup(const kv *v, int n, const char *key)
-{
-    for (int i = 0; i < n; i++)
-        if (strcmp(v[i].key, key) == 0) return v[i].val;
-    return NULL;
-}
-
-/* The integer value of `key` in a config text: 0, or -1 when it is absent or not an
- * integer. */
+/* The integer value of `key` in a config text (config.h's reading of it): 0, or -1
+ * when it is absent or not an integer. */
 static int config_int(const char *text, const char *key, int64_t *out)
 {
-    enum { MAXK = 256 };
-    char *copy = strdup(text ? text : "");
-    kv *v = malloc(MAXK * sizeof *v);
-    int rc = -1;
-    if (copy && v) {
-        const char *val = lookup(v, parse_config(copy, v, MAXK), key);
-        char *end = NULL;
-        errno = 0;
-        long long x = val ? strtoll(val, &end, 10) : 0;
-        if (val && end != val && *end == '\0' && errno == 0) {
-            *out = x;
-            rc = 0;
-        }
-    }
-    free(copy);
-    free(v);
-    return rc;
-}
-
-static int in_list(const char *const *list, const char *key)
-{
-    for (; *list; list++)
-        if (strcmp(*list, key) == 0) return 1;
+    char val[64];
+    if (config_text_value(text ? text : "", key, val, sizeof val) != 1) return -1;
+    char *end = NULL;
+    errno = 0;
+    long long x = strtoll(val, &end, 10);
+    if (end == val || *end != '\0' || errno != 0) return -1;
+    *out = x;
     return 0;
 }
 
@@ -979,80 +922,86 @@ static void add_change(char *buf, size_t cap, const char *text)
     if (used + 1 < cap) snprintf(buf + used, cap - used, "%s%s", used ? ", " : "", text);
 }
 
+/* One comparison of a checkpoint's config text (then) with the run's (now). */
+typedef struct compat {
+    const ckpt_meta *meta;
+    const char *then, *now;
+    char *old_val, *now_val;  /* each as long as the longer text: no value is cut */
+    size_t val_cap;
+    int pass;                 /* 0: the keys of then; 1: those of now alone */
+    char *changes;
+    size_t cap;
+} compat;
+
+/* config_text_each's callback: one key, refused (-1, reported) or listed (0). */
+static int compare_key(void *ctx, const char *key, const char *value)
+{
+    compat *c = ctx;
+    (void)value; /* the last line of each text counts, as when it is loaded */
+    const int has_old = config_text_value(c->then, key, c->old_val, c->val_cap);
+    const int has_now = config_text_value(c->now, key, c->now_val, c->val_cap);
+    if (has_old < 0 || has_now < 0) return -1;
+    if (c->pass == 1 && has_old) return 0; /* seen in pass 0 */
+    const char *old = has_old ? c->old_val : NULL, *now = has_now ? c->now_val : NULL;
+    if (old && now && strcmp(old, now) == 0) return 0;
+    if (strcmp(key, "steps") == 0 && now) {
+        char *end = NULL;
+        long long s = strtoll(now, &end, 10);
+        if (end != now && *end == '\0' && s < c->meta->step) {
+            gt_error("cannot resume from %s: it is at step %" PRId64
+                     ", after steps = %lld: nothing left to train (raise steps)",
+                     c->meta->path, c->meta->step, s);
+            return -1;
+        }
+    }
+    /* The key table says what a change does; a key it does not know (an older or a
+     * newer gentrain's) may come or go, not change. */
+    const int policy = config_resume_policy(key);
+    if (policy == CONFIG_RESUME_MATH || (policy < 0 && old && now)) {
+        gt_error("cannot resume from %s: %s = %.200s in the checkpoint, %.200s now "
+                 "(%s; start a new run or set it back)",
+                 c->meta->path, key, old ? old : "(unset)", now ? now : "(unset)",
+                 policy < 0 ? "a key this check does not know"
+                            : config_resume_reason(CONFIG_RESUME_MATH));
+        return -1;
+    }
+    char item[600];
+    if (old && now)
+        snprintf(item, sizeof item, "%s %.200s -> %.200s", key, old, now);
+    else if (now)
+        snprintf(item, sizeof item, "%s = %.200s (not in the checkpoint)", key, now);
+    else
+        snprintf(item, sizeof item, "%s = %.200s (no longer set)", key, old);
+    add_change(c->changes, c->cap, item);
+    return 0;
+}
+
 int ckpt_check_compatible(const ckpt_meta *meta, const char *config_text, int world_size,
                           char *changes, size_t cap)
 {
-    /* Keys that change the arithmetic of the steps still to come. */
-    static const char *const math[] = {
-        "n_layer", "n_head", "n_embd", "block_size", "vocab_size", "lr", "min_lr",
-        "warmup_steps", "beta1", "beta2", "weight_decay", "grad_clip", "seed", "data",
-        "train_dataset", "sampling", "sync", "staleness", "async_predict", NULL};
-    /* Keys that do not (steps is checked on its own below); the grid and the batch
-     * split are the caller's to settle (it keeps the checkpoint's global batch). */
-    static const char *const harmless[] = {
-        "steps", "eval_every", "eval_batches", "val_dataset", "log", "log_every", "out",
-        "threads", "thread_team", "peak_gflops", "ckpt_every", "ckpt_minutes", "keep_ckpts",
-        "resume", "bucket_mb", "data_io", "data_max_open", "tp", "pp", "micro_batches",
-        "offload", "init_from", "batch_size", "global_batch_size", NULL};
-    enum { MAXK = 256 };
     if (changes && cap) changes[0] = '\0';
     if (meta->world_size != world_size) {
         char item[96];
         snprintf(item, sizeof item, "replicas %d -> %d", meta->world_size, world_size);
         add_change(changes, cap, item);
     }
-    char *a = strdup(meta->config_text ? meta->config_text : "");
-    char *b = strdup(config_text ? config_text : "");
-    kv *ka = malloc(MAXK * sizeof *ka), *kb = malloc(MAXK * sizeof *kb);
+    compat c = {.meta = meta, .then = meta->config_text ? meta->config_text : "",
+                .now = config_text ? config_text : "", .changes = changes, .cap = cap};
+    const size_t la = strlen(c.then), lb = strlen(c.now);
+    c.val_cap = (la > lb ? la : lb) + 1;
+    c.old_val = malloc(c.val_cap);
+    c.now_val = malloc(c.val_cap);
     int rc = -1;
-    if (!a || !b || !ka || !kb) {
+    if (!c.old_val || !c.now_val) {
         gt_error("out of memory comparing configs");
         goto done;
     }
-    int na = parse_config(a, ka, MAXK), nb = parse_config(b, kb, MAXK);
     /* Every key of either text, the checkpoint's first. */
-    for (int pass = 0; pass < 2; pass++) {
-        const kv *list = pass ? kb : ka;
-        int nl = pass ? nb : na;
-        for (int i = 0; i < nl; i++) {
-            const char *key = list[i].key;
-            if (pass == 1 && lookup(ka, na, key)) continue; /* seen in pass 0 */
-            const char *old = lookup(ka, na, key), *now = lookup(kb, nb, key);
-            if (old && now && strcmp(old, now) == 0) continue;
-            char item[600];
-            if (strcmp(key, "steps") == 0 && now) {
-                char *end = NULL;
-                long long s = strtoll(now, &end, 10);
-                if (end != now && *end == '\0' && s < meta->step) {
-                    gt_error("cannot resume from %s: it is at step %" PRId64
-                             ", after steps = %lld: nothing left to train (raise steps)",
-                             meta->path, meta->step, s);
-                    goto done;
-                }
-            }
-            int known_harmless = in_list(harmless, key);
-            if (in_list(math, key) || (!known_harmless && old && now)) {
-                gt_error("cannot resume from %s: %s = %.200s in the checkpoint, %.200s now "
-                         "(%s; start a new run or set it back)",
-                         meta->path, key, old ? old : "(unset)", now ? now : "(unset)",
-                         in_list(math, key) ? "it changes the training math"
-                                            : "a key this check does not know");
-                goto done;
-            }
-            if (old && now)
-                snprintf(item, sizeof item, "%s %.200s -> %.200s", key, old, now);
-            else if (now)
-                snprintf(item, sizeof item, "%s = %.200s (not in the checkpoint)", key, now);
-            else
-                snprintf(item, sizeof item, "%s = %.200s (no longer set)", key, old);
-            add_change(changes, cap, item);
-        }
-    }
+    for (c.pass = 0; c.pass < 2; c.pass++)
+        if (config_text_each(c.pass ? c.now : c.then, compare_key, &c) != 0) goto done;
     rc = 0;
 done:
-    free(a);
-    free(b);
-    free(ka);
-    free(kb);
+    free(c.old_val);
+    free(c.now_val);
     return rc;
 }

@@ -202,17 +202,14 @@ int ckpt_load(const char *path, ckpt_state *st, ckpt_meta *meta);
 int ckpt_read_meta(const char *path, ckpt_meta *meta);
 
 /* May a run with config text `config_text` (config_to_text) and `world_size` replicas
- * resume from meta? Compares the two configs key by key:
- *  - refused (-1, one error line naming the key and both values): the model shape,
- *    the lr schedule and AdamW keys (lr, min_lr, warmup_steps, beta1, beta2,
- *    weight_decay, grad_clip), seed, data, train_dataset, sampling, sync, staleness,
- *    async_predict, any key unknown here whose value changed, or steps <= the
+ * resume from meta? Compares the two configs key by key, each key by the resume policy
+ * the config table gives it (config_resume_policy, config.h):
+ *  - refused (-1, one error line naming the key, both values and why): a key that
+ *    changes the math, a key unknown here whose value changed, or steps <= the
  *    checkpoint's step (nothing left to train);
- *  - allowed and listed in `changes` ("key old -> new, ..."; "" when none): steps
- *    (later steps follow the new schedule end), eval_every, eval_batches, val_dataset,
- *    log, out, threads (last bits may differ), peak_gflops, the checkpoint keys
- *    (ckpt_every, ckpt_minutes, keep_ckpts, resume), the grid (tp, pp, micro_batches,
- *    and the number of replicas: "replicas 2 -> 4"), batch_size and global_batch_size;
+ *  - allowed and listed in `changes` ("key old -> new, ..."; "" when none): harmless
+ *    keys (steps: later steps follow the new schedule end; threads: last bits may
+ *    differ), the grid and batch keys and the number of replicas ("replicas 2 -> 4"),
  *    keys the checkpoint's gentrain did not know. The grid and the batch keys are the
  *    caller's to settle: a resumed run keeps meta->global_batch sequences a step
  *    (ckpt.h's data cursor) unless global_batch_size is set to another number.

@@ -41,6 +41,7 @@ typedef struct key_def {
     size_t off;       /* offsetof(gt_config, field) */
     size_t cap;       /* strings: size of the char array */
     int group;
+    config_resume resume; /* what changing it on resume does (config.h) */
     const char *def;  /* default, as text: parsed by the same code as user values */
     int64_t imin, imax;
     double dmin, dmax;
@@ -50,98 +51,102 @@ typedef struct key_def {
 } key_def;
 
 #define FSIZE(f) sizeof(((gt_config *)0)->f)
-#define KEY_INT(f, g, d, lo, hi, fl, h) \
-    {#f, T_INT, offsetof(gt_config, f), FSIZE(f), g, d, lo, hi, 0, 0, fl, h, NULL}
-#define KEY_I64(f, g, d, lo, fl, h) \
-    {#f, T_I64, offsetof(gt_config, f), FSIZE(f), g, d, lo, INT64_MAX, 0, 0, fl, h, NULL}
-#define KEY_U64(f, g, d, h) \
-    {#f, T_U64, offsetof(gt_config, f), FSIZE(f), g, d, 0, 0, 0, 0, 0, h, NULL}
-#define KEY_DBL(f, g, d, lo, hi, fl, h) \
-    {#f, T_DBL, offsetof(gt_config, f), FSIZE(f), g, d, 0, 0, lo, hi, fl, h, NULL}
-#define KEY_STR(f, g, d, h) \
-    {#f, T_STR, offsetof(gt_config, f), FSIZE(f), g, d, 0, 0, 0, 0, 0, h, NULL}
-#define KEY_CHOICE(f, g, d, ch, h) \
-    {#f, T_ENUM, offsetof(gt_config, f), FSIZE(f), g, d, 0, 0, 0, 0, 0, h, ch}
+/* r: the key's resume policy, MATH, HARMLESS or GRID (config_resume, config.h). */
+#define KEY_(f, t, g, r, d, h) \
+    .name = #f, .type = t, .off = offsetof(gt_config, f), .cap = FSIZE(f), .group = g, \
+    .resume = CONFIG_RESUME_##r, .def = d, .help = h
+#define KEY_INT(f, g, r, d, lo, hi, fl, h) \
+    {KEY_(f, T_INT, g, r, d, h), .imin = lo, .imax = hi, .flags = fl}
+#define KEY_I64(f, g, r, d, lo, fl, h) \
+    {KEY_(f, T_I64, g, r, d, h), .imin = lo, .imax = INT64_MAX, .flags = fl}
+#define KEY_U64(f, g, r, d, h) {KEY_(f, T_U64, g, r, d, h)}
+#define KEY_DBL(f, g, r, d, lo, hi, fl, h) \
+    {KEY_(f, T_DBL, g, r, d, h), .dmin = lo, .dmax = hi, .flags = fl}
+#define KEY_STR(f, g, r, d, h) {KEY_(f, T_STR, g, r, d, h)}
+#define KEY_CHOICE(f, g, r, d, ch, h) {KEY_(f, T_ENUM, g, r, d, h), .choices = ch}
 
 static const key_def keys[] = {
-    KEY_STR(data, G_DATA, "",
+    KEY_STR(data, G_DATA, MATH, "",
             "HDF5 token file (required; 'gentrain prepare' makes one from text), or "
             "several as one dataset: a folder (its *.h5), a glob (shard_*.h5) or a "
             "comma-separated list"),
-    KEY_INT(data_max_open, G_DATA, "16", 1, 65536, R_MAX,
+    KEY_INT(data_max_open, G_DATA, HARMLESS, "16", 1, 65536, R_MAX,
             "data files each rank keeps open at once per dataset (the least recently "
             "used is closed)"),
-    KEY_STR(train_dataset, G_DATA, "/train/tokens",
+    KEY_STR(train_dataset, G_DATA, MATH, "/train/tokens",
             "dataset inside the file holding the training tokens"),
-    KEY_STR(val_dataset, G_DATA, "/val/tokens",
+    KEY_STR(val_dataset, G_DATA, HARMLESS, "/val/tokens",
             "validation dataset; 'none' (or empty) = no evaluation"),
-    KEY_CHOICE(data_io, G_DATA, "auto", "auto|mpi-io|posix",
+    KEY_CHOICE(data_io, G_DATA, HARMLESS, "auto", "auto|mpi-io|posix",
                "how ranks read the data: mpi-io = parallel HDF5's MPI-IO driver "
                "(independent reads), posix = HDF5's default driver; auto = mpi-io when "
                "HDF5 is parallel and the run is under mpirun/srun"),
-    KEY_CHOICE(sampling, G_DATA, "epoch", "epoch|random",
+    KEY_CHOICE(sampling, G_DATA, MATH, "epoch", "epoch|random",
                "training windows: epoch = every window once per epoch in a shuffled "
                "order at a fresh offset; random = uniform start positions drawn with "
                "replacement (the recipe of the common PyTorch reference trainers)"),
 
-    KEY_INT(n_layer, G_MODEL, "4", 1, GPT_MAX_LAYERS, 0, "transformer blocks"),
-    KEY_INT(n_head, G_MODEL, "4", 1, GPT_MAX_HEADS, 0, "attention heads (must divide n_embd)"),
-    KEY_INT(n_embd, G_MODEL, "128", 1, GPT_MAX_EMBD, 0, "embedding width"),
-    KEY_INT(block_size, G_MODEL, "64", 1, GPT_MAX_BLOCK, 0, "context length in tokens"),
-    KEY_INT(vocab_size, G_MODEL, "0", 0, GPT_MAX_VOCAB, R_MAX,
+    KEY_INT(n_layer, G_MODEL, MATH, "4", 1, GPT_MAX_LAYERS, 0, "transformer blocks"),
+    KEY_INT(n_head, G_MODEL, MATH, "4", 1, GPT_MAX_HEADS, 0,
+            "attention heads (must divide n_embd)"),
+    KEY_INT(n_embd, G_MODEL, MATH, "128", 1, GPT_MAX_EMBD, 0, "embedding width"),
+    KEY_INT(block_size, G_MODEL, MATH, "64", 1, GPT_MAX_BLOCK, 0,
+            "context length in tokens"),
+    KEY_INT(vocab_size, G_MODEL, MATH, "0", 0, GPT_MAX_VOCAB, R_MAX,
             "vocabulary size; 0 = the dataset's vocab_size attribute"),
 
-    KEY_INT(batch_size, G_OPTIM, "12", 1, INT_MAX, 0,
+    KEY_INT(batch_size, G_OPTIM, GRID, "12", 1, INT_MAX, 0,
             "sequences each rank computes at once (per step, or per micro-step when "
             "global_batch_size asks for more)"),
-    KEY_INT(global_batch_size, G_OPTIM, "0", 0, INT_MAX, 0,
+    KEY_INT(global_batch_size, G_OPTIM, GRID, "0", 0, INT_MAX, 0,
             "sequences per optimizer step over all ranks; 0 = batch_size x ranks (a "
             "resumed run: its checkpoint's); a multiple k of it accumulates gradients "
             "over k micro-steps"),
-    KEY_I64(steps, G_OPTIM, "2000", 1, 0, "optimizer steps"),
-    KEY_DBL(lr, G_OPTIM, "1e-3", 0, 0, R_MIN | R_MIN_X,
+    KEY_I64(steps, G_OPTIM, HARMLESS, "2000", 1, 0, "optimizer steps"),
+    KEY_DBL(lr, G_OPTIM, MATH, "1e-3", 0, 0, R_MIN | R_MIN_X,
             "peak learning rate: linear warmup, then cosine decay to min_lr"),
-    KEY_DBL(min_lr, G_OPTIM, "1e-4", 0, 0, R_MIN,
+    KEY_DBL(min_lr, G_OPTIM, MATH, "1e-4", 0, 0, R_MIN,
             "final learning rate, <= lr (if not given and lr is smaller: lr/10)"),
-    KEY_I64(warmup_steps, G_OPTIM, "100", 0, 0,
+    KEY_I64(warmup_steps, G_OPTIM, MATH, "100", 0, 0,
             "warmup steps, <= steps (if not given and steps is smaller: steps/10)"),
-    KEY_DBL(beta1, G_OPTIM, "0.9", 0, 1, R_MIN | R_MAX | R_MAX_X, "AdamW beta1"),
-    KEY_DBL(beta2, G_OPTIM, "0.99", 0, 1, R_MIN | R_MAX | R_MAX_X, "AdamW beta2"),
-    KEY_DBL(weight_decay, G_OPTIM, "0.1", 0, 0, R_MIN,
+    KEY_DBL(beta1, G_OPTIM, MATH, "0.9", 0, 1, R_MIN | R_MAX | R_MAX_X, "AdamW beta1"),
+    KEY_DBL(beta2, G_OPTIM, MATH, "0.99", 0, 1, R_MIN | R_MAX | R_MAX_X, "AdamW beta2"),
+    KEY_DBL(weight_decay, G_OPTIM, MATH, "0.1", 0, 0, R_MIN,
             "AdamW decoupled weight decay (matrices only)"),
-    KEY_DBL(grad_clip, G_OPTIM, "1.0", 0, 0, R_MIN,
+    KEY_DBL(grad_clip, G_OPTIM, MATH, "1.0", 0, 0, R_MIN,
             "clip the global gradient norm to this; 0 = off"),
 
-    KEY_I64(eval_every, G_RUN, "250", 0, 0,
+    KEY_I64(eval_every, G_RUN, HARMLESS, "250", 0, 0,
             "steps between evaluations (there is always one at the end); "
             "0 = only at the end"),
-    KEY_INT(eval_batches, G_RUN, "20", 1, INT_MAX, 0, "global batches per evaluation"),
-    KEY_I64(log_every, G_RUN, "0", 0, 0,
+    KEY_INT(eval_batches, G_RUN, HARMLESS, "20", 1, INT_MAX, 0,
+            "global batches per evaluation"),
+    KEY_I64(log_every, G_RUN, HARMLESS, "0", 0, 0,
             "steps between the step lines on stdout (each with the tokens so far, the "
             "time elapsed and the ETA; the first, the last, evaluation and skipped steps "
             "always have one); 0 = about 100 lines a run (every steps/100 steps, at "
             "least 1). The JSON Lines log keeps a record of every step"),
-    KEY_U64(seed, G_RUN, "1337", "random seed (initial weights, data order)"),
-    KEY_INT(threads, G_RUN, "0", 0, 65536, R_MAX,
+    KEY_U64(seed, G_RUN, MATH, "1337", "random seed (initial weights, data order)"),
+    KEY_INT(threads, G_RUN, HARMLESS, "0", 0, 65536, R_MAX,
             "OpenMP threads; 0 = OMP_NUM_THREADS if set, else all cores"),
-    KEY_CHOICE(thread_team, G_RUN, "adaptive", "adaptive|fixed",
+    KEY_CHOICE(thread_team, G_RUN, HARMLESS, "adaptive", "adaptive|fixed",
                "adaptive: while another process shares one of the cores, steps run on "
                "fewer threads (a shared core makes every barrier wait for it), and on all "
                "again once it is free; results are the same bits either way. fixed: "
                "always all the threads"),
-    KEY_STR(out, G_RUN, "runs/gentrain",
+    KEY_STR(out, G_RUN, HARMLESS, "runs/gentrain",
             "run folder (model.h5 goes there); empty or 'none' = do not save"),
-    KEY_STR(log, G_RUN, "",
+    KEY_STR(log, G_RUN, HARMLESS, "",
             "JSON Lines metrics file; if not given: <out>/log.jsonl when out is "
             "set; empty = none"),
-    KEY_DBL(peak_gflops, G_RUN, "0", 0, 0, R_MIN,
+    KEY_DBL(peak_gflops, G_RUN, HARMLESS, "0", 0, 0, R_MIN,
             "peak GFLOP/s of the machine, for MFU; 0 = estimate from the CPU"),
-    KEY_CHOICE(precision, G_RUN, "fp32", "fp32|bf16",
+    KEY_CHOICE(precision, G_RUN, MATH, "fp32", "fp32|bf16",
                "CPU matrix products (attention's too): fp32, or bf16 = BF16 operands with "
                "FP32 accumulation (AVX512_BF16 dot products where the CPU has them, a "
                "portable path elsewhere); weights, AdamW, LayerNorm, softmax and the loss "
                "stay FP32, no loss scaling. A GPU trains in FP16 whatever this says"),
-    KEY_CHOICE(offload, G_RUN, "all", "all|blocks|none|required",
+    KEY_CHOICE(offload, G_RUN, HARMLESS, "all", "all|blocks|none|required",
                "layers on the GPU: all (FP16 forward and backward on the rank's GPU, "
                "FP32 master weights and AdamW on the host, dynamic loss scaling), blocks "
                "(only the transformer blocks on the GPU in FP16; the embeddings, final "
@@ -149,42 +154,42 @@ static const key_def keys[] = {
                "none; with no GPU (or with tp/pp > 1) the CPU trains, said in "
                "one line; required: as all, but that is an error instead"),
 
-    KEY_DBL(bucket_mb, G_PAR, "25", 0.001, 4096, R_MIN | R_MAX,
+    KEY_DBL(bucket_mb, G_PAR, HARMLESS, "25", 0.001, 4096, R_MIN | R_MAX,
             "gradient bucket size in MiB: each bucket is reduced as soon as backward "
             "has finished it, overlapping the rest of backward"),
-    KEY_CHOICE(sync, G_PAR, "sync", "sync|async",
+    KEY_CHOICE(sync, G_PAR, MATH, "sync", "sync|async",
                "sync: each step applies its own averaged gradient; async: the one of "
                "staleness steps before, so reductions overlap the next step(s)"),
-    KEY_INT(staleness, G_PAR, "1", 1, 8, R_MAX,
+    KEY_INT(staleness, G_PAR, MATH, "1", 1, 8, R_MAX,
             "steps by which sync = async delays each gradient"),
-    KEY_CHOICE(async_predict, G_PAR, "on", "on|off",
+    KEY_CHOICE(async_predict, G_PAR, MATH, "on", "on|off",
                "async: take each gradient at the weights it will be applied to, "
                "predicted by repeating the last update staleness times"),
-    KEY_INT(tp, G_PAR, "1", 1, 65536, R_MAX,
+    KEY_INT(tp, G_PAR, GRID, "1", 1, 65536, R_MAX,
             "tensor parallel: ranks that split each layer's heads and MLP units between "
             "them (must divide n_head and the number of ranks)"),
-    KEY_INT(pp, G_PAR, "1", 1, 65536, R_MAX,
+    KEY_INT(pp, G_PAR, GRID, "1", 1, 65536, R_MAX,
             "pipeline parallel: stages of contiguous layers each replica is cut into "
             "(at most n_layer; tp x pp must divide the number of ranks)"),
-    KEY_INT(micro_batches, G_PAR, "0", 0, INT_MAX, 0,
+    KEY_INT(micro_batches, G_PAR, GRID, "0", 0, INT_MAX, 0,
             "pipeline: micro-batches each step's batch_size is cut into (must divide "
             "it); 0 = pp"),
-    KEY_CHOICE(grad_comm, G_PAR, "fp32", "fp32|fp16",
+    KEY_CHOICE(grad_comm, G_PAR, MATH, "fp32", "fp32|fp16",
                "number format of the gradients on the wire (fp16: IEEE half, summed "
                "in float)"),
 
-    KEY_I64(ckpt_every, G_CKPT, "0", 0, 0,
+    KEY_I64(ckpt_every, G_CKPT, HARMLESS, "0", 0, 0,
             "steps between checkpoints (and one at the end); 0 = none periodic (a stop "
             "signal still writes one)"),
-    KEY_DBL(ckpt_minutes, G_CKPT, "0", 0, 0, R_MIN,
+    KEY_DBL(ckpt_minutes, G_CKPT, HARMLESS, "0", 0, 0, R_MIN,
             "also write a checkpoint when this many minutes passed since the last one "
             "(and one at the end); 0 = off"),
-    KEY_INT(keep_ckpts, G_CKPT, "3", 1, INT_MAX, 0, "newest checkpoints kept"),
-    KEY_STR(resume, G_CKPT, "none",
+    KEY_INT(keep_ckpts, G_CKPT, HARMLESS, "3", 1, INT_MAX, 0, "newest checkpoints kept"),
+    KEY_STR(resume, G_CKPT, HARMLESS, "none",
             "none = start fresh; auto = from the newest valid checkpoint of "
             "<out>/checkpoints if there is one; or the path of a checkpoint file (on any "
             "number of ranks that keeps its global batch)"),
-    KEY_STR(init_from, G_MODEL, "",
+    KEY_STR(init_from, G_MODEL, HARMLESS, "",
             "a Hugging Face GPT-2 folder (config.json, model.safetensors) a fresh run "
             "starts from; n_layer, n_head and n_embd must be its own, block_size at most "
             "its n_positions; any vocab_size (extra rows start random). A resume ignores it"),
@@ -576,6 +581,45 @@ int config_set(gt_config *c, const char *key, const char *value, const char *ori
 
 static int is_blank(char ch) { return ch == ' ' || ch == '\t' || ch == '\r'; }
 
+/* Splits one line of a config text in place: a comment ('#' at the start of the line
+ * or after a space or tab) and surrounding blanks dropped, then `key = value`. 1 with
+ * *key and *value set, 0 for a blank or comment line, -1 when it is not `key = value`
+ * (*key then points at the trimmed line, empty when only the key is missing). */
+static int split_line(char *line, char **key, char **value)
+{
+    const size_t len = strlen(line);
+    for (size_t i = 0; i < len; i++) {
+        if (line[i] == '#' && (i == 0 || is_blank(line[i - 1]))) {
+            line[i] = '\0';
+            break;
+        }
+    }
+    char *s = line;
+    while (is_blank(*s)) s++;
+    char *e = s + strlen(s);
+    while (e > s && is_blank(e[-1])) *--e = '\0';
+    *key = s;
+    if (!*s) return 0;
+    char *eq = strchr(s, '=');
+    if (!eq) return -1;
+    char *ke = eq;
+    while (ke > s && is_blank(ke[-1])) ke--;
+    *ke = '\0';
+    char *v = eq + 1;
+    while (is_blank(*v)) v++;
+    *value = v;
+    return *s ? 1 : -1;
+}
+
+/* Past a UTF-8 byte order mark, as some editors write one. */
+static const char *skip_bom(const char *p)
+{
+    if ((unsigned char)p[0] == 0xEF && (unsigned char)p[1] == 0xBB &&
+        (unsigned char)p[2] == 0xBF)
+        return p + 3;
+    return p;
+}
+
 /* Parses `text` line by line; origin names it in errors ("file.cfg" -> "file.cfg:7"). */
 static int load_text(gt_config *c, const char *text, const char *origin, given_set *given)
 {
@@ -583,11 +627,7 @@ static int load_text(gt_config *c, const char *text, const char *origin, given_s
     memset(line_of, 0, sizeof line_of);
     char where[GT_PATH_MAX + 32];
     char line[2 * GT_PATH_MAX];
-    const char *p = text;
-    /* A UTF-8 byte order mark, as some editors write one. */
-    if ((unsigned char)p[0] == 0xEF && (unsigned char)p[1] == 0xBB &&
-        (unsigned char)p[2] == 0xBF)
-        p += 3;
+    const char *p = skip_bom(text);
     for (int lineno = 1; *p; lineno++) {
         const char *eol = strchr(p, '\n');
         size_t len = eol ? (size_t)(eol - p) : strlen(p);
@@ -600,31 +640,14 @@ static int load_text(gt_config *c, const char *text, const char *origin, given_s
         line[len] = '\0';
         p = eol ? eol + 1 : p + len;
 
-        /* '#' starts a comment at the start of a line or after a space or tab. */
-        for (size_t i = 0; i < len; i++) {
-            if (line[i] == '#' && (i == 0 || is_blank(line[i - 1]))) {
-                line[i] = '\0';
-                break;
-            }
-        }
-        char *s = line;
-        while (is_blank(*s)) s++;
-        char *e = s + strlen(s);
-        while (e > s && is_blank(e[-1])) *--e = '\0';
-        if (!*s) continue;
-
-        char *eq = strchr(s, '=');
-        if (!eq) {
-            gt_error("%s: expected 'key = value', got '%.64s'", where, s);
-            return -1;
-        }
-        char *ke = eq;
-        while (ke > s && is_blank(ke[-1])) ke--;
-        *ke = '\0';
-        char *v = eq + 1;
-        while (is_blank(*v)) v++;
-        if (!*s) {
-            gt_error("%s: missing key before '='", where);
+        char *s = NULL, *v = NULL;
+        const int kind = split_line(line, &s, &v);
+        if (kind == 0) continue;
+        if (kind < 0) {
+            if (*s)
+                gt_error("%s: expected 'key = value', got '%.64s'", where, s);
+            else
+                gt_error("%s: missing key before '='", where);
             return -1;
         }
         if (set_key(c, s, v, where, given) != 0) return -1;
@@ -976,4 +999,69 @@ const char *config_enum_word(const char *key, int v)
     const int ki = find_key(key);
     if (ki < 0 || keys[ki].type != T_ENUM) return "?";
     return choice_word(keys[ki].choices, v, words[ki], sizeof words[ki]);
+}
+
+/* ---------------------------------------------------------------- resuming */
+
+int config_resume_policy(const char *key)
+{
+    for (int i = 0; i < N_KEYS; i++)
+        if (strcmp(keys[i].name, key) == 0) return (int)keys[i].resume;
+    return -1;
+}
+
+const char *config_resume_reason(config_resume policy)
+{
+    switch (policy) {
+    case CONFIG_RESUME_MATH: return "it changes the training math";
+    case CONFIG_RESUME_HARMLESS: return "it changes no number of the steps to come";
+    case CONFIG_RESUME_GRID: return "the grid and the batch split keep the global batch";
+    }
+    return "?";
+}
+
+int config_text_each(const char *text,
+                     int (*fn)(void *ctx, const char *key, const char *value), void *ctx)
+{
+    /* One copy, split line by line in place: unlike load_text, no line is too long. */
+    char *copy = strdup(skip_bom(text ? text : ""));
+    if (!copy) {
+        gt_error("out of memory reading a config text");
+        return -1;
+    }
+    int rc = 0;
+    for (char *line = copy; line && *line && rc == 0;) {
+        char *nl = strchr(line, '\n');
+        if (nl) *nl = '\0';
+        char *key = NULL, *value = NULL;
+        if (split_line(line, &key, &value) == 1) rc = fn(ctx, key, value);
+        line = nl ? nl + 1 : NULL;
+    }
+    free(copy);
+    return rc;
+}
+
+typedef struct text_lookup {
+    const char *key;
+    char *out;
+    size_t cap;
+    int found;
+} text_lookup;
+
+static int take_value(void *ctx, const char *key, const char *value)
+{
+    text_lookup *l = ctx;
+    if (strcmp(key, l->key) == 0) {
+        snprintf(l->out, l->cap, "%s", value);
+        l->found = 1;
+    }
+    return 0;
+}
+
+int config_text_value(const char *text, const char *key, char *out, size_t cap)
+{
+    text_lookup l = {.key = key, .out = out, .cap = cap, .found = 0};
+    if (cap) out[0] = '\0';
+    if (config_text_each(text, take_value, &l) != 0) return -1;
+    return l.found;
 }

@@ -13,6 +13,7 @@
 #ifndef GT_CONFIG_H
 #define GT_CONFIG_H
 
+#include <stddef.h>
 #include <stdint.h>
 #include <stdio.h>
 
@@ -106,6 +107,33 @@ const char *config_enum_word(const char *key, int v); /* valid until the thread'
 
 /* A path key left empty or set to "none" (val_dataset, resume, ...): 1, else 0. */
 int config_is_none(const char *s);
+
+/* What changing a key does to a run resumed from a checkpoint (io/ckpt.h); every row
+ * of the key table says which. */
+typedef enum {
+    CONFIG_RESUME_MATH,     /* changes the arithmetic of the steps still to come:
+                             * a resume that changes it is refused */
+    CONFIG_RESUME_HARMLESS, /* output, speed, schedules: allowed, listed as a change */
+    CONFIG_RESUME_GRID,     /* the grid and the batch split: allowed, settled by the
+                             * trainer, which keeps the checkpoint's global batch */
+} config_resume;
+
+/* The resume policy of `key` (its exact name), or -1 for a key this gentrain does not
+ * know (an older or newer one's). */
+int config_resume_policy(const char *key);
+/* Why a key of that policy may or may not change on resume, as a phrase. */
+const char *config_resume_reason(config_resume policy);
+
+/* Calls fn(ctx, key, value) for each `key = value` line of text, in order, split as
+ * config_load_text splits lines; nothing is checked (keys may be unknown, values out of
+ * range) and lines that are not `key = value` are skipped: for comparing config texts
+ * (a checkpoint's with a run's). Stops at the first non-zero return of fn and returns
+ * it; 0 after the last line, -1 when out of memory (reported). */
+int config_text_each(const char *text,
+                     int (*fn)(void *ctx, const char *key, const char *value), void *ctx);
+/* The value of the last line setting `key` in text (config_text_each), copied into
+ * out[cap]: 1, or 0 when no line sets it, or -1 (out of memory, reported). */
+int config_text_value(const char *text, const char *key, char *out, size_t cap);
 
 /* Prints the key table (name, default, help) for `gentrain train --help`. */
 void config_print_help(FILE *f);
