@@ -11,6 +11,7 @@
  *   bpetool check TOKENIZER.json                   exit 0 when it loads, else the error
  *   bpetool train N TEXT OUT.json                  trains a tokenizer of N tokens
  * Exit status 0 on success, 1 on failure (message on stderr), 2 on a usage error. */
+#define GT_TOKENIZER_MODULE /* may include bpe_internal.h */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>

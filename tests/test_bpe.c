@@ -3,6 +3,7 @@
  * arbitrary bytes, cut points and threads giving the ids of the whole text, and
  * malformed tokenizer files refused with a clear message. (The comparison with the
  * Hugging Face tokenizers package is tests/test_bpe_ref.sh.) */
+#define GT_TOKENIZER_MODULE /* may include bpe_internal.h */
 #include <stdint.h>
 
 #include "bpe.h"

@@ -4,6 +4,7 @@
  * a checkpoint's parameters are exactly a model file's. Loading reads the whole file
  * into scratch buffers and verifies the checksum before it copies anything into the
  * caller's buffers: a damaged file changes nothing. */
+#define GT_MODEL_FILE_MODULE /* may include h5model_io.h */
 #include "ckpt.h"
 
 #include <dirent.h>

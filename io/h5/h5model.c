@@ -4,6 +4,7 @@
  * written and read whole, and h5py maps them straight to numpy arrays. Loading checks
  * every tensor before it reads any, and reads into scratch memory, so a file that does
  * not fit leaves the caller's buffer untouched. */
+#define GT_MODEL_FILE_MODULE /* may include h5model_io.h */
 #include "h5model.h"
 #include "h5model_io.h"
 

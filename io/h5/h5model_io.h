@@ -8,6 +8,10 @@
 #ifndef GT_H5MODEL_IO_H
 #define GT_H5MODEL_IO_H
 
+
+#ifndef GT_MODEL_FILE_MODULE
+#error "h5model_io.h is internal to h5model.c and ckpt.c (elsewhere: h5model.h, ckpt.h)"
+#endif
 #include <stddef.h>
 #include <stdint.h>
 

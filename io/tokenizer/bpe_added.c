@@ -8,6 +8,7 @@
  * before or after it is skipped (the text it covered stays text); lstrip takes the
  * white space before the token into it (not past the previous token), rstrip the white
  * space after. */
+#define GT_TOKENIZER_MODULE /* may include bpe_internal.h */
 #include "bpe_internal.h"
 
 #include <stdlib.h>

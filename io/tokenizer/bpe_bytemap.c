@@ -4,6 +4,7 @@
  * characters of the same code point; the other 68 bytes (controls, space, 0x7F..0xA0,
  * 0xAD) take U+0100, U+0101, ... in byte order. So every byte is a printable character
  * and a token string never holds a space. */
+#define GT_TOKENIZER_MODULE /* may include bpe_internal.h */
 #include "bpe_internal.h"
 
 #include <pthread.h>

@@ -1,6 +1,7 @@
 /* bpe_count — the word counts BPE training starts from (bpe_train.h): the distinct
  * pieces of the GPT-2 split with their counts, in a hash table bounded in words and
  * bytes (the least frequent words are dropped when it is full). */
+#define GT_TOKENIZER_MODULE /* may include bpe_internal.h */
 #include "bpe_train.h"
 
 #include <stdio.h>

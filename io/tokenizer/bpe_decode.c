@@ -1,5 +1,6 @@
 /* bpe_decode — ids back to bytes, and what a loaded tokenizer is (bpe.h). The table of
  * each id's bytes is built at load (bpe_load.c). */
+#define GT_TOKENIZER_MODULE /* may include bpe_internal.h */
 #include "bpe_internal.h"
 
 #include <string.h>

@@ -9,6 +9,7 @@
  *
  * Each encoder caches the ids of the words it has seen (words up to CACHE_WORD bytes;
  * the cache starts over when full), so common words are merged once. */
+#define GT_TOKENIZER_MODULE /* may include bpe_internal.h */
 #include "bpe_internal.h"
 
 #include "util.h"

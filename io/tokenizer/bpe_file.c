@@ -1,5 +1,6 @@
 /* bpe_file — reading a tokenizer.json from disk (bpe.h): a regular file only (a named
  * pipe or device is refused, never waited on), at most JSON_MAX_BYTES. */
+#define GT_TOKENIZER_MODULE /* may include bpe_internal.h */
 #include "bpe_internal.h"
 
 #include <errno.h>

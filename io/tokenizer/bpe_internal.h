@@ -4,6 +4,10 @@
 #ifndef GT_BPE_INTERNAL_H
 #define GT_BPE_INTERNAL_H
 
+
+#ifndef GT_TOKENIZER_MODULE
+#error "bpe_internal.h is internal to io/tokenizer/ and its tests (elsewhere: bpe.h)"
+#endif
 #include <stddef.h>
 #include <stdint.h>
 

@@ -1,5 +1,6 @@
 /* bpe_load — a tokenizer.json (parsed by json.c) into the tables of bpe_internal.h,
  * checking every field that matters (bpe.h says which are read and what is refused). */
+#define GT_TOKENIZER_MODULE /* may include bpe_internal.h */
 #include "bpe_internal.h"
 
 #include <stdarg.h>

@@ -10,6 +10,7 @@
  *     run of white space ends at p, and only a space (U+0020) joins the word after it.
  * Added tokens: no token may start within max_added_len bytes before p, nor at p or
  * p + 1 (an lstrip token there would take the space). */
+#define GT_TOKENIZER_MODULE /* may include bpe_internal.h */
 #include "bpe_internal.h"
 
 #include <stdlib.h>

@@ -12,6 +12,7 @@
  *     one), else (a single character) \s+ takes it alone. The character left over then
  *     starts the next piece, and as a space it joins the word after it.
  * Invalid UTF-8 bytes are characters of their own of class "other" (bpe.h). */
+#define GT_TOKENIZER_MODULE /* may include bpe_internal.h */
 #include "bpe_internal.h"
 
 #include <pthread.h>

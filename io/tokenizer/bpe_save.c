@@ -2,6 +2,7 @@
  * layout the Hugging Face tokenizers library saves: one vocabulary entry and one merge
  * per line. Token strings are the bytes shown through the GPT-2 byte map (printable
  * characters, never a space or a control), so only '"' and '\' need escapes. */
+#define GT_TOKENIZER_MODULE /* may include bpe_internal.h */
 #include "bpe_train.h"
 
 #include <stdio.h>

@@ -1,6 +1,7 @@
 /* bpe_tables — the hash tables of the tokenizer (bpe_internal.h): token strings to
  * ids, and merge pairs to their rank and result. Open addressing, linear probing,
  * power-of-two sizes kept at most half full. */
+#define GT_TOKENIZER_MODULE /* may include bpe_internal.h */
 #include "bpe_internal.h"
 
 #include "util.h"

@@ -6,6 +6,7 @@
  * max-heap of (count, left, right) whose entries may be stale: one is checked against
  * the pair's count when it comes to the top, and pushed again with the current count
  * when they differ. */
+#define GT_TOKENIZER_MODULE /* may include bpe_internal.h */
 #include "bpe_train.h"
 
 #include <stdio.h>

@@ -1,4 +1,5 @@
 /* grid — see grid.h. */
+#define GT_DIST_MODULE /* may include grid_mpi.h */
 #include "grid.h"
 
 #include <stdint.h>

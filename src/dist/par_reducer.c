@@ -1,4 +1,5 @@
 /* par_reducer — see par_reducer.h. */
+#define GT_DIST_MODULE /* may include grid_mpi.h */
 #include "par_reducer.h"
 
 #include <limits.h>

@@ -20,6 +20,7 @@
  * ranks that disagree) is checked before the first step and agreed by all ranks
  * (par_all_ok), so every rank leaves cleanly; a failure one rank meets alone during the
  * steps (a read error, the log) ends the job (par_abort). */
+#define GT_TRAIN_MODULE /* may include train_run.h */
 #include "train.h"
 
 #include <math.h>

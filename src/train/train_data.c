@@ -1,6 +1,7 @@
 /* train_data — the token datasets of a run: open and check them (each rank its share
  * of the tokens), read this rank's fixed validation windows once, evaluate on them,
  * and say what the data is (for the ranks to compare and checkpoints to record). */
+#define GT_TRAIN_MODULE /* may include train_run.h */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>

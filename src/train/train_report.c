@@ -1,6 +1,7 @@
 /* train_report — what a run tells its user: the set-up lines about the model and the
  * gradients, one line per step and per evaluation on stdout (rank 0), one JSON Lines
  * record per step in the log, and the summary at the end. */
+#define GT_TRAIN_MODULE /* may include train_run.h */
 #include <math.h>
 #include <stddef.h>
 #include <stdio.h>

@@ -11,6 +11,10 @@
 #ifndef GT_TRAIN_RUN_H
 #define GT_TRAIN_RUN_H
 
+
+#ifndef GT_TRAIN_MODULE
+#error "train_run.h is internal to src/train/ (elsewhere: train.h)"
+#endif
 #include <stdint.h>
 #include <stdio.h>
 

@@ -2,6 +2,7 @@
  * device, how data is read, the split of the global batch; and the lines that say so.
  * Every rank decides the same (the configs were compared first); a refusal is one
  * error line from rank 0 and -1 on every rank. */
+#define GT_TRAIN_MODULE /* may include train_run.h */
 #include <cblas.h>
 #include <stdlib.h>
 #include <string.h>

@@ -2,6 +2,7 @@
  * text; a tokenizer that loads then encodes a fixed text and the input itself, and
  * each id must decode (or be an id without bytes). When the tokenizer has every byte's
  * token, no added tokens and no prefix space, decode(encode(x)) must give x back. */
+#define GT_TOKENIZER_MODULE /* may include bpe_internal.h */
 #include <stdlib.h>
 #include <string.h>
 

@@ -17,6 +17,10 @@
  *                             so the emulated build can time them: a span holds
  *                             nothing but tile instructions and their loop
  * Tile numbers are literal constants (the instructions encode them). */
+#ifndef GT_BF16_MODULE
+#error "gemm_bf16_amx_kernel.h is internal to src/kernels/bf16/ (elsewhere: gemm_bf16.h)"
+#endif
+
 #include <stddef.h>
 #include <stdint.h>
 

@@ -1,4 +1,5 @@
 /* simd_avx2 — simd_x86.h compiled for 8 lanes: AVX2, FMA and F16C (CPU_ISA_AVX2). */
+#define GT_SIMD_MODULE /* may include simd_x86.h */
 #include "simd.h"
 
 #if GT_SIMD_X86

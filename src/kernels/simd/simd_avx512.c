@@ -1,5 +1,6 @@
 /* simd_avx512 — simd_x86.h compiled for 16 lanes: AVX-512 F, BW, DQ and VL
  * (CPU_ISA_AVX512). */
+#define GT_SIMD_MODULE /* may include simd_x86.h */
 #include "simd.h"
 
 #if GT_SIMD_X86

@@ -28,6 +28,10 @@
 static const float LN_EPS_V = 1e-5f;
 static const float GELU_K0_V = 0.7978845608028654f; /* sqrt(2/pi) */
 static const float GELU_K1_V = 0.044715f;
+#ifndef GT_SIMD_MODULE
+#error "simd_x86.h is internal to src/kernels/simd/ (elsewhere: simd.h)"
+#endif
+
 #define GELU_CUT_V 40.0f
 
 /* n < VL floats from p, `fill` in the other lanes */
