@@ -1,33 +1,13 @@
-/* parallel — MPI for `gentrain train`: start-up and shut-down, the data-parallel
- * reductions of a step, cross-rank consistency checks, rank-0-only output, and ending
- * the whole job on an error.
+/* parallel — MPI for `gentrain train`: start-up and shut-down, rank-0-only output,
+ * cross-rank sums and consistency checks, and ending the whole job on an error.
  *
- * Two modes, chosen once by par_init:
- *  - MPI: the process was started by a launcher (par_launched(): OMPI_COMM_WORLD_SIZE,
- *    PMIX_RANK, PMI_RANK or SLURM_STEP_NUM_TASKS in the environment). Only the thread
- *    that called par_init calls the functions below; OpenMP workers never call MPI.
- *    The loader thread does, indirectly, when it reads through parallel HDF5's MPI-IO
- *    driver (MPI_File_read_at): so MPI_THREAD_MULTIPLE is asked for, and where MPI
- *    gives only MPI_THREAD_FUNNELED the data is read without MPI-IO. MPI errors
- *    return codes (MPI_ERRORS_RETURN); every code is checked, and a failed call ends
- *    the job through par_abort naming the call.
- *  - single: a plain `gentrain train` (or par_init never called). No MPI call is made;
- *    every function below behaves as in a world of one rank: rank 0, reductions leave
- *    the data as it is, checks pass.
- * main.c calls par_init only for the `train` verb.
- *
- * Collectives (par_mean_double, par_sum_double, par_bcast_double,
- * par_all_ok, par_check_same) must be called by every rank, in the same order. With a
- * world of one rank they make no MPI call at all, so `mpirun -np 1` computes bit for
- * bit what a single process does.
- *
- * Errors. With more than one rank, every "gentrain: error:"/"warning:" line names the
- * rank ("gentrain: error: rank 2: ..."). No rank may leave the others waiting in a
- * collective:
- *  - a failure every rank reaches at the same point (setup, a check) is agreed with
- *    par_all_ok, and then every rank leaves normally with a non-zero status;
- *  - a failure only this rank sees while the others may be inside a collective ends
- *    the job with par_abort / par_abort_reported (MPI_Abort: every rank stops). */
+ * Two modes, chosen once by par_init: MPI, when a launcher started the process; single
+ * (a plain `gentrain train`, or par_init never called), where no MPI call is made and
+ * every function behaves as in a world of one rank. Collectives must be called by
+ * every rank in the same order; with one rank they make no MPI call, so `mpirun -np 1`
+ * computes bit for bit what a single process does. Only the thread that called
+ * par_init calls these; OpenMP workers never call MPI. main.c calls par_init only for
+ * the `train` verb. */
 #ifndef GT_PARALLEL_H
 #define GT_PARALLEL_H
 
@@ -46,7 +26,14 @@ int par_launched(void);
  * PMI_RANK, SLURM_PROCID), before MPI starts; -1 when none says. */
 int par_launcher_rank(void);
 
-/* Initialises MPI (MPI mode) when par_launched(), else does nothing. Ends the job
+/* MPI mode: par_launched() (OMPI_COMM_WORLD_SIZE, PMIX_RANK, PMI_RANK or
+ * SLURM_STEP_NUM_TASKS in the environment). The loader thread calls MPI too,
+ * indirectly, when it reads through parallel HDF5's MPI-IO driver (MPI_File_read_at):
+ * so MPI_THREAD_MULTIPLE is asked for, and where MPI gives only MPI_THREAD_FUNNELED
+ * the data is read without MPI-IO. MPI errors return codes (MPI_ERRORS_RETURN); every
+ * code is checked, and a failed call ends the job through par_abort naming the call.
+ *
+ * Initialises MPI (MPI mode) when par_launched(), else does nothing. Ends the job
  * (par_abort) when MPI gives less than MPI_THREAD_FUNNELED, or when the launcher
  * started N > 1 processes but MPI sees a world of one (each would train its own model:
  * srun without --mpi=pmix, say). Call once, before any other thread exists. */
@@ -75,7 +62,15 @@ void par_printf(const char *fmt, ...) PAR_PRINTF(1, 2);
  * an MPI call, is not MPI_SUCCESS. */
 void par_check_mpi(int rc, const char *call);
 
-/* Ends the whole job: prints "gentrain: error: [rank R: ]<fmt...>" and calls MPI_Abort
+/* Errors. With more than one rank, every "gentrain: error:"/"warning:" line names the
+ * rank ("gentrain: error: rank 2: ..."). No rank may leave the others waiting in a
+ * collective:
+ *  - a failure every rank reaches at the same point (setup, a check) is agreed with
+ *    par_all_ok, and then every rank leaves normally with a non-zero status;
+ *  - a failure only this rank sees while the others may be inside a collective ends
+ *    the job with par_abort / par_abort_reported (MPI_Abort: every rank stops).
+ *
+ * Ends the whole job: prints "gentrain: error: [rank R: ]<fmt...>" and calls MPI_Abort
  * (status 1) in MPI mode, exit(1) in single mode. */
 _Noreturn void par_abort(const char *fmt, ...) PAR_PRINTF(1, 2);
 /* The same for an error this rank has already reported: no further line. */

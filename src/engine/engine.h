@@ -1,32 +1,13 @@
 /* engine — the step engine: the one seam between the trainer (train.c) and whatever
- * computes this rank's forward and backward. The trainer drives every engine the same
- * way; what is above the seam exists once: micro-steps of gradient accumulation, the
- * data-parallel reduction, the loss-scale decision, gradient clipping, AdamW,
- * evaluation, logging and checkpoints.
- *
- * An engine computes with one model part: the layout of `model` (gpt_create_stage: a
- * tensor shard of a pipeline stage; tp = pp = 1: the whole model), whose own parameter
- * buffer holds the trainer's master weights. Engines:
- *  - engine_cpu_create: the model's CPU passes (backend.h: FP32 or BF16 products);
- *    with pp > 1 a step's micro-batches go through the 1F1B schedule (pipeline.h),
- *    activations and their gradients to the neighbouring stages over MPI; with tp > 1
- *    the model's tensor-parallel all-reduces run inside the passes (grid.h hooks).
- *  - engine_gpu_create: the rank's GPU (device_step.h) in FP16 with dynamic loss
- *    scaling, every layer or the blocks alone, for a whole model (tp = pp = 1);
- *  - engine_gpu_pipeline_create: a pipeline stage (pp > 1) or a tensor-parallel shard
- *    (tp > 1, any pp) with its blocks on the GPU (gpu_stage.h: the shard's, their tp
- *    all-reduces over NCCL or through host memory) and its embedding and head on the
- *    host, in the same 1F1B schedule (of one stage when pp = 1).
- *
- * Buffers: the caller passes the parameters to compute at and the gradient buffer to
- * fill on each call (async runs keep a ring of gradient buffers and may step at
- * predicted weights: grad_ring.h); the engine binds them for the call only. The
- * engine owns everything else it needs (activations, device memory, staging).
- *
- * Gradient-ready hook: when set (engine_set_grads_ready), the engine reports each
- * range of the gradient buffer that became final during the last micro-batch's
- * backward, so a bucketed all-reduce (parallel.h) overlaps it. The CPU engines report
- * ranges as backward goes; the GPU engine reports the whole buffer at the end. */
+ * computes this rank's forward and backward of its model part (gpt_create_stage: a
+ * tensor shard of a pipeline stage; tp = pp = 1: the whole model). Above the seam,
+ * once: gradient accumulation, the data-parallel reduction, the loss-scale decision,
+ * clipping, AdamW, evaluation, logging and checkpoints. Three engines below: the CPU
+ * passes, the GPU for a whole model, the GPU for a stage or shard (the create calls).
+ * On each call the caller passes the parameters to compute at and the gradient buffer
+ * to fill (async runs keep several and may step at predicted weights: grad_ring.h);
+ * the engine binds them for the call only and owns everything else it needs
+ * (activations, device memory, staging). */
 #ifndef GT_ENGINE_H
 #define GT_ENGINE_H
 
@@ -39,6 +20,7 @@
 
 typedef struct step_engine step_engine;
 
+/* What an engine implements; every member is required. */
 typedef struct engine_ops {
     /* One micro-batch: inputs/targets [B,T] at `params`. Micro-batches of a step run
      * from accumulate = 0 (grads are overwritten) to last = 1; after the last, grads =
@@ -52,6 +34,7 @@ typedef struct engine_ops {
      * evaluation (the parameters may have changed since the last call). */
     int (*loss)(step_engine *e, const float *params, int first, const int32_t *inputs,
                 const int32_t *targets, double *loss);
+    /* Frees what the engine made (impl, device memory); engine_destroy frees e. */
     void (*destroy)(step_engine *e);
 } engine_ops;
 
@@ -62,16 +45,24 @@ struct step_engine {
     gpt_model *model;     /* the part: its layout, and its params = master weights */
     int B, T;             /* the micro-batch every call computes */
     loss_scaler *scaler;  /* FP16 engines: the dynamic loss scale; NULL otherwise */
+    /* Optional (NULL: none; engine_set_grads_ready): told each range of the gradient
+     * buffer that became final during the last micro-batch's backward, so the bucketed
+     * all-reduce (par_reducer.h) overlaps the rest. The CPU engines report ranges as
+     * backward goes, the GPU engines the whole buffer at the end. */
     void (*grads_ready)(void *ctx, size_t offset, size_t count);
     void *grads_ready_ctx;
-    void *impl;
+    void *impl;           /* the engine's own state */
 };
 
 /* The CPU engine for `model` (created, parameters allocated; activations are made
- * here) and micro-batches of B x T; with pp > 1, `micro` micro-batches per batch
- * through the pipeline. Returns NULL on failure (reported). */
+ * here) and micro-batches of B x T: the model's passes (backend.h: FP32 or BF16
+ * products); with pp > 1, `micro` micro-batches per batch through the 1F1B schedule
+ * (pipeline.h), activations and their gradients to the neighbouring stages over MPI;
+ * with tp > 1 the model's tensor-parallel all-reduces run inside the passes (grid.h
+ * hooks). Returns NULL on failure (reported). */
 step_engine *engine_cpu_create(gpt_model *model, int B, int T, int micro);
-/* The GPU engine on the device the rank took (offload_use_device): every layer
+/* The GPU engine for a whole model (tp = pp = 1) on the device the rank took
+ * (offload_use_device; device_step.h), FP16 with dynamic loss scaling: every layer
  * (blocks = 0) or the transformer blocks alone (blocks = 1). NULL on failure
  * (reported: what failed, e.g. the device memory it needs). */
 step_engine *engine_gpu_create(gpt_model *model, int B, int T, int threads, int blocks);

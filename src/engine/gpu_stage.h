@@ -1,36 +1,13 @@
 /* gpu_stage — one part of the model, a pipeline stage (pp >= 1) or a tensor-parallel
  * shard of one (tp >= 1), trained with the rank's GPU: the part's transformer blocks on
- * the device in FP16 (offload/gpu_model.h, a blocks model of the stage's n_layers, a
- * shard blocks model with tp > 1), the first stage's token + position embedding and the
- * last stage's final LayerNorm, tied head and loss on the host in FP32 with the model's
- * CPU pieces (model.h gpt_embed_forward .. gpt_head_backward: vocabulary-parallel with
- * tp > 1), as device_step.h does for a whole model with offload = blocks. Its passes
- * (pipeline.h stage_passes) run in the pipeline's 1F1B schedule, of one stage when
- * pp = 1.
- *
- * Tensor parallelism: the blocks' per-block all-reduces (after the row-parallel
- * products, and backward the column-parallel ones' input gradients) run inside the
- * device model: over NCCL on the GPUs (offload/tp_comm.h: a communicator per tp group,
- * its id drawn by tp rank 0 and broadcast over the tp communicator) when the caller
- * asks for it (gpu_stage_create's nccl), else through host memory with the model's tp
- * hook (m->tp_allreduce: MPI on the tp communicator). The host's embedding and head
- * all-reduce with the model's hooks as on the CPU. Every tp peer of a stage computes the
- * same residual stream and the same whole LayerNorms; so that their copies of the
- * tensors every shard holds whole (LayerNorms, the row-parallel biases) stay
- * identical although a GPU's gradients sum in no fixed order, gpu_stage_end gives every
- * peer tp rank 0's gradients of those tensors.
- *
- * Activations: the device holds one micro-batch's; 1F1B keeps up to stages - stage in
- * flight, so the host keeps each slot's block input (the received activations, or the
- * embedding's output) and a backward whose micro-batch is no longer on the device runs
- * its blocks' forward again first (activation recomputation: one more forward of the
- * blocks for those micro-batches; the last stage, one slot, never recomputes).
- *
- * Loss scaling: the last stage multiplies d(loss)/d(logits) by the loss scale S, so
- * the activation gradients that travel between stages are scaled by S, and every
- * stage unscales its parameters' gradients by grad_scale / (micro x S) as it adds them
- * into the caller's FP32 buffer, checking them for inf/NaN (lossscale.h). Every rank
- * must use the same S (the trainer agrees on overflow over all ranks). */
+ * the device in FP16 (offload/gpu_model.h: a blocks model of the stage's n_layers, a
+ * shard blocks model with tp > 1), the first stage's embedding and the last stage's
+ * final LayerNorm, tied head and loss on the host in FP32 with the model's CPU pieces
+ * (model.h gpt_embed_forward .. gpt_head_backward, vocabulary-parallel with tp > 1), as
+ * device_step.h does for a whole model with offload = blocks. Its passes (pipeline.h
+ * stage_passes) run in the 1F1B schedule, of one stage when pp = 1. Activations: the
+ * device holds one micro-batch's; the host keeps each in-flight slot's block input,
+ * and a backward whose micro-batch left the device runs its blocks' forward again. */
 #ifndef GT_GPU_STAGE_H
 #define GT_GPU_STAGE_H
 
@@ -41,7 +18,17 @@
 
 typedef struct gpu_stage gpu_stage;
 
-/* For part m (gpt_create_stage: a stage, a shard of one; with tp > 1 its tp hooks set)
+/* Tensor parallelism: the blocks' per-block all-reduces (after the row-parallel
+ * products, and backward the column-parallel ones' input gradients) run inside the
+ * device model: over NCCL on the GPUs (offload/tp_comm.h: a communicator per tp group,
+ * its id drawn by tp rank 0 and broadcast over the tp communicator) when nccl is set,
+ * else through host memory with the model's tp hook (m->tp_allreduce: MPI on the tp
+ * communicator). The host's embedding and head all-reduce with the model's hooks as on
+ * the CPU. Activation recomputation costs one more forward of the blocks for the
+ * micro-batches that left the device (1F1B keeps up to stages - stage in flight; the
+ * last stage, one slot, never recomputes).
+ *
+ * For part m (gpt_create_stage: a stage, a shard of one; with tp > 1 its tp hooks set)
  * and micro-batches of Bm x T, `slots` of them in flight. nccl: the blocks' tp
  * all-reduces over NCCL (tp_comm_built(), one GPU per rank; every tp peer must ask the
  * same), else through host memory. A collective of the tp group with tp > 1. NULL on
@@ -53,11 +40,19 @@ void gpu_stage_free(gpu_stage *s);
 stage_passes gpu_stage_passes(gpu_stage *s);
 /* Before a schedule: the parameters to compute at (sent to the device when upload is
  * set), the gradient buffer to add into, the loss scale and the step's gradient scale.
- * Clears the overflow flag when accumulate is 0. 0, or -1 (reported). */
+ * Clears the overflow flag when accumulate is 0. 0, or -1 (reported).
+ * Loss scaling: the last stage multiplies d(loss)/d(logits) by the loss scale S, so
+ * the activation gradients that travel between stages are scaled by S, and every
+ * stage unscales its parameters' gradients by grad_scale / (micro x S) as it adds them
+ * into grads, checking them for inf/NaN (lossscale.h). Every rank must use the same S
+ * (the trainer agrees on overflow over all ranks). */
 int gpu_stage_begin(gpu_stage *s, const float *params, float *grads, int upload,
                     float loss_scale, float grad_scale, int accumulate);
 /* After a schedule: with a gradient buffer and tp > 1, the tensors every shard holds
- * whole get tp rank 0's gradients (a collective of the tp group); then -1 when a pass
+ * whole (LayerNorms, the row-parallel biases) get tp rank 0's gradients (a collective
+ * of the tp group): every tp peer computes the same residual stream, and this keeps
+ * their copies of those tensors identical although a GPU's gradients sum in no fixed
+ * order. Then -1 when a pass
  * failed (reported), else whether any gradient added since the last begin with
  * accumulate 0 overflowed (1) or not (0). */
 int gpu_stage_end(gpu_stage *s);
