@@ -56,7 +56,8 @@ static void cpu_destroy(step_engine *e)
     free(c);
 }
 
-static const engine_ops cpu_ops = {cpu_grad, cpu_loss, cpu_destroy};
+static const engine_ops cpu_ops = {
+    .grad = cpu_grad, .loss = cpu_loss, .destroy = cpu_destroy};
 
 step_engine *engine_cpu_create(gpt_model *model, int B, int T, int micro)
 {

@@ -48,7 +48,8 @@ static void gpu_destroy(step_engine *e)
     free(d);
 }
 
-static const engine_ops gpu_ops = {gpu_grad, gpu_loss, gpu_destroy};
+static const engine_ops gpu_ops = {
+    .grad = gpu_grad, .loss = gpu_loss, .destroy = gpu_destroy};
 
 step_engine *engine_gpu_create(gpt_model *model, int B, int T, int threads, int blocks)
 {
@@ -115,7 +116,8 @@ static void pipe_destroy(step_engine *e)
     free(p);
 }
 
-static const engine_ops gpu_pipe_ops = {pipe_grad, pipe_loss, pipe_destroy};
+static const engine_ops gpu_pipe_ops = {
+    .grad = pipe_grad, .loss = pipe_loss, .destroy = pipe_destroy};
 
 step_engine *engine_gpu_pipeline_create(gpt_model *model, int B, int T, int micro,
                                         int threads, int nccl)

@@ -366,5 +366,5 @@ static const float *stage_backward(void *ctx, int slot, const float *dout)
 
 stage_passes gpu_stage_passes(gpu_stage *s)
 {
-    return (stage_passes){stage_forward, stage_backward, s};
+    return (stage_passes){.forward = stage_forward, .backward = stage_backward, .ctx = s};
 }

@@ -58,7 +58,8 @@ pipeline *pipeline_create(gpt_model *m, int micro, int B, int T, const stage_pas
     p->Bm = B / micro;
     p->T = T;
     p->slots = pipeline_slots(p->stage, p->stages, micro);
-    p->passes = passes ? *passes : (stage_passes){cpu_forward, cpu_backward, p};
+    const stage_passes cpu = {.forward = cpu_forward, .backward = cpu_backward, .ctx = p};
+    p->passes = passes ? *passes : cpu;
     p->n = (size_t)p->Bm * (size_t)T * (size_t)m->shape.n_embd;
     p->recv = gt_malloc(p->n * sizeof(float), "pipeline receive buffer");
     p->send = gt_malloc(2 * (size_t)micro * p->n * sizeof(float), "pipeline send buffers");
