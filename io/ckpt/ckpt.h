@@ -1,93 +1,13 @@
 /* ckpt — training checkpoints: everything a run needs to continue exactly where it
- * stopped, one HDF5 file per save, readable with h5py/h5dump.
- *
- * Layout (format_version 3, the version written; versions 1 and 2 are still read: see
- * "Older versions" below) of <dir>/ckpt_<step, 8 digits or more>.h5:
- *   the model file layout (h5model.h), with format = "gentrain-checkpoint":
- *   /                 attributes: format, format_version = 3, step (int64: optimizer
- *                     steps done, i.e. the index of the next step), config (the
- *                     effective `key = value` text), vocab_size, block_size, n_layer,
- *                     n_head, n_embd, and
- *                       adam_t      int64   AdamW updates applied (ckpt_state.adam_t)
- *                       world_size  int64   data-parallel replicas of the run that
- *                                   saved it (its ranks / (tp x pp))
- *                       seed        uint64  the data order / initialisation seed
- *                       loss_scale  float64 the mixed-precision loss scale (1.0 on CPU)
- *                       loss_scale_clean int64 clean steps since the scale last
- *                                   changed (when it next doubles; 0 on CPU)
- *                       global_batch int64  sequences per optimizer step, over all
- *                                   replicas and micro-steps (the effective number,
- *                                   whatever global_batch_size said)
- *                       samples     int64   training samples read before the next step:
- *                                   the global sample index that step starts at (the
- *                                   data cursor; step x global_batch unless the global
- *                                   batch was changed on a resume)
- *                       in_flight   int64   gradients computed but not yet applied (an
- *                                   async run's staleness; 0 for sync runs)
- *                       predict     int64   1 when /async/before_update is stored (async
- *                                   weight prediction), else 0
- *                       n_params    int64   floats in /model, /optim/m and /optim/v
- *                       checksum    string  "fnv1a64:<16 hex digits>"
- *                       data        string  what the training data is (h5data_fingerprint;
- *                                   optional: older files lack it; not in the checksum)
- *   /model/<name>     float32 parameters, one dataset per tensor of the table (h5model.h;
- *                     a gentrain run's whole-model table: GPT-2 names)
- *   /optim/m, /optim/v  float32 [n_params]: the AdamW moments, flat, in the layout of
- *                     the parameter buffer (the table's: tensor after tensor)
- *   /async            only when in_flight > 0 (F = in_flight):
- *     grad_<i>        float32 [n_params], i = 0 .. F-1: the reduced (averaged over the
- *                     replicas) gradient of step `step` - F + i, oldest first, in the
- *                     parameter buffer's layout, due at step `step` + i; all zeros for a
- *                     step before the first (async warm-up)
- *     overflow        int8 [F]: 1 when that gradient overflowed FP16 (its update is
- *                     skipped when it comes due)
- *     sumsq           float64 [F]: its squared norm on each replica before averaging,
- *                     averaged over the replicas (the gradient noise scale); 0 when
- *                     not measured
- *     before_update   float32 [n_params], only when predict = 1: the parameters before
- *                     the last update (weight prediction, grad_ring.h)
- *
- * Checksum: 64-bit FNV-1a over, in this order, the text
- *   "gentrain-checkpoint 3 step=S adam_t=A world_size=W seed=D loss_scale=L
- *    loss_scale_clean=K global_batch=G samples=N in_flight=F predict=P[ overflow=O
- *    sumsq=Q] vocab_size=.. block_size=.. n_layer=.. n_head=.. n_embd=.. n_params=N\n"
- * (one line, single spaces, integers in decimal, L as printf "%a"; the overflow and
- * sumsq fields only when F > 0: O the F flags as digits "0"/"1" without separators, Q
- * the F sums as printf "%a" separated by commas), the config text with its terminating
- * NUL, then the little-endian bytes of every float of the flat parameter buffer, of m,
- * of v, of grad_0 .. grad_<F-1> and, with predict = 1, of before_update. A flipped bit
- * in any dataset or in these attributes makes the file fail verification: it is never
- * loaded.
- *
- * Older versions. Version 2 wrote neither global_batch, samples, in_flight, predict nor
- * /async (and no async run could checkpoint); its checksum line stops after
- * loss_scale_clean. Version 1 has no loss_scale_clean either (read as 0; its line
- * stops after loss_scale). For both, global_batch is derived from the stored config:
- * its global_batch_size when above 0, else batch_size x world_size; samples = step x
- * global_batch; in_flight = predict = 0.
+ * stopped, one HDF5 file per save, <dir>/ckpt_<step, 8 digits or more>.h5. The format
+ * (format_version 3; versions 1 and 2 still read), its checksum, the data cursor and
+ * the write protocol are specified in docs/checkpoint-format.md, the one place that
+ * says them; this header gives the functions.
  *
  * The functions take a table of named tensors (tensors.h) and flat buffers of it
- * (ckpt_state), not a model: the table says which tensors /model holds and where each
- * lies in the buffers; the shape is the file's metadata, which the caller makes agree
- * with the table (gpt_tensor_table of a whole model does).
- *
- * Data cursor: the window order is a pure function of (seed, global sample index)
- * (windows.h) and a step reads the next global_batch samples of it, however it is split
- * into replicas and micro-steps, so `samples` (= step x global_batch) IS the data
- * cursor: a run resumed from a checkpoint reads exactly the samples an uninterrupted
- * run reads from that step on, on any number of replicas that keeps the global batch.
- * There is no other RNG state in a training step.
- *
- * Writes: <path>.tmp first, flushed, fsync'ed, renamed over <path>, folder synced. A
- * crash mid-write leaves only a .tmp: ckpt_find_latest ignores it, ckpt_save and
- * ckpt_prune delete it. A failed save (folder not writable, disk full) prints one error
- * line, removes its .tmp and leaves every earlier checkpoint as it was.
- * (Test hook: GENTRAIN_TEST_CRASH_IN_CKPT=N makes the N-th save of a process kill
- * itself with SIGKILL just before the rename; tests/test_resume.sh uses it.)
- *
- * All functions print their own one-line errors ("gentrain: error: ...") and return -1;
- * HDF5 calls hold h5lock. Call them from one rank (rank 0 saves and prunes); every rank
- * may load. */
+ * (ckpt_state), not a model. All print their own one-line errors ("gentrain: error:
+ * ...") and return -1; HDF5 calls hold h5lock. Call them from one rank (rank 0 saves
+ * and prunes); every rank may load. */
 #ifndef GT_CKPT_H
 #define GT_CKPT_H
 
