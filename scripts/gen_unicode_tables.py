@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
-"""gen_unicode_tables.py - writes io/unicode_tables.c, the character classes the
-byte-level BPE pre-tokenizer (io/bpe_pretok.c) needs for the GPT-2 split:
+"""gen_unicode_tables.py - writes io/tokenizer/unicode_tables.c, the character classes the
+byte-level BPE pre-tokenizer (io/tokenizer/bpe_pretok.c) needs for the GPT-2 split:
 
   letter   \\p{L}: general categories Lu Ll Lt Lm Lo
   number   \\p{N}: Nd Nl No
@@ -10,7 +10,7 @@ byte-level BPE pre-tokenizer (io/bpe_pretok.c) needs for the GPT-2 split:
 as sorted, non-overlapping ranges [first, last] of code points, each with its class;
 every code point not in a range is "other". Adjacent ranges of one class are joined.
 
-Usage: python3 scripts/gen_unicode_tables.py > io/unicode_tables.c
+Usage: python3 scripts/gen_unicode_tables.py > io/tokenizer/unicode_tables.c
 The Unicode version is Python's (unicodedata.unidata_version), written into the file.
 """
 import sys

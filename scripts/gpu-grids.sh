@@ -1,7 +1,7 @@
 #!/bin/bash
 # gpu-grids.sh GENTRAIN — gentrain's model-parallel grids on this machine's GPUs against
 # the same grids on its CPU: a check of the trainer's GPU stages and tensor-parallel
-# shards (src/gpu_stage.c) on real hardware, for scripts/gpu-check.sh (its `grids`
+# shards (src/engine/gpu_stage.c) on real hardware, for scripts/gpu-check.sh (its `grids`
 # check) or alone. GENTRAIN is a gentrain built with --with-cuda (MPI, HDF5, BLAS);
 # run from the source tree (it reads data/tinyshakespeare.txt).
 #

@@ -17,8 +17,8 @@ min_lr 1e-4 at step `--steps` (nanoGPT's get_lr with lr_decay_iters = steps).
 Training batches: random offsets with replacement each step from the global torch
 RNG seeded with torch.manual_seed(seed) (which also seeds the initialisation).
 
-Split: n_val = round(n * 0.1) (llround in io/prepare.c), n_train = n - n_val.
-Evaluation (src/windows.c windows_init + windows_eval, src/train.c setup_data): the
+Split: n_val = round(n * 0.1) (llround in src/cli/prepare.c), n_train = n - n_val.
+Evaluation (src/data/windows.c windows_init + windows_eval, src/train/train.c setup_data): the
 val split is one row of n_val tokens; windows of T+1 = 65 tokens start at multiples
 of T = 64 (neighbours share one token), per_row = (n_val - 1 - (T - 1)) // T of them;
 window k of K = eval_batches * batch_size = 1680 starts at 64 * floor(k * count / K).
@@ -152,7 +152,7 @@ def main():
     with open(a.data, "rb") as f:
         raw = f.read()
     n = len(raw)
-    n_val = int(math.floor(n * 0.1 + 0.5))  # llround(n * 0.1), as io/prepare.c
+    n_val = int(math.floor(n * 0.1 + 0.5))  # llround(n * 0.1), as src/cli/prepare.c
     n_train = n - n_val
     data = torch.frombuffer(bytearray(raw), dtype=torch.uint8).long()
     train, val = data[:n_train], data[n_train:]
