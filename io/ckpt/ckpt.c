@@ -906,14 +906,20 @@ int ckpt_find_latest(const char *dir, char *out, size_t cap)
  * when it is absent or not an integer. */
 static int config_int(const char *text, const char *key, int64_t *out)
 {
-    char val[64];
-    if (config_text_value(text ? text : "", key, val, sizeof val) != 1) return -1;
-    char *end = NULL;
-    errno = 0;
-    long long x = strtoll(val, &end, 10);
-    if (end == val || *end != '\0' || errno != 0) return -1;
-    *out = x;
-    return 0;
+    if (!text) text = "";
+    char *val = malloc(strlen(text) + 1); /* no value is longer than its text */
+    int rc = -1;
+    if (val && config_text_value(text, key, val, strlen(text) + 1) == 1) {
+        char *end = NULL;
+        errno = 0;
+        long long x = strtoll(val, &end, 10);
+        if (end != val && *end == '\0' && errno == 0) {
+            *out = x;
+            rc = 0;
+        }
+    }
+    free(val);
+    return rc;
 }
 
 static void add_change(char *buf, size_t cap, const char *text)
