@@ -1,7 +1,7 @@
 // gpu_model — see gpu_model.h. The model's resources and the C API: the layout, the
 // carving of the activation area, create / free, the parameter upload, the tokens and
 // the residual stream between host and device, and the entry points, which queue the
-// passes of gpu_model_passes.cu (the forward and backward of src/model.c, layer by
+// passes of gpu_model_passes.cu (the forward and backward of src/model/model.c, layer by
 // layer on the FP16 kernels of ops.cuh, every activation of the batch kept on the
 // device). The struct, the device coordinates and the stream conventions:
 // gpu_model_impl.cuh.
@@ -113,7 +113,7 @@ size_t carve_acts(gpu_model *g, const gpu_model_shape *s, int B, int T, int bloc
 }
 
 // The layout (g->blocks and g->tp set first): layer tensors in device coordinates; a
-// shard's is src/model.c's (gpu_model.h).
+// shard's is src/model/model.c's (gpu_model.h).
 void set_layout(gpu_model *g)
 {
     const size_t C = g->s.n_embd, V = g->s.vocab_size / g->tp.size, maxT = g->s.block_size;

@@ -10,7 +10,7 @@
  * ops.cuh. What stays on the host (the caller's): the FP32 master weights, AdamW and
  * the loss scale.
  *
- * Parameter layout: exactly the flat layout of src/model.h (whole model, tp = 1):
+ * Parameter layout: exactly the flat layout of src/model/model.h (whole model, tp = 1):
  *   wte[V,C] wpe[maxT,C] | per layer: ln_1.w ln_1.b attn.c_attn.w[3C,C] .b[3C]
  *   attn.c_proj.w[C,C] .b[C] ln_2.w ln_2.b mlp.c_fc.w[4C,C] .b[4C] mlp.c_proj.w[C,4C]
  *   .b[C] | ln_f.w ln_f.b
@@ -24,7 +24,7 @@
  *
  * Loss scaling: gpu_model_step multiplies d(mean loss)/d(logits) by loss_scale, so
  * every gradient that comes back is scaled by it (and may be inf or NaN when FP16
- * overflowed; the caller checks, see src/lossscale.h).
+ * overflowed; the caller checks, see src/engine/lossscale.h).
  *
  * Errors: every function returning int gives 0, or -1 with a one-line reason in `why`
  * (a CUDA or cuBLAS error, out of device memory, a bad argument). After an error the
@@ -64,7 +64,7 @@ gpu_model *gpu_model_create(const gpu_model_shape *s, int B, int T, char *why, s
 void gpu_model_free(gpu_model *g);
 
 /* The pinned host buffer of gpu_model_param_count FP16 values (IEEE binary16 bits) the
- * caller fills from its master weights (src/half.h), then uploads. */
+ * caller fills from its master weights (src/kernels/simd/half.h), then uploads. */
 uint16_t *gpu_model_param_staging(gpu_model *g);
 /* Copies the staging buffer to the device (asynchronously: the next step waits for it,
  * and the staging buffer must not change until gpu_model_sync or the next step). */
@@ -115,7 +115,7 @@ const uint16_t *gpu_model_grads_part(gpu_model *g, int k, size_t *lo, size_t *hi
 /* ---- offload = blocks: the transformer blocks alone on the device ----
  *
  * The caller computes the token + position embedding and the final LayerNorm, the tied
- * head and the loss itself (src/device_step.c: in FP32 on the host) and hands the
+ * head and the loss itself (src/engine/device_step.c: in FP32 on the host) and hands the
  * residual stream over once each way per forward and once each way per backward: as
  * FP32 through a pinned host buffer on the copy stream, converted from and to FP16 on
  * the device, where it stays FP16 through every block.
@@ -158,11 +158,11 @@ int gpu_model_blocks_backward(gpu_model *g, const float *dxL, float *dx0, int B,
  *
  * A shard blocks model is a blocks model (above: the residual stream up and down, the
  * same entry points, gpu_model_blocks_forward and _backward) of shard tp.rank of
- * tp.size, cut as src/model.h cuts a shard (Megatron-style): NH/tp of the heads of each
+ * tp.size, cut as src/model/model.h cuts a shard (Megatron-style): NH/tp of the heads of each
  * attention and 4C/tp of the units of each MLP; attn.c_attn and mlp.c_fc by output rows
  * (column-parallel: within each of c_attn's q, k and v thirds, this shard's heads),
  * attn.c_proj and mlp.c_proj by input columns (row-parallel), whose biases are added by
- * tp rank 0 alone; LayerNorms whole. Its layout is src/model.c's of that shard with
+ * tp rank 0 alone; LayerNorms whole. Its layout is src/model/model.c's of that shard with
  * every layer (gpt_create_tp): wte[V/tp,C] wpe[maxT,C] | per layer ln_1.w ln_1.b
  * attn.c_attn.w[3C/tp,C] .b[3C/tp] attn.c_proj.w[C,C/tp] .b[C] ln_2.w ln_2.b
  * mlp.c_fc.w[4C/tp,C] .b[4C/tp] mlp.c_proj.w[C,4C/tp] .b[C] | ln_f.w ln_f.b, of which

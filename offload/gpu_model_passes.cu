@@ -1,4 +1,4 @@
-// gpu_model_passes — the forward and backward of src/model.c for gpu_model.cu, layer by
+// gpu_model_passes — the forward and backward of src/model/model.c for gpu_model.cu, layer by
 // layer on the FP16 kernels of ops.cuh, with every activation of the batch kept on the
 // device, and the small kernels they use. Internal to offload/ (gpu_model_impl.cuh);
 // everything here only queues work on the compute stream (and gradient copies on the
@@ -18,7 +18,7 @@
 // shard's Cl = C/tp columns and NHl = NH/tp heads; the two row-parallel products' outputs
 // and, backward, the input gradients of the two column-parallel ones are summed over the
 // tp peers (tp_sum) before anything whole reads them, the row-parallel biases are added
-// by tp rank 0 alone, as src/model.c does.
+// by tp rank 0 alone, as src/model/model.c does.
 //
 // Gradient copies: backward finishes the parameter gradients in the reverse order of
 // the layout (ln_f, the last block, ..., the first block, then wte and wpe, which get
@@ -299,7 +299,7 @@ int blocks_backward(gpu_model *g, int B, int T, char *why, size_t cap)
         BL(ol_matmul_backward(g->blas, g->dln, G + o.qkvw, G + o.qkvb, g->dqkv, a.ln1,
                               P + o.qkvw, N, C, 3 * Cl, 0));
         // The key bias's gradient is exactly 0 (softmax ignores what a row shares): drop
-        // the rounding left there, as src/model.c does (a shard's keys: its middle Cl).
+        // the rounding left there, as src/model/model.c does (a shard's keys: its middle Cl).
         CU(cudaMemsetAsync(G + o.qkvb + Cl, 0, (size_t)Cl * sizeof(float), st));
         if (tp_sum(g, g->dln, (size_t)N * C, why, cap) != 0) return -1;
         PROF(GPU_PHASE_LAYERNORM);

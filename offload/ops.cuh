@@ -1,8 +1,8 @@
 // ops — the FP16 layer kernels of the CUDA backend (offload/), for the op table of
-// src/backend.h once it is wired in. Internal to offload/ (CUDA types are fine here;
+// src/kernels/backend.h once it is wired in. Internal to offload/ (CUDA types are fine here;
 // src/ sees only offload.h).
 //
-// Conventions, as the CPU kernels (src/kernels_cpu.h) with FP16 storage:
+// Conventions, as the CPU kernels (src/kernels/kernels_cpu.h) with FP16 storage:
 //  - activations and weights are __half on the device; every reduction and every
 //    elementwise formula is computed in float;
 //  - parameter gradients are float (accumulated with atomics: summation order is not

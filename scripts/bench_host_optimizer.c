@@ -7,7 +7,7 @@
  *   train.c: unscale FP16 -> FP32 | norm pass |                  | AdamW(g f) | FP16
  *   new:     unscale FP16 -> FP32 + sum of squares               | AdamW(g f) | FP16
  *
- * "old" is the step before the clip was folded into AdamW; "train.c" is src/train.c's
+ * "old" is the step before the clip was folded into AdamW; "train.c" is src/train/train.c's
  * host step now (it keeps its norm pass: the norm is taken after the MPI allreduce);
  * "new" is offload/tests/host_trainer.h's (the norm summed by the unscale). "FP16" is
  * the master weights converted for the upload. The gradients are drawn so that the clip
@@ -44,7 +44,7 @@ enum { P_UNSCALE, P_NORM, P_CLIP, P_ADAMW, P_HALF, NPHASE };
 static const char *phase_name[NPHASE] = {"unscale FP16->FP32", "global norm", "clip (g *= f)",
                                          "AdamW", "FP16 for the upload"};
 
-/* The flat layout of src/model.h at the GPT-2 124M shape; returns the parameter count. */
+/* The flat layout of src/model/model.h at the GPT-2 124M shape; returns the parameter count. */
 static size_t make_layout(gpt_param_info *info)
 {
     size_t off = 0;
@@ -91,7 +91,7 @@ static void clip_pass(float *g, size_t n, float f)
     for (size_t i = 0; i < n; i++) g[i] *= f;
 }
 
-/* The weights to FP16 for the upload, in parallel chunks (src/device_step.c's way). */
+/* The weights to FP16 for the upload, in parallel chunks (src/engine/device_step.c's way). */
 static void to_half(uint16_t *dst, const float *src, size_t n, int threads)
 {
     const size_t chunks = (n + CONVERT_CHUNK - 1) / CONVERT_CHUNK;
@@ -277,7 +277,7 @@ int main(int argc, char **argv)
     printf("%-28s %10s %10.3f %10.3f   %10s %10.3f %10.3f\n", "total vs old", "1",
            med_tot[TRAIN] / med_tot[OLD], med_tot[NEW] / med_tot[OLD], "1",
            best_tot[TRAIN] / best_tot[OLD], best_tot[NEW] / best_tot[OLD]);
-    printf("(old: unscale, norm pass, clip pass, AdamW; train.c: the norm pass kept (src/train.c "
+    printf("(old: unscale, norm pass, clip pass, AdamW; train.c: the norm pass kept (src/train/train.c "
            "takes it after the allreduce), the clip in AdamW; new: the norm summed by the "
            "unscale, the clip in AdamW: host_trainer.h)\n");
     printf("norm: old %.9g, new %.9g (relative %.1e at most); clip factors old/new %s; after "

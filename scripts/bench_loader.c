@@ -7,8 +7,8 @@
  *       skewed like text (small ids far more often: about 11 bits each), so deflate
  *       shrinks them about as it shrinks real token files.
  *   bench_loader read SPEC SECONDS [BLOCK [BATCH [MAX_OPEN]]]
- *       opens SPEC (a file, folder, glob or list: io/h5set.h) as train does, starts the
- *       loader thread (src/loader.h) and takes batches for SECONDS: prints the open
+ *       opens SPEC (a file, folder, glob or list: io/h5/h5set.h) as train does, starts the
+ *       loader thread (src/data/loader.h) and takes batches for SECONDS: prints the open
  *       time, loader tokens/s, the files opened and the most open at once.
  * Prints one "key value" per line. */
 #include <stdint.h>

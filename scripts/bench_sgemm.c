@@ -1,7 +1,7 @@
 /* bench_sgemm — what the BLAS delivers on the matrix products of one training step.
  *
  * For a GPT config it times cblas_sgemm (or, with --precision bf16, gentrain's BF16
- * products: src/gemm_bf16.h) on every Linear-layer product of a step, with
+ * products: src/kernels/bf16/gemm_bf16.h) on every Linear-layer product of a step, with
  * N = B*T rows and the weights stored as (out, in), as gentrain and PyTorch store them:
  *   forward   out  (N,out) = inp (N,in) @ W^T          M=N   N=out K=in
  *   backward  dinp (N,in)  = dout (N,out) @ W          M=N   N=in  K=out

@@ -1,14 +1,14 @@
 /* fake_gpu — a test double of the GPU side (offload/offload.h and offload/gpu_model.h)
  * that runs on the CPU, so `make check` can drive the trainer's offload = all and
- * offload = blocks paths (src/train.c, src/device_step.c, src/lossscale.c) on a machine
+ * offload = blocks paths (src/train/train.c, src/engine/device_step.c, src/engine/lossscale.c) on a machine
  * without a GPU.
  *
- * It is linked only into tests/gentrain_fakegpu (src/main.c + this file, before
+ * It is linked only into tests/gentrain_fakegpu (src/cli/main.c + this file, before
  * libgentrain.a, so the archive's real offload objects are never pulled in), never into
  * gentrain.
  *
  * What it does: one "device" (offload_device_count = 1). gpu_model_* keep a CPU model
- * of src/model.h (whole, tp = 1: the same flat layout by construction). The parameters
+ * of src/model/model.h (whole, tp = 1: the same flat layout by construction). The parameters
  * it computes with are what the caller put in the FP16 staging buffer, widened back to
  * float, so the forward and backward see FP16-rounded weights as the GPU would. A
  * training step computes d(mean loss)/d(params) in FP32, multiplies by the loss scale

@@ -1,5 +1,5 @@
 /* hflogits — test tool: the logits gentrain computes for a token sequence, from a
- * Hugging Face GPT-2 folder (io/hf_gpt2.h: config.json + model.safetensors) or a
+ * Hugging Face GPT-2 folder (io/hf/hf_gpt2.h: config.json + model.safetensors) or a
  * gentrain model file, for tests/test_hf.sh to compare with transformers'.
  *
  * usage: hflogits MODEL TOKENS.txt OUT.bin

@@ -165,7 +165,7 @@ check_resumed_close() {
 }
 
 # gpu_tp_grids GPUBIN PATH: tensor-parallel shards trained by (test) GPUs under mpirun
-# (src/gpu_stage.c: each rank's shard of the blocks on its GPU, the vocabulary-parallel
+# (src/engine/gpu_stage.c: each rank's shard of the blocks on its GPU, the vocabulary-parallel
 # embedding and head on the host) against the same grid on the CPU (tiny_gpt_args'
 # model, 6 steps): tp 2, dp 2 x tp 2 and tp 2 x pp 2 with 4 micro-batches (the first
 # stage recomputes its blocks' forward before a backward), each reading the same global

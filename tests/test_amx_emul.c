@@ -1,4 +1,4 @@
-/* test_amx_emul — the software model of the AMX tiles (src/amx_emul.h) that the AMX
+/* test_amx_emul — the software model of the AMX tiles (src/kernels/bf16/amx_emul.h) that the AMX
  * matrix product's emulated twin runs on:
  *   (a) TDPBF16PS sums as the SDM's pseudo-code says: an even and an odd chain from
  *       zero, then their sum, then into the destination (values chosen so the naive

@@ -1,4 +1,4 @@
-/* test_blas_core — the table behind the OpenBLAS core check (src/blas_core.c):
+/* test_blas_core — the table behind the OpenBLAS core check (src/kernels/blas_core.c):
  *   (a) every core gentrain may ask for is known at the level it is asked for, so a
  *       correction can never ask for a core of a lower level than the CPU's;
  *   (b) the names OpenBLAS reports are read case-insensitively, SSE-only cores sit at

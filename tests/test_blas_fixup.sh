@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The OpenBLAS core check (src/blas_core.c) end to end:
+# The OpenBLAS core check (src/kernels/blas_core.c) end to end:
 #  - OpenBLAS made to run a generic core as if it had chosen it itself
 #    (OPENBLAS_CORETYPE=Prescott marked as gentrain's own setting, which is how
 #    gentrain sees its own earlier choice): gentrain restarts itself with the core for

@@ -1,4 +1,4 @@
-/* test_ckpt — training checkpoints (io/ckpt.c).
+/* test_ckpt — training checkpoints (io/ckpt/ckpt.c).
  *
  * Save and load back bit for bit (parameters, moments, metadata: the global batch and
  * the data cursor too); an async checkpoint's gradients in flight, flags, sums and
@@ -166,7 +166,7 @@ static const uint64_t SEED = 0xfedcba9876543210ull;
 
 /* The checksum ckpt.h defines for a version `version` file of s at step 1234 (world 1,
  * SEED, cfg, GLOBAL_BATCH, SAMPLES; as: the gradients in flight, or NULL), computed
- * here independently of io/ckpt.c. */
+ * here independently of io/ckpt/ckpt.c. */
 static uint64_t checksum_of(const run_state *s, int version, double loss_scale,
                             long long clean, const ckpt_async *as)
 {

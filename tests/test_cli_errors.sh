@@ -266,7 +266,7 @@ expect_train_ok "vocab_size only on the command line" \
     --vocab_size 500 "${TINY[@]}" --out "$tmp/run_cmdvocab"
 
 # ------------------------------------------------------------------ one vocabulary
-# Every verb names the same thing the same way (src/cli_names.h): --model for the model
+# Every verb names the same thing the same way (src/cli/cli_names.h): --model for the model
 # a verb reads, -o/--out for what it writes; '-' and '_' alike; --name=VALUE. An old
 # spelling still works, with exactly one "gentrain: note:" line naming the new one.
 notes() { grep -c '^gentrain: note: ' "$err"; }

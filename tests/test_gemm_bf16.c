@@ -1,4 +1,4 @@
-/* test_gemm_bf16 — the BF16 matrix product (src/gemm_bf16.h) against a reference in
+/* test_gemm_bf16 — the BF16 matrix product (src/kernels/bf16/gemm_bf16.h) against a reference in
  * double precision computed here from the operands rounded to bfloat16:
  *   (a) every path the CPU runs (AMX tiles and AVX512_BF16 where it has them, the
  *       portable path always) and the AMX path's emulated twin (always, on every CPU),

@@ -5,7 +5,7 @@
 #  1. --build-only links every program of `make gpu-programs` into a bundle folder
 #     (exit 0, each one there and executable).
 #  2. A deliberately shortened object list (GPU_TRAIN_HOST without the SIMD files that
-#     src/half.c needs, as the script linked before it asked make) fails it: exit 1,
+#     src/kernels/simd/half.c needs, as the script linked before it asked make) fails it: exit 1,
 #     the linker's undefined reference shown, gpu_train named as not built.
 #  3. No NVIDIA driver and no device here (the test says so and skips this part when
 #     there is one): the bundle's test_ops and gpu_train exit 77 with a "skip: no GPU"

@@ -1,4 +1,4 @@
-/* test_h5data — token datasets (io/h5data.c) and `prepare` (io/prepare.c).
+/* test_h5data — token datasets (io/h5/h5data.c) and `prepare` (src/cli/prepare.c).
  *
  * Files are made here with the HDF5 API in a fresh temporary folder: every accepted
  * integer type at rank 1 and 2 is read back exactly; every refused input fails with

@@ -1,4 +1,4 @@
-/* test_h5model — the model file (io/h5model.c) and `inspect` (io/inspect.c).
+/* test_h5model — the model file (io/h5/h5model.c) and `inspect` (io/h5/inspect.c).
  *
  * Save, load into a fresh model and compare bit for bit; read the metadata back; refuse
  * models of another shape (naming the tensor) and damaged files; pick the newest of

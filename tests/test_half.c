@@ -1,4 +1,4 @@
-/* test_half — fp16 conversion for gradients on the wire (src/half.h).
+/* test_half — fp16 conversion for gradients on the wire (src/kernels/simd/half.h).
  *  - every one of the 65536 halves converts to float and back to the same bits (NaNs:
  *    stay NaN, made quiet), through the scalar path and the dispatched (F16C) path;
  *  - float -> half rounds to nearest, ties to even, against a reference that searches

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Hugging Face GPT-2 folders in and out (io/hf_gpt2.h, io/safetensors.h): `gentrain
+# Hugging Face GPT-2 folders in and out (io/hf/hf_gpt2.h, io/hf/safetensors.h): `gentrain
 # export --format hf` and `init_from`. Tiny models, a slice of the shipped corpus.
 #  1. A trained model exported and imported again (tests/hflogits, gentrain's own
 #     forward on both) gives the same logits bit for bit; the folder holds config.json

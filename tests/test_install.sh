@@ -33,7 +33,7 @@ for v in $verbs; do
     check "gentrain(1) names gentrain-$v(1)" grep -q "gentrain\\\\-$v (1)" "$man1/gentrain.1"
 done
 
-# gentrain.cfg(5): exactly the keys of the table in src/config.c.
+# gentrain.cfg(5): exactly the keys of the table in src/config/config.c.
 table=$(sed -n '/^static const key_def keys\[\] = {/,/^};/p' "$top_srcdir/src/config/config.c" |
     grep -o 'KEY_[A-Z0-9]*([a-z_0-9]*' | sed 's/.*(//' | sort)
 inpage=$(sed -n '/^\.SH KEYS/,/^\.SH /p' "$man5/gentrain.cfg.5" |

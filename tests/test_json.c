@@ -1,4 +1,4 @@
-/* test_json — the JSON reader (io/json.c): valid documents read as they should be;
+/* test_json — the JSON reader (io/tokenizer/json.c): valid documents read as they should be;
  * malformed and hostile ones fail with one message that names the place and the
  * problem. */
 #include <stdint.h>

@@ -66,7 +66,7 @@ done:
     return rc;
 }
 
-/* One file as a settled set (io/h5set.h), the way train opens its data. */
+/* One file as a settled set (io/h5/h5set.h), the way train opens its data. */
 static h5set *open_set(const char *path)
 {
     h5set *s = h5set_create(path, "/tokens", 0, 4);

@@ -2,7 +2,7 @@
 # The trainer's GPU path with the real GPU engine (offload/gpu_model*.cu, ops.cu) run
 # on the CPU by the CUDA emulation (offload/tests/emu): tests/gentrain_emugpu. Where
 # test_offload_fake.sh checks the trainer against a test double of the GPU, this runs
-# what a GPU would run, kernel for kernel, through src/device_step.c. Tiny model, a
+# what a GPU would run, kernel for kernel, through src/engine/device_step.c. Tiny model, a
 # slice of the shipped corpus:
 #  1. offload = all: one `offload:` line naming the emulated GPU; every step at scale
 #     65536; losses and val_losses within 1e-2 relative of offload = none (FP16 against
@@ -15,7 +15,7 @@
 #     that a checkpoint holds all the GPU path's state, the loss scale included).
 #  5. 2 ranks, each with its own emulated GPU: the parameters identical on both ranks
 #     at the end; losses within 1e-2 relative of 1 rank with 2 micro-batches.
-#  6. Pipeline stages on emulated GPUs (src/gpu_stage.c on the real blocks code):
+#  6. Pipeline stages on emulated GPUs (src/engine/gpu_stage.c on the real blocks code):
 #     gpu_pipeline_grids (tests/lib.sh: pp 2, dp 2 x pp 2, pp 2 with accumulation
 #     against the CPU's pp 2 within 1e-3; a pp 2 checkpoint resumed on one GPU).
 #  7. Tensor-parallel shards on emulated GPUs (the real shard blocks code): with a GPU

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
-# The trainer's GPU paths (offload = all and blocks: src/train.c, src/device_step.c,
-# src/lossscale.c) driven on the CPU through tests/gentrain_fakegpu, gentrain linked
+# The trainer's GPU paths (offload = all and blocks: src/train/train.c, src/engine/device_step.c,
+# src/engine/lossscale.c) driven on the CPU through tests/gentrain_fakegpu, gentrain linked
 # with the test double tests/fake_gpu.c (one "GPU" that computes with FP16-rounded
 # weights and returns FP16 gradients x the loss scale; GENTRAIN_FAKE_GPU_OVERFLOW makes
 # chosen steps overflow). On a slice of the shipped corpus, a tiny model:
@@ -31,11 +31,11 @@
 #     gradient at step 3 skips that step and halves the scale; an overflow in d x0
 #     (so only the host's embedding gradients are inf) does the same, and a 3-step run
 #     whose step 3 overflows so ends with the parameters of a 2-step run, bit for bit.
-#  8. Pipeline stages on the "GPUs" (src/gpu_stage.c): gpu_pipeline_grids (tests/lib.sh:
+#  8. Pipeline stages on the "GPUs" (src/engine/gpu_stage.c): gpu_pipeline_grids (tests/lib.sh:
 #     pp 2, dp 2 x pp 2 and pp 2 with accumulation against the CPU's pp 2 within 1e-3,
 #     and a pp 2 checkpoint resumed on one GPU); an overflow on the last stage's rank
 #     alone skips the step on both.
-#  9. Tensor-parallel shards on the "GPUs" (src/gpu_stage.c with tp > 1): gpu_tp_grids
+#  9. Tensor-parallel shards on the "GPUs" (src/engine/gpu_stage.c with tp > 1): gpu_tp_grids
 #     (tests/lib.sh: tp 2, dp 2 x tp 2, tp 2 x pp 2 against the CPU at the same grid
 #     within 1e-3, a tp 2 checkpoint resumed on one GPU), the all-reduces through host
 #     memory (the double has no NCCL); offload = blocks says so without the placement

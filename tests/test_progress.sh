@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Progress a person can read (config key log_every, src/train_report.c):
+# Progress a person can read (config key log_every, src/train/train_report.c):
 #  - a step line every log_every steps, plus this run's first step, the last one and
 #    every evaluation step; log_every = 0 (the default) gives about 100 lines a run;
 #  - each line says the tokens trained on so far, the time elapsed and the ETA, and

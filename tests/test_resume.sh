@@ -20,7 +20,7 @@
 #     the previous checkpoint intact and no .tmp left; resuming without the limit ends
 #     like the straight run;
 #  7. a crash (SIGKILL) in the middle of a checkpoint write, through the test hook
-#     GENTRAIN_TEST_CRASH_IN_CKPT (io/ckpt.c): the .tmp stays, the previous checkpoint
+#     GENTRAIN_TEST_CRASH_IN_CKPT (io/ckpt/ckpt.c): the .tmp stays, the previous checkpoint
 #     is intact, resume = auto ignores the .tmp and ends like the straight run.
 # Every run is under a time limit, so a hang fails the test instead of blocking it.
 #
@@ -234,7 +234,7 @@ check "  final parameters identical" same_model "$tmp/ref/model.h5" "$tmp/f/mode
 
 # ------------------------------------------------------------- 7. crash mid-write
 # A run resumed from a copy of the straight run's step-20 checkpoint, with
-# GENTRAIN_TEST_CRASH_IN_CKPT=1 (io/ckpt.c): its first save (step 40) kills the
+# GENTRAIN_TEST_CRASH_IN_CKPT=1 (io/ckpt/ckpt.c): its first save (step 40) kills the
 # process with SIGKILL after writing the .tmp, before the rename.
 mkdir -p "$tmp/k/checkpoints"
 cp "$tmp/ref/$CK20" "$tmp/k/checkpoints/"

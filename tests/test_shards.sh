@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# One dataset made of several files (io/h5set.h), and compressed data:
+# One dataset made of several files (io/h5/h5set.h), and compressed data:
 #  - a sharded corpus: the first 100 kB of the shipped text cut into 5 pieces of unequal
 #    length, each prepared into its own file (train and val in each);
 #  - the folder, a glob and a comma-separated list of its files give the same run, bit

@@ -1,4 +1,4 @@
-/* test_signals — the stop handlers of src/signals.c, each case in a child process.
+/* test_signals — the stop handlers of src/base/signals.c, each case in a child process.
  *
  * A first SIGTERM/SIGUSR1 sets the flag and the count and nothing else; a second one
  * ends the process by that signal (the shell's 143 / 138); a child that sees the flag

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The thread team (src/team.c), end to end:
+# The thread team (src/base/team.c), end to end:
 #  - a team whose size changes between steps (GENTRAIN_TEAM_SCHEDULE) trains the very
 #    same model as a fixed team: every loss and every parameter bit-identical, so a
 #    team leaving a shared core never changes a result;

@@ -13,7 +13,7 @@
  *                          [out, in] like PyTorch nn.Linear (Hugging Face's GPT-2
  *                          Conv1D stores the transpose).
  *   /tokenizer.json        when the training data had a BPE tokenizer: its text
- *                          (io/h5tok.h, with its own checksum); absent for byte-level
+ *                          (io/h5/h5tok.h, with its own checksum); absent for byte-level
  *                          models.
  * Checksum: "fnv1a64:<16 hex digits>", 64-bit FNV-1a over the text
  *   "gentrain-model 1 step=S shape=V,T,L,NH,C\n"
@@ -43,7 +43,7 @@
  * path is left as it was). */
 int h5model_save(const char *path, gpt_shape shape, const gt_tensor_table *tab,
                  const float *params, const char *config_text, int64_t step);
-/* The same with the tokenizer of the training data (io/h5tok.h: the dataset
+/* The same with the tokenizer of the training data (io/h5/h5tok.h: the dataset
  * /tokenizer.json with its own checksum), so that `sample` decodes the model's ids;
  * tokenizer NULL: none (byte-level data). */
 int h5model_save_tok(const char *path, gpt_shape shape, const gt_tensor_table *tab,

@@ -2,7 +2,7 @@
  * their ids decode.
  *
  * Layout: the dataset /tokenizer.json, 1-D uint8, the UTF-8 text of a Hugging Face
- * tokenizer.json (io/bpe.h), with the attribute checksum = "fnv1a64:<16 hex digits>"
+ * tokenizer.json (io/tokenizer/bpe.h), with the attribute checksum = "fnv1a64:<16 hex digits>"
  * over those bytes. Readable with h5py: bytes(f["tokenizer.json"][()]).decode().
  * A file without the dataset holds byte-level tokens (ids 0..255 are the bytes).
  * Token datasets written with one also carry the root attribute tokenizer = "bpe"

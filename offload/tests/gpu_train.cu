@@ -2,7 +2,7 @@
 // FP32 master weights, AdamW and the dynamic loss scale on the host, forward and
 // backward in FP16 on the GPU. Needs only nvcc, cuBLAS and a GPU: no MPI, HDF5 or BLAS
 // (scripts/gpu-check.sh and `make check` build it from gpu_model.cu,
-// gpu_model_passes.cu, ops.cu and the plain C src/lossscale.c and src/half.c).
+// gpu_model_passes.cu, ops.cu and the plain C src/engine/lossscale.c and src/kernels/simd/half.c).
 //
 //   gpu_train [test]       the step against a CPU reference in double (no argument:
 //                          test, as `make check` runs it)
@@ -202,7 +202,7 @@ static void check_gradients(Trainer &tr, const char *tag, const int32_t *in, con
 static size_t blocks_lo(const Layout &L) { return L.wpe + (size_t)L.s.block_size * L.s.n_embd; }
 static size_t blocks_hi(const Layout &L) { return L.lnfw; }
 
-// What offload = blocks computes with (src/device_step.c): the blocks' weights rounded
+// What offload = blocks computes with (src/engine/device_step.c): the blocks' weights rounded
 // through FP16 (on the device), the embedding's and the head's the FP32 master weights
 // (on the host), in double.
 static std::vector<double> blocks_params(const Trainer &tr)

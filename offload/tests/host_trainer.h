@@ -9,15 +9,15 @@
 // GPU; the sum times 1/accum (scale x the mean gradient) comes down once as FP16, part
 // by part as the backward finishes them, each part unscaled into FP32 while the GPU
 // works on the next (gpu_model_grads_part); an inf or NaN skips the update and halves the scale
-// (src/lossscale.h), else AdamW (the formulas of src/optim.c) updates the master
+// (src/engine/lossscale.h), else AdamW (the formulas of src/model/optim.c) updates the master
 // weights with the gradients clipped by their global norm. Neither the norm nor the
 // clip is a pass over the gradients of its own: the unscale also sums the squares (the
 // norm), and AdamW multiplies each gradient by the clip factor as it reads it
-// (src/optim.c's way).
+// (src/model/optim.c's way).
 //
 // Header-only, for one translation unit (gpu_train.cu): everything is `static`.
 // Conventions:
-//  - parameters are one flat FP32 buffer in the order of src/model.h (Layout: one
+//  - parameters are one flat FP32 buffer in the order of src/model/model.h (Layout: one
 //    Tensor per parameter tensor, with its offset, size, weight decay and init);
 //  - a Trainer owns the master weights, the gradients and the AdamW moments (FP32, on
 //    the host), the loss scaler and the engine model (made by the caller, freed by it
@@ -49,7 +49,7 @@ extern "C" {
 
 // ------------------------------------------------------------------ parameter layout
 
-// The flat layout of src/model.h (gpu_model.h): one entry per tensor.
+// The flat layout of src/model/model.h (gpu_model.h): one entry per tensor.
 enum { INIT_NORMAL, INIT_PROJ, INIT_ZERO, INIT_ONE };
 struct Tensor {
     std::string name;
@@ -101,7 +101,7 @@ static inline Layout make_layout(const gpu_model_shape &s)
     return L;
 }
 
-// GPT-2 initialisation (src/model.c's gpt_init_weights, with driver_util.h's Rng):
+// GPT-2 initialisation (src/model/model.c's gpt_init_weights, with driver_util.h's Rng):
 // N(0, 0.02), the residual projections N(0, 0.02/sqrt(2L)), biases 0, LayerNorm
 // weights 1. Each 64 Ki-element chunk has its own stream: the same weights for any
 // thread count.
@@ -203,7 +203,7 @@ static inline std::vector<double> rounded_params(const Trainer &tr)
     return std::vector<double>(f.begin(), f.end());
 }
 
-// The learning rate of src/optim.c: linear warmup, then cosine down to min_lr at the
+// The learning rate of src/model/optim.c: linear warmup, then cosine down to min_lr at the
 // last step.
 static inline double lr_at_step(int64_t step, int64_t warmup, int64_t total, double lr,
                                 double min_lr)
@@ -215,7 +215,7 @@ static inline double lr_at_step(int64_t step, int64_t warmup, int64_t total, dou
     return min_lr + 0.5 * (1.0 + cos(3.14159265358979323846 * progress)) * (lr - min_lr);
 }
 
-// The clip factor of src/optim.c's grad_clip_factor: (float)(clip / (norm + 1e-6)) when
+// The clip factor of src/model/optim.c's grad_clip_factor: (float)(clip / (norm + 1e-6)) when
 // norm > clip > 0, else exactly 1.
 static inline float clip_factor(double norm, double clip)
 {
@@ -223,7 +223,7 @@ static inline float clip_factor(double norm, double clip)
     return (float)(clip / (norm + 1e-6));
 }
 
-// AdamW as src/optim.c, with the gradient g = gr * grad_scale (the clip factor, folded
+// AdamW as src/model/optim.c, with the gradient g = gr * grad_scale (the clip factor, folded
 // in so the clip costs no pass over the gradients of its own; gr is not written):
 // m = b1 m + (1-b1) g; v = b2 v + (1-b2) g^2;
 // p -= lr (mhat / (sqrt(vhat) + eps) + wd p), decay on 2-D matrices only.

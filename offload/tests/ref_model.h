@@ -7,9 +7,9 @@
 // Header-only, for one translation unit (gpu_train.cu): everything is `static`.
 // Conventions:
 //  - the weights are one flat buffer of doubles in host_trainer.h's Layout (the order
-//    of src/model.h); to compare with the GPU, pass the master weights rounded
+//    of src/model/model.h); to compare with the GPU, pass the master weights rounded
 //    through FP16 (host_trainer.h's rounded_params);
-//  - the math of src/kernels_cpu.c: LayerNorm eps 1e-5 (biased variance), GELU tanh
+//  - the math of src/kernels/kernels_cpu.c: LayerNorm eps 1e-5 (biased variance), GELU tanh
 //    approximation, causal attention with scale 1/sqrt(hs), head tied to wte;
 //  - ref_row gives one row's SUMMED cross-entropy, ref_loss the MEAN over B x T
 //    tokens (rows in parallel with OpenMP, summed in a fixed order: the same result

@@ -1,6 +1,6 @@
 /* export — `gentrain export`: writes a trained model in another tool's format. Today
  * one format, hf: a Hugging Face GPT-2 folder (config.json + model.safetensors,
- * io/hf_gpt2.h) that transformers.GPT2LMHeadModel.from_pretrained loads as it is. */
+ * io/hf/hf_gpt2.h) that transformers.GPT2LMHeadModel.from_pretrained loads as it is. */
 #ifndef GT_EXPORT_H
 #define GT_EXPORT_H
 

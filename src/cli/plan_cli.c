@@ -164,7 +164,7 @@ static int plan_vocab(const gt_config *c, int *vocab)
         gt_error("plan: set vocab_size (or data, whose vocab_size attribute is used)");
         return -1;
     }
-    /* the first file of the data (io/h5set.h: a file, folder, glob or list) */
+    /* the first file of the data (io/h5/h5set.h: a file, folder, glob or list) */
     h5set *s = h5set_create(c->data, c->train_dataset, 0, 1);
     if (!s || h5set_probe(s, 0) != 0) {
         h5set_close(s);

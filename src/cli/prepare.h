@@ -18,14 +18,14 @@ void prepare_set_compress(int level);
 int prepare_bytes(const char *const *inputs, int n_inputs, const char *out,
                   double val_fraction);
 
-/* prepare_bpe — the same split, encoded with a byte-level BPE tokenizer (io/bpe.h):
+/* prepare_bpe — the same split, encoded with a byte-level BPE tokenizer (io/tokenizer/bpe.h):
  * read from a Hugging Face tokenizer.json (tokenizer) or trained on the inputs
- * (train_vocab > 0 tokens, io/bpe_train.h), and saved to save_tokenizer when given.
+ * (train_vocab > 0 tokens, io/tokenizer/bpe_train.h), and saved to save_tokenizer when given.
  * The ids go to /train/tokens and /val/tokens as uint16 when the vocabulary has at
  * most 65536 tokens, else int32; each split is encoded as one text (the ids equal
  * those of encoding it whole). Root attributes: vocab_size = the tokenizer's (its
  * largest id + 1), tokenizer = "bpe"; the tokenizer's text is stored in the file
- * (io/h5tok.h), so the data says how it decodes. Encoding uses `threads` threads
+ * (io/h5/h5tok.h), so the data says how it decodes. Encoding uses `threads` threads
  * (0: OMP_NUM_THREADS, else all cores). */
 typedef struct prepare_options {
     const char *tokenizer;      /* a tokenizer.json, or NULL when training */

@@ -1,4 +1,4 @@
-/* prepare_input — what the prepare verbs share (io/prepare.c, io/prepare_bpe.c): the
+/* prepare_input — what the prepare verbs share (src/cli/prepare.c, src/cli/prepare_bpe.c): the
  * checks of the input and output paths, and the inputs read as one byte stream. */
 #ifndef GT_PREPARE_INPUT_H
 #define GT_PREPARE_INPUT_H

@@ -2,7 +2,7 @@
  *
  * Loads a model file (or the newest model in a run folder), encodes the prompt with
  * the model's tokenizer (the /tokenizer.json that train copied into the model file from
- * its data, io/h5tok.h; --tokenizer names another; bytes when there is none), and
+ * its data, io/h5/h5tok.h; --tokenizer names another; bytes when there is none), and
  * generates `tokens` tokens one at a time from the model's distribution over
  * the last block_size tokens, with temperature and top-k. Deterministic for a seed and
  * thread count. Prints prompt + continuation (decoded by the tokenizer) to stdout. */
@@ -17,7 +17,7 @@ typedef struct sample_options {
     char checkpoint[GT_PATH_MAX]; /* model file or run folder (required) */
     char prompt[GT_PATH_MAX];     /* default "\n" */
     char tokenizer[GT_PATH_MAX];  /* "" = the model file's (else bytes); a tokenizer.json
-                                   * or an HDF5 file holding one (io/h5tok.h) */
+                                   * or an HDF5 file holding one (io/h5/h5tok.h) */
     int tokens;                   /* default 256 */
     double temperature;           /* > 0, default 1.0 */
     int top_k;                    /* 0 = no cut, default 0 */

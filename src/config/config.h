@@ -69,7 +69,7 @@ typedef struct gt_config {
     int tp;                          /* tensor-parallel ranks per replica */
     int pp;                          /* pipeline stages */
     int micro_batches;               /* per step with pp > 1; 0 = pp */
-    /* checkpoints (in <out>/checkpoints/, io/ckpt.h) */
+    /* checkpoints (in <out>/checkpoints/, io/ckpt/ckpt.h) */
     int64_t ckpt_every;              /* steps between checkpoints; 0 = none periodic */
     double ckpt_minutes;             /* also after this much wall time; 0 = off */
     int keep_ckpts;                  /* newest checkpoints kept, >= 1 */
@@ -108,7 +108,7 @@ const char *config_enum_word(const char *key, int v); /* valid until the thread'
 /* A path key left empty or set to "none" (val_dataset, resume, ...): 1, else 0. */
 int config_is_none(const char *s);
 
-/* What changing a key does to a run resumed from a checkpoint (io/ckpt.h); every row
+/* What changing a key does to a run resumed from a checkpoint (io/ckpt/ckpt.h); every row
  * of the key table says which. */
 typedef enum {
     CONFIG_RESUME_MATH,     /* changes the arithmetic of the steps still to come:

@@ -1,7 +1,7 @@
 /* windows — which training windows a step reads.
  *
  * A window is T+1 consecutive tokens of one row (inputs = first T, targets = last T).
- * The data is a list of files (io/h5set.h), file f holding rows[f] rows of row_len[f]
+ * The data is a list of files (io/h5/h5set.h), file f holding rows[f] rows of row_len[f]
  * tokens (a 1-D stream is one row); windows never cross a row or a file. A single file
  * (windows_init) is the list of one. Each epoch the windows are laid at a random shift
  * (per file, in [0, slack of that file]) and visited in a random order given by a keyed

@@ -94,7 +94,7 @@ int gpt_layout_make(gpt_shape s, gpt_part p, gpt_layout *out);
 int gpt_layout_table(const gpt_param_info *info, int n, gt_tensor_table *out);
 
 /* The table of the whole model of shape s (tp 1, one stage): the tensors a file of
- * that shape holds (io/h5model.h, io/ckpt.h). Checks s (gpt_shape_check). out as
+ * that shape holds (io/h5/h5model.h, io/ckpt/ckpt.h). Checks s (gpt_shape_check). out as
  * above. 0, or -1 (reported). */
 int gpt_shape_tensor_table(gpt_shape s, gt_tensor_table *out);
 

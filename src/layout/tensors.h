@@ -1,8 +1,8 @@
 /* tensors — a table of named tensors laid out in one flat float buffer.
  *
- * What the file formats (io/h5model.h, io/ckpt.h) take instead of a model: each
+ * What the file formats (io/h5/h5model.h, io/ckpt/ckpt.h) take instead of a model: each
  * tensor's name, shape and place in the buffer. The model describes its parameters as
- * such a table (gpt_tensor_table, model.h), so only src/model.c knows its layout.
+ * such a table (gpt_tensor_table, model.h), so only src/model/model.c knows its layout.
  *
  * The contract of a table (gt_tensor_table_add keeps it; nothing else writes one):
  *  - the tensors tile the buffer in table order: tensor 0 starts at offset 0, each

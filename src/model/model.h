@@ -184,7 +184,7 @@ void gpt_bind(gpt_model *m, const float *params, float *grads);
  * buffer of the table is m->params (or m->grads, or an optimizer moment of m); for a
  * tensor-parallel shard or a pipeline stage its own tensors, with the shard's shapes.
  * Of a whole model (tp 1, one stage) it is what the model file and the checkpoint hold
- * (io/h5model.h, io/ckpt.h). out is made here (gt_tensor_table_free it; empty after a
+ * (io/h5/h5model.h, io/ckpt/ckpt.h). out is made here (gt_tensor_table_free it; empty after a
  * failure). 0, or -1 (reported). */
 int gpt_tensor_table(const gpt_model *m, gt_tensor_table *out);
 /* Index of the named tensor in m->info, or -1. */

@@ -143,7 +143,7 @@ int plan_estimate_grid(const plan_machine *mc, const gpt_shape *s, int B, int T,
         double t = n * (tb + c.block_ar) + c.stream + c.hop;
         tp_comm += n * c.block_ar;
         /* A GPU holds one micro-batch's activations: a stage with more in flight runs
-         * its blocks' forward again before their backward (src/gpu_stage.h), a third
+         * its blocks' forward again before their backward (src/engine/gpu_stage.h), a third
          * of a block's forward + backward, with its 2 tp all-reduces, the stream up and
          * down once more. */
         if (mc->gpu && in_flight > 1) {

@@ -9,7 +9,7 @@
  *                                    + 2 x p2p(Bm T C) (pp > 1)
  *     (tp also cuts the vocabulary: the embedding and head, model.h)
  *   on GPUs, a part (pp > 1 or tp > 1: its blocks on the GPU, the embedding and head on
- *   the host, src/gpu_stage.h) also moves its residual stream between host and GPU, 4
+ *   the host, src/engine/gpu_stage.h) also moves its residual stream between host and GPU, 4
  *   copies of Bm T C floats over pcie_bw; its blocks' 4 tp all-reduces go over NCCL in
  *   FP16 (allreduce of Bm T C halves over the GPUs' link), or through host memory
  *   (tp_host: each copied down and up in FP32 over pcie_bw, and an MPI all-reduce of

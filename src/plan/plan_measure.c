@@ -122,7 +122,7 @@ static double time_model(const plan_calibration *c, int whole, int threads, int 
 }
 
 /* Seconds per parameter of an AdamW step with its clip (the norm pass, then the update
- * with the clip factor folded in, as src/train.c does it) on `threads`. */
+ * with the clip factor folded in, as src/train/train.c does it) on `threads`. */
 static double time_adam(const plan_calibration *c, int threads)
 {
     const size_t n = (size_t)1 << 22;

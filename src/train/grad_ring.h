@@ -6,7 +6,7 @@
  * a gradient overlaps the next lag steps. An FP16 overflow flag travels with each
  * slot: an update whose gradient overflowed is skipped whenever it comes due.
  *
- * Checkpoints (io/ckpt.h) hold the gradients of the last min(lag, step) steps, not yet
+ * Checkpoints (io/ckpt/ckpt.h) hold the gradients of the last min(lag, step) steps, not yet
  * applied, with their overflow flags, and before_update; a resumed run copies them back
  * into the slots of their steps (grad_ring_slot_of), so it applies what the straight
  * run would.

@@ -15,9 +15,9 @@
  * batches, split over the ranks. The JSONL log has one object per step:
  *   {"step":..,"loss":..,"lr":..,"grad_norm":..,"ms":..,"tokens_per_s":..,"gflops":..,
  *    "load_wait_ms":..,"comm_ms":..[,"val_loss":..]}
- * At the end the model is saved as <out>/model.h5 (format in io/h5model.h).
+ * At the end the model is saved as <out>/model.h5 (format in io/h5/h5model.h).
  *
- * Checkpoints (io/ckpt.h) go to <out>/checkpoints/: every ckpt_every steps, when
+ * Checkpoints (io/ckpt/ckpt.h) go to <out>/checkpoints/: every ckpt_every steps, when
  * ckpt_minutes of wall time passed since the last one (rank 0's clock), at the end of
  * a run with either set, and at the step boundary after a SIGTERM/SIGUSR1 (then the
  * run stops: TRAIN_STOPPED); with sync = async they hold the gradients still in flight

@@ -12,7 +12,7 @@
 #include "train_run.h"
 #include "util.h"
 
-/* Every file's meta (io/h5set.h): rank r probes files r, r + world, ... and the ranks
+/* Every file's meta (io/h5/h5set.h): rank r probes files r, r + world, ... and the ranks
  * sum their numbers (0 where they did not probe), so no rank opens every file. */
 static int probe_files(h5set *s)
 {
@@ -56,7 +56,7 @@ static int set_windows(const run *r, h5set *s, const char *what, token_windows *
     return rc;
 }
 
-/* Opens a token dataset (one file or several, io/h5set.h), settles the vocabulary,
+/* Opens a token dataset (one file or several, io/h5/h5set.h), settles the vocabulary,
  * checks every token (each rank its share of them: no rank reads the whole dataset)
  * and the length. Collective: every rank returns the same. */
 static h5set *open_tokens(const run *r, const char *dataset, int64_t *vocab,
@@ -234,7 +234,7 @@ void train_dataset_identity(const run *r, char *buf, size_t cap)
     }
 }
 
-/* The tokenizer stored in the data file (io/h5tok.h), checked to load, kept for the
+/* The tokenizer stored in the data file (io/h5/h5tok.h), checked to load, kept for the
  * model file; none for byte-level data. Rank 0 only. 0 or -1 (reported). */
 int train_read_tokenizer(run *r)
 {

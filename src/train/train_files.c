@@ -1,7 +1,7 @@
 /* train_files — what a run reads and writes besides its data: the output folder and
  * the JSON Lines log (rank 0), checkpoints (which to resume from, loading one into
  * this rank's part, saving one whole model whatever the grid) and the final model
- * file. Formats: io/ckpt.h, io/h5model.h. */
+ * file. Formats: io/ckpt/ckpt.h, io/h5/h5model.h. */
 #define GT_TRAIN_MODULE /* may include train_run.h */
 #include <errno.h>
 #include <fcntl.h>

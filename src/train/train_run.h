@@ -54,7 +54,7 @@ typedef struct run {
     double peak_gflops;     /* for MFU; 0 = none */
     double flops;           /* per micro-step of B x T on one rank */
     /* data */
-    h5set *train, *val;     /* the files of each (io/h5set.h) */
+    h5set *train, *val;     /* the files of each (io/h5/h5set.h) */
     token_windows train_w, val_w;
     int64_t vocab;
     int32_t *eval_tokens;   /* [eval_windows, T+1] this rank's validation windows */

@@ -1,4 +1,4 @@
-/* fuzz_ckpt — the checkpoint reader (io/ckpt.c) on an arbitrary HDF5 file image,
+/* fuzz_ckpt — the checkpoint reader (io/ckpt/ckpt.c) on an arbitrary HDF5 file image,
  * loaded into the model shape of the seed corpus (vocab 256, block 8, 1 layer, 1 head,
  * n_embd 8: tests/fuzz/seeds.sh): format, version, shape, every tensor, the optimizer
  * moments, the metadata and the checksum are checked before anything is taken. */

@@ -1,4 +1,4 @@
-/* fuzz_config — the config parser (src/config.c) on arbitrary text: load, validate,
+/* fuzz_config — the config parser (src/config/config.c) on arbitrary text: load, validate,
  * print the effective config and parse that print again, which must succeed and give
  * the same text (a round trip of whatever was accepted). */
 #include <stdio.h>

@@ -1,4 +1,4 @@
-/* fuzz_model — the model-file reader (io/h5model.c) on an arbitrary HDF5 file image:
+/* fuzz_model — the model-file reader (io/h5/h5model.c) on an arbitrary HDF5 file image:
  * read the metadata, build a model of the shape it claims (within the fuzzer's memory:
  * shapes of more than 4M parameters are only created, not loaded) and load the
  * parameters, with their checksum and finiteness checks. */

@@ -1,5 +1,5 @@
-/* fuzz_safetensors — the Hugging Face GPT-2 import (io/hf_gpt2.c over io/safetensors.c
- * and io/json.c) on arbitrary model.safetensors bytes, next to a fixed config.json of
+/* fuzz_safetensors — the Hugging Face GPT-2 import (io/hf/hf_gpt2.c over io/hf/safetensors.c
+ * and io/tokenizer/json.c) on arbitrary model.safetensors bytes, next to a fixed config.json of
  * the seed shape (vocab 256, 8 positions, 1 layer, 1 head, n_embd 8: scripts/fuzz.sh
  * exports the seed model). Every header entry, offset and tensor is checked before it
  * is used; nothing may read out of bounds, allocate without bound, or crash. */

@@ -1,4 +1,4 @@
-/* fuzz_tokenizer — the tokenizer.json loader (io/json.c, io/bpe_load.c) on arbitrary
+/* fuzz_tokenizer — the tokenizer.json loader (io/tokenizer/json.c, io/tokenizer/bpe_load.c) on arbitrary
  * text; a tokenizer that loads then encodes a fixed text and the input itself, and
  * each id must decode (or be an id without bytes). When the tokenizer has every byte's
  * token, no added tokens and no prefix space, decode(encode(x)) must give x back. */

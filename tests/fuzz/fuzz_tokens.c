@@ -1,4 +1,4 @@
-/* fuzz_tokens — the token-dataset reader (io/h5data.c) on an arbitrary HDF5 file image:
+/* fuzz_tokens — the token-dataset reader (io/h5/h5data.c) on an arbitrary HDF5 file image:
  * open /train/tokens, read its vocab_size, check every token's range and read windows
  * at the start, the middle and the end, as training does. */
 #include "h5data.h"
