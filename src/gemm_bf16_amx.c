@@ -4,6 +4,7 @@
  * and no global flags; gemm_bf16.c calls it only where cpu_has_amx_bf16() says the CPU
  * and the OS allow tiles. Elsewhere (other compilers, other architectures) the file is
  * empty. */
+#define GT_GEMM_BF16_INTERNAL /* gemm_bf16_packer.h */
 #include "simd.h" /* defines: GT_SIMD_X86_AMX */
 
 #if GT_SIMD_X86_AMX

@@ -6,6 +6,7 @@
  * Each 32 x 32 block's run of tile instructions is marked as a span, timed for the
  * bench (amx_emul_counts.h says why per block); what a span holds besides the
  * instructions is the block's loop, which the real tile unit overlaps. */
+#define GT_GEMM_BF16_INTERNAL /* gemm_bf16_packer.h */
 #include "amx_emul.h"
 #include "amx_emul_counts.h" /* defines: amx_emul_span_begin, amx_emul_span_end */
 

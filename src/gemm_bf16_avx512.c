@@ -16,7 +16,9 @@
  * two B vectors and broadcasts 14 A pairs, 28 dot-product instructions of 64 flops.
  * Rows past M and columns past N are packed as zeros and never stored; an odd K gets
  * a zero partner. */
+#define GT_GEMM_BF16_INTERNAL
 #include "gemm_bf16.h"
+#include "gemm_bf16_packer.h"
 #include "simd.h" /* GT_SIMD_X86_BF16 */
 
 #if GT_SIMD_X86_BF16
@@ -120,6 +122,23 @@ static void pack_b(uint32_t *bp, int trans, const float *B, int ldb, int n0, int
     }
 }
 
+/* Strip s of a block's panel (gemm_bf16_packer.h): the product's own packing of B, and
+ * the packing of a weight matrix once per update */
+static void pack_strip(uint32_t *panel, int s, int nc, int transb, const float *B, int ldb,
+                       int jc, int pc, int kc)
+{
+    const int kc2 = (kc + 1) / 2, n0 = s * NR, nr = nc - n0 < NR ? nc - n0 : NR;
+    pack_b(panel + (size_t)s * kc2 * NR, transb, B, ldb, jc + n0, nr, pc, kc);
+}
+
+static size_t panel_words(int nc, int kc)
+{
+    return (size_t)((nc + NR - 1) / NR) * (size_t)((kc + 1) / 2) * NR;
+}
+
+const gemm_bf16_packer gemm_bf16_avx512_packer = {
+    .kc = KC, .nc = NC, .strip = NR, .panel_words = panel_words, .pack_strip = pack_strip};
+
 /* C[mr, nr] = alpha * (A strip @ B strip) + beta * C (beta = 0: C is not read) */
 static void kernel(int kc2, const uint32_t *ap, const uint32_t *bp, float *c, int ldc,
                    int mr, int nr, float alpha, float beta)
@@ -154,9 +173,10 @@ static void kernel(int kc2, const uint32_t *ap, const uint32_t *bp, float *c, in
 
 void gemm_bf16_avx512(int transa, int transb, int M, int N, int K, float alpha,
                       const float *A, int lda, const float *B, int ldb, float beta, float *C,
-                      int ldc, void *bpack, void *const *apacks, int parallel)
+                      int ldc, void *bpack, void *const *apacks, int parallel,
+                      const void *bpre)
 {
-    uint32_t *const bp = bpack;
+    uint32_t *const bbuf = bpack;
     const int mstrips = (M + MR - 1) / MR;
 #pragma omp parallel if (parallel && (mstrips > 1 || N > NR))
     {
@@ -168,7 +188,10 @@ void gemm_bf16_avx512(int transa, int transb, int M, int N, int K, float alpha,
         const int nthreads = 1;
 #endif
         /* Every thread walks the same (column block, depth block) loops; the work inside
-         * each is split by the omp for's, whose barriers keep packing and use apart. */
+         * each is split by the omp for's, and barriers keep packing B and its use apart.
+         * A packed copy (bpre) needs neither the packing nor the barriers: a thread's
+         * items are the same C blocks at every depth block, so it alone follows up its
+         * own sums. */
         for (int jc = 0; jc < N; jc += NC) {
             const int nc = N - jc < NC ? N - jc : NC, nstrips = (nc + NR - 1) / NR;
             /* (row block, column group) items, an equal share for every thread */
@@ -177,13 +200,17 @@ void gemm_bf16_avx512(int transa, int transb, int M, int N, int K, float alpha,
             for (int pc = 0; pc < K; pc += KC) {
                 const int kc = K - pc < KC ? K - pc : KC, kc2 = (kc + 1) / 2;
                 const float bet = pc == 0 ? beta : 1.0f;
+                const uint32_t *bp = bbuf;
+                if (bpre) {
+                    bp = (const uint32_t *)bpre +
+                         gemm_bf16_block_offset(&gemm_bf16_avx512_packer, K, N, jc, pc);
+                } else {
 #pragma omp for schedule(static)
-                for (int s = 0; s < nstrips; s++) {
-                    const int n0 = s * NR, nr = nc - n0 < NR ? nc - n0 : NR;
-                    pack_b(bp + (size_t)s * kc2 * NR, transb, B, ldb, jc + n0, nr, pc, kc);
+                    for (int s = 0; s < nstrips; s++)
+                        pack_strip(bbuf, s, nc, transb, B, ldb, jc, pc, kc);
                 }
                 int packed = -1; /* the row block in this thread's A buffer */
-#pragma omp for schedule(static)
+#pragma omp for schedule(static) nowait
                 for (int it = 0; it < items; it++) {
                     int rb, s0, s1, c0, c1;
                     if (!gemm_split_item(sp, it, mstrips, nstrips, &rb, &s0, &s1, &c0, &c1))
@@ -203,6 +230,9 @@ void gemm_bf16_avx512(int transa, int transb, int M, int N, int K, float alpha,
                                    C + (size_t)(m0 + i) * ldc + jc + n0, ldc,
                                    mc - i < MR ? mc - i : MR, nr, alpha, bet);
                     }
+                }
+                if (!bpre) {
+#pragma omp barrier
                 }
             }
         }

@@ -721,6 +721,20 @@ const float *gpt_stage_backward(gpt_model *m, const float *dout)
     return NULL;
 }
 
+int gpt_product_matrices(const gpt_model *m, int *idx, int cap)
+{
+    static const int per_layer[] = {QKV_W, ATTPROJ_W, FC_W, FCPROJ_W};
+    int n = 0;
+    for (int l = 0; l < m->n_layers; l++)
+        for (size_t k = 0; k < sizeof per_layer / sizeof per_layer[0]; k++, n++)
+            if (n < cap) idx[n] = layer_idx(m, l, per_layer[k]);
+    if (m->has_head && m->i_wte >= 0) {
+        if (n < cap) idx[n] = m->i_wte;
+        n++;
+    }
+    return n;
+}
+
 double gpt_flops_per_step(const gpt_shape *s, int B, int T)
 {
     const double N = (double)B * T, C = s->n_embd, L = s->n_layer, V = s->vocab_size;
