@@ -27,7 +27,7 @@
 #include <immintrin.h>
 #include <stdint.h>
 
-#include "bf16_x86.h" /* lanes, pairs_of, transpose16 */
+#include "bf16_x86.h" /* lanes, pairs_of, bf16_pairs_along_k, bf16_pairs_across_k */
 #include "gemm_split.h"
 
 #ifdef _OPENMP
@@ -42,54 +42,13 @@ enum { MR = 14, NR = 32, KC = 512, KC2 = KC / 2, MC = 4 * MR, NC = 2048 };
 _Static_assert((size_t)MC * KC2 * 4 <= GEMM_BF16_APACK, "A panel fits its buffer");
 _Static_assert((size_t)NC * KC2 * 4 <= GEMM_BF16_BPACK, "B panel fits its buffer");
 
-/* Pairs along rows stored with k contiguous: row r < nrows is x + r * ld, and its kc
- * values become kc2 pairs; pair j of row r goes to out[j * stride + r] for r < width
- * (rows from nrows on as zeros). 16 rows x 16 pairs at a time, turned by transpose16
- * so each store writes one j. */
-static void pack_along_k(uint32_t *out, int stride, int width, const float *x, size_t ld,
-                         int nrows, int kc)
-{
-    __m512i v[16];
-    for (int kk = 0; kk < kc; kk += 32) {
-        const int n = kc - kk < 32 ? kc - kk : 32;
-        const __mmask16 m0 = lanes(n), m1 = lanes(n - 16 > 0 ? n - 16 : 0);
-        for (int r = 0; r < 16; r++) {
-            if (r < nrows) {
-                const float *row = x + (size_t)r * ld + kk;
-                v[r] = (__m512i)_mm512_cvtne2ps_pbh(_mm512_maskz_loadu_ps(m1, row + 16),
-                                                    _mm512_maskz_loadu_ps(m0, row));
-            } else {
-                v[r] = _mm512_setzero_si512();
-            }
-        }
-        transpose16(v);
-        const int npairs = (n + 1) / 2;
-        for (int j = 0; j < npairs; j++)
-            _mm512_mask_storeu_epi32(out + (size_t)(kk / 2 + j) * stride, lanes(width), v[j]);
-    }
-}
-
-/* Pairs across rows k, k+1 stored with the other index contiguous: `width` values of
- * each (the rest zero) to out[0 .. 16 * nvec). */
-static void pack_across_k(uint32_t *out, int nvec, const float *r0, const float *r1,
-                          int width)
-{
-    for (int v = 0; v < nvec; v++) {
-        const int n = width - 16 * v;
-        const __mmask16 m = lanes(n > 0 ? n : 0);
-        __m512 x0 = _mm512_maskz_loadu_ps(m, r0 + 16 * v);
-        __m512 x1 = r1 ? _mm512_maskz_loadu_ps(m, r1 + 16 * v) : _mm512_setzero_ps();
-        _mm512_storeu_si512(out + 16 * v, pairs_of(x0, x1));
-    }
-}
-
 /* A strip: rows m0 .. m0+mr of op(A), depth k0 .. k0+kc, into ap[kc2][MR] */
 static void pack_a(uint32_t *ap, int trans, const float *A, int lda, int m0, int mr, int k0,
                    int kc)
 {
     const int kc2 = (kc + 1) / 2;
     if (!trans) { /* A[m][k]: each row's pairs are contiguous */
-        pack_along_k(ap, MR, MR, A + (size_t)m0 * lda + k0, (size_t)lda, mr, kc);
+        bf16_pairs_along_k(ap, MR, MR, A + (size_t)m0 * lda + k0, (size_t)lda, mr, kc);
         return;
     }
     /* A stored [k][m]: rows k and k+1 side by side (14 of 16 lanes stored) */
@@ -111,14 +70,14 @@ static void pack_b(uint32_t *bp, int trans, const float *B, int ldb, int n0, int
     const int kc2 = (kc + 1) / 2;
     if (trans) { /* B stored [n][k]: each column's pairs are contiguous */
         for (int g = 0; g < NR; g += 16)
-            pack_along_k(bp + g, NR, 16, B + (size_t)(n0 + g) * ldb + k0, (size_t)ldb,
+            bf16_pairs_along_k(bp + g, NR, 16, B + (size_t)(n0 + g) * ldb + k0, (size_t)ldb,
                          nr - g, kc);
         return;
     }
     for (int j = 0; j < kc2; j++) {
         const int k = k0 + 2 * j;
         const float *r0 = B + (size_t)k * ldb + n0;
-        pack_across_k(bp + (size_t)j * NR, NR / 16, r0, 2 * j + 1 < kc ? r0 + ldb : NULL, nr);
+        bf16_pairs_across_k(bp + (size_t)j * NR, NR / 16, r0, 2 * j + 1 < kc ? r0 + ldb : NULL, nr);
     }
 }
 
