@@ -213,10 +213,11 @@ const gemm_bf16_packer gemm_bf16_portable_packer = {.kc = PK,
                                                     .panel_words = portable_panel_words,
                                                     .pack_strip = portable_pack_strip};
 
-/* bpre: B's copy packed once per update by the portable packer, or NULL */
+/* bpre: B's copy packed once per update by the portable packer, or NULL; ep: the
+ * epilogue, or NULL */
 static void gemm_portable(slot *s, int transa, int transb, int M, int N, int K, float alpha,
                           const float *A, int lda, const float *B, int ldb, float beta,
-                          float *C, int ldc, const void *bpre)
+                          float *C, int ldc, const void *bpre, const gemm_bf16_epilogue *ep)
 {
     for (int pc = 0; pc < K; pc += PK) {
         const int kc = K - pc < PK ? K - pc : PK;
@@ -234,13 +235,17 @@ static void gemm_portable(slot *s, int transa, int transb, int M, int N, int K, 
                 round_panel(s->pa, transa, A, lda, ic, mc, pc, kc);
                 cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, mc, nc, kc, alpha,
                             s->pa, kc, pb, nc, bet, C + (size_t)ic * ldc + jc, ldc);
+                if (ep)
+                    gemm_bf16_epilogue_block(ep, C, ldc, ic, jc, mc, nc, pc == 0, pc + kc >= K);
             }
         }
     }
 }
 
-void gemm_bf16(int transa, int transb, int M, int N, int K, float alpha, const float *A,
-               int lda, const float *B, int ldb, float beta, float *C, int ldc)
+/* gemm_bf16 and gemm_bf16_fused: ep NULL or the epilogue */
+static void product(int transa, int transb, int M, int N, int K, float alpha, const float *A,
+                    int lda, const float *B, int ldb, float beta, float *C, int ldc,
+                    const gemm_bf16_epilogue *ep)
 {
     if (M <= 0 || N <= 0) return;
     const int nested = omp_in_parallel();
@@ -255,6 +260,7 @@ void gemm_bf16(int transa, int transb, int M, int N, int K, float alpha, const f
         for (int i = 0; i < M; i++)
             for (int j = 0; j < N; j++)
                 C[(size_t)i * ldc + j] = beta == 0.0f ? 0.0f : beta * C[(size_t)i * ldc + j];
+        if (ep) gemm_bf16_epilogue_block(ep, C, ldc, 0, 0, M, N, 1, 1);
         return;
     }
     const enum gemm_bf16_path path = gemm_bf16_path();
@@ -262,7 +268,7 @@ void gemm_bf16(int transa, int transb, int M, int N, int K, float alpha, const f
     const void *bpre = gemm_bf16_weights_find(B, transb, ldb, K, N, path);
     if (path == GEMM_BF16_PORTABLE) {
         gemm_portable(&slots[t], transa, transb, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc,
-                      bpre);
+                      bpre, ep);
         return;
     }
     /* From outside a parallel region the whole team works on it, each thread with its
@@ -278,19 +284,31 @@ void gemm_bf16(int transa, int transb, int M, int N, int K, float alpha, const f
     if (path == GEMM_BF16_AMX_EMULATED) { /* timed whole, for the bench's prediction */
         amx_emul_product_begin(team);
         gemm_bf16_amx_emulated(transa, transb, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc,
-                               bp, ws, team, bpre);
+                               bp, ws, team, bpre, ep);
         amx_emul_product_end(team);
         return;
     }
 #if GT_SIMD_X86_AMX
     if (path == GEMM_BF16_AMX) {
         gemm_bf16_amx(transa, transb, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc, bp, ws,
-                      team, bpre);
+                      team, bpre, ep);
         return;
     }
 #endif
 #if GT_SIMD_X86_BF16
     gemm_bf16_avx512(transa, transb, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc, bp, ws,
-                     team, bpre);
+                     team, bpre, ep);
 #endif
+}
+
+void gemm_bf16(int transa, int transb, int M, int N, int K, float alpha, const float *A,
+               int lda, const float *B, int ldb, float beta, float *C, int ldc)
+{
+    product(transa, transb, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc, NULL);
+}
+
+void gemm_bf16_fused(int transa, int transb, int M, int N, int K, const float *A, int lda,
+                     const float *B, int ldb, float *C, int ldc, const gemm_bf16_epilogue *ep)
+{
+    product(transa, transb, M, N, K, 1.0f, A, lda, B, ldb, 0.0f, C, ldc, ep);
 }

@@ -87,14 +87,15 @@ typedef struct {
     float *C;
     uint32_t *bp;
     const uint32_t *bpre;
+    const gemm_bf16_epilogue *ep; /* or NULL */
 } product;
 
 /* Rows m0 .. m0+mc, packed in ap, against columns n_from .. n_to of the packed B panel
  * (nc columns from jc) at depth pc of kc; beta: this depth block's (the caller's beta
- * for the first, then 1). */
+ * for the first, then 1); the epilogue's first / last depth block. */
 static void row_block(const product *g, const uint32_t *bpanel, const uint32_t *ap,
                       float *ct, int m0, int mc, int jc, int nc, int n_from, int n_to, int kc,
-                      float beta)
+                      float beta, int first, int last)
 {
     const int nq = (kc + 31) / 32;
     const size_t run = (size_t)nq * TW; /* one operand tile's nq chunks */
@@ -103,9 +104,13 @@ static void row_block(const product *g, const uint32_t *bpanel, const uint32_t *
         const int nr = nc - n0 < 32 ? nc - n0 : 32;
         for (int i = 0; i < mc; i += 32) {
             const uint32_t *a = ap + (size_t)(i / 16) * run;
+            const int mr = mc - i < 32 ? mc - i : 32;
             block32(a, a + run, b, b + run, nq, ct);
-            gemm_bf16_amx_write_c(ct, g->C + (size_t)(m0 + i) * g->ldc + jc + n0, g->ldc,
-                                  mc - i < 32 ? mc - i : 32, nr, g->alpha, beta);
+            gemm_bf16_amx_write_c(ct, g->C + (size_t)(m0 + i) * g->ldc + jc + n0, g->ldc, mr,
+                                  nr, g->alpha, beta);
+            if (g->ep)
+                gemm_bf16_epilogue_block(g->ep, g->C, g->ldc, m0 + i, jc + n0, mr, nr, first,
+                                         last);
         }
     }
 }
@@ -162,7 +167,8 @@ static void run_thread(const product *g, uint8_t *w)
                     packed = rb;
                 }
                 row_block(g, bpanel, ap, ct, m0, mc, jc, nc, 32 * c0,
-                          c1 < nstrips ? 32 * c1 : nc, kc, pc == 0 ? g->beta : 1.0f);
+                          c1 < nstrips ? 32 * c1 : nc, kc, pc == 0 ? g->beta : 1.0f, pc == 0,
+                          pc + kc >= g->K);
             }
             if (!g->bpre) {
 #pragma omp barrier
@@ -174,10 +180,11 @@ static void run_thread(const product *g, uint8_t *w)
 
 void AMX_ENTRY(int transa, int transb, int M, int N, int K, float alpha, const float *A,
                int lda, const float *B, int ldb, float beta, float *C, int ldc,
-               void *bpack, void *const *works, int parallel, const void *bpre)
+               void *bpack, void *const *works, int parallel, const void *bpre,
+               const gemm_bf16_epilogue *ep)
 {
-    const product g = {transa, transb, M, N, K,  lda,  ldb, ldc, alpha, beta,
-                       A,      B,      C, bpack, bpre};
+    const product g = {transa, transb, M, N, K,  lda,  ldb,  ldc, alpha, beta,
+                       A,      B,      C, bpack, bpre, ep};
 #pragma omp parallel if (parallel && (M > 32 || N > 32))
     {
 #ifdef _OPENMP

@@ -133,7 +133,7 @@ static void kernel(int kc2, const uint32_t *ap, const uint32_t *bp, float *c, in
 void gemm_bf16_avx512(int transa, int transb, int M, int N, int K, float alpha,
                       const float *A, int lda, const float *B, int ldb, float beta, float *C,
                       int ldc, void *bpack, void *const *apacks, int parallel,
-                      const void *bpre)
+                      const void *bpre, const gemm_bf16_epilogue *ep)
 {
     uint32_t *const bbuf = bpack;
     const int mstrips = (M + MR - 1) / MR;
@@ -183,11 +183,16 @@ void gemm_bf16_avx512(int transa, int transb, int M, int N, int K, float alpha,
                     }
                     for (int s = c0; s < c1; s++) {
                         const int n0 = s * NR, nr = nc - n0 < NR ? nc - n0 : NR;
-                        for (int i = 0; i < mc; i += MR)
+                        for (int i = 0; i < mc; i += MR) {
+                            const int mr = mc - i < MR ? mc - i : MR;
                             kernel(kc2, ap + (size_t)(i / MR) * kc2 * MR,
                                    bp + (size_t)s * kc2 * NR,
-                                   C + (size_t)(m0 + i) * ldc + jc + n0, ldc,
-                                   mc - i < MR ? mc - i : MR, nr, alpha, bet);
+                                   C + (size_t)(m0 + i) * ldc + jc + n0, ldc, mr, nr, alpha,
+                                   bet);
+                            if (ep) /* while the block is in L1 */
+                                gemm_bf16_epilogue_block(ep, C, ldc, m0 + i, jc + n0, mr, nr,
+                                                         pc == 0, pc + kc >= K);
+                        }
                     }
                 }
                 if (!bpre) {

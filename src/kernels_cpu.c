@@ -182,10 +182,29 @@ void matmul_backward(float *dinp, float *dw, float *dbias, const float *dout,
     matmul_bwd(PREC_FP32, dinp, dw, dbias, dout, inp, w, N, C, OC);
 }
 
+/* BF16 forward products with the bias (and GELU, or the residual add) in the product's
+ * write-back: no pass over out before or after (gemm_bf16_fused) */
 static void matmul_forward_bf16(float *out, const float *inp, const float *w,
                                 const float *bias, size_t N, int C, int OC)
 {
-    matmul_fwd(PREC_BF16, out, inp, w, bias, N, C, OC);
+    const gemm_bf16_epilogue ep = {.bias = bias};
+    gemm_bf16_fused(0, 1, (int)N, OC, C, inp, C, w, C, out, OC, &ep);
+}
+
+static void matmul_forward_gelu_bf16(float *out, float *out_gelu, const float *inp,
+                                     const float *w, const float *bias, size_t N, int C,
+                                     int OC)
+{
+    const gemm_bf16_epilogue ep = {.bias = bias, .gelu_out = out_gelu, .ld_gelu = (size_t)OC};
+    gemm_bf16_fused(0, 1, (int)N, OC, C, inp, C, w, C, out, OC, &ep);
+}
+
+static void matmul_forward_residual_bf16(float *out, const float *res, const float *inp,
+                                         const float *w, const float *bias, size_t N, int C,
+                                         int OC)
+{
+    const gemm_bf16_epilogue ep = {.bias = bias, .residual = res, .ld_residual = (size_t)OC};
+    gemm_bf16_fused(0, 1, (int)N, OC, C, inp, C, w, C, out, OC, &ep);
 }
 
 static void matmul_backward_bf16(float *dinp, float *dw, float *dbias, const float *dout,
@@ -298,6 +317,8 @@ const gt_backend backend_cpu_bf16 = {
     CPU_BACKEND_SHARED,
     .matmul_forward = matmul_forward_bf16,
     .matmul_backward = matmul_backward_bf16,
+    .matmul_forward_gelu = matmul_forward_gelu_bf16,
+    .matmul_forward_residual = matmul_forward_residual_bf16,
     .attention_forward = attention_forward_bf16,
     .attention_backward = attention_backward_bf16,
     .attention_saved_floats = attention_saved_floats,

@@ -27,7 +27,9 @@
  *   (k) a weight matrix packed once (gemm_bf16_weights.h) gives the bits of the same
  *       product packing B itself, in both orientations, past one column and one depth
  *       block, inside and outside parallel regions; after new values and a refresh,
- *       the new bits; and a copy packed for another path is never read.
+ *       the new bits; and a copy packed for another path is never read;
+ *   (l) a fused product (gemm_bf16_fused: bias, residual, GELU in the write-back) gives
+ *       the bits of the unfused sequence, inside and past one depth block.
  * Errors are measured against the reference scaled by sum_k |a_k b_k| per element, so
  * they are in units of FP32 rounding of the sums. */
 #include <math.h>
@@ -43,7 +45,7 @@
 #include "../src/gemm_bf16.h"
 #include "../src/gemm_bf16_amx.h" /* GEMM_BF16_AMX_KC: the depth block of (e) */
 #include "../src/gemm_bf16_weights.h"
-#include "../src/simd.h"          /* GT_SIMD_X86_AMX */
+#include "../src/simd.h"          /* GT_SIMD_X86_AMX, simd_kernels_get */
 #include "testutil.h"
 
 static uint64_t rs = 88172645463325252ull;
@@ -542,6 +544,52 @@ static void check_prepacked(enum gemm_bf16_path path, const char *name)
     free(got);
 }
 
+static float *fnew_rand(size_t n)
+{
+    float *x = malloc((n ? n : 1) * sizeof *x);
+    if (!x) exit(99);
+    for (size_t i = 0; i < n; i++) x[i] = runif();
+    return x;
+}
+
+/* (l): out = A @ W^T + bias (+ res), gelu(out), fused and as the model did it before */
+static void check_fused(const char *name)
+{
+    static const struct {
+        int M, N, K;
+    } shapes[] = {{45, 70, 100}, {33, 96, 1100}, {7, 2100, 40}};
+    const simd_kernels *k = simd_kernels_get();
+    int same = 1;
+    for (size_t si = 0; si < sizeof shapes / sizeof shapes[0]; si++) {
+        const int M = shapes[si].M, N = shapes[si].N, K = shapes[si].K;
+        const size_t mn = (size_t)M * N;
+        float *A = fnew_rand((size_t)M * K), *W = fnew_rand((size_t)N * K), *bias = fnew_rand(N),
+              *res = fnew_rand(mn), *want = fnew_rand(mn), *want_g = fnew_rand(mn),
+              *got = fnew_rand(mn), *got_g = fnew_rand(mn), *sum = fnew_rand(mn);
+        for (int variant = 0; variant < 3; variant++) { /* bias; + GELU; + residual */
+            for (int i = 0; i < M; i++) memcpy(want + (size_t)i * N, bias, N * sizeof *bias);
+            gemm_bf16(0, 1, M, N, K, 1.0f, A, K, W, K, 1.0f, want, N);
+            if (variant == 1) k->gelu_fwd(want_g, want, mn);
+            if (variant == 2) {
+                k->add(sum, res, want, mn);
+                memcpy(want, sum, mn * sizeof *sum);
+            }
+            const gemm_bf16_epilogue ep = {.bias = bias,
+                                           .residual = variant == 2 ? res : NULL,
+                                           .ld_residual = (size_t)N,
+                                           .gelu_out = variant == 1 ? got_g : NULL,
+                                           .ld_gelu = (size_t)N};
+            gemm_bf16_fused(0, 1, M, N, K, A, K, W, K, got, N, &ep);
+            same &= memcmp(got, want, mn * sizeof *got) == 0;
+            if (variant == 1) same &= memcmp(got_g, want_g, mn * sizeof *got) == 0;
+        }
+        free(A), free(W), free(bias), free(res), free(want), free(want_g), free(got);
+        free(got_g), free(sum);
+    }
+    TU_CHECK(same, "%s: the fused bias, GELU and residual give the unfused bits (K of one "
+             "and of three depth blocks, N past one column block)", name);
+}
+
 int main(void)
 {
 #ifdef _OPENMP
@@ -581,6 +629,7 @@ int main(void)
         check_nested(paths[i].name);
         check_rounding(paths[i].name);
         check_prepacked(paths[i].path, paths[i].name);
+        check_fused(paths[i].name);
         if (paths[i].path == GEMM_BF16_PORTABLE) continue;
         check_threads(paths[i].name);
         if (paths[i].path == GEMM_BF16_AMX_EMULATED) check_sdm_order(paths[i].name, 1);
