@@ -307,8 +307,9 @@ void gemm_bf16(int transa, int transb, int M, int N, int K, float alpha, const f
     product(transa, transb, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc, NULL);
 }
 
-void gemm_bf16_fused(int transa, int transb, int M, int N, int K, const float *A, int lda,
-                     const float *B, int ldb, float *C, int ldc, const gemm_bf16_epilogue *ep)
+void gemm_bf16_fused(int transa, int transb, int M, int N, int K, float alpha, const float *A,
+                     int lda, const float *B, int ldb, float beta, float *C, int ldc,
+                     const gemm_bf16_epilogue *ep)
 {
-    product(transa, transb, M, N, K, 1.0f, A, lda, B, ldb, 0.0f, C, ldc, ep);
+    product(transa, transb, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc, ep);
 }

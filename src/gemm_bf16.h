@@ -47,21 +47,28 @@ void gemm_bf16(int transa, int transb, int M, int N, int K, float alpha, const f
 
 /* What a fused product does to C while each block of it is stored, instead of passes
  * over memory afterwards (every member optional, NULL: not done):
- *   C = op(A) op(B) + bias + residual,   gelu_out = gelu(C)   (GELU, tanh form)
- * with bias[N] added to the first depth block's sums and residual added after the last,
- * so C has the very bits of the unfused sequence: C = bias broadcast, gemm_bf16 with
- * beta = 1, then residual_forward, then gelu_forward. */
+ *   C = alpha op(A) op(B) + beta C + bias + residual     (forward)
+ *   gelu_out = gelu(C)                                   (GELU, tanh form)
+ *   dgelu_out = gelu'(dgelu_x) C                         (GELU's backward)
+ * with bias[N] added to the first depth block's sums and the rest done after the last,
+ * so every output has the very bits of the unfused sequence: C = bias broadcast,
+ * gemm_bf16 with beta = 1, then residual_forward, gelu_forward or (dgelu_out zeroed)
+ * gelu_backward. */
 typedef struct gemm_bf16_epilogue {
     const float *bias;     /* [N], added to every row */
     const float *residual; /* M rows, ld_residual apart */
     size_t ld_residual;
     float *gelu_out;       /* M rows, ld_gelu apart */
     size_t ld_gelu;
+    const float *dgelu_x;  /* M rows, ld_dgelu apart, as dgelu_out */
+    float *dgelu_out;
+    size_t ld_dgelu;
 } gemm_bf16_epilogue;
 
-/* C = op(A) op(B) with epilogue ep (alpha 1, beta 0); the threads as gemm_bf16 */
-void gemm_bf16_fused(int transa, int transb, int M, int N, int K, const float *A, int lda,
-                     const float *B, int ldb, float *C, int ldc, const gemm_bf16_epilogue *ep);
+/* C = alpha op(A) op(B) + beta C with epilogue ep; the threads as gemm_bf16 */
+void gemm_bf16_fused(int transa, int transb, int M, int N, int K, float alpha, const float *A,
+                     int lda, const float *B, int ldb, float beta, float *C, int ldc,
+                     const gemm_bf16_epilogue *ep);
 
 enum gemm_bf16_path {
     GEMM_BF16_AUTO = 0, /* the best the CPU has (or, to gemm_bf16_force_path, the

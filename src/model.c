@@ -693,12 +693,18 @@ const float *gpt_stage_backward(gpt_model *m, const float *dout)
          * parallelism dres is whole on every shard, so the row-parallel c_proj's bias
          * gradient is too; the column-parallel c_fc's input gradient is a partial sum. */
         memset(a->dfch_gelu, 0, 4 * BTCl * sizeof(float));
-        be->matmul_backward(a->dfch_gelu, grad(m, layer_idx(m, l, FCPROJ_W)),
-                            grad(m, layer_idx(m, l, FCPROJ_B)), a->dres, fch_gelu,
-                            param(m, layer_idx(m, l, FCPROJ_W)), BT, 4 * Cl, C);
+        if (be->matmul_backward_gelu) {
+            be->matmul_backward_gelu(a->dfch, a->dfch_gelu, grad(m, layer_idx(m, l, FCPROJ_W)),
+                                     grad(m, layer_idx(m, l, FCPROJ_B)), a->dres, fch_gelu,
+                                     param(m, layer_idx(m, l, FCPROJ_W)), fch, BT, 4 * Cl, C);
+        } else {
+            be->matmul_backward(a->dfch_gelu, grad(m, layer_idx(m, l, FCPROJ_W)),
+                                grad(m, layer_idx(m, l, FCPROJ_B)), a->dres, fch_gelu,
+                                param(m, layer_idx(m, l, FCPROJ_W)), BT, 4 * Cl, C);
+            memset(a->dfch, 0, 4 * BTCl * sizeof(float));
+            be->gelu_backward(a->dfch, fch, a->dfch_gelu, 4 * BTCl);
+        }
         grads_ready(m, layer_idx(m, l, FCPROJ_W), layer_idx(m, l, FCPROJ_B));
-        memset(a->dfch, 0, 4 * BTCl * sizeof(float));
-        be->gelu_backward(a->dfch, fch, a->dfch_gelu, 4 * BTCl);
         memset(a->dln, 0, BTC * sizeof(float));
         be->matmul_backward(a->dln, grad(m, layer_idx(m, l, FC_W)), grad(m, layer_idx(m, l, FC_B)),
                             a->dfch, ln2, param(m, layer_idx(m, l, FC_W)), BT, C, 4 * Cl);

@@ -28,8 +28,9 @@
  *       product packing B itself, in both orientations, past one column and one depth
  *       block, inside and outside parallel regions; after new values and a refresh,
  *       the new bits; and a copy packed for another path is never read;
- *   (l) a fused product (gemm_bf16_fused: bias, residual, GELU in the write-back) gives
- *       the bits of the unfused sequence, inside and past one depth block.
+ *   (l) a fused product (gemm_bf16_fused: bias, residual, GELU or GELU's backward in
+ *       the write-back) gives the bits of the unfused sequence, inside and past one
+ *       depth block.
  * Errors are measured against the reference scaled by sum_k |a_k b_k| per element, so
  * they are in units of FP32 rounding of the sums. */
 #include <math.h>
@@ -566,28 +567,40 @@ static void check_fused(const char *name)
         float *A = fnew_rand((size_t)M * K), *W = fnew_rand((size_t)N * K), *bias = fnew_rand(N),
               *res = fnew_rand(mn), *want = fnew_rand(mn), *want_g = fnew_rand(mn),
               *got = fnew_rand(mn), *got_g = fnew_rand(mn), *sum = fnew_rand(mn);
-        for (int variant = 0; variant < 3; variant++) { /* bias; + GELU; + residual */
-            for (int i = 0; i < M; i++) memcpy(want + (size_t)i * N, bias, N * sizeof *bias);
+        /* bias; + GELU; + residual; GELU's backward (no bias, accumulated into zeros) */
+        for (int variant = 0; variant < 4; variant++) {
+            const int dgelu = variant == 3;
+            for (int i = 0; i < M; i++)
+                if (dgelu) memset(want + (size_t)i * N, 0, N * sizeof *want);
+                else memcpy(want + (size_t)i * N, bias, N * sizeof *bias);
             gemm_bf16(0, 1, M, N, K, 1.0f, A, K, W, K, 1.0f, want, N);
             if (variant == 1) k->gelu_fwd(want_g, want, mn);
             if (variant == 2) {
                 k->add(sum, res, want, mn);
                 memcpy(want, sum, mn * sizeof *sum);
             }
-            const gemm_bf16_epilogue ep = {.bias = bias,
+            if (dgelu) {
+                memset(want_g, 0, mn * sizeof *want_g);
+                k->gelu_bwd(want_g, res, want, mn);
+                memset(got, 0, mn * sizeof *got);
+            }
+            const gemm_bf16_epilogue ep = {.bias = dgelu ? NULL : bias,
                                            .residual = variant == 2 ? res : NULL,
                                            .ld_residual = (size_t)N,
                                            .gelu_out = variant == 1 ? got_g : NULL,
-                                           .ld_gelu = (size_t)N};
-            gemm_bf16_fused(0, 1, M, N, K, A, K, W, K, got, N, &ep);
+                                           .ld_gelu = (size_t)N,
+                                           .dgelu_x = dgelu ? res : NULL,
+                                           .dgelu_out = dgelu ? got_g : NULL,
+                                           .ld_dgelu = (size_t)N};
+            gemm_bf16_fused(0, 1, M, N, K, 1.0f, A, K, W, K, dgelu ? 1.0f : 0.0f, got, N, &ep);
             same &= memcmp(got, want, mn * sizeof *got) == 0;
-            if (variant == 1) same &= memcmp(got_g, want_g, mn * sizeof *got) == 0;
+            if (variant == 1 || dgelu) same &= memcmp(got_g, want_g, mn * sizeof *got) == 0;
         }
         free(A), free(W), free(bias), free(res), free(want), free(want_g), free(got);
         free(got_g), free(sum);
     }
-    TU_CHECK(same, "%s: the fused bias, GELU and residual give the unfused bits (K of one "
-             "and of three depth blocks, N past one column block)", name);
+    TU_CHECK(same, "%s: the fused bias, GELU, residual and GELU backward give the unfused "
+             "bits (K of one and of three depth blocks, N past one column block)", name);
 }
 
 int main(void)
