@@ -30,7 +30,11 @@
  * is as deterministic as OpenBLAS, which may take another kernel on one thread.
  *
  * Memory: gemm_bf16_init reserves every buffer the products use (a few MB per
- * thread), so a product never allocates and cannot fail. */
+ * thread), so a product never allocates and cannot fail.
+ *
+ * Weights: a B operand registered with gemm_bf16_weights.h is packed once per update
+ * and read from there (the same bits); gemm_bf16_fused does the forward's bias, GELU
+ * and residual add, and GELU's backward, in the write-back of each block of C. */
 #ifndef GT_GEMM_BF16_H
 #define GT_GEMM_BF16_H
 
