@@ -33,7 +33,9 @@ struct gpt_acts {
     float *residual2;       /* [L,B,T,C] after the attention branch */
     float *ln2, *ln2_mean, *ln2_rstd;   /* [L,B,T,C] [L,B,T] [L,B,T] */
     float *fch;             /* [L,B,T,4Cl] */
-    float *fch_gelu;        /* [L,B,T,4Cl] */
+    float *fch_gelu;        /* [B,T,4Cl] one layer's gelu(fch): the backward computes
+                             * it again from fch (one elementwise pass) instead of
+                             * keeping L of them, the largest activation there is */
     float *fcproj;          /* [B,T,C] the same for the MLP's projection */
     float *residual3;       /* [L,B,T,C] block outputs */
     float *lnf, *lnf_mean, *lnf_rstd;   /* [B,T,C] [B,T] [B,T] */
@@ -417,7 +419,7 @@ static gpt_acts *make_acts(const gpt_model *m, int B, int T)
     const size_t sizes[] = {
         BT * C, L * BT * C, L * BT, L * BT, L * BT * 3 * Cl, L * BT * Cl,
         L * m->be->attention_saved_floats(B, (int)NH, T), BT * C, L * BT * C, L * BT * C,
-        L * BT, L * BT, L * BT * 4 * Cl, L * BT * 4 * Cl, BT * C, L * BT * C, BT * C,
+        L * BT, L * BT, L * BT * 4 * Cl, BT * 4 * Cl, BT * C, L * BT * C, BT * C,
         BT, BT, m->has_head ? BT * V / (size_t)m->tp_size : 0, BT, BT * C, BT * C,
         BT * 3 * Cl, BT * 4 * Cl, BT * 4 * Cl,
         m->be->attention_scratch_floats(T, (int)(C / (size_t)m->shape.n_head), m->threads),
@@ -535,7 +537,7 @@ const float *gpt_stage_forward(gpt_model *m, const int32_t *inputs, const float 
               *attproj = a->attproj, *res2 = a->residual2 + l * BTC,
               *ln2 = a->ln2 + l * BTC, *ln2_mean = a->ln2_mean + l * BT,
               *ln2_rstd = a->ln2_rstd + l * BT, *fch = a->fch + l * 4 * BTCl,
-              *fch_gelu = a->fch_gelu + l * 4 * BTCl, *fcproj = a->fcproj,
+              *fch_gelu = a->fch_gelu, *fcproj = a->fcproj,
               *res3 = a->residual3 + l * BTC;
         /* x = x + attn(ln_1(x)) */
         be->layernorm_forward(ln1, ln1_mean, ln1_rstd, x, param(m, layer_idx(m, l, LN1_W)),
@@ -688,10 +690,11 @@ const float *gpt_stage_backward(gpt_model *m, const float *dout)
               *atty = a->atty + l * BTCl, *att = a->att + l * att_per_layer,
               *res2 = a->residual2 + l * BTC, *ln2 = a->ln2 + l * BTC,
               *ln2_mean = a->ln2_mean + l * BT, *ln2_rstd = a->ln2_rstd + l * BT,
-              *fch = a->fch + l * 4 * BTCl, *fch_gelu = a->fch_gelu + l * 4 * BTCl;
+              *fch = a->fch + l * 4 * BTCl, *fch_gelu = a->fch_gelu;
         /* MLP branch: res3 = res2 + fcproj(gelu(fc(ln2(res2)))). With tensor
          * parallelism dres is whole on every shard, so the row-parallel c_proj's bias
          * gradient is too; the column-parallel c_fc's input gradient is a partial sum. */
+        be->gelu_forward(fch_gelu, fch, 4 * BTCl); /* c_proj's input, again (the bits) */
         memset(a->dfch_gelu, 0, 4 * BTCl * sizeof(float));
         if (be->matmul_backward_gelu) {
             be->matmul_backward_gelu(a->dfch, a->dfch_gelu, grad(m, layer_idx(m, l, FCPROJ_W)),
