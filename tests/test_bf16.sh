@@ -13,6 +13,9 @@
 #    and pp 2 (4 micro-batches) within 1e-4;
 #  - a run stopped after its step-10 checkpoint and resumed (resume = auto) logs the
 #    losses of the straight run exactly and saves the same parameters;
+#  - weights packed once per update (the default) against packing them in every
+#    product (GENTRAIN_BF16_PREPACK=0): the same losses and final parameters, bit for
+#    bit, with 2 micro-batches a step, on the default path and the emulated AMX twin;
 #  - precision = fp16 is refused with one line naming the choices.
 # Every run under `timeout`, so a hang fails instead of blocking.
 set -u
@@ -74,6 +77,23 @@ else
         -a -n "$(grep '(\(avx512-bf16\|portable\) path)' "$tmp/amx.out")"
     show "$tmp/amx.err"
 fi
+
+# packed once per update or in every product: the same bits (global batch 16 of batch 8:
+# two micro-batches read each packed copy)
+for path in default amx-emulated; do
+    if [ "$path" = default ]; then unset GENTRAIN_BF16; else export GENTRAIN_BF16=$path; fi
+    GENTRAIN_BF16_PREPACK=0 \
+        train "pack-$path" --batch_size 8 --global_batch_size 16 --steps 6 --precision bf16
+    train "once-$path" --batch_size 8 --global_batch_size 16 --steps 6 --precision bf16
+    check "$path path: the run says its weights are packed once per update" \
+        grep -q "^bf16 weights: packed once per update" "$tmp/once-$path.out"
+    check "$path path: packed once or in every product, the same losses" \
+        compare_logs "$tmp/once-$path/log.jsonl" "$tmp/pack-$path/log.jsonl" 0 6
+    "$CMPMODEL" "$tmp/once-$path/model.h5" "$tmp/pack-$path/model.h5" 0 > "$tmp/$path.cmp" 2>&1
+    check "$path path: packed once or in every product, the same final parameters" \
+        test $? -eq 0
+done
+unset GENTRAIN_BF16
 
 # resume from the straight run's step-3 checkpoint (constant learning rate)
 tiny_gpt_args

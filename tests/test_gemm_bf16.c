@@ -23,7 +23,14 @@
  *   (i) the AMX path's two packings (AVX512_BF16 and portable) write the same bits,
  *       and the emulated twin meets (e) on both;
  *   (j) so do its two write-backs of the accumulator tiles into C (AVX-512 and
- *       portable), the twin meeting (e) on both.
+ *       portable), the twin meeting (e) on both;
+ *   (k) a weight matrix packed once (gemm_bf16_weights.h) gives the bits of the same
+ *       product packing B itself, in both orientations, past one column and one depth
+ *       block, inside and outside parallel regions; after new values and a refresh,
+ *       the new bits; and a copy packed for another path is never read;
+ *   (l) a fused product (gemm_bf16_fused: bias, residual, GELU or GELU's backward in
+ *       the write-back) gives the bits of the unfused sequence, inside and past one
+ *       depth block.
  * Errors are measured against the reference scaled by sum_k |a_k b_k| per element, so
  * they are in units of FP32 rounding of the sums. */
 #include <math.h>
@@ -38,7 +45,8 @@
 #include "cpu_features.h"
 #include "gemm_bf16.h"
 #include "gemm_bf16_amx.h" /* GEMM_BF16_AMX_KC: the depth block of (e) */
-#include "simd.h"          /* GT_SIMD_X86_AMX */
+#include "gemm_bf16_weights.h"
+#include "simd.h" /* GT_SIMD_X86_AMX, simd_kernels_get */
 #include "testutil.h"
 
 static uint64_t rs = 88172645463325252ull;
@@ -426,6 +434,175 @@ static void check_env(const char *value, const char *want, int warns)
              gemm_bf16_path_name(), warns ? ", with a warning" : ", no warning");
 }
 
+/* C[M, ...] of the forward (A @ W^T) or the backward (A @ W) product on W (rows x
+ * cols, row-major), freshly allocated; `nested`: each thread of a team computes it,
+ * thread 0's result returned after checking that every thread's is the same */
+static float *weight_product(const float *W, int rows, int cols, int M, int fwd, float beta,
+                             int nested)
+{
+    const int N = fwd ? rows : cols, K = fwd ? cols : rows;
+    float *A = malloc((size_t)M * K * sizeof *A), *C = malloc((size_t)3 * M * N * sizeof *C);
+    if (!A || !C) exit(99);
+    uint64_t keep = rs;
+    rs = 1234567u + (uint64_t)M; /* the same A and C0 every call */
+    for (size_t i = 0; i < (size_t)M * K; i++) A[i] = runif();
+    for (size_t i = 0; i < (size_t)M * N; i++) C[i] = runif();
+    for (int t = 1; t < 3; t++) memcpy(C + (size_t)t * M * N, C, (size_t)M * N * sizeof *C);
+    rs = keep;
+    if (!nested) {
+        gemm_bf16(0, !fwd ? 0 : 1, M, N, K, 1.0f, A, K, W, cols, beta, C, N);
+    } else {
+        int same = 1;
+#pragma omp parallel num_threads(3)
+        {
+#ifdef _OPENMP
+            const int t = omp_get_thread_num();
+#else
+            const int t = 0;
+#endif
+            gemm_bf16(0, !fwd ? 0 : 1, M, N, K, 1.0f, A, K, W, cols, beta,
+                      C + (size_t)t * M * N, N);
+        }
+#ifdef _OPENMP
+        const int team = 3;
+#else
+        const int team = 1;
+#endif
+        for (int t = 1; t < team; t++)
+            same &= memcmp(C, C + (size_t)t * M * N, (size_t)M * N * sizeof *C) == 0;
+        TU_CHECK(same, "every thread of a team computes the same bits");
+    }
+    free(A);
+    return C;
+}
+
+static void check_prepacked(enum gemm_bf16_path path, const char *name)
+{
+    static const struct {
+        int rows, cols, M;
+    } shapes[] = {{2100, 600, 33}, {37, 19, 5}, {64, 1030, 1}};
+    int all_same = 1, cases = 0;
+    for (size_t si = 0; si < sizeof shapes / sizeof shapes[0]; si++) {
+        const int rows = shapes[si].rows, cols = shapes[si].cols, M = shapes[si].M;
+        float *W = malloc((size_t)rows * cols * sizeof *W);
+        if (!W) exit(99);
+        for (size_t i = 0; i < (size_t)rows * cols; i++) W[i] = runif();
+        TU_CHECK(gemm_bf16_weights_add(W, rows, cols) == 0, "registered");
+        for (int round = 0; round < 2; round++) {
+            if (round == 1) /* new values: the copy must follow them after a refresh */
+                for (size_t i = 0; i < (size_t)rows * cols; i++) W[i] = runif();
+            TU_CHECK(gemm_bf16_weights_refresh() == 0, "packed");
+            float *got[2][2][2];
+            for (int fwd = 0; fwd < 2; fwd++)
+                for (int b = 0; b < 2; b++)
+                    for (int nested = 0; nested < 2; nested++)
+                        got[fwd][b][nested] =
+                            weight_product(W, rows, cols, M, fwd, (float)b, nested);
+            /* the products packing B themselves: the registry emptied, then refilled */
+            gemm_bf16_weights_clear();
+            for (int fwd = 0; fwd < 2; fwd++)
+                for (int b = 0; b < 2; b++) {
+                    float *want = weight_product(W, rows, cols, M, fwd, (float)b, 0);
+                    const size_t bytes = (size_t)M * (fwd ? rows : cols) * sizeof *want;
+                    for (int nested = 0; nested < 2; nested++) {
+                        /* the portable path nested may take another OpenBLAS kernel */
+                        if (!(nested && path == GEMM_BF16_PORTABLE)) {
+                            all_same &= memcmp(got[fwd][b][nested], want, bytes) == 0;
+                            cases++;
+                        }
+                        free(got[fwd][b][nested]);
+                    }
+                    free(want);
+                }
+            TU_CHECK(gemm_bf16_weights_add(W, rows, cols) == 0, "registered again");
+        }
+        gemm_bf16_weights_clear();
+        free(W);
+    }
+    TU_CHECK(all_same && cases > 0, "%s: weights packed once give the bits of products that "
+             "pack B (%d cases, both orientations, before and after new values)", name, cases);
+    /* packed for this path, then another path runs: the copy is not read */
+    const int rows = 70, cols = 90, M = 9;
+    float *W = malloc((size_t)rows * cols * sizeof *W);
+    if (!W) exit(99);
+    for (size_t i = 0; i < (size_t)rows * cols; i++) W[i] = runif();
+    const enum gemm_bf16_path other =
+        path == GEMM_BF16_PORTABLE ? GEMM_BF16_AMX_EMULATED : GEMM_BF16_PORTABLE;
+    gemm_bf16_force_path(other);
+    float *want = weight_product(W, rows, cols, M, 1, 0.0f, 0);
+    gemm_bf16_force_path(path);
+    TU_CHECK(gemm_bf16_weights_add(W, rows, cols) == 0 && gemm_bf16_weights_refresh() == 0,
+             "registered and packed");
+    gemm_bf16_force_path(other);
+    float *got = weight_product(W, rows, cols, M, 1, 0.0f, 0);
+    TU_CHECK(memcmp(got, want, (size_t)M * rows * sizeof *got) == 0,
+             "%s: a copy packed for %s is not read by the %s path", name, name,
+             other == GEMM_BF16_PORTABLE ? "portable" : "amx-emulated");
+    gemm_bf16_force_path(path);
+    gemm_bf16_weights_clear();
+    free(W);
+    free(want);
+    free(got);
+}
+
+static float *fnew_rand(size_t n)
+{
+    float *x = malloc((n ? n : 1) * sizeof *x);
+    if (!x) exit(99);
+    for (size_t i = 0; i < n; i++) x[i] = runif();
+    return x;
+}
+
+/* (l): out = A @ W^T + bias (+ res), gelu(out), fused and as the model did it before */
+static void check_fused(const char *name)
+{
+    static const struct {
+        int M, N, K;
+    } shapes[] = {{45, 70, 100}, {33, 96, 1100}, {7, 2100, 40}};
+    const simd_kernels *k = simd_kernels_get();
+    int same = 1;
+    for (size_t si = 0; si < sizeof shapes / sizeof shapes[0]; si++) {
+        const int M = shapes[si].M, N = shapes[si].N, K = shapes[si].K;
+        const size_t mn = (size_t)M * N;
+        float *A = fnew_rand((size_t)M * K), *W = fnew_rand((size_t)N * K), *bias = fnew_rand(N),
+              *res = fnew_rand(mn), *want = fnew_rand(mn), *want_g = fnew_rand(mn),
+              *got = fnew_rand(mn), *got_g = fnew_rand(mn), *sum = fnew_rand(mn);
+        /* bias; + GELU; + residual; GELU's backward (no bias, accumulated into zeros) */
+        for (int variant = 0; variant < 4; variant++) {
+            const int dgelu = variant == 3;
+            for (int i = 0; i < M; i++)
+                if (dgelu) memset(want + (size_t)i * N, 0, N * sizeof *want);
+                else memcpy(want + (size_t)i * N, bias, N * sizeof *bias);
+            gemm_bf16(0, 1, M, N, K, 1.0f, A, K, W, K, 1.0f, want, N);
+            if (variant == 1) k->gelu_fwd(want_g, want, mn);
+            if (variant == 2) {
+                k->add(sum, res, want, mn);
+                memcpy(want, sum, mn * sizeof *sum);
+            }
+            if (dgelu) {
+                memset(want_g, 0, mn * sizeof *want_g);
+                k->gelu_bwd(want_g, res, want, mn);
+                memset(got, 0, mn * sizeof *got);
+            }
+            const gemm_bf16_epilogue ep = {.bias = dgelu ? NULL : bias,
+                                           .residual = variant == 2 ? res : NULL,
+                                           .ld_residual = (size_t)N,
+                                           .gelu_out = variant == 1 ? got_g : NULL,
+                                           .ld_gelu = (size_t)N,
+                                           .dgelu_x = dgelu ? res : NULL,
+                                           .dgelu_out = dgelu ? got_g : NULL,
+                                           .ld_dgelu = (size_t)N};
+            gemm_bf16_fused(0, 1, M, N, K, 1.0f, A, K, W, K, dgelu ? 1.0f : 0.0f, got, N, &ep);
+            same &= memcmp(got, want, mn * sizeof *got) == 0;
+            if (variant == 1 || dgelu) same &= memcmp(got_g, want_g, mn * sizeof *got) == 0;
+        }
+        free(A), free(W), free(bias), free(res), free(want), free(want_g), free(got);
+        free(got_g), free(sum);
+    }
+    TU_CHECK(same, "%s: the fused bias, GELU, residual and GELU backward give the unfused "
+             "bits (K of one and of three depth blocks, N past one column block)", name);
+}
+
 int main(void)
 {
 #ifdef _OPENMP
@@ -464,6 +641,8 @@ int main(void)
         check_path(paths[i].name);
         check_nested(paths[i].name);
         check_rounding(paths[i].name);
+        check_prepacked(paths[i].path, paths[i].name);
+        check_fused(paths[i].name);
         if (paths[i].path == GEMM_BF16_PORTABLE) continue;
         check_threads(paths[i].name);
         if (paths[i].path == GEMM_BF16_AMX_EMULATED) check_sdm_order(paths[i].name, 1);

@@ -20,6 +20,7 @@
 
 #include "backend.h"
 #include "attention_cpu.h"
+#include "attention_pairs.h"
 #include "kernels_cpu.h"
 #include "testutil.h"
 
@@ -685,6 +686,22 @@ static void test_attention(int B, int T, int C, int NH, size_t samples)
     att_drop(&c);
 }
 
+/* out or dqkv of the BF16 backend's attention against the forward or backward on BF16
+ * operands in double. A probability or score gradient one FP32 ulp from a BF16 rounding boundary
+ * may round the other way here than in double, moving the few rows it feeds by up to
+ * 2^-8 of a term; a rounding left out moves every element. So: the largest error
+ * within 4e-3, and 99% of the elements within 1e-5. */
+static void check_bf16_result(const char *name, const char *what, const float *got,
+                              const double *ref, size_t n)
+{
+    const double e = relerr_vs(got, ref, n, FLOOR);
+    const double fl = FLOOR * maxabs_d(ref, n) + 1e-30;
+    size_t off = 0;
+    for (size_t i = 0; i < n; i++) off += tu_relerr(got[i], ref[i], fl) > 1e-5;
+    TU_CHECK(e < 4e-3 && off * 100 <= n, "%s: %s on BF16 operands in double (largest rel "
+             "err %.2e; %zu of %zu above 1e-5)", name, what, e, off, n);
+}
+
 /* The BF16 backend's attention (attention_cpu.c's _bf16 twins): the same saved state,
  * out against the reference computed on BF16-rounded operands (which the FP32 reference
  * is far from: the products are in BF16), dqkv against finite differences of the FP32
@@ -702,9 +719,8 @@ static void test_attention_bf16(int B, int T, int C, int NH)
     float *out = res, *dqkv = res + no + ns;
     double *rout = dnew(no);
     att_ref_as(&c, rout, NULL, 1);
+    check_bf16_result(name, "out vs the forward", out, rout, no);
     double e = relerr_vs(out, rout, no, FLOOR);
-    TU_CHECK(e < 1e-4, "%s: forward out vs the reference on BF16 operands (rel err %.2e)",
-             name, e);
     att_ref(&c, rout, NULL);
     const double e32 = relerr_vs(out, rout, no, FLOOR);
     TU_CHECK(e32 > 10 * e, "%s: ... which the FP32 reference is not (%.2e): the products "
@@ -712,18 +728,23 @@ static void test_attention_bf16(int B, int T, int C, int NH)
     e = fd_check(att_ref_loss, &c, c.dqkv_, nq, dqkv, 200);
     TU_CHECK(e < 5e-2, "%s: dqkv vs finite differences within BF16 precision (%.2e)", name,
              e);
-    /* A probability or score gradient one FP32 ulp from a BF16 rounding boundary may
-     * round the other way here than in double, moving the few rows it feeds by up to
-     * 2^-8 of a term; a rounding left out moves every element. So: the largest error
-     * within 4e-3, and 99% of the elements within 1e-5. */
     double *rd = dnew(nq);
     att_ref_bwd_bf16(&c, rd);
-    e = relerr_vs(dqkv, rd, nq, FLOOR);
-    const double fl = FLOOR * maxabs_d(rd, nq) + 1e-30;
-    size_t off = 0;
-    for (size_t i = 0; i < nq; i++) off += tu_relerr(dqkv[i], rd[i], fl) > 1e-5;
-    TU_CHECK(e < 4e-3 && off * 100 <= nq, "%s: dqkv vs the backward on BF16 operands in "
-             "double (largest rel err %.2e; %zu of %zu above 1e-5)", name, e, off, nq);
+    att_ref_as(&c, rout, NULL, 1);
+    check_bf16_result(name, "dqkv vs the backward", dqkv, rd, nq);
+    /* where the CPU has AVX512_BF16: the products on BF16 pairs (attention_pairs.h),
+     * against the same references */
+    kernels_set_simd(KERNELS_SIMD_AVX512);
+    if (strcmp(kernels_simd_name(), "avx512") == 0 && attention_pairs_ready()) {
+        char pname[128];
+        snprintf(pname, sizeof pname, "%s on BF16 pairs (VDPBF16PS)", name);
+        att_run(&c, res);
+        check_bf16_result(pname, "out vs the forward", out, rout, no);
+        check_bf16_result(pname, "dqkv vs the backward", dqkv, rd, nq);
+    } else {
+        printf("     %s: BF16 pairs not run (this CPU lacks AVX512_BF16)\n", name);
+    }
+    kernels_set_simd(KERNELS_SIMD_AUTO);
     free(rd);
     /* An FP32 value one ulp from a BF16 rounding boundary on one path can round the
      * other way on another: a BF16 operand's difference (2^-8) in some terms */
@@ -1030,6 +1051,8 @@ int main(void)
     test_attention(1, 100, 260, 2, 40);  /* hs = 130: more than a 64-wide tile of C */
     test_attention_bf16(2, 11, 12, 3);
     test_attention_bf16(2, 141, 48, 3);
+    test_attention_bf16(2, 37, 15, 3);  /* hs = 5: an odd depth, paired with zero */
+    test_attention_bf16(1, 100, 260, 2); /* hs = 130: three column chunks */
     test_gelu(50003, 60);
     test_residual(40009, 60);
     test_crossentropy(131, 256, 1.0f / 131, 100);

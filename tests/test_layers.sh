@@ -32,8 +32,8 @@ printf '#include "model.h"\n' >> "$tmp/t/src/base/util.c"
 expect_bad up 'src/base/util.c:[0-9]*: includes "model.h" of src/model (layer [0-9]*), above src/base (layer 1)'
 
 copy || exit 1
-printf '#include "gemm_bf16.h"\n' >> "$tmp/t/src/kernels/attention/attention_cpu.c"
-expect_bad peer 'attention_cpu.c:[0-9]*: includes "gemm_bf16.h" of src/kernels/bf16, a peer of src/kernels/attention'
+printf '#include "backend.h"\n' >> "$tmp/t/src/layout/layout.c"
+expect_bad peer 'layout.c:[0-9]*: includes "backend.h" of src/kernels, a peer of src/layout'
 
 copy || exit 1
 mkdir "$tmp/t/src/newfolder" && printf '#include "util.h"\n' > "$tmp/t/src/newfolder/x.c"

@@ -26,6 +26,18 @@ typedef struct gt_backend {
                            const float *bias, size_t N, int C, int OC);
     void (*matmul_backward)(float *dinp, float *dw, float *dbias, const float *dout,
                             const float *inp, const float *w, size_t N, int C, int OC);
+    /* Optional (NULL: the model runs the product, then the elementwise pass): the
+     * product with its next pass fused into the write-back, with the bits of the two:
+     * out = inp @ w^T + bias, out_gelu = gelu(out); and out = res + inp @ w^T + bias. */
+    void (*matmul_forward_gelu)(float *out, float *out_gelu, const float *inp,
+                                const float *w, const float *bias, size_t N, int C, int OC);
+    void (*matmul_forward_residual)(float *out, const float *res, const float *inp,
+                                    const float *w, const float *bias, size_t N, int C,
+                                    int OC);
+    /* matmul_backward, then dpre = gelu'(pre) dinp (overwritten) in dinp's write-back */
+    void (*matmul_backward_gelu)(float *dpre, float *dinp, float *dw, float *dbias,
+                                 const float *dout, const float *inp, const float *w,
+                                 const float *pre, size_t N, int C, int OC);
     /* Attention (attention_cpu.h): the forward saves, per layer,
      * attention_saved_floats(B, NH, T) floats for the backward (the CPU backends: a
      * log-sum-exp per row, no T x T matrix), and both passes use

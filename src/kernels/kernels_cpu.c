@@ -182,16 +182,46 @@ void matmul_backward(float *dinp, float *dw, float *dbias, const float *dout,
     matmul_bwd(PREC_FP32, dinp, dw, dbias, dout, inp, w, N, C, OC);
 }
 
+/* BF16 forward products with the bias (and GELU, or the residual add) in the product's
+ * write-back: no pass over out before or after (gemm_bf16_fused) */
 static void matmul_forward_bf16(float *out, const float *inp, const float *w,
                                 const float *bias, size_t N, int C, int OC)
 {
-    matmul_fwd(PREC_BF16, out, inp, w, bias, N, C, OC);
+    const gemm_bf16_epilogue ep = {.bias = bias};
+    gemm_bf16_fused(0, 1, (int)N, OC, C, 1.0f, inp, C, w, C, 0.0f, out, OC, &ep);
+}
+
+static void matmul_forward_gelu_bf16(float *out, float *out_gelu, const float *inp,
+                                     const float *w, const float *bias, size_t N, int C,
+                                     int OC)
+{
+    const gemm_bf16_epilogue ep = {.bias = bias, .gelu_out = out_gelu, .ld_gelu = (size_t)OC};
+    gemm_bf16_fused(0, 1, (int)N, OC, C, 1.0f, inp, C, w, C, 0.0f, out, OC, &ep);
+}
+
+static void matmul_forward_residual_bf16(float *out, const float *res, const float *inp,
+                                         const float *w, const float *bias, size_t N, int C,
+                                         int OC)
+{
+    const gemm_bf16_epilogue ep = {.bias = bias, .residual = res, .ld_residual = (size_t)OC};
+    gemm_bf16_fused(0, 1, (int)N, OC, C, 1.0f, inp, C, w, C, 0.0f, out, OC, &ep);
 }
 
 static void matmul_backward_bf16(float *dinp, float *dw, float *dbias, const float *dout,
                                  const float *inp, const float *w, size_t N, int C, int OC)
 {
     matmul_bwd(PREC_BF16, dinp, dw, dbias, dout, inp, w, N, C, OC);
+}
+
+/* The backward of c_proj with GELU's backward in the input gradient's write-back:
+ * dinp += dout @ w, then dpre = gelu'(pre) dinp (dpre overwritten), no pass between */
+static void matmul_backward_gelu_bf16(float *dpre, float *dinp, float *dw, float *dbias,
+                                      const float *dout, const float *inp, const float *w,
+                                      const float *pre, size_t N, int C, int OC)
+{
+    const gemm_bf16_epilogue ep = {.dgelu_x = pre, .dgelu_out = dpre, .ld_dgelu = (size_t)C};
+    gemm_bf16_fused(0, 0, (int)N, C, OC, 1.0f, dout, OC, w, C, 1.0f, dinp, C, &ep);
+    matmul_bwd(PREC_BF16, NULL, dw, dbias, dout, inp, w, N, C, OC);
 }
 
 /* ------------------------------------------------------------------------------------ */
@@ -298,6 +328,9 @@ const gt_backend backend_cpu_bf16 = {
     CPU_BACKEND_SHARED,
     .matmul_forward = matmul_forward_bf16,
     .matmul_backward = matmul_backward_bf16,
+    .matmul_forward_gelu = matmul_forward_gelu_bf16,
+    .matmul_forward_residual = matmul_forward_residual_bf16,
+    .matmul_backward_gelu = matmul_backward_gelu_bf16,
     .attention_forward = attention_forward_bf16,
     .attention_backward = attention_backward_bf16,
     .attention_saved_floats = attention_saved_floats,

@@ -21,12 +21,16 @@ struct gpt_acts {
     float *atty;            /* [L,B,T,Cl] attention output before the projection */
     float *att;             /* [L, attention_saved_floats(B,NHl,T)]: what the backend's
                              * attention keeps for its backward (backend.h) */
-    float *attproj;         /* [L,B,T,C] */
+    float *attproj;         /* [B,T,C] a projection before its residual add: the
+                             * backward never reads it, so one for every layer (and
+                             * unused where the backend fuses the add) */
     float *residual2;       /* [L,B,T,C] after the attention branch */
     float *ln2, *ln2_mean, *ln2_rstd;   /* [L,B,T,C] [L,B,T] [L,B,T] */
     float *fch;             /* [L,B,T,4Cl] */
-    float *fch_gelu;        /* [L,B,T,4Cl] */
-    float *fcproj;          /* [L,B,T,C] */
+    float *fch_gelu;        /* [B,T,4Cl] one layer's gelu(fch): the backward computes
+                             * it again from fch (one elementwise pass) instead of
+                             * keeping L of them, the largest activation there is */
+    float *fcproj;          /* [B,T,C] the same for the MLP's projection */
     float *residual3;       /* [L,B,T,C] block outputs */
     float *lnf, *lnf_mean, *lnf_rstd;   /* [B,T,C] [B,T] [B,T] */
     float *logits;          /* [B,T,V/tp]; after a training forward: d loss / d logits */
@@ -67,6 +71,23 @@ static int layer_idx(const gpt_model *m, int l, int k)
 static void tp_sum(const gpt_model *m, float *buf, size_t n)
 {
     if (m->tp_size > 1) m->tp_allreduce(m->tp_ctx, buf, n);
+}
+
+/* out = res + inp @ w^T + bias (a block's projection back into the residual stream):
+ * fused into the product's write-back where the backend can and the product is whole
+ * (tp = 1); else the product into proj, its sum over the shards, then the add. */
+static void project_add(const gpt_model *m, float *out, float *proj, const float *res,
+                        const float *inp, const float *w, const float *bias, size_t N, int C,
+                        int OC)
+{
+    const gt_backend *be = m->be;
+    if (be->matmul_forward_residual && m->tp_size == 1) {
+        be->matmul_forward_residual(out, res, inp, w, bias, N, C, OC);
+        return;
+    }
+    be->matmul_forward(proj, inp, w, bias, N, C, OC);
+    tp_sum(m, proj, N * (size_t)OC);
+    be->residual_forward(out, res, proj, N * (size_t)OC);
 }
 
 /* Tells the trainer that the gradients of tensors first..last (table order) are final. */
@@ -303,8 +324,8 @@ static gpt_acts *make_acts(const gpt_model *m, int B, int T)
     };
     const size_t sizes[] = {
         BT * C, L * BT * C, L * BT, L * BT, L * BT * 3 * Cl, L * BT * Cl,
-        L * m->be->attention_saved_floats(B, (int)NH, T), L * BT * C, L * BT * C, L * BT * C,
-        L * BT, L * BT, L * BT * 4 * Cl, L * BT * 4 * Cl, L * BT * C, L * BT * C, BT * C,
+        L * m->be->attention_saved_floats(B, (int)NH, T), BT * C, L * BT * C, L * BT * C,
+        L * BT, L * BT, L * BT * 4 * Cl, BT * 4 * Cl, BT * C, L * BT * C, BT * C,
         BT, BT, m->has_head ? BT * V / (size_t)m->tp_size : 0, BT, BT * C, BT * C,
         BT * 3 * Cl, BT * 4 * Cl, BT * 4 * Cl,
         m->be->attention_scratch_floats(T, (int)(C / (size_t)m->shape.n_head), m->threads),
@@ -419,10 +440,10 @@ const float *gpt_stage_forward(gpt_model *m, const int32_t *inputs, const float 
         float *ln1 = a->ln1 + l * BTC, *ln1_mean = a->ln1_mean + l * BT,
               *ln1_rstd = a->ln1_rstd + l * BT, *qkv = a->qkv + l * 3 * BTCl,
               *atty = a->atty + l * BTCl, *att = a->att + l * att_per_layer,
-              *attproj = a->attproj + l * BTC, *res2 = a->residual2 + l * BTC,
+              *attproj = a->attproj, *res2 = a->residual2 + l * BTC,
               *ln2 = a->ln2 + l * BTC, *ln2_mean = a->ln2_mean + l * BT,
               *ln2_rstd = a->ln2_rstd + l * BT, *fch = a->fch + l * 4 * BTCl,
-              *fch_gelu = a->fch_gelu + l * 4 * BTCl, *fcproj = a->fcproj + l * BTC,
+              *fch_gelu = a->fch_gelu, *fcproj = a->fcproj,
               *res3 = a->residual3 + l * BTC;
         /* x = x + attn(ln_1(x)) */
         be->layernorm_forward(ln1, ln1_mean, ln1_rstd, x, param(m, layer_idx(m, l, GPT_LN1_W)),
@@ -430,20 +451,21 @@ const float *gpt_stage_forward(gpt_model *m, const int32_t *inputs, const float 
         be->matmul_forward(qkv, ln1, param(m, layer_idx(m, l, GPT_QKV_W)),
                            param(m, layer_idx(m, l, GPT_QKV_B)), BT, C, 3 * Cl);
         be->attention_forward(atty, att, qkv, a->att_scratch, m->threads, B, T, Cl, NHl);
-        be->matmul_forward(attproj, atty, param(m, layer_idx(m, l, GPT_ATTPROJ_W)),
-                           add_bias ? param(m, layer_idx(m, l, GPT_ATTPROJ_B)) : NULL, BT, Cl, C);
-        tp_sum(m, attproj, BTC);
-        be->residual_forward(res2, x, attproj, BTC);
+        project_add(m, res2, attproj, x, atty, param(m, layer_idx(m, l, GPT_ATTPROJ_W)),
+                    add_bias ? param(m, layer_idx(m, l, GPT_ATTPROJ_B)) : NULL, BT, Cl, C);
         /* x = x + mlp(ln_2(x)) */
         be->layernorm_forward(ln2, ln2_mean, ln2_rstd, res2, param(m, layer_idx(m, l, GPT_LN2_W)),
                               param(m, layer_idx(m, l, GPT_LN2_B)), BT, C);
-        be->matmul_forward(fch, ln2, param(m, layer_idx(m, l, GPT_FC_W)),
-                           param(m, layer_idx(m, l, GPT_FC_B)), BT, C, 4 * Cl);
-        be->gelu_forward(fch_gelu, fch, 4 * BTCl);
-        be->matmul_forward(fcproj, fch_gelu, param(m, layer_idx(m, l, GPT_FCPROJ_W)),
-                           add_bias ? param(m, layer_idx(m, l, GPT_FCPROJ_B)) : NULL, BT, 4 * Cl, C);
-        tp_sum(m, fcproj, BTC);
-        be->residual_forward(res3, res2, fcproj, BTC);
+        if (be->matmul_forward_gelu) {
+            be->matmul_forward_gelu(fch, fch_gelu, ln2, param(m, layer_idx(m, l, GPT_FC_W)),
+                                    param(m, layer_idx(m, l, GPT_FC_B)), BT, C, 4 * Cl);
+        } else {
+            be->matmul_forward(fch, ln2, param(m, layer_idx(m, l, GPT_FC_W)),
+                               param(m, layer_idx(m, l, GPT_FC_B)), BT, C, 4 * Cl);
+            be->gelu_forward(fch_gelu, fch, 4 * BTCl);
+        }
+        project_add(m, res3, fcproj, res2, fch_gelu, param(m, layer_idx(m, l, GPT_FCPROJ_W)),
+                    add_bias ? param(m, layer_idx(m, l, GPT_FCPROJ_B)) : NULL, BT, 4 * Cl, C);
         x = res3;
     }
     if (!m->has_head) {
@@ -574,17 +596,24 @@ const float *gpt_stage_backward(gpt_model *m, const float *dout)
               *atty = a->atty + l * BTCl, *att = a->att + l * att_per_layer,
               *res2 = a->residual2 + l * BTC, *ln2 = a->ln2 + l * BTC,
               *ln2_mean = a->ln2_mean + l * BT, *ln2_rstd = a->ln2_rstd + l * BT,
-              *fch = a->fch + l * 4 * BTCl, *fch_gelu = a->fch_gelu + l * 4 * BTCl;
+              *fch = a->fch + l * 4 * BTCl, *fch_gelu = a->fch_gelu;
         /* MLP branch: res3 = res2 + fcproj(gelu(fc(ln2(res2)))). With tensor
          * parallelism dres is whole on every shard, so the row-parallel c_proj's bias
          * gradient is too; the column-parallel c_fc's input gradient is a partial sum. */
+        be->gelu_forward(fch_gelu, fch, 4 * BTCl); /* c_proj's input, again (the bits) */
         memset(a->dfch_gelu, 0, 4 * BTCl * sizeof(float));
-        be->matmul_backward(a->dfch_gelu, grad(m, layer_idx(m, l, GPT_FCPROJ_W)),
-                            grad(m, layer_idx(m, l, GPT_FCPROJ_B)), a->dres, fch_gelu,
-                            param(m, layer_idx(m, l, GPT_FCPROJ_W)), BT, 4 * Cl, C);
+        if (be->matmul_backward_gelu) {
+            be->matmul_backward_gelu(a->dfch, a->dfch_gelu, grad(m, layer_idx(m, l, GPT_FCPROJ_W)),
+                                     grad(m, layer_idx(m, l, GPT_FCPROJ_B)), a->dres, fch_gelu,
+                                     param(m, layer_idx(m, l, GPT_FCPROJ_W)), fch, BT, 4 * Cl, C);
+        } else {
+            be->matmul_backward(a->dfch_gelu, grad(m, layer_idx(m, l, GPT_FCPROJ_W)),
+                                grad(m, layer_idx(m, l, GPT_FCPROJ_B)), a->dres, fch_gelu,
+                                param(m, layer_idx(m, l, GPT_FCPROJ_W)), BT, 4 * Cl, C);
+            memset(a->dfch, 0, 4 * BTCl * sizeof(float));
+            be->gelu_backward(a->dfch, fch, a->dfch_gelu, 4 * BTCl);
+        }
         grads_ready(m, layer_idx(m, l, GPT_FCPROJ_W), layer_idx(m, l, GPT_FCPROJ_B));
-        memset(a->dfch, 0, 4 * BTCl * sizeof(float));
-        be->gelu_backward(a->dfch, fch, a->dfch_gelu, 4 * BTCl);
         memset(a->dln, 0, BTC * sizeof(float));
         be->matmul_backward(a->dln, grad(m, layer_idx(m, l, GPT_FC_W)), grad(m, layer_idx(m, l, GPT_FC_B)),
                             a->dfch, ln2, param(m, layer_idx(m, l, GPT_FC_W)), BT, C, 4 * Cl);
@@ -625,6 +654,20 @@ const float *gpt_stage_backward(gpt_model *m, const float *dout)
     gpt_embed_backward(m, grad(m, m->i_wte), grad(m, m->i_wpe), a->dres, a->inputs, B, T);
     grads_ready(m, m->i_wte, m->i_wpe);
     return NULL;
+}
+
+int gpt_product_matrices(const gpt_model *m, int *idx, int cap)
+{
+    static const int per_layer[] = {GPT_QKV_W, GPT_ATTPROJ_W, GPT_FC_W, GPT_FCPROJ_W};
+    int n = 0;
+    for (int l = 0; l < m->n_layers; l++)
+        for (size_t k = 0; k < sizeof per_layer / sizeof per_layer[0]; k++, n++)
+            if (n < cap) idx[n] = layer_idx(m, l, per_layer[k]);
+    if (m->has_head && m->i_wte >= 0) {
+        if (n < cap) idx[n] = m->i_wte;
+        n++;
+    }
+    return n;
 }
 
 double gpt_flops_per_step(const gpt_shape *s, int B, int T)

@@ -173,6 +173,10 @@ void gpt_backward(gpt_model *m);
  * tokens: the matrix products, and attention's over the full T x T, as MFU is usually
  * counted (model.c says how that differs from what the kernels compute). */
 double gpt_flops_per_step(const gpt_shape *s, int B, int T);
+/* The tensors this model (shard, stage) uses as matrices of its products, as table
+ * indices: each layer's c_attn, attn.c_proj, mlp.c_fc and mlp.c_proj weights and, on
+ * the stage with the head, wte. Writes at most cap; returns how many there are. */
+int gpt_product_matrices(const gpt_model *m, int *idx, int cap);
 
 /* Makes forward and backward read `params` and add into `grads` (each [n_params], in
  * the layout of m; NULL: the model's own buffer) until the next gpt_bind. For the step

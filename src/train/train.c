@@ -31,6 +31,7 @@
 
 #include "amx_emul_counts.h" /* defines: amx_emul_counts_reset, amx_emul_counts_read */
 #include "gemm_bf16.h"
+#include "gemm_bf16_weights.h"
 #include "grid.h"
 #include "signals.h"
 #include "team.h"
@@ -267,7 +268,7 @@ static int setup(run *r)
         !par_all_ok(train_check_output_paths(r) == 0) || train_open_data(r) != 0 ||
         !par_all_ok(setup_local(r) == 0) ||
         settle_data_identity(r) != 0 || make_saved_text(r) != 0 ||
-        train_check_resume(r) != 0 || make_engine(r) != 0)
+        train_check_resume(r) != 0 || make_engine(r) != 0 || train_pack_weights(r) != 0)
         return -1;
     r->flops = gpt_flops_per_step(&r->model.shape, c->batch_size, c->block_size);
     if (make_gradients(r) != 0) return LOCAL_FAILURE;
@@ -397,6 +398,8 @@ static void phase_update(run *r, step_result *s)
     adamw_step(&r->opt, r->model.params, r->ring.slot[grad_ring_due_slot(&r->ring, s->step)],
                grad_clip_factor(s->norm, c->grad_clip), r->model.info, r->model.n_info,
                s->lr, c->beta1, c->beta2, 1e-8, c->weight_decay);
+    /* out of memory here leaves the products packing B themselves (reported once) */
+    if (r->packed_weights && gemm_bf16_weights_refresh() != 0) r->packed_weights = 0;
 }
 
 /* Phase 4: the step line, the evaluation when due, the log record. */
@@ -549,6 +552,7 @@ static void cleanup(run *r)
     free(r->noise_wte);
     team_free(r->team);
     if (r->log && fclose(r->log) != 0) gt_error("writing the log file failed");
+    gemm_bf16_weights_clear();
     gemm_bf16_free();
     grid_free();
     signals_uninstall();

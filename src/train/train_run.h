@@ -51,6 +51,7 @@ typedef struct run {
     int tp_nccl;            /* tp > 1 on GPUs: the blocks' all-reduces over NCCL */
     int threads;            /* given; the team (team.h) may run a step on fewer */
     struct team *team;
+    int packed_weights;     /* the BF16 products read weights packed once per update */
     double peak_gflops;     /* for MFU; 0 = none */
     double flops;           /* per micro-step of B x T on one rank */
     /* data */
@@ -125,6 +126,7 @@ int train_settle_device(run *r);
 int train_report_compute(run *r);
 int train_settle_data_io(run *r);
 int train_settle_batch(run *r);
+int train_pack_weights(run *r);
 
 /* train_data.c */
 int train_open_data(run *r); /* a collective: every rank gets the same result */

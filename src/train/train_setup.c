@@ -13,6 +13,7 @@
 #include "blas_core.h"
 #include "cpu_features.h"
 #include "gemm_bf16.h"
+#include "gemm_bf16_weights.h"
 #include "grid.h"
 #include "kernels_cpu.h"
 #include "simd.h"
@@ -383,5 +384,32 @@ int train_settle_batch(run *r)
                    "micro-step%s%s\n", (long long)r->global_batch, B, r->dp, unit,
                    r->dp == 1 ? "" : "s", r->accum, r->accum == 1 ? "" : "s",
                    r->accum > 1 ? " (gradients accumulated)" : "");
+    return 0;
+}
+
+/* BF16 on the CPU: the products' weight matrices packed once per update
+ * (gemm_bf16_weights.h), here for the weights as loaded or initialised, then after
+ * every update (phase_update). GENTRAIN_BF16_PREPACK=0 (tests) packs them in every
+ * product instead, as before: the same bits, which tests/test_bf16.sh compares. */
+int train_pack_weights(run *r)
+{
+    const char *e = getenv("GENTRAIN_BF16_PREPACK");
+    if (r->device != DEVICE_CPU || r->c->precision != PRECISION_BF16 || (e && strcmp(e, "0") == 0))
+        return 0;
+    enum { MAX_MATRICES = 4 * GPT_MAX_LAYERS + 1 };
+    int idx[MAX_MATRICES];
+    const int n = gpt_product_matrices(&r->model, idx, MAX_MATRICES);
+    int ok = n <= MAX_MATRICES;
+    for (int i = 0; ok && i < n; i++) {
+        const gpt_param_info *p = &r->model.info[idx[i]];
+        ok = gemm_bf16_weights_add(r->model.params + p->offset, (int)p->shape[0],
+                                   (int)p->shape[1]) == 0;
+    }
+    ok = ok && gemm_bf16_weights_refresh() == 0;
+    if (!par_all_ok(ok)) return -1;
+    r->packed_weights = 1;
+    if (par_is_root())
+        printf("bf16 weights: packed once per update, %.1f MB\n",
+               (double)gemm_bf16_weights_bytes() / 1048576.0);
     return 0;
 }

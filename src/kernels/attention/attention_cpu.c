@@ -29,7 +29,8 @@
 
 #include <math.h>
 
-#include "simd.h" /* simd_kernels_get: gemm_tile, softmax rows */
+#include "attention_pairs.h" /* the BF16 products on AVX512_BF16 */
+#include "simd.h"            /* simd_kernels_get: gemm_tile, softmax rows */
 
 #ifdef _OPENMP
 #include <omp.h>
@@ -43,10 +44,13 @@ static int omp_get_thread_num(void) { return 0; }
  * every path's tile_rows (4, 6). */
 #define ATT_ROWS 48
 
-/* per thread: 5 T x hs operand copies, 2 ATT_ROWS x T rows of P and dS */
+/* per thread: 5 T x hs operand copies, 2 ATT_ROWS x T rows of P and dS; or what the
+ * BF16 pairs take (attention_pairs.h), when more */
 static size_t per_thread(int T, int hs)
 {
-    return 5 * (size_t)hs * (size_t)T + 2 * (size_t)ATT_ROWS * (size_t)T;
+    const size_t fp32 = 5 * (size_t)hs * (size_t)T + 2 * (size_t)ATT_ROWS * (size_t)T,
+                 pairs = attention_pairs_scratch_floats(T, hs);
+    return fp32 > pairs ? fp32 : pairs;
 }
 
 size_t attention_scratch_floats(int T, int hs, int threads)
@@ -175,6 +179,7 @@ static void each_head(float *out, float *lse_out, float *dqkv, const float *dout
 {
     const simd_kernels *kr = simd_kernels_get();
     const int hs = C / NH, jobs = B * NH, team = team_size(threads, jobs);
+    const int pairs = bf16 && attention_pairs_ready(); /* else: BF16-rounded FP32 */
     const size_t per = per_thread(T, hs);
     (void)team;
 #pragma omp parallel for schedule(static) num_threads(team) if (team > 1)
@@ -183,9 +188,15 @@ static void each_head(float *out, float *lse_out, float *dqkv, const float *dout
         const size_t qoff = (size_t)b * T * 3 * C + (size_t)h * hs,
                      ooff = (size_t)b * T * C + (size_t)h * hs;
         float *sc = scratch + (size_t)omp_get_thread_num() * per;
-        if (dqkv)
+        if (dqkv && pairs)
+            attention_pairs_bwd_head(dqkv + qoff, dout + ooff, qkv + qoff,
+                                     lse_in + (size_t)j * T, sc, T, C, hs);
+        else if (dqkv)
             bwd_head(kr, dqkv + qoff, dout + ooff, qkv + qoff, lse_in + (size_t)j * T, sc, T,
                      C, hs, bf16);
+        else if (pairs)
+            attention_pairs_fwd_head(out + ooff, lse_out + (size_t)j * T, qkv + qoff, sc, T, C,
+                                     hs);
         else
             fwd_head(kr, out + ooff, lse_out + (size_t)j * T, qkv + qoff, sc, T, C, hs, bf16);
     }

@@ -1,12 +1,15 @@
 /* bf16_x86 — small AVX-512 helpers shared by the packing code of the BF16 products
- * (gemm_bf16_avx512.c, gemm_bf16_amx_pack_avx512.c): masks for a partial vector, pairs
- * of rows rounded to BF16 (VCVTNEPS2BF16: nearest even; denormal inputs become zero)
- * and a 16 x 16 transpose of 32-bit elements. Static inline; include it only where the
- * target avx512f,avx512bw,avx512bf16 is on (after the including file's pragma). */
+ * (gemm_bf16_avx512.c, gemm_bf16_amx_pack_avx512.c, attention_pairs.c): masks for a
+ * partial vector, pairs of rows rounded to BF16 (VCVTNEPS2BF16: nearest even; denormal
+ * inputs become zero), a 16 x 16 transpose of 32-bit elements, and the two pair
+ * layouts of VDPBF16PS's operands. Static inline; include it only where the target
+ * avx512f,avx512bw,avx512bf16 is on (after the including file's pragma). */
 #ifndef GT_BF16_X86_H
 #define GT_BF16_X86_H
 
 #include <immintrin.h>
+#include <stddef.h>
+#include <stdint.h>
 
 static inline __mmask16 lanes(int n) { return n >= 16 ? 0xffff : (__mmask16)((1u << n) - 1u); }
 
@@ -43,6 +46,47 @@ static inline void transpose16(__m512i v[16])
         v[4 + c] = _mm512_shuffle_i32x4(b0, b2, 0xdd);
         v[8 + c] = _mm512_shuffle_i32x4(b1, b3, 0x88);
         v[12 + c] = _mm512_shuffle_i32x4(b1, b3, 0xdd);
+    }
+}
+
+/* Pairs along rows stored with k contiguous: row r < nrows is x + r * ld, and its kc
+ * values become kc2 pairs; pair j of row r goes to out[j * stride + r] for r < width
+ * (rows from nrows on as zeros). 16 rows x 16 pairs at a time, turned by transpose16
+ * so each store writes one j. */
+static inline void bf16_pairs_along_k(uint32_t *out, int stride, int width, const float *x,
+                                      size_t ld, int nrows, int kc)
+{
+    __m512i v[16];
+    for (int kk = 0; kk < kc; kk += 32) {
+        const int n = kc - kk < 32 ? kc - kk : 32;
+        const __mmask16 m0 = lanes(n), m1 = lanes(n - 16 > 0 ? n - 16 : 0);
+        for (int r = 0; r < 16; r++) {
+            if (r < nrows) {
+                const float *row = x + (size_t)r * ld + kk;
+                v[r] = (__m512i)_mm512_cvtne2ps_pbh(_mm512_maskz_loadu_ps(m1, row + 16),
+                                                    _mm512_maskz_loadu_ps(m0, row));
+            } else {
+                v[r] = _mm512_setzero_si512();
+            }
+        }
+        transpose16(v);
+        const int npairs = (n + 1) / 2;
+        for (int j = 0; j < npairs; j++)
+            _mm512_mask_storeu_epi32(out + (size_t)(kk / 2 + j) * stride, lanes(width), v[j]);
+    }
+}
+
+/* Pairs across rows k, k+1 stored with the other index contiguous: `width` values of
+ * each (the rest zero) to out[0 .. 16 * nvec). */
+static inline void bf16_pairs_across_k(uint32_t *out, int nvec, const float *r0,
+                                       const float *r1, int width)
+{
+    for (int v = 0; v < nvec; v++) {
+        const int n = width - 16 * v;
+        const __mmask16 m = lanes(n > 0 ? n : 0);
+        __m512 x0 = _mm512_maskz_loadu_ps(m, r0 + 16 * v);
+        __m512 x1 = r1 ? _mm512_maskz_loadu_ps(m, r1 + 16 * v) : _mm512_setzero_ps();
+        _mm512_storeu_si512(out + 16 * v, pairs_of(x0, x1));
     }
 }
 

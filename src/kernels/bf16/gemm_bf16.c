@@ -1,5 +1,6 @@
 /* gemm_bf16 — see gemm_bf16.h: the buffers, the choice of path, and the portable
  * path (operands rounded to bfloat16 values in FP32 panels, then OpenBLAS sgemm). */
+#define GT_BF16_MODULE /* gemm_bf16_packer.h, gemm_bf16_weights.h's lookup */
 #include "gemm_bf16.h"
 
 #include <stdlib.h>
@@ -10,6 +11,8 @@
 #include "amx_emul_counts.h" /* defines: amx_emul_product_begin, amx_emul_product_end */
 #include "cpu_features.h"
 #include "gemm_bf16_amx.h" /* defines: gemm_bf16_amx, gemm_bf16_amx_emulated */
+#include "gemm_bf16_packer.h"
+#include "gemm_bf16_weights.h" /* defines: gemm_bf16_weights_find */
 #include "simd.h"          /* defines: GT_SIMD_X86_BF16, GT_SIMD_X86_AMX */
 #include "util.h"          /* defines: gt_malloc, gt_error, gt_warn */
 
@@ -185,28 +188,64 @@ static void round_panel(float *out, int trans, const float *X, int ld, int r0, i
         }
 }
 
+/* The portable packer (gemm_bf16_packer.h): a block's panel is round_panel's B panel,
+ * kc rows of nc rounded values; a strip is 64 of its columns. */
+enum { PSTRIP = 64 };
+
+static size_t portable_panel_words(int nc, int kc) { return (size_t)nc * (size_t)kc; }
+
+static void portable_pack_strip(uint32_t *panel, int s, int nc, int transb, const float *B,
+                                int ldb, int jc, int pc, int kc)
+{
+    float *out = (float *)panel;
+    const int j0 = s * PSTRIP, j1 = nc - j0 < PSTRIP ? nc : j0 + PSTRIP;
+    for (int i = 0; i < kc; i++)
+        for (int j = j0; j < j1; j++) {
+            const float v = transb ? B[(size_t)(jc + j) * ldb + pc + i]
+                                   : B[(size_t)(pc + i) * ldb + jc + j];
+            out[(size_t)i * nc + j] = bf16_round(v);
+        }
+}
+
+const gemm_bf16_packer gemm_bf16_portable_packer = {.kc = PK,
+                                                    .nc = PN,
+                                                    .strip = PSTRIP,
+                                                    .panel_words = portable_panel_words,
+                                                    .pack_strip = portable_pack_strip};
+
+/* bpre: B's copy packed once per update by the portable packer, or NULL; ep: the
+ * epilogue, or NULL */
 static void gemm_portable(slot *s, int transa, int transb, int M, int N, int K, float alpha,
                           const float *A, int lda, const float *B, int ldb, float beta,
-                          float *C, int ldc)
+                          float *C, int ldc, const void *bpre, const gemm_bf16_epilogue *ep)
 {
     for (int pc = 0; pc < K; pc += PK) {
         const int kc = K - pc < PK ? K - pc : PK;
         const float bet = pc == 0 ? beta : 1.0f;
         for (int jc = 0; jc < N; jc += PN) {
             const int nc = N - jc < PN ? N - jc : PN;
-            round_panel(s->pb, transb, B, ldb, pc, kc, jc, nc);
+            const float *pb = s->pb;
+            if (bpre)
+                pb = (const float *)bpre +
+                     gemm_bf16_block_offset(&gemm_bf16_portable_packer, K, N, jc, pc);
+            else
+                round_panel(s->pb, transb, B, ldb, pc, kc, jc, nc);
             for (int ic = 0; ic < M; ic += PM) {
                 const int mc = M - ic < PM ? M - ic : PM;
                 round_panel(s->pa, transa, A, lda, ic, mc, pc, kc);
                 cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, mc, nc, kc, alpha,
-                            s->pa, kc, s->pb, nc, bet, C + (size_t)ic * ldc + jc, ldc);
+                            s->pa, kc, pb, nc, bet, C + (size_t)ic * ldc + jc, ldc);
+                if (ep)
+                    gemm_bf16_epilogue_block(ep, C, ldc, ic, jc, mc, nc, pc == 0, pc + kc >= K);
             }
         }
     }
 }
 
-void gemm_bf16(int transa, int transb, int M, int N, int K, float alpha, const float *A,
-               int lda, const float *B, int ldb, float beta, float *C, int ldc)
+/* gemm_bf16 and gemm_bf16_fused: ep NULL or the epilogue */
+static void product(int transa, int transb, int M, int N, int K, float alpha, const float *A,
+                    int lda, const float *B, int ldb, float beta, float *C, int ldc,
+                    const gemm_bf16_epilogue *ep)
 {
     if (M <= 0 || N <= 0) return;
     const int nested = omp_in_parallel();
@@ -221,11 +260,15 @@ void gemm_bf16(int transa, int transb, int M, int N, int K, float alpha, const f
         for (int i = 0; i < M; i++)
             for (int j = 0; j < N; j++)
                 C[(size_t)i * ldc + j] = beta == 0.0f ? 0.0f : beta * C[(size_t)i * ldc + j];
+        if (ep) gemm_bf16_epilogue_block(ep, C, ldc, 0, 0, M, N, 1, 1);
         return;
     }
     const enum gemm_bf16_path path = gemm_bf16_path();
+    /* a weight matrix packed once per update for this path, or NULL */
+    const void *bpre = gemm_bf16_weights_find(B, transb, ldb, K, N, path);
     if (path == GEMM_BF16_PORTABLE) {
-        gemm_portable(&slots[t], transa, transb, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
+        gemm_portable(&slots[t], transa, transb, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc,
+                      bpre, ep);
         return;
     }
     /* From outside a parallel region the whole team works on it, each thread with its
@@ -241,19 +284,32 @@ void gemm_bf16(int transa, int transb, int M, int N, int K, float alpha, const f
     if (path == GEMM_BF16_AMX_EMULATED) { /* timed whole, for the bench's prediction */
         amx_emul_product_begin(team);
         gemm_bf16_amx_emulated(transa, transb, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc,
-                               bp, ws, team);
+                               bp, ws, team, bpre, ep);
         amx_emul_product_end(team);
         return;
     }
 #if GT_SIMD_X86_AMX
     if (path == GEMM_BF16_AMX) {
         gemm_bf16_amx(transa, transb, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc, bp, ws,
-                      team);
+                      team, bpre, ep);
         return;
     }
 #endif
 #if GT_SIMD_X86_BF16
     gemm_bf16_avx512(transa, transb, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc, bp, ws,
-                     team);
+                     team, bpre, ep);
 #endif
+}
+
+void gemm_bf16(int transa, int transb, int M, int N, int K, float alpha, const float *A,
+               int lda, const float *B, int ldb, float beta, float *C, int ldc)
+{
+    product(transa, transb, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc, NULL);
+}
+
+void gemm_bf16_fused(int transa, int transb, int M, int N, int K, float alpha, const float *A,
+                     int lda, const float *B, int ldb, float beta, float *C, int ldc,
+                     const gemm_bf16_epilogue *ep)
+{
+    product(transa, transb, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc, ep);
 }

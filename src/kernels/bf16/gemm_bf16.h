@@ -30,9 +30,15 @@
  * is as deterministic as OpenBLAS, which may take another kernel on one thread.
  *
  * Memory: gemm_bf16_init reserves every buffer the products use (a few MB per
- * thread), so a product never allocates and cannot fail. */
+ * thread), so a product never allocates and cannot fail.
+ *
+ * Weights: a B operand registered with gemm_bf16_weights.h is packed once per update
+ * and read from there (the same bits); gemm_bf16_fused does the forward's bias, GELU
+ * and residual add, and GELU's backward, in the write-back of each block of C. */
 #ifndef GT_GEMM_BF16_H
 #define GT_GEMM_BF16_H
+
+#include <stddef.h>
 
 /* Reserves the buffers for up to `threads` OpenMP threads (and no fewer than the
  * OpenMP runtime's current maximum). Reports and returns -1 when out of memory.
@@ -42,6 +48,31 @@ void gemm_bf16_free(void);
 
 void gemm_bf16(int transa, int transb, int M, int N, int K, float alpha, const float *A,
                int lda, const float *B, int ldb, float beta, float *C, int ldc);
+
+/* What a fused product does to C while each block of it is stored, instead of passes
+ * over memory afterwards (every member optional, NULL: not done):
+ *   C = alpha op(A) op(B) + beta C + bias + residual     (forward)
+ *   gelu_out = gelu(C)                                   (GELU, tanh form)
+ *   dgelu_out = gelu'(dgelu_x) C                         (GELU's backward)
+ * with bias[N] added to the first depth block's sums and the rest done after the last,
+ * so every output has the very bits of the unfused sequence: C = bias broadcast,
+ * gemm_bf16 with beta = 1, then residual_forward, gelu_forward or (dgelu_out zeroed)
+ * gelu_backward. */
+typedef struct gemm_bf16_epilogue {
+    const float *bias;     /* [N], added to every row */
+    const float *residual; /* M rows, ld_residual apart */
+    size_t ld_residual;
+    float *gelu_out;       /* M rows, ld_gelu apart */
+    size_t ld_gelu;
+    const float *dgelu_x;  /* M rows, ld_dgelu apart, as dgelu_out */
+    float *dgelu_out;
+    size_t ld_dgelu;
+} gemm_bf16_epilogue;
+
+/* C = alpha op(A) op(B) + beta C with epilogue ep; the threads as gemm_bf16 */
+void gemm_bf16_fused(int transa, int transb, int M, int N, int K, float alpha, const float *A,
+                     int lda, const float *B, int ldb, float beta, float *C, int ldc,
+                     const gemm_bf16_epilogue *ep);
 
 enum gemm_bf16_path {
     GEMM_BF16_AUTO = 0, /* the best the CPU has (or, to gemm_bf16_force_path, the
@@ -63,11 +94,20 @@ const char *gemm_bf16_path_name(void);
 
 /* The AVX512_BF16 path (gemm_bf16_avx512.c), for the dispatcher: packs into the
  * caller's buffers apack (GEMM_BF16_APACK bytes) and bpack (GEMM_BF16_BPACK bytes);
- * `parallel` = use the OpenMP threads (with ws = the per-thread A buffers). */
+ * `parallel` = use the OpenMP threads (with ws = the per-thread A buffers); bpre: B's
+ * copy packed once per update (gemm_bf16_weights.h), or NULL to pack B here; ep: the
+ * epilogue, or NULL. */
 #define GEMM_BF16_APACK ((size_t)64 * 256 * 4)
 #define GEMM_BF16_BPACK ((size_t)256 * 2048 * 4)
 void gemm_bf16_avx512(int transa, int transb, int M, int N, int K, float alpha,
                       const float *A, int lda, const float *B, int ldb, float beta, float *C,
-                      int ldc, void *bpack, void *const *apacks, int parallel);
+                      int ldc, void *bpack, void *const *apacks, int parallel,
+                      const void *bpre, const gemm_bf16_epilogue *ep);
+
+/* The epilogue on the stored block of C at rows i0.., columns j0.. (mr x nr): bias when
+ * `first` (the first depth block's sums), residual and GELU when `last` (every path
+ * calls it right after storing a block; gemm_bf16_epilogue.c) */
+void gemm_bf16_epilogue_block(const gemm_bf16_epilogue *ep, float *C, int ldc, int i0,
+                              int j0, int mr, int nr, int first, int last);
 
 #endif

@@ -33,6 +33,7 @@
 #include <stdint.h>
 
 #include "amx_tiles.h"
+#include "gemm_bf16.h" /* gemm_bf16_epilogue */
 
 enum {
     GEMM_BF16_AMX_MC = 64,   /* rows of A packed by one thread at a time */
@@ -83,12 +84,16 @@ int gemm_bf16_amx_pack_select(int vector);
 
 /* C = alpha op(A) op(B) + beta C. bpack: GEMM_BF16_BPACK bytes; works: per-thread
  * areas of GEMM_BF16_AMX_WORK bytes (one per OpenMP thread when parallel, else
- * works[0] for the calling thread). */
+ * works[0] for the calling thread); bpre: B's copy packed once per update
+ * (gemm_bf16_packer.h, the AMX packer), or NULL to pack B in the product; ep: the
+ * epilogue (gemm_bf16.h), or NULL. */
 void gemm_bf16_amx(int transa, int transb, int M, int N, int K, float alpha, const float *A,
                    int lda, const float *B, int ldb, float beta, float *C, int ldc,
-                   void *bpack, void *const *works, int parallel);
+                   void *bpack, void *const *works, int parallel, const void *bpre,
+                   const gemm_bf16_epilogue *ep);
 void gemm_bf16_amx_emulated(int transa, int transb, int M, int N, int K, float alpha,
                             const float *A, int lda, const float *B, int ldb, float beta,
-                            float *C, int ldc, void *bpack, void *const *works, int parallel);
+                            float *C, int ldc, void *bpack, void *const *works, int parallel,
+                            const void *bpre, const gemm_bf16_epilogue *ep);
 
 #endif

@@ -26,6 +26,7 @@
 
 #include "gemm_bf16.h" /* GEMM_BF16_BPACK */
 #include "gemm_bf16_amx.h"
+#include "gemm_bf16_packer.h" /* gemm_bf16_amx_packer, gemm_bf16_block_offset */
 #include "gemm_split.h"
 
 #ifdef _OPENMP
@@ -81,38 +82,47 @@ static void block32(const uint32_t *a0, const uint32_t *a1, const uint32_t *b0,
     AMX_SPAN_END();
 }
 
-/* The product's arguments, as gemm_bf16 has them, and the shared B panel */
+/* The product's arguments, as gemm_bf16 has them, the shared B panel, and B's copy
+ * packed once per update (NULL: pack B here) */
 typedef struct {
     int transa, transb, M, N, K, lda, ldb, ldc;
     float alpha, beta;
     const float *A, *B;
     float *C;
     uint32_t *bp;
+    const uint32_t *bpre;
+    const gemm_bf16_epilogue *ep; /* or NULL */
 } product;
 
 /* Rows m0 .. m0+mc, packed in ap, against columns n_from .. n_to of the packed B panel
  * (nc columns from jc) at depth pc of kc; beta: this depth block's (the caller's beta
- * for the first, then 1). */
-static void row_block(const product *g, const uint32_t *ap, float *ct, int m0, int mc,
-                      int jc, int nc, int n_from, int n_to, int kc, float beta)
+ * for the first, then 1); the epilogue's first / last depth block. */
+static void row_block(const product *g, const uint32_t *bpanel, const uint32_t *ap,
+                      float *ct, int m0, int mc, int jc, int nc, int n_from, int n_to, int kc,
+                      float beta, int first, int last)
 {
     const int nq = (kc + 31) / 32;
     const size_t run = (size_t)nq * TW; /* one operand tile's nq chunks */
     for (int n0 = n_from; n0 < n_to; n0 += 32) {
-        const uint32_t *b = g->bp + (size_t)(n0 / 16) * run;
+        const uint32_t *b = bpanel + (size_t)(n0 / 16) * run;
         const int nr = nc - n0 < 32 ? nc - n0 : 32;
         for (int i = 0; i < mc; i += 32) {
             const uint32_t *a = ap + (size_t)(i / 16) * run;
+            const int mr = mc - i < 32 ? mc - i : 32;
             block32(a, a + run, b, b + run, nq, ct);
-            gemm_bf16_amx_write_c(ct, g->C + (size_t)(m0 + i) * g->ldc + jc + n0, g->ldc,
-                                  mc - i < 32 ? mc - i : 32, nr, g->alpha, beta);
+            gemm_bf16_amx_write_c(ct, g->C + (size_t)(m0 + i) * g->ldc + jc + n0, g->ldc, mr,
+                                  nr, g->alpha, beta);
+            if (g->ep)
+                gemm_bf16_epilogue_block(g->ep, g->C, g->ldc, m0 + i, jc + n0, mr, nr, first,
+                                         last);
         }
     }
 }
 
 /* What each thread of the team runs (w: its work area). Every thread walks the same
- * (column block, depth block) loops and the omp for's split the work inside, their
- * barriers keeping the B panel's packing and use apart (as the AVX512_BF16 path).
+ * (column block, depth block) loops and the omp for's split the work inside, barriers
+ * keeping the B panel's packing and use apart (as the AVX512_BF16 path; with a packed
+ * copy of B, neither packing nor barriers).
  * Each thread loads its own tile configuration: tiles are per thread (the OS's
  * permission is per process). A function of its own, not the parallel region's body,
  * so the tile instructions sit in a function compiled for them (clang does not give
@@ -137,15 +147,19 @@ static void run_thread(const product *g, uint8_t *w)
         const gemm_split sp = gemm_split_for(munits, MC / 32, nstrips, nthreads);
         const int items = sp.rblocks * sp.groups;
         for (int pc = 0; pc < g->K; pc += KC) {
-            const int kc = g->K - pc < KC ? g->K - pc : KC, nq = (kc + 31) / 32;
+            const int kc = g->K - pc < KC ? g->K - pc : KC;
+            const uint32_t *bpanel = g->bp;
+            if (g->bpre) {
+                bpanel = g->bpre + gemm_bf16_block_offset(&gemm_bf16_amx_packer, g->K, g->N,
+                                                          jc, pc);
+            } else {
 #pragma omp for schedule(static)
-            for (int s = 0; s < nstrips; s++) {
-                const int n0 = 32 * s, nr = nc - n0 < 32 ? nc - n0 : 32;
-                gemm_bf16_amx_pack_b(g->bp + (size_t)2 * s * nq * TW, g->transb, g->B,
-                                     g->ldb, jc + n0, nr, 2, pc, kc);
+                for (int s = 0; s < nstrips; s++)
+                    gemm_bf16_amx_packer.pack_strip(g->bp, s, nc, g->transb, g->B, g->ldb, jc,
+                                                    pc, kc);
             }
             int packed = -1; /* the row block in this thread's A buffer */
-#pragma omp for schedule(static)
+#pragma omp for schedule(static) nowait
             for (int it = 0; it < items; it++) {
                 int rb, u0, u1, c0, c1;
                 if (!gemm_split_item(sp, it, munits, nstrips, &rb, &u0, &u1, &c0, &c1))
@@ -156,8 +170,12 @@ static void run_thread(const product *g, uint8_t *w)
                                          2 * ((mc + 31) / 32), pc, kc);
                     packed = rb;
                 }
-                row_block(g, ap, ct, m0, mc, jc, nc, 32 * c0, c1 < nstrips ? 32 * c1 : nc, kc,
-                          pc == 0 ? g->beta : 1.0f);
+                row_block(g, bpanel, ap, ct, m0, mc, jc, nc, 32 * c0,
+                          c1 < nstrips ? 32 * c1 : nc, kc, pc == 0 ? g->beta : 1.0f, pc == 0,
+                          pc + kc >= g->K);
+            }
+            if (!g->bpre) {
+#pragma omp barrier
             }
         }
     }
@@ -166,9 +184,11 @@ static void run_thread(const product *g, uint8_t *w)
 
 void AMX_ENTRY(int transa, int transb, int M, int N, int K, float alpha, const float *A,
                int lda, const float *B, int ldb, float beta, float *C, int ldc,
-               void *bpack, void *const *works, int parallel)
+               void *bpack, void *const *works, int parallel, const void *bpre,
+               const gemm_bf16_epilogue *ep)
 {
-    const product g = {transa, transb, M, N, K, lda, ldb, ldc, alpha, beta, A, B, C, bpack};
+    const product g = {transa, transb, M, N, K,  lda,  ldb,  ldc, alpha, beta,
+                       A,      B,      C, bpack, bpre, ep};
 #pragma omp parallel if (parallel && (M > 32 || N > 32))
     {
 #ifdef _OPENMP

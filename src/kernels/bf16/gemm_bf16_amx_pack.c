@@ -15,7 +15,9 @@
  * contiguous in memory (A as stored, B transposed) each line is read in order; where
  * the lines are (A transposed, B as stored) two memory rows k, k + 1 are read side by
  * side. Either way the reads are sequential and the writes stay inside 1 KB tiles. */
+#define GT_BF16_MODULE /* gemm_bf16_packer.h */
 #include "gemm_bf16_amx.h"
+#include "gemm_bf16_packer.h"
 
 #include <math.h>
 #include <string.h>
@@ -123,6 +125,25 @@ void gemm_bf16_amx_pack_b(uint32_t *bp, int transb, const float *B, int ldb, int
     else
         pack_lines_contiguous(&t, B + (size_t)k0 * ldb + n0, (size_t)ldb, nc, kc);
 }
+
+/* The AMX packer (gemm_bf16_packer.h): strips of 32 columns, two B tiles wide */
+static size_t amx_panel_words(int nc, int kc)
+{
+    return (size_t)((nc + 31) / 32) * 2 * (size_t)((kc + 31) / 32) * T;
+}
+
+static void amx_pack_strip(uint32_t *panel, int s, int nc, int transb, const float *B, int ldb,
+                           int jc, int pc, int kc)
+{
+    const int n0 = 32 * s, nr = nc - n0 < 32 ? nc - n0 : 32, nq = (kc + 31) / 32;
+    gemm_bf16_amx_pack_b(panel + (size_t)2 * s * nq * T, transb, B, ldb, jc + n0, nr, 2, pc, kc);
+}
+
+const gemm_bf16_packer gemm_bf16_amx_packer = {.kc = GEMM_BF16_AMX_KC,
+                                               .nc = GEMM_BF16_AMX_NC,
+                                               .strip = 32,
+                                               .panel_words = amx_panel_words,
+                                               .pack_strip = amx_pack_strip};
 
 void gemm_bf16_amx_write_c(const float *ct, float *c, int ldc, int mr, int nr, float alpha,
                            float beta)

@@ -16,7 +16,9 @@
  * two B vectors and broadcasts 14 A pairs, 28 dot-product instructions of 64 flops.
  * Rows past M and columns past N are packed as zeros and never stored; an odd K gets
  * a zero partner. */
+#define GT_BF16_MODULE
 #include "gemm_bf16.h"
+#include "gemm_bf16_packer.h"
 #include "simd.h" /* GT_SIMD_X86_BF16 */
 
 #if GT_SIMD_X86_BF16
@@ -25,7 +27,7 @@
 #include <immintrin.h>
 #include <stdint.h>
 
-#include "bf16_x86.h" /* lanes, pairs_of, transpose16 */
+#include "bf16_x86.h" /* lanes, pairs_of, bf16_pairs_along_k, bf16_pairs_across_k */
 #include "gemm_split.h"
 
 #ifdef _OPENMP
@@ -40,54 +42,13 @@ enum { MR = 14, NR = 32, KC = 512, KC2 = KC / 2, MC = 4 * MR, NC = 2048 };
 _Static_assert((size_t)MC * KC2 * 4 <= GEMM_BF16_APACK, "A panel fits its buffer");
 _Static_assert((size_t)NC * KC2 * 4 <= GEMM_BF16_BPACK, "B panel fits its buffer");
 
-/* Pairs along rows stored with k contiguous: row r < nrows is x + r * ld, and its kc
- * values become kc2 pairs; pair j of row r goes to out[j * stride + r] for r < width
- * (rows from nrows on as zeros). 16 rows x 16 pairs at a time, turned by transpose16
- * so each store writes one j. */
-static void pack_along_k(uint32_t *out, int stride, int width, const float *x, size_t ld,
-                         int nrows, int kc)
-{
-    __m512i v[16];
-    for (int kk = 0; kk < kc; kk += 32) {
-        const int n = kc - kk < 32 ? kc - kk : 32;
-        const __mmask16 m0 = lanes(n), m1 = lanes(n - 16 > 0 ? n - 16 : 0);
-        for (int r = 0; r < 16; r++) {
-            if (r < nrows) {
-                const float *row = x + (size_t)r * ld + kk;
-                v[r] = (__m512i)_mm512_cvtne2ps_pbh(_mm512_maskz_loadu_ps(m1, row + 16),
-                                                    _mm512_maskz_loadu_ps(m0, row));
-            } else {
-                v[r] = _mm512_setzero_si512();
-            }
-        }
-        transpose16(v);
-        const int npairs = (n + 1) / 2;
-        for (int j = 0; j < npairs; j++)
-            _mm512_mask_storeu_epi32(out + (size_t)(kk / 2 + j) * stride, lanes(width), v[j]);
-    }
-}
-
-/* Pairs across rows k, k+1 stored with the other index contiguous: `width` values of
- * each (the rest zero) to out[0 .. 16 * nvec). */
-static void pack_across_k(uint32_t *out, int nvec, const float *r0, const float *r1,
-                          int width)
-{
-    for (int v = 0; v < nvec; v++) {
-        const int n = width - 16 * v;
-        const __mmask16 m = lanes(n > 0 ? n : 0);
-        __m512 x0 = _mm512_maskz_loadu_ps(m, r0 + 16 * v);
-        __m512 x1 = r1 ? _mm512_maskz_loadu_ps(m, r1 + 16 * v) : _mm512_setzero_ps();
-        _mm512_storeu_si512(out + 16 * v, pairs_of(x0, x1));
-    }
-}
-
 /* A strip: rows m0 .. m0+mr of op(A), depth k0 .. k0+kc, into ap[kc2][MR] */
 static void pack_a(uint32_t *ap, int trans, const float *A, int lda, int m0, int mr, int k0,
                    int kc)
 {
     const int kc2 = (kc + 1) / 2;
     if (!trans) { /* A[m][k]: each row's pairs are contiguous */
-        pack_along_k(ap, MR, MR, A + (size_t)m0 * lda + k0, (size_t)lda, mr, kc);
+        bf16_pairs_along_k(ap, MR, MR, A + (size_t)m0 * lda + k0, (size_t)lda, mr, kc);
         return;
     }
     /* A stored [k][m]: rows k and k+1 side by side (14 of 16 lanes stored) */
@@ -109,16 +70,33 @@ static void pack_b(uint32_t *bp, int trans, const float *B, int ldb, int n0, int
     const int kc2 = (kc + 1) / 2;
     if (trans) { /* B stored [n][k]: each column's pairs are contiguous */
         for (int g = 0; g < NR; g += 16)
-            pack_along_k(bp + g, NR, 16, B + (size_t)(n0 + g) * ldb + k0, (size_t)ldb,
+            bf16_pairs_along_k(bp + g, NR, 16, B + (size_t)(n0 + g) * ldb + k0, (size_t)ldb,
                          nr - g, kc);
         return;
     }
     for (int j = 0; j < kc2; j++) {
         const int k = k0 + 2 * j;
         const float *r0 = B + (size_t)k * ldb + n0;
-        pack_across_k(bp + (size_t)j * NR, NR / 16, r0, 2 * j + 1 < kc ? r0 + ldb : NULL, nr);
+        bf16_pairs_across_k(bp + (size_t)j * NR, NR / 16, r0, 2 * j + 1 < kc ? r0 + ldb : NULL, nr);
     }
 }
+
+/* Strip s of a block's panel (gemm_bf16_packer.h): the product's own packing of B, and
+ * the packing of a weight matrix once per update */
+static void pack_strip(uint32_t *panel, int s, int nc, int transb, const float *B, int ldb,
+                       int jc, int pc, int kc)
+{
+    const int kc2 = (kc + 1) / 2, n0 = s * NR, nr = nc - n0 < NR ? nc - n0 : NR;
+    pack_b(panel + (size_t)s * kc2 * NR, transb, B, ldb, jc + n0, nr, pc, kc);
+}
+
+static size_t panel_words(int nc, int kc)
+{
+    return (size_t)((nc + NR - 1) / NR) * (size_t)((kc + 1) / 2) * NR;
+}
+
+const gemm_bf16_packer gemm_bf16_avx512_packer = {
+    .kc = KC, .nc = NC, .strip = NR, .panel_words = panel_words, .pack_strip = pack_strip};
 
 /* C[mr, nr] = alpha * (A strip @ B strip) + beta * C (beta = 0: C is not read) */
 static void kernel(int kc2, const uint32_t *ap, const uint32_t *bp, float *c, int ldc,
@@ -154,9 +132,10 @@ static void kernel(int kc2, const uint32_t *ap, const uint32_t *bp, float *c, in
 
 void gemm_bf16_avx512(int transa, int transb, int M, int N, int K, float alpha,
                       const float *A, int lda, const float *B, int ldb, float beta, float *C,
-                      int ldc, void *bpack, void *const *apacks, int parallel)
+                      int ldc, void *bpack, void *const *apacks, int parallel,
+                      const void *bpre, const gemm_bf16_epilogue *ep)
 {
-    uint32_t *const bp = bpack;
+    uint32_t *const bbuf = bpack;
     const int mstrips = (M + MR - 1) / MR;
 #pragma omp parallel if (parallel && (mstrips > 1 || N > NR))
     {
@@ -168,7 +147,10 @@ void gemm_bf16_avx512(int transa, int transb, int M, int N, int K, float alpha,
         const int nthreads = 1;
 #endif
         /* Every thread walks the same (column block, depth block) loops; the work inside
-         * each is split by the omp for's, whose barriers keep packing and use apart. */
+         * each is split by the omp for's, and barriers keep packing B and its use apart.
+         * A packed copy (bpre) needs neither the packing nor the barriers: a thread's
+         * items are the same C blocks at every depth block, so it alone follows up its
+         * own sums. */
         for (int jc = 0; jc < N; jc += NC) {
             const int nc = N - jc < NC ? N - jc : NC, nstrips = (nc + NR - 1) / NR;
             /* (row block, column group) items, an equal share for every thread */
@@ -177,13 +159,17 @@ void gemm_bf16_avx512(int transa, int transb, int M, int N, int K, float alpha,
             for (int pc = 0; pc < K; pc += KC) {
                 const int kc = K - pc < KC ? K - pc : KC, kc2 = (kc + 1) / 2;
                 const float bet = pc == 0 ? beta : 1.0f;
+                const uint32_t *bp = bbuf;
+                if (bpre) {
+                    bp = (const uint32_t *)bpre +
+                         gemm_bf16_block_offset(&gemm_bf16_avx512_packer, K, N, jc, pc);
+                } else {
 #pragma omp for schedule(static)
-                for (int s = 0; s < nstrips; s++) {
-                    const int n0 = s * NR, nr = nc - n0 < NR ? nc - n0 : NR;
-                    pack_b(bp + (size_t)s * kc2 * NR, transb, B, ldb, jc + n0, nr, pc, kc);
+                    for (int s = 0; s < nstrips; s++)
+                        pack_strip(bbuf, s, nc, transb, B, ldb, jc, pc, kc);
                 }
                 int packed = -1; /* the row block in this thread's A buffer */
-#pragma omp for schedule(static)
+#pragma omp for schedule(static) nowait
                 for (int it = 0; it < items; it++) {
                     int rb, s0, s1, c0, c1;
                     if (!gemm_split_item(sp, it, mstrips, nstrips, &rb, &s0, &s1, &c0, &c1))
@@ -197,12 +183,20 @@ void gemm_bf16_avx512(int transa, int transb, int M, int N, int K, float alpha,
                     }
                     for (int s = c0; s < c1; s++) {
                         const int n0 = s * NR, nr = nc - n0 < NR ? nc - n0 : NR;
-                        for (int i = 0; i < mc; i += MR)
+                        for (int i = 0; i < mc; i += MR) {
+                            const int mr = mc - i < MR ? mc - i : MR;
                             kernel(kc2, ap + (size_t)(i / MR) * kc2 * MR,
                                    bp + (size_t)s * kc2 * NR,
-                                   C + (size_t)(m0 + i) * ldc + jc + n0, ldc,
-                                   mc - i < MR ? mc - i : MR, nr, alpha, bet);
+                                   C + (size_t)(m0 + i) * ldc + jc + n0, ldc, mr, nr, alpha,
+                                   bet);
+                            if (ep) /* while the block is in L1 */
+                                gemm_bf16_epilogue_block(ep, C, ldc, m0 + i, jc + n0, mr, nr,
+                                                         pc == 0, pc + kc >= K);
+                        }
                     }
+                }
+                if (!bpre) {
+#pragma omp barrier
                 }
             }
         }

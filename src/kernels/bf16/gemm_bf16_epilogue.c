@@ -1,0 +1,29 @@
+/* gemm_bf16_epilogue — the fused epilogue of gemm_bf16.h, on one stored block of C.
+ * Run right after a path stores the block, while it is in L1, with the SIMD path's
+ * elementwise kernels: acc (x += y) is one rounded add per element, as the unfused
+ * bias-then-beta = 1 product and residual_forward make it, and gelu_fwd / gelu_bwd
+ * compute each element the same way wherever the element falls in a vector, so the
+ * fused product's bits are the unfused sequence's. */
+#include "gemm_bf16.h"
+
+#include <string.h>
+
+#include "simd.h" /* simd_kernels_get: acc, gelu_fwd, gelu_bwd */
+
+void gemm_bf16_epilogue_block(const gemm_bf16_epilogue *ep, float *C, int ldc, int i0,
+                              int j0, int mr, int nr, int first, int last)
+{
+    const simd_kernels *k = simd_kernels_get();
+    for (int r = 0; r < mr; r++) {
+        float *c = C + (size_t)(i0 + r) * ldc + j0;
+        if (first && ep->bias) k->acc(c, ep->bias + j0, (size_t)nr);
+        if (!last) continue;
+        if (ep->residual) k->acc(c, ep->residual + (size_t)(i0 + r) * ep->ld_residual + j0, (size_t)nr);
+        if (ep->gelu_out) k->gelu_fwd(ep->gelu_out + (size_t)(i0 + r) * ep->ld_gelu + j0, c, (size_t)nr);
+        if (ep->dgelu_out) { /* gelu_bwd accumulates: into zeros, as the unfused pass */
+            const size_t at = (size_t)(i0 + r) * ep->ld_dgelu + j0;
+            memset(ep->dgelu_out + at, 0, (size_t)nr * sizeof(float));
+            k->gelu_bwd(ep->dgelu_out + at, ep->dgelu_x + at, c, (size_t)nr);
+        }
+    }
+}
