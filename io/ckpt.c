@@ -986,7 +986,8 @@ int ckpt_check_compatible(const ckpt_meta *meta, const char *config_text, int wo
     static const char *const math[] = {
         "n_layer", "n_head", "n_embd", "block_size", "vocab_size", "lr", "min_lr",
         "warmup_steps", "beta1", "beta2", "weight_decay", "grad_clip", "seed", "data",
-        "train_dataset", "sampling", "sync", "staleness", "async_predict", NULL};
+        "train_dataset", "sampling", "sync", "staleness", "async_predict", "noise_every",
+        NULL};
     /* Keys that do not (steps is checked on its own below); the grid and the batch
      * split are the caller's to settle (it keeps the checkpoint's global batch). */
     static const char *const harmless[] = {

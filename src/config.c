@@ -116,6 +116,10 @@ static const key_def keys[] = {
             "steps between evaluations (there is always one at the end); "
             "0 = only at the end"),
     KEY_INT(eval_batches, G_RUN, "20", 1, INT_MAX, 0, "global batches per evaluation"),
+    KEY_I64(noise_every, G_RUN, "10", 0, 0,
+            "steps between estimates of the gradient noise scale (also at every "
+            "evaluation; from the micro-batches of a step, or the replicas' gradients); "
+            "0 = only at evaluations"),
     KEY_I64(log_every, G_RUN, "0", 0, 0,
             "steps between the step lines on stdout (each with the tokens so far, the "
             "time elapsed and the ETA; the first, the last, evaluation and skipped steps "

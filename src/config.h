@@ -47,6 +47,7 @@ typedef struct gt_config {
     /* evaluation, logging, output */
     int64_t eval_every;              /* 0 = only at the end */
     int64_t log_every;               /* steps between step lines; 0 = about 100 a run */
+    int64_t noise_every;             /* steps between noise scale estimates; 0 = at evals */
     int eval_batches;
     uint64_t seed;
     int threads;                     /* 0 = OMP_NUM_THREADS if set, else all cores */

@@ -167,51 +167,6 @@ static void restore_inflight(run *r)
     ckpt_async_free(as);
 }
 
-/* The noise scale with tp or pp > 1: while backward hands the ranges of this rank's
- * gradient to the reduction, adds up the squares of its share of the replica's own
- * gradient (the tensors every tp peer holds whole counted on tp rank 0 only) and keeps
- * the tied wte's gradient aside (pp > 1: its two stages' parts add up first). */
-static void noise_account(run *r, size_t off, size_t n)
-{
-    const gpt_model *m = &r->model;
-    const float *g = r->ring.slot[0];
-    for (int i = 0; i < m->n_info; i++) {
-        const gpt_param_info *p = &m->info[i];
-        const size_t lo = off > p->offset ? off : p->offset;
-        const size_t hi = off + n < p->offset + p->numel ? off + n : p->offset + p->numel;
-        if (lo >= hi) continue;
-        if (i == m->i_wte && r->noise_wte) {
-            memcpy(r->noise_wte + (lo - p->offset), g + lo, (hi - lo) * sizeof(float));
-            continue;
-        }
-        if (p->split == GPT_SPLIT_NONE && grid_tp_rank() != 0) continue;
-        double sq = 0.0;
-        for (size_t k = lo; k < hi; k++) sq += (double)g[k] * g[k];
-        r->noise_part += sq;
-    }
-}
-
-static void noise_ready(void *ctx, size_t offset, size_t count)
-{
-    run *r = ctx;
-    if (r->noise_on) noise_account(r, offset, count);
-    par_reducer_ready(r->red, offset, count);
-}
-
-/* The replica's own squared gradient norm (a collective over the replica). */
-static double replica_sq(run *r)
-{
-    double part = r->noise_part;
-    const gpt_model *m = &r->model;
-    if (r->noise_wte) {
-        const size_t n = m->info[m->i_wte].numel;
-        grid_tie_allreduce_sum(r->noise_wte, n);
-        if (m->has_embed)
-            for (size_t k = 0; k < n; k++) part += (double)r->noise_wte[k] * r->noise_wte[k];
-    }
-    return grid_mp_sum_double(part);
-}
-
 /* Gradient buffers (one, or async's ring) and, with several ranks, the bucketed
  * reduction that the engine feeds while backward runs; a resumed run's gradients in
  * flight put back. */
@@ -228,17 +183,8 @@ static int make_gradients(run *r)
         r->red = par_reducer_create(r->model.n_params, bucket, r->ring.n,
                                     c->grad_comm == GRAD_COMM_FP16);
         if (!r->red) return -1;
-        if (r->dp > 1 && r->tp * r->pp > 1 && c->sync == SYNC_SYNC) {
-            /* the noise scale's per-replica norms (noise_account) */
-            if (r->pp > 1 && r->model.i_wte >= 0 &&
-                !(r->noise_wte = gt_malloc(r->model.info[r->model.i_wte].numel *
-                                               sizeof(float), "noise scale buffer")))
-                return -1;
-            engine_set_grads_ready(r->engine, noise_ready, r);
-        } else {
-            engine_set_grads_ready(r->engine, par_reducer_ready, r->red);
-        }
     }
+    if (train_noise_setup(r) != 0) return -1;
     restore_inflight(r);
     return 0;
 }
@@ -288,10 +234,9 @@ static int phase_gradients(run *r, step_result *s)
     const int slot = grad_ring_slot_of(&r->ring, s->step);
     float *grads = r->ring.slot[slot];
     if (r->red)
-        par_reducer_begin(r->red, slot, grads, train_is_eval_step(r, s->step + r->ring.lag));
-    r->noise_on = r->dp > 1 && r->tp * r->pp > 1 && r->ring.lag == 0 &&
-                  train_is_eval_step(r, s->step);
-    r->noise_part = 0.0;
+        par_reducer_begin(r->red, slot, grads,
+                          train_noise_wants_sumsq(r, s->step + r->ring.lag));
+    train_noise_begin(r, s, grads);
     const float *weights = grad_ring_weights(&r->ring, r->model.params);
     double loss_sum = 0.0;
     int overflow = 0;
@@ -306,6 +251,7 @@ static int phase_gradients(run *r, step_result *s)
             return -1;
         loss_sum += loss;
         overflow |= micro_overflow;
+        train_noise_after_micro(r, micro, grads);
     }
     s->loss = loss_sum / r->accum;
     r->ring.overflow[slot] = overflow;
@@ -366,7 +312,7 @@ static int phase_reduce(run *r, step_result *s)
         s->loss = r->pp > 1 ? par_sum_double(s->loss) / (r->world / r->pp)
                             : par_mean_double(s->loss);
         s->comm_s = gt_now() - t_comm;
-        if (s->apply && r->noise_on) s->local_sq = replica_sq(r);
+        train_noise_replica_parts(r, s);
         if (s->apply) {
             s->norm = global_grad_norm(r, g);
             t_comm = gt_now();
@@ -383,6 +329,7 @@ static int phase_reduce(run *r, step_result *s)
                      "lower lr or a grad_clip)", (long long)s->step + 1, s->loss, s->norm);
         return -1;
     }
+    train_noise_estimate(r, s);
     return 0;
 }
 
@@ -403,7 +350,6 @@ static int phase_report(run *r, step_result *s)
 {
     train_report_step(r, s);
     s->do_eval = train_is_eval_step(r, s->step);
-    s->noise_tokens = NAN;
     if (s->do_eval) {
         const double t_eval = gt_now();
         if (train_evaluate(r, &r->last_val) != 0) return LOCAL_FAILURE;
@@ -546,6 +492,7 @@ static void cleanup(run *r)
     free(r->saved_text);
     free(r->tokenizer);
     free(r->noise_wte);
+    free(r->noise_prev);
     team_free(r->team);
     if (r->log && fclose(r->log) != 0) gt_error("writing the log file failed");
     gemm_bf16_free();

@@ -37,27 +37,6 @@ void train_report_setup(const run *r)
     fflush(stdout);
 }
 
-/* Gradient noise scale (McCandlish et al., "An empirical model of large-batch
- * training"): from |g|^2 of batches of b_small tokens (mean over the ranks of their own
- * gradients) and |G|^2 of the averaged batch of b_big = b_small x world tokens,
- *   |G_true|^2 ~ (b_big |G|^2 - b_small |g|^2) / (b_big - b_small)
- *   tr(Sigma)  ~ (|g|^2 - |G|^2) / (1/b_small - 1/b_big)
- * and B_noise = tr(Sigma) / |G_true|^2 tokens. Both estimates are noisy, so each is
- * smoothed by an exponential moving average over evaluations (bias-corrected) before
- * the ratio is taken. Returns B_noise in tokens, NaN while |G_true|^2 is not positive. */
-static double noise_scale_update(double g_small2, double g_big2, double b_small, int world,
-                                 double *ema_g2, double *ema_s, double *weight)
-{
-    const double beta = 0.7, b_big = b_small * world;
-    const double g_true2 = (b_big * g_big2 - b_small * g_small2) / (b_big - b_small);
-    const double trace = (g_small2 - g_big2) / (1.0 / b_small - 1.0 / b_big);
-    *ema_g2 = beta * *ema_g2 + (1.0 - beta) * g_true2;
-    *ema_s = beta * *ema_s + (1.0 - beta) * trace;
-    *weight = beta * *weight + (1.0 - beta);
-    const double g2 = *ema_g2 / *weight, s = *ema_s / *weight;
-    return g2 > 0.0 ? s / g2 : NAN;
-}
-
 /* Tokens one optimizer step trains on, over all replicas. */
 static double tokens_per_step(const run *r)
 {
@@ -160,19 +139,15 @@ void train_report_step(const run *r, const step_result *s)
     par_printf("\n");
 }
 
-/* The evaluation's line, with the gradient noise scale where the data-parallel
- * replicas' own gradients give it (with tp or pp > 1 in sync runs: each replica's own
- * norm is put together from its parts, train.c replica_sq). */
-void train_report_eval(run *r, step_result *s, double seconds)
+/* The evaluation's line, with the gradient noise scale where this run estimates it
+ * (train_noise.c). */
+void train_report_eval(const run *r, const step_result *s, double seconds)
 {
     const gt_config *c = r->c;
     par_printf("step %5lld/%lld | val_loss %.4f | %d batches in %.2f s",
                (long long)s->step + 1, (long long)c->steps, r->last_val, c->eval_batches,
                seconds);
-    if (r->dp > 1 && (r->tp * r->pp == 1 || r->noise_on) && s->apply) {
-        s->noise_tokens = noise_scale_update(par_mean_double(s->local_sq), s->norm * s->norm,
-                                             (double)c->batch_size * c->block_size * r->accum,
-                                             r->dp, &r->noise_g2, &r->noise_s, &r->noise_w);
+    if (r->noise_mode != NOISE_NONE && s->apply) {
         if (isfinite(s->noise_tokens))
             par_printf(" | noise scale %.0f tokens (%.1f sequences)", s->noise_tokens,
                        s->noise_tokens / c->block_size);
@@ -266,4 +241,10 @@ void train_report_done(const run *r)
         par_printf(", %.1f MB of gradients reduced per rank", r->total_bytes / 1e6);
     if (!isnan(r->last_val)) par_printf(", final val_loss %.4f", r->last_val);
     par_printf("\n");
+    /* what the estimate costs, for noise_every: rank 0's time in its sums */
+    if (r->noise_estimates > 0 && r->t_compute > 0)
+        par_printf("noise scale: %lld estimates, %.2f ms of sums each (%.2f%% of the time "
+                   "in steps)\n", (long long)r->noise_estimates,
+                   r->noise_seconds * 1e3 / (double)r->noise_estimates,
+                   100.0 * r->noise_seconds / r->t_compute);
 }
