@@ -987,7 +987,7 @@ int ckpt_check_compatible(const ckpt_meta *meta, const char *config_text, int wo
         "n_layer", "n_head", "n_embd", "block_size", "vocab_size", "lr", "min_lr",
         "warmup_steps", "beta1", "beta2", "weight_decay", "grad_clip", "seed", "data",
         "train_dataset", "sampling", "sync", "staleness", "async_predict", "noise_every",
-        NULL};
+        "global_batch_min", "global_batch_max", "lr_rule", "batch_overhead", NULL};
     /* Keys that do not (steps is checked on its own below); the grid and the batch
      * split are the caller's to settle (it keeps the checkpoint's global batch). */
     static const char *const harmless[] = {
@@ -1030,6 +1030,15 @@ int ckpt_check_compatible(const ckpt_meta *meta, const char *config_text, int wo
                              meta->path, meta->step, s);
                     goto done;
                 }
+            }
+            /* a fixed global batch and auto count steps differently (ckpt.h) */
+            if (strcmp(key, "global_batch_size") == 0 && old && now &&
+                (strcmp(old, "auto") == 0) != (strcmp(now, "auto") == 0)) {
+                gt_error("cannot resume from %s: global_batch_size = %.40s in the checkpoint, "
+                         "%.40s now (auto and a fixed batch state the lr schedule and the run "
+                         "length differently; start a new run or set it back)",
+                         meta->path, old, now);
+                goto done;
             }
             int known_harmless = in_list(harmless, key);
             if (in_list(math, key) || (!known_harmless && old && now)) {

@@ -109,8 +109,12 @@ static int make_saved_text(run *r)
     if (effective) {
         *effective = *r->c;
         effective->vocab_size = (int)r->vocab;
-        if (r->global_batch != (int64_t)r->c->batch_size * r->dp)
+        if (r->auto_batch) { /* the limits as this run settled them (a resume compares) */
+            effective->global_batch_min = (int)r->batch_unit;
+            effective->global_batch_max = (int)r->batch_hi;
+        } else if (r->global_batch != (int64_t)r->c->batch_size * r->dp) {
             effective->global_batch_size = (int)r->global_batch;
+        }
         r->saved_text = config_to_text(effective);
         free(effective);
     }
@@ -246,9 +250,11 @@ static int phase_gradients(run *r, step_result *s)
         int micro_overflow = 0;
         if (loader_next(r->ld, &in, &tg, &waited) != 0) return -1;
         s->wait_s += waited;
+        const double t_micro = gt_now();
         if (engine_grad(r->engine, weights, grads, in, tg, micro > 0, micro == r->accum - 1,
                         1.0f / (float)r->accum, &loss, &micro_overflow) != 0)
             return -1;
+        s->compute_s += gt_now() - t_micro;
         loss_sum += loss;
         overflow |= micro_overflow;
         train_noise_after_micro(r, micro, grads);
@@ -337,7 +343,7 @@ static int phase_reduce(run *r, step_result *s)
 static void phase_update(run *r, step_result *s)
 {
     const gt_config *c = r->c;
-    s->lr = lr_at_step(s->step, c->warmup_steps, c->steps, c->lr, c->min_lr);
+    s->lr = train_batch_lr(r, s);
     if (!s->apply) return;
     grad_ring_before_update(&r->ring, r->model.params);
     adamw_step(&r->opt, r->model.params, r->ring.slot[grad_ring_due_slot(&r->ring, s->step)],
@@ -367,9 +373,10 @@ static int phase_boundary(run *r, const step_result *s)
 {
     const gt_config *c = r->c;
     const int64_t done_steps = s->step + 1;
-    const int stop = !par_all_ok(!signals_stop_requested()) && done_steps < c->steps;
+    const int last = train_is_last_step(r, s->step);
+    const int stop = !par_all_ok(!signals_stop_requested()) && !last;
     int save = 0;
-    if (r->can_ckpt && done_steps < c->steps) {
+    if (r->can_ckpt && !last) {
         if (c->ckpt_every > 0 && done_steps % c->ckpt_every == 0) save = 1;
         if (c->ckpt_minutes > 0 &&
             par_bcast_double(gt_now() - r->last_save >= c->ckpt_minutes * 60.0) != 0.0)
@@ -411,11 +418,14 @@ static void test_step_pause(void)
 static int train_loop(run *r)
 {
     r->t_start = r->last_save = gt_now();
-    for (int64_t step = r->first_step; step < r->c->steps; step++) {
+    r->samples = r->first_sample;
+    int64_t step = r->first_step;
+    for (; !train_done(r, step); step++) {
         step_result s;
         memset(&s, 0, sizeof s);
         s.step = step;
         s.threads = team_size(r->team);
+        train_batch_plan_step(r, &s); /* this step's micro-steps (auto: they change) */
         /* only the emulated AMX path counts: the other paths skip the slots' walk */
         const int count_tiles = r->c->precision == PRECISION_BF16 &&
                                 gemm_bf16_path() == GEMM_BF16_AMX_EMULATED;
@@ -431,10 +441,12 @@ static int train_loop(run *r)
         /* the next step's threads: fewer while another process shares a core */
         team_after_step(r->team, step + 1);
         int rc = phase_report(r, &s);
+        if (rc == 0) train_batch_after_step(r, &s); /* the cursor; auto: the next batch */
         if (rc == 0) rc = phase_boundary(r, &s);
         if (rc != 0) return rc;
         test_step_pause();
     }
+    r->end_step = step;
     return 0;
 }
 
@@ -463,9 +475,9 @@ static int finish(run *r)
         par_printf("check: each of the %d parts (pp x tp) is identical in all %d replicas\n",
                    r->tp * r->pp, r->dp);
     }
-    const int64_t ran = c->steps - r->first_step;
+    const int64_t ran = r->end_step - r->first_step;
     if (r->can_ckpt && (c->ckpt_every > 0 || c->ckpt_minutes > 0) && ran > 0 &&
-        train_save_checkpoint(r, c->steps) != 0)
+        train_save_checkpoint(r, r->end_step) != 0)
         return -1;
     return train_save_model(r);
 }

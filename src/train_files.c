@@ -357,7 +357,7 @@ static int write_checkpoint(run *r, int64_t step, const gpt_model *sm, const ada
     const ckpt_state st = {.shape = sm->shape, .table = &tab, .params = sm->params,
                            .m = so->m, .v = so->v, .adam_t = so->t,
                            .global_batch = r->global_batch,
-                           .samples = r->first_sample + (step - r->first_step) * r->global_batch,
+                           .samples = r->samples,
                            .async = as};
     /* The world size recorded is the number of replicas: what split each step's data. */
     ok = ok &&
@@ -476,7 +476,7 @@ int train_save_model(run *r)
         const gpt_model *sm = split ? &whole : &r->model;
         gt_tensor_table tab;
         saved = gpt_tensor_table(sm, &tab) == 0 &&
-                h5model_save_tok(path, sm->shape, &tab, sm->params, r->saved_text, c->steps,
+                h5model_save_tok(path, sm->shape, &tab, sm->params, r->saved_text, r->end_step,
                                  r->tokenizer, r->tok_len) == 0;
         gt_tensor_table_free(&tab);
         if (saved) printf("saved %s\n", path);

@@ -43,6 +43,25 @@ static double tokens_per_step(const run *r)
     return (double)r->c->batch_size * r->c->block_size * r->dp * r->accum;
 }
 
+/* Tokens trained on when step s ends, from step 0 (a resumed run counts its
+ * checkpoint's): under auto the data cursor's, else step x the global batch. */
+static double train_tokens_done(const run *r, const step_result *s)
+{
+    if (r->auto_batch) return (double)r->step_samples_end * r->c->block_size;
+    return (double)(s->step + 1) * tokens_per_step(r);
+}
+
+/* "step    12/2000" or, under auto (the steps are not known ahead), "step    12 (3.4%)"
+ * with the share of the budget of samples trained. */
+static void step_label(const run *r, const step_result *s)
+{
+    if (r->auto_batch)
+        par_printf("step %5lld (%4.1f%%)", (long long)s->step + 1,
+                   100.0 * (double)r->step_samples_end / (double)r->budget);
+    else
+        par_printf("step %5lld/%lld", (long long)s->step + 1, (long long)r->c->steps);
+}
+
 /* log_every, with 0 settled: about 100 lines a run. */
 static int64_t train_log_every(const gt_config *c)
 {
@@ -57,7 +76,7 @@ static int line_due(const run *r, const step_result *s)
 {
     const int64_t done = s->step + 1;
     return done % train_log_every(r->c) == 0 || s->step == r->first_step ||
-           done == r->c->steps || s->skipped || train_is_eval_step(r, s->step);
+           train_is_last_step(r, s->step) || s->skipped || train_is_eval_step(r, s->step);
 }
 
 /* Seconds as H:MM:SS: the same width all run long, so columns line up. */
@@ -91,22 +110,26 @@ static void human_count(double n, char *buf, size_t cap)
 static void report_progress(const run *r, const step_result *s)
 {
     const double elapsed = gt_now() - r->t_start;
-    const int64_t ran = s->step + 1 - r->first_step, left = r->c->steps - (s->step + 1);
+    /* under auto the steps differ in size: progress counts samples */
+    const double ran = r->auto_batch ? (double)(r->step_samples_end - r->first_sample)
+                                     : (double)(s->step + 1 - r->first_step),
+                 left = r->auto_batch ? (double)(r->budget - r->step_samples_end)
+                                      : (double)(r->c->steps - (s->step + 1));
     char tok[32], el[32], eta[32];
-    human_count((double)(s->step + 1) * tokens_per_step(r), tok, sizeof tok);
+    human_count(train_tokens_done(r, s), tok, sizeof tok);
     hms(elapsed, el, sizeof el);
-    hms(ran > 0 ? elapsed / (double)ran * (double)left : -1.0, eta, sizeof eta);
+    hms(ran > 0 ? elapsed / ran * left : -1.0, eta, sizeof eta);
     par_printf(" | %s tokens | elapsed %s | ETA %s", tok, el, eta);
 }
 
 void train_report_step(const run *r, const step_result *s)
 {
-    const gt_config *c = r->c;
     if (!line_due(r, s)) return;
     const double tok_s = tokens_per_step(r) / s->dt,
                  gflops = r->flops * r->dp * r->accum / s->dt * 1e-9;
-    par_printf("step %5lld/%lld | loss %.4f | lr %.2e | ", (long long)s->step + 1,
-               (long long)c->steps, s->loss, s->lr);
+    step_label(r, s);
+    par_printf(" | loss %.4f | lr %.2e | ", s->loss, s->lr);
+    if (r->auto_batch) par_printf("batch %lld | ", (long long)s->global_batch);
     if (s->apply)
         par_printf("norm %.3f", s->norm);
     else if (s->skipped && r->ring.lag == 0)
@@ -144,8 +167,8 @@ void train_report_step(const run *r, const step_result *s)
 void train_report_eval(const run *r, const step_result *s, double seconds)
 {
     const gt_config *c = r->c;
-    par_printf("step %5lld/%lld | val_loss %.4f | %d batches in %.2f s",
-               (long long)s->step + 1, (long long)c->steps, r->last_val, c->eval_batches,
+    step_label(r, s);
+    par_printf(" | val_loss %.4f | %d batches in %.2f s", r->last_val, c->eval_batches,
                seconds);
     if (r->noise_mode != NOISE_NONE && s->apply) {
         if (isfinite(s->noise_tokens))
@@ -201,8 +224,8 @@ int train_log_step(const run *r, const step_result *s)
     if (!r->log) return 0;
     const double tok_s = (double)c->batch_size * c->block_size * r->dp * r->accum / s->dt,
                  gflops = r->flops * r->dp * r->accum / s->dt * 1e-9;
-    fprintf(r->log, "{\"step\":%lld,\"loss\":%.6f,\"lr\":%.6e,", (long long)s->step + 1,
-            s->loss, s->lr);
+    fprintf(r->log, "{\"step\":%lld,\"loss\":%.6f,\"lr\":%.6e,\"global_batch_size\":%lld,",
+            (long long)s->step + 1, s->loss, s->lr, (long long)s->global_batch);
     if (s->apply)
         fprintf(r->log, "\"grad_norm\":%.6f,", s->norm);
     else
@@ -215,7 +238,7 @@ int train_log_step(const run *r, const step_result *s)
             "\"tokens\":%.0f,\"elapsed_s\":%.3f",
             s->dt * 1e3, tok_s, gflops, s->wait_s * 1e3, s->comm_s * 1e3,
             r->world > 1 && s->reduced ? (double)par_reducer_bytes(r->red) : 0.0,
-            (double)(s->step + 1) * tokens_per_step(r), gt_now() - r->t_start);
+            train_tokens_done(r, s), gt_now() - r->t_start);
     fprintf(r->log, ",\"threads\":%d", s->threads);
     if (s->do_eval) fprintf(r->log, ",\"val_loss\":%.6f", r->last_val);
     if (isfinite(s->noise_tokens)) fprintf(r->log, ",\"noise_scale\":%.1f", s->noise_tokens);
@@ -232,11 +255,12 @@ void train_report_done(const run *r)
 {
     const gt_config *c = r->c;
     const double wall = gt_now() - r->t_start;
-    const int64_t ran = c->steps - r->first_step;
+    const int64_t ran = r->end_step - r->first_step;
+    const double tokens = r->auto_batch
+                              ? (double)(r->samples - r->first_sample) * c->block_size
+                              : (double)ran * c->batch_size * c->block_size * r->dp * r->accum;
     par_printf("done: %lld steps in %.1f s (%.0f tok/s in steps)", (long long)ran, wall,
-               ran > 0 ? (double)ran * c->batch_size * c->block_size * r->dp * r->accum /
-                             r->t_compute
-                       : 0.0);
+               ran > 0 ? tokens / r->t_compute : 0.0);
     if (r->world > 1)
         par_printf(", %.1f MB of gradients reduced per rank", r->total_bytes / 1e6);
     if (!isnan(r->last_val)) par_printf(", final val_loss %.4f", r->last_val);

@@ -8,6 +8,8 @@
  *                  in flight with them), the model file
  *   train_report.c the step line, the JSON Lines record, the summary
  *   train_noise.c  the gradient noise scale (noise_scale.h) every noise_every steps
+ *   train_batch.c  each step's global batch and lr (global_batch_size = auto), the
+ *                  data cursor
  * One `run` holds everything allocated, so one clean-up frees it whatever failed. */
 #ifndef GT_TRAIN_RUN_H
 #define GT_TRAIN_RUN_H
@@ -46,6 +48,13 @@ typedef struct run {
     int accum;              /* micro-steps per optimizer step (global_batch_size) */
     int auto_batch;         /* global_batch_size = auto: accum changes between steps */
     int accum_max;          /* auto: the most micro-steps a step may take */
+    int eval_accum;         /* evaluations: eval_batches x eval_accum micro-batches */
+    /* train_batch.c: the data cursor (samples read before the current step) and the
+     * current step's batch; under auto the limits, the budget and the step costs */
+    int64_t samples, step_batch, step_samples_end, step_now;
+    int64_t batch_unit, batch_hi, budget; /* global_batch_min, _max, steps x min */
+    double cost_fixed, cost_micro, cost_w; /* EMAs (s) and their weight */
+    int64_t end_step;       /* steps done when the loop ended */
     int64_t global_batch;   /* sequences per optimizer step: batch_size x dp x accum */
     int micro;              /* pp > 1: micro-batches per batch in the pipeline */
     int mpi_io;             /* data read through parallel HDF5's MPI-IO driver */
@@ -123,6 +132,8 @@ typedef struct step_result {
     loss_scale_event scale_event;
     int do_eval;
     double noise_tokens;    /* NaN when not estimated */
+    int64_t global_batch;   /* sequences this step trained on */
+    double compute_s;       /* in the engine's micro-steps */
     int threads;            /* the step ran on this many threads */
     /* The emulated AMX path's tile instructions in the step (amx_emul_counts.h), one
      * record a thread; tiles_n threads ran some (0 on every other path), the first
@@ -162,6 +173,14 @@ void train_noise_begin(run *r, const step_result *s, float *grads);
 void train_noise_after_micro(run *r, int micro, const float *grads);
 void train_noise_replica_parts(run *r, step_result *s);
 void train_noise_estimate(run *r, step_result *s); /* a collective on noise steps */
+
+/* train_batch.c */
+int train_settle_auto_batch(run *r);
+int train_is_last_step(const run *r, int64_t step);
+int train_done(const run *r, int64_t step);
+void train_batch_plan_step(run *r, step_result *s);
+double train_batch_lr(const run *r, const step_result *s);
+void train_batch_after_step(run *r, const step_result *s); /* a collective under auto */
 
 /* train_report.c */
 void train_report_setup(const run *r);
