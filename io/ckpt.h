@@ -1,10 +1,10 @@
 /* ckpt — training checkpoints: everything a run needs to continue exactly where it
  * stopped, one HDF5 file per save, readable with h5py/h5dump.
  *
- * Layout (format_version 3, the version written; versions 1 and 2 are still read: see
+ * Layout (format_version 4, the version written; versions 1 to 3 are still read: see
  * "Older versions" below) of <dir>/ckpt_<step, 8 digits or more>.h5:
  *   the model file layout (h5model.h), with format = "gentrain-checkpoint":
- *   /                 attributes: format, format_version = 3, step (int64: optimizer
+ *   /                 attributes: format, format_version = 4, step (int64: optimizer
  *                     steps done, i.e. the index of the next step), config (the
  *                     effective `key = value` text), vocab_size, block_size, n_layer,
  *                     n_head, n_embd, and
@@ -34,6 +34,11 @@
  *                     a gentrain run's whole-model table: GPT-2 names)
  *   /optim/m, /optim/v  float32 [n_params]: the AdamW moments, flat, in the layout of
  *                     the parameter buffer (the table's: tensor after tensor)
+ *   /schedule         float64 [6]: the state of the gradient noise scale and of
+ *                     global_batch_size = auto (src/train_batch.c), in order: the EMAs
+ *                     of |G|^2 and tr(Sigma) and their weight (noise_scale.h), the
+ *                     EMAs of the step time outside the micro-steps and of the time per
+ *                     micro-step (seconds) and their weight; zeros when not measured
  *   /async            only when in_flight > 0 (F = in_flight):
  *     grad_<i>        float32 [n_params], i = 0 .. F-1: the reduced (averaged over the
  *                     replicas) gradient of step `step` - F + i, oldest first, in the
@@ -48,18 +53,22 @@
  *                     the last update (weight prediction, grad_ring.h)
  *
  * Checksum: 64-bit FNV-1a over, in this order, the text
- *   "gentrain-checkpoint 3 step=S adam_t=A world_size=W seed=D loss_scale=L
+ *   "gentrain-checkpoint 4 step=S adam_t=A world_size=W seed=D loss_scale=L
  *    loss_scale_clean=K global_batch=G samples=N in_flight=F predict=P[ overflow=O
- *    sumsq=Q] vocab_size=.. block_size=.. n_layer=.. n_head=.. n_embd=.. n_params=N\n"
+ *    sumsq=Q] schedule=X vocab_size=.. block_size=.. n_layer=.. n_head=.. n_embd=..
+ *    n_params=N\n"
  * (one line, single spaces, integers in decimal, L as printf "%a"; the overflow and
  * sumsq fields only when F > 0: O the F flags as digits "0"/"1" without separators, Q
- * the F sums as printf "%a" separated by commas), the config text with its terminating
+ * the F sums as printf "%a" separated by commas; X the 6 values of /schedule as printf
+ * "%a" separated by commas), the config text with its terminating
  * NUL, then the little-endian bytes of every float of the flat parameter buffer, of m,
  * of v, of grad_0 .. grad_<F-1> and, with predict = 1, of before_update. A flipped bit
  * in any dataset or in these attributes makes the file fail verification: it is never
  * loaded.
  *
- * Older versions. Version 2 wrote neither global_batch, samples, in_flight, predict nor
+ * Older versions. Version 3 had no /schedule (read as zeros: a resumed run starts its
+ * noise scale and step costs afresh) and its checksum line no schedule field. Version 2
+ * wrote neither global_batch, samples, in_flight, predict nor
  * /async (and no async run could checkpoint); its checksum line stops after
  * loss_scale_clean. Version 1 has no loss_scale_clean either (read as 0; its line
  * stops after loss_scale). For both, global_batch is derived from the stored config:
@@ -98,9 +107,10 @@
 #include "../src/tensors.h"
 
 #define CKPT_FORMAT_NAME "gentrain-checkpoint"
-#define CKPT_FORMAT_VERSION 3
+#define CKPT_FORMAT_VERSION 4
 
 enum { CKPT_MAX_IN_FLIGHT = 8 }; /* the largest staleness */
+enum { CKPT_SCHED_N = 6 };       /* float64s of /schedule (version 4) */
 
 typedef struct ckpt_meta {
     int version;         /* format_version of the file (1 to 3) */
@@ -115,6 +125,7 @@ typedef struct ckpt_meta {
     int64_t samples;     /* the global sample index the next step starts at */
     int in_flight;       /* async gradients not yet applied (0: sync) */
     int predict;         /* 1: the file holds async's before_update */
+    double schedule[CKPT_SCHED_N]; /* /schedule (version 4; zeros before) */
     gpt_shape shape;
     char *config_text;   /* malloc'd; ckpt_meta_free */
     char *data;          /* h5data_fingerprint of the training data it was trained on;
@@ -149,6 +160,8 @@ typedef struct ckpt_state {
     int64_t adam_t;               /* AdamW updates applied */
     int64_t global_batch;         /* save: sequences per optimizer step (>= 1) */
     int64_t samples;              /* save: the data cursor (the next step's first sample) */
+    const double *schedule;       /* save: CKPT_SCHED_N values for /schedule, or NULL
+                                   * (zeros); load: see meta->schedule */
     ckpt_async *async;            /* save: the gradients in flight, or NULL (none); load:
                                    * when not NULL, gets the file's (buffers malloc'd,
                                    * ckpt_async_free; n = 0 when it has none) */
@@ -206,8 +219,10 @@ int ckpt_read_meta(const char *path, ckpt_meta *meta);
  *  - refused (-1, one error line naming the key and both values): the model shape,
  *    the lr schedule and AdamW keys (lr, min_lr, warmup_steps, beta1, beta2,
  *    weight_decay, grad_clip), seed, data, train_dataset, sampling, sync, staleness,
- *    async_predict, any key unknown here whose value changed, or steps <= the
- *    checkpoint's step (nothing left to train);
+ *    async_predict, noise_every, the keys of global_batch_size = auto
+ *    (global_batch_min, global_batch_max, lr_rule, batch_overhead), global_batch_size
+ *    changed between auto and a number, any key unknown here whose value changed, or
+ *    steps <= the checkpoint's step (nothing left to train);
  *  - allowed and listed in `changes` ("key old -> new, ..."; "" when none): steps
  *    (later steps follow the new schedule end), eval_every, eval_batches, val_dataset,
  *    log, out, threads (last bits may differ), peak_gflops, the checkpoint keys

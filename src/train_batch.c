@@ -79,6 +79,11 @@ int train_settle_auto_batch(run *r)
                      (long long)r->first_sample, (long long)r->budget);
         return -1;
     }
+    if (r->from)
+        par_printf("resume: from %s: sample %lld, global batch %lld sequences (auto; the "
+                   "checkpoint's run had %d replica%s), with its noise scale and step "
+                   "costs\n", r->from, (long long)r->first_sample, (long long)r->global_batch,
+                   r->resume_replicas, r->resume_replicas == 1 ? "" : "s");
     par_printf("global batch: auto, %lld to %lld sequences in steps of %lld (batch_size %d "
                "x %d %s x %d to %d micro-steps), now %lld; lr rule %s; %lld sequences "
                "to train (steps x global_batch_min); step overhead %s\n",

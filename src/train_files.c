@@ -353,11 +353,16 @@ static int write_checkpoint(run *r, int64_t step, const gpt_model *sm, const ada
     const loss_scaler *scaler = r->engine->scaler;
     gt_tensor_table tab;
     int ok = gpt_tensor_table(sm, &tab) == 0;
-    /* The data cursor: where the first step of this run started, plus its steps. */
+    /* The schedule state (ckpt.h /schedule): the noise scale's EMAs, the step costs'. */
+    const double sched[CKPT_SCHED_N] = {r->gns.ema_g2, r->gns.ema_s, r->gns.weight,
+                                        r->cost_fixed, r->cost_micro, r->cost_w};
+    /* The data cursor: the samples read before the next step; the global batch of the
+     * next step. */
     const ckpt_state st = {.shape = sm->shape, .table = &tab, .params = sm->params,
                            .m = so->m, .v = so->v, .adam_t = so->t,
                            .global_batch = r->global_batch,
                            .samples = r->samples,
+                           .schedule = sched,
                            .async = as};
     /* The world size recorded is the number of replicas: what split each step's data. */
     ok = ok &&
@@ -412,6 +417,12 @@ int train_load_checkpoint(run *r)
     if (load_checkpoint(r, r->from) != 0) return -1;
     r->resumed = 1;
     r->first_step = r->meta.step;
+    /* the smoothed statistics go on where they were (zeros from a version 3 file) */
+    const double *sched = r->meta.schedule;
+    r->gns = (gns_state){sched[0], sched[1], sched[2]};
+    r->cost_fixed = sched[3];
+    r->cost_micro = sched[4];
+    r->cost_w = sched[5];
     return 0;
 }
 

@@ -85,6 +85,47 @@ if [ -n "${MPIEXEC:-}" ]; then
     check "np2: the batch sequence of one process" test "$seq1" = "$seq2"
     check "np2: the losses of one process within 1e-4" \
         compare_logs "$tmp/np1/log.jsonl" "$tmp/np2/log.jsonl" 1e-4 "$(echo $seq1 | wc -w)"
+
+    # 3. Killed with SIGKILL once the step-210 checkpoint exists (the batch grew at
+    # step 200), resumed: the batches and losses of np2, to the last bit of the text.
+    CK=checkpoints/ckpt_00000210.h5
+    KARGS=(--batch_size 4 --ckpt_every 10 --keep_ckpts 50)
+    GENTRAIN_TEST_STEP_MS=30 setsid "${MPI[@]}" "$GENTRAIN" train "${ARGS[@]}" "${KARGS[@]}" \
+        --out "$tmp/k" > "$tmp/k.out" 2>&1 &
+    pid=$!
+    for ((i = 0; i < 6000; i++)); do
+        [ -f "$tmp/k/$CK" ] && break
+        kill -0 "$pid" 2> /dev/null || break
+        sleep 0.01
+    done
+    # the ranks stay in the session setsid started: kill the session, wait until gone
+    pkill -KILL -s "$pid" 2> /dev/null
+    wait "$pid" 2> /dev/null
+    for ((i = 0; i < 200; i++)); do
+        pgrep -s "$pid" > /dev/null 2>&1 || break
+        sleep 0.05
+    done
+    check "kill: SIGKILL after the step-210 checkpoint, before the end" \
+        test -f "$tmp/k/$CK" -a ! -f "$tmp/k/model.h5"
+    cp -r "$tmp/k" "$tmp/e" # for the elastic resume below, from the same checkpoint
+    run_ok resumed "${MPI[@]}" "$GENTRAIN" train "${ARGS[@]}" "${KARGS[@]}" --out "$tmp/k" \
+        --resume auto
+    check "kill: the resume says which checkpoint" grep -q '^resume: from .*ckpt_000002[0-9]0.h5: sample' \
+        "$tmp/resumed.out"
+    check "kill + resume: the batch sequence of the unbroken run" \
+        test "$(batches "$tmp/k/log.jsonl")" = "$seq2"
+    check "kill + resume: the losses of the unbroken run, as logged" \
+        test "$(losses "$tmp/k/log.jsonl")" = "$(losses "$tmp/np2/log.jsonl")"
+    # Elastic: the np 2 checkpoint of step 210 on one process (4 x 2 micro-steps and
+    # more): the same global batch sequence, the losses within 1e-4.
+    run_ok elastic timeout 120 "$GENTRAIN" train "${ARGS[@]}" "${KARGS[@]}" --out "$tmp/e" \
+        --resume "$tmp/e/$CK"
+    check "np2 -> np1: the global batch sequence kept" \
+        test "$(batches "$tmp/e/log.jsonl")" = "$seq2"
+    check "np2 -> np1: the losses of the unbroken run within 1e-4" awk '
+        FNR == NR { a[$1] = $2; next }
+        { d = a[$1] - $2; if (d < 0) d = -d; if (!($1 in a) || d > 1e-4 * a[$1]) bad = 1; n++ }
+        END { exit bad || n < 200 }' <(losses "$tmp/np2/log.jsonl") <(losses "$tmp/e/log.jsonl")
 else
     echo "skip: parts 2 and 3 (no mpirun)"
 fi
