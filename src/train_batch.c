@@ -72,6 +72,16 @@ int train_settle_auto_batch(run *r)
     }
     r->accum = (int)(r->global_batch / per_micro);
     r->eval_accum = (int)(r->batch_unit / per_micro);
+    /* the batch steers by the noise scale: a run that cannot estimate it must not
+     * pretend to adapt */
+    if (train_noise_mode_of(r) == NOISE_NONE) {
+        if (par_is_root())
+            gt_error("global_batch_size = auto needs the gradient noise scale, which this "
+                     "run cannot estimate (%s); set a global_batch_size",
+                     r->device != DEVICE_CPU ? "a GPU run on one replica"
+                                             : "tp or pp > 1 on one replica");
+        return -1;
+    }
     if (r->from && r->first_sample > r->budget) {
         if (par_is_root())
             gt_error("resume: the checkpoint has trained %lld sequences, past this run's "

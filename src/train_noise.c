@@ -75,17 +75,20 @@ static void noise_ready(void *ctx, size_t offset, size_t count)
     par_reducer_ready(r->red, offset, count);
 }
 
-int train_noise_setup(run *r)
+train_noise_mode train_noise_mode_of(const run *r)
 {
-    const gt_config *c = r->c;
-    const int sync = c->sync == SYNC_SYNC;
+    const int sync = r->c->sync == SYNC_SYNC;
     const int max_accum = r->auto_batch ? r->accum_max : r->accum;
     if (sync && r->device == DEVICE_CPU && r->tp * r->pp == 1 && r->dp * max_accum >= 2)
-        r->noise_mode = NOISE_MICRO;
-    else if (r->dp > 1 && (r->tp * r->pp == 1 || sync))
-        r->noise_mode = NOISE_REPLICA;
-    else
-        r->noise_mode = NOISE_NONE;
+        return NOISE_MICRO;
+    if (r->dp > 1 && (r->tp * r->pp == 1 || sync)) return NOISE_REPLICA;
+    return NOISE_NONE;
+}
+
+int train_noise_setup(run *r)
+{
+    const int max_accum = r->auto_batch ? r->accum_max : r->accum;
+    r->noise_mode = train_noise_mode_of(r);
     if (r->noise_mode == NOISE_MICRO && max_accum > 1 &&
         !(r->noise_prev = gt_malloc(r->model.n_params * sizeof(float), "noise scale buffer")))
         return -1;

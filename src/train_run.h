@@ -167,6 +167,7 @@ int train_save_model(run *r);
 
 /* train_noise.c */
 int train_is_noise_step(const run *r, int64_t step);
+train_noise_mode train_noise_mode_of(const run *r); /* after the device and the batch */
 int train_noise_setup(run *r); /* after the engine and the reducer; -1: reported */
 int train_noise_wants_sumsq(const run *r, int64_t step);
 void train_noise_begin(run *r, const step_result *s, float *grads);

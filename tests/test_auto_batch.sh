@@ -14,8 +14,8 @@
 #     for bit, as the unbroken run; the np 2 checkpoint resumed on one process keeps
 #     the global batch sequence (losses within 1e-4);
 #  4. bad input, one error line each: auto with sync = async; global_batch_min not a
-#     multiple of batch_size; a word that is not auto; a fixed-batch checkpoint
-#     resumed under auto.
+#     multiple of batch_size; a word that is not auto; tp 2 on one replica (no noise
+#     scale to steer by); a fixed-batch checkpoint resumed under auto.
 # Every run is under a time limit, so a hang fails the test instead of blocking it.
 #
 # Environment: GENTRAIN, top_srcdir, MPIEXEC (parts 2 and 3 are skipped without it);
@@ -126,6 +126,13 @@ if [ -n "${MPIEXEC:-}" ]; then
         FNR == NR { a[$1] = $2; next }
         { d = a[$1] - $2; if (d < 0) d = -d; if (!($1 in a) || d > 1e-4 * a[$1]) bad = 1; n++ }
         END { exit bad || n < 200 }' <(losses "$tmp/np2/log.jsonl") <(losses "$tmp/e/log.jsonl")
+    # tp 2 on one replica has no estimate to steer by: refused before any step
+    "${MPI[@]}" "$GENTRAIN" train "${ARGS[@]}" --batch_size 4 --tp 2 --out none --log "" \
+        > "$tmp/tp2.out" 2>&1
+    rc=$?
+    check "tp2 on one replica: refused (rc $rc), one error line, no step" test $rc -ne 0 -a \
+        $rc -ne 124 -a "$(grep -c 'gentrain: error: .*auto needs the gradient noise scale, which this run cannot estimate (tp or pp > 1 on one replica)' "$tmp/tp2.out")" -eq 1 -a \
+        "$(grep -c '^step ' "$tmp/tp2.out")" -eq 0
 else
     echo "skip: parts 2 and 3 (no mpirun)"
 fi
@@ -146,6 +153,17 @@ refused badmin "global_batch_min 6 is not a multiple of batch_size 4" --batch_si
     --global_batch_min 6
 refused word "global_batch_size = 'automatic': not an integer or auto" --batch_size 4 \
     --global_batch_size automatic
+# a checkpoint of a fixed global batch, resumed under auto
+FIXED=(--data "$tmp/d.h5" --n_layer 2 --n_head 2 --n_embd 32 --block_size 32 --batch_size 4
+       --warmup_steps 2 --eval_every 0 --threads 1 --out "$tmp/fixed")
+run_ok fixed timeout 60 "$GENTRAIN" train "${FIXED[@]}" --global_batch_size 8 --steps 10 \
+    --ckpt_every 5
+timeout 60 "$GENTRAIN" train "${FIXED[@]}" --global_batch_size auto --steps 20 \
+    --resume auto > "$tmp/fixed2auto.out" 2>&1
+rc=$?
+check "fixed -> auto resume: refused (rc $rc), one line naming the key, no step" test \
+    $rc -ne 0 -a $rc -ne 124 -a "$(grep -c 'gentrain: error: cannot resume from .*global_batch_size = 8 in the checkpoint, auto now' "$tmp/fixed2auto.out")" -eq 1 -a \
+    "$(grep -c '^step ' "$tmp/fixed2auto.out")" -eq 0
 
 [ "$fails" -eq 0 ] || { echo "$fails check(s) failed"; exit 1; }
 echo "all checks passed"
