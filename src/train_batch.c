@@ -42,6 +42,14 @@ static int settle_limits(run *r)
                      "replica)", (long long)lo, (long long)per_micro);
         return -1;
     }
+    if (lo / c->batch_size < 2 && r->dp * r->tp * r->pp == 1) {
+        /* one micro-batch a step at the smallest batch: no noise scale to leave it by */
+        if (par_is_root())
+            gt_error("global_batch_size = auto: global_batch_min %lld is one micro-batch "
+                     "of batch_size %d; the noise scale needs two a step (at least %lld)",
+                     (long long)lo, c->batch_size, 2 * (long long)c->batch_size);
+        return -1;
+    }
     if (hi < lo || hi % lo != 0) {
         if (par_is_root())
             gt_error("global_batch_size = auto: global_batch_max %lld is not a multiple of "

@@ -14,7 +14,7 @@
 #     for bit, as the unbroken run; the np 2 checkpoint resumed on one process keeps
 #     the global batch sequence (losses within 1e-4);
 #  4. bad input, one error line each: auto with sync = async; global_batch_min not a
-#     multiple of batch_size; a word that is not auto; tp 2 on one replica (no noise
+#     multiple of batch_size, or of one micro-batch on one rank; a word that is not auto; tp 2 on one replica (no noise
 #     scale to steer by); a fixed-batch checkpoint resumed under auto.
 # Every run is under a time limit, so a hang fails the test instead of blocking it.
 #
@@ -153,6 +153,8 @@ refused badmin "global_batch_min 6 is not a multiple of batch_size 4" --batch_si
     --global_batch_min 6
 refused word "global_batch_size = 'automatic': not an integer or auto" --batch_size 4 \
     --global_batch_size automatic
+refused onemicro "global_batch_min 4 is one micro-batch of batch_size 4; the noise scale needs two" \
+    --batch_size 4 --global_batch_min 4
 # a checkpoint of a fixed global batch, resumed under auto
 FIXED=(--data "$tmp/d.h5" --n_layer 2 --n_head 2 --n_embd 32 --block_size 32 --batch_size 4
        --warmup_steps 2 --eval_every 0 --threads 1 --out "$tmp/fixed")
