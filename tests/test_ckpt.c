@@ -3,8 +3,9 @@
  * Save and load back bit for bit (parameters, moments, metadata: the global batch and
  * the data cursor too); an async checkpoint's gradients in flight, flags, sums and
  * weights before the update, bit for bit, with ckpt.h's checksum, and a flipped byte in
- * a gradient refused; versions 1 and 2 (no global batch: derived from their config and
- * world size) still load; refuse a model of another shape; prune to the newest N; find
+ * a gradient refused; the schedule state (/schedule) round trip and covered by the
+ * checksum; versions 1 and 2 (no global batch: derived from their config and world
+ * size) and 3 (no /schedule: zeros) still load; refuse a model of another shape; prune to the newest N; find
  * the newest checkpoint that verifies, skipping a truncated file and a file with one
  * flipped byte, one warning each;
  * compatible and incompatible config pairs; failed saves (missing folder, a folder in
@@ -56,13 +57,16 @@ typedef struct run_state {
 /* The global batch and data cursor the tests save (cfg's batch_size 12 x 1 rank, at
  * step 1234 with the global batch once changed from 12: not step x global batch). */
 enum { GLOBAL_BATCH = 12, SAMPLES = 14000 };
+/* the schedule state saved (ckpt.h /schedule), values a %a round trip must keep */
+static const double SCHED[CKPT_SCHED_N] = {1.5, -2.25, 0.75, 1e-3, 0.02, 0x1.8p-3};
 
 /* The ckpt_state of s: its model's table and buffers, its optimizer's moments and t. */
 static ckpt_state *state(run_state *s)
 {
     s->st = (ckpt_state){.shape = s->m.shape, .table = &s->tab, .params = s->m.params,
                          .m = s->opt.m, .v = s->opt.v, .adam_t = s->opt.t,
-                         .global_batch = GLOBAL_BATCH, .samples = SAMPLES};
+                         .global_batch = GLOBAL_BATCH, .samples = SAMPLES,
+                         .schedule = SCHED};
     return &s->st;
 }
 
@@ -170,7 +174,7 @@ static const uint64_t SEED = 0xfedcba9876543210ull;
 static uint64_t checksum_of(const run_state *s, int version, double loss_scale,
                             long long clean, const ckpt_async *as)
 {
-    char head[1024], cl[48] = "", run[512] = "";
+    char head[1280], cl[48] = "", run[1024] = "";
     if (version >= 2) snprintf(cl, sizeof cl, " loss_scale_clean=%lld", clean);
     if (version >= 3) {
         const int n = as ? as->n : 0;
@@ -183,6 +187,9 @@ static uint64_t checksum_of(const run_state *s, int version, double loss_scale,
         for (int i = 0; i < n; i++)
             len += snprintf(run + len, sizeof run - (size_t)len, "%s%a", i ? "," : " sumsq=",
                             as->sumsq[i]);
+        for (int i = 0; version >= 4 && i < CKPT_SCHED_N; i++)
+            len += snprintf(run + len, sizeof run - (size_t)len, "%s%a",
+                            i ? "," : " schedule=", SCHED[i]);
     }
     int len = snprintf(head, sizeof head,
                        "gentrain-checkpoint %d step=%d adam_t=%lld world_size=1 seed=%llu "
@@ -345,7 +352,7 @@ static void round_trip(void)
     TU_CHECK(strcmp(path, want) == 0, "file name ckpt_00001234.h5 (%s)", path);
     snprintf(want, sizeof want, "%s/ckpt_00001234.h5.tmp", sub);
     TU_CHECK(!exists(want), "no .tmp left after the save");
-    TU_CHECK(stored_checksum_is(path, &a, 3, 65536.5, 37, NULL), "the checksum is ckpt.h's");
+    TU_CHECK(stored_checksum_is(path, &a, 4, 65536.5, 37, NULL), "the checksum is ckpt.h's");
 
     ckpt_meta meta;
     TU_CHECK(load(path, &b, &meta) == 0, "load succeeds");
@@ -364,6 +371,9 @@ static void round_trip(void)
              meta.version);
     TU_CHECK(meta.shape.n_embd == 32 && meta.shape.n_layer == 2 && meta.shape.vocab_size == 64,
              "meta shape");
+    TU_CHECK(memcmp(meta.schedule, SCHED, sizeof SCHED) == 0,
+             "schedule state equal bit for bit (%a ... %a)", meta.schedule[0],
+             meta.schedule[CKPT_SCHED_N - 1]);
     TU_CHECK(meta.global_batch == GLOBAL_BATCH && meta.samples == SAMPLES &&
                  meta.in_flight == 0 && meta.predict == 0 && b.st.global_batch == GLOBAL_BATCH &&
                  b.st.samples == SAMPLES,
@@ -403,10 +413,11 @@ static void round_trip(void)
 
 /* ---- prune and find_latest --------------------------------------------------------- */
 
-/* Rewrites a version 3 checkpoint as version `version` (1 or 2) wrote it (no
- * global_batch, samples, in_flight, predict; version 1 no loss_scale_clean either;
- * that version's checksum line), computing the checksum here from ckpt.h's definition:
- * an independent check of the format and of the reader's older paths. */
+/* Rewrites a version 4 checkpoint as version `version` (1 to 3) wrote it (no
+ * /schedule; 1 and 2 no global_batch, samples, in_flight, predict; version 1 no
+ * loss_scale_clean either; that version's checksum line), computing the checksum here
+ * from ckpt.h's definition: an independent check of the format and of the reader's
+ * older paths. */
 static int make_older(const char *path, const run_state *s, int version, double loss_scale,
                       long long clean)
 {
@@ -415,8 +426,9 @@ static int make_older(const char *path, const run_state *s, int version, double 
     snprintf(sum, sizeof sum, "fnv1a64:%016llx", (unsigned long long)h);
     hid_t f = H5Fopen(path, H5F_ACC_RDWR, H5P_DEFAULT);
     if (f < 0) return -1;
-    int bad = H5Adelete(f, "global_batch") < 0 || H5Adelete(f, "samples") < 0 ||
-              H5Adelete(f, "in_flight") < 0 || H5Adelete(f, "predict") < 0 ||
+    int bad = H5Ldelete(f, "schedule", H5P_DEFAULT) < 0 ||
+              (version < 3 && (H5Adelete(f, "global_batch") < 0 || H5Adelete(f, "samples") < 0 ||
+                               H5Adelete(f, "in_flight") < 0 || H5Adelete(f, "predict") < 0)) ||
               (version < 2 && H5Adelete(f, "loss_scale_clean") < 0) ||
               H5Adelete(f, "format_version") < 0 || H5Adelete(f, "checksum") < 0 ||
               h5io_write_attr_int(f, "format_version", version) != 0 ||
@@ -433,28 +445,34 @@ static void versions(void)
     make_state(&a, 32, 1);
     make_state(&b, 32, 0);
     ckpt_meta meta;
-    for (int version = 1; version <= 2; version++) {
+    for (int version = 1; version <= 3; version++) {
         TU_CHECK(ckpt_save(sub, 1234, state(&a), cfg, 1, SEED, 8192.0, 12, NULL, path,
                            sizeof path) == 0, "versions: save");
         TU_CHECK(make_older(path, &a, version, 8192.0, 12) == 0,
                  "versions: rewritten as version %d", version);
         memset(b.m.params, 0, b.m.n_params * sizeof(float));
         int rc = load(path, &b, &meta);
-        /* No global batch stored: cfg's batch_size 12 x world 1, the cursor step x 12. */
+        /* Versions 1, 2: no global batch stored: cfg's batch_size 12 x world 1, the
+         * cursor step x 12; version 3 stores them; none has a schedule (zeros). */
         TU_CHECK(rc == 0 && meta.version == version && meta.loss_scale == 8192.0 &&
                      meta.loss_scale_clean == (version == 1 ? 0 : 12) &&
-                     meta.global_batch == 12 && meta.samples == 1234 * 12 &&
-                     meta.in_flight == 0 &&
+                     meta.global_batch == 12 &&
+                     meta.samples == (version < 3 ? 1234 * 12 : SAMPLES) &&
+                     meta.in_flight == 0 && meta.schedule[0] == 0.0 &&
+                     meta.schedule[CKPT_SCHED_N - 1] == 0.0 &&
                      memcmp(a.m.params, b.m.params, a.m.n_params * sizeof(float)) == 0,
                  "a version %d checkpoint still loads (its checksum verified), loss scale "
-                 "%g, clean steps %lld, global batch %lld derived from its config, data "
-                 "cursor %lld", version, rc == 0 ? meta.loss_scale : 0.0,
+                 "%g, clean steps %lld, global batch %lld, data cursor %lld, schedule "
+                 "zeros", version, rc == 0 ? meta.loss_scale : 0.0,
                  rc == 0 ? (long long)meta.loss_scale_clean : -1LL,
                  rc == 0 ? (long long)meta.global_batch : -1LL,
                  rc == 0 ? (long long)meta.samples : -1LL);
         if (rc == 0) ckpt_meta_free(&meta);
     }
-    /* ckpt_read_meta: the attributes alone (of that version 2 file). */
+    /* ckpt_read_meta: the attributes alone (of a version 2 file). */
+    TU_CHECK(ckpt_save(sub, 1234, state(&a), cfg, 1, SEED, 8192.0, 12, NULL, path,
+                       sizeof path) == 0 && make_older(path, &a, 2, 8192.0, 12) == 0,
+             "versions: a version 2 file again");
     int rc = ckpt_read_meta(path, &meta);
     TU_CHECK(rc == 0 && meta.step == 1234 && meta.global_batch == 12 && meta.version == 2,
              "ckpt_read_meta reads the attributes and derives the global batch");
@@ -477,6 +495,23 @@ static void versions(void)
                      tu_count_lines(msg) == 1,
                  "an edited %s fails the checksum, in one line", edit[k]);
     }
+    /* and so is the schedule state */
+    TU_CHECK(ckpt_save(sub, 1234, state(&a), cfg, 1, SEED, 8192.0, 12, NULL, path,
+                       sizeof path) == 0, "versions: save again");
+    hid_t f = H5Fopen(path, H5F_ACC_RDWR, H5P_DEFAULT);
+    hid_t d = f >= 0 ? H5Dopen2(f, "schedule", H5P_DEFAULT) : -1;
+    double edited_sched[CKPT_SCHED_N];
+    memcpy(edited_sched, SCHED, sizeof SCHED);
+    edited_sched[1] = 2.25;
+    const int edited = d >= 0 && H5Dwrite(d, H5T_NATIVE_DOUBLE, H5S_ALL, H5S_ALL,
+                                          H5P_DEFAULT, edited_sched) >= 0;
+    if (d >= 0) H5Dclose(d);
+    if (f >= 0) H5Fclose(f);
+    tu_capture_begin();
+    rc = load(path, &b, &meta);
+    const char *msg = tu_capture_end();
+    TU_CHECK(edited && rc != 0 && strstr(msg, "checksum mismatch") && tu_count_lines(msg) == 1,
+             "an edited schedule fails the checksum, in one line");
     free_state(&a);
     free_state(&b);
 }
@@ -537,7 +572,7 @@ static void async_round_trip(void)
     st->async = &as;
     TU_CHECK(ckpt_save(sub, 1234, st, cfg, 1, SEED, 1.0, 0, NULL, path, sizeof path) == 0,
              "async: save with 2 gradients in flight");
-    TU_CHECK(stored_checksum_is(path, &a, 3, 1.0, 0, &as),
+    TU_CHECK(stored_checksum_is(path, &a, 4, 1.0, 0, &as),
              "async: the checksum is ckpt.h's (gradients, flags, sums, before_update)");
     ckpt_async got = {0};
     ckpt_meta meta;

@@ -40,13 +40,18 @@ static void run_fields(const ckpt_meta *mt, const ckpt_async *as, char *buf, siz
                                    " global_batch=%" PRId64 " samples=%" PRId64
                                    " in_flight=%d predict=%d",
                                    mt->global_batch, mt->samples, mt->in_flight, mt->predict);
-    if (mt->in_flight < 1 || !as || used >= cap) return;
-    used += (size_t)snprintf(buf + used, cap - used, " overflow=");
-    for (int i = 0; i < mt->in_flight && used < cap; i++)
-        used += (size_t)snprintf(buf + used, cap - used, "%d", as->overflow[i] ? 1 : 0);
-    for (int i = 0; i < mt->in_flight && used < cap; i++)
-        used += (size_t)snprintf(buf + used, cap - used, "%s%a", i ? "," : " sumsq=",
-                                 as->sumsq[i]);
+    if (mt->in_flight >= 1 && as && used < cap) {
+        used += (size_t)snprintf(buf + used, cap - used, " overflow=");
+        for (int i = 0; i < mt->in_flight && used < cap; i++)
+            used += (size_t)snprintf(buf + used, cap - used, "%d", as->overflow[i] ? 1 : 0);
+        for (int i = 0; i < mt->in_flight && used < cap; i++)
+            used += (size_t)snprintf(buf + used, cap - used, "%s%a", i ? "," : " sumsq=",
+                                     as->sumsq[i]);
+    }
+    /* version 4: the schedule state */
+    for (int i = 0; mt->version >= 4 && i < CKPT_SCHED_N && used < cap; i++)
+        used += (size_t)snprintf(buf + used, cap - used, "%s%a", i ? "," : " schedule=",
+                                 mt->schedule[i]);
 }
 
 /* The checksum of a file of mt->version (1: no loss_scale_clean in the line; 1 and 2:
@@ -56,7 +61,7 @@ static uint64_t checksum(const ckpt_meta *mt, size_t n_params, const char *confi
                          const float *params, const float *m, const float *v,
                          const ckpt_async *as)
 {
-    char head[1024], clean[48] = "", run[640] = "";
+    char head[1280], clean[48] = "", run[1024] = "";
     if (mt->version >= 2)
         snprintf(clean, sizeof clean, " loss_scale_clean=%" PRId64, mt->loss_scale_clean);
     if (mt->version >= 3) run_fields(mt, as, run, sizeof run);
@@ -380,6 +385,8 @@ static int write_state(hid_t file, const ckpt_state *st, const ckpt_meta *mt, si
     if (group < 0) return -1;
     int bad = write_flat(group, "m", st->m, n) != 0 || write_flat(group, "v", st->v, n) != 0;
     bad |= H5Gclose(group) < 0;
+    bad = bad || write_vec(file, "schedule", H5T_IEEE_F64LE, H5T_NATIVE_DOUBLE, mt->schedule,
+                           CKPT_SCHED_N) != 0;
     if (bad || mt->in_flight == 0) return bad ? -1 : 0;
     const ckpt_async *as = st->async;
     if ((group = H5Gcreate2(file, "async", H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT)) < 0)
@@ -438,6 +445,7 @@ int ckpt_save(const char *dir, int64_t step, const ckpt_state *st, const char *c
                     .loss_scale_clean = loss_scale_clean, .global_batch = st->global_batch,
                     .samples = st->samples, .in_flight = in_flight,
                     .predict = in_flight > 0 && st->async->before_update, .shape = st->shape};
+    for (int i = 0; st->schedule && i < CKPT_SCHED_N; i++) mt.schedule[i] = st->schedule[i];
     snprintf(sum, sizeof sum, "fnv1a64:%016" PRIx64,
              checksum(&mt, n, config_text, st->params, st->m, st->v, st->async));
 
@@ -618,6 +626,22 @@ static int read_run_fields(hid_t file, ckpt_meta *meta, char *why, size_t cap)
     return 0;
 }
 
+/* The schedule state of a version 4 file (zeros before: ckpt.h). 0, or -1 with why. */
+static int read_schedule(hid_t file, ckpt_meta *meta, char *why, size_t cap)
+{
+    for (int i = 0; i < CKPT_SCHED_N; i++) meta->schedule[i] = 0.0;
+    if (meta->version < 4) return 0;
+    if (read_vec(file, "schedule", H5T_NATIVE_DOUBLE, H5T_FLOAT, "float64", meta->schedule,
+                 CKPT_SCHED_N, why, cap) != 0)
+        return -1;
+    for (int i = 0; i < CKPT_SCHED_N; i++)
+        if (!isfinite(meta->schedule[i])) {
+            snprintf(why, cap, "dataset schedule: element %d is not finite", i);
+            return -1;
+        }
+    return 0;
+}
+
 /* Every attribute of the file into meta (meta->version first), n_params into *np and
  * the stored checksum into *sum (malloc'd). 0, or -1 with why. */
 static int read_attrs(hid_t file, ckpt_meta *meta, int64_t *np, char **sum, char *why,
@@ -651,7 +675,8 @@ static int read_attrs(hid_t file, ckpt_meta *meta, int64_t *np, char **sum, char
         snprintf(why, cap, "attribute config: %s", r == 0 ? "missing" : w);
         return -1;
     }
-    if (read_run_fields(file, meta, why, cap) != 0) return -1;
+    if (read_run_fields(file, meta, why, cap) != 0 || read_schedule(file, meta, why, cap) != 0)
+        return -1;
     /* what data it was trained on: optional (older files lack it) */
     if (h5io_attr_str(file, "data", &meta->data, w, sizeof w) < 0) {
         snprintf(why, cap, "attribute data: %s", w);
@@ -960,6 +985,15 @@ static int compare_key(void *ctx, const char *key, const char *value)
                      c->meta->path, c->meta->step, s);
             return -1;
         }
+    }
+    /* a fixed global batch and auto count steps differently (ckpt.h) */
+    if (strcmp(key, "global_batch_size") == 0 && old && now &&
+        (strcmp(old, "auto") == 0) != (strcmp(now, "auto") == 0)) {
+        gt_error("cannot resume from %s: global_batch_size = %.40s in the checkpoint, "
+                 "%.40s now (auto and a fixed batch state the lr schedule and the run "
+                 "length differently; start a new run or set it back)",
+                 c->meta->path, old, now);
+        return -1;
     }
     /* The key table says what a change does; a key it does not know (an older or a
      * newer gentrain's) may come or go, not change. */

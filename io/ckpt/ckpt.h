@@ -1,6 +1,6 @@
 /* ckpt — training checkpoints: everything a run needs to continue exactly where it
  * stopped, one HDF5 file per save, <dir>/ckpt_<step, 8 digits or more>.h5. The format
- * (format_version 3; versions 1 and 2 still read), its checksum, the data cursor and
+ * (format_version 4; versions 1 to 3 still read), its checksum, the data cursor and
  * the write protocol are specified in docs/checkpoint-format.md, the one place that
  * says them; this header gives the functions.
  *
@@ -18,9 +18,10 @@
 #include "tensors.h"
 
 #define CKPT_FORMAT_NAME "gentrain-checkpoint"
-#define CKPT_FORMAT_VERSION 3
+#define CKPT_FORMAT_VERSION 4
 
 enum { CKPT_MAX_IN_FLIGHT = 8 }; /* the largest staleness */
+enum { CKPT_SCHED_N = 6 };       /* float64s of /schedule (version 4) */
 
 typedef struct ckpt_meta {
     int version;         /* format_version of the file (1 to 3) */
@@ -35,6 +36,7 @@ typedef struct ckpt_meta {
     int64_t samples;     /* the global sample index the next step starts at */
     int in_flight;       /* async gradients not yet applied (0: sync) */
     int predict;         /* 1: the file holds async's before_update */
+    double schedule[CKPT_SCHED_N]; /* /schedule (version 4; zeros before) */
     gpt_shape shape;
     char *config_text;   /* malloc'd; ckpt_meta_free */
     char *data;          /* h5data_fingerprint of the training data it was trained on;
@@ -69,6 +71,8 @@ typedef struct ckpt_state {
     int64_t adam_t;               /* AdamW updates applied */
     int64_t global_batch;         /* save: sequences per optimizer step (>= 1) */
     int64_t samples;              /* save: the data cursor (the next step's first sample) */
+    const double *schedule;       /* save: CKPT_SCHED_N values for /schedule, or NULL
+                                   * (zeros); load: see meta->schedule */
     ckpt_async *async;            /* save: the gradients in flight, or NULL (none); load:
                                    * when not NULL, gets the file's (buffers malloc'd,
                                    * ckpt_async_free; n = 0 when it has none) */
@@ -125,8 +129,9 @@ int ckpt_read_meta(const char *path, ckpt_meta *meta);
  * resume from meta? Compares the two configs key by key, each key by the resume policy
  * the config table gives it (config_resume_policy, config.h):
  *  - refused (-1, one error line naming the key, both values and why): a key that
- *    changes the math, a key unknown here whose value changed, or steps <= the
- *    checkpoint's step (nothing left to train);
+ *    changes the math, global_batch_size changed between auto and a number, a key
+ *    unknown here whose value changed, or steps <= the checkpoint's step (nothing left
+ *    to train);
  *  - allowed and listed in `changes` ("key old -> new, ..."; "" when none): harmless
  *    keys (steps: later steps follow the new schedule end; threads: last bits may
  *    differ), the grid and batch keys and the number of replicas ("replicas 2 -> 4"),

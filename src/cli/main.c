@@ -439,7 +439,7 @@ static int cmd_train(int argc, char **argv)
 
 static const char plan_help[] =
     "usage: gentrain plan [--config FILE] [--KEY VALUE]... (--measure | MACHINE)\n"
-    "                     [--noise-scale TOKENS] [--json]\n"
+    "                     [--noise-scale TOKENS | --from-log LOG.jsonl] [--json]\n"
     "\n"
     "Projects, for the model and batch of a training config, every grid of dp replicas\n"
     "x pp pipeline stages x tp tensor-parallel shards that fits the machine: step time\n"
@@ -465,11 +465,14 @@ static const char plan_help[] =
     "  --tp-host             GPUs: the shards' all-reduces through host memory (a build\n"
     "                        without NCCL, GENTRAIN_NCCL=0) instead of over NCCL\n"
     "  --noise-scale TOKENS  gradient noise scale (the trainer logs it); default: none\n"
+    "  --from-log LOG.jsonl  the noise scale a past run logged: the mean of its\n"
+    "                        estimates over the run's tokens (docs/adaptive-batch.md)\n"
     "  --reps N              timing repetitions with --measure (default 5)\n"
     "  --json                one JSON object per grid instead of the table\n"
     "\n"
     "examples:\n"
     "  mpirun -np 2 gentrain plan --config my.cfg --measure --noise-scale 5000\n"
+    "  gentrain plan --config my.cfg --measure --from-log runs/my/log.jsonl\n"
     "  gentrain plan --n_layer 12 --n_head 12 --n_embd 768 --block_size 1024 \\\n"
     "      --vocab_size 50304 --batch_size 8 --nodes 64 --gpus-per-node 4 \\\n"
     "      --gpu-tflops 312 --intra-gbs 300 --inter-gbs 25 --noise-scale 2e6\n";

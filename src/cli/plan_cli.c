@@ -14,6 +14,7 @@
 #include "cpu_features.h" /* defines: cpu_available_count */
 #include "parallel.h"
 #include "plan.h"
+#include "plan_log.h" /* defines: plan_log_read_noise */
 #include "plan_measure.h"
 #include "util.h"
 
@@ -26,6 +27,7 @@ typedef struct plan_opts {
     int measure, json, nodes, cores, gpus, reps, tp_host;
     double core_gflops, gpu_tflops, efficiency, intra_gbs, inter_gbs, latency_us, noise,
         pcie_gbs;
+    const char *from_log; /* --from-log: a run's log.jsonl gives the noise scale */
 } plan_opts;
 
 /* Described compute: flops at a sustained rate (GFLOP/s per thread or per GPU). */
@@ -70,7 +72,7 @@ static int parse_num(const char *key, const char *v, double lo, double hi, int w
 /* Takes the plan options out of argv (the rest stays for the config). */
 static int parse_opts(int *argc, char **argv, int first, plan_opts *o)
 {
-    enum { FLAG, INT, DBL };
+    enum { FLAG, INT, DBL, STR };
     /* Bounds a real machine stays within; nodes x slots per node is bounded too,
      * in plan_command. */
     static const struct {
@@ -94,6 +96,7 @@ static int parse_opts(int *argc, char **argv, int first, plan_opts *o)
         {"--latency-us", DBL, offsetof(plan_opts, latency_us), 0, 1e9},
         {"--pcie-gbs", DBL, offsetof(plan_opts, pcie_gbs), 1e-9, 1e9},
         {"--noise-scale", DBL, offsetof(plan_opts, noise), 0, 1e18},
+        {"--from-log", STR, offsetof(plan_opts, from_log), 0, 0},
     };
     int out = first;
     for (int i = first; i < *argc; i++) {
@@ -115,6 +118,15 @@ static int parse_opts(int *argc, char **argv, int first, plan_opts *o)
         }
         double x;
         const char *v = eq ? eq + 1 : i + 1 < *argc ? argv[i + 1] : NULL;
+        if (opt[k].kind == STR) {
+            if (!v || !*v) {
+                gt_error("plan: %s needs a file", opt[k].name);
+                return -1;
+            }
+            *(const char **)field = v;
+            if (!eq) i++;
+            continue;
+        }
         if (parse_num(opt[k].name, v, opt[k].lo, opt[k].hi, opt[k].kind == INT, &x) != 0)
             return -1;
         if (!eq) i++;
@@ -331,7 +343,9 @@ static void print_plan_header(const gpt_shape *s, int B, const gt_config *c,
            s->n_layer, s->n_head, s->n_embd, s->block_size, s->vocab_size, B,
            (long long)c->steps,
            o->noise > 0 ? "" : " (no noise scale given: steps do not depend on the batch)");
-    if (o->noise > 0) printf("plan: gradient noise scale %.0f tokens\n", o->noise);
+    if (o->noise > 0)
+        printf("plan: gradient noise scale %.0f tokens%s\n", o->noise,
+               o->from_log ? " (the run's mean, --from-log)" : "");
     printf("plan: %d node%s x %d %s, compute %s; links %.3g GB/s inside a node, %.3g GB/s "
            "between, %.1f us",
            mc->nodes, mc->nodes == 1 ? "" : "s", mc->slots_per_node, mc->gpu ? "GPUs" : "cores",
@@ -392,11 +406,38 @@ static void print_plan_verdict(const plan_estimate *rows, int n, const plan_mach
                "host CPU in FP32; the estimate counts them at the GPU's rate\n");
 }
 
+/* --from-log: the noise scale a past run measured (plan_log.h), what it says, and the
+ * batch it points to. 0, or the exit status (reported). */
+static int noise_from_log(plan_opts *o)
+{
+    if (o->noise > 0) {
+        gt_error("plan: --from-log and --noise-scale both give the noise scale; use one");
+        return 2;
+    }
+    plan_log_noise n;
+    if (plan_log_read_noise(o->from_log, &n) != 0) return 1;
+    o->noise = n.mean;
+    if (!par_is_root()) return 0;
+    printf("plan: from %s: %lld noise scale estimates over %.4g %s, from %.0f to %.0f tokens "
+           "(least %.0f, most %.0f); the planner takes their mean over the run, %.0f tokens\n",
+           o->from_log, (long long)n.estimates, n.span, n.by_steps ? "steps" : "tokens",
+           n.first, n.last, n.min, n.max, n.mean);
+    if (n.last > 2.0 * n.first)
+        printf("plan: the noise scale grew %.1fx over the run: no fixed batch fits all of it; "
+               "global_batch_size = auto follows it (docs/adaptive-batch.md)\n",
+               n.last / n.first);
+    return 0;
+}
+
 int plan_command(int argc, char **argv, int first)
 {
     plan_opts o = {.nodes = 1, .reps = 5, .efficiency = 0.5, .latency_us = 5.0,
                    .pcie_gbs = 25.0};
     if (parse_opts(&argc, argv, first, &o) != 0) return 2;
+    if (o.from_log) {
+        const int rc = noise_from_log(&o);
+        if (rc != 0) return rc;
+    }
     gt_config c;
     config_defaults(&c);
     if (config_parse_args(&c, argc, argv, first) != 0) return 2;

@@ -34,6 +34,7 @@ static const char *const group_title[G_COUNT] = {
 #define R_MIN_X 2u
 #define R_MAX 4u      /* double: value <= dmax (or < with R_MAX_X); int: imax is a rule */
 #define R_MAX_X 8u
+#define R_AUTO 16u    /* int: the word "auto" is accepted and stored as GT_BATCH_AUTO */
 
 typedef struct key_def {
     const char *name;
@@ -98,10 +99,28 @@ static const key_def keys[] = {
     KEY_INT(batch_size, G_OPTIM, GRID, "12", 1, INT_MAX, 0,
             "sequences each rank computes at once (per step, or per micro-step when "
             "global_batch_size asks for more)"),
-    KEY_INT(global_batch_size, G_OPTIM, GRID, "0", 0, INT_MAX, 0,
+    KEY_INT(global_batch_size, G_OPTIM, GRID, "0", 0, INT_MAX, R_AUTO,
             "sequences per optimizer step over all ranks; 0 = batch_size x ranks (a "
             "resumed run: its checkpoint's); a multiple k of it accumulates gradients "
-            "over k micro-steps"),
+            "over k micro-steps; auto = start at global_batch_min and follow the "
+            "gradient noise scale for the most progress per second (docs/adaptive-batch.md)"),
+    KEY_INT(global_batch_min, G_OPTIM, MATH, "0", 0, INT_MAX, 0,
+            "auto: the smallest global batch and the step of its changes (sequences, a "
+            "multiple of batch_size x replicas); lr, warmup_steps and steps are stated "
+            "for it (a run trains steps x global_batch_min sequences); 0 = the least "
+            "multiple of batch_size x replicas of at least 2 x batch_size"),
+    KEY_INT(global_batch_max, G_OPTIM, MATH, "0", 0, INT_MAX, 0,
+            "auto: the largest global batch (a multiple of global_batch_min); "
+            "0 = 16 x global_batch_min"),
+    KEY_CHOICE(lr_rule, G_OPTIM, MATH, "adascale", "adascale|sqrt|linear",
+               "auto: how the lr follows the global batch b against global_batch_min "
+               "b0: adascale = AdaScale's gain (1 + B_noise/b0) / (1 + B_noise/b), "
+               "sqrt = sqrt(b/b0), linear = b/b0"),
+    KEY_DBL(batch_overhead, G_OPTIM, MATH, "0", 0, 0, R_MIN,
+            "auto: the time of a step that does not grow with the batch (optimizer, "
+            "communication not hidden), in sequences' worth of compute; 0 = measured "
+            "on this run (a number makes the batch sequence a function of the data "
+            "alone)"),
     KEY_I64(steps, G_OPTIM, HARMLESS, "2000", 1, 0, "optimizer steps"),
     KEY_DBL(lr, G_OPTIM, MATH, "1e-3", 0, 0, R_MIN | R_MIN_X,
             "peak learning rate: linear warmup, then cosine decay to min_lr"),
@@ -119,8 +138,11 @@ static const key_def keys[] = {
     KEY_I64(eval_every, G_RUN, HARMLESS, "250", 0, 0,
             "steps between evaluations (there is always one at the end); "
             "0 = only at the end"),
-    KEY_INT(eval_batches, G_RUN, HARMLESS, "20", 1, INT_MAX, 0,
-            "global batches per evaluation"),
+    KEY_INT(eval_batches, G_RUN, HARMLESS, "20", 1, INT_MAX, 0, "global batches per evaluation"),
+    KEY_I64(noise_every, G_RUN, MATH, "10", 0, 0,
+            "steps between estimates of the gradient noise scale (also at every "
+            "evaluation; from the micro-batches of a step, or the replicas' gradients); "
+            "0 = only at evaluations"),
     KEY_I64(log_every, G_RUN, HARMLESS, "0", 0, 0,
             "steps between the step lines on stdout (each with the tokens so far, the "
             "time elapsed and the ETA; the first, the last, evaluation and skipped steps "
@@ -329,7 +351,7 @@ static void describe_range(const key_def *k, char *buf, size_t cap)
     } else if (k->flags & R_MAX) {
         snprintf(buf, cap, ">= %" PRId64 " and <= %" PRId64, k->imin, k->imax);
     } else {
-        snprintf(buf, cap, ">= %" PRId64, k->imin);
+        snprintf(buf, cap, ">= %" PRId64 "%s", k->imin, (k->flags & R_AUTO) ? " or auto" : "");
     }
 }
 
@@ -438,10 +460,15 @@ static int report_unknown(const char *key, const char *origin)
 static int set_integer(gt_config *c, const key_def *k, const char *raw, const char *shown,
                        const char *origin, const char *range)
 {
+    if ((k->flags & R_AUTO) && strcmp(raw, "auto") == 0) {
+        *(int *)field(c, k) = GT_BATCH_AUTO;
+        return 0;
+    }
     int64_t v = 0;
     int rc = parse_i64(raw, &v);
     if (rc == -1) {
-        gt_error("%s: %s = '%.64s': not an integer", origin, k->name, shown);
+        gt_error("%s: %s = '%.64s': not an integer%s", origin, k->name, shown,
+                 (k->flags & R_AUTO) ? " or auto" : "");
         return -1;
     }
     if (rc == -2 && raw[0] == '-') v = INT64_MIN;
@@ -560,6 +587,31 @@ static int set_key(gt_config *c, const char *key, const char *value, const char 
     }
     if (rc == 0 && given) given->given[ki] = 1;
     return rc;
+}
+
+/* global_batch_size = auto: the limits, and what it cannot be combined with (what
+ * depends on the replica count is the trainer's to check: train_settle_batch). */
+static int config_validate_auto_batch(const gt_config *c)
+{
+    if (c->global_batch_size != GT_BATCH_AUTO) return 0;
+    if (c->sync == SYNC_ASYNC) {
+        gt_error("global_batch_size = auto needs sync = sync (an async step applies a "
+                 "gradient of another step's batch)");
+        return -1;
+    }
+    if (c->global_batch_min > 0 && c->global_batch_min % c->batch_size != 0) {
+        gt_error("global_batch_min %d is not a multiple of batch_size %d",
+                 c->global_batch_min, c->batch_size);
+        return -1;
+    }
+    if (c->global_batch_max > 0 && c->global_batch_min > 0 &&
+        (c->global_batch_max < c->global_batch_min ||
+         c->global_batch_max % c->global_batch_min != 0)) {
+        gt_error("global_batch_max %d is not a multiple of global_batch_min %d of at "
+                 "least it", c->global_batch_max, c->global_batch_min);
+        return -1;
+    }
+    return 0;
 }
 
 /* ---------------------------------------------------------------- public API */
@@ -860,6 +912,7 @@ int config_validate(const gt_config *c)
                  c->steps);
         return -1;
     }
+    if (config_validate_auto_batch(c) != 0) return -1;
     const int resuming = c->resume[0] && strcmp(c->resume, "none") != 0;
     const char *ckpt_key = c->ckpt_every > 0 ? "ckpt_every"
                            : c->ckpt_minutes > 0 ? "ckpt_minutes"
@@ -877,7 +930,12 @@ static void format_value(const gt_config *c, const key_def *k, char *buf, size_t
 {
     const void *p = cfield(c, k);
     switch (k->type) {
-    case T_INT: snprintf(buf, cap, "%d", *(const int *)p); break;
+    case T_INT:
+        if ((k->flags & R_AUTO) && *(const int *)p == GT_BATCH_AUTO)
+            snprintf(buf, cap, "auto");
+        else
+            snprintf(buf, cap, "%d", *(const int *)p);
+        break;
     case T_I64: snprintf(buf, cap, "%" PRId64, *(const int64_t *)p); break;
     case T_U64: snprintf(buf, cap, "%" PRIu64, *(const uint64_t *)p); break;
     case T_DBL: format_double(*(const double *)p, buf, cap); break;

@@ -30,6 +30,10 @@ typedef enum { SAMPLING_EPOCH, SAMPLING_RANDOM } gt_sampling;
 typedef enum { SYNC_SYNC, SYNC_ASYNC } gt_sync;
 typedef enum { PREDICT_ON, PREDICT_OFF } gt_predict;
 typedef enum { GRAD_COMM_FP32, GRAD_COMM_FP16 } gt_grad_comm;
+typedef enum { LR_RULE_ADASCALE, LR_RULE_SQRT, LR_RULE_LINEAR } gt_lr_rule;
+
+/* global_batch_size = auto (the batch follows the gradient noise scale: batch_rule.h) */
+#define GT_BATCH_AUTO (-1)
 
 typedef struct gt_config {
     /* data */
@@ -42,12 +46,17 @@ typedef struct gt_config {
     int vocab_size;                  /* 0 = take the dataset's vocab_size attribute */
     /* optimisation */
     int batch_size;                  /* sequences per rank per (micro-)step */
-    int global_batch_size;           /* per optimizer step over all ranks; 0 = B x ranks */
+    int global_batch_size;           /* per optimizer step over all ranks; 0 = B x ranks;
+                                      * GT_BATCH_AUTO: chosen as the run goes */
+    int global_batch_min, global_batch_max; /* auto: the limits; 0 = derived */
+    gt_lr_rule lr_rule;              /* auto: how the lr follows the batch */
+    double batch_overhead;           /* auto: t_fixed / t_seq in sequences; 0 = measured */
     int64_t steps, warmup_steps;
     double lr, min_lr, beta1, beta2, weight_decay, grad_clip;
     /* evaluation, logging, output */
     int64_t eval_every;              /* 0 = only at the end */
     int64_t log_every;               /* steps between step lines; 0 = about 100 a run */
+    int64_t noise_every;             /* steps between noise scale estimates; 0 = at evals */
     int eval_batches;
     uint64_t seed;
     int threads;                     /* 0 = OMP_NUM_THREADS if set, else all cores */

@@ -111,8 +111,12 @@ static int make_saved_text(run *r)
     if (effective) {
         *effective = *r->c;
         effective->vocab_size = (int)r->vocab;
-        if (r->global_batch != (int64_t)r->c->batch_size * r->dp)
+        if (r->auto_batch) { /* the limits as this run settled them (a resume compares) */
+            effective->global_batch_min = (int)r->batch_unit;
+            effective->global_batch_max = (int)r->batch_hi;
+        } else if (r->global_batch != (int64_t)r->c->batch_size * r->dp) {
             effective->global_batch_size = (int)r->global_batch;
+        }
         r->saved_text = config_to_text(effective);
         free(effective);
     }
@@ -169,51 +173,6 @@ static void restore_inflight(run *r)
     ckpt_async_free(as);
 }
 
-/* The noise scale with tp or pp > 1: while backward hands the ranges of this rank's
- * gradient to the reduction, adds up the squares of its share of the replica's own
- * gradient (the tensors every tp peer holds whole counted on tp rank 0 only) and keeps
- * the tied wte's gradient aside (pp > 1: its two stages' parts add up first). */
-static void noise_account(run *r, size_t off, size_t n)
-{
-    const gpt_model *m = &r->model;
-    const float *g = r->ring.slot[0];
-    for (int i = 0; i < m->n_info; i++) {
-        const gpt_param_info *p = &m->info[i];
-        const size_t lo = off > p->offset ? off : p->offset;
-        const size_t hi = off + n < p->offset + p->numel ? off + n : p->offset + p->numel;
-        if (lo >= hi) continue;
-        if (i == m->i_wte && r->noise_wte) {
-            memcpy(r->noise_wte + (lo - p->offset), g + lo, (hi - lo) * sizeof(float));
-            continue;
-        }
-        if (p->split == GPT_SPLIT_NONE && grid_tp_rank() != 0) continue;
-        double sq = 0.0;
-        for (size_t k = lo; k < hi; k++) sq += (double)g[k] * g[k];
-        r->noise_part += sq;
-    }
-}
-
-static void noise_ready(void *ctx, size_t offset, size_t count)
-{
-    run *r = ctx;
-    if (r->noise_on) noise_account(r, offset, count);
-    par_reducer_ready(r->red, offset, count);
-}
-
-/* The replica's own squared gradient norm (a collective over the replica). */
-static double replica_sq(run *r)
-{
-    double part = r->noise_part;
-    const gpt_model *m = &r->model;
-    if (r->noise_wte) {
-        const size_t n = m->info[m->i_wte].numel;
-        grid_tie_allreduce_sum(r->noise_wte, n);
-        if (m->has_embed)
-            for (size_t k = 0; k < n; k++) part += (double)r->noise_wte[k] * r->noise_wte[k];
-    }
-    return grid_mp_sum_double(part);
-}
-
 /* Gradient buffers (one, or async's ring) and, with several ranks, the bucketed
  * reduction that the engine feeds while backward runs; a resumed run's gradients in
  * flight put back. */
@@ -230,17 +189,8 @@ static int make_gradients(run *r)
         r->red = par_reducer_create(r->model.n_params, bucket, r->ring.n,
                                     c->grad_comm == GRAD_COMM_FP16);
         if (!r->red) return -1;
-        if (r->dp > 1 && r->tp * r->pp > 1 && c->sync == SYNC_SYNC) {
-            /* the noise scale's per-replica norms (noise_account) */
-            if (r->pp > 1 && r->model.i_wte >= 0 &&
-                !(r->noise_wte = gt_malloc(r->model.info[r->model.i_wte].numel *
-                                               sizeof(float), "noise scale buffer")))
-                return -1;
-            engine_set_grads_ready(r->engine, noise_ready, r);
-        } else {
-            engine_set_grads_ready(r->engine, par_reducer_ready, r->red);
-        }
     }
+    if (train_noise_setup(r) != 0) return -1;
     restore_inflight(r);
     return 0;
 }
@@ -290,10 +240,9 @@ static int phase_gradients(run *r, step_result *s)
     const int slot = grad_ring_slot_of(&r->ring, s->step);
     float *grads = r->ring.slot[slot];
     if (r->red)
-        par_reducer_begin(r->red, slot, grads, train_is_eval_step(r, s->step + r->ring.lag));
-    r->noise_on = r->dp > 1 && r->tp * r->pp > 1 && r->ring.lag == 0 &&
-                  train_is_eval_step(r, s->step);
-    r->noise_part = 0.0;
+        par_reducer_begin(r->red, slot, grads,
+                          train_noise_wants_sumsq(r, s->step + r->ring.lag));
+    train_noise_begin(r, s, grads);
     const float *weights = grad_ring_weights(&r->ring, r->model.params);
     double loss_sum = 0.0;
     int overflow = 0;
@@ -303,11 +252,14 @@ static int phase_gradients(run *r, step_result *s)
         int micro_overflow = 0;
         if (loader_next(r->ld, &in, &tg, &waited) != 0) return -1;
         s->wait_s += waited;
+        const double t_micro = gt_now();
         if (engine_grad(r->engine, weights, grads, in, tg, micro > 0, micro == r->accum - 1,
                         1.0f / (float)r->accum, &loss, &micro_overflow) != 0)
             return -1;
+        s->compute_s += gt_now() - t_micro;
         loss_sum += loss;
         overflow |= micro_overflow;
+        train_noise_after_micro(r, micro, grads);
     }
     s->loss = loss_sum / r->accum;
     r->ring.overflow[slot] = overflow;
@@ -368,7 +320,7 @@ static int phase_reduce(run *r, step_result *s)
         s->loss = r->pp > 1 ? par_sum_double(s->loss) / (r->world / r->pp)
                             : par_mean_double(s->loss);
         s->comm_s = gt_now() - t_comm;
-        if (s->apply && r->noise_on) s->local_sq = replica_sq(r);
+        train_noise_replica_parts(r, s);
         if (s->apply) {
             s->norm = global_grad_norm(r, g);
             t_comm = gt_now();
@@ -385,6 +337,7 @@ static int phase_reduce(run *r, step_result *s)
                      "lower lr or a grad_clip)", (long long)s->step + 1, s->loss, s->norm);
         return -1;
     }
+    train_noise_estimate(r, s);
     return 0;
 }
 
@@ -392,7 +345,7 @@ static int phase_reduce(run *r, step_result *s)
 static void phase_update(run *r, step_result *s)
 {
     const gt_config *c = r->c;
-    s->lr = lr_at_step(s->step, c->warmup_steps, c->steps, c->lr, c->min_lr);
+    s->lr = train_batch_lr(r, s);
     if (!s->apply) return;
     grad_ring_before_update(&r->ring, r->model.params);
     adamw_step(&r->opt, r->model.params, r->ring.slot[grad_ring_due_slot(&r->ring, s->step)],
@@ -407,7 +360,6 @@ static int phase_report(run *r, step_result *s)
 {
     train_report_step(r, s);
     s->do_eval = train_is_eval_step(r, s->step);
-    s->noise_tokens = NAN;
     if (s->do_eval) {
         const double t_eval = gt_now();
         if (train_evaluate(r, &r->last_val) != 0) return LOCAL_FAILURE;
@@ -425,9 +377,10 @@ static int phase_boundary(run *r, const step_result *s)
 {
     const gt_config *c = r->c;
     const int64_t done_steps = s->step + 1;
-    const int stop = !par_all_ok(!signals_stop_requested()) && done_steps < c->steps;
+    const int last = train_is_last_step(r, s->step);
+    const int stop = !par_all_ok(!signals_stop_requested()) && !last;
     int save = 0;
-    if (r->can_ckpt && done_steps < c->steps) {
+    if (r->can_ckpt && !last) {
         if (c->ckpt_every > 0 && done_steps % c->ckpt_every == 0) save = 1;
         if (c->ckpt_minutes > 0 &&
             par_bcast_double(gt_now() - r->last_save >= c->ckpt_minutes * 60.0) != 0.0)
@@ -469,11 +422,14 @@ static void test_step_pause(void)
 static int train_loop(run *r)
 {
     r->t_start = r->last_save = gt_now();
-    for (int64_t step = r->first_step; step < r->c->steps; step++) {
+    r->samples = r->first_sample;
+    int64_t step = r->first_step;
+    for (; !train_done(r, step); step++) {
         step_result s;
         memset(&s, 0, sizeof s);
         s.step = step;
         s.threads = team_size(r->team);
+        train_batch_plan_step(r, &s); /* this step's micro-steps (auto: they change) */
         /* only the emulated AMX path counts: the other paths skip the slots' walk */
         const int count_tiles = r->c->precision == PRECISION_BF16 &&
                                 gemm_bf16_path() == GEMM_BF16_AMX_EMULATED;
@@ -489,10 +445,12 @@ static int train_loop(run *r)
         /* the next step's threads: fewer while another process shares a core */
         team_after_step(r->team, step + 1);
         int rc = phase_report(r, &s);
+        if (rc == 0) train_batch_after_step(r, &s); /* the cursor; auto: the next batch */
         if (rc == 0) rc = phase_boundary(r, &s);
         if (rc != 0) return rc;
         test_step_pause();
     }
+    r->end_step = step;
     return 0;
 }
 
@@ -521,9 +479,9 @@ static int finish(run *r)
         par_printf("check: each of the %d parts (pp x tp) is identical in all %d replicas\n",
                    r->tp * r->pp, r->dp);
     }
-    const int64_t ran = c->steps - r->first_step;
+    const int64_t ran = r->end_step - r->first_step;
     if (r->can_ckpt && (c->ckpt_every > 0 || c->ckpt_minutes > 0) && ran > 0 &&
-        train_save_checkpoint(r, c->steps) != 0)
+        train_save_checkpoint(r, r->end_step) != 0)
         return -1;
     return train_save_model(r);
 }
@@ -550,6 +508,7 @@ static void cleanup(run *r)
     free(r->saved_text);
     free(r->tokenizer);
     free(r->noise_wte);
+    free(r->noise_prev);
     team_free(r->team);
     if (r->log && fclose(r->log) != 0) gt_error("writing the log file failed");
     gemm_bf16_weights_clear();

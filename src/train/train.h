@@ -13,8 +13,11 @@
  * GFLOP/s and MFU, loader wait, and with N > 1 the reduction time. Every eval_every
  * steps (and after the last step) the validation loss on eval_batches fixed global
  * batches, split over the ranks. The JSONL log has one object per step:
- *   {"step":..,"loss":..,"lr":..,"grad_norm":..,"ms":..,"tokens_per_s":..,"gflops":..,
- *    "load_wait_ms":..,"comm_ms":..[,"val_loss":..]}
+ *   {"step":..,"loss":..,"lr":..,"global_batch_size":..,"grad_norm":..,"ms":..,
+ *    "tokens_per_s":..,"gflops":..,"load_wait_ms":..,"comm_ms":..[,"val_loss":..]
+ *    [,"noise_scale":..]}
+ * With global_batch_size = auto the micro-steps of a step change between steps
+ * (train_batch.c, docs/adaptive-batch.md).
  * At the end the model is saved as <out>/model.h5 (format in io/h5/h5model.h).
  *
  * Checkpoints (io/ckpt/ckpt.h) go to <out>/checkpoints/: every ckpt_every steps, when

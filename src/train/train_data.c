@@ -112,14 +112,14 @@ static int read_eval_windows(run *r)
 {
     const gt_config *c = r->c;
     const int B = c->batch_size, T = c->block_size;
-    /* eval_batches x accum x B x (T + 1) tokens must be a size this machine has. */
-    if ((double)c->eval_batches * r->accum * B * (T + 1) * sizeof(int32_t) > 0x1p62) {
+    /* eval_batches x eval_accum x B x (T + 1) tokens must be a size this machine has. */
+    if ((double)c->eval_batches * r->eval_accum * B * (T + 1) * sizeof(int32_t) > 0x1p62) {
         gt_error("eval_batches %d x batch_size %d x %d micro-step%s of %d tokens is too "
-                 "large to hold; lower eval_batches", c->eval_batches, B, r->accum,
-                 r->accum == 1 ? "" : "s", T + 1);
+                 "large to hold; lower eval_batches", c->eval_batches, B, r->eval_accum,
+                 r->eval_accum == 1 ? "" : "s", T + 1);
         return -1;
     }
-    r->eval_windows = (int64_t)c->eval_batches * r->accum * B;
+    r->eval_windows = (int64_t)c->eval_batches * r->eval_accum * B;
     const int64_t all_windows = r->eval_windows * grid_dp_size();
     const int64_t first = r->eval_windows * grid_dp_rank(); /* tp peers: the same ones */
     if (all_windows > r->val_w.count && par_is_root())
@@ -168,11 +168,12 @@ int train_open_data(run *r)
         return -1;
     }
     /* One optimizer step reads B x replicas x accum windows; they must be distinct. */
-    const int64_t per_step = (int64_t)c->batch_size * r->dp * r->accum;
-    if (r->accum > 1 && r->train_w.count < per_step) {
-        gt_error("%s:%s has %lld windows; global_batch_size %d needs at least that many",
-                 c->data, c->train_dataset, (long long)r->train_w.count,
-                 c->global_batch_size);
+    const int most = r->auto_batch ? r->accum_max : r->accum;
+    const int64_t per_step = (int64_t)c->batch_size * r->dp * most;
+    if (most > 1 && r->train_w.count < per_step) {
+        gt_error("%s:%s has %lld windows; a global batch of %lld sequences (%s) needs at "
+                 "least that many", c->data, c->train_dataset, (long long)r->train_w.count,
+                 (long long)per_step, r->auto_batch ? "global_batch_max" : "global_batch_size");
         return -1;
     }
     if (config_is_none(c->val_dataset)) return 0;
@@ -188,7 +189,7 @@ int train_open_data(run *r)
 int train_evaluate(run *r, double *val)
 {
     const int B = r->c->batch_size, T = r->c->block_size;
-    const int64_t batches = (int64_t)r->c->eval_batches * r->accum;
+    const int64_t batches = (int64_t)r->c->eval_batches * r->eval_accum;
     double sum = 0.0;
     for (int64_t batch = 0; batch < batches; batch++) {
         for (int b = 0; b < B; b++) {
@@ -211,8 +212,17 @@ int train_evaluate(run *r, double *val)
 int train_is_eval_step(const run *r, int64_t step)
 {
     const gt_config *c = r->c;
-    return r->val && ((c->eval_every > 0 && (step + 1) % c->eval_every == 0) ||
-                      step + 1 == c->steps);
+    if (!r->val) return 0;
+    if (r->auto_batch) {
+        /* the current step (no async under auto): when its samples cross a multiple
+         * of eval_every steps of global_batch_min, so evaluations keep their place in
+         * tokens whatever the batch */
+        const int64_t every = c->eval_every * r->batch_unit;
+        return train_is_last_step(r, step) ||
+               (every > 0 && step == r->step_now &&
+                r->samples / every != r->step_samples_end / every);
+    }
+    return (c->eval_every > 0 && (step + 1) % c->eval_every == 0) || step + 1 == c->steps;
 }
 
 /* What identifies the datasets this rank reads, as text for par_check_same: the spec,

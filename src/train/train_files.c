@@ -354,11 +354,16 @@ static int write_checkpoint(run *r, int64_t step, const gpt_model *sm, const ada
     const loss_scaler *scaler = r->engine->scaler;
     gt_tensor_table tab;
     int ok = gpt_tensor_table(sm, &tab) == 0;
-    /* The data cursor: where the first step of this run started, plus its steps. */
+    /* The schedule state (ckpt.h /schedule): the noise scale's EMAs, the step costs'. */
+    const double sched[CKPT_SCHED_N] = {r->gns.ema_g2, r->gns.ema_s, r->gns.weight,
+                                        r->cost_fixed, r->cost_micro, r->cost_w};
+    /* The data cursor: the samples read before the next step; the global batch of the
+     * next step. */
     const ckpt_state st = {.shape = sm->shape, .table = &tab, .params = sm->params,
                            .m = so->m, .v = so->v, .adam_t = so->t,
                            .global_batch = r->global_batch,
-                           .samples = r->first_sample + (step - r->first_step) * r->global_batch,
+                           .samples = r->samples,
+                           .schedule = sched,
                            .async = as};
     /* The world size recorded is the number of replicas: what split each step's data. */
     ok = ok &&
@@ -413,6 +418,12 @@ int train_load_checkpoint(run *r)
     if (load_checkpoint(r, r->from) != 0) return -1;
     r->resumed = 1;
     r->first_step = r->meta.step;
+    /* the smoothed statistics go on where they were (zeros from a version 3 file) */
+    const double *sched = r->meta.schedule;
+    r->gns = (gns_state){sched[0], sched[1], sched[2]};
+    r->cost_fixed = sched[3];
+    r->cost_micro = sched[4];
+    r->cost_w = sched[5];
     return 0;
 }
 
@@ -477,7 +488,7 @@ int train_save_model(run *r)
         const gpt_model *sm = split ? &whole : &r->model;
         gt_tensor_table tab;
         saved = gpt_tensor_table(sm, &tab) == 0 &&
-                h5model_save_tok(path, sm->shape, &tab, sm->params, r->saved_text, c->steps,
+                h5model_save_tok(path, sm->shape, &tab, sm->params, r->saved_text, r->end_step,
                                  r->tokenizer, r->tok_len) == 0;
         gt_tensor_table_free(&tab);
         if (saved) printf("saved %s\n", path);

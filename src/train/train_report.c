@@ -38,31 +38,29 @@ void train_report_setup(const run *r)
     fflush(stdout);
 }
 
-/* Gradient noise scale (McCandlish et al., "An empirical model of large-batch
- * training"): from |g|^2 of batches of b_small tokens (mean over the ranks of their own
- * gradients) and |G|^2 of the averaged batch of b_big = b_small x world tokens,
- *   |G_true|^2 ~ (b_big |G|^2 - b_small |g|^2) / (b_big - b_small)
- *   tr(Sigma)  ~ (|g|^2 - |G|^2) / (1/b_small - 1/b_big)
- * and B_noise = tr(Sigma) / |G_true|^2 tokens. Both estimates are noisy, so each is
- * smoothed by an exponential moving average over evaluations (bias-corrected) before
- * the ratio is taken. Returns B_noise in tokens, NaN while |G_true|^2 is not positive. */
-static double noise_scale_update(double g_small2, double g_big2, double b_small, int world,
-                                 double *ema_g2, double *ema_s, double *weight)
-{
-    const double beta = 0.7, b_big = b_small * world;
-    const double g_true2 = (b_big * g_big2 - b_small * g_small2) / (b_big - b_small);
-    const double trace = (g_small2 - g_big2) / (1.0 / b_small - 1.0 / b_big);
-    *ema_g2 = beta * *ema_g2 + (1.0 - beta) * g_true2;
-    *ema_s = beta * *ema_s + (1.0 - beta) * trace;
-    *weight = beta * *weight + (1.0 - beta);
-    const double g2 = *ema_g2 / *weight, s = *ema_s / *weight;
-    return g2 > 0.0 ? s / g2 : NAN;
-}
-
 /* Tokens one optimizer step trains on, over all replicas. */
 static double tokens_per_step(const run *r)
 {
     return (double)r->c->batch_size * r->c->block_size * r->dp * r->accum;
+}
+
+/* Tokens trained on when step s ends, from step 0 (a resumed run counts its
+ * checkpoint's): under auto the data cursor's, else step x the global batch. */
+static double train_tokens_done(const run *r, const step_result *s)
+{
+    if (r->auto_batch) return (double)r->step_samples_end * r->c->block_size;
+    return (double)(s->step + 1) * tokens_per_step(r);
+}
+
+/* "step    12/2000" or, under auto (the steps are not known ahead), "step    12 (3.4%)"
+ * with the share of the budget of samples trained. */
+static void step_label(const run *r, const step_result *s)
+{
+    if (r->auto_batch)
+        par_printf("step %5lld (%4.1f%%)", (long long)s->step + 1,
+                   100.0 * (double)r->step_samples_end / (double)r->budget);
+    else
+        par_printf("step %5lld/%lld", (long long)s->step + 1, (long long)r->c->steps);
 }
 
 /* log_every, with 0 settled: about 100 lines a run. */
@@ -79,7 +77,7 @@ static int line_due(const run *r, const step_result *s)
 {
     const int64_t done = s->step + 1;
     return done % train_log_every(r->c) == 0 || s->step == r->first_step ||
-           done == r->c->steps || s->skipped || train_is_eval_step(r, s->step);
+           train_is_last_step(r, s->step) || s->skipped || train_is_eval_step(r, s->step);
 }
 
 /* Seconds as H:MM:SS: the same width all run long, so columns line up. */
@@ -113,22 +111,26 @@ static void human_count(double n, char *buf, size_t cap)
 static void report_progress(const run *r, const step_result *s)
 {
     const double elapsed = gt_now() - r->t_start;
-    const int64_t ran = s->step + 1 - r->first_step, left = r->c->steps - (s->step + 1);
+    /* under auto the steps differ in size: progress counts samples */
+    const double ran = r->auto_batch ? (double)(r->step_samples_end - r->first_sample)
+                                     : (double)(s->step + 1 - r->first_step),
+                 left = r->auto_batch ? (double)(r->budget - r->step_samples_end)
+                                      : (double)(r->c->steps - (s->step + 1));
     char tok[32], el[32], eta[32];
-    human_count((double)(s->step + 1) * tokens_per_step(r), tok, sizeof tok);
+    human_count(train_tokens_done(r, s), tok, sizeof tok);
     hms(elapsed, el, sizeof el);
-    hms(ran > 0 ? elapsed / (double)ran * (double)left : -1.0, eta, sizeof eta);
+    hms(ran > 0 ? elapsed / ran * left : -1.0, eta, sizeof eta);
     par_printf(" | %s tokens | elapsed %s | ETA %s", tok, el, eta);
 }
 
 void train_report_step(const run *r, const step_result *s)
 {
-    const gt_config *c = r->c;
     if (!line_due(r, s)) return;
     const double tok_s = tokens_per_step(r) / s->dt,
                  gflops = r->flops * r->dp * r->accum / s->dt * 1e-9;
-    par_printf("step %5lld/%lld | loss %.4f | lr %.2e | ", (long long)s->step + 1,
-               (long long)c->steps, s->loss, s->lr);
+    step_label(r, s);
+    par_printf(" | loss %.4f | lr %.2e | ", s->loss, s->lr);
+    if (r->auto_batch) par_printf("batch %lld | ", (long long)s->global_batch);
     if (s->apply)
         par_printf("norm %.3f", s->norm);
     else if (s->skipped && r->ring.lag == 0)
@@ -161,19 +163,15 @@ void train_report_step(const run *r, const step_result *s)
     par_printf("\n");
 }
 
-/* The evaluation's line, with the gradient noise scale where the data-parallel
- * replicas' own gradients give it (with tp or pp > 1 in sync runs: each replica's own
- * norm is put together from its parts, train.c replica_sq). */
-void train_report_eval(run *r, step_result *s, double seconds)
+/* The evaluation's line, with the gradient noise scale where this run estimates it
+ * (train_noise.c). */
+void train_report_eval(const run *r, const step_result *s, double seconds)
 {
     const gt_config *c = r->c;
-    par_printf("step %5lld/%lld | val_loss %.4f | %d batches in %.2f s",
-               (long long)s->step + 1, (long long)c->steps, r->last_val, c->eval_batches,
+    step_label(r, s);
+    par_printf(" | val_loss %.4f | %d batches in %.2f s", r->last_val, c->eval_batches,
                seconds);
-    if (r->dp > 1 && (r->tp * r->pp == 1 || r->noise_on) && s->apply) {
-        s->noise_tokens = noise_scale_update(par_mean_double(s->local_sq), s->norm * s->norm,
-                                             (double)c->batch_size * c->block_size * r->accum,
-                                             r->dp, &r->noise_g2, &r->noise_s, &r->noise_w);
+    if (r->noise_mode != NOISE_NONE && s->apply) {
         if (isfinite(s->noise_tokens))
             par_printf(" | noise scale %.0f tokens (%.1f sequences)", s->noise_tokens,
                        s->noise_tokens / c->block_size);
@@ -227,8 +225,8 @@ int train_log_step(const run *r, const step_result *s)
     if (!r->log) return 0;
     const double tok_s = (double)c->batch_size * c->block_size * r->dp * r->accum / s->dt,
                  gflops = r->flops * r->dp * r->accum / s->dt * 1e-9;
-    fprintf(r->log, "{\"step\":%lld,\"loss\":%.6f,\"lr\":%.6e,", (long long)s->step + 1,
-            s->loss, s->lr);
+    fprintf(r->log, "{\"step\":%lld,\"loss\":%.6f,\"lr\":%.6e,\"global_batch_size\":%lld,",
+            (long long)s->step + 1, s->loss, s->lr, (long long)s->global_batch);
     if (s->apply)
         fprintf(r->log, "\"grad_norm\":%.6f,", s->norm);
     else
@@ -241,7 +239,7 @@ int train_log_step(const run *r, const step_result *s)
             "\"tokens\":%.0f,\"elapsed_s\":%.3f",
             s->dt * 1e3, tok_s, gflops, s->wait_s * 1e3, s->comm_s * 1e3,
             r->world > 1 && s->reduced ? (double)par_reducer_bytes(r->red) : 0.0,
-            (double)(s->step + 1) * tokens_per_step(r), gt_now() - r->t_start);
+            train_tokens_done(r, s), gt_now() - r->t_start);
     fprintf(r->log, ",\"threads\":%d", s->threads);
     if (s->do_eval) fprintf(r->log, ",\"val_loss\":%.6f", r->last_val);
     if (isfinite(s->noise_tokens)) fprintf(r->log, ",\"noise_scale\":%.1f", s->noise_tokens);
@@ -258,13 +256,20 @@ void train_report_done(const run *r)
 {
     const gt_config *c = r->c;
     const double wall = gt_now() - r->t_start;
-    const int64_t ran = c->steps - r->first_step;
+    const int64_t ran = r->end_step - r->first_step;
+    const double tokens = r->auto_batch
+                              ? (double)(r->samples - r->first_sample) * c->block_size
+                              : (double)ran * c->batch_size * c->block_size * r->dp * r->accum;
     par_printf("done: %lld steps in %.1f s (%.0f tok/s in steps)", (long long)ran, wall,
-               ran > 0 ? (double)ran * c->batch_size * c->block_size * r->dp * r->accum /
-                             r->t_compute
-                       : 0.0);
+               ran > 0 ? tokens / r->t_compute : 0.0);
     if (r->world > 1)
         par_printf(", %.1f MB of gradients reduced per rank", r->total_bytes / 1e6);
     if (!isnan(r->last_val)) par_printf(", final val_loss %.4f", r->last_val);
     par_printf("\n");
+    /* what the estimate costs, for noise_every: rank 0's time in its sums */
+    if (r->noise_estimates > 0 && r->t_compute > 0)
+        par_printf("noise scale: %lld estimates, %.2f ms of sums each (%.2f%% of the time "
+                   "in steps)\n", (long long)r->noise_estimates,
+                   r->noise_seconds * 1e3 / (double)r->noise_estimates,
+                   100.0 * r->noise_seconds / r->t_compute);
 }

@@ -7,6 +7,9 @@
  *   train_files.c  output folder, log, checkpoints (save, load, find; async's gradients
  *                  in flight with them), the model file
  *   train_report.c the step line, the JSON Lines record, the summary
+ *   train_noise.c  the gradient noise scale (noise_scale.h) every noise_every steps
+ *   train_batch.c  each step's global batch and lr (global_batch_size = auto), the
+ *                  data cursor
  * One `run` holds everything allocated, so one clean-up frees it whatever failed. */
 #ifndef GT_TRAIN_RUN_H
 #define GT_TRAIN_RUN_H
@@ -28,6 +31,7 @@
 #include "loader.h"
 #include "lossscale.h"
 #include "model.h"
+#include "noise_scale.h" /* defines: gns_state */
 #include "optim.h"
 #include "par_reducer.h" /* defines: par_reducer */
 #include "parallel.h"
@@ -35,6 +39,9 @@
 
 /* Batches the loader reads ahead of the step. */
 enum { LOADER_DEPTH = 4 };
+
+/* Where a step's small-batch gradients for the noise scale come from (train_noise.c). */
+typedef enum { NOISE_NONE, NOISE_MICRO, NOISE_REPLICA } train_noise_mode;
 
 /* Where the training runs (train_settle_device). */
 typedef enum { DEVICE_CPU, DEVICE_GPU_ALL, DEVICE_GPU_BLOCKS } train_device;
@@ -44,6 +51,15 @@ typedef struct run {
     /* the grid and the batch: world = dp x tp x pp ranks (grid.h) */
     int world, dp, tp, pp;
     int accum;              /* micro-steps per optimizer step (global_batch_size) */
+    int auto_batch;         /* global_batch_size = auto: accum changes between steps */
+    int accum_max;          /* auto: the most micro-steps a step may take */
+    int eval_accum;         /* evaluations: eval_batches x eval_accum micro-batches */
+    /* train_batch.c: the data cursor (samples read before the current step) and the
+     * current step's batch; under auto the limits, the budget and the step costs */
+    int64_t samples, step_batch, step_samples_end, step_now;
+    int64_t batch_unit, batch_hi, budget; /* global_batch_min, _max, steps x min */
+    double cost_fixed, cost_micro, cost_w; /* EMAs (s) and their weight */
+    int64_t end_step;       /* steps done when the loop ended */
     int64_t global_batch;   /* sequences per optimizer step: batch_size x dp x accum */
     int micro;              /* pp > 1: micro-batches per batch in the pipeline */
     int mpi_io;             /* data read through parallel HDF5's MPI-IO driver */
@@ -90,13 +106,23 @@ typedef struct run {
     char ckpt_file[GT_PATH_MAX + 64]; /* the last checkpoint written */
     /* running totals */
     double t_start, t_compute, total_bytes, last_save, last_val;
-    double noise_g2, noise_s, noise_w; /* gradient noise scale EMAs and their weight */
-    /* The noise scale with tp or pp > 1 (sync runs): this step's share of the replica's
-     * own squared gradient norm, summed as backward hands ranges to the reduction
-     * (noise_on), and the tied wte's own gradient before it is reduced (pp > 1). */
+    /* The gradient noise scale (train_noise.c): the smoothed state, where the small
+     * batches come from, and this step's sums while noise_on. NOISE_MICRO: the sum of
+     * the micro-batches' own squared norms (noise_small), the accumulator before the
+     * last micro-batch (noise_prev) and its |.|^2, the last micro-batch's sums taken
+     * as backward hands ranges to the reduction. NOISE_REPLICA with tp or pp > 1:
+     * this step's share of the replica's own squared norm (noise_part) and the tied
+     * wte's own gradient before it is reduced (pp > 1). */
+    gns_state gns;
+    train_noise_mode noise_mode;
     int noise_on;
+    float *noise_grads;     /* this step's gradient slot */
+    double noise_small, noise_prev_sq, noise_last_sq, noise_last_dot;
+    float *noise_prev;
     double noise_part;
     float *noise_wte;
+    double noise_seconds;   /* this rank's time in the noise scale's sums (the cost) */
+    int64_t noise_estimates;
 } run;
 
 enum { STEP_TILE_THREADS = 64 };
@@ -112,6 +138,8 @@ typedef struct step_result {
     loss_scale_event scale_event;
     int do_eval;
     double noise_tokens;    /* NaN when not estimated */
+    int64_t global_batch;   /* sequences this step trained on */
+    double compute_s;       /* in the engine's micro-steps */
     int threads;            /* the step ran on this many threads */
     /* The emulated AMX path's tile instructions in the step (amx_emul_counts.h), one
      * record a thread; tiles_n threads ran some (0 on every other path), the first
@@ -144,11 +172,29 @@ int train_check_resume(run *r);
 int train_save_checkpoint(run *r, int64_t step);
 int train_save_model(run *r);
 
+/* train_noise.c */
+int train_is_noise_step(const run *r, int64_t step);
+train_noise_mode train_noise_mode_of(const run *r); /* after the device and the batch */
+int train_noise_setup(run *r); /* after the engine and the reducer; -1: reported */
+int train_noise_wants_sumsq(const run *r, int64_t step);
+void train_noise_begin(run *r, const step_result *s, float *grads);
+void train_noise_after_micro(run *r, int micro, const float *grads);
+void train_noise_replica_parts(run *r, step_result *s);
+void train_noise_estimate(run *r, step_result *s); /* a collective on noise steps */
+
+/* train_batch.c */
+int train_settle_auto_batch(run *r);
+int train_is_last_step(const run *r, int64_t step);
+int train_done(const run *r, int64_t step);
+void train_batch_plan_step(run *r, step_result *s);
+double train_batch_lr(const run *r, const step_result *s);
+void train_batch_after_step(run *r, const step_result *s); /* a collective under auto */
+
 /* train_report.c */
 void train_report_setup(const run *r);
 void train_report_step(const run *r, const step_result *s);
 int train_log_step(const run *r, const step_result *s);
-void train_report_eval(run *r, step_result *s, double seconds);
+void train_report_eval(const run *r, const step_result *s, double seconds);
 void train_report_done(const run *r);
 
 #endif

@@ -358,9 +358,11 @@ int train_settle_batch(run *r)
 {
     const int B = r->c->batch_size;
     int changed = 0;
+    r->auto_batch = r->c->global_batch_size == GT_BATCH_AUTO;
+    if (r->auto_batch) return train_settle_auto_batch(r);
     if (settle_global_batch(r, &changed) != 0) return -1;
     /* With pp > 1 each micro-step is a whole pipeline schedule of micro_batches. */
-    r->accum = (int)(r->global_batch / ((int64_t)B * r->dp));
+    r->accum = r->eval_accum = (int)(r->global_batch / ((int64_t)B * r->dp));
     const char *unit = r->tp * r->pp > 1 ? "replica" : "rank";
     if (changed)
         par_printf("resume: global batch changed from %lld to %lld sequences per step "
