@@ -34,7 +34,8 @@ typedef struct gt_backend {
     void (*matmul_forward_residual)(float *out, const float *res, const float *inp,
                                     const float *w, const float *bias, size_t N, int C,
                                     int OC);
-    /* matmul_backward, then dpre = gelu'(pre) dinp (overwritten) in dinp's write-back */
+    /* matmul_backward with dinp written, not added to (no zeroing pass before it), then
+     * dpre = gelu'(pre) dinp (overwritten) in dinp's write-back */
     void (*matmul_backward_gelu)(float *dpre, float *dinp, float *dw, float *dbias,
                                  const float *dout, const float *inp, const float *w,
                                  const float *pre, size_t N, int C, int OC);

@@ -214,13 +214,14 @@ static void matmul_backward_bf16(float *dinp, float *dw, float *dbias, const flo
 }
 
 /* The backward of c_proj with GELU's backward in the input gradient's write-back:
- * dinp += dout @ w, then dpre = gelu'(pre) dinp (dpre overwritten), no pass between */
+ * dinp = dout @ w, then dpre = gelu'(pre) dinp (both overwritten), no pass between or
+ * before (0 + x is x but for a zero's sign, which gelu' x 0 does not keep apart) */
 static void matmul_backward_gelu_bf16(float *dpre, float *dinp, float *dw, float *dbias,
                                       const float *dout, const float *inp, const float *w,
                                       const float *pre, size_t N, int C, int OC)
 {
     const gemm_bf16_epilogue ep = {.dgelu_x = pre, .dgelu_out = dpre, .ld_dgelu = (size_t)C};
-    gemm_bf16_fused(0, 0, (int)N, C, OC, 1.0f, dout, OC, w, C, 1.0f, dinp, C, &ep);
+    gemm_bf16_fused(0, 0, (int)N, C, OC, 1.0f, dout, OC, w, C, 0.0f, dinp, C, &ep);
     matmul_bwd(PREC_BF16, NULL, dw, dbias, dout, inp, w, N, C, OC);
 }
 

@@ -601,12 +601,12 @@ const float *gpt_stage_backward(gpt_model *m, const float *dout)
          * parallelism dres is whole on every shard, so the row-parallel c_proj's bias
          * gradient is too; the column-parallel c_fc's input gradient is a partial sum. */
         be->gelu_forward(fch_gelu, fch, 4 * BTCl); /* c_proj's input, again (the bits) */
-        memset(a->dfch_gelu, 0, 4 * BTCl * sizeof(float));
-        if (be->matmul_backward_gelu) {
+        if (be->matmul_backward_gelu) { /* dfch_gelu written, not added to */
             be->matmul_backward_gelu(a->dfch, a->dfch_gelu, grad(m, layer_idx(m, l, GPT_FCPROJ_W)),
                                      grad(m, layer_idx(m, l, GPT_FCPROJ_B)), a->dres, fch_gelu,
                                      param(m, layer_idx(m, l, GPT_FCPROJ_W)), fch, BT, 4 * Cl, C);
         } else {
+            memset(a->dfch_gelu, 0, 4 * BTCl * sizeof(float));
             be->matmul_backward(a->dfch_gelu, grad(m, layer_idx(m, l, GPT_FCPROJ_W)),
                                 grad(m, layer_idx(m, l, GPT_FCPROJ_B)), a->dres, fch_gelu,
                                 param(m, layer_idx(m, l, GPT_FCPROJ_W)), BT, 4 * Cl, C);
