@@ -11,17 +11,23 @@
 #include <stddef.h>
 #include <stdint.h>
 
+/* Every member is required; shapes as in kernels_cpu.h, whose functions fill the CPU
+ * backends, and every backward accumulates (+=). */
 typedef struct gt_backend {
-    const char *name;
+    const char *name; /* "cpu", "cpu-bf16": for messages (tests print it) */
+    /* out[B,T,C] = wte[token] + wpe[t]; backward: dwte[V,C], dwpe[T,C] += */
     void (*encoder_forward)(float *out, const int32_t *inp, const float *wte,
                             const float *wpe, int B, int T, int C);
     void (*encoder_backward)(float *dwte, float *dwpe, const float *dout,
                              const int32_t *inp, int B, int T, int C);
+    /* out[N,C] = LayerNorm of each row (saves mean[N], rstd[N]); backward += */
     void (*layernorm_forward)(float *out, float *mean, float *rstd, const float *inp,
                               const float *w, const float *b, size_t N, int C);
     void (*layernorm_backward)(float *dinp, float *dw, float *db, const float *dout,
                                const float *inp, const float *w, const float *mean,
                                const float *rstd, size_t N, int C);
+    /* out[N,OC] = inp[N,C] @ w[OC,C]^T + bias[OC] (bias may be NULL); backward:
+     * dinp[N,C], dw[OC,C], dbias[OC] += (dinp, dbias may be NULL) */
     void (*matmul_forward)(float *out, const float *inp, const float *w,
                            const float *bias, size_t N, int C, int OC);
     void (*matmul_backward)(float *dinp, float *dw, float *dbias, const float *dout,
@@ -51,10 +57,14 @@ typedef struct gt_backend {
                                int T, int C, int NH);
     size_t (*attention_saved_floats)(int B, int NH, int T);
     size_t (*attention_scratch_floats)(int T, int hs, int threads);
+    /* out[N] = gelu(inp[N]) (tanh approximation); backward: dinp[N] += */
     void (*gelu_forward)(float *out, const float *inp, size_t N);
     void (*gelu_backward)(float *dinp, const float *inp, const float *dout, size_t N);
+    /* out[N] = a[N] + b[N]; backward: da[N], db[N] += dout */
     void (*residual_forward)(float *out, const float *a, const float *b, size_t N);
     void (*residual_backward)(float *da, float *db, const float *dout, size_t N);
+    /* losses[N] of logits[N,V] against targets[N]; the _backward variant also
+     * overwrites logits by dloss_scale x d(sum of losses)/d(logits) */
     void (*crossentropy_forward)(float *losses, const float *logits,
                                  const int32_t *targets, size_t N, int V);
     void (*crossentropy_forward_backward)(float *losses, float *logits,
