@@ -113,7 +113,11 @@ size_t carve_acts(gpu_model *g, const gpu_model_shape *s, int B, int T, int bloc
 }
 
 // The layout (g->blocks and g->tp set first): layer tensors in device coordinates; a
-// shard's is src/model/model.c's (gpu_model.h).
+// shard's is src/model/model.c's (gpu_model.h). Its owner is src/layout/, a peer layer
+// offload/ may not include (and the standalone GPU programs link no host layout); so
+// these offsets stay here as the kernels' side of the contract, and the trainer hands
+// the owner's table to gpu_model_check_layout, which compares them tensor by tensor
+// (name, shape, offset) before anything is uploaded.
 void set_layout(gpu_model *g)
 {
     const size_t C = g->s.n_embd, V = g->s.vocab_size / g->tp.size, maxT = g->s.block_size;
@@ -725,6 +729,103 @@ const uint16_t *gpu_model_grads_part(gpu_model *g, int k, size_t *lo, size_t *hi
         return nullptr;
     }
     return g->grad_host;
+}
+
+} // extern "C"
+
+namespace {
+
+// One tensor as the kernels of g expect it: set_layout's offsets (host coordinates)
+// with the names and shapes of gpu_model.h's layout. i runs over the table order:
+// wte, wpe, L x 12 block tensors, ln_f.weight, ln_f.bias.
+struct expected_tensor {
+    char name[64];
+    int ndim;
+    int64_t dims[2];
+    size_t offset;
+};
+
+expected_tensor expect(const gpu_model *g, int i)
+{
+    const int64_t C = g->s.n_embd, Cl = shard_of(g, g->s.n_embd);
+    const int L = g->s.n_layer;
+    expected_tensor e = {};
+    auto set = [&](const char *name, size_t offset, int64_t d0, int64_t d1) {
+        snprintf(e.name, sizeof e.name, "%s", name);
+        e.ndim = d1 > 0 ? 2 : 1;
+        e.dims[0] = d0;
+        e.dims[1] = d1;
+        e.offset = offset;
+    };
+    if (i == 0) {
+        set("transformer.wte.weight", g->wte, shard_of(g, g->s.vocab_size), C);
+    } else if (i == 1) {
+        set("transformer.wpe.weight", g->wpe, g->s.block_size, C);
+    } else if (i < 2 + 12 * L) {
+        const int l = (i - 2) / 12;
+        const layer_offsets &lo = g->lo[l];
+        // In set_layout's order, so a table that swaps two of them differs in a name.
+        const struct {
+            const char *suffix;
+            size_t at;
+            int64_t d0, d1;
+        } block[12] = {
+            {"ln_1.weight", lo.ln1w, C, 0},        {"ln_1.bias", lo.ln1b, C, 0},
+            {"attn.c_attn.weight", lo.qkvw, 3 * Cl, C}, {"attn.c_attn.bias", lo.qkvb, 3 * Cl, 0},
+            {"attn.c_proj.weight", lo.attprojw, C, Cl}, {"attn.c_proj.bias", lo.attprojb, C, 0},
+            {"ln_2.weight", lo.ln2w, C, 0},        {"ln_2.bias", lo.ln2b, C, 0},
+            {"mlp.c_fc.weight", lo.fcw, 4 * Cl, C}, {"mlp.c_fc.bias", lo.fcb, 4 * Cl, 0},
+            {"mlp.c_proj.weight", lo.fcprojw, C, 4 * Cl}, {"mlp.c_proj.bias", lo.fcprojb, C, 0},
+        };
+        const int k = (i - 2) % 12;
+        char name[64];
+        snprintf(name, sizeof name, "transformer.h.%d.%s", l, block[k].suffix);
+        set(name, block[k].at + g->dev_lo, block[k].d0, block[k].d1);
+    } else if (i == 2 + 12 * L) {
+        set("transformer.ln_f.weight", g->lnfw, C, 0);
+    } else {
+        set("transformer.ln_f.bias", g->lnfb, C, 0);
+    }
+    return e;
+}
+
+// "[3072, 768]" or "[768]".
+void shape_text(char *buf, size_t cap, int ndim, const int64_t *dims)
+{
+    if (ndim == 2)
+        snprintf(buf, cap, "[%lld, %lld]", (long long)dims[0], (long long)dims[1]);
+    else
+        snprintf(buf, cap, "[%lld]", (long long)dims[0]);
+}
+
+} // namespace
+
+extern "C" {
+
+int gpu_model_check_layout(gpu_model *g, const gpu_model_tensor *t, int n, char *why,
+                           size_t cap)
+{
+    const int want = 4 + 12 * g->s.n_layer;
+    if (!t || n != want) {
+        say(why, cap, "GPU: the host's layout has %d tensors, the GPU's %d", t ? n : 0, want);
+        return -1;
+    }
+    for (int i = 0; i < n; i++) {
+        const expected_tensor e = expect(g, i);
+        const bool same_shape = t[i].ndim == e.ndim && t[i].dims[0] == e.dims[0] &&
+                                (e.ndim == 1 || t[i].dims[1] == e.dims[1]);
+        if (t[i].name && strcmp(t[i].name, e.name) == 0 && same_shape &&
+            t[i].offset == e.offset)
+            continue;
+        char got[48] = "[?]", exp[48];
+        if (t[i].ndim == 1 || t[i].ndim == 2) shape_text(got, sizeof got, t[i].ndim, t[i].dims);
+        shape_text(exp, sizeof exp, e.ndim, e.dims);
+        say(why, cap, "GPU: the host's layout differs from the GPU's at tensor %d: %s %s at "
+            "%zu on the host, %s %s at %zu on the GPU", i, t[i].name ? t[i].name : "(null)",
+            got, t[i].offset, e.name, exp, e.offset);
+        return -1;
+    }
+    return 0;
 }
 
 int gpu_model_sync(gpu_model *g, char *why, size_t cap)

@@ -15,7 +15,10 @@
  *   attn.c_proj.w[C,C] .b[C] ln_2.w ln_2.b mlp.c_fc.w[4C,C] .b[4C] mlp.c_proj.w[C,4C]
  *   .b[C] | ln_f.w ln_f.b
  * so the host converts its master buffer to FP16 in one pass and the gradients come
- * back in the same order (the trainer checks gpu_model_param_count against its own).
+ * back in the same order. The layout's owner is the host's table (src/layout/), which
+ * offload/ may not include (a peer layer): the trainer hands it over once, tensor by
+ * tensor, to gpu_model_check_layout, which refuses any tensor whose name, shape or
+ * offset differs from what the kernels here are written for.
  *
  * Streams: the kernels run on one compute stream; a second stream copies. Parameters
  * go up from a pinned staging buffer; during backward each layer's gradients, as soon
@@ -51,6 +54,25 @@ typedef struct gpu_model_shape {
 
 /* Parameters of the layout above (floats on the host, halves on the device). */
 size_t gpu_model_param_count(const gpu_model_shape *s);
+
+/* One parameter tensor of the caller's flat layout (the host's table, src/layout/). */
+typedef struct gpu_model_tensor {
+    const char *name; /* GPT-2 style, e.g. "transformer.h.0.ln_1.weight" */
+    int ndim;         /* 1 or 2 */
+    int64_t dims[2];  /* dims[0..ndim) (a shard's shape for a shard model) */
+    size_t offset;    /* into the flat buffer (staging, gradients), in elements */
+} gpu_model_tensor;
+
+/* Checks the caller's layout t[n], in table order, against the one the kernels of g
+ * compute with: the same count, and tensor by tensor the same name, shape and offset
+ * (a model made by gpu_model_create_shard_blocks: its shard's layout, the layers named
+ * from 0; a blocks model: the whole layout, though only the blocks live on the device).
+ * Two tensors of one size in another order are refused like any other difference.
+ * Call it once after create, before the first upload: the totals alone would agree on
+ * such a swap and every step would train the wrong tensors. 0, or -1 with `why`
+ * naming the first tensor that differs. */
+int gpu_model_check_layout(gpu_model *g, const gpu_model_tensor *t, int n, char *why,
+                           size_t cap);
 
 /* Device bytes gpu_model_create allocates for batches of B x T (parameters, gradient
  * accumulators, activations, scratch, cuBLAS's workspace): what a

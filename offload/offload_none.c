@@ -53,6 +53,14 @@ gpu_model *gpu_model_create(const gpu_model_shape *s, int B, int T, char *why, s
 
 void gpu_model_free(gpu_model *g) { (void)g; }
 
+int gpu_model_check_layout(gpu_model *g, const gpu_model_tensor *t, int n, char *why,
+                           size_t cap)
+{
+    (void)g, (void)t, (void)n;
+    snprintf(why, cap, NO_CUDA);
+    return -1;
+}
+
 uint16_t *gpu_model_param_staging(gpu_model *g)
 {
     (void)g;

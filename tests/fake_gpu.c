@@ -57,6 +57,7 @@
 
 #include "backend.h"
 #include "half.h"
+#include "layout.h"
 #include "model.h"
 #include "parallel.h"
 
@@ -76,6 +77,7 @@ struct gpu_model {
     float *sum;          /* [n_params] FP32 scaled gradients of the micro-batches so far */
     int accumulating;    /* a micro-batch with last = 0 ran: the sum is not "down" */
     float *stream;       /* blocks: [maxB*maxT*C] the residual stream rounded to FP16 */
+    int layout_checked;  /* gpu_model_check_layout accepted the caller's layout */
 };
 
 static void say(char *why, size_t cap, const char *fmt, ...)
@@ -188,11 +190,15 @@ static gpt_shape to_gpt(const gpu_model_shape *s)
 
 size_t gpu_model_shard_param_count(const gpu_model_shape *s, int tp)
 {
-    /* The layout of gpu_model.h, counted as the real one does. */
+    /* The layout of gpu_model.h is the one of src/layout/ (the double's CPU model is
+     * made from it too): counted there, not again here. */
     if (tp < 1 || s->n_head % tp != 0 || s->vocab_size % tp != 0) return 0;
-    const size_t C = (size_t)s->n_embd, L = (size_t)s->n_layer, Cl = C / (size_t)tp;
-    return ((size_t)s->vocab_size / (size_t)tp + (size_t)s->block_size) * C +
-           L * (12 * C * Cl + 7 * Cl + 6 * C) + 2 * C;
+    const gpt_part whole = {.tp_size = tp, .layer0 = 0, .n_layers = s->n_layer,
+                            .has_embed = 1, .has_head = 1};
+    gpt_layout lay;
+    if (gpt_layout_make(to_gpt(s), whole, &lay) != 0) return 0;
+    free(lay.info);
+    return lay.n_params;
 }
 
 size_t gpu_model_param_count(const gpu_model_shape *s)
@@ -314,11 +320,45 @@ void gpu_model_free(gpu_model *g)
     free(g);
 }
 
+/* As the GPU's: the caller's table against the one this double computes with, the
+ * CPU model's (src/layout/ through gpt_create_tp), tensor by tensor. */
+int gpu_model_check_layout(gpu_model *g, const gpu_model_tensor *t, int n, char *why,
+                           size_t cap)
+{
+    const gpt_model *m = &g->m;
+    g->layout_checked = 0;
+    if (!t || n != m->n_info) {
+        say(why, cap, "fake GPU: the host's layout has %d tensors, the fake GPU's %d",
+            t ? n : 0, m->n_info);
+        return -1;
+    }
+    for (int i = 0; i < n; i++) {
+        const gpt_param_info *p = &m->info[i];
+        if (t[i].name && strcmp(t[i].name, p->name) == 0 && t[i].ndim == p->ndim &&
+            t[i].dims[0] == p->shape[0] && (p->ndim == 1 || t[i].dims[1] == p->shape[1]) &&
+            t[i].offset == p->offset)
+            continue;
+        say(why, cap, "fake GPU: the host's layout differs at tensor %d: %s [%lld, %lld] at "
+            "%zu on the host, %s [%lld, %lld] at %zu here", i,
+            t[i].name ? t[i].name : "(null)", (long long)t[i].dims[0],
+            (long long)(t[i].ndim == 2 ? t[i].dims[1] : 0), t[i].offset, p->name,
+            (long long)p->shape[0], (long long)p->shape[1], p->offset);
+        return -1;
+    }
+    g->layout_checked = 1;
+    return 0;
+}
+
 uint16_t *gpu_model_param_staging(gpu_model *g) { return g->staging; }
 
 int gpu_model_upload_params(gpu_model *g, char *why, size_t cap)
 {
-    (void)why, (void)cap;
+    /* The trainer must have had its layout checked first (device_step.c, gpu_stage.c):
+     * a path that skips the check fails here instead of passing unseen. */
+    if (!g->layout_checked) {
+        say(why, cap, "fake GPU: parameters uploaded before gpu_model_check_layout");
+        return -1;
+    }
     half_to_float(g->m.params + g->lo, g->staging + g->lo, g->hi - g->lo);
     return 0;
 }

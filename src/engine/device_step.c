@@ -40,17 +40,32 @@ static int alloc_host_part(device_step *d, const gpt_model *m, int B, int T)
     return 0;
 }
 
+int device_step_check_layout(gpu_model *g, const gpt_param_info *info, int n)
+{
+    gpu_model_tensor *t = gt_malloc((size_t)(n > 0 ? n : 1) * sizeof *t, "GPU layout");
+    if (!t) return -1;
+    for (int i = 0; i < n; i++) {
+        t[i].name = info[i].name;
+        t[i].ndim = info[i].ndim;
+        t[i].dims[0] = info[i].shape[0];
+        t[i].dims[1] = info[i].shape[1];
+        t[i].offset = info[i].offset;
+    }
+    char why[512] = "";
+    const int rc = gpu_model_check_layout(g, t, n, why, sizeof why);
+    free(t);
+    if (rc != 0) gt_error("internal: offload: %s", why);
+    return rc;
+}
+
 int device_step_init(device_step *d, const gpt_model *m, int B, int T, int threads,
                      int blocks)
 {
     memset(d, 0, sizeof *d);
     const gpu_model_shape s = {m->shape.vocab_size, m->shape.block_size, m->shape.n_layer,
                                m->shape.n_head, m->shape.n_embd};
-    /* The two sides must agree on the flat layout, or every tensor would be wrong. */
-    if (gpu_model_param_count(&s) != m->n_params || m->tp_size != 1 || !m->has_embed ||
-        !m->has_head) {
-        gt_error("internal: the GPU model has %zu parameters, the host model %zu (and must "
-                 "be whole)", gpu_model_param_count(&s), m->n_params);
+    if (m->tp_size != 1 || !m->has_embed || !m->has_head) {
+        gt_error("internal: offload: the GPU step takes a whole model (tp 1, one stage)");
         return -1;
     }
     char why[512] = "";
@@ -61,6 +76,12 @@ int device_step_init(device_step *d, const gpt_model *m, int B, int T, int threa
                  blocks ? "blocks" : "model", B, T,
                  (double)(blocks ? gpu_model_blocks_device_bytes(&s, B, T)
                                  : gpu_model_device_bytes(&s, B, T)) / 1073741824.0);
+        return -1;
+    }
+    /* The two sides must agree on every tensor's place, not just on the total: two
+     * tensors of one size swapped would train the wrong weights without a sign. */
+    if (device_step_check_layout(d->g, m->info, m->n_info) != 0) {
+        device_step_free(d);
         return -1;
     }
     d->n_params = m->n_params;

@@ -56,6 +56,12 @@ typedef struct device_step {
     float *grad_lnf;       /* [2C] scaled gradients of ln_f.weight and ln_f.bias */
 } device_step;
 
+/* Hands the GPU model g the layout it is to compute with, info[n] (a table of
+ * src/layout/: gpt_layout_make), tensor by tensor, and has it checked there against
+ * the kernels' (gpu_model_check_layout: names, shapes and offsets). 0, or -1
+ * (reported, naming the first tensor that differs). */
+int device_step_check_layout(gpu_model *g, const gpt_param_info *info, int n);
+
 /* Makes the GPU model for m's shape and batches up to B x T on the device the rank
  * took (offload_use_device): every layer (blocks = 0) or the blocks alone (blocks = 1,
  * with the host buffers of the embedding and the head). Returns 0, or -1 (reported:

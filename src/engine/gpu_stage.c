@@ -4,6 +4,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "device_step.h" /* defines: device_step_check_layout */
 #include "gpu_model.h"
 #include "tp_comm.h"
 #include "grid.h"
@@ -131,17 +132,42 @@ static int make_device_model(gpu_stage *s, int nccl)
     const gpt_model *m = s->m;
     const gpu_model_shape gs = {m->shape.vocab_size, m->shape.block_size, m->n_layers,
                                 m->shape.n_head, s->C};
-    s->gpu_lo = (size_t)s->Vl * s->C + (size_t)m->shape.block_size * s->C;
-    if (gpu_model_shard_param_count(&gs, s->tp) != s->gpu_lo + s->nblk + 2 * (size_t)s->C) {
-        gt_error("internal: the GPU's blocks (%zu parameters) do not match the stage's",
-                 gpu_model_shard_param_count(&gs, s->tp) - s->gpu_lo - 2 * (size_t)s->C);
+    /* The device model's layout, from the one owner (src/layout/): a model of the
+     * stage's n_layers blocks, this shard's shapes, layers named from 0. */
+    const gpt_shape ds = {m->shape.vocab_size, m->shape.block_size, m->n_layers,
+                          m->shape.n_head, s->C};
+    const gpt_part dp = {.tp_size = s->tp, .layer0 = 0, .n_layers = m->n_layers,
+                         .has_embed = 1, .has_head = 1};
+    gpt_layout dev;
+    if (gpt_layout_make(ds, dp, &dev) != 0) return -1;
+    s->gpu_lo = dev.info[dev.i_first].offset;
+    int same = dev.info[dev.i_lnf].offset == s->gpu_lo + s->nblk;
+    /* The stage's blocks, tensor by tensor, where the device's are (shifted by
+     * gpu_lo - b0): the host copies the one range into the other. */
+    for (int j = 0; same && j < GPT_PER_LAYER * m->n_layers; j++) {
+        const gpt_param_info *a = &m->info[m->i_first + j], *b = &dev.info[dev.i_first + j];
+        same = a->ndim == b->ndim && a->shape[0] == b->shape[0] &&
+               a->shape[1] == b->shape[1] && a->offset - s->b0 == b->offset - s->gpu_lo;
+    }
+    if (!same) {
+        gt_error("internal: offload: the stage's blocks are not laid out as the GPU "
+                 "model's (%zu parameters from %zu)", s->nblk, s->b0);
+        free(dev.info);
         return -1;
     }
-    if (s->tp > 1 && nccl && make_comm(s) != 0) return -1;
+    if (s->tp > 1 && nccl && make_comm(s) != 0) {
+        free(dev.info);
+        return -1;
+    }
     const gpu_model_tp tp = {s->tp, m->tp_rank, s->comm ? tp_comm_sum_half : NULL, s->comm,
                              m->tp_allreduce, m->tp_ctx};
     char why[512] = "";
     s->g = gpu_model_create_shard_blocks(&gs, s->Bm, s->T, &tp, why, sizeof why);
+    if (s->g && device_step_check_layout(s->g, dev.info, dev.n_info) != 0) {
+        free(dev.info);
+        return -1; /* reported; gpu_stage_free frees s->g */
+    }
+    free(dev.info);
     if (!s->g) {
         gt_error("offload: %s (the %s%d blocks and a micro-batch of %d x %d need %.2f GiB on "
                  "the GPU)", why, s->tp > 1 ? "shard of the stage's " : "stage's ",
