@@ -113,7 +113,9 @@ static void check_kind(const char *kind, int tp)
     size_t o = t[b0 + GPT_ATTPROJ_B].offset;
     t[b0 + GPT_ATTPROJ_B].offset = t[b0 + GPT_LN2_W].offset;
     t[b0 + GPT_LN2_W].offset = o;
-    TU_CHECK(refused_naming(g, t, n, "transformer.h.0.attn.c_proj.bias"),
+    TU_CHECK(refused_naming(g, t, n, b0 + GPT_ATTPROJ_B < b0 + GPT_LN2_W
+                                         ? "transformer.h.0.attn.c_proj.bias"
+                                         : "transformer.h.0.ln_2.weight"),
              "%s: the offsets of attn.c_proj.bias and ln_2.weight exchanged: refused", kind);
     t[b0 + GPT_LN2_W].offset = t[b0 + GPT_ATTPROJ_B].offset;
     t[b0 + GPT_ATTPROJ_B].offset = o;
