@@ -8,7 +8,10 @@
  * gentrain.
  *
  * What it does: one "device" (offload_device_count = 1). gpu_model_* keep a CPU model
- * of src/model/model.h (whole, tp = 1: the same flat layout by construction). The parameters
+ * of src/model/model.h (whole, tp = 1), laid out by src/layout/ as the host's is;
+ * gpu_model_check_layout compares the host's table with it tensor by tensor (name,
+ * shape, offset), and an upload before that check passed is refused, so a trainer path
+ * that skips the check fails here as it would go unseen on a GPU. The parameters
  * it computes with are what the caller put in the FP16 staging buffer, widened back to
  * float, so the forward and backward see FP16-rounded weights as the GPU would. A
  * training step computes d(mean loss)/d(params) in FP32, multiplies by the loss scale

@@ -82,6 +82,7 @@ static void check_kind(const char *kind, int tp)
     gpt_layout lay;
     TU_CHECK(gpt_layout_make(gs, part, &lay) == 0, "%s: the host's layout", kind);
     if (!g || !lay.info) {
+        free(lay.info);
         gpu_model_free(g);
         return;
     }
