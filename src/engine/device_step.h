@@ -56,10 +56,11 @@ typedef struct device_step {
     float *grad_lnf;       /* [2C] scaled gradients of ln_f.weight and ln_f.bias */
 } device_step;
 
-/* Hands the GPU model g the layout it is to compute with, info[n] (a table of
- * src/layout/: gpt_layout_make), tensor by tensor, and has it checked there against
- * the kernels' (gpu_model_check_layout: names, shapes and offsets). 0, or -1
- * (reported, naming the first tensor that differs). */
+/* Hands the host's layout info[n] (a table of src/layout/: gpt_layout_make) to the GPU
+ * model g, tensor by tensor, to be checked there against the one its kernels compute
+ * with (gpu_model_check_layout: names, shapes and offsets). Called once after g is
+ * made, before its first upload. 0, or -1 (reported, naming the first tensor that
+ * differs). */
 int device_step_check_layout(gpu_model *g, const gpt_param_info *info, int n);
 
 /* Makes the GPU model for m's shape and batches up to B x T on the device the rank
