@@ -182,9 +182,9 @@ void train_batch_after_step(run *r, const step_result *s)
     if (!isfinite(s->noise_tokens) || train_is_last_step(r, s->step)) return;
     const double noise_seq = s->noise_tokens / r->c->block_size, overhead = overhead_seq(r);
     const int64_t next = batch_rule_choose(noise_seq, overhead, r->batch_unit, r->batch_unit,
-                                           r->batch_hi);
+                                           r->batch_hi, r->global_batch);
     if (next != r->global_batch)
-        par_printf("step %5lld | global batch %lld -> %lld sequences (noise scale %.0f "
+        par_printf("step %5lld | global batch %lld -> %lld sequences (noise scale %.1f "
                    "sequences, step overhead %.1f sequences)\n", (long long)s->step + 1,
                    (long long)r->global_batch, (long long)next, noise_seq, overhead);
     r->global_batch = next;
