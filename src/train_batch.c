@@ -13,7 +13,9 @@
  * the budget. The decision is rank 0's costs, broadcast, so every rank agrees; it is a
  * function of the saved state (train_files.c checkpoints it), so a resumed run
  * continues the same sequence. */
+#include <limits.h>
 #include <math.h>
+#include <stdint.h>
 #include <stdio.h>
 
 #include "batch_rule.h" /* defines: batch_rule_choose, batch_rule_lr_factor, _lr_at */
@@ -55,6 +57,13 @@ static int settle_limits(run *r)
             gt_error("global_batch_size = auto: global_batch_max %lld is not a multiple of "
                      "global_batch_min %lld (the batch changes by global_batch_min)",
                      (long long)hi, (long long)lo);
+        return -1;
+    }
+    if (hi > INT_MAX || c->steps > INT64_MAX / lo) {
+        if (par_is_root())
+            gt_error("global_batch_size = auto: steps %lld x global_batch_min %lld (or "
+                     "global_batch_max %lld) is too large", (long long)c->steps,
+                     (long long)lo, (long long)hi);
         return -1;
     }
     r->batch_unit = lo;
