@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# global_batch_size = auto (src/train_batch.c, src/batch_rule.h) through `gentrain train`:
+# global_batch_size = auto (src/train/train_batch.c, src/train/batch_rule.h) through `gentrain train`:
 #  1. one process, the step overhead pinned (batch_overhead): the batch starts at
 #     global_batch_min, grows in multiples of it within [min, max], the batches add up
 #     to steps x global_batch_min sequences exactly (the last step cut to fit), every
@@ -27,9 +27,9 @@ set -u
 test_tmpdir auto_batch
 prepare_slice
 
-ARGS=(--data "$tmp/d.h5" --n_layer 2 --n_head 2 --n_embd 32 --block_size 32 --steps 300
-      --warmup_steps 5 --lr 3e-3 --eval_every 100 --eval_batches 2 --threads 1 --seed 11
-      --global_batch_size auto --noise_every 5 --batch_overhead 40)
+ARGS=(--data "$tmp/d.h5" --n_layer 2 --n_head 2 --n_embd 32 --block_size 32 --steps 600
+      --warmup_steps 5 --lr 3e-3 --eval_every 200 --eval_batches 2 --threads 1 --seed 11
+      --global_batch_size auto --noise_every 5 --batch_overhead 300)
 
 # batches LOG: the global_batch_size of every step, in order, on one line; a step
 # logged twice (a killed run and its resume append to one log) counts as its last.
@@ -53,13 +53,13 @@ check "np1: starts at global_batch_min 8, changes at least twice, multiples of 8
     awk -v s="$seq1" 'BEGIN { n = split(s, b, " "); if (b[1] != 8) exit 1;
         for (i = 1; i <= n; i++) { if (b[i] % 8 || b[i] > 128) exit 1;
             if (i > 1 && b[i] != b[i-1]) ch++ } exit !(ch >= 2) }'
-check "np1: the batches add up to steps x global_batch_min = 2400 sequences" \
+check "np1: the batches add up to steps x global_batch_min = 4800 sequences" \
     awk -v s="$seq1" 'BEGIN { n = split(s, b, " "); for (i = 1; i <= n; i++) t += b[i];
-        exit !(t == 2400) }'
+        exit !(t == 4800) }'
 check "np1: step lines show the batch" grep -q '^step .*| lr [0-9.e+-]* | batch [0-9]* |' \
     "$tmp/np1.out"
 # The lr of each step: the cosine schedule at u = samples before / 8 (warmup 5, total
-# 300, lr 3e-3, min_lr 1e-4) times AdaScale's gain (1 + N/8) / (1 + N/b) with
+# 600, lr 3e-3, min_lr 1e-4) times AdaScale's gain (1 + N/8) / (1 + N/b) with
 # N the noise scale logged last, up to this step's own (a step that estimates it steps
 # with it, as AdaScale does), in sequences (tokens / 32; logged to 0.1 token: 1e-3).
 check "np1: lr = schedule in tokens x AdaScale gain at every step (1e-3)" awk '
@@ -69,8 +69,8 @@ check "np1: lr = schedule in tokens x AdaScale gain at every step (1e-3)" awk '
     { b = val($0, "global_batch_size"); lr = val($0, "lr"); u = seen / 8
       n = val($0, "noise_scale"); if (n != "") noise = n / 32
       if (u < 5) base = 3e-3 * (u + 1) / 5
-      else if (u >= 299) base = 1e-4
-      else base = 1e-4 + 0.5 * (1 + cos(3.141592653589793 * (u - 5) / 294)) * 2.9e-3
+      else if (u >= 599) base = 1e-4
+      else base = 1e-4 + 0.5 * (1 + cos(3.141592653589793 * (u - 5) / 594)) * 2.9e-3
       g = (noise > 0) ? (1 + noise / 8) / (1 + noise / b) : 1
       want = base * g; d = lr - want; if (d < 0) d = -d
       if (d > 1e-3 * want) { print "    step " val($0, "step") ": lr " lr ", expected " want; bad = 1 }
@@ -86,9 +86,9 @@ if [ -n "${MPIEXEC:-}" ]; then
     check "np2: the losses of one process within 1e-4" \
         compare_logs "$tmp/np1/log.jsonl" "$tmp/np2/log.jsonl" 1e-4 "$(echo $seq1 | wc -w)"
 
-    # 3. Killed with SIGKILL once the step-210 checkpoint exists (the batch grew at
-    # step 200), resumed: the batches and losses of np2, to the last bit of the text.
-    CK=checkpoints/ckpt_00000210.h5
+    # 3. Killed with SIGKILL once the step-260 checkpoint exists (the batch grew at
+    # step 250), resumed: the batches and losses of np2, to the last bit of the text.
+    CK=checkpoints/ckpt_00000260.h5
     KARGS=(--batch_size 4 --ckpt_every 10 --keep_ckpts 50)
     GENTRAIN_TEST_STEP_MS=30 setsid "${MPI[@]}" "$GENTRAIN" train "${ARGS[@]}" "${KARGS[@]}" \
         --out "$tmp/k" > "$tmp/k.out" 2>&1 &
@@ -105,7 +105,7 @@ if [ -n "${MPIEXEC:-}" ]; then
         pgrep -s "$pid" > /dev/null 2>&1 || break
         sleep 0.05
     done
-    check "kill: SIGKILL after the step-210 checkpoint, before the end" \
+    check "kill: SIGKILL after the step-260 checkpoint, before the end" \
         test -f "$tmp/k/$CK" -a ! -f "$tmp/k/model.h5"
     cp -r "$tmp/k" "$tmp/e" # for the elastic resume below, from the same checkpoint
     run_ok resumed "${MPI[@]}" "$GENTRAIN" train "${ARGS[@]}" "${KARGS[@]}" --out "$tmp/k" \
@@ -116,7 +116,7 @@ if [ -n "${MPIEXEC:-}" ]; then
         test "$(batches "$tmp/k/log.jsonl")" = "$seq2"
     check "kill + resume: the losses of the unbroken run, as logged" \
         test "$(losses "$tmp/k/log.jsonl")" = "$(losses "$tmp/np2/log.jsonl")"
-    # Elastic: the np 2 checkpoint of step 210 on one process (4 x 2 micro-steps and
+    # Elastic: the np 2 checkpoint of step 260 on one process (4 x 2 micro-steps and
     # more): the same global batch sequence, the losses within 1e-4.
     run_ok elastic timeout 120 "$GENTRAIN" train "${ARGS[@]}" "${KARGS[@]}" --out "$tmp/e" \
         --resume "$tmp/e/$CK"

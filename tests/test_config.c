@@ -394,6 +394,22 @@ static void test_cross_checks(void)
     config_set(&c, "data", "x.h5", NULL);
     config_set(&c, "train_dataset", "", NULL);
     expect_validate_error(&c, "train_dataset");
+    /* global_batch_size = auto and its keys */
+    config_defaults(&c);
+    config_set(&c, "data", "x.h5", NULL);
+    config_set(&c, "global_batch_size", "auto", NULL);
+    config_set(&c, "sync", "async", NULL);
+    expect_validate_error(&c, "global_batch_size = auto needs sync = sync");
+    config_set(&c, "sync", "sync", NULL);
+    config_set(&c, "global_batch_min", "30", NULL);
+    expect_validate_error(&c, "global_batch_min 30 is not a multiple of batch_size 12");
+    config_set(&c, "global_batch_min", "24", NULL);
+    config_set(&c, "global_batch_max", "60", NULL);
+    expect_validate_error(&c, "global_batch_max 60 is not a multiple of global_batch_min 24");
+    config_set(&c, "global_batch_max", "96", NULL);
+    TU_CHECK(config_validate(&c) == 0, "auto with min 24, max 96: valid");
+    expect_set_error("global_batch_size", "-1", "or auto");
+    expect_set_error("lr_rule", "cubic", "adascale|sqrt|linear");
 }
 
 static void test_round_trip(void)
@@ -406,6 +422,8 @@ static void test_round_trip(void)
     config_set(&a, "steps", "9223372036854775807", NULL);
     config_set(&a, "seed", "18446744073709551615", NULL);
     config_set(&a, "vocab_size", "50257", NULL);
+    config_set(&a, "global_batch_size", "auto", NULL);
+    config_set(&a, "lr_rule", "sqrt", NULL);
     a.lr = 0.1 + 0.2;              /* needs 17 digits */
     a.min_lr = 4.9406564584124654e-324; /* smallest subnormal */
     a.beta2 = 0.999;
@@ -435,6 +453,9 @@ static void test_round_trip(void)
     TU_CHECK(strstr(text, "lr                = 0.30000000000000004\n") != NULL,
              "aligned 'key = value' lines with shortest round-trip doubles");
     TU_CHECK(strstr(text, "\nlog               =\n") != NULL, "empty string printed as 'log ='");
+    TU_CHECK(a.global_batch_size == GT_BATCH_AUTO &&
+                 strstr(text, "\nglobal_batch_size = auto\n") != NULL,
+             "global_batch_size = auto printed as the word, read back as GT_BATCH_AUTO");
     free(printed);
     free(text);
 

@@ -18,7 +18,8 @@
 #  - grad_comm = fp16 on 2 ranks: losses within 1e-2 relative of fp32.
 #  - The gradient noise scale is on the evaluation lines and in the log with 2 ranks,
 #    and nowhere with one rank of one micro-step; one rank with 2 micro-steps of the
-#    same micro-batches logs the estimate of 2 ranks within 1e-3.
+#    same micro-batches logs the estimate of 2 ranks within 1e-3, and so does an async
+#    one with 2 micro-steps.
 #  - Ranks started with different configs (an MPMD launch) stop with a clear error from
 #    every rank and a non-zero exit, without hanging.
 #  - A dataset with fewer windows than batch_size x ranks: the same, from every rank.
@@ -183,6 +184,12 @@ check "np=1 async: step 1 applies no update" \
     grep -q '^step     1/20 | .* | no update (async warm-up)' "$tmp/async1a.out"
 check "np=1 async: step 2 applies one" grep -q '^step     2/20 | .* | norm [0-9.]* |' \
     "$tmp/async1a.out"
+# One process, async, 2 micro-steps: the noise scale from the micro-batches, its |G|^2
+# the step's own gradient (applied a step later), every noise_every (10) steps.
+run_ok async1acc timeout 120 "$GENTRAIN" train "${ARGS[@]}" --batch_size 4 \
+    --global_batch_size 8 --sync async --out "$tmp/async1acc"
+check "np=1 async with 2 micro-steps: noise_scale at steps 10 and 20" test \
+    "$(sed -n 's/^{"step":\([0-9]*\),.*"noise_scale":[0-9.]*.*/\1/p' "$tmp/async1acc/log.jsonl" | tr '\n' ' ')" = "10 20 "
 # Weight prediction (async_predict, on by default): steps 1 and 2 run on the initial
 # weights either way (no update has been made to repeat); from step 3 on the gradient is
 # taken at the weights plus the last update, so the losses part from the plain run's.

@@ -1,4 +1,4 @@
-/* test_noise — the gradient noise scale estimator (src/noise_scale.h) against a
+/* test_noise — the gradient noise scale estimator (src/train/noise_scale.h) against a
  * synthetic gradient distribution with a known B_noise:
  *  - per-token gradients G + e with Cov(e) = s2 I in D dimensions, so a batch of b
  *    tokens has E|g_b|^2 = |G|^2 + D s2 / b and B_noise = D s2 / |G|^2 exactly;

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# gentrain plan --from-log (src/plan_log.c): the noise scale a run logged, as the
+# gentrain plan --from-log (src/plan/plan_log.c): the noise scale a run logged, as the
 # planner's B_noise:
 #  - a hand-written log with estimates 100 (at 1,000 tokens) and 400 (at 3,000): the
 #    token-weighted mean (100 x 1000 + 400 x 2000) / 3000 = 300 tokens is said, and the

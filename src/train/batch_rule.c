@@ -10,19 +10,25 @@ double batch_rule_cost(double noise_seq, double overhead_seq, double b)
 }
 
 int64_t batch_rule_choose(double noise_seq, double overhead_seq, int64_t unit, int64_t lo,
-                          int64_t hi)
+                          int64_t hi, int64_t current)
 {
-    if (!(noise_seq > 0) || !isfinite(noise_seq) || unit < 1 || hi <= lo) return lo;
+    const int have = current >= lo && current <= hi;
+    if (!(noise_seq > 0) || !isfinite(noise_seq) || unit < 1 || hi <= lo)
+        return have ? current : lo;
     const double overhead = overhead_seq > 0 && isfinite(overhead_seq) ? overhead_seq : 0.0;
-    const double best = sqrt(noise_seq * overhead);
-    /* S(b) t(b) is convex in b: the answer is one of the two multiples around b*. */
-    int64_t below = (int64_t)(best / (double)unit) * unit;
+    const double opt = sqrt(noise_seq * overhead);
+    /* S(b) t(b) is convex in b: the best is one of the two multiples around b*. */
+    int64_t below = (int64_t)(opt / (double)unit) * unit;
     if (below < lo) below = lo;
     if (below > hi) below = hi;
     const int64_t above = below + unit <= hi ? below + unit : below;
-    return batch_rule_cost(noise_seq, overhead, (double)above) <
-                   batch_rule_cost(noise_seq, overhead, (double)below)
-               ? above : below;
+    const double c_below = batch_rule_cost(noise_seq, overhead, (double)below),
+                 c_above = batch_rule_cost(noise_seq, overhead, (double)above);
+    const int64_t best = c_above < c_below ? above : below;
+    if (!have) return best;
+    const double c_best = c_above < c_below ? c_above : c_below;
+    return batch_rule_cost(noise_seq, overhead, (double)current) > c_best * (1.0 + BATCH_RULE_MARGIN)
+               ? best : current;
 }
 
 double batch_rule_lr_factor(gt_lr_rule rule, double b, double b0, double noise_seq)

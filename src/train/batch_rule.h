@@ -18,12 +18,19 @@
 
 #include "config.h" /* defines: gt_lr_rule (how the lr follows the batch) */
 
+/* The least relative gain in modelled time that moves the batch: estimates of B_noise
+ * scatter, and near the optimum S(b) t(b) is flat, so without it the batch would go
+ * back and forth between neighbours on noise alone. */
+#define BATCH_RULE_MARGIN 0.05
+
 /* The global batch (sequences, a multiple of unit in [lo, hi], lo and hi multiples of
  * unit) with the least modelled time to a loss for noise_seq = B_noise in sequences
- * and overhead_seq = t_fixed / t_seq (sequences). A noise scale that is not positive
- * and finite (not measured yet) gives lo. */
+ * and overhead_seq = t_fixed / t_seq (sequences); `current` (the batch now, 0: none)
+ * is kept unless the best one's modelled time is more than BATCH_RULE_MARGIN below
+ * it. A noise scale that is not positive and finite (not measured yet) keeps current
+ * (lo when 0). */
 int64_t batch_rule_choose(double noise_seq, double overhead_seq, int64_t unit, int64_t lo,
-                          int64_t hi);
+                          int64_t hi, int64_t current);
 
 /* The modelled time to a loss of a batch b, in units of S_min x t_seq (for reports). */
 double batch_rule_cost(double noise_seq, double overhead_seq, double b);

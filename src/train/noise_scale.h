@@ -21,8 +21,9 @@ typedef struct gns_state {
     double ema_g2, ema_s, weight;
 } gns_state;
 
-/* Smoothing per estimate: an estimate every noise_every steps; about the last 5 count. */
-#define GNS_BETA 0.8
+/* Smoothing per estimate: an estimate every noise_every steps; about the last 10 count
+ * (one estimate of a small model scatters by a factor of several). */
+#define GNS_BETA 0.9
 
 /* One estimate into the state: g_small2 = mean |g|^2 over batches of b_small tokens,
  * g_big2 = |G|^2 of their union of b_big > b_small tokens. Returns the smoothed B_noise

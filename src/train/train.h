@@ -30,7 +30,9 @@
  * another number of replicas or another tp/pp it keeps the checkpoint's global batch
  * (micro-steps of batch_size x replicas; refused with the nearest working values when
  * they cannot make it, unless global_batch_size sets another one) and continues within
- * float rounding. */
+ * float rounding. Under global_batch_size = auto the checkpoint also holds the noise
+ * scale's and the step costs' state, so the resumed run chooses the batches the
+ * unbroken one would have. */
 #ifndef GT_TRAIN_H
 #define GT_TRAIN_H
 

@@ -14,7 +14,9 @@
  * function of the saved state (train_files.c checkpoints it), so a resumed run
  * continues the same sequence. */
 #define GT_TRAIN_MODULE /* may include train_run.h */
+#include <limits.h>
 #include <math.h>
+#include <stdint.h>
 #include <stdio.h>
 
 #include "batch_rule.h" /* defines: batch_rule_choose, batch_rule_lr_factor, _lr_at */
@@ -56,6 +58,13 @@ static int settle_limits(run *r)
             gt_error("global_batch_size = auto: global_batch_max %lld is not a multiple of "
                      "global_batch_min %lld (the batch changes by global_batch_min)",
                      (long long)hi, (long long)lo);
+        return -1;
+    }
+    if (hi > INT_MAX || c->steps > INT64_MAX / lo) {
+        if (par_is_root())
+            gt_error("global_batch_size = auto: steps %lld x global_batch_min %lld (or "
+                     "global_batch_max %lld) is too large", (long long)c->steps,
+                     (long long)lo, (long long)hi);
         return -1;
     }
     r->batch_unit = lo;
@@ -183,9 +192,9 @@ void train_batch_after_step(run *r, const step_result *s)
     if (!isfinite(s->noise_tokens) || train_is_last_step(r, s->step)) return;
     const double noise_seq = s->noise_tokens / r->c->block_size, overhead = overhead_seq(r);
     const int64_t next = batch_rule_choose(noise_seq, overhead, r->batch_unit, r->batch_unit,
-                                           r->batch_hi);
+                                           r->batch_hi, r->global_batch);
     if (next != r->global_batch)
-        par_printf("step %5lld | global batch %lld -> %lld sequences (noise scale %.0f "
+        par_printf("step %5lld | global batch %lld -> %lld sequences (noise scale %.1f "
                    "sequences, step overhead %.1f sequences)\n", (long long)s->step + 1,
                    (long long)r->global_batch, (long long)next, noise_seq, overhead);
     r->global_batch = next;

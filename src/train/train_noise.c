@@ -1,8 +1,9 @@
 /* train_noise — the gradient noise scale of a training run (noise_scale.h has the
  * estimator), every noise_every steps and at every evaluation. Where the small-batch
  * gradients come from, by mode:
- *  - NOISE_MICRO (CPU engine, tp = pp = 1, sync; one rank or many): each micro-batch's
- *    own gradient, |g_k|^2 from the accumulator's norm before and after it (one copy of
+ *  - NOISE_MICRO (CPU engine, tp = pp = 1; sync on one rank or many, async on one):
+ *    each micro-batch's own gradient, |g_k|^2 from the accumulator's norm before and
+ *    after it (one copy of
  *    the accumulator and a dot product per micro-batch; the last one's sums are taken
  *    range by range as backward hands them to the reduction, before they are reduced).
  *    Small batch: batch_size x block_size tokens, whatever the split into replicas and
@@ -80,7 +81,9 @@ train_noise_mode train_noise_mode_of(const run *r)
 {
     const int sync = r->c->sync == SYNC_SYNC;
     const int max_accum = r->auto_batch ? r->accum_max : r->accum;
-    if (sync && r->device == DEVICE_CPU && r->tp * r->pp == 1 && r->dp * max_accum >= 2)
+    /* async on one rank too: the step's own |G|^2 is the accumulator's at its end */
+    if ((sync || r->world == 1) && r->device == DEVICE_CPU && r->tp * r->pp == 1 &&
+        r->dp * max_accum >= 2)
         return NOISE_MICRO;
     if (r->dp > 1 && (r->tp * r->pp == 1 || sync)) return NOISE_REPLICA;
     return NOISE_NONE;
@@ -171,20 +174,26 @@ void train_noise_estimate(run *r, step_result *s)
 {
     const gt_config *c = r->c;
     s->noise_tokens = NAN;
-    if (!s->apply || !train_is_noise_step(r, s->step)) return;
+    if (!train_is_noise_step(r, s->step)) return;
     const double tokens_micro = (double)c->batch_size * c->block_size;
-    double small, b_small;
+    double small, b_small, big = s->norm * s->norm;
     if (r->noise_mode == NOISE_MICRO) {
         if (!r->noise_on || r->dp * r->accum < 2) return;
+        /* async (one rank): this step's gradient is applied later; its |G|^2 is the
+         * accumulator's at the end of the step */
+        if (r->ring.lag > 0) big = r->noise_prev_sq;
+        else if (!s->apply) return;
         small = par_mean_double(r->noise_small / r->accum);
         b_small = tokens_micro;
+    } else if (!s->apply) {
+        return;
     } else if (r->noise_mode == NOISE_REPLICA && (r->tp * r->pp == 1 || r->noise_on)) {
         small = par_mean_double(s->local_sq);
         b_small = tokens_micro * r->accum;
     } else {
         return;
     }
-    s->noise_tokens = gns_update(&r->gns, small, s->norm * s->norm, b_small,
-                                 tokens_micro * r->accum * r->dp, GNS_BETA);
+    s->noise_tokens = gns_update(&r->gns, small, big, b_small, tokens_micro * r->accum * r->dp,
+                                 GNS_BETA);
     r->noise_estimates++;
 }

@@ -1,0 +1,41 @@
+#!/usr/bin/env bash
+# scripts/bench-batch.sh on a tiny model (a check that the script works, not a
+# benchmark): three fixed batches and auto on one token budget; one table row and one
+# JSON line per run, each run's steps = budget / batch, auto's batch sequence adding up
+# to the budget; a batch that does not divide the budget is refused (exit 2, one line).
+set -u
+: "${GENTRAIN:?GENTRAIN must point at the gentrain binary}"
+: "${top_srcdir:?top_srcdir must point at the source tree}"
+. "$top_srcdir/tests/lib.sh"
+test_tmpdir bench_batch
+prepare_slice
+cat > "$tmp/tiny.cfg" << CFG
+data = $tmp/d.h5
+n_layer = 2
+n_head = 2
+n_embd = 32
+block_size = 32
+batch_size = 4
+steps = 240
+warmup_steps = 8
+lr = 3e-3
+threads = 1
+CFG
+export GENTRAIN CONFIG=$tmp/tiny.cfg TARGET=3.3 BATCHES="4 8 16" AUTO_MIN=8 \
+    AUTO_ARGS="--batch_overhead 300 --noise_every 5" EVAL_SEQ=96 VAL_SEQ=48 WARMUP_SEQ=32 \
+    OUT=$tmp/runs
+run_ok bench timeout 300 "$top_srcdir/scripts/bench-batch.sh"
+check "one JSON line per run (4)" test "$(grep -c '^{"run": ' "$tmp/bench.out")" -eq 4
+check "fixed runs: steps = 960 sequences / batch (240, 120, 60)" test \
+    "$(grep -o '"batch": "[0-9]*", .*"steps": [0-9]*' "$tmp/bench.out" | sed 's/.*"steps": //' | tr '\n' ' ')" = "240 120 60 "
+check "auto: its batch sequence adds up to the 960 sequences" awk '
+    /^\{"run": "auto/ { match($0, /"batch_sequence": "[^"]*"/); s = substr($0, RSTART + 19, RLENGTH - 20)
+        n = split(s, p, " "); for (i = 1; i <= n; i++) { split(p[i], q, "x"); t += q[1] * q[2] } }
+    END { exit !(t == 960) }' "$tmp/bench.out"
+check "a table row for auto with its sequence" grep -q '^auto .* [0-9]*x8' "$tmp/bench.out"
+BATCHES="4 7" OUT=$tmp/bad "$top_srcdir/scripts/bench-batch.sh" > "$tmp/bad.out" 2>&1
+rc=$?
+check "batch 7 refused (rc $rc), one line" test $rc -eq 2 -a "$(wc -l < "$tmp/bad.out")" -eq 1 \
+    -a -n "$(grep 'batch 7 does not divide' "$tmp/bad.out")"
+[ "$fails" -eq 0 ] || { echo "$fails check(s) failed"; exit 1; }
+echo "all checks passed"
