@@ -184,27 +184,35 @@ void matmul_backward(float *dinp, float *dw, float *dbias, const float *dout,
 
 /* BF16 forward products with the bias (and GELU, or the residual add) in the product's
  * write-back: no pass over out before or after (gemm_bf16_fused) */
+/* out[N,OC] = inp[N,C] @ w^T with epilogue ep, one product */
+static void forward_fused(float *out, const float *inp, const float *w, size_t N, int C,
+                          int OC, const gemm_bf16_epilogue *ep)
+{
+    gemm_bf16_fused(0, 1, (int)N, OC, C, 1.0f, inp, C, w, C, 0.0f, out, OC, ep);
+}
+
 static void matmul_forward_bf16(float *out, const float *inp, const float *w,
                                 const float *bias, size_t N, int C, int OC)
 {
-    const gemm_bf16_epilogue ep = {.bias = bias};
-    gemm_bf16_fused(0, 1, (int)N, OC, C, 1.0f, inp, C, w, C, 0.0f, out, OC, &ep);
+    forward_fused(out, inp, w, N, C, OC, &(gemm_bf16_epilogue){.bias = bias});
 }
 
 static void matmul_forward_gelu_bf16(float *out, float *out_gelu, const float *inp,
                                      const float *w, const float *bias, size_t N, int C,
                                      int OC)
 {
-    const gemm_bf16_epilogue ep = {.bias = bias, .gelu_out = out_gelu, .ld_gelu = (size_t)OC};
-    gemm_bf16_fused(0, 1, (int)N, OC, C, 1.0f, inp, C, w, C, 0.0f, out, OC, &ep);
+    forward_fused(out, inp, w, N, C, OC,
+                  &(gemm_bf16_epilogue){.bias = bias, .gelu_out = out_gelu,
+                                        .ld_gelu = (size_t)OC});
 }
 
 static void matmul_forward_residual_bf16(float *out, const float *res, const float *inp,
                                          const float *w, const float *bias, size_t N, int C,
                                          int OC)
 {
-    const gemm_bf16_epilogue ep = {.bias = bias, .residual = res, .ld_residual = (size_t)OC};
-    gemm_bf16_fused(0, 1, (int)N, OC, C, 1.0f, inp, C, w, C, 0.0f, out, OC, &ep);
+    forward_fused(out, inp, w, N, C, OC,
+                  &(gemm_bf16_epilogue){.bias = bias, .residual = res,
+                                        .ld_residual = (size_t)OC});
 }
 
 static void matmul_backward_bf16(float *dinp, float *dw, float *dbias, const float *dout,
