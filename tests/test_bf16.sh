@@ -16,6 +16,9 @@
 #  - weights packed once per update (the default) against packing them in every
 #    product (GENTRAIN_BF16_PREPACK=0): the same losses and final parameters, bit for
 #    bit, with 2 micro-batches a step, on the default path and the emulated AMX twin;
+#  - the activations that only products read in BF16 storage (the default) against
+#    FP32 storage (GENTRAIN_BF16_ACTS=0): the same losses and final parameters, bit for
+#    bit, on the default, portable and emulated AMX paths;
 #  - precision = fp16 is refused with one line naming the choices.
 # Every run under `timeout`, so a hang fails instead of blocking.
 set -u
@@ -91,6 +94,23 @@ for path in default amx-emulated; do
         compare_logs "$tmp/once-$path/log.jsonl" "$tmp/pack-$path/log.jsonl" 0 6
     "$CMPMODEL" "$tmp/once-$path/model.h5" "$tmp/pack-$path/model.h5" 0 > "$tmp/$path.cmp" 2>&1
     check "$path path: packed once or in every product, the same final parameters" \
+        test $? -eq 0
+done
+# activations that only products read in BF16 storage (the default) or as floats
+# (GENTRAIN_BF16_ACTS=0): the same bits, on every path
+for path in default portable amx-emulated; do
+    if [ "$path" = default ]; then unset GENTRAIN_BF16; else export GENTRAIN_BF16=$path; fi
+    GENTRAIN_BF16_ACTS=0 \
+        train "f32acts-$path" --batch_size 8 --global_batch_size 16 --steps 6 --precision bf16
+    [ -d "$tmp/once-$path" ] ||
+        train "once-$path" --batch_size 8 --global_batch_size 16 --steps 6 --precision bf16
+    check "$path path: the run says which activations it keeps in BF16" \
+        grep -q "^bf16 activations: ln_1, ln_2, q|k|v and attention output stored in BF16" \
+        "$tmp/once-$path.out"
+    check "$path path: activations in BF16 storage or as floats, the same losses" \
+        compare_logs "$tmp/once-$path/log.jsonl" "$tmp/f32acts-$path/log.jsonl" 0 6
+    "$CMPMODEL" "$tmp/once-$path/model.h5" "$tmp/f32acts-$path/model.h5" 0 > "$tmp/$path.acmp" 2>&1
+    check "$path path: activations in BF16 storage or as floats, the same final parameters" \
         test $? -eq 0
 done
 unset GENTRAIN_BF16

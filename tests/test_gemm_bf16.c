@@ -30,7 +30,12 @@
  *       the new bits; and a copy packed for another path is never read;
  *   (l) a fused product (gemm_bf16_fused: bias, residual, GELU or GELU's backward in
  *       the write-back) gives the bits of the unfused sequence, inside and past one
- *       depth block.
+ *       depth block;
+ *   (m) operands in BF16 storage (GEMM_BF16_STORED, bf16_store.h): A as stored, B as
+ *       stored or both give the bits of the product of the FP32 operands they were
+ *       rounded from (odd K, past a depth and a column block, padded leading
+ *       dimensions), and the epilogue's BF16 copy of C is bf16_store of C; bf16_store's
+ *       vector loop rounds ties, NaN, infinities and denormals as its scalar one.
  * Errors are measured against the reference scaled by sum_k |a_k b_k| per element, so
  * they are in units of FP32 rounding of the sums. */
 #include <math.h>
@@ -42,6 +47,7 @@
 #include <omp.h>
 #endif
 
+#include "bf16_store.h"
 #include "cpu_features.h"
 #include "gemm_bf16.h"
 #include "gemm_bf16_amx.h" /* GEMM_BF16_AMX_KC: the depth block of (e) */
@@ -603,6 +609,90 @@ static void check_fused(const char *name)
              "bits (K of one and of three depth blocks, N past one column block)", name);
 }
 
+/* (m) rows x cols of x (ld apart) into BF16 storage (ld apart), and x rounded in place
+ * to the stored values, so both hold the same operand */
+static uint16_t *stored_copy(float *x, int rows, int ld)
+{
+    const size_t n = (size_t)rows * ld;
+    uint16_t *h = malloc(n * sizeof *h);
+    if (!h) exit(99);
+    bf16_store(h, x, n);
+    for (size_t i = 0; i < n; i++) x[i] = bf16_widen_one(h[i]);
+    return h;
+}
+
+static void check_stored(const char *name)
+{
+    static const struct {
+        int M, N, K;
+    } shapes[] = {{1, 1, 1}, {45, 70, 101}, {33, 96, 1100}, {7, 2100, 40}, {300, 33, 17}};
+    int same = 1, copy_same = 1;
+    for (size_t si = 0; si < sizeof shapes / sizeof shapes[0]; si++) {
+        const int M = shapes[si].M, N = shapes[si].N, K = shapes[si].K;
+        const int lda = K + 3, ldb = N + 5, ldw = K + 1; /* A [M][K], B [K][N], W [N][K] */
+        float *A = fnew_rand((size_t)M * lda), *B = fnew_rand((size_t)K * ldb),
+              *W = fnew_rand((size_t)N * ldw), *At = fnew_rand((size_t)K * (M + 2));
+        float *want = fnew_rand((size_t)M * N), *got = fnew_rand((size_t)M * N);
+        uint16_t *A16 = stored_copy(A, M, lda), *B16 = stored_copy(B, K, ldb);
+        uint16_t *C16 = malloc((size_t)M * N * sizeof *C16), *W16 = malloc(sizeof *W16);
+        if (!C16 || !W16) exit(99);
+        const size_t mn = (size_t)M * N;
+        /* A stored, B = W transposed (the forward) */
+        gemm_bf16(0, 1, M, N, K, 1.0f, A, lda, W, ldw, 0.0f, want, N);
+        const gemm_bf16_epilogue ep = {.out_bf16 = C16, .ld_out_bf16 = (size_t)N};
+        gemm_bf16_fused(GEMM_BF16_STORED, 1, M, N, K, 1.0f, (const float *)(void *)A16, lda, W,
+                        ldw, 0.0f, got, N, &ep);
+        same &= memcmp(got, want, mn * sizeof *got) == 0;
+        for (size_t i = 0; i < mn; i++) copy_same &= C16[i] == bf16_store_one(want[i]);
+        /* A transposed (FP32), B stored (the weight gradient), beta = 1 */
+        memcpy(got, want, mn * sizeof *got);
+        gemm_bf16(1, 0, M, N, K, 0.5f, At, M + 2, B, ldb, 1.0f, want, N);
+        gemm_bf16(1, GEMM_BF16_STORED, M, N, K, 0.5f, At, M + 2, (const float *)(void *)B16, ldb,
+                  1.0f, got, N);
+        same &= memcmp(got, want, mn * sizeof *got) == 0;
+        /* both stored */
+        gemm_bf16(0, 0, M, N, K, 1.0f, A, lda, B, ldb, 0.0f, want, N);
+        gemm_bf16(GEMM_BF16_STORED, GEMM_BF16_STORED, M, N, K, 1.0f, (const float *)(void *)A16,
+                  lda, (const float *)(void *)B16, ldb, 0.0f, got, N);
+        same &= memcmp(got, want, mn * sizeof *got) == 0;
+        free(A), free(B), free(W), free(At), free(want), free(got), free(A16), free(B16);
+        free(C16), free(W16);
+    }
+    TU_CHECK(same, "%s: operands in BF16 storage give the bits of their FP32 values' "
+             "product (A, B, both; K odd, past a depth and a column block)", name);
+    TU_CHECK(copy_same, "%s: the epilogue's BF16 copy of C is bf16_store of C", name);
+}
+
+/* (m) bf16_store's vector loop and its scalar rounding, on the awkward values */
+static void check_store_rounding(void)
+{
+    enum { N = 4096 };
+    float *x = malloc(N * sizeof *x), *back = malloc(N * sizeof *back);
+    uint16_t *h = malloc(N * sizeof *h);
+    if (!x || !h || !back) exit(99);
+    uint64_t g = 0x9e3779b97f4a7c15ull;
+    for (int i = 0; i < N; i++) {
+        g = g * 6364136223846793005ull + 1442695040888963407ull;
+        uint32_t u = (uint32_t)(g >> 32);
+        switch (i % 8) {
+        case 0: u = (u & 0xffff0000u) | 0x8000u; break;  /* a tie */
+        case 1: u = (u & 0x807fffffu) | 0x7f800000u; break; /* NaN or infinity */
+        case 2: u &= 0x807fffffu; break;                  /* denormal or zero */
+        default: break;
+        }
+        memcpy(&x[i], &u, sizeof u);
+    }
+    bf16_store(h, x, N);
+    int same = 1, exact = 1;
+    for (int i = 0; i < N; i++) same &= h[i] == bf16_store_one(x[i]);
+    bf16_widen(back, h, N);
+    for (int i = 0; i < N; i++) exact &= bf16_widen_one(h[i]) == back[i] || back[i] != back[i];
+    TU_CHECK(same, "bf16_store: the vector loop rounds ties, NaN, infinities and denormals "
+             "as the scalar one");
+    TU_CHECK(exact, "bf16_widen: the vector loop widens as the scalar one");
+    free(x), free(h), free(back);
+}
+
 int main(void)
 {
 #ifdef _OPENMP
@@ -643,6 +733,7 @@ int main(void)
         check_rounding(paths[i].name);
         check_prepacked(paths[i].path, paths[i].name);
         check_fused(paths[i].name);
+        check_stored(paths[i].name);
         if (paths[i].path == GEMM_BF16_PORTABLE) continue;
         check_threads(paths[i].name);
         if (paths[i].path == GEMM_BF16_AMX_EMULATED) check_sdm_order(paths[i].name, 1);
@@ -651,10 +742,12 @@ int main(void)
     }
     check_packing();
     check_write_back();
+    check_store_rounding();
     if (gemm_bf16_amx_pack_select(0) == 0 && avx) { /* the twin ran the vector packing */
         gemm_bf16_force_path(GEMM_BF16_AMX_EMULATED);
         printf("     amx-emulated on the portable packing and write-back:\n");
         check_sdm_order("amx-emulated", 1);
+        check_stored("amx-emulated, portable packing");
     }
     (void)gemm_bf16_amx_pack_select(1);
     check_env("amx-emulated", "amx-emulated", 0);

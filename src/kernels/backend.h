@@ -3,16 +3,45 @@
  * kernels with the signatures and conventions of kernels_cpu.h (accumulating
  * backwards, deterministic reductions, no allocation inside a kernel).
  *
- * The CPU backends (FP32, or BF16 matrix products; OpenMP + SIMD + OpenBLAS) are always
- * present. */
+ * The CPU backends (FP32, or BF16 matrix products with BF16 activation storage; OpenMP +
+ * SIMD + OpenBLAS) are always present. */
 #ifndef GT_BACKEND_H
 #define GT_BACKEND_H
 
 #include <stddef.h>
 #include <stdint.h>
 
-/* Every member is required; shapes as in kernels_cpu.h, whose functions fill the CPU
- * backends, and every backward accumulates (+=). */
+/* The ops of gt_backend that write or read the activations a backend keeps in BF16
+ * storage (bf16_store.h: uint16_t), where every product rounds its operands to BF16
+ * anyway: ln_1's and ln_2's outputs, q|k|v and attention's output. Each is the op of the
+ * same name with those arrays in BF16 (the `16` arguments), the same bits as the FP32
+ * op run on the stored values, in half the memory. Every member is required. */
+typedef struct gt_bf16_acts {
+    /* layernorm_forward into out16, the FP32 rows passing through out (N x C scratch,
+     * left holding the FP32 output) */
+    void (*layernorm_forward)(uint16_t *out16, float *out, float *mean, float *rstd,
+                              const float *inp, const float *w, const float *b, size_t N,
+                              int C);
+    /* matmul_forward from inp16; out16 (NULL: none) receives out's BF16 copy too */
+    void (*matmul_forward)(float *out, uint16_t *out16, const uint16_t *inp16,
+                           const float *w, const float *bias, size_t N, int C, int OC);
+    void (*matmul_forward_gelu)(float *out, float *out_gelu, const uint16_t *inp16,
+                                const float *w, const float *bias, size_t N, int C, int OC);
+    void (*matmul_forward_residual)(float *out, const float *res, const uint16_t *inp16,
+                                    const float *w, const float *bias, size_t N, int C,
+                                    int OC);
+    void (*matmul_backward)(float *dinp, float *dw, float *dbias, const float *dout,
+                            const uint16_t *inp16, const float *w, size_t N, int C, int OC);
+    void (*attention_forward)(uint16_t *out16, float *saved, const uint16_t *qkv16,
+                              float *scratch, int threads, int B, int T, int C, int NH);
+    void (*attention_backward)(float *dqkv, const float *dout, const uint16_t *qkv16,
+                               const float *saved, float *scratch, int threads, int B,
+                               int T, int C, int NH);
+} gt_bf16_acts;
+
+/* Every member is required but bf16_acts and the fused products; shapes as in
+ * kernels_cpu.h, whose functions fill the CPU backends, and every backward accumulates
+ * (+=). */
 typedef struct gt_backend {
     const char *name; /* "cpu", "cpu-bf16": for messages (tests print it) */
     /* out[B,T,C] = wte[token] + wpe[t]; backward: dwte[V,C], dwpe[T,C] += */
@@ -70,6 +99,8 @@ typedef struct gt_backend {
     void (*crossentropy_forward_backward)(float *losses, float *logits,
                                           const int32_t *targets, size_t N, int V,
                                           float dloss_scale);
+    /* Optional (NULL: every activation FP32): the ops on activations in BF16 storage */
+    const gt_bf16_acts *bf16_acts;
     /* Vocabulary-parallel (tensor-parallel) embedding and loss: kernels_cpu.h. */
     void (*encoder_forward_shard)(float *out, const int32_t *inp, const float *wte,
                                   const float *wpe, int B, int T, int C, int v0, int Vl);

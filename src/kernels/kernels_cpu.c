@@ -22,6 +22,7 @@
 
 #include "attention_cpu.h" /* both backends' attention */
 #include "backend.h"
+#include "bf16_store.h" /* defines: bf16_store */
 #include "gemm_bf16.h" /* defines: gemm_bf16 */
 #include "simd.h" /* defines: simd_kernels_get and the inner loops of every path */
 
@@ -149,6 +150,18 @@ static void matmul_fwd(precision p, float *out, const float *inp, const float *w
     mm(p, 0, 1, (int)N, OC, C, 1.0f, inp, C, w, C, beta, out, OC);
 }
 
+/* dbias[OC] += the column sums of dout[N,OC], each column summed in row order */
+static void bias_grad(float *dbias, const float *dout, size_t N, int OC)
+{
+    const simd_kernels *k = simd_kernels_get();
+    const int nblk = (OC + COL_BLOCK - 1) / COL_BLOCK;
+#pragma omp parallel for schedule(static) if (par_ok(N * (size_t)OC))
+    for (int blk = 0; blk < nblk; blk++) {
+        int c0 = blk * COL_BLOCK, wd = OC - c0 < COL_BLOCK ? OC - c0 : COL_BLOCK;
+        k->colsum(dbias, dout, N, (size_t)OC, c0, wd);
+    }
+}
+
 static void matmul_bwd(precision p, float *dinp, float *dw, float *dbias,
                        const float *dout, const float *inp, const float *w, size_t N, int C,
                        int OC)
@@ -157,15 +170,7 @@ static void matmul_bwd(precision p, float *dinp, float *dw, float *dbias,
     if (dinp) mm(p, 0, 0, (int)N, C, OC, 1.0f, dout, OC, w, C, 1.0f, dinp, C);
     /* dw[OC,C] += dout^T @ inp[N,C] */
     mm(p, 1, 0, OC, C, (int)N, 1.0f, dout, OC, inp, C, 1.0f, dw, C);
-    if (dbias) {
-        const simd_kernels *k = simd_kernels_get();
-        const int nblk = (OC + COL_BLOCK - 1) / COL_BLOCK;
-#pragma omp parallel for schedule(static) if (par_ok(N * (size_t)OC))
-        for (int blk = 0; blk < nblk; blk++) {
-            int c0 = blk * COL_BLOCK, wd = OC - c0 < COL_BLOCK ? OC - c0 : COL_BLOCK;
-            k->colsum(dbias, dout, N, (size_t)OC, c0, wd);
-        }
-    }
+    if (dbias) bias_grad(dbias, dout, N, OC);
 }
 
 /* The public FP32 kernels, and the BF16 twins behind backend_cpu_bf16 */
@@ -232,6 +237,69 @@ static void matmul_backward_gelu_bf16(float *dpre, float *dinp, float *dw, float
     gemm_bf16_fused(0, 0, (int)N, C, OC, 1.0f, dout, OC, w, C, 0.0f, dinp, C, &ep);
     matmul_bwd(PREC_BF16, NULL, dw, dbias, dout, inp, w, N, C, OC);
 }
+
+/* The products and LayerNorm on activations in BF16 storage (backend.h's gt_bf16_acts):
+ * the same products reading the stored operand (GEMM_BF16_STORED) */
+
+static const float *stored(const uint16_t *x) { return (const float *)(const void *)x; }
+
+static void layernorm_forward_stored(uint16_t *out16, float *out, float *mean, float *rstd,
+                                     const float *inp, const float *w, const float *b,
+                                     size_t N, int C)
+{
+    const simd_kernels *k = simd_kernels_get();
+#pragma omp parallel for schedule(static) if (par_ok(N * (size_t)C))
+    for (size_t n = 0; n < N; n++) { /* each row stored while it is in L1 */
+        k->ln_fwd_row(out + n * C, mean + n, rstd + n, inp + n * C, w, b, C);
+        bf16_store(out16 + n * C, out + n * C, (size_t)C);
+    }
+}
+
+static void matmul_forward_stored(float *out, uint16_t *out16, const uint16_t *inp16,
+                                  const float *w, const float *bias, size_t N, int C, int OC)
+{
+    const gemm_bf16_epilogue ep = {.bias = bias, .out_bf16 = out16, .ld_out_bf16 = (size_t)OC};
+    gemm_bf16_fused(GEMM_BF16_STORED, 1, (int)N, OC, C, 1.0f, stored(inp16), C, w, C, 0.0f,
+                    out, OC, &ep);
+}
+
+static void matmul_forward_gelu_stored(float *out, float *out_gelu, const uint16_t *inp16,
+                                       const float *w, const float *bias, size_t N, int C,
+                                       int OC)
+{
+    const gemm_bf16_epilogue ep = {.bias = bias, .gelu_out = out_gelu, .ld_gelu = (size_t)OC};
+    gemm_bf16_fused(GEMM_BF16_STORED, 1, (int)N, OC, C, 1.0f, stored(inp16), C, w, C, 0.0f,
+                    out, OC, &ep);
+}
+
+static void matmul_forward_residual_stored(float *out, const float *res, const uint16_t *inp16,
+                                           const float *w, const float *bias, size_t N, int C,
+                                           int OC)
+{
+    const gemm_bf16_epilogue ep = {.bias = bias, .residual = res, .ld_residual = (size_t)OC};
+    gemm_bf16_fused(GEMM_BF16_STORED, 1, (int)N, OC, C, 1.0f, stored(inp16), C, w, C, 0.0f,
+                    out, OC, &ep);
+}
+
+static void matmul_backward_stored(float *dinp, float *dw, float *dbias, const float *dout,
+                                   const uint16_t *inp16, const float *w, size_t N, int C,
+                                   int OC)
+{
+    /* dinp[N,C] += dout @ w; dw[OC,C] += dout^T @ inp (stored) */
+    if (dinp) gemm_bf16(0, 0, (int)N, C, OC, 1.0f, dout, OC, w, C, 1.0f, dinp, C);
+    gemm_bf16(1, GEMM_BF16_STORED, OC, C, (int)N, 1.0f, dout, OC, stored(inp16), C, 1.0f, dw, C);
+    if (dbias) bias_grad(dbias, dout, N, OC);
+}
+
+static const gt_bf16_acts cpu_bf16_acts = {
+    .layernorm_forward = layernorm_forward_stored,
+    .matmul_forward = matmul_forward_stored,
+    .matmul_forward_gelu = matmul_forward_gelu_stored,
+    .matmul_forward_residual = matmul_forward_residual_stored,
+    .matmul_backward = matmul_backward_stored,
+    .attention_forward = attention_forward_stored,
+    .attention_backward = attention_backward_stored,
+};
 
 /* ------------------------------------------------------------------------------------ */
 /* Elementwise: GELU (tanh form) and the residual adds, in chunks over the threads */
@@ -344,4 +412,5 @@ const gt_backend backend_cpu_bf16 = {
     .attention_backward = attention_backward_bf16,
     .attention_saved_floats = attention_saved_floats,
     .attention_scratch_floats = attention_scratch_floats,
+    .bf16_acts = &cpu_bf16_acts,
 };

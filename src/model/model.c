@@ -32,6 +32,11 @@ struct gpt_acts {
                              * keeping L of them, the largest activation there is */
     float *fcproj;          /* [B,T,C] the same for the MLP's projection */
     float *residual3;       /* [L,B,T,C] block outputs */
+    /* With BF16 storage (m->acts16): ln1, ln2, qkv and atty kept here instead, in BF16,
+     * and not as floats (the FP32 rows pass through dln and dqkv, free in a forward) */
+    uint16_t *ln1_16, *ln2_16;  /* [L,B,T,C] */
+    uint16_t *qkv16;            /* [L,B,T,3Cl] */
+    uint16_t *atty16;           /* [L,B,T,Cl] */
     float *lnf, *lnf_mean, *lnf_rstd;   /* [B,T,C] [B,T] [B,T] */
     float *logits;          /* [B,T,V/tp]; after a training forward: d loss / d logits */
     float *xmax, *xsums;    /* [B,T], [2,B,T]: vocabulary-parallel loss (tp > 1) */
@@ -67,6 +72,44 @@ static int layer_idx(const gpt_model *m, int l, int k)
     return m->i_first + GPT_PER_LAYER * l + k;
 }
 
+/* An activation that only products and attention read, one layer's: FP32 (f), or BF16
+ * storage (h, when m->acts16). */
+typedef struct {
+    float *f;
+    uint16_t *h;
+} act;
+
+/* Layer l's part (`per` values a layer) of an activation kept as floats or as BF16 */
+static act layer_act(float *f, uint16_t *h, size_t l, size_t per)
+{
+    return h ? (act){NULL, h + l * per} : (act){f + l * per, NULL};
+}
+
+/* The ops on such an activation: the FP32 backend op, or its BF16-storage twin
+ * (backend.h's gt_bf16_acts), with the same bits. */
+static void ln_forward(const gpt_model *m, act out, float *scratch, float *mean, float *rstd,
+                       const float *inp, const float *w, const float *b, size_t N, int C)
+{
+    if (out.h) m->acts16->layernorm_forward(out.h, scratch, mean, rstd, inp, w, b, N, C);
+    else m->be->layernorm_forward(out.f, mean, rstd, inp, w, b, N, C);
+}
+
+/* out = inp @ w^T + bias into `out` (an FP32 activation), or with BF16 storage into
+ * scratch and out's stored copy */
+static void product_to(const gpt_model *m, act out, float *scratch, act inp, const float *w,
+                       const float *bias, size_t N, int C, int OC)
+{
+    if (inp.h) m->acts16->matmul_forward(out.h ? scratch : out.f, out.h, inp.h, w, bias, N, C, OC);
+    else m->be->matmul_forward(out.f, inp.f, w, bias, N, C, OC);
+}
+
+static void product_backward(const gpt_model *m, float *dinp, float *dw, float *dbias,
+                             const float *dout, act inp, const float *w, size_t N, int C, int OC)
+{
+    if (inp.h) m->acts16->matmul_backward(dinp, dw, dbias, dout, inp.h, w, N, C, OC);
+    else m->be->matmul_backward(dinp, dw, dbias, dout, inp.f, w, N, C, OC);
+}
+
 /* Sums a partial result over the tensor-parallel shards (nothing to do alone). */
 static void tp_sum(const gpt_model *m, float *buf, size_t n)
 {
@@ -76,16 +119,16 @@ static void tp_sum(const gpt_model *m, float *buf, size_t n)
 /* out = res + inp @ w^T + bias (a block's projection back into the residual stream):
  * fused into the product's write-back where the backend can and the product is whole
  * (tp = 1); else the product into proj, its sum over the shards, then the add. */
-static void project_add(const gpt_model *m, float *out, float *proj, const float *res,
-                        const float *inp, const float *w, const float *bias, size_t N, int C,
-                        int OC)
+static void project_add(const gpt_model *m, float *out, float *proj, const float *res, act inp,
+                        const float *w, const float *bias, size_t N, int C, int OC)
 {
     const gt_backend *be = m->be;
     if (be->matmul_forward_residual && m->tp_size == 1) {
-        be->matmul_forward_residual(out, res, inp, w, bias, N, C, OC);
+        if (inp.h) m->acts16->matmul_forward_residual(out, res, inp.h, w, bias, N, C, OC);
+        else be->matmul_forward_residual(out, res, inp.f, w, bias, N, C, OC);
         return;
     }
-    be->matmul_forward(proj, inp, w, bias, N, C, OC);
+    product_to(m, (act){proj, NULL}, NULL, inp, w, bias, N, C, OC);
     tp_sum(m, proj, N * (size_t)OC);
     be->residual_forward(out, res, proj, N * (size_t)OC);
 }
@@ -174,6 +217,9 @@ int gpt_create_stage(gpt_model *m, gpt_shape s, const gt_backend *be, int thread
     m->has_head = stage == n_stages - 1;
     m->shape = s;
     m->be = be;
+    m->acts16 = be->bf16_acts;
+    const char *keep = getenv("GENTRAIN_BF16_ACTS"); /* "0": FP32 storage (tests compare) */
+    if (keep && strcmp(keep, "0") == 0) m->acts16 = NULL;
     m->threads = threads > 0 ? threads : 1;
     m->loss_grad_scale = 1.0f;
     if (build_info(m) != 0) return -1;
@@ -313,6 +359,8 @@ static gpt_acts *make_acts(const gpt_model *m, int B, int T)
     const size_t BT = (size_t)B * (size_t)T;
     gpt_acts *a = gt_calloc(sizeof *a, "activation table");
     if (!a) return NULL;
+    /* With BF16 storage, four activations are BF16 arrays (below) instead of floats */
+    const size_t f32 = m->acts16 ? 0 : 1;
 
     /* Two passes over the same list: count, then carve. */
     float **slots[] = {
@@ -323,8 +371,8 @@ static gpt_acts *make_acts(const gpt_model *m, int B, int T)
         &a->att_scratch, &a->xmax, &a->xsums,
     };
     const size_t sizes[] = {
-        BT * C, L * BT * C, L * BT, L * BT, L * BT * 3 * Cl, L * BT * Cl,
-        L * m->be->attention_saved_floats(B, (int)NH, T), BT * C, L * BT * C, L * BT * C,
+        BT * C, f32 * L * BT * C, L * BT, L * BT, f32 * L * BT * 3 * Cl, f32 * L * BT * Cl,
+        L * m->be->attention_saved_floats(B, (int)NH, T), BT * C, L * BT * C, f32 * L * BT * C,
         L * BT, L * BT, L * BT * 4 * Cl, BT * 4 * Cl, BT * C, L * BT * C, BT * C,
         BT, BT, m->has_head ? BT * V / (size_t)m->tp_size : 0, BT, BT * C, BT * C,
         BT * 3 * Cl, BT * 4 * Cl, BT * 4 * Cl,
@@ -332,6 +380,9 @@ static gpt_acts *make_acts(const gpt_model *m, int B, int T)
         BT, 2 * BT,
     };
     const size_t nslots = sizeof sizes / sizeof sizes[0];
+    uint16_t **halves[] = {&a->ln1_16, &a->ln2_16, &a->qkv16, &a->atty16};
+    const size_t nhalves = m->acts16 ? 4 : 0,
+                 half_sizes[] = {L * BT * C, L * BT * C, L * BT * 3 * Cl, L * BT * Cl};
     /* The same sum in floating point first: batch_size and block_size come from the
      * user, and their products must not wrap around in size_t. */
     const double Ld = (double)L, BTd = (double)B * T;
@@ -346,6 +397,7 @@ static gpt_acts *make_acts(const gpt_model *m, int B, int T)
     }
     size_t total = 0;
     for (size_t i = 0; i < nslots; i++) total += (sizes[i] + 15) & ~(size_t)15;
+    for (size_t i = 0; i < nhalves; i++) total += (half_sizes[i] / 2 + 16) & ~(size_t)15;
     total += (BT * sizeof(int32_t) + 63) / sizeof(float);
     a->block = gt_malloc(total * sizeof(float), "activations");
     if (!a->block) {
@@ -354,8 +406,12 @@ static gpt_acts *make_acts(const gpt_model *m, int B, int T)
     }
     float *p = a->block;
     for (size_t i = 0; i < nslots; i++) {
-        *slots[i] = p;
+        *slots[i] = sizes[i] ? p : NULL;
         p += (sizes[i] + 15) & ~(size_t)15; /* keep every buffer 64-byte aligned */
+    }
+    for (size_t i = 0; i < nhalves; i++) {
+        *halves[i] = (uint16_t *)(void *)p;
+        p += (half_sizes[i] / 2 + 16) & ~(size_t)15;
     }
     a->inputs = (int32_t *)p;
     return a;
@@ -437,34 +493,44 @@ const float *gpt_stage_forward(gpt_model *m, const int32_t *inputs, const float 
     }
     const float *x = a->encoded; /* the residual stream entering each block */
     for (int l = 0; l < m->n_layers; l++) {
-        float *ln1 = a->ln1 + l * BTC, *ln1_mean = a->ln1_mean + l * BT,
-              *ln1_rstd = a->ln1_rstd + l * BT, *qkv = a->qkv + l * 3 * BTCl,
-              *atty = a->atty + l * BTCl, *att = a->att + l * att_per_layer,
-              *attproj = a->attproj, *res2 = a->residual2 + l * BTC,
-              *ln2 = a->ln2 + l * BTC, *ln2_mean = a->ln2_mean + l * BT,
+        const act ln1 = layer_act(a->ln1, a->ln1_16, l, BTC),
+                  qkv = layer_act(a->qkv, a->qkv16, l, 3 * BTCl),
+                  atty = layer_act(a->atty, a->atty16, l, BTCl),
+                  ln2 = layer_act(a->ln2, a->ln2_16, l, BTC);
+        float *ln1_mean = a->ln1_mean + l * BT, *ln1_rstd = a->ln1_rstd + l * BT,
+              *att = a->att + l * att_per_layer, *attproj = a->attproj,
+              *res2 = a->residual2 + l * BTC, *ln2_mean = a->ln2_mean + l * BT,
               *ln2_rstd = a->ln2_rstd + l * BT, *fch = a->fch + l * 4 * BTCl,
               *fch_gelu = a->fch_gelu, *fcproj = a->fcproj,
               *res3 = a->residual3 + l * BTC;
         /* x = x + attn(ln_1(x)) */
-        be->layernorm_forward(ln1, ln1_mean, ln1_rstd, x, param(m, layer_idx(m, l, GPT_LN1_W)),
-                              param(m, layer_idx(m, l, GPT_LN1_B)), BT, C);
-        be->matmul_forward(qkv, ln1, param(m, layer_idx(m, l, GPT_QKV_W)),
-                           param(m, layer_idx(m, l, GPT_QKV_B)), BT, C, 3 * Cl);
-        be->attention_forward(atty, att, qkv, a->att_scratch, m->threads, B, T, Cl, NHl);
+        ln_forward(m, ln1, a->dln, ln1_mean, ln1_rstd, x, param(m, layer_idx(m, l, GPT_LN1_W)),
+                   param(m, layer_idx(m, l, GPT_LN1_B)), BT, C);
+        product_to(m, qkv, a->dqkv, ln1, param(m, layer_idx(m, l, GPT_QKV_W)),
+                   param(m, layer_idx(m, l, GPT_QKV_B)), BT, C, 3 * Cl);
+        if (qkv.h)
+            m->acts16->attention_forward(atty.h, att, qkv.h, a->att_scratch, m->threads, B, T,
+                                         Cl, NHl);
+        else
+            be->attention_forward(atty.f, att, qkv.f, a->att_scratch, m->threads, B, T, Cl, NHl);
         project_add(m, res2, attproj, x, atty, param(m, layer_idx(m, l, GPT_ATTPROJ_W)),
                     add_bias ? param(m, layer_idx(m, l, GPT_ATTPROJ_B)) : NULL, BT, Cl, C);
         /* x = x + mlp(ln_2(x)) */
-        be->layernorm_forward(ln2, ln2_mean, ln2_rstd, res2, param(m, layer_idx(m, l, GPT_LN2_W)),
-                              param(m, layer_idx(m, l, GPT_LN2_B)), BT, C);
-        if (be->matmul_forward_gelu) {
-            be->matmul_forward_gelu(fch, fch_gelu, ln2, param(m, layer_idx(m, l, GPT_FC_W)),
+        ln_forward(m, ln2, a->dln, ln2_mean, ln2_rstd, res2, param(m, layer_idx(m, l, GPT_LN2_W)),
+                   param(m, layer_idx(m, l, GPT_LN2_B)), BT, C);
+        if (ln2.h) {
+            m->acts16->matmul_forward_gelu(fch, fch_gelu, ln2.h, param(m, layer_idx(m, l, GPT_FC_W)),
+                                           param(m, layer_idx(m, l, GPT_FC_B)), BT, C, 4 * Cl);
+        } else if (be->matmul_forward_gelu) {
+            be->matmul_forward_gelu(fch, fch_gelu, ln2.f, param(m, layer_idx(m, l, GPT_FC_W)),
                                     param(m, layer_idx(m, l, GPT_FC_B)), BT, C, 4 * Cl);
         } else {
-            be->matmul_forward(fch, ln2, param(m, layer_idx(m, l, GPT_FC_W)),
+            be->matmul_forward(fch, ln2.f, param(m, layer_idx(m, l, GPT_FC_W)),
                                param(m, layer_idx(m, l, GPT_FC_B)), BT, C, 4 * Cl);
             be->gelu_forward(fch_gelu, fch, 4 * BTCl);
         }
-        project_add(m, res3, fcproj, res2, fch_gelu, param(m, layer_idx(m, l, GPT_FCPROJ_W)),
+        project_add(m, res3, fcproj, res2, (act){fch_gelu, NULL},
+                    param(m, layer_idx(m, l, GPT_FCPROJ_W)),
                     add_bias ? param(m, layer_idx(m, l, GPT_FCPROJ_B)) : NULL, BT, 4 * Cl, C);
         x = res3;
     }
@@ -591,10 +657,12 @@ const float *gpt_stage_backward(gpt_model *m, const float *dout)
      * each branch adds its contribution. */
     for (int l = L - 1; l >= 0; l--) {
         const float *x = l == 0 ? a->encoded : a->residual3 + (size_t)(l - 1) * BTC;
-        float *ln1 = a->ln1 + l * BTC, *ln1_mean = a->ln1_mean + l * BT,
-              *ln1_rstd = a->ln1_rstd + l * BT, *qkv = a->qkv + l * 3 * BTCl,
-              *atty = a->atty + l * BTCl, *att = a->att + l * att_per_layer,
-              *res2 = a->residual2 + l * BTC, *ln2 = a->ln2 + l * BTC,
+        const act ln1 = layer_act(a->ln1, a->ln1_16, l, BTC),
+                  qkv = layer_act(a->qkv, a->qkv16, l, 3 * BTCl),
+                  atty = layer_act(a->atty, a->atty16, l, BTCl),
+                  ln2 = layer_act(a->ln2, a->ln2_16, l, BTC);
+        float *ln1_mean = a->ln1_mean + l * BT, *ln1_rstd = a->ln1_rstd + l * BT,
+              *att = a->att + l * att_per_layer, *res2 = a->residual2 + l * BTC,
               *ln2_mean = a->ln2_mean + l * BT, *ln2_rstd = a->ln2_rstd + l * BT,
               *fch = a->fch + l * 4 * BTCl, *fch_gelu = a->fch_gelu;
         /* MLP branch: res3 = res2 + fcproj(gelu(fc(ln2(res2)))). With tensor
@@ -615,8 +683,9 @@ const float *gpt_stage_backward(gpt_model *m, const float *dout)
         }
         grads_ready(m, layer_idx(m, l, GPT_FCPROJ_W), layer_idx(m, l, GPT_FCPROJ_B));
         memset(a->dln, 0, BTC * sizeof(float));
-        be->matmul_backward(a->dln, grad(m, layer_idx(m, l, GPT_FC_W)), grad(m, layer_idx(m, l, GPT_FC_B)),
-                            a->dfch, ln2, param(m, layer_idx(m, l, GPT_FC_W)), BT, C, 4 * Cl);
+        product_backward(m, a->dln, grad(m, layer_idx(m, l, GPT_FC_W)),
+                         grad(m, layer_idx(m, l, GPT_FC_B)), a->dfch, ln2,
+                         param(m, layer_idx(m, l, GPT_FC_W)), BT, C, 4 * Cl);
         tp_sum(m, a->dln, BTC);
         grads_ready(m, layer_idx(m, l, GPT_FC_W), layer_idx(m, l, GPT_FC_B));
         be->layernorm_backward(a->dres, grad(m, layer_idx(m, l, GPT_LN2_W)),
@@ -626,17 +695,21 @@ const float *gpt_stage_backward(gpt_model *m, const float *dout)
         /* Attention branch: res2 = x + attproj(attn(qkv(ln1(x)))). dln doubles as the
          * gradient of the attention output. */
         memset(a->dln, 0, BTCl * sizeof(float));
-        be->matmul_backward(a->dln, grad(m, layer_idx(m, l, GPT_ATTPROJ_W)),
-                            grad(m, layer_idx(m, l, GPT_ATTPROJ_B)), a->dres, atty,
-                            param(m, layer_idx(m, l, GPT_ATTPROJ_W)), BT, Cl, C);
+        product_backward(m, a->dln, grad(m, layer_idx(m, l, GPT_ATTPROJ_W)),
+                         grad(m, layer_idx(m, l, GPT_ATTPROJ_B)), a->dres, atty,
+                         param(m, layer_idx(m, l, GPT_ATTPROJ_W)), BT, Cl, C);
         grads_ready(m, layer_idx(m, l, GPT_ATTPROJ_W), layer_idx(m, l, GPT_ATTPROJ_B));
         memset(a->dqkv, 0, 3 * BTCl * sizeof(float));
-        be->attention_backward(a->dqkv, a->dln, qkv, att, a->att_scratch, m->threads, B, T,
-                               Cl, NHl);
+        if (qkv.h)
+            m->acts16->attention_backward(a->dqkv, a->dln, qkv.h, att, a->att_scratch,
+                                          m->threads, B, T, Cl, NHl);
+        else
+            be->attention_backward(a->dqkv, a->dln, qkv.f, att, a->att_scratch, m->threads, B,
+                                   T, Cl, NHl);
         memset(a->dln, 0, BTC * sizeof(float));
-        be->matmul_backward(a->dln, grad(m, layer_idx(m, l, GPT_QKV_W)),
-                            grad(m, layer_idx(m, l, GPT_QKV_B)), a->dqkv, ln1,
-                            param(m, layer_idx(m, l, GPT_QKV_W)), BT, C, 3 * Cl);
+        product_backward(m, a->dln, grad(m, layer_idx(m, l, GPT_QKV_W)),
+                         grad(m, layer_idx(m, l, GPT_QKV_B)), a->dqkv, ln1,
+                         param(m, layer_idx(m, l, GPT_QKV_W)), BT, C, 3 * Cl);
         tp_sum(m, a->dln, BTC);
         /* The key bias adds q.b_k to every score of a query's row, and softmax ignores
          * what a row shares: its gradient is exactly zero, and what the sum above left

@@ -26,6 +26,9 @@ typedef struct gpt_acts gpt_acts; /* activation buffers for one (B,T), model.c *
 typedef struct gpt_model {
     gpt_shape shape;
     const gt_backend *be;
+    /* be->bf16_acts, unless GENTRAIN_BF16_ACTS=0 (tests): the activations that only
+     * products read kept in BF16 storage (backend.h), NULL: as floats */
+    const gt_bf16_acts *acts16;
     size_t n_params;
     float *params;           /* [n_params] */
     float *grads;            /* [n_params], allocated by gpt_alloc_grads */

@@ -395,6 +395,9 @@ int train_settle_batch(run *r)
  * product instead, as before: the same bits, which tests/test_bf16.sh compares. */
 int train_pack_weights(run *r)
 {
+    if (r->device == DEVICE_CPU && r->model.acts16 && par_is_root())
+        printf("bf16 activations: ln_1, ln_2, q|k|v and attention output stored in BF16 "
+               "(half their FP32 bytes; the products read the same bits)\n");
     const char *e = getenv("GENTRAIN_BF16_PREPACK");
     if (r->device != DEVICE_CPU || r->c->precision != PRECISION_BF16 || (e && strcmp(e, "0") == 0))
         return 0;

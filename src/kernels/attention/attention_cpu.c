@@ -28,8 +28,10 @@
 #include "attention_cpu.h"
 
 #include <math.h>
+#include <string.h>
 
 #include "attention_pairs.h" /* the BF16 products on AVX512_BF16 */
+#include "bf16_store.h"      /* bf16_widen, bf16_store: q|k|v and out in BF16 */
 #include "simd.h"            /* simd_kernels_get: gemm_tile, softmax rows */
 
 #ifdef _OPENMP
@@ -44,14 +46,20 @@ static int omp_get_thread_num(void) { return 0; }
  * every path's tile_rows (4, 6). */
 #define ATT_ROWS 48
 
-/* per thread: 5 T x hs operand copies, 2 ATT_ROWS x T rows of P and dS; or what the
- * BF16 pairs take (attention_pairs.h), when more */
-static size_t per_thread(int T, int hs)
+/* per thread, for the head kernels: 5 T x hs operand copies, 2 ATT_ROWS x T rows of P
+ * and dS; or what the BF16 pairs take (attention_pairs.h), when more */
+static size_t kernel_floats(int T, int hs)
 {
     const size_t fp32 = 5 * (size_t)hs * (size_t)T + 2 * (size_t)ATT_ROWS * (size_t)T,
                  pairs = attention_pairs_scratch_floats(T, hs);
     return fp32 > pairs ? fp32 : pairs;
 }
+
+/* then, for BF16 storage (each_head_stored), a head's q|k|v and its q|k|v gradient in
+ * FP32 (T x 3 hs each) and its output or output gradient (T x hs) */
+static size_t stored_floats(int T, int hs) { return 7 * (size_t)hs * (size_t)T; }
+
+static size_t per_thread(int T, int hs) { return kernel_floats(T, hs) + stored_floats(T, hs); }
 
 size_t attention_scratch_floats(int T, int hs, int threads)
 {
@@ -200,6 +208,67 @@ static void each_head(float *out, float *lse_out, float *dqkv, const float *dout
         else
             fwd_head(kr, out + ooff, lse_out + (size_t)j * T, qkv + qoff, sc, T, C, hs, bf16);
     }
+}
+
+/* each_head with q|k|v (and the forward's output) in BF16 storage: a head's rows are
+ * widened into FP32 rows of 3 hs (its output, its gradients, in rows of hs), so the
+ * head kernels run unchanged with C = hs, on values that are already BF16 (their
+ * rounding then changes nothing: the bits of the FP32-stored run). The backward adds
+ * the head's gradient into dqkv once, at the end. */
+static void each_head_stored(uint16_t *out16, float *lse_out, float *dqkv, const float *dout,
+                             const float *lse_in, const uint16_t *qkv16, float *scratch,
+                             int threads, int B, int T, int C, int NH)
+{
+    const simd_kernels *kr = simd_kernels_get();
+    const int hs = C / NH, jobs = B * NH, team = team_size(threads, jobs);
+    const int pairs = attention_pairs_ready();
+    const size_t per = per_thread(T, hs), th = (size_t)T * hs, ld3 = 3 * (size_t)hs;
+    (void)team;
+#pragma omp parallel for schedule(static) num_threads(team) if (team > 1)
+    for (int j = 0; j < jobs; j++) {
+        const int b = j / NH, h = j % NH;
+        const size_t qoff = (size_t)b * T * 3 * C + (size_t)h * hs,
+                     ooff = (size_t)b * T * C + (size_t)h * hs;
+        float *sc = scratch + (size_t)omp_get_thread_num() * per;
+        float *q = sc + kernel_floats(T, hs), *dq = q + 3 * th, *o = dq + 3 * th;
+        for (int t = 0; t < T; t++)
+            for (int part = 0; part < 3; part++) /* q, k, v */
+                bf16_widen(q + t * ld3 + (size_t)part * hs,
+                           qkv16 + qoff + (size_t)t * 3 * C + (size_t)part * C, (size_t)hs);
+        if (dqkv) {
+            memset(dq, 0, 3 * th * sizeof *dq);
+            for (int t = 0; t < T; t++)
+                memcpy(o + (size_t)t * hs, dout + ooff + (size_t)t * C, (size_t)hs * sizeof *o);
+            if (pairs)
+                attention_pairs_bwd_head(dq, o, q, lse_in + (size_t)j * T, sc, T, hs, hs);
+            else
+                bwd_head(kr, dq, o, q, lse_in + (size_t)j * T, sc, T, hs, hs, 1);
+            for (int t = 0; t < T; t++)
+                for (int part = 0; part < 3; part++)
+                    kr->acc(dqkv + qoff + (size_t)t * 3 * C + (size_t)part * C,
+                            dq + t * ld3 + (size_t)part * hs, (size_t)hs);
+        } else {
+            if (pairs)
+                attention_pairs_fwd_head(o, lse_out + (size_t)j * T, q, sc, T, hs, hs);
+            else
+                fwd_head(kr, o, lse_out + (size_t)j * T, q, sc, T, hs, hs, 1);
+            for (int t = 0; t < T; t++)
+                bf16_store(out16 + ooff + (size_t)t * C, o + (size_t)t * hs, (size_t)hs);
+        }
+    }
+}
+
+void attention_forward_stored(uint16_t *out, float *lse, const uint16_t *qkv, float *scratch,
+                              int threads, int B, int T, int C, int NH)
+{
+    each_head_stored(out, lse, NULL, NULL, NULL, qkv, scratch, threads, B, T, C, NH);
+}
+
+void attention_backward_stored(float *dqkv, const float *dout, const uint16_t *qkv,
+                               const float *lse, float *scratch, int threads, int B, int T,
+                               int C, int NH)
+{
+    each_head_stored(NULL, NULL, dqkv, dout, lse, qkv, scratch, threads, B, T, C, NH);
 }
 
 void attention_forward(float *out, float *lse, const float *qkv, float *scratch, int threads,

@@ -8,7 +8,9 @@
  *    summed in FP32, as gemm_bf16's portable path computes; the softmax, its log-sum-exp
  *    and its gradient stay FP32. The products run on the FP32 vector units: on these
  *    small per-head shapes that measured as fast as gemm_bf16's BF16 dot products, and
- *    it stores no T x T matrix (docs/cpu-speed.md, "Attention").
+ *    it stores no T x T matrix (docs/cpu-speed.md, "Attention");
+ *  - the _stored twins: the _bf16 ones with qkv (and the forward's out) in BF16
+ *    storage (bf16_store.h), the same bits as the _bf16 ones on the values stored.
  *
  * Layout (kernels_cpu.h's conventions):
  *  - qkv[B,T,3C] holds q | k | v, each [C] = NH heads of hs = C/NH;
@@ -26,6 +28,7 @@
 #define GT_ATTENTION_CPU_H
 
 #include <stddef.h>
+#include <stdint.h>
 
 /* Floats of scratch for `threads` threads, and of saved state per layer. */
 size_t attention_scratch_floats(int T, int hs, int threads);
@@ -41,5 +44,11 @@ void attention_forward_bf16(float *out, float *lse, const float *qkv, float *scr
 void attention_backward_bf16(float *dqkv, const float *dout, const float *qkv,
                              const float *lse, float *scratch, int threads, int B, int T,
                              int C, int NH);
+
+void attention_forward_stored(uint16_t *out, float *lse, const uint16_t *qkv, float *scratch,
+                              int threads, int B, int T, int C, int NH);
+void attention_backward_stored(float *dqkv, const float *dout, const uint16_t *qkv,
+                               const float *lse, float *scratch, int threads, int B, int T,
+                               int C, int NH);
 
 #endif

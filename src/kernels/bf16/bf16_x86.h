@@ -90,4 +90,45 @@ static inline void bf16_pairs_across_k(uint32_t *out, int nvec, const float *r0,
     }
 }
 
+/* The same two layouts from BF16 storage (bf16_store.h: uint16_t values, already
+ * rounded), the very words the FP32 loaders above make from the values they were
+ * rounded from: a pair is two stored values side by side, so nothing is converted. */
+static inline __mmask32 lanes32(int n) { return n >= 32 ? 0xffffffffu : (__mmask32)((1u << n) - 1u); }
+
+static inline void bf16_pairs_along_k_stored(uint32_t *out, int stride, int width,
+                                             const uint16_t *x, size_t ld, int nrows, int kc)
+{
+    __m512i v[16];
+    for (int kk = 0; kk < kc; kk += 32) {
+        const int n = kc - kk < 32 ? kc - kk : 32;
+        for (int r = 0; r < 16; r++)
+            v[r] = r < nrows ? _mm512_maskz_loadu_epi16(lanes32(n), x + (size_t)r * ld + kk)
+                             : _mm512_setzero_si512();
+        transpose16(v);
+        const int npairs = (n + 1) / 2;
+        for (int j = 0; j < npairs; j++)
+            _mm512_mask_storeu_epi32(out + (size_t)(kk / 2 + j) * stride, lanes(width), v[j]);
+    }
+}
+
+/* 16 pairs from two rows of stored values: element i of r0 low, of r1 high (r1 NULL:
+ * zeros), `n` (<= 16) of each, the rest zero */
+static inline __m512i bf16_pairs_of_stored(const uint16_t *r0, const uint16_t *r1, int n)
+{
+    const __mmask16 m = lanes(n > 0 ? n : 0);
+    const __m512i lo = _mm512_cvtepu16_epi32(_mm256_maskz_loadu_epi16(m, r0));
+    if (!r1) return lo;
+    const __m512i hi = _mm512_cvtepu16_epi32(_mm256_maskz_loadu_epi16(m, r1));
+    return _mm512_or_si512(lo, _mm512_slli_epi32(hi, 16));
+}
+
+static inline void bf16_pairs_across_k_stored(uint32_t *out, int nvec, const uint16_t *r0,
+                                              const uint16_t *r1, int width)
+{
+    for (int v = 0; v < nvec; v++)
+        _mm512_storeu_si512(out + 16 * v,
+                            bf16_pairs_of_stored(r0 + 16 * v, r1 ? r1 + 16 * v : NULL,
+                                                 width - 16 * v));
+}
+
 #endif

@@ -9,6 +9,7 @@
 #include <cblas.h>
 
 #include "amx_emul_counts.h" /* defines: amx_emul_product_begin, amx_emul_product_end */
+#include "bf16_store.h" /* defines: bf16_widen */
 #include "cpu_features.h"
 #include "gemm_bf16_amx.h" /* defines: gemm_bf16_amx, gemm_bf16_amx_emulated */
 #include "gemm_bf16_packer.h"
@@ -176,10 +177,17 @@ static inline float bf16_round(float x)
     return x;
 }
 
-/* op(X)[r0 + i, c0 + j] for i < rows, j < cols into out (row-major, cols wide), rounded */
+/* op(X)[r0 + i, c0 + j] for i < rows, j < cols into out (row-major, cols wide), rounded
+ * (trans = GEMM_BF16_STORED: X holds BF16 values, widened) */
 static void round_panel(float *out, int trans, const float *X, int ld, int r0, int rows,
                         int c0, int cols)
 {
+    if (trans == GEMM_BF16_STORED) {
+        const uint16_t *h = (const uint16_t *)(const void *)X;
+        for (int i = 0; i < rows; i++)
+            bf16_widen(out + (size_t)i * cols, h + (size_t)(r0 + i) * ld + c0, (size_t)cols);
+        return;
+    }
     for (int i = 0; i < rows; i++)
         for (int j = 0; j < cols; j++) {
             const float v = trans ? X[(size_t)(c0 + j) * ld + r0 + i]

@@ -32,6 +32,12 @@
  * Memory: gemm_bf16_init reserves every buffer the products use (a few MB per
  * thread), so a product never allocates and cannot fail.
  *
+ * Operands stored as BF16: transa / transb = GEMM_BF16_STORED (2) reads that operand as
+ * stored (not transposed) from an array of uint16_t BF16 values (bf16_store.h), passed
+ * as the float pointer; lda / ldb count its elements. The product is the one of the
+ * FP32 operand they were rounded from, bit for bit, on every path (the portable one
+ * apart from denormals, which bf16_store makes zero as VCVTNEPS2BF16 does).
+ *
  * Weights: a B operand registered with gemm_bf16_weights.h is packed once per update
  * and read from there (the same bits); gemm_bf16_fused does the forward's bias, GELU
  * and residual add, and GELU's backward, in the write-back of each block of C. */
@@ -39,6 +45,10 @@
 #define GT_GEMM_BF16_H
 
 #include <stddef.h>
+#include <stdint.h>
+
+/* op(X) = X read from BF16 storage (see above) */
+#define GEMM_BF16_STORED 2
 
 /* Reserves the buffers for up to `threads` OpenMP threads (and no fewer than the
  * OpenMP runtime's current maximum). Reports and returns -1 when out of memory.
@@ -54,6 +64,7 @@ void gemm_bf16(int transa, int transb, int M, int N, int K, float alpha, const f
  *   C = alpha op(A) op(B) + beta C + bias + residual     (forward)
  *   gelu_out = gelu(C)                                   (GELU, tanh form)
  *   dgelu_out = gelu'(dgelu_x) C                         (GELU's backward)
+ *   out_bf16 = C rounded to BF16 (bf16_store.h)          (a stored copy)
  * with bias[N] added to the first depth block's sums and the rest done after the last,
  * so every output has the very bits of the unfused sequence: C = bias broadcast,
  * gemm_bf16 with beta = 1, then residual_forward, gelu_forward or (dgelu_out zeroed)
@@ -67,6 +78,8 @@ typedef struct gemm_bf16_epilogue {
     const float *dgelu_x;  /* M rows, ld_dgelu apart, as dgelu_out */
     float *dgelu_out;
     size_t ld_dgelu;
+    uint16_t *out_bf16;    /* M rows, ld_out_bf16 apart: C's final values in BF16 */
+    size_t ld_out_bf16;
 } gemm_bf16_epilogue;
 
 /* C = alpha op(A) op(B) + beta C with epilogue ep; the threads as gemm_bf16 */

@@ -14,7 +14,9 @@
  * along the depth; a line's values pair up as (k, k + 1). Where the depth is
  * contiguous in memory (A as stored, B transposed) each line is read in order; where
  * the lines are (A transposed, B as stored) two memory rows k, k + 1 are read side by
- * side. Either way the reads are sequential and the writes stay inside 1 KB tiles. */
+ * side. Either way the reads are sequential and the writes stay inside 1 KB tiles.
+ * An operand in BF16 storage (GEMM_BF16_STORED: A or B as stored) is read the same way,
+ * its values already the bits to pack. */
 #define GT_BF16_MODULE /* gemm_bf16_packer.h */
 #include "gemm_bf16_amx.h"
 #include "gemm_bf16_packer.h"
@@ -80,6 +82,28 @@ static void pack_lines_contiguous(const layout *t, const float *x, size_t ld, in
     }
 }
 
+/* The same two from BF16 storage (bf16_store.h): a stored value is already its bits */
+static void pack_depth_contiguous_stored(const layout *t, const uint16_t *x, size_t ld,
+                                         int nlines, int kc)
+{
+    const int kc2 = kc / 2;
+    for (int l = 0; l < nlines; l++) {
+        const uint16_t *r = x + (size_t)l * ld;
+        for (int p = 0; p < kc2; p++) *slot_of(t, l, p) = r[2 * p] | (uint32_t)r[2 * p + 1] << 16;
+        if (kc & 1) *slot_of(t, l, kc2) = r[kc - 1];
+    }
+}
+
+static void pack_lines_contiguous_stored(const layout *t, const uint16_t *x, size_t ld,
+                                         int nlines, int kc)
+{
+    for (int p = 0; 2 * p < kc; p++) {
+        const uint16_t *r0 = x + (size_t)(2 * p) * ld, *r1 = 2 * p + 1 < kc ? r0 + ld : NULL;
+        for (int l = 0; l < nlines; l++)
+            *slot_of(t, l, p) = r0[l] | (r1 ? (uint32_t)r1[l] << 16 : 0u);
+    }
+}
+
 /* The vector packing where the CPU has it (gemm_bf16_amx_pack_avx512.c); set before
  * any product runs, read by every thread */
 static int use_vector;
@@ -102,7 +126,10 @@ void gemm_bf16_amx_pack_a(uint32_t *ap, int transa, const float *A, int lda, int
     const int nq = (kc + 31) / 32;
     const layout t = {ap, nq, 16, 1};
     memset(ap, 0, (size_t)mtiles * nq * T * sizeof *ap); /* the padding */
-    if (!transa)
+    if (transa == GEMM_BF16_STORED)
+        pack_depth_contiguous_stored(&t, (const uint16_t *)(const void *)A + (size_t)m0 * lda + k0,
+                                     (size_t)lda, mc, kc);
+    else if (!transa)
         pack_depth_contiguous(&t, A + (size_t)m0 * lda + k0, (size_t)lda, mc, kc);
     else
         pack_lines_contiguous(&t, A + (size_t)k0 * lda + m0, (size_t)lda, mc, kc);
@@ -120,7 +147,10 @@ void gemm_bf16_amx_pack_b(uint32_t *bp, int transb, const float *B, int ldb, int
     const int nq = (kc + 31) / 32;
     const layout t = {bp, nq, 1, 16};
     memset(bp, 0, (size_t)ntiles * nq * T * sizeof *bp);
-    if (transb)
+    if (transb == GEMM_BF16_STORED)
+        pack_lines_contiguous_stored(&t, (const uint16_t *)(const void *)B + (size_t)k0 * ldb + n0,
+                                     (size_t)ldb, nc, kc);
+    else if (transb)
         pack_depth_contiguous(&t, B + (size_t)n0 * ldb + k0, (size_t)ldb, nc, kc);
     else
         pack_lines_contiguous(&t, B + (size_t)k0 * ldb + n0, (size_t)ldb, nc, kc);

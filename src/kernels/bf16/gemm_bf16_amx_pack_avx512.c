@@ -48,22 +48,49 @@ static void pairs_of_lines(__m512i v[16], const float *x, size_t ld, int nl, int
     }
 }
 
+/* The same two from BF16 storage (bf16_store.h): the stored values are the bits */
+static void lines_of_pairs_stored(__m512i v[16], const uint16_t *x, size_t ld, int nl, int kr)
+{
+    for (int l = 0; l < 16; l++)
+        v[l] = l < nl ? _mm512_maskz_loadu_epi16(lanes32(kr), x + (size_t)l * ld)
+                      : _mm512_setzero_si512();
+}
+
+static void pairs_of_lines_stored(__m512i v[16], const uint16_t *x, size_t ld, int nl, int kr)
+{
+    for (int p = 0; p < 16; p++) {
+        const int k = 2 * p;
+        v[p] = k < kr ? bf16_pairs_of_stored(x + (size_t)k * ld,
+                                             k + 1 < kr ? x + (size_t)(k + 1) * ld : NULL, nl)
+                      : _mm512_setzero_si512();
+    }
+}
+
 /* nlines lines of kc depth into `tiles` tile rows of nq tiles each (the tiles past
  * the lines are zeros). depth_contiguous: where the source keeps the depth;
  * rows_are_lines: A tiles (a tile row is a line) rather than B tiles (a row is a pair). */
-static void pack_tiles(uint32_t *out, int tiles, int nq, const float *x, size_t ld,
-                       int nlines, int kc, int depth_contiguous, int rows_are_lines)
+static void pack_tiles(uint32_t *out, int tiles, int nq, const void *src, size_t ld,
+                       int nlines, int kc, int depth_contiguous, int rows_are_lines,
+                       int stored)
 {
+    const float *x = src;
+    const uint16_t *h = src; /* stored: the source holds BF16 values */
     __m512i v[16];
     const int groups = (nlines + 15) / 16;
     for (int g = 0; g < groups; g++) {
         const int nl = nlines - 16 * g < 16 ? nlines - 16 * g : 16;
         for (int q = 0; q < nq; q++) {
             const int kr = kc - 32 * q < 32 ? kc - 32 * q : 32;
-            if (depth_contiguous)
-                lines_of_pairs(v, x + (size_t)(16 * g) * ld + 32 * q, ld, nl, kr);
+            const size_t at = depth_contiguous ? (size_t)(16 * g) * ld + 32 * q
+                                               : (size_t)(32 * q) * ld + 16 * g;
+            if (stored && depth_contiguous)
+                lines_of_pairs_stored(v, h + at, ld, nl, kr);
+            else if (stored)
+                pairs_of_lines_stored(v, h + at, ld, nl, kr);
+            else if (depth_contiguous)
+                lines_of_pairs(v, x + at, ld, nl, kr);
             else
-                pairs_of_lines(v, x + (size_t)(32 * q) * ld + 16 * g, ld, nl, kr);
+                pairs_of_lines(v, x + at, ld, nl, kr);
             if (depth_contiguous != rows_are_lines) transpose16(v);
             uint32_t *tile = out + ((size_t)g * nq + q) * T;
             for (int r = 0; r < 16; r++) _mm512_storeu_si512(tile + 16 * r, v[r]);
@@ -73,24 +100,36 @@ static void pack_tiles(uint32_t *out, int tiles, int nq, const float *x, size_t 
         memset(out + (size_t)groups * nq * T, 0, (size_t)(tiles - groups) * nq * T * sizeof *out);
 }
 
+/* element `off` of an operand in BF16 storage, passed as the float pointer */
+static const void *stored_at(const float *x, size_t off)
+{
+    return (const uint16_t *)(const void *)x + off;
+}
+
 void gemm_bf16_amx_pack_a_avx512(uint32_t *ap, int transa, const float *A, int lda, int m0,
                                  int mc, int mtiles, int k0, int kc)
 {
     const int nq = (kc + 31) / 32;
-    if (!transa)
-        pack_tiles(ap, mtiles, nq, A + (size_t)m0 * lda + k0, (size_t)lda, mc, kc, 1, 1);
+    if (transa == GEMM_BF16_STORED)
+        pack_tiles(ap, mtiles, nq, stored_at(A, (size_t)m0 * lda + k0), (size_t)lda, mc, kc, 1,
+                   1, 1);
+    else if (!transa)
+        pack_tiles(ap, mtiles, nq, A + (size_t)m0 * lda + k0, (size_t)lda, mc, kc, 1, 1, 0);
     else
-        pack_tiles(ap, mtiles, nq, A + (size_t)k0 * lda + m0, (size_t)lda, mc, kc, 0, 1);
+        pack_tiles(ap, mtiles, nq, A + (size_t)k0 * lda + m0, (size_t)lda, mc, kc, 0, 1, 0);
 }
 
 void gemm_bf16_amx_pack_b_avx512(uint32_t *bp, int transb, const float *B, int ldb, int n0,
                                  int nc, int ntiles, int k0, int kc)
 {
     const int nq = (kc + 31) / 32;
-    if (transb)
-        pack_tiles(bp, ntiles, nq, B + (size_t)n0 * ldb + k0, (size_t)ldb, nc, kc, 1, 0);
+    if (transb == GEMM_BF16_STORED)
+        pack_tiles(bp, ntiles, nq, stored_at(B, (size_t)k0 * ldb + n0), (size_t)ldb, nc, kc, 0,
+                   0, 1);
+    else if (transb)
+        pack_tiles(bp, ntiles, nq, B + (size_t)n0 * ldb + k0, (size_t)ldb, nc, kc, 1, 0, 0);
     else
-        pack_tiles(bp, ntiles, nq, B + (size_t)k0 * ldb + n0, (size_t)ldb, nc, kc, 0, 0);
+        pack_tiles(bp, ntiles, nq, B + (size_t)k0 * ldb + n0, (size_t)ldb, nc, kc, 0, 0, 0);
 }
 
 void gemm_bf16_amx_write_c_avx512(const float *ct, float *c, int ldc, int mr, int nr,

@@ -27,7 +27,7 @@
 #include <immintrin.h>
 #include <stdint.h>
 
-#include "bf16_x86.h" /* lanes, pairs_of, bf16_pairs_along_k, bf16_pairs_across_k */
+#include "bf16_x86.h" /* lanes, pairs_of, bf16_pairs_along_k/across_k (and _stored) */
 #include "gemm_split.h"
 
 #ifdef _OPENMP
@@ -47,6 +47,11 @@ static void pack_a(uint32_t *ap, int trans, const float *A, int lda, int m0, int
                    int kc)
 {
     const int kc2 = (kc + 1) / 2;
+    if (trans == GEMM_BF16_STORED) { /* the same from BF16 storage */
+        bf16_pairs_along_k_stored(ap, MR, MR, (const uint16_t *)(const void *)A + (size_t)m0 * lda + k0,
+                                  (size_t)lda, mr, kc);
+        return;
+    }
     if (!trans) { /* A[m][k]: each row's pairs are contiguous */
         bf16_pairs_along_k(ap, MR, MR, A + (size_t)m0 * lda + k0, (size_t)lda, mr, kc);
         return;
@@ -68,6 +73,15 @@ static void pack_b(uint32_t *bp, int trans, const float *B, int ldb, int n0, int
                    int kc)
 {
     const int kc2 = (kc + 1) / 2;
+    if (trans == GEMM_BF16_STORED) { /* B[k][n] from BF16 storage */
+        const uint16_t *h = (const uint16_t *)(const void *)B;
+        for (int j = 0; j < kc2; j++) {
+            const uint16_t *r0 = h + (size_t)(k0 + 2 * j) * ldb + n0;
+            bf16_pairs_across_k_stored(bp + (size_t)j * NR, NR / 16, r0,
+                                       2 * j + 1 < kc ? r0 + ldb : NULL, nr);
+        }
+        return;
+    }
     if (trans) { /* B stored [n][k]: each column's pairs are contiguous */
         for (int g = 0; g < NR; g += 16)
             bf16_pairs_along_k(bp + g, NR, 16, B + (size_t)(n0 + g) * ldb + k0, (size_t)ldb,

@@ -8,6 +8,7 @@
 
 #include <string.h>
 
+#include "bf16_store.h"
 #include "simd.h" /* simd_kernels_get: acc, gelu_fwd, gelu_bwd */
 
 void gemm_bf16_epilogue_block(const gemm_bf16_epilogue *ep, float *C, int ldc, int i0,
@@ -25,5 +26,6 @@ void gemm_bf16_epilogue_block(const gemm_bf16_epilogue *ep, float *C, int ldc, i
             memset(ep->dgelu_out + at, 0, (size_t)nr * sizeof(float));
             k->gelu_bwd(ep->dgelu_out + at, ep->dgelu_x + at, c, (size_t)nr);
         }
+        if (ep->out_bf16) bf16_store(ep->out_bf16 + (size_t)(i0 + r) * ep->ld_out_bf16 + j0, c, (size_t)nr);
     }
 }
