@@ -15,7 +15,10 @@
  * storage (bf16_store.h: uint16_t), where every product rounds its operands to BF16
  * anyway: ln_1's and ln_2's outputs, q|k|v and attention's output. Each is the op of the
  * same name with those arrays in BF16 (the `16` arguments), the same bits as the FP32
- * op run on the stored values, in half the memory. Every member is required. */
+ * op run on the stored values, in half the memory. Optionally (the GELU ops' out16 and
+ * pre16) the MLP's pre-activation too, which is not exact: it then goes through GELU,
+ * forward and backward, as its BF16 value (as PyTorch's autocast keeps a Linear's
+ * output). Every member is required. */
 typedef struct gt_bf16_acts {
     /* layernorm_forward into out16, the FP32 rows passing through out (N x C scratch,
      * left holding the FP32 output) */
@@ -25,8 +28,15 @@ typedef struct gt_bf16_acts {
     /* matmul_forward from inp16; out16 (NULL: none) receives out's BF16 copy too */
     void (*matmul_forward)(float *out, uint16_t *out16, const uint16_t *inp16,
                            const float *w, const float *bias, size_t N, int C, int OC);
-    void (*matmul_forward_gelu)(float *out, float *out_gelu, const uint16_t *inp16,
-                                const float *w, const float *bias, size_t N, int C, int OC);
+    /* out16 (NULL: none): out rounded to BF16 and stored, and GELU taken of that */
+    void (*matmul_forward_gelu)(float *out, uint16_t *out16, float *out_gelu,
+                                const uint16_t *inp16, const float *w, const float *bias,
+                                size_t N, int C, int OC);
+    /* gelu_forward and matmul_backward_gelu on a pre-activation in BF16 storage */
+    void (*gelu_forward)(float *out, const uint16_t *inp16, size_t N);
+    void (*matmul_backward_gelu)(float *dpre, float *dinp, float *dw, float *dbias,
+                                 const float *dout, const float *inp, const float *w,
+                                 const uint16_t *pre16, size_t N, int C, int OC);
     void (*matmul_forward_residual)(float *out, const float *res, const uint16_t *inp16,
                                     const float *w, const float *bias, size_t N, int C,
                                     int OC);

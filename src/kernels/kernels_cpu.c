@@ -263,11 +263,13 @@ static void matmul_forward_stored(float *out, uint16_t *out16, const uint16_t *i
                     out, OC, &ep);
 }
 
-static void matmul_forward_gelu_stored(float *out, float *out_gelu, const uint16_t *inp16,
-                                       const float *w, const float *bias, size_t N, int C,
-                                       int OC)
+static void matmul_forward_gelu_stored(float *out, uint16_t *out16, float *out_gelu,
+                                       const uint16_t *inp16, const float *w,
+                                       const float *bias, size_t N, int C, int OC)
 {
-    const gemm_bf16_epilogue ep = {.bias = bias, .gelu_out = out_gelu, .ld_gelu = (size_t)OC};
+    const gemm_bf16_epilogue ep = {.bias = bias, .gelu_out = out_gelu, .ld_gelu = (size_t)OC,
+                                   .out_bf16 = out16, .ld_out_bf16 = (size_t)OC,
+                                   .round_c = out16 != NULL};
     gemm_bf16_fused(GEMM_BF16_STORED, 1, (int)N, OC, C, 1.0f, stored(inp16), C, w, C, 0.0f,
                     out, OC, &ep);
 }
@@ -291,10 +293,37 @@ static void matmul_backward_stored(float *dinp, float *dw, float *dbias, const f
     if (dbias) bias_grad(dbias, dout, N, OC);
 }
 
+static void gelu_forward_stored(float *out, const uint16_t *inp16, size_t N)
+{
+    const simd_kernels *k = simd_kernels_get();
+    const size_t nch = (N + ELEM_CHUNK - 1) / ELEM_CHUNK;
+#pragma omp parallel for schedule(static) if (par_ok(N))
+    for (size_t c = 0; c < nch; c++) {
+        const size_t i0 = c * ELEM_CHUNK, i1 = N - i0 < ELEM_CHUNK ? N : i0 + ELEM_CHUNK;
+        float x[256]; /* widened a piece at a time, on the stack */
+        for (size_t i = i0; i < i1; i += 256) {
+            const size_t n = i1 - i < 256 ? i1 - i : 256;
+            bf16_widen(x, inp16 + i, n);
+            k->gelu_fwd(out + i, x, n);
+        }
+    }
+}
+
+static void matmul_backward_gelu_stored(float *dpre, float *dinp, float *dw, float *dbias,
+                                        const float *dout, const float *inp, const float *w,
+                                        const uint16_t *pre16, size_t N, int C, int OC)
+{
+    const gemm_bf16_epilogue ep = {.dgelu_x16 = pre16, .dgelu_out = dpre, .ld_dgelu = (size_t)C};
+    gemm_bf16_fused(0, 0, (int)N, C, OC, 1.0f, dout, OC, w, C, 0.0f, dinp, C, &ep);
+    matmul_bwd(PREC_BF16, NULL, dw, dbias, dout, inp, w, N, C, OC);
+}
+
 static const gt_bf16_acts cpu_bf16_acts = {
     .layernorm_forward = layernorm_forward_stored,
     .matmul_forward = matmul_forward_stored,
     .matmul_forward_gelu = matmul_forward_gelu_stored,
+    .gelu_forward = gelu_forward_stored,
+    .matmul_backward_gelu = matmul_backward_gelu_stored,
     .matmul_forward_residual = matmul_forward_residual_stored,
     .matmul_backward = matmul_backward_stored,
     .attention_forward = attention_forward_stored,

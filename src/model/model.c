@@ -37,6 +37,8 @@ struct gpt_acts {
     uint16_t *ln1_16, *ln2_16;  /* [L,B,T,C] */
     uint16_t *qkv16;            /* [L,B,T,3Cl] */
     uint16_t *atty16;           /* [L,B,T,Cl] */
+    uint16_t *fch16;            /* [L,B,T,4Cl] instead of fch with m->fch16 (the FP32
+                                 * rows pass through dfch) */
     float *lnf, *lnf_mean, *lnf_rstd;   /* [B,T,C] [B,T] [B,T] */
     float *logits;          /* [B,T,V/tp]; after a training forward: d loss / d logits */
     float *xmax, *xsums;    /* [B,T], [2,B,T]: vocabulary-parallel loss (tp > 1) */
@@ -217,9 +219,11 @@ int gpt_create_stage(gpt_model *m, gpt_shape s, const gt_backend *be, int thread
     m->has_head = stage == n_stages - 1;
     m->shape = s;
     m->be = be;
-    m->acts16 = be->bf16_acts;
-    const char *keep = getenv("GENTRAIN_BF16_ACTS"); /* "0": FP32 storage (tests compare) */
-    if (keep && strcmp(keep, "0") == 0) m->acts16 = NULL;
+    /* GENTRAIN_BF16_ACTS (tests, measurements): "0" every activation FP32, "exact" the
+     * exact set only (no fch), else all */
+    const char *keep = getenv("GENTRAIN_BF16_ACTS");
+    m->acts16 = keep && strcmp(keep, "0") == 0 ? NULL : be->bf16_acts;
+    m->fch16 = m->acts16 && !(keep && strcmp(keep, "exact") == 0);
     m->threads = threads > 0 ? threads : 1;
     m->loss_grad_scale = 1.0f;
     if (build_info(m) != 0) return -1;
@@ -360,7 +364,7 @@ static gpt_acts *make_acts(const gpt_model *m, int B, int T)
     gpt_acts *a = gt_calloc(sizeof *a, "activation table");
     if (!a) return NULL;
     /* With BF16 storage, four activations are BF16 arrays (below) instead of floats */
-    const size_t f32 = m->acts16 ? 0 : 1;
+    const size_t f32 = m->acts16 ? 0 : 1, fch32 = m->fch16 ? 0 : 1;
 
     /* Two passes over the same list: count, then carve. */
     float **slots[] = {
@@ -373,16 +377,17 @@ static gpt_acts *make_acts(const gpt_model *m, int B, int T)
     const size_t sizes[] = {
         BT * C, f32 * L * BT * C, L * BT, L * BT, f32 * L * BT * 3 * Cl, f32 * L * BT * Cl,
         L * m->be->attention_saved_floats(B, (int)NH, T), BT * C, L * BT * C, f32 * L * BT * C,
-        L * BT, L * BT, L * BT * 4 * Cl, BT * 4 * Cl, BT * C, L * BT * C, BT * C,
+        L * BT, L * BT, fch32 * L * BT * 4 * Cl, BT * 4 * Cl, BT * C, L * BT * C, BT * C,
         BT, BT, m->has_head ? BT * V / (size_t)m->tp_size : 0, BT, BT * C, BT * C,
         BT * 3 * Cl, BT * 4 * Cl, BT * 4 * Cl,
         m->be->attention_scratch_floats(T, (int)(C / (size_t)m->shape.n_head), m->threads),
         BT, 2 * BT,
     };
     const size_t nslots = sizeof sizes / sizeof sizes[0];
-    uint16_t **halves[] = {&a->ln1_16, &a->ln2_16, &a->qkv16, &a->atty16};
-    const size_t nhalves = m->acts16 ? 4 : 0,
-                 half_sizes[] = {L * BT * C, L * BT * C, L * BT * 3 * Cl, L * BT * Cl};
+    uint16_t **halves[] = {&a->ln1_16, &a->ln2_16, &a->qkv16, &a->atty16, &a->fch16};
+    const size_t nhalves = m->acts16 ? (m->fch16 ? 5 : 4) : 0,
+                 half_sizes[] = {L * BT * C, L * BT * C, L * BT * 3 * Cl, L * BT * Cl,
+                                 L * BT * 4 * Cl};
     /* The same sum in floating point first: batch_size and block_size come from the
      * user, and their products must not wrap around in size_t. */
     const double Ld = (double)L, BTd = (double)B * T;
@@ -500,9 +505,10 @@ const float *gpt_stage_forward(gpt_model *m, const int32_t *inputs, const float 
         float *ln1_mean = a->ln1_mean + l * BT, *ln1_rstd = a->ln1_rstd + l * BT,
               *att = a->att + l * att_per_layer, *attproj = a->attproj,
               *res2 = a->residual2 + l * BTC, *ln2_mean = a->ln2_mean + l * BT,
-              *ln2_rstd = a->ln2_rstd + l * BT, *fch = a->fch + l * 4 * BTCl,
+              *ln2_rstd = a->ln2_rstd + l * BT, *fch = a->fch ? a->fch + l * 4 * BTCl : a->dfch,
               *fch_gelu = a->fch_gelu, *fcproj = a->fcproj,
               *res3 = a->residual3 + l * BTC;
+        uint16_t *fch16 = a->fch16 ? a->fch16 + l * 4 * BTCl : NULL; /* then fch: scratch */
         /* x = x + attn(ln_1(x)) */
         ln_forward(m, ln1, a->dln, ln1_mean, ln1_rstd, x, param(m, layer_idx(m, l, GPT_LN1_W)),
                    param(m, layer_idx(m, l, GPT_LN1_B)), BT, C);
@@ -519,7 +525,8 @@ const float *gpt_stage_forward(gpt_model *m, const int32_t *inputs, const float 
         ln_forward(m, ln2, a->dln, ln2_mean, ln2_rstd, res2, param(m, layer_idx(m, l, GPT_LN2_W)),
                    param(m, layer_idx(m, l, GPT_LN2_B)), BT, C);
         if (ln2.h) {
-            m->acts16->matmul_forward_gelu(fch, fch_gelu, ln2.h, param(m, layer_idx(m, l, GPT_FC_W)),
+            m->acts16->matmul_forward_gelu(fch, fch16, fch_gelu, ln2.h,
+                                           param(m, layer_idx(m, l, GPT_FC_W)),
                                            param(m, layer_idx(m, l, GPT_FC_B)), BT, C, 4 * Cl);
         } else if (be->matmul_forward_gelu) {
             be->matmul_forward_gelu(fch, fch_gelu, ln2.f, param(m, layer_idx(m, l, GPT_FC_W)),
@@ -619,6 +626,33 @@ void gpt_zero_grad(gpt_model *m)
     memset(m->bound_grads ? m->bound_grads : m->grads, 0, m->n_params * sizeof(float));
 }
 
+/* The MLP's c_proj backward with GELU's: c_proj's input gelu(fch) computed again (the
+ * forward's bits), then dfch = gelu'(fch) (dres @ w) and c_proj's dw, dbias; from fch,
+ * or from its BF16 copy fch16 (m->fch16). The fused op where the backend has one. */
+static void gelu_proj_backward(const gpt_model *m, gpt_acts *a, const float *fch,
+                               const uint16_t *fch16, float *dw, float *dbias, const float *w,
+                               size_t BT, int H, int C)
+{
+    const gt_backend *be = m->be;
+    const size_t n = BT * (size_t)H;
+    if (fch16) {
+        m->acts16->gelu_forward(a->fch_gelu, fch16, n);
+        m->acts16->matmul_backward_gelu(a->dfch, a->dfch_gelu, dw, dbias, a->dres, a->fch_gelu,
+                                        w, fch16, BT, H, C);
+        return;
+    }
+    be->gelu_forward(a->fch_gelu, fch, n);
+    if (be->matmul_backward_gelu) { /* dfch_gelu written, not added to */
+        be->matmul_backward_gelu(a->dfch, a->dfch_gelu, dw, dbias, a->dres, a->fch_gelu, w, fch,
+                                 BT, H, C);
+        return;
+    }
+    memset(a->dfch_gelu, 0, n * sizeof(float));
+    be->matmul_backward(a->dfch_gelu, dw, dbias, a->dres, a->fch_gelu, w, BT, H, C);
+    memset(a->dfch, 0, n * sizeof(float));
+    be->gelu_backward(a->dfch, fch, a->dfch_gelu, n);
+}
+
 void gpt_backward(gpt_model *m) { gpt_stage_backward(m, NULL); }
 
 const float *gpt_stage_backward(gpt_model *m, const float *dout)
@@ -664,23 +698,14 @@ const float *gpt_stage_backward(gpt_model *m, const float *dout)
         float *ln1_mean = a->ln1_mean + l * BT, *ln1_rstd = a->ln1_rstd + l * BT,
               *att = a->att + l * att_per_layer, *res2 = a->residual2 + l * BTC,
               *ln2_mean = a->ln2_mean + l * BT, *ln2_rstd = a->ln2_rstd + l * BT,
-              *fch = a->fch + l * 4 * BTCl, *fch_gelu = a->fch_gelu;
+              *fch = a->fch ? a->fch + l * 4 * BTCl : NULL;
+        const uint16_t *fch16 = a->fch16 ? a->fch16 + l * 4 * BTCl : NULL; /* else fch */
         /* MLP branch: res3 = res2 + fcproj(gelu(fc(ln2(res2)))). With tensor
          * parallelism dres is whole on every shard, so the row-parallel c_proj's bias
          * gradient is too; the column-parallel c_fc's input gradient is a partial sum. */
-        be->gelu_forward(fch_gelu, fch, 4 * BTCl); /* c_proj's input, again (the bits) */
-        if (be->matmul_backward_gelu) { /* dfch_gelu written, not added to */
-            be->matmul_backward_gelu(a->dfch, a->dfch_gelu, grad(m, layer_idx(m, l, GPT_FCPROJ_W)),
-                                     grad(m, layer_idx(m, l, GPT_FCPROJ_B)), a->dres, fch_gelu,
-                                     param(m, layer_idx(m, l, GPT_FCPROJ_W)), fch, BT, 4 * Cl, C);
-        } else {
-            memset(a->dfch_gelu, 0, 4 * BTCl * sizeof(float));
-            be->matmul_backward(a->dfch_gelu, grad(m, layer_idx(m, l, GPT_FCPROJ_W)),
-                                grad(m, layer_idx(m, l, GPT_FCPROJ_B)), a->dres, fch_gelu,
-                                param(m, layer_idx(m, l, GPT_FCPROJ_W)), BT, 4 * Cl, C);
-            memset(a->dfch, 0, 4 * BTCl * sizeof(float));
-            be->gelu_backward(a->dfch, fch, a->dfch_gelu, 4 * BTCl);
-        }
+        gelu_proj_backward(m, a, fch, fch16, grad(m, layer_idx(m, l, GPT_FCPROJ_W)),
+                           grad(m, layer_idx(m, l, GPT_FCPROJ_B)),
+                           param(m, layer_idx(m, l, GPT_FCPROJ_W)), BT, 4 * Cl, C);
         grads_ready(m, layer_idx(m, l, GPT_FCPROJ_W), layer_idx(m, l, GPT_FCPROJ_B));
         memset(a->dln, 0, BTC * sizeof(float));
         product_backward(m, a->dln, grad(m, layer_idx(m, l, GPT_FC_W)),

@@ -64,7 +64,8 @@ void gemm_bf16(int transa, int transb, int M, int N, int K, float alpha, const f
  *   C = alpha op(A) op(B) + beta C + bias + residual     (forward)
  *   gelu_out = gelu(C)                                   (GELU, tanh form)
  *   dgelu_out = gelu'(dgelu_x) C                         (GELU's backward)
- *   out_bf16 = C rounded to BF16 (bf16_store.h)          (a stored copy)
+ *   out_bf16 = C rounded to BF16 (bf16_store.h)          (a stored copy; with round_c,
+ *                                                         C = those values, then GELU)
  * with bias[N] added to the first depth block's sums and the rest done after the last,
  * so every output has the very bits of the unfused sequence: C = bias broadcast,
  * gemm_bf16 with beta = 1, then residual_forward, gelu_forward or (dgelu_out zeroed)
@@ -80,6 +81,8 @@ typedef struct gemm_bf16_epilogue {
     size_t ld_dgelu;
     uint16_t *out_bf16;    /* M rows, ld_out_bf16 apart: C's final values in BF16 */
     size_t ld_out_bf16;
+    int round_c;           /* with out_bf16: C itself takes the BF16 values, before GELU */
+    const uint16_t *dgelu_x16; /* instead of dgelu_x: the same in BF16 storage */
 } gemm_bf16_epilogue;
 
 /* C = alpha op(A) op(B) + beta C with epilogue ep; the threads as gemm_bf16 */

@@ -20,12 +20,25 @@ void gemm_bf16_epilogue_block(const gemm_bf16_epilogue *ep, float *C, int ldc, i
         if (first && ep->bias) k->acc(c, ep->bias + j0, (size_t)nr);
         if (!last) continue;
         if (ep->residual) k->acc(c, ep->residual + (size_t)(i0 + r) * ep->ld_residual + j0, (size_t)nr);
+        if (ep->out_bf16) {
+            uint16_t *h = ep->out_bf16 + (size_t)(i0 + r) * ep->ld_out_bf16 + j0;
+            bf16_store(h, c, (size_t)nr);
+            if (ep->round_c) bf16_widen(c, h, (size_t)nr);
+        }
         if (ep->gelu_out) k->gelu_fwd(ep->gelu_out + (size_t)(i0 + r) * ep->ld_gelu + j0, c, (size_t)nr);
         if (ep->dgelu_out) { /* gelu_bwd accumulates: into zeros, as the unfused pass */
             const size_t at = (size_t)(i0 + r) * ep->ld_dgelu + j0;
             memset(ep->dgelu_out + at, 0, (size_t)nr * sizeof(float));
-            k->gelu_bwd(ep->dgelu_out + at, ep->dgelu_x + at, c, (size_t)nr);
+            if (ep->dgelu_x16) { /* widened a piece at a time, on the stack */
+                float x[256];
+                for (int j = 0; j < nr; j += 256) {
+                    const int n = nr - j < 256 ? nr - j : 256;
+                    bf16_widen(x, ep->dgelu_x16 + at + j, (size_t)n);
+                    k->gelu_bwd(ep->dgelu_out + at + j, x, c + j, (size_t)n);
+                }
+            } else {
+                k->gelu_bwd(ep->dgelu_out + at, ep->dgelu_x + at, c, (size_t)nr);
+            }
         }
-        if (ep->out_bf16) bf16_store(ep->out_bf16 + (size_t)(i0 + r) * ep->ld_out_bf16 + j0, c, (size_t)nr);
     }
 }
