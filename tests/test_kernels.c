@@ -5,7 +5,9 @@
  *       L = sum(out * R) (R random, passed as dout), and that backward accumulates;
  *   (c) the AVX2 path vs the portable path (when the CPU has AVX2);
  *   (d) two runs with the same thread count give identical bits;
- *   (e) cross-entropy: losses, gradient by finite differences, zero row sums.
+ *   (e) cross-entropy: losses, gradient by finite differences, zero row sums;
+ *   (f) attention with q|k|v and out in BF16 storage: the bits of the BF16 twin on the
+ *       stored values, on the BF16 pairs and the portable twin.
  * Shapes are small and odd (T and C not multiples of 8, NH > 1); a second, larger
  * shape per kernel goes through the multi-threaded and blocked code paths, where the
  * finite differences are taken on a random sample of elements. */
@@ -21,6 +23,7 @@
 #include "backend.h"
 #include "attention_cpu.h"
 #include "attention_pairs.h"
+#include "bf16_store.h"
 #include "kernels_cpu.h"
 #include "testutil.h"
 
@@ -702,6 +705,35 @@ static void check_bf16_result(const char *name, const char *what, const float *g
              "err %.2e; %zu of %zu above 1e-5)", name, what, e, off, n);
 }
 
+/* The BF16-storage attention (attention_cpu.h's _stored twins) against the _bf16 ones
+ * on the stored values: out's BF16 copy, the log-sum-exp and dqkv with the same bits, on
+ * the SIMD path in use (the BF16 pairs where the CPU has AVX512_BF16) */
+static void check_attention_stored(att_case *c, const char *name, const char *path)
+{
+    const size_t no = (size_t)c->B * c->T * c->C, nq = 3 * no, ns = att_saved(c);
+    uint16_t *q16 = malloc(nq * sizeof *q16), *o16 = malloc(no * sizeof *o16),
+             *want16 = malloc(no * sizeof *want16);
+    float *q = fnew(nq), *out = fnew(no), *lse = fnew(ns), *lse2 = fnew(ns), *d = fnew(nq),
+          *d2 = fnew(nq);
+    if (!q16 || !o16 || !want16) exit(99);
+    bf16_store(q16, c->qkv, nq);
+    bf16_widen(q, q16, nq);
+    attention_forward_bf16(out, lse, q, c->scratch, c->threads, c->B, c->T, c->C, c->NH);
+    bf16_store(want16, out, no);
+    attention_forward_stored(o16, lse2, q16, c->scratch, c->threads, c->B, c->T, c->C, c->NH);
+    memset(d, 0, nq * sizeof *d);
+    memset(d2, 0, nq * sizeof *d2);
+    attention_backward_bf16(d, c->R, q, lse, c->scratch, c->threads, c->B, c->T, c->C, c->NH);
+    attention_backward_stored(d2, c->R, q16, lse, c->scratch, c->threads, c->B, c->T, c->C,
+                              c->NH);
+    TU_CHECK(memcmp(o16, want16, no * sizeof *o16) == 0 &&
+                 memcmp(lse, lse2, ns * sizeof *lse) == 0 && memcmp(d, d2, nq * sizeof *d) == 0,
+             "%s, %s: q|k|v and out in BF16 storage give the bits of the FP32 twin on the "
+             "stored values (out, log-sum-exp, dqkv)", name, path);
+    free(q16), free(o16), free(want16), free(q), free(out), free(lse), free(lse2), free(d);
+    free(d2);
+}
+
 /* The BF16 backend's attention (attention_cpu.c's _bf16 twins): the same saved state,
  * out against the reference computed on BF16-rounded operands (which the FP32 reference
  * is far from: the products are in BF16), dqkv against finite differences of the FP32
@@ -741,9 +773,12 @@ static void test_attention_bf16(int B, int T, int C, int NH)
         att_run(&c, res);
         check_bf16_result(pname, "out vs the forward", out, rout, no);
         check_bf16_result(pname, "dqkv vs the backward", dqkv, rd, nq);
+        check_attention_stored(&c, name, "BF16 pairs");
     } else {
         printf("     %s: BF16 pairs not run (this CPU lacks AVX512_BF16)\n", name);
     }
+    kernels_set_simd(KERNELS_SIMD_PORTABLE);
+    check_attention_stored(&c, name, "portable twin");
     kernels_set_simd(KERNELS_SIMD_AUTO);
     free(rd);
     /* An FP32 value one ulp from a BF16 rounding boundary on one path can round the

@@ -210,11 +210,12 @@ static void each_head(float *out, float *lse_out, float *dqkv, const float *dout
     }
 }
 
-/* each_head with q|k|v (and the forward's output) in BF16 storage: a head's rows are
- * widened into FP32 rows of 3 hs (its output, its gradients, in rows of hs), so the
- * head kernels run unchanged with C = hs, on values that are already BF16 (their
- * rounding then changes nothing: the bits of the FP32-stored run). The backward adds
- * the head's gradient into dqkv once, at the end. */
+/* each_head with q|k|v (and the forward's output) in BF16 storage. The BF16 pairs
+ * read the stored values directly; for the FP32 twin a head's rows are widened into
+ * FP32 rows of 3 hs (its output, its gradients, in rows of hs), so its kernels run
+ * unchanged with C = hs, on values that are already BF16 (their rounding then changes
+ * nothing: the bits of the FP32-stored run), and the backward adds the head's gradient
+ * into dqkv once, at the end. */
 static void each_head_stored(uint16_t *out16, float *lse_out, float *dqkv, const float *dout,
                              const float *lse_in, const uint16_t *qkv16, float *scratch,
                              int threads, int B, int T, int C, int NH)
@@ -230,6 +231,16 @@ static void each_head_stored(uint16_t *out16, float *lse_out, float *dqkv, const
         const size_t qoff = (size_t)b * T * 3 * C + (size_t)h * hs,
                      ooff = (size_t)b * T * C + (size_t)h * hs;
         float *sc = scratch + (size_t)omp_get_thread_num() * per;
+        if (pairs && dqkv) { /* the pairs read the stored values as they are */
+            attention_pairs_bwd_head_stored(dqkv + qoff, dout + ooff, qkv16 + qoff,
+                                            lse_in + (size_t)j * T, sc, T, C, hs);
+            continue;
+        }
+        if (pairs) {
+            attention_pairs_fwd_head_stored(out16 + ooff, lse_out + (size_t)j * T, qkv16 + qoff,
+                                            sc, T, C, hs);
+            continue;
+        }
         float *q = sc + kernel_floats(T, hs), *dq = q + 3 * th, *o = dq + 3 * th;
         for (int t = 0; t < T; t++)
             for (int part = 0; part < 3; part++) /* q, k, v */
@@ -239,19 +250,13 @@ static void each_head_stored(uint16_t *out16, float *lse_out, float *dqkv, const
             memset(dq, 0, 3 * th * sizeof *dq);
             for (int t = 0; t < T; t++)
                 memcpy(o + (size_t)t * hs, dout + ooff + (size_t)t * C, (size_t)hs * sizeof *o);
-            if (pairs)
-                attention_pairs_bwd_head(dq, o, q, lse_in + (size_t)j * T, sc, T, hs, hs);
-            else
-                bwd_head(kr, dq, o, q, lse_in + (size_t)j * T, sc, T, hs, hs, 1);
+            bwd_head(kr, dq, o, q, lse_in + (size_t)j * T, sc, T, hs, hs, 1);
             for (int t = 0; t < T; t++)
                 for (int part = 0; part < 3; part++)
                     kr->acc(dqkv + qoff + (size_t)t * 3 * C + (size_t)part * C,
                             dq + t * ld3 + (size_t)part * hs, (size_t)hs);
         } else {
-            if (pairs)
-                attention_pairs_fwd_head(o, lse_out + (size_t)j * T, q, sc, T, hs, hs);
-            else
-                fwd_head(kr, o, lse_out + (size_t)j * T, q, sc, T, hs, hs, 1);
+            fwd_head(kr, o, lse_out + (size_t)j * T, q, sc, T, hs, hs, 1);
             for (int t = 0; t < T; t++)
                 bf16_store(out16 + ooff + (size_t)t * C, o + (size_t)t * hs, (size_t)hs);
         }

@@ -27,7 +27,8 @@
 #include <math.h>
 #include <stdint.h>
 
-#include "bf16_x86.h" /* lanes, bf16_pairs_along_k, bf16_pairs_across_k */
+#include "bf16_store.h" /* bf16_store: a stored output */
+#include "bf16_x86.h" /* lanes, bf16_pairs_along_k, bf16_pairs_across_k (and _stored) */
 
 /* PMR rows of C per micro-tile (even: the key tiles start at even rows), PNV vectors
  * of 16 columns; PAIR_ROWS queries per backward block, a multiple of PMR */
@@ -141,6 +142,57 @@ static void across(uint32_t *dst, size_t ldd, const float *src, size_t lds, int 
                             cols);
 }
 
+/* A head's q|k|v: FP32 (f) or BF16 storage (h, bf16_store.h), one of the two; element
+ * `at` on. The stored values are already the pairs' bits, so their loaders convert
+ * nothing. */
+typedef struct {
+    const float *f;
+    const uint16_t *h;
+} qkv_src;
+
+static qkv_src src_at(qkv_src s, size_t at)
+{
+    return s.h ? (qkv_src){NULL, s.h + at} : (qkv_src){s.f + at, NULL};
+}
+
+static void along_src(uint32_t *dst, size_t ldd, qkv_src src, size_t lds, int rows, int cols)
+{
+    if (!src.h) {
+        along(dst, ldd, src.f, lds, rows, cols);
+        return;
+    }
+    for (int r = 0; r < rows; r++)
+        for (int kk = 0; kk < cols; kk += 32) {
+            const int n = cols - kk < 32 ? cols - kk : 32;
+            _mm512_mask_storeu_epi32(dst + (size_t)r * ldd + kk / 2, lanes((n + 1) / 2),
+                                     _mm512_maskz_loadu_epi16(lanes32(n), src.h + (size_t)r * lds + kk));
+        }
+}
+
+static void along_transposed_src(uint32_t *dst, int ldd, qkv_src src, size_t lds, int rows,
+                                 int cols)
+{
+    if (!src.h) {
+        along_transposed(dst, ldd, src.f, lds, rows, cols);
+        return;
+    }
+    for (int r0 = 0; r0 < rows; r0 += 16)
+        bf16_pairs_along_k_stored(dst + r0, ldd, rows - r0 < 16 ? rows - r0 : 16,
+                                  src.h + (size_t)r0 * lds, lds, rows - r0, cols);
+}
+
+static void across_src(uint32_t *dst, size_t ldd, qkv_src src, size_t lds, int rows, int cols)
+{
+    if (!src.h) {
+        across(dst, ldd, src.f, lds, rows, cols);
+        return;
+    }
+    for (int r = 0; r < rows; r += 2)
+        bf16_pairs_across_k_stored(dst + (size_t)(r / 2) * ldd, round16(cols) / 16,
+                                   src.h + (size_t)r * lds,
+                                   r + 1 < rows ? src.h + (size_t)(r + 1) * lds : NULL, cols);
+}
+
 /* The scratch's parts, in words (the FP32 rows of S / P and dS in floats) */
 typedef struct {
     int hs2, hsp, Tp, T2;
@@ -155,7 +207,7 @@ static size_t fwd_words(int T, int hs)
 {
     const dims d = dims_of(T, hs);
     return (size_t)T * d.hs2 + (size_t)d.hs2 * d.Tp + (size_t)d.T2 * d.hsp +
-           (size_t)PMR * d.T2 + (size_t)PMR * T;
+           (size_t)PMR * d.T2 + (size_t)PMR * T + (size_t)PMR * hs;
 }
 
 static size_t bwd_words(int T, int hs)
@@ -178,20 +230,22 @@ int attention_pairs_ready(void)
            (g == GEMM_BF16_AVX512 || g == GEMM_BF16_AMX);
 }
 
-void attention_pairs_fwd_head(float *out, float *lse, const float *q, float *scratch, int T,
-                              int C, int hs)
+/* The forward of one head from q|k|v in FP32 or BF16 storage, into out (FP32) or out16
+ * (BF16 storage: each tile of rows stored through the scratch's last PMR x hs floats) */
+static void fwd_head(float *out, uint16_t *out16, float *lse, qkv_src q, float *scratch,
+                     int T, int C, int hs)
 {
     const simd_kernels *kr = simd_kernels_get();
-    const float *k = q + C, *v = q + 2 * C;
+    const qkv_src k = src_at(q, (size_t)C), v = src_at(q, 2 * (size_t)C);
     const size_t ld = 3 * (size_t)C;
     const dims d = dims_of(T, hs);
     const float scale = 1.0f / sqrtf((float)hs);
     uint32_t *qp = (uint32_t *)scratch, *kt = qp + (size_t)T * d.hs2,
              *va = kt + (size_t)d.hs2 * d.Tp, *pp = va + (size_t)d.T2 * d.hsp;
-    float *s = (float *)(pp + (size_t)PMR * d.T2);
-    along(qp, d.hs2, q, ld, T, hs);
-    along_transposed(kt, d.Tp, k, ld, T, hs);
-    across(va, d.hsp, v, ld, T, hs);
+    float *s = (float *)(pp + (size_t)PMR * d.T2), *ot = s + (size_t)PMR * T;
+    along_src(qp, d.hs2, q, ld, T, hs);
+    along_transposed_src(kt, d.Tp, k, ld, T, hs);
+    across_src(va, d.hsp, v, ld, T, hs);
     for (int i0 = 0; i0 < T; i0 += PMR) {
         const int m = T - i0 < PMR ? T - i0 : PMR, keys = i0 + m;
         pairs_tile(m, keys, d.hs2, scale, qp + (size_t)i0 * d.hs2, d.hs2, 1, kt, d.Tp, s,
@@ -199,9 +253,27 @@ void attention_pairs_fwd_head(float *out, float *lse, const float *q, float *scr
         for (int i = 0; i < m; i++)
             lse[i0 + i] = kr->softmax_row(s + (size_t)i * T, i0 + i + 1, keys);
         along(pp, d.T2, s, (size_t)T, m, keys);
-        pairs_tile(m, hs, (keys + 1) / 2, 1.0f, pp, d.T2, 1, va, d.hsp, out + (size_t)i0 * C,
-                   (size_t)C, 0);
+        if (out) {
+            pairs_tile(m, hs, (keys + 1) / 2, 1.0f, pp, d.T2, 1, va, d.hsp,
+                       out + (size_t)i0 * C, (size_t)C, 0);
+            continue;
+        }
+        pairs_tile(m, hs, (keys + 1) / 2, 1.0f, pp, d.T2, 1, va, d.hsp, ot, (size_t)hs, 0);
+        for (int i = 0; i < m; i++)
+            bf16_store(out16 + (size_t)(i0 + i) * C, ot + (size_t)i * hs, (size_t)hs);
     }
+}
+
+void attention_pairs_fwd_head(float *out, float *lse, const float *q, float *scratch, int T,
+                              int C, int hs)
+{
+    fwd_head(out, NULL, lse, (qkv_src){q, NULL}, scratch, T, C, hs);
+}
+
+void attention_pairs_fwd_head_stored(uint16_t *out, float *lse, const uint16_t *q,
+                                     float *scratch, int T, int C, int hs)
+{
+    fwd_head(NULL, out, lse, (qkv_src){NULL, q}, scratch, T, C, hs);
 }
 
 /* The backward's per-head operands in pairs (bwd_words' layout) */
@@ -228,22 +300,23 @@ static bwd_parts bwd_layout(float *scratch, int T, dims d)
     return b;
 }
 
-void attention_pairs_bwd_head(float *dq, const float *dout, const float *q,
-                              const float *lse, float *scratch, int T, int C, int hs)
+/* The backward of one head from q|k|v in FP32 or BF16 storage */
+static void bwd_head(float *dq, const float *dout, qkv_src q, const float *lse, float *scratch,
+                     int T, int C, int hs)
 {
     const simd_kernels *kr = simd_kernels_get();
-    const float *k = q + C, *v = q + 2 * C;
+    const qkv_src k = src_at(q, (size_t)C), v = src_at(q, 2 * (size_t)C);
     float *dk = dq + C, *dv = dq + 2 * C;
     const size_t ld = 3 * (size_t)C;
     const dims d = dims_of(T, hs);
     const float scale = 1.0f / sqrtf((float)hs);
     const bwd_parts b = bwd_layout(scratch, T, d);
-    along(b.qp, d.hs2, q, ld, T, hs);
+    along_src(b.qp, d.hs2, q, ld, T, hs);
     along(b.op, d.hs2, dout, (size_t)C, T, hs);
-    along_transposed(b.kt, d.Tp, k, ld, T, hs);
-    along_transposed(b.vt, d.Tp, v, ld, T, hs);
-    across(b.ka, d.hsp, k, ld, T, hs);
-    across(b.qa, d.hsp, q, ld, T, hs);
+    along_transposed_src(b.kt, d.Tp, k, ld, T, hs);
+    along_transposed_src(b.vt, d.Tp, v, ld, T, hs);
+    across_src(b.ka, d.hsp, k, ld, T, hs);
+    across_src(b.qa, d.hsp, q, ld, T, hs);
     across(b.oa, d.hsp, dout, (size_t)C, T, hs);
     for (int r0 = 0; r0 < T; r0 += PAIR_ROWS) {
         const int r1 = r0 + PAIR_ROWS < T ? r0 + PAIR_ROWS : T;
@@ -278,6 +351,18 @@ void attention_pairs_bwd_head(float *dq, const float *dout, const float *q,
     }
 }
 
+void attention_pairs_bwd_head(float *dq, const float *dout, const float *q,
+                              const float *lse, float *scratch, int T, int C, int hs)
+{
+    bwd_head(dq, dout, (qkv_src){q, NULL}, lse, scratch, T, C, hs);
+}
+
+void attention_pairs_bwd_head_stored(float *dq, const float *dout, const uint16_t *q,
+                                     const float *lse, float *scratch, int T, int C, int hs)
+{
+    bwd_head(dq, dout, (qkv_src){NULL, q}, lse, scratch, T, C, hs);
+}
+
 #include "bf16_target_end.h"
 
 #else /* no AVX512_BF16 in this build: attention_pairs_ready says 0, so never called */
@@ -304,6 +389,18 @@ void attention_pairs_fwd_head(float *out, float *lse, const float *q, float *scr
 }
 void attention_pairs_bwd_head(float *dq, const float *dout, const float *q,
                               const float *lse, float *scratch, int T, int C, int hs)
+{
+    (void)dq, (void)dout, (void)q, (void)lse, (void)scratch, (void)T, (void)C, (void)hs;
+    not_built();
+}
+void attention_pairs_fwd_head_stored(uint16_t *out, float *lse, const uint16_t *q,
+                                     float *scratch, int T, int C, int hs)
+{
+    (void)out, (void)lse, (void)q, (void)scratch, (void)T, (void)C, (void)hs;
+    not_built();
+}
+void attention_pairs_bwd_head_stored(float *dq, const float *dout, const uint16_t *q,
+                                     const float *lse, float *scratch, int T, int C, int hs)
 {
     (void)dq, (void)dout, (void)q, (void)lse, (void)scratch, (void)T, (void)C, (void)hs;
     not_built();

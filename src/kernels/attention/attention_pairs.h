@@ -14,6 +14,7 @@
 #define GT_ATTENTION_PAIRS_H
 
 #include <stddef.h>
+#include <stdint.h>
 
 /* 1 when this build, CPU and the kernels' current choices run the pairs (SIMD path
  * AVX-512, the CPU with AVX512_BF16, gemm_bf16's path avx512-bf16 or amx-bf16) */
@@ -27,5 +28,12 @@ void attention_pairs_fwd_head(float *out, float *lse, const float *q, float *scr
                               int C, int hs);
 void attention_pairs_bwd_head(float *dq, const float *dout, const float *q,
                               const float *lse, float *scratch, int T, int C, int hs);
+
+/* The same with q|k|v (and the forward's out) in BF16 storage (bf16_store.h): the
+ * bits of the FP32 calls on the stored values */
+void attention_pairs_fwd_head_stored(uint16_t *out, float *lse, const uint16_t *q,
+                                     float *scratch, int T, int C, int hs);
+void attention_pairs_bwd_head_stored(float *dq, const float *dout, const uint16_t *q,
+                                     const float *lse, float *scratch, int T, int C, int hs);
 
 #endif
