@@ -35,7 +35,11 @@
  *       stored or both give the bits of the product of the FP32 operands they were
  *       rounded from (odd K, past a depth and a column block, padded leading
  *       dimensions), and the epilogue's BF16 copy of C is bf16_store of C; bf16_store's
- *       vector loop rounds ties, NaN, infinities and denormals as its scalar one.
+ *       vector loop rounds ties, NaN, infinities and denormals as its scalar one;
+ *   (n) the epilogue's row sums (a bias gradient summed while dout^T is packed) give
+ *       the bits of the column-sum pass (simd colsum) and of a plain loop, past a row
+ *       block, a depth block and a column block, and past the rows the fused sums
+ *       hold (then summed after the product), for A as stored and transposed.
  * Errors are measured against the reference scaled by sum_k |a_k b_k| per element, so
  * they are in units of FP32 rounding of the sums. */
 #include <math.h>
@@ -663,6 +667,49 @@ static void check_stored(const char *name)
     TU_CHECK(copy_same, "%s: the epilogue's BF16 copy of C is bf16_store of C", name);
 }
 
+/* (n) row sums: from zero in depth order, then added (the reference), against the
+ * fused sums; for transa = 1 also the simd column-sum pass the model used */
+static void check_row_sums(const char *name)
+{
+    static const struct {
+        int M, N, K, ta;
+    } shapes[] = {{1, 1, 1, 1}, {300, 70, 1100, 1}, {45, 2100, 37, 1}, {61, 33, 700, 0},
+                  {16500, 3, 5, 1}, {16500, 2, 3, 0}};
+    const simd_kernels *k = simd_kernels_get();
+    int same = 1, colsum_same = 1;
+    for (size_t si = 0; si < sizeof shapes / sizeof shapes[0]; si++) {
+        const int M = shapes[si].M, N = shapes[si].N, K = shapes[si].K, ta = shapes[si].ta;
+        const int lda = ta ? M + 2 : K + 1;
+        float *A = fnew_rand((size_t)(ta ? K : M) * lda), *B = fnew_rand((size_t)K * N);
+        float *C = fnew_rand((size_t)M * N), *got = fnew_rand(M), *want = malloc(M * sizeof *want);
+        if (!want) exit(99);
+        memcpy(want, got, M * sizeof *want);
+        for (int m = 0; m < M; m++) {
+            float sum = 0.0f;
+            for (int kk = 0; kk < K; kk++) sum += ta ? A[(size_t)kk * lda + m] : A[(size_t)m * lda + kk];
+            want[m] += sum;
+        }
+        if (ta) { /* the model's column-sum pass over dout = A stored [K][M] */
+            float *cs = malloc(M * sizeof *cs);
+            if (!cs) exit(99);
+            memcpy(cs, got, M * sizeof *cs);
+            for (int c0 = 0; c0 < M; c0 += SIMD_COL_BLOCK)
+                k->colsum(cs, A, (size_t)K, (size_t)lda, c0,
+                          M - c0 < SIMD_COL_BLOCK ? M - c0 : SIMD_COL_BLOCK);
+            colsum_same &= memcmp(cs, want, M * sizeof *cs) == 0;
+            free(cs);
+        }
+        const gemm_bf16_epilogue ep = {.row_sums = got};
+        gemm_bf16_fused(ta, 0, M, N, K, 1.0f, A, lda, B, N, 1.0f, C, N, &ep);
+        same &= memcmp(got, want, M * sizeof *got) == 0;
+        free(A), free(B), free(C), free(got), free(want);
+    }
+    TU_CHECK(same, "%s: the epilogue's row sums give the bits of summing each row from zero "
+             "in depth order, then adding (past a row, depth and column block, and past "
+             "the fused sums' rows)", name);
+    TU_CHECK(colsum_same, "%s: ... which are the bits of the column-sum pass over dout", name);
+}
+
 /* (m) bf16_store's vector loop and its scalar rounding, on the awkward values */
 static void check_store_rounding(void)
 {
@@ -734,6 +781,7 @@ int main(void)
         check_prepacked(paths[i].path, paths[i].name);
         check_fused(paths[i].name);
         check_stored(paths[i].name);
+        check_row_sums(paths[i].name);
         if (paths[i].path == GEMM_BF16_PORTABLE) continue;
         check_threads(paths[i].name);
         if (paths[i].path == GEMM_BF16_AMX_EMULATED) check_sdm_order(paths[i].name, 1);

@@ -120,24 +120,18 @@ void layernorm_backward(float *dinp, float *dw, float *db, const float *dout,
 }
 
 /* ------------------------------------------------------------------------------------ */
-/* Matrix products: FP32 (OpenBLAS sgemm) or BF16 with FP32 accumulation (gemm_bf16.h),
- * through one entry with sgemm's row-major arguments (ta / tb: 1 = transposed) */
+/* Matrix products: FP32 (OpenBLAS sgemm, row-major arguments, ta / tb: 1 = transposed)
+ * here; the BF16 twins (gemm_bf16.h) below */
 
-typedef enum { PREC_FP32, PREC_BF16 } precision;
-
-static void mm(precision p, int ta, int tb, int M, int N, int K, float alpha, const float *A,
-               int lda, const float *B, int ldb, float beta, float *C, int ldc)
+static void mm(int ta, int tb, int M, int N, int K, float alpha, const float *A, int lda,
+               const float *B, int ldb, float beta, float *C, int ldc)
 {
-    if (p == PREC_BF16) {
-        gemm_bf16(ta, tb, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
-        return;
-    }
     cblas_sgemm(CblasRowMajor, ta ? CblasTrans : CblasNoTrans, tb ? CblasTrans : CblasNoTrans,
                 M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
 }
 
-static void matmul_fwd(precision p, float *out, const float *inp, const float *w,
-                       const float *bias, size_t N, int C, int OC)
+void matmul_forward(float *out, const float *inp, const float *w, const float *bias,
+                    size_t N, int C, int OC)
 {
     /* out = bias (broadcast), then out += inp @ w^T in one sgemm with beta = 1: one
      * pass over out fewer than adding the bias afterwards. */
@@ -147,7 +141,7 @@ static void matmul_fwd(precision p, float *out, const float *inp, const float *w
         for (size_t n = 0; n < N; n++) memcpy(out + n * OC, bias, (size_t)OC * sizeof *out);
         beta = 1.0f;
     }
-    mm(p, 0, 1, (int)N, OC, C, 1.0f, inp, C, w, C, beta, out, OC);
+    mm(0, 1, (int)N, OC, C, 1.0f, inp, C, w, C, beta, out, OC);
 }
 
 /* dbias[OC] += the column sums of dout[N,OC], each column summed in row order */
@@ -162,29 +156,14 @@ static void bias_grad(float *dbias, const float *dout, size_t N, int OC)
     }
 }
 
-static void matmul_bwd(precision p, float *dinp, float *dw, float *dbias,
-                       const float *dout, const float *inp, const float *w, size_t N, int C,
-                       int OC)
-{
-    /* dinp[N,C] += dout[N,OC] @ w[OC,C] */
-    if (dinp) mm(p, 0, 0, (int)N, C, OC, 1.0f, dout, OC, w, C, 1.0f, dinp, C);
-    /* dw[OC,C] += dout^T @ inp[N,C] */
-    mm(p, 1, 0, OC, C, (int)N, 1.0f, dout, OC, inp, C, 1.0f, dw, C);
-    if (dbias) bias_grad(dbias, dout, N, OC);
-}
-
-/* The public FP32 kernels, and the BF16 twins behind backend_cpu_bf16 */
-
-void matmul_forward(float *out, const float *inp, const float *w, const float *bias,
-                    size_t N, int C, int OC)
-{
-    matmul_fwd(PREC_FP32, out, inp, w, bias, N, C, OC);
-}
-
 void matmul_backward(float *dinp, float *dw, float *dbias, const float *dout,
                      const float *inp, const float *w, size_t N, int C, int OC)
 {
-    matmul_bwd(PREC_FP32, dinp, dw, dbias, dout, inp, w, N, C, OC);
+    /* dinp[N,C] += dout[N,OC] @ w[OC,C] */
+    if (dinp) mm(0, 0, (int)N, C, OC, 1.0f, dout, OC, w, C, 1.0f, dinp, C);
+    /* dw[OC,C] += dout^T @ inp[N,C] */
+    mm(1, 0, OC, C, (int)N, 1.0f, dout, OC, inp, C, 1.0f, dw, C);
+    if (dbias) bias_grad(dbias, dout, N, OC);
 }
 
 /* BF16 forward products with the bias (and GELU, or the residual add) in the product's
@@ -220,10 +199,20 @@ static void matmul_forward_residual_bf16(float *out, const float *res, const flo
                                         .ld_residual = (size_t)OC});
 }
 
+/* The weight gradient dw[OC,C] += dout^T @ inp with dbias += dout's column sums taken
+ * as dout^T is packed (gemm_bf16's row sums, the bits of bias_grad) */
+static void weight_grad_bf16(float *dw, float *dbias, const float *dout, const float *inp,
+                             size_t N, int C, int OC)
+{
+    const gemm_bf16_epilogue ep = {.row_sums = dbias};
+    gemm_bf16_fused(1, 0, OC, C, (int)N, 1.0f, dout, OC, inp, C, 1.0f, dw, C, &ep);
+}
+
 static void matmul_backward_bf16(float *dinp, float *dw, float *dbias, const float *dout,
                                  const float *inp, const float *w, size_t N, int C, int OC)
 {
-    matmul_bwd(PREC_BF16, dinp, dw, dbias, dout, inp, w, N, C, OC);
+    if (dinp) gemm_bf16(0, 0, (int)N, C, OC, 1.0f, dout, OC, w, C, 1.0f, dinp, C);
+    weight_grad_bf16(dw, dbias, dout, inp, N, C, OC);
 }
 
 /* The backward of c_proj with GELU's backward in the input gradient's write-back:
@@ -235,7 +224,7 @@ static void matmul_backward_gelu_bf16(float *dpre, float *dinp, float *dw, float
 {
     const gemm_bf16_epilogue ep = {.dgelu_x = pre, .dgelu_out = dpre, .ld_dgelu = (size_t)C};
     gemm_bf16_fused(0, 0, (int)N, C, OC, 1.0f, dout, OC, w, C, 0.0f, dinp, C, &ep);
-    matmul_bwd(PREC_BF16, NULL, dw, dbias, dout, inp, w, N, C, OC);
+    weight_grad_bf16(dw, dbias, dout, inp, N, C, OC);
 }
 
 /* The products and LayerNorm on activations in BF16 storage (backend.h's gt_bf16_acts):
@@ -287,10 +276,12 @@ static void matmul_backward_stored(float *dinp, float *dw, float *dbias, const f
                                    const uint16_t *inp16, const float *w, size_t N, int C,
                                    int OC)
 {
-    /* dinp[N,C] += dout @ w; dw[OC,C] += dout^T @ inp (stored) */
+    /* dinp[N,C] += dout @ w; dw[OC,C] += dout^T @ inp (stored), dbias summed as dout^T
+     * is packed */
     if (dinp) gemm_bf16(0, 0, (int)N, C, OC, 1.0f, dout, OC, w, C, 1.0f, dinp, C);
-    gemm_bf16(1, GEMM_BF16_STORED, OC, C, (int)N, 1.0f, dout, OC, stored(inp16), C, 1.0f, dw, C);
-    if (dbias) bias_grad(dbias, dout, N, OC);
+    const gemm_bf16_epilogue ep = {.row_sums = dbias};
+    gemm_bf16_fused(1, GEMM_BF16_STORED, OC, C, (int)N, 1.0f, dout, OC, stored(inp16), C, 1.0f,
+                    dw, C, &ep);
 }
 
 static void gelu_forward_stored(float *out, const uint16_t *inp16, size_t N)
@@ -315,7 +306,7 @@ static void matmul_backward_gelu_stored(float *dpre, float *dinp, float *dw, flo
 {
     const gemm_bf16_epilogue ep = {.dgelu_x16 = pre16, .dgelu_out = dpre, .ld_dgelu = (size_t)C};
     gemm_bf16_fused(0, 0, (int)N, C, OC, 1.0f, dout, OC, w, C, 0.0f, dinp, C, &ep);
-    matmul_bwd(PREC_BF16, NULL, dw, dbias, dout, inp, w, N, C, OC);
+    weight_grad_bf16(dw, dbias, dout, inp, N, C, OC);
 }
 
 static const gt_bf16_acts cpu_bf16_acts = {

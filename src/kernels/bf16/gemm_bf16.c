@@ -25,8 +25,9 @@ static int omp_get_thread_num(void) { return 0; }
 static int omp_in_parallel(void) { return 0; }
 #endif
 
-/* Portable panels: PM x PK of A and PK x PN of B, FP32 */
-enum { PM = 256, PK = 256, PN = 2048 };
+/* Portable panels: PM x PK of A and PK x PN of B, FP32; row sums fused into products of
+ * up to SUMS rows (more: summed after the product, the same bits) */
+enum { PM = 256, PK = 256, PN = 2048, SUMS = 16384 };
 
 /* One slot per OpenMP thread: a thread that calls from inside a parallel region packs
  * into its own slot; a call from outside uses slot 0's B panel for the whole team. */
@@ -34,6 +35,7 @@ typedef struct {
     void *apack, *bpack; /* AVX512_BF16 path; bpack also the AMX paths' B panel */
     void *amx;           /* AMX paths: GEMM_BF16_AMX_WORK bytes */
     float *pa, *pb;      /* portable path */
+    float *sums;         /* the epilogue's row sums, from zero (SUMS floats) */
 } slot;
 
 static slot *slots;
@@ -51,6 +53,7 @@ void gemm_bf16_free(void)
         free(slots[i].amx);
         free(slots[i].pa);
         free(slots[i].pb);
+        free(slots[i].sums);
     }
     free(slots);
     slots = NULL;
@@ -134,7 +137,8 @@ static int reserve_slot(slot *s)
     s->amx = gt_malloc(GEMM_BF16_AMX_WORK, "BF16 AMX tiles and packed A block");
     s->pa = gt_malloc((size_t)PM * PK * sizeof(float), "BF16 rounded A panel");
     s->pb = gt_malloc((size_t)PK * PN * sizeof(float), "BF16 rounded B panel");
-    return s->apack && s->bpack && s->amx && s->pa && s->pb ? 0 : -1;
+    s->sums = gt_malloc((size_t)SUMS * sizeof(float), "BF16 product row sums");
+    return s->apack && s->bpack && s->amx && s->pa && s->pb && s->sums ? 0 : -1;
 }
 
 int gemm_bf16_init(int threads)
@@ -241,6 +245,8 @@ static void gemm_portable(slot *s, int transa, int transb, int M, int N, int K, 
             for (int ic = 0; ic < M; ic += PM) {
                 const int mc = M - ic < PM ? M - ic : PM;
                 round_panel(s->pa, transa, A, lda, ic, mc, pc, kc);
+                if (ep && ep->row_sums && jc == 0)
+                    gemm_bf16_row_sums(ep->row_sums, transa, A, lda, ic, mc, pc, kc);
                 cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, mc, nc, kc, alpha,
                             s->pa, kc, pb, nc, bet, C + (size_t)ic * ldc + jc, ldc);
                 if (ep)
@@ -250,8 +256,51 @@ static void gemm_portable(slot *s, int transa, int transb, int M, int N, int K, 
     }
 }
 
-/* gemm_bf16 and gemm_bf16_fused: ep NULL or the epilogue */
+static void run_path(int transa, int transb, int M, int N, int K, float alpha,
+                     const float *A, int lda, const float *B, int ldb, float beta, float *C,
+                     int ldc, const gemm_bf16_epilogue *ep);
+
+/* gemm_bf16 and gemm_bf16_fused: ep NULL or the epilogue. Row sums: the paths add into
+ * this thread's zeroed sums, added to the caller's once the product is done (from zero
+ * in depth order, then added: the bits of a column-sum pass); past SUMS rows they are
+ * summed after the product, the same way. */
 static void product(int transa, int transb, int M, int N, int K, float alpha, const float *A,
+                    int lda, const float *B, int ldb, float beta, float *C, int ldc,
+                    const gemm_bf16_epilogue *ep)
+{
+    if (!ep || !ep->row_sums || M <= 0 || N <= 0 || K <= 0) {
+        run_path(transa, transb, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc, ep);
+        return;
+    }
+    if (transa != 0 && transa != 1) { /* a programming error */
+        gt_error("internal: BF16 product row sums of an operand in BF16 storage");
+        abort();
+    }
+    const int t = omp_in_parallel() ? omp_get_thread_num() : 0;
+    if (t >= nslots) { /* run_path says what is wrong */
+        run_path(transa, transb, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc, ep);
+        return;
+    }
+    float *sums = slots[t].sums;
+    gemm_bf16_epilogue e = *ep;
+    e.row_sums = M <= SUMS ? sums : NULL;
+    if (e.row_sums) memset(sums, 0, (size_t)M * sizeof *sums);
+    run_path(transa, transb, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc, &e);
+    if (!e.row_sums) {
+        for (int m0 = 0; m0 < M; m0 += SUMS) {
+            const int mc = M - m0 < SUMS ? M - m0 : SUMS;
+            memset(sums, 0, (size_t)mc * sizeof *sums);
+            gemm_bf16_row_sums(sums, transa, transa ? A + m0 : A + (size_t)m0 * lda, lda, 0,
+                               mc, 0, K);
+            for (int i = 0; i < mc; i++) ep->row_sums[m0 + i] += sums[i];
+        }
+        return;
+    }
+    for (int i = 0; i < M; i++) ep->row_sums[i] += sums[i];
+}
+
+/* the product on the path in use (ep's row sums, if any, as the paths add them) */
+static void run_path(int transa, int transb, int M, int N, int K, float alpha, const float *A,
                     int lda, const float *B, int ldb, float beta, float *C, int ldc,
                     const gemm_bf16_epilogue *ep)
 {

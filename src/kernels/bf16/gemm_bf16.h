@@ -66,6 +66,7 @@ void gemm_bf16(int transa, int transb, int M, int N, int K, float alpha, const f
  *   dgelu_out = gelu'(dgelu_x) C                         (GELU's backward)
  *   out_bf16 = C rounded to BF16 (bf16_store.h)          (a stored copy; with round_c,
  *                                                         C = those values, then GELU)
+ *   row_sums += sum over k of op(A)[i, k]                 (a bias gradient)
  * with bias[N] added to the first depth block's sums and the rest done after the last,
  * so every output has the very bits of the unfused sequence: C = bias broadcast,
  * gemm_bf16 with beta = 1, then residual_forward, gelu_forward or (dgelu_out zeroed)
@@ -83,6 +84,10 @@ typedef struct gemm_bf16_epilogue {
     size_t ld_out_bf16;
     int round_c;           /* with out_bf16: C itself takes the BF16 values, before GELU */
     const uint16_t *dgelu_x16; /* instead of dgelu_x: the same in BF16 storage */
+    /* [M] += the FP32 sums over the depth of op(A)'s rows (transa 0 or 1): a bias
+     * gradient while its dout is packed as A^T, each row summed from zero in depth
+     * order and then added, the bits of the column-sum pass it replaces */
+    float *row_sums;
 } gemm_bf16_epilogue;
 
 /* C = alpha op(A) op(B) + beta C with epilogue ep; the threads as gemm_bf16 */
@@ -125,5 +130,10 @@ void gemm_bf16_avx512(int transa, int transb, int M, int N, int K, float alpha,
  * calls it right after storing a block; gemm_bf16_epilogue.c) */
 void gemm_bf16_epilogue_block(const gemm_bf16_epilogue *ep, float *C, int ldc, int i0,
                               int j0, int mr, int nr, int first, int last);
+/* For the paths, right after packing op(A)'s rows m0 .. m0+mc at depth k0 .. k0+kc (the
+ * first column block and column group only, so once): sums[m0 + i] += those values in
+ * depth order (the dispatcher hands the paths zeroed sums, then adds them) */
+void gemm_bf16_row_sums(float *sums, int transa, const float *A, int lda, int m0, int mc,
+                        int k0, int kc);
 
 #endif

@@ -169,6 +169,9 @@ static void run_thread(const product *g, uint8_t *w)
                     gemm_bf16_amx_pack_a(ap, g->transa, g->A, g->lda, m0, mc,
                                          2 * ((mc + 31) / 32), pc, kc);
                     packed = rb;
+                    if (g->ep && g->ep->row_sums && jc == 0 && c0 == 0) /* while in cache */
+                        gemm_bf16_row_sums(g->ep->row_sums, g->transa, g->A, g->lda, m0, mc,
+                                           pc, kc);
                 }
                 row_block(g, bpanel, ap, ct, m0, mc, jc, nc, 32 * c0,
                           c1 < nstrips ? 32 * c1 : nc, kc, pc == 0 ? g->beta : 1.0f, pc == 0,

@@ -194,6 +194,8 @@ void gemm_bf16_avx512(int transa, int transb, int M, int N, int K, float alpha,
                             pack_a(ap + (size_t)(i / MR) * kc2 * MR, transa, A, lda, m0 + i,
                                    mc - i < MR ? mc - i : MR, pc, kc);
                         packed = rb;
+                        if (ep && ep->row_sums && jc == 0 && c0 == 0) /* while in cache */
+                            gemm_bf16_row_sums(ep->row_sums, transa, A, lda, m0, mc, pc, kc);
                     }
                     for (int s = c0; s < c1; s++) {
                         const int n0 = s * NR, nr = nc - n0 < NR ? nc - n0 : NR;

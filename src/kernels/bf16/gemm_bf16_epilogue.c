@@ -11,6 +11,24 @@
 #include "bf16_store.h"
 #include "simd.h" /* simd_kernels_get: acc, gelu_fwd, gelu_bwd */
 
+void gemm_bf16_row_sums(float *sums, int transa, const float *A, int lda, int m0, int mc,
+                        int k0, int kc)
+{
+    if (transa) { /* A stored [k][m]: a row of memory adds into mc sums at once */
+        for (int k = 0; k < kc; k++) {
+            const float *r = A + (size_t)(k0 + k) * lda + m0;
+            for (int i = 0; i < mc; i++) sums[m0 + i] += r[i];
+        }
+        return;
+    }
+    for (int i = 0; i < mc; i++) {
+        const float *r = A + (size_t)(m0 + i) * lda + k0;
+        float s = sums[m0 + i];
+        for (int k = 0; k < kc; k++) s += r[k];
+        sums[m0 + i] = s;
+    }
+}
+
 void gemm_bf16_epilogue_block(const gemm_bf16_epilogue *ep, float *C, int ldc, int i0,
                               int j0, int mr, int nr, int first, int last)
 {
