@@ -7,7 +7,8 @@
  *   (d) two runs with the same thread count give identical bits;
  *   (e) cross-entropy: losses, gradient by finite differences, zero row sums;
  *   (f) attention with q|k|v and out in BF16 storage: the bits of the BF16 twin on the
- *       stored values, on the BF16 pairs and the portable twin.
+ *       stored values, on the BF16 pairs, the AMX tiles (emulated) and the portable twin;
+ *   (g) attention on the AMX tiles (emulated) against the BF16-operand references.
  * Shapes are small and odd (T and C not multiples of 8, NH > 1); a second, larger
  * shape per kernel goes through the multi-threaded and blocked code paths, where the
  * finite differences are taken on a random sample of elements. */
@@ -23,7 +24,10 @@
 #include "backend.h"
 #include "attention_cpu.h"
 #include "attention_pairs.h"
+#include "attention_tiles.h"
 #include "bf16_store.h"
+#include "cpu_features.h"
+#include "gemm_bf16.h"
 #include "kernels_cpu.h"
 #include "testutil.h"
 
@@ -780,6 +784,21 @@ static void test_attention_bf16(int B, int T, int C, int NH)
     kernels_set_simd(KERNELS_SIMD_PORTABLE);
     check_attention_stored(&c, name, "portable twin");
     kernels_set_simd(KERNELS_SIMD_AUTO);
+    /* the products on the AMX tiles, as the amx-emulated path runs them (the AMX path
+     * runs the same code on the real tiles) */
+    gemm_bf16_force_path(GEMM_BF16_AMX_EMULATED);
+    {
+        char tname[128];
+        snprintf(tname, sizeof tname, "%s on the AMX tiles (emulated)", name);
+        TU_CHECK(attention_tiles_ready(C / NH), "%s: the amx-emulated path runs them", tname);
+        att_run(&c, res);
+        check_bf16_result(tname, "out vs the forward", out, rout, no);
+        check_bf16_result(tname, "dqkv vs the backward", dqkv, rd, nq);
+        check_attention_stored(&c, name, "AMX tiles (emulated)");
+    }
+    gemm_bf16_force_path(GEMM_BF16_AUTO);
+    TU_CHECK(!attention_tiles_ready(C / NH) || cpu_has_amx_bf16(),
+             "%s: the tiles run only where gemm_bf16 runs AMX", name);
     free(rd);
     /* An FP32 value one ulp from a BF16 rounding boundary on one path can round the
      * other way on another: a BF16 operand's difference (2^-8) in some terms */

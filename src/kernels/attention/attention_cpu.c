@@ -31,6 +31,7 @@
 #include <string.h>
 
 #include "attention_pairs.h" /* the BF16 products on AVX512_BF16 */
+#include "attention_tiles.h" /* the BF16 products on the AMX tiles */
 #include "bf16_store.h"      /* bf16_widen, bf16_store: q|k|v and out in BF16 */
 #include "simd.h"            /* simd_kernels_get: gemm_tile, softmax rows */
 
@@ -47,12 +48,25 @@ static int omp_get_thread_num(void) { return 0; }
 #define ATT_ROWS 48
 
 /* per thread, for the head kernels: 5 T x hs operand copies, 2 ATT_ROWS x T rows of P
- * and dS; or what the BF16 pairs take (attention_pairs.h), when more */
+ * and dS; or what the BF16 pairs or the tiles take (attention_pairs.h,
+ * attention_tiles.h), when more */
 static size_t kernel_floats(int T, int hs)
 {
     const size_t fp32 = 5 * (size_t)hs * (size_t)T + 2 * (size_t)ATT_ROWS * (size_t)T,
-                 pairs = attention_pairs_scratch_floats(T, hs);
-    return fp32 > pairs ? fp32 : pairs;
+                 pairs = attention_pairs_scratch_floats(T, hs),
+                 tiles = attention_tiles_scratch_floats(T, hs);
+    const size_t most = fp32 > pairs ? fp32 : pairs;
+    return most > tiles ? most : tiles;
+}
+
+/* Which products a BF16 pass runs: the AMX tiles (or their emulated twin) where
+ * gemm_bf16 runs them, else the BF16 pairs where the CPU has them, else the FP32 twin
+ * on BF16-rounded operands */
+enum bf16_kind { TWIN, PAIRS, TILES };
+
+static enum bf16_kind bf16_kind_for(int hs)
+{
+    return attention_tiles_ready(hs) ? TILES : attention_pairs_ready() ? PAIRS : TWIN;
 }
 
 /* then, for BF16 storage (each_head_stored), a head's q|k|v and its q|k|v gradient in
@@ -187,16 +201,24 @@ static void each_head(float *out, float *lse_out, float *dqkv, const float *dout
 {
     const simd_kernels *kr = simd_kernels_get();
     const int hs = C / NH, jobs = B * NH, team = team_size(threads, jobs);
-    const int pairs = bf16 && attention_pairs_ready(); /* else: BF16-rounded FP32 */
+    const enum bf16_kind kind = bf16 ? bf16_kind_for(hs) : TWIN;
+    const int pairs = kind == PAIRS; /* else, in BF16: tiles, or BF16-rounded FP32 */
     const size_t per = per_thread(T, hs);
     (void)team;
+    if (kind == TILES) attention_tiles_pass_begin();
 #pragma omp parallel for schedule(static) num_threads(team) if (team > 1)
     for (int j = 0; j < jobs; j++) {
         const int b = j / NH, h = j % NH;
         const size_t qoff = (size_t)b * T * 3 * C + (size_t)h * hs,
                      ooff = (size_t)b * T * C + (size_t)h * hs;
         float *sc = scratch + (size_t)omp_get_thread_num() * per;
-        if (dqkv && pairs)
+        if (kind == TILES && dqkv)
+            attention_tiles_bwd_head(dqkv + qoff, dout + ooff, qkv + qoff, NULL,
+                                     lse_in + (size_t)j * T, sc, T, C, hs);
+        else if (kind == TILES)
+            attention_tiles_fwd_head(out + ooff, NULL, lse_out + (size_t)j * T, qkv + qoff,
+                                     NULL, sc, T, C, hs);
+        else if (dqkv && pairs)
             attention_pairs_bwd_head(dqkv + qoff, dout + ooff, qkv + qoff,
                                      lse_in + (size_t)j * T, sc, T, C, hs);
         else if (dqkv)
@@ -208,6 +230,7 @@ static void each_head(float *out, float *lse_out, float *dqkv, const float *dout
         else
             fwd_head(kr, out + ooff, lse_out + (size_t)j * T, qkv + qoff, sc, T, C, hs, bf16);
     }
+    if (kind == TILES) attention_tiles_pass_end();
 }
 
 /* each_head with q|k|v (and the forward's output) in BF16 storage. The BF16 pairs
@@ -222,16 +245,28 @@ static void each_head_stored(uint16_t *out16, float *lse_out, float *dqkv, const
 {
     const simd_kernels *kr = simd_kernels_get();
     const int hs = C / NH, jobs = B * NH, team = team_size(threads, jobs);
-    const int pairs = attention_pairs_ready();
+    const enum bf16_kind kind = bf16_kind_for(hs);
+    const int pairs = kind == PAIRS;
     const size_t per = per_thread(T, hs), th = (size_t)T * hs, ld3 = 3 * (size_t)hs;
     (void)team;
+    if (kind == TILES) attention_tiles_pass_begin();
 #pragma omp parallel for schedule(static) num_threads(team) if (team > 1)
     for (int j = 0; j < jobs; j++) {
         const int b = j / NH, h = j % NH;
         const size_t qoff = (size_t)b * T * 3 * C + (size_t)h * hs,
                      ooff = (size_t)b * T * C + (size_t)h * hs;
         float *sc = scratch + (size_t)omp_get_thread_num() * per;
-        if (pairs && dqkv) { /* the pairs read the stored values as they are */
+        if (kind == TILES && dqkv) { /* the tiles and the pairs read the stored values */
+            attention_tiles_bwd_head(dqkv + qoff, dout + ooff, NULL, qkv16 + qoff,
+                                     lse_in + (size_t)j * T, sc, T, C, hs);
+            continue;
+        }
+        if (kind == TILES) {
+            attention_tiles_fwd_head(NULL, out16 + ooff, lse_out + (size_t)j * T, NULL,
+                                     qkv16 + qoff, sc, T, C, hs);
+            continue;
+        }
+        if (pairs && dqkv) {
             attention_pairs_bwd_head_stored(dqkv + qoff, dout + ooff, qkv16 + qoff,
                                             lse_in + (size_t)j * T, sc, T, C, hs);
             continue;
@@ -261,6 +296,7 @@ static void each_head_stored(uint16_t *out16, float *lse_out, float *dqkv, const
                 bf16_store(out16 + ooff + (size_t)t * C, o + (size_t)t * hs, (size_t)hs);
         }
     }
+    if (kind == TILES) attention_tiles_pass_end();
 }
 
 void attention_forward_stored(uint16_t *out, float *lse, const uint16_t *qkv, float *scratch,

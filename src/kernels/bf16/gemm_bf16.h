@@ -49,6 +49,8 @@
 
 /* op(X) = X read from BF16 storage (see above) */
 #define GEMM_BF16_STORED 2
+/* op(B) = B^T from BF16 storage: the AMX packing only (gemm_bf16_amx.h) */
+#define GEMM_BF16_STORED_T 3
 
 /* Reserves the buffers for up to `threads` OpenMP threads (and no fewer than the
  * OpenMP runtime's current maximum). Reports and returns -1 when out of memory.

@@ -24,6 +24,7 @@
 #define AMX_BARRIER() __asm__ volatile("" ::: "memory")
 
 #define AMX_ENTRY gemm_bf16_amx
+#define AMX_PANEL_ENTRY gemm_bf16_amx_panel
 #define AMX_CONFIG(cfg)                                                                   \
     do {                                                                                  \
         __asm__ volatile("" : : "r"(cfg) : "memory");                                     \

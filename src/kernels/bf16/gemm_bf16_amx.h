@@ -55,7 +55,8 @@ enum {
 void gemm_bf16_amx_pack_a(uint32_t *ap, int transa, const float *A, int lda, int m0, int mc,
                           int mtiles, int k0, int kc);
 /* B strip: columns n0 .. n0+nc of op(B) (transb = 1: B stored [n][k]), depth k0 ..
- * k0+kc, into ntiles (>= ceil(nc / 16)) B tiles of columns, as above. */
+ * k0+kc, into ntiles (>= ceil(nc / 16)) B tiles of columns, as above. Besides
+ * GEMM_BF16_STORED (gemm_bf16.h), B may be GEMM_BF16_STORED_T: BF16 storage [n][k]. */
 void gemm_bf16_amx_pack_b(uint32_t *bp, int transb, const float *B, int ldb, int n0, int nc,
                           int ntiles, int k0, int kc);
 
@@ -91,6 +92,20 @@ void gemm_bf16_amx(int transa, int transb, int M, int N, int K, float alpha, con
                    int lda, const float *B, int ldb, float beta, float *C, int ldc,
                    void *bpack, void *const *works, int parallel, const void *bpre,
                    const gemm_bf16_epilogue *ep);
+/* C[m, n] = alpha A B (+ C when accumulate), on the calling thread, from operands
+ * packed as above: A's 16-row tiles at ap + i a_run words (i = 0, 1, ... for rows 0-15,
+ * 16-31, ...), B's 16-column tiles at bp + j b_run, each the first of nq chunks of 32
+ * depth (a_run, b_run >= nq tiles: a panel packed deeper is read in part), tiles past m
+ * and n present and zero. work: GEMM_BF16_AMX_WORK bytes (accumulator tiles and the
+ * tile configuration, loaded and released here). For products cut finer than a whole
+ * gemm_bf16, on operands packed once (attention_tiles.h). */
+void gemm_bf16_amx_panel(const uint32_t *ap, size_t a_run, const uint32_t *bp, size_t b_run,
+                         int m, int n, int nq, float alpha, int accumulate, float *C, int ldc,
+                         void *work);
+void gemm_bf16_amx_panel_emulated(const uint32_t *ap, size_t a_run, const uint32_t *bp,
+                                  size_t b_run, int m, int n, int nq, float alpha,
+                                  int accumulate, float *C, int ldc, void *work);
+
 void gemm_bf16_amx_emulated(int transa, int transb, int M, int N, int K, float alpha,
                             const float *A, int lda, const float *B, int ldb, float beta,
                             float *C, int ldc, void *bpack, void *const *works, int parallel,

@@ -11,6 +11,7 @@
 #include "amx_emul_counts.h" /* defines: amx_emul_span_begin, amx_emul_span_end */
 
 #define AMX_ENTRY gemm_bf16_amx_emulated
+#define AMX_PANEL_ENTRY gemm_bf16_amx_panel_emulated
 #define AMX_CONFIG(cfg) amx_emul_loadconfig(cfg)
 #define AMX_RELEASE() amx_emul_release()
 #define AMX_LOAD(t, p, stride) amx_emul_loadd(t, p, stride)

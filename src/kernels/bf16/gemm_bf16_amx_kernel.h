@@ -6,6 +6,7 @@
  *
  * The including file defines, then includes this file once:
  *   AMX_ENTRY                 the name of the entry point
+ *   AMX_PANEL_ENTRY           the name of the packed-panel entry point
  *   AMX_CONFIG(cfg)           load the tile configuration (amx_tilecfg *) on this thread
  *   AMX_RELEASE()             release the tiles of this thread
  *   AMX_LOAD(t, p, stride)    tile t <- rows of bytes at p, stride bytes apart
@@ -180,6 +181,27 @@ static void run_thread(const product *g, uint8_t *w)
             if (!g->bpre) {
 #pragma omp barrier
             }
+        }
+    }
+    AMX_RELEASE();
+}
+
+void AMX_PANEL_ENTRY(const uint32_t *ap, size_t a_run, const uint32_t *bp, size_t b_run,
+                     int m, int n, int nq, float alpha, int accumulate, float *C, int ldc,
+                     void *work)
+{
+    float *const ct = (float *)((uint8_t *)work + GEMM_BF16_AMX_APANEL);
+    amx_tilecfg *const cfg =
+        (amx_tilecfg *)((uint8_t *)work + GEMM_BF16_AMX_APANEL + GEMM_BF16_AMX_CTILES);
+    amx_tilecfg_uniform(cfg, AMX_TILES, AMX_MAX_ROWS, AMX_MAX_COLSB);
+    AMX_CONFIG(cfg);
+    for (int j = 0; j < n; j += 32) {
+        const uint32_t *b0 = bp + (size_t)(j / 16) * b_run;
+        for (int i = 0; i < m; i += 32) {
+            const uint32_t *a0 = ap + (size_t)(i / 16) * a_run;
+            block32(a0, a0 + a_run, b0, b0 + b_run, nq, ct);
+            gemm_bf16_amx_write_c(ct, C + (size_t)i * ldc + j, ldc, m - i < 32 ? m - i : 32,
+                                  n - j < 32 ? n - j : 32, alpha, accumulate ? 1.0f : 0.0f);
         }
     }
     AMX_RELEASE();

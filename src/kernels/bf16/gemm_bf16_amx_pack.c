@@ -150,6 +150,9 @@ void gemm_bf16_amx_pack_b(uint32_t *bp, int transb, const float *B, int ldb, int
     if (transb == GEMM_BF16_STORED)
         pack_lines_contiguous_stored(&t, (const uint16_t *)(const void *)B + (size_t)k0 * ldb + n0,
                                      (size_t)ldb, nc, kc);
+    else if (transb == GEMM_BF16_STORED_T)
+        pack_depth_contiguous_stored(&t, (const uint16_t *)(const void *)B + (size_t)n0 * ldb + k0,
+                                     (size_t)ldb, nc, kc);
     else if (transb)
         pack_depth_contiguous(&t, B + (size_t)n0 * ldb + k0, (size_t)ldb, nc, kc);
     else

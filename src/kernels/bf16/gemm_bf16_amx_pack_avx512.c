@@ -126,6 +126,9 @@ void gemm_bf16_amx_pack_b_avx512(uint32_t *bp, int transb, const float *B, int l
     if (transb == GEMM_BF16_STORED)
         pack_tiles(bp, ntiles, nq, stored_at(B, (size_t)k0 * ldb + n0), (size_t)ldb, nc, kc, 0,
                    0, 1);
+    else if (transb == GEMM_BF16_STORED_T)
+        pack_tiles(bp, ntiles, nq, stored_at(B, (size_t)n0 * ldb + k0), (size_t)ldb, nc, kc, 1,
+                   0, 1);
     else if (transb)
         pack_tiles(bp, ntiles, nq, B + (size_t)n0 * ldb + k0, (size_t)ldb, nc, kc, 1, 0, 0);
     else

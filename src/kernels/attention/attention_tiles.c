@@ -1,0 +1,184 @@
+/* attention_tiles — see attention_tiles.h. The products, as attention_pairs.c has
+ * them, on gemm_bf16_amx_panel (tiles of 16 rows x 32 depth, 32 x 32 blocks of C):
+ *
+ *   forward, per block of 32 query rows:  S = scale Q K^T    A: Q        B: K^T
+ *                                         O = P V            A: P        B: V
+ *   backward, per block of 32 rows:       S again, dP = dO V^T           B: V^T
+ *                                         dQ += scale dS K   A: dS       B: K
+ *                                         dK += scale dS^T Q A: dS^T     B: Q (the block's
+ *                                         dV += P^T dO       A: P^T      B: dO  32 of depth)
+ *
+ * Q, K^T and V^T as operands of depth hs, K, Q, V and dO as operands of depth T (of which
+ * a block reads the chunks it needs) are packed once per head. */
+#include "attention_tiles.h"
+
+#include <math.h>
+
+#include "amx_emul_counts.h" /* amx_emul_product_begin / end */
+#include "bf16_store.h"      /* bf16_store: a stored output */
+#include "gemm_bf16.h"       /* gemm_bf16_path, GEMM_BF16_STORED(_T) */
+#include "gemm_bf16_amx.h"   /* the packing and gemm_bf16_amx_panel(_emulated) */
+#include "simd.h"            /* GT_SIMD_X86_AMX, simd_kernels_get: the softmax rows */
+
+enum {
+    TW = GEMM_BF16_AMX_TILE, /* 32-bit words in a tile */
+    RB = 32,                 /* query rows per block: two tiles high */
+    WORK_WORDS = (GEMM_BF16_AMX_WORK + 3) / 4
+};
+
+typedef void (*panel_fn)(const uint32_t *ap, size_t a_run, const uint32_t *bp, size_t b_run,
+                         int m, int n, int nq, float alpha, int accumulate, float *C, int ldc,
+                         void *work);
+
+static panel_fn panel_of_path(void)
+{
+    switch (gemm_bf16_path()) {
+#if GT_SIMD_X86_AMX
+    case GEMM_BF16_AMX: return gemm_bf16_amx_panel;
+#endif
+    case GEMM_BF16_AMX_EMULATED: return gemm_bf16_amx_panel_emulated;
+    default: return NULL;
+    }
+}
+
+int attention_tiles_ready(int hs) { return hs > 0 && panel_of_path() != NULL; }
+
+static int up32(int n) { return (n + 31) / 32; }
+
+/* Words of each kind of packed operand: mtT 16-row (or 16-column) tiles over T of depth
+ * hs, and 2 up32(hs) tiles over hs of depth T */
+static size_t over_t(int T, int hs) { return (size_t)2 * up32(T) * up32(hs) * TW; }
+
+static size_t fwd_words(int T, int hs)
+{
+    return 3 * over_t(T, hs) + (size_t)2 * up32(T) * TW + (size_t)RB * T + (size_t)RB * hs +
+           WORK_WORDS + 8 * 16;
+}
+
+static size_t bwd_words(int T, int hs)
+{
+    return 7 * over_t(T, hs) + (size_t)2 * up32(T) * TW + (size_t)2 * up32(T) * TW +
+           2 * (size_t)RB * T + WORK_WORDS + 12 * 16;
+}
+
+size_t attention_tiles_scratch_floats(int T, int hs)
+{
+    const size_t f = fwd_words(T, hs), b = bwd_words(T, hs);
+    return f > b ? f : b;
+}
+
+/* The next `words` of the scratch, 64-byte aligned from its start */
+static void *take(float **p, size_t words)
+{
+    void *at = *p;
+    *p += (words + 15) & ~(size_t)15;
+    return at;
+}
+
+/* q, k or v of a head: FP32 or BF16 storage, with the packing's codes for it as stored
+ * and transposed */
+typedef struct {
+    const float *p;
+    int plain, transposed;
+} operand;
+
+static operand part(const float *q, const uint16_t *q16, size_t at)
+{
+    if (q16)
+        return (operand){(const float *)(const void *)(q16 + at), GEMM_BF16_STORED,
+                         GEMM_BF16_STORED_T};
+    return (operand){q + at, 0, 1};
+}
+
+void attention_tiles_fwd_head(float *out, uint16_t *out16, float *lse, const float *q,
+                              const uint16_t *q16, float *scratch, int T, int C, int hs)
+{
+    const simd_kernels *kr = simd_kernels_get();
+    const panel_fn panel = panel_of_path();
+    const int ld = 3 * C, nqh = up32(hs), nqT = up32(T), mtT = 2 * nqT, nth = 2 * nqh;
+    const size_t hrun = (size_t)nqh * TW, trun = (size_t)nqT * TW;
+    const float scale = 1.0f / sqrtf((float)hs);
+    float *p = scratch;
+    uint32_t *qa = take(&p, over_t(T, hs)), *kb = take(&p, over_t(T, hs)),
+             *vb = take(&p, over_t(T, hs)), *pa = take(&p, (size_t)2 * trun);
+    float *s = take(&p, (size_t)RB * T), *ot = take(&p, (size_t)RB * hs);
+    void *work = take(&p, WORK_WORDS);
+    const operand Q = part(q, q16, 0), K = part(q, q16, (size_t)C), V = part(q, q16, 2 * (size_t)C);
+    gemm_bf16_amx_pack_a(qa, Q.plain, Q.p, ld, 0, T, mtT, 0, hs);
+    gemm_bf16_amx_pack_b(kb, K.transposed, K.p, ld, 0, T, mtT, 0, hs);
+    gemm_bf16_amx_pack_b(vb, V.plain, V.p, ld, 0, hs, nth, 0, T);
+    for (int i0 = 0; i0 < T; i0 += RB) {
+        const int m = T - i0 < RB ? T - i0 : RB, keys = i0 + m, nqk = up32(keys);
+        panel(qa + (size_t)(i0 / 16) * hrun, hrun, kb, hrun, m, keys, nqh, scale, 0, s, T, work);
+        for (int i = 0; i < m; i++)
+            lse[i0 + i] = kr->softmax_row(s + (size_t)i * T, i0 + i + 1, keys);
+        gemm_bf16_amx_pack_a(pa, 0, s, T, 0, m, 2, 0, keys);
+        if (out) {
+            panel(pa, (size_t)nqk * TW, vb, trun, m, hs, nqk, 1.0f, 0, out + (size_t)i0 * C, C,
+                  work);
+            continue;
+        }
+        panel(pa, (size_t)nqk * TW, vb, trun, m, hs, nqk, 1.0f, 0, ot, hs, work);
+        for (int i = 0; i < m; i++)
+            bf16_store(out16 + (size_t)(i0 + i) * C, ot + (size_t)i * hs, (size_t)hs);
+    }
+}
+
+void attention_tiles_bwd_head(float *dq, const float *dout, const float *q,
+                              const uint16_t *q16, const float *lse, float *scratch, int T,
+                              int C, int hs)
+{
+    const simd_kernels *kr = simd_kernels_get();
+    const panel_fn panel = panel_of_path();
+    const int ld = 3 * C, nqh = up32(hs), nqT = up32(T), mtT = 2 * nqT, nth = 2 * nqh;
+    const size_t hrun = (size_t)nqh * TW, trun = (size_t)nqT * TW;
+    const float scale = 1.0f / sqrtf((float)hs);
+    float *dk = dq + C, *dv = dq + 2 * C;
+    float *p = scratch;
+    uint32_t *qa = take(&p, over_t(T, hs)), *kb = take(&p, over_t(T, hs)),
+             *vtb = take(&p, over_t(T, hs)), *oa = take(&p, over_t(T, hs)),
+             *kB = take(&p, over_t(T, hs)), *qB = take(&p, over_t(T, hs)),
+             *oB = take(&p, over_t(T, hs)), *dsa = take(&p, (size_t)2 * trun),
+             *ta = take(&p, (size_t)mtT * TW);
+    float *pr = take(&p, (size_t)RB * T), *dr = take(&p, (size_t)RB * T);
+    void *work = take(&p, WORK_WORDS);
+    const operand Q = part(q, q16, 0), K = part(q, q16, (size_t)C), V = part(q, q16, 2 * (size_t)C);
+    gemm_bf16_amx_pack_a(qa, Q.plain, Q.p, ld, 0, T, mtT, 0, hs);
+    gemm_bf16_amx_pack_b(kb, K.transposed, K.p, ld, 0, T, mtT, 0, hs);
+    gemm_bf16_amx_pack_b(vtb, V.transposed, V.p, ld, 0, T, mtT, 0, hs);
+    gemm_bf16_amx_pack_a(oa, 0, dout, C, 0, T, mtT, 0, hs);
+    gemm_bf16_amx_pack_b(kB, K.plain, K.p, ld, 0, hs, nth, 0, T);
+    gemm_bf16_amx_pack_b(qB, Q.plain, Q.p, ld, 0, hs, nth, 0, T);
+    gemm_bf16_amx_pack_b(oB, 0, dout, C, 0, hs, nth, 0, T);
+    for (int r0 = 0; r0 < T; r0 += RB) {
+        const int m = T - r0 < RB ? T - r0 : RB, keys = r0 + m, nqk = up32(keys);
+        const size_t at = (size_t)(r0 / 16) * hrun;
+        panel(qa + at, hrun, kb, hrun, m, keys, nqh, scale, 0, pr, T, work);
+        panel(oa + at, hrun, vtb, hrun, m, keys, nqh, 1.0f, 0, dr, T, work);
+        for (int i = 0; i < m; i++) { /* P, then dS, on FP32 rows (zero past the diagonal) */
+            float *prow = pr + (size_t)i * T, *drow = dr + (size_t)i * T;
+            kr->softmax_row_lse(prow, r0 + i + 1, keys, lse[r0 + i]);
+            kr->softmax_bwd_row(drow, prow, r0 + i + 1, keys);
+        }
+        gemm_bf16_amx_pack_a(dsa, 0, dr, T, 0, m, 2, 0, keys);
+        panel(dsa, (size_t)nqk * TW, kB, trun, m, hs, nqk, scale, 1, dq + (size_t)r0 * ld, ld,
+              work);
+        /* the block's 32 queries as the depth: dS^T and P^T against its chunk of Q, dO */
+        const int mtk = 2 * up32(keys);
+        const size_t chunk = (size_t)(r0 / 32) * TW;
+        gemm_bf16_amx_pack_a(ta, 1, dr, T, 0, keys, mtk, 0, m);
+        panel(ta, TW, qB + chunk, trun, keys, hs, 1, scale, 1, dk, ld, work);
+        gemm_bf16_amx_pack_a(ta, 1, pr, T, 0, keys, mtk, 0, m);
+        panel(ta, TW, oB + chunk, trun, keys, hs, 1, 1.0f, 1, dv, ld, work);
+    }
+}
+
+void attention_tiles_pass_begin(void)
+{
+    if (gemm_bf16_path() == GEMM_BF16_AMX_EMULATED) amx_emul_product_begin(1);
+}
+
+void attention_tiles_pass_end(void)
+{
+    if (gemm_bf16_path() == GEMM_BF16_AMX_EMULATED) amx_emul_product_end(1);
+}
