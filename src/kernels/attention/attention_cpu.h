@@ -5,10 +5,11 @@
  *  - attention_forward / attention_backward: FP32 throughout;
  *  - the _bf16 twins (precision = bf16): every product's operands (q, k, v, the
  *    probabilities, dout and the score gradients) rounded to BF16, their products
- *    summed in FP32, as gemm_bf16's portable path computes; the softmax, its log-sum-exp
- *    and its gradient stay FP32. The products run on the FP32 vector units: on these
- *    small per-head shapes that measured as fast as gemm_bf16's BF16 dot products, and
- *    it stores no T x T matrix (docs/cpu-speed.md, "Attention");
+ *    summed in FP32; the softmax, its log-sum-exp and its gradient stay FP32. The
+ *    products run on the AMX tiles where gemm_bf16 runs its AMX path or the emulated
+ *    twin (attention_tiles.h), else on VDPBF16PS where the CPU has AVX512_BF16
+ *    (attention_pairs.h), else on the FP32 vector units on BF16-rounded operands, as
+ *    gemm_bf16's portable path computes (docs/cpu-speed.md, "Attention");
  *  - the _stored twins: the _bf16 ones with qkv (and the forward's out) in BF16
  *    storage (bf16_store.h), the same bits as the _bf16 ones on the values stored.
  *
