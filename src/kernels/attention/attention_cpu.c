@@ -193,146 +193,140 @@ static int team_size(int threads, int jobs)
     return n > 1 ? n : 1;
 }
 
-/* Every (batch, head) of a forward (dqkv NULL: out and lse_out written) or a backward
- * (dqkv accumulated from dout and lse_in), one per thread at a time */
-static void each_head(float *out, float *lse_out, float *dqkv, const float *dout,
-                      const float *lse_in, const float *qkv, float *scratch, int threads,
-                      int B, int T, int C, int NH, int bf16)
+/* One pass's arrays: q|k|v as floats (qkv) or in BF16 storage (qkv16); a forward (dqkv
+ * NULL) writes out (or out16, with qkv16) and lse_out, a backward adds into dqkv from
+ * dout and lse_in. */
+typedef struct {
+    const float *qkv;
+    const uint16_t *qkv16;
+    float *out, *lse_out, *dqkv;
+    uint16_t *out16;
+    const float *dout, *lse_in;
+} pass_io;
+
+/* The FP32 twin on q|k|v in BF16 storage: a head's rows widened into FP32 rows of 3 hs
+ * (its output, its gradients, in rows of hs), so its kernels run unchanged with C = hs
+ * on values that are already BF16 (their rounding then changes nothing: the bits of the
+ * FP32-stored run); the backward adds the head's gradient into dqkv once, at the end. */
+static void stored_twin_head(const simd_kernels *kr, const pass_io *io, int j, float *sc,
+                             int T, int C, int NH)
+{
+    const int hs = C / NH, b = j / NH, h = j % NH;
+    const size_t qoff = (size_t)b * T * 3 * C + (size_t)h * hs,
+                 ooff = (size_t)b * T * C + (size_t)h * hs, th = (size_t)T * hs,
+                 ld3 = 3 * (size_t)hs;
+    float *q = sc + kernel_floats(T, hs), *dq = q + 3 * th, *o = dq + 3 * th;
+    for (int t = 0; t < T; t++)
+        for (int part = 0; part < 3; part++) /* q, k, v */
+            bf16_widen(q + t * ld3 + (size_t)part * hs,
+                       io->qkv16 + qoff + (size_t)t * 3 * C + (size_t)part * C, (size_t)hs);
+    if (!io->dqkv) {
+        fwd_head(kr, o, io->lse_out + (size_t)j * T, q, sc, T, hs, hs, 1);
+        for (int t = 0; t < T; t++)
+            bf16_store(io->out16 + ooff + (size_t)t * C, o + (size_t)t * hs, (size_t)hs);
+        return;
+    }
+    memset(dq, 0, 3 * th * sizeof *dq);
+    for (int t = 0; t < T; t++)
+        memcpy(o + (size_t)t * hs, io->dout + ooff + (size_t)t * C, (size_t)hs * sizeof *o);
+    bwd_head(kr, dq, o, q, io->lse_in + (size_t)j * T, sc, T, hs, hs, 1);
+    for (int t = 0; t < T; t++)
+        for (int part = 0; part < 3; part++)
+            kr->acc(io->dqkv + qoff + (size_t)t * 3 * C + (size_t)part * C,
+                    dq + t * ld3 + (size_t)part * hs, (size_t)hs);
+}
+
+/* (batch, head) j of the pass, with the products of `kind` (bf16: BF16 operands) */
+static void one_head(const simd_kernels *kr, enum bf16_kind kind, const pass_io *io, int j,
+                     float *sc, int T, int C, int NH, int bf16)
+{
+    const int hs = C / NH, b = j / NH, h = j % NH;
+    const size_t qoff = (size_t)b * T * 3 * C + (size_t)h * hs,
+                 ooff = (size_t)b * T * C + (size_t)h * hs;
+    const float *q = io->qkv ? io->qkv + qoff : NULL;
+    const uint16_t *q16 = io->qkv16 ? io->qkv16 + qoff : NULL;
+    float *dq = io->dqkv ? io->dqkv + qoff : NULL;
+    const float *dout = io->dqkv ? io->dout + ooff : NULL;
+    const float *lse_in = io->dqkv ? io->lse_in + (size_t)j * T : NULL;
+    float *lse_out = io->dqkv ? NULL : io->lse_out + (size_t)j * T;
+    float *out = io->out ? io->out + ooff : NULL;
+    uint16_t *out16 = io->out16 ? io->out16 + ooff : NULL;
+    if (kind == TILES && dq) /* the tiles and the pairs read stored values as they are */
+        attention_tiles_bwd_head(dq, dout, q, q16, lse_in, sc, T, C, hs);
+    else if (kind == TILES)
+        attention_tiles_fwd_head(out, out16, lse_out, q, q16, sc, T, C, hs);
+    else if (kind == PAIRS && dq && q16)
+        attention_pairs_bwd_head_stored(dq, dout, q16, lse_in, sc, T, C, hs);
+    else if (kind == PAIRS && dq)
+        attention_pairs_bwd_head(dq, dout, q, lse_in, sc, T, C, hs);
+    else if (kind == PAIRS && q16)
+        attention_pairs_fwd_head_stored(out16, lse_out, q16, sc, T, C, hs);
+    else if (kind == PAIRS)
+        attention_pairs_fwd_head(out, lse_out, q, sc, T, C, hs);
+    else if (q16)
+        stored_twin_head(kr, io, j, sc, T, C, NH);
+    else if (dq)
+        bwd_head(kr, dq, dout, q, lse_in, sc, T, C, hs, bf16);
+    else
+        fwd_head(kr, out, lse_out, q, sc, T, C, hs, bf16);
+}
+
+/* Every (batch, head) of a pass, one per thread at a time */
+static void each_head(const pass_io *io, float *scratch, int threads, int B, int T, int C,
+                      int NH, int bf16)
 {
     const simd_kernels *kr = simd_kernels_get();
     const int hs = C / NH, jobs = B * NH, team = team_size(threads, jobs);
     const enum bf16_kind kind = bf16 ? bf16_kind_for(hs) : TWIN;
-    const int pairs = kind == PAIRS; /* else, in BF16: tiles, or BF16-rounded FP32 */
     const size_t per = per_thread(T, hs);
     (void)team;
     if (kind == TILES) attention_tiles_pass_begin();
 #pragma omp parallel for schedule(static) num_threads(team) if (team > 1)
-    for (int j = 0; j < jobs; j++) {
-        const int b = j / NH, h = j % NH;
-        const size_t qoff = (size_t)b * T * 3 * C + (size_t)h * hs,
-                     ooff = (size_t)b * T * C + (size_t)h * hs;
-        float *sc = scratch + (size_t)omp_get_thread_num() * per;
-        if (kind == TILES && dqkv)
-            attention_tiles_bwd_head(dqkv + qoff, dout + ooff, qkv + qoff, NULL,
-                                     lse_in + (size_t)j * T, sc, T, C, hs);
-        else if (kind == TILES)
-            attention_tiles_fwd_head(out + ooff, NULL, lse_out + (size_t)j * T, qkv + qoff,
-                                     NULL, sc, T, C, hs);
-        else if (dqkv && pairs)
-            attention_pairs_bwd_head(dqkv + qoff, dout + ooff, qkv + qoff,
-                                     lse_in + (size_t)j * T, sc, T, C, hs);
-        else if (dqkv)
-            bwd_head(kr, dqkv + qoff, dout + ooff, qkv + qoff, lse_in + (size_t)j * T, sc, T,
-                     C, hs, bf16);
-        else if (pairs)
-            attention_pairs_fwd_head(out + ooff, lse_out + (size_t)j * T, qkv + qoff, sc, T, C,
-                                     hs);
-        else
-            fwd_head(kr, out + ooff, lse_out + (size_t)j * T, qkv + qoff, sc, T, C, hs, bf16);
-    }
-    if (kind == TILES) attention_tiles_pass_end();
-}
-
-/* each_head with q|k|v (and the forward's output) in BF16 storage. The BF16 pairs
- * read the stored values directly; for the FP32 twin a head's rows are widened into
- * FP32 rows of 3 hs (its output, its gradients, in rows of hs), so its kernels run
- * unchanged with C = hs, on values that are already BF16 (their rounding then changes
- * nothing: the bits of the FP32-stored run), and the backward adds the head's gradient
- * into dqkv once, at the end. */
-static void each_head_stored(uint16_t *out16, float *lse_out, float *dqkv, const float *dout,
-                             const float *lse_in, const uint16_t *qkv16, float *scratch,
-                             int threads, int B, int T, int C, int NH)
-{
-    const simd_kernels *kr = simd_kernels_get();
-    const int hs = C / NH, jobs = B * NH, team = team_size(threads, jobs);
-    const enum bf16_kind kind = bf16_kind_for(hs);
-    const int pairs = kind == PAIRS;
-    const size_t per = per_thread(T, hs), th = (size_t)T * hs, ld3 = 3 * (size_t)hs;
-    (void)team;
-    if (kind == TILES) attention_tiles_pass_begin();
-#pragma omp parallel for schedule(static) num_threads(team) if (team > 1)
-    for (int j = 0; j < jobs; j++) {
-        const int b = j / NH, h = j % NH;
-        const size_t qoff = (size_t)b * T * 3 * C + (size_t)h * hs,
-                     ooff = (size_t)b * T * C + (size_t)h * hs;
-        float *sc = scratch + (size_t)omp_get_thread_num() * per;
-        if (kind == TILES && dqkv) { /* the tiles and the pairs read the stored values */
-            attention_tiles_bwd_head(dqkv + qoff, dout + ooff, NULL, qkv16 + qoff,
-                                     lse_in + (size_t)j * T, sc, T, C, hs);
-            continue;
-        }
-        if (kind == TILES) {
-            attention_tiles_fwd_head(NULL, out16 + ooff, lse_out + (size_t)j * T, NULL,
-                                     qkv16 + qoff, sc, T, C, hs);
-            continue;
-        }
-        if (pairs && dqkv) {
-            attention_pairs_bwd_head_stored(dqkv + qoff, dout + ooff, qkv16 + qoff,
-                                            lse_in + (size_t)j * T, sc, T, C, hs);
-            continue;
-        }
-        if (pairs) {
-            attention_pairs_fwd_head_stored(out16 + ooff, lse_out + (size_t)j * T, qkv16 + qoff,
-                                            sc, T, C, hs);
-            continue;
-        }
-        float *q = sc + kernel_floats(T, hs), *dq = q + 3 * th, *o = dq + 3 * th;
-        for (int t = 0; t < T; t++)
-            for (int part = 0; part < 3; part++) /* q, k, v */
-                bf16_widen(q + t * ld3 + (size_t)part * hs,
-                           qkv16 + qoff + (size_t)t * 3 * C + (size_t)part * C, (size_t)hs);
-        if (dqkv) {
-            memset(dq, 0, 3 * th * sizeof *dq);
-            for (int t = 0; t < T; t++)
-                memcpy(o + (size_t)t * hs, dout + ooff + (size_t)t * C, (size_t)hs * sizeof *o);
-            bwd_head(kr, dq, o, q, lse_in + (size_t)j * T, sc, T, hs, hs, 1);
-            for (int t = 0; t < T; t++)
-                for (int part = 0; part < 3; part++)
-                    kr->acc(dqkv + qoff + (size_t)t * 3 * C + (size_t)part * C,
-                            dq + t * ld3 + (size_t)part * hs, (size_t)hs);
-        } else {
-            fwd_head(kr, o, lse_out + (size_t)j * T, q, sc, T, hs, hs, 1);
-            for (int t = 0; t < T; t++)
-                bf16_store(out16 + ooff + (size_t)t * C, o + (size_t)t * hs, (size_t)hs);
-        }
-    }
+    for (int j = 0; j < jobs; j++)
+        one_head(kr, kind, io, j, scratch + (size_t)omp_get_thread_num() * per, T, C, NH, bf16);
     if (kind == TILES) attention_tiles_pass_end();
 }
 
 void attention_forward_stored(uint16_t *out, float *lse, const uint16_t *qkv, float *scratch,
                               int threads, int B, int T, int C, int NH)
 {
-    each_head_stored(out, lse, NULL, NULL, NULL, qkv, scratch, threads, B, T, C, NH);
+    const pass_io io = {.qkv16 = qkv, .out16 = out, .lse_out = lse};
+    each_head(&io, scratch, threads, B, T, C, NH, 1);
 }
 
 void attention_backward_stored(float *dqkv, const float *dout, const uint16_t *qkv,
                                const float *lse, float *scratch, int threads, int B, int T,
                                int C, int NH)
 {
-    each_head_stored(NULL, NULL, dqkv, dout, lse, qkv, scratch, threads, B, T, C, NH);
+    const pass_io io = {.qkv16 = qkv, .dqkv = dqkv, .dout = dout, .lse_in = lse};
+    each_head(&io, scratch, threads, B, T, C, NH, 1);
 }
 
 void attention_forward(float *out, float *lse, const float *qkv, float *scratch, int threads,
                        int B, int T, int C, int NH)
 {
-    each_head(out, lse, NULL, NULL, NULL, qkv, scratch, threads, B, T, C, NH, 0);
+    const pass_io io = {.qkv = qkv, .out = out, .lse_out = lse};
+    each_head(&io, scratch, threads, B, T, C, NH, 0);
 }
 
 void attention_backward(float *dqkv, const float *dout, const float *qkv, const float *lse,
                         float *scratch, int threads, int B, int T, int C, int NH)
 {
-    each_head(NULL, NULL, dqkv, dout, lse, qkv, scratch, threads, B, T, C, NH, 0);
+    const pass_io io = {.qkv = qkv, .dqkv = dqkv, .dout = dout, .lse_in = lse};
+    each_head(&io, scratch, threads, B, T, C, NH, 0);
 }
 
 void attention_forward_bf16(float *out, float *lse, const float *qkv, float *scratch,
                             int threads, int B, int T, int C, int NH)
 {
-    each_head(out, lse, NULL, NULL, NULL, qkv, scratch, threads, B, T, C, NH, 1);
+    const pass_io io = {.qkv = qkv, .out = out, .lse_out = lse};
+    each_head(&io, scratch, threads, B, T, C, NH, 1);
 }
 
 void attention_backward_bf16(float *dqkv, const float *dout, const float *qkv,
                              const float *lse, float *scratch, int threads, int B, int T,
                              int C, int NH)
 {
-    each_head(NULL, NULL, dqkv, dout, lse, qkv, scratch, threads, B, T, C, NH, 1);
+    const pass_io io = {.qkv = qkv, .dqkv = dqkv, .dout = dout, .lse_in = lse};
+    each_head(&io, scratch, threads, B, T, C, NH, 1);
 }

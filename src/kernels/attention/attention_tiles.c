@@ -90,35 +90,56 @@ static operand part(const float *q, const uint16_t *q16, size_t at)
     return (operand){q + at, 0, 1};
 }
 
+/* A head's shape in tiles, and what both passes start from: Q as A and K^T as B, both
+ * of depth hs, packed into the scratch at *p */
+typedef struct {
+    panel_fn panel;
+    int ld, nqh, nqT, mtT, nth; /* row stride; chunks over hs, T; tiles over T, hs */
+    size_t hrun, trun;          /* words of a tile's chunks over hs, over T */
+    float scale;
+    operand Q, K, V;
+    uint32_t *qa, *kb;
+} head;
+
+static head head_begin(float **p, const float *q, const uint16_t *q16, int T, int C, int hs)
+{
+    head h = {.panel = panel_of_path(), .ld = 3 * C, .nqh = up32(hs), .nqT = up32(T),
+              .scale = 1.0f / sqrtf((float)hs), .Q = part(q, q16, 0),
+              .K = part(q, q16, (size_t)C), .V = part(q, q16, 2 * (size_t)C)};
+    h.mtT = 2 * h.nqT;
+    h.nth = 2 * h.nqh;
+    h.hrun = (size_t)h.nqh * TW;
+    h.trun = (size_t)h.nqT * TW;
+    h.qa = take(p, over_t(T, hs));
+    h.kb = take(p, over_t(T, hs));
+    gemm_bf16_amx_pack_a(h.qa, h.Q.plain, h.Q.p, h.ld, 0, T, h.mtT, 0, hs);
+    gemm_bf16_amx_pack_b(h.kb, h.K.transposed, h.K.p, h.ld, 0, T, h.mtT, 0, hs);
+    return h;
+}
+
 void attention_tiles_fwd_head(float *out, uint16_t *out16, float *lse, const float *q,
                               const uint16_t *q16, float *scratch, int T, int C, int hs)
 {
     const simd_kernels *kr = simd_kernels_get();
-    const panel_fn panel = panel_of_path();
-    const int ld = 3 * C, nqh = up32(hs), nqT = up32(T), mtT = 2 * nqT, nth = 2 * nqh;
-    const size_t hrun = (size_t)nqh * TW, trun = (size_t)nqT * TW;
-    const float scale = 1.0f / sqrtf((float)hs);
     float *p = scratch;
-    uint32_t *qa = take(&p, over_t(T, hs)), *kb = take(&p, over_t(T, hs)),
-             *vb = take(&p, over_t(T, hs)), *pa = take(&p, (size_t)2 * trun);
+    const head h = head_begin(&p, q, q16, T, C, hs);
+    uint32_t *vb = take(&p, over_t(T, hs)), *pa = take(&p, (size_t)2 * h.trun);
     float *s = take(&p, (size_t)RB * T), *ot = take(&p, (size_t)RB * hs);
     void *work = take(&p, WORK_WORDS);
-    const operand Q = part(q, q16, 0), K = part(q, q16, (size_t)C), V = part(q, q16, 2 * (size_t)C);
-    gemm_bf16_amx_pack_a(qa, Q.plain, Q.p, ld, 0, T, mtT, 0, hs);
-    gemm_bf16_amx_pack_b(kb, K.transposed, K.p, ld, 0, T, mtT, 0, hs);
-    gemm_bf16_amx_pack_b(vb, V.plain, V.p, ld, 0, hs, nth, 0, T);
+    gemm_bf16_amx_pack_b(vb, h.V.plain, h.V.p, h.ld, 0, hs, h.nth, 0, T);
     for (int i0 = 0; i0 < T; i0 += RB) {
         const int m = T - i0 < RB ? T - i0 : RB, keys = i0 + m, nqk = up32(keys);
-        panel(qa + (size_t)(i0 / 16) * hrun, hrun, kb, hrun, m, keys, nqh, scale, 0, s, T, work);
+        h.panel(h.qa + (size_t)(i0 / 16) * h.hrun, h.hrun, h.kb, h.hrun, m, keys, h.nqh,
+                h.scale, 0, s, T, work);
         for (int i = 0; i < m; i++)
             lse[i0 + i] = kr->softmax_row(s + (size_t)i * T, i0 + i + 1, keys);
         gemm_bf16_amx_pack_a(pa, 0, s, T, 0, m, 2, 0, keys);
         if (out) {
-            panel(pa, (size_t)nqk * TW, vb, trun, m, hs, nqk, 1.0f, 0, out + (size_t)i0 * C, C,
-                  work);
+            h.panel(pa, (size_t)nqk * TW, vb, h.trun, m, hs, nqk, 1.0f, 0, out + (size_t)i0 * C,
+                    C, work);
             continue;
         }
-        panel(pa, (size_t)nqk * TW, vb, trun, m, hs, nqk, 1.0f, 0, ot, hs, work);
+        h.panel(pa, (size_t)nqk * TW, vb, h.trun, m, hs, nqk, 1.0f, 0, ot, hs, work);
         for (int i = 0; i < m; i++)
             bf16_store(out16 + (size_t)(i0 + i) * C, ot + (size_t)i * hs, (size_t)hs);
     }
@@ -129,47 +150,40 @@ void attention_tiles_bwd_head(float *dq, const float *dout, const float *q,
                               int C, int hs)
 {
     const simd_kernels *kr = simd_kernels_get();
-    const panel_fn panel = panel_of_path();
-    const int ld = 3 * C, nqh = up32(hs), nqT = up32(T), mtT = 2 * nqT, nth = 2 * nqh;
-    const size_t hrun = (size_t)nqh * TW, trun = (size_t)nqT * TW;
-    const float scale = 1.0f / sqrtf((float)hs);
     float *dk = dq + C, *dv = dq + 2 * C;
     float *p = scratch;
-    uint32_t *qa = take(&p, over_t(T, hs)), *kb = take(&p, over_t(T, hs)),
-             *vtb = take(&p, over_t(T, hs)), *oa = take(&p, over_t(T, hs)),
+    const head h = head_begin(&p, q, q16, T, C, hs);
+    uint32_t *vtb = take(&p, over_t(T, hs)), *oa = take(&p, over_t(T, hs)),
              *kB = take(&p, over_t(T, hs)), *qB = take(&p, over_t(T, hs)),
-             *oB = take(&p, over_t(T, hs)), *dsa = take(&p, (size_t)2 * trun),
-             *ta = take(&p, (size_t)mtT * TW);
+             *oB = take(&p, over_t(T, hs)), *dsa = take(&p, (size_t)2 * h.trun),
+             *ta = take(&p, (size_t)h.mtT * TW);
     float *pr = take(&p, (size_t)RB * T), *dr = take(&p, (size_t)RB * T);
     void *work = take(&p, WORK_WORDS);
-    const operand Q = part(q, q16, 0), K = part(q, q16, (size_t)C), V = part(q, q16, 2 * (size_t)C);
-    gemm_bf16_amx_pack_a(qa, Q.plain, Q.p, ld, 0, T, mtT, 0, hs);
-    gemm_bf16_amx_pack_b(kb, K.transposed, K.p, ld, 0, T, mtT, 0, hs);
-    gemm_bf16_amx_pack_b(vtb, V.transposed, V.p, ld, 0, T, mtT, 0, hs);
-    gemm_bf16_amx_pack_a(oa, 0, dout, C, 0, T, mtT, 0, hs);
-    gemm_bf16_amx_pack_b(kB, K.plain, K.p, ld, 0, hs, nth, 0, T);
-    gemm_bf16_amx_pack_b(qB, Q.plain, Q.p, ld, 0, hs, nth, 0, T);
-    gemm_bf16_amx_pack_b(oB, 0, dout, C, 0, hs, nth, 0, T);
+    gemm_bf16_amx_pack_b(vtb, h.V.transposed, h.V.p, h.ld, 0, T, h.mtT, 0, hs);
+    gemm_bf16_amx_pack_a(oa, 0, dout, C, 0, T, h.mtT, 0, hs);
+    gemm_bf16_amx_pack_b(kB, h.K.plain, h.K.p, h.ld, 0, hs, h.nth, 0, T);
+    gemm_bf16_amx_pack_b(qB, h.Q.plain, h.Q.p, h.ld, 0, hs, h.nth, 0, T);
+    gemm_bf16_amx_pack_b(oB, 0, dout, C, 0, hs, h.nth, 0, T);
     for (int r0 = 0; r0 < T; r0 += RB) {
         const int m = T - r0 < RB ? T - r0 : RB, keys = r0 + m, nqk = up32(keys);
-        const size_t at = (size_t)(r0 / 16) * hrun;
-        panel(qa + at, hrun, kb, hrun, m, keys, nqh, scale, 0, pr, T, work);
-        panel(oa + at, hrun, vtb, hrun, m, keys, nqh, 1.0f, 0, dr, T, work);
+        const size_t at = (size_t)(r0 / 16) * h.hrun;
+        h.panel(h.qa + at, h.hrun, h.kb, h.hrun, m, keys, h.nqh, h.scale, 0, pr, T, work);
+        h.panel(oa + at, h.hrun, vtb, h.hrun, m, keys, h.nqh, 1.0f, 0, dr, T, work);
         for (int i = 0; i < m; i++) { /* P, then dS, on FP32 rows (zero past the diagonal) */
             float *prow = pr + (size_t)i * T, *drow = dr + (size_t)i * T;
             kr->softmax_row_lse(prow, r0 + i + 1, keys, lse[r0 + i]);
             kr->softmax_bwd_row(drow, prow, r0 + i + 1, keys);
         }
         gemm_bf16_amx_pack_a(dsa, 0, dr, T, 0, m, 2, 0, keys);
-        panel(dsa, (size_t)nqk * TW, kB, trun, m, hs, nqk, scale, 1, dq + (size_t)r0 * ld, ld,
-              work);
+        h.panel(dsa, (size_t)nqk * TW, kB, h.trun, m, hs, nqk, h.scale, 1, dq + (size_t)r0 * h.ld,
+                h.ld, work);
         /* the block's 32 queries as the depth: dS^T and P^T against its chunk of Q, dO */
         const int mtk = 2 * up32(keys);
         const size_t chunk = (size_t)(r0 / 32) * TW;
         gemm_bf16_amx_pack_a(ta, 1, dr, T, 0, keys, mtk, 0, m);
-        panel(ta, TW, qB + chunk, trun, keys, hs, 1, scale, 1, dk, ld, work);
+        h.panel(ta, TW, qB + chunk, h.trun, keys, hs, 1, h.scale, 1, dk, h.ld, work);
         gemm_bf16_amx_pack_a(ta, 1, pr, T, 0, keys, mtk, 0, m);
-        panel(ta, TW, oB + chunk, trun, keys, hs, 1, 1.0f, 1, dv, ld, work);
+        h.panel(ta, TW, oB + chunk, h.trun, keys, hs, 1, 1.0f, 1, dv, h.ld, work);
     }
 }
 
