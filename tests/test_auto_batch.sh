@@ -9,6 +9,9 @@
 #  2. two ranks (batch_size 4 each) choose the same batch sequence as one process (4 x
 #     2 micro-steps at the start) and log the same losses within 1e-4: with micro-batches
 #     of one size the estimate and the decision do not depend on the split;
+#  1b. the step overhead measured (not pinned): a run resumed from a checkpoint after
+#     step 50, where the costs stop being measured, follows the unbroken run's batch
+#     sequence and losses exactly;
 #  3. kill -9 and resume under auto at np 2 (ckpt_every; GENTRAIN_TEST_STEP_MS keeps
 #     the run alive until the kill): the same batch sequence and the same losses, bit
 #     for bit, as the unbroken run; the np 2 checkpoint resumed on one process keeps
@@ -58,6 +61,30 @@ check "np1: the batches add up to steps x global_batch_min = 4800 sequences" \
         exit !(t == 4800) }'
 check "np1: step lines show the batch" grep -q '^step .*| lr [0-9.e+-]* | batch [0-9]* |' \
     "$tmp/np1.out"
+
+# ---- 1b. the step overhead measured: kept from step 50, so a run resumed from a later
+# checkpoint decides on the unbroken run's costs (its own times would differ)
+run_ok measured timeout 120 "$GENTRAIN" train "${ARGS[@]}" --batch_size 4 --batch_overhead 0 \
+    --ckpt_every 60 --keep_ckpts 20 --out "$tmp/measured"
+check "measured: the run says how it takes the step overhead" \
+    grep -q 'step overhead measured over the first 50 steps, then kept$' "$tmp/measured.out"
+run_ok remeasured timeout 120 "$GENTRAIN" train "${ARGS[@]}" --batch_size 4 --batch_overhead 0 \
+    --ckpt_every 60 --out "$tmp/remeasured" \
+    --resume "$tmp/measured/checkpoints/ckpt_00000060.h5"
+seqm=$(batches "$tmp/measured/log.jsonl")
+echo "    measured overhead, batch sequence: $(echo $seqm | tr ' ' '\n' | uniq -c | awk '{printf "%sx%s ", $1, $2}')"
+check "measured, resumed at step 60: the batch sequence of the unbroken run" \
+    test "$(batches "$tmp/remeasured/log.jsonl" | cut -d' ' -f61-)" = "$(echo "$seqm" | cut -d' ' -f61-)"
+overheads() { sed -n 's/^{"step":\([0-9]*\),.*"step_overhead":\([^,}]*\).*/\1 \2/p' "$1"; }
+check "measured: the overhead is logged where the batch is decided, and is kept from step 50" \
+    awk '$1 > 50 { if (v != "" && $2 != v) exit 1; v = $2; n++ } END { exit !(n > 5) }' \
+    <(overheads "$tmp/measured/log.jsonl")
+check "measured, resumed at step 60: the step overheads of the unbroken run" \
+    test "$(overheads "$tmp/remeasured/log.jsonl" | awk '$1 > 60')" = \
+    "$(overheads "$tmp/measured/log.jsonl" | awk '$1 > 60')"
+check "measured, resumed at step 60: the losses of the unbroken run, as logged" \
+    test "$(losses "$tmp/remeasured/log.jsonl" | awk '$1 > 60')" = \
+    "$(losses "$tmp/measured/log.jsonl" | awk '$1 > 60')"
 # The lr of each step: the cosine schedule at u = samples before / 8 (warmup 5, total
 # 600, lr 3e-3, min_lr 1e-4) times AdaScale's gain (1 + N/8) / (1 + N/b) with
 # N the noise scale logged last, up to this step's own (a step that estimates it steps

@@ -444,6 +444,7 @@ static int train_loop(run *r)
         r->t_compute += s.dt;
         /* the next step's threads: fewer while another process shares a core */
         team_after_step(r->team, step + 1);
+        train_batch_costs(r, &s);
         int rc = phase_report(r, &s);
         if (rc == 0) train_batch_after_step(r, &s); /* the cursor; auto: the next batch */
         if (rc == 0) rc = phase_boundary(r, &s);

@@ -15,7 +15,7 @@
  * batches, split over the ranks. The JSONL log has one object per step:
  *   {"step":..,"loss":..,"lr":..,"global_batch_size":..,"grad_norm":..,"ms":..,
  *    "tokens_per_s":..,"gflops":..,"load_wait_ms":..,"comm_ms":..[,"val_loss":..]
- *    [,"noise_scale":..]}
+ *    [,"noise_scale":..][,"step_overhead":..]}
  * With global_batch_size = auto the micro-steps of a step change between steps
  * (train_batch.c, docs/adaptive-batch.md).
  * At the end the model is saved as <out>/model.h5 (format in io/h5/h5model.h).

@@ -5,8 +5,8 @@
  * Under auto a run trains a budget of steps x global_batch_min sequences. It starts at
  * global_batch_min; at each step that estimates the noise scale (train_noise.c) it
  * picks the batch of the next steps from the smoothed B_noise and the step's costs
- * (time outside the micro-steps, time per micro-step: EMAs of this run's steps, or
- * batch_overhead), in whole multiples of global_batch_min up to global_batch_max, by
+ * (time outside the micro-steps, time per micro-step: EMAs of this run's first
+ * COST_STEPS steps, or batch_overhead), in whole multiples of global_batch_min up to global_batch_max, by
  * changing the micro-steps of a step and nothing else. The lr of a step is the
  * schedule at the samples trained before it (warmup and decay in tokens, so a larger
  * batch does not bend them) times the lr rule's factor. The last step is cut to end on
@@ -25,8 +25,11 @@
 #include "util.h"
 
 /* Smoothing of the step costs (per step; the first step of a process is left out: it
- * pays for warm caches and first-touch pages). */
+ * pays for warm caches and first-touch pages), and the step from which they are kept as
+ * measured: the checkpoint holds them, so a run resumed from there decides as the
+ * unbroken run did, instead of on the times of another process. */
 #define COST_BETA 0.9
+#define COST_STEPS 50
 
 /* global_batch_min and global_batch_max as this grid can run them. 0, or -1 (rank 0
  * said why). */
@@ -112,6 +115,9 @@ int train_settle_auto_batch(run *r)
                    "checkpoint's run had %d replica%s), with its noise scale and step "
                    "costs\n", r->from, (long long)r->first_sample, (long long)r->global_batch,
                    r->resume_replicas, r->resume_replicas == 1 ? "" : "s");
+    char overhead_how[64];
+    snprintf(overhead_how, sizeof overhead_how, "measured over the first %d steps, then kept",
+             COST_STEPS);
     par_printf("global batch: auto, %lld to %lld sequences in steps of %lld (batch_size %d "
                "x %d %s x %d to %d micro-steps), now %lld; lr rule %s; %lld sequences "
                "to train (steps x global_batch_min); step overhead %s\n",
@@ -119,7 +125,7 @@ int train_settle_auto_batch(run *r)
                c->batch_size, r->dp, r->dp == 1 ? "replica" : "replicas",
                (int)(r->batch_unit / per_micro), r->accum_max, (long long)r->global_batch,
                config_enum_word("lr_rule", c->lr_rule), (long long)r->budget,
-               c->batch_overhead > 0 ? "given (batch_overhead)" : "measured");
+               c->batch_overhead > 0 ? "given (batch_overhead)" : overhead_how);
     return 0;
 }
 
@@ -165,7 +171,7 @@ double train_batch_lr(const run *r, const step_result *s)
  * the communication not hidden) and the time per micro-step. */
 static void measure_costs(run *r, const step_result *s)
 {
-    if (s->step == r->first_step || !(s->compute_s > 0)) return;
+    if (s->step == r->first_step || s->step >= COST_STEPS || !(s->compute_s > 0)) return;
     const double fixed = s->dt - s->compute_s - s->wait_s;
     r->cost_fixed = COST_BETA * r->cost_fixed + (1.0 - COST_BETA) * (fixed > 0 ? fixed : 0);
     r->cost_micro = COST_BETA * r->cost_micro + (1.0 - COST_BETA) * s->compute_s / r->accum;
@@ -183,14 +189,21 @@ static double overhead_seq(const run *r)
     return par_bcast_double(ratio);
 }
 
-void train_batch_after_step(run *r, const step_result *s)
+void train_batch_costs(run *r, step_result *s)
 {
-    r->samples = r->step_samples_end;
+    s->step_overhead = NAN;
     if (!r->auto_batch) return;
     measure_costs(r, s);
     /* decisions at noise steps only, and none after the last step */
-    if (!isfinite(s->noise_tokens) || train_is_last_step(r, s->step)) return;
-    const double noise_seq = s->noise_tokens / r->c->block_size, overhead = overhead_seq(r);
+    if (isfinite(s->noise_tokens) && !train_is_last_step(r, s->step))
+        s->step_overhead = overhead_seq(r);
+}
+
+void train_batch_after_step(run *r, const step_result *s)
+{
+    r->samples = r->step_samples_end;
+    if (!r->auto_batch || !isfinite(s->step_overhead)) return;
+    const double noise_seq = s->noise_tokens / r->c->block_size, overhead = s->step_overhead;
     const int64_t next = batch_rule_choose(noise_seq, overhead, r->batch_unit, r->batch_unit,
                                            r->batch_hi, r->global_batch);
     if (next != r->global_batch)

@@ -243,6 +243,8 @@ int train_log_step(const run *r, const step_result *s)
     fprintf(r->log, ",\"threads\":%d", s->threads);
     if (s->do_eval) fprintf(r->log, ",\"val_loss\":%.6f", r->last_val);
     if (isfinite(s->noise_tokens)) fprintf(r->log, ",\"noise_scale\":%.1f", s->noise_tokens);
+    if (isfinite(s->step_overhead))
+        fprintf(r->log, ",\"step_overhead\":%.9g", s->step_overhead);
     if (s->tiles_n > 0) log_tiles(r->log, s);
     fprintf(r->log, "}\n");
     if (fflush(r->log) != 0) {

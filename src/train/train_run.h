@@ -138,6 +138,8 @@ typedef struct step_result {
     loss_scale_event scale_event;
     int do_eval;
     double noise_tokens;    /* NaN when not estimated */
+    double step_overhead;   /* auto, where the batch is decided: t_fixed / t_seq in
+                               sequences (train_batch.c); NaN elsewhere */
     int64_t global_batch;   /* sequences this step trained on */
     double compute_s;       /* in the engine's micro-steps */
     int threads;            /* the step ran on this many threads */
@@ -188,7 +190,10 @@ int train_is_last_step(const run *r, int64_t step);
 int train_done(const run *r, int64_t step);
 void train_batch_plan_step(run *r, step_result *s);
 double train_batch_lr(const run *r, const step_result *s);
-void train_batch_after_step(run *r, const step_result *s); /* a collective under auto */
+/* After the step, before its report: auto's step costs, and the overhead its batch
+ * decision will read (s->step_overhead) */
+void train_batch_costs(run *r, step_result *s); /* a collective under auto */
+void train_batch_after_step(run *r, const step_result *s);
 
 /* train_report.c */
 void train_report_setup(const run *r);
