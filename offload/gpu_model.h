@@ -137,7 +137,7 @@ const uint16_t *gpu_model_grads_part(gpu_model *g, int k, size_t *lo, size_t *hi
 /* ---- offload = blocks: the transformer blocks alone on the device ----
  *
  * The caller computes the token + position embedding and the final LayerNorm, the tied
- * head and the loss itself (src/engine/device_step.c: in FP32 on the host) and hands the
+ * head and the loss itself (src/engine/gpu_stage.c: in FP32 on the host) and hands the
  * residual stream over once each way per forward and once each way per backward: as
  * FP32 through a pinned host buffer on the copy stream, converted from and to FP16 on
  * the device, where it stays FP16 through every block.

@@ -1,7 +1,7 @@
 /* fake_gpu — a test double of the GPU side (offload/offload.h and offload/gpu_model.h)
  * that runs on the CPU, so `make check` can drive the trainer's offload = all and
- * offload = blocks paths (src/train/train.c, src/engine/device_step.c, src/engine/lossscale.c) on a machine
- * without a GPU.
+ * offload = blocks paths (src/train/train.c, src/engine/device_step.c and gpu_stage.c,
+ * src/engine/lossscale.c) on a machine without a GPU.
  *
  * It is linked only into tests/gentrain_fakegpu (src/cli/main.c + this file, before
  * libgentrain.a, so the archive's real offload objects are never pulled in), never into

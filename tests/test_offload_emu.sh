@@ -2,7 +2,8 @@
 # The trainer's GPU path with the real GPU engine (offload/gpu_model*.cu, ops.cu) run
 # on the CPU by the CUDA emulation (offload/tests/emu): tests/gentrain_emugpu. Where
 # test_offload_fake.sh checks the trainer against a test double of the GPU, this runs
-# what a GPU would run, kernel for kernel, through src/engine/device_step.c. Tiny model, a
+# what a GPU would run, kernel for kernel, through src/engine/device_step.c (offload = all)
+# and src/engine/gpu_stage.c (offload = blocks, stages, shards). Tiny model, a
 # slice of the shipped corpus:
 #  1. offload = all: one `offload:` line naming the emulated GPU; every step at scale
 #     65536; losses and val_losses within 1e-2 relative of offload = none (FP16 against

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # The trainer's GPU paths (offload = all and blocks: src/train/train.c, src/engine/device_step.c,
-# src/engine/lossscale.c) driven on the CPU through tests/gentrain_fakegpu, gentrain linked
+# src/engine/gpu_stage.c, src/engine/lossscale.c) driven on the CPU through tests/gentrain_fakegpu, gentrain linked
 # with the test double tests/fake_gpu.c (one "GPU" that computes with FP16-rounded
 # weights and returns FP16 gradients x the loss scale; GENTRAIN_FAKE_GPU_OVERFLOW makes
 # chosen steps overflow). On a slice of the shipped corpus, a tiny model:
@@ -25,7 +25,7 @@
 #     scale at step 2 and skips the update of step 3, the one that applies that
 #     gradient.
 #  7. offload = blocks (the blocks on the "GPU", embedding and head on the host in
-#     FP32): one `offload:` line saying so; the run of part 1 with losses and
+#     FP32; src/engine/gpu_stage.c, the schedule of one stage): one `offload:` line saying so; the run of part 1 with losses and
 #     val_losses within 1e-2 relative of offload = none and of offload = all; the
 #     accumulation of part 3 within 1e-2 of offload = none; an overflow of a block's
 #     gradient at step 3 skips that step and halves the scale; an overflow in d x0

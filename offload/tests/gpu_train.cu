@@ -202,7 +202,7 @@ static void check_gradients(Trainer &tr, const char *tag, const int32_t *in, con
 static size_t blocks_lo(const Layout &L) { return L.wpe + (size_t)L.s.block_size * L.s.n_embd; }
 static size_t blocks_hi(const Layout &L) { return L.lnfw; }
 
-// What offload = blocks computes with (src/engine/device_step.c): the blocks' weights rounded
+// What offload = blocks computes with (src/engine/gpu_stage.c): the blocks' weights rounded
 // through FP16 (on the device), the embedding's and the head's the FP32 master weights
 // (on the host), in double.
 static std::vector<double> blocks_params(const Trainer &tr)

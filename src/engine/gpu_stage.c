@@ -4,15 +4,12 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "device_step.h" /* defines: device_step_check_layout */
+#include "device_step.h" /* defines: device_step_check_layout, device_step_upload */
 #include "gpu_model.h"
 #include "tp_comm.h"
 #include "grid.h"
-#include "half.h"
 #include "lossscale.h"
 #include "util.h"
-
-enum { CONVERT_CHUNK = 1 << 16 };
 
 struct gpu_stage {
     gpu_model *g;
@@ -231,19 +228,8 @@ void gpu_stage_free(gpu_stage *s)
 /* The blocks' FP32 parameters to FP16 in the staging buffer, and up. */
 static int upload(gpu_stage *s, const float *params)
 {
-    uint16_t *staging = gpu_model_param_staging(s->g) + s->gpu_lo;
-    const float *src = params + s->b0;
-    const size_t n = s->nblk, chunks = (n + CONVERT_CHUNK - 1) / CONVERT_CHUNK;
-#pragma omp parallel for num_threads(s->threads) schedule(static)
-    for (size_t k = 0; k < chunks; k++) {
-        const size_t at = k * CONVERT_CHUNK, left = n - at;
-        half_from_float(staging + at, src + at, left < CONVERT_CHUNK ? left : CONVERT_CHUNK);
-    }
-    char why[512] = "";
-    if (gpu_model_upload_params(s->g, why, sizeof why) != 0) {
-        gt_error("offload: sending the parameters: %s", why);
+    if (device_step_upload(s->g, s->gpu_lo, params + s->b0, s->nblk, s->threads) != 0)
         return -1;
-    }
     s->holds = -1;
     return 0;
 }
@@ -364,9 +350,11 @@ static void add_grads(gpu_stage *s)
         s->overflow |= unscale_float_grads(s->grads + s->lnf, s->grad_head + VC,
                                            2 * (size_t)s->C, s->inv, 1, s->threads);
     }
-    if (s->has_embed)
-        s->overflow |= unscale_float_grads(s->grads, s->grad_embed, s->embed_n, s->inv, 1,
-                                           s->threads);
+    if (s->has_embed) { /* with the head, wte's is in grad_head (stage_backward) */
+        const size_t lo = s->has_head ? s->wpe : 0;
+        s->overflow |= unscale_float_grads(s->grads + lo, s->grad_embed + lo,
+                                           s->embed_n - lo, s->inv, 1, s->threads);
+    }
 }
 
 static const float *stage_backward(void *ctx, int slot, const float *dout)
@@ -382,9 +370,14 @@ static const float *stage_backward(void *ctx, int slot, const float *dout)
         return s->has_embed ? NULL : s->dx;
     }
     if (s->has_embed) {
-        memset(s->grad_embed, 0, s->embed_n * sizeof(float));
-        gpt_embed_backward(s->m, s->grad_embed + s->wte, s->grad_embed + s->wpe, s->dx,
-                           s->tokens[slot], s->Bm, s->T);
+        /* One stage with both ends (pp = 1) holds the tied wte once: the embedding's
+         * gradient adds into the head's, and the sum is unscaled once (add_grads), as
+         * the CPU model sums the two. */
+        float *dwte = s->has_head ? s->grad_head : s->grad_embed + s->wte;
+        const size_t lo = s->has_head ? s->wpe : 0;
+        memset(s->grad_embed + lo, 0, (s->embed_n - lo) * sizeof(float));
+        gpt_embed_backward(s->m, dwte, s->grad_embed + s->wpe, s->dx, s->tokens[slot], s->Bm,
+                           s->T);
     }
     add_grads(s);
     return s->has_embed ? NULL : s->dx;

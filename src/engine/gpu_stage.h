@@ -1,10 +1,11 @@
 /* gpu_stage — one part of the model, a pipeline stage (pp >= 1) or a tensor-parallel
- * shard of one (tp >= 1), trained with the rank's GPU: the part's transformer blocks on
+ * shard of one (tp >= 1), a whole model with offload = blocks included (pp = tp = 1),
+ * trained with the rank's GPU: the part's transformer blocks on
  * the device in FP16 (offload/gpu_model.h: a blocks model of the stage's n_layers, a
  * shard blocks model with tp > 1), the first stage's embedding and the last stage's
  * final LayerNorm, tied head and loss on the host in FP32 with the model's CPU pieces
- * (model.h gpt_embed_forward .. gpt_head_backward, vocabulary-parallel with tp > 1), as
- * device_step.h does for a whole model with offload = blocks. Its passes (pipeline.h
+ * (model.h gpt_embed_forward .. gpt_head_backward, vocabulary-parallel with tp > 1). Its
+ * passes (pipeline.h
  * stage_passes) run in the 1F1B schedule, of one stage when pp = 1. Activations: the
  * device holds one micro-batch's; the host keeps each in-flight slot's block input,
  * and a backward whose micro-batch left the device runs its blocks' forward again. */
