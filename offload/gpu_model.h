@@ -137,7 +137,8 @@ const uint16_t *gpu_model_grads_part(gpu_model *g, int k, size_t *lo, size_t *hi
 /* ---- offload = blocks: the transformer blocks alone on the device ----
  *
  * The caller computes the token + position embedding and the final LayerNorm, the tied
- * head and the loss itself (src/engine/gpu_stage.c: in FP32 on the host) and hands the
+ * head and the loss itself (src/engine/gpu_stage.c for a tensor-parallel shard: in
+ * FP32 on the host, vocabulary-parallel; offload/tests/gpu_train.cu) and hands the
  * residual stream over once each way per forward and once each way per backward: as
  * FP32 through a pinned host buffer on the copy stream, converted from and to FP16 on
  * the device, where it stays FP16 through every block.
@@ -175,6 +176,51 @@ int gpu_model_blocks_forward(gpu_model *g, const float *x0, float *xL, int B, in
  * zero (a blocks model never writes them). */
 int gpu_model_blocks_backward(gpu_model *g, const float *dxL, float *dx0, int B, int T,
                               char *why, size_t cap);
+
+/* ---- a pipeline stage: the blocks with the ends it has, all on the device ----
+ *
+ * A stage model (gpu_model_create_stage, for tp = 1) is a blocks model whose first or
+ * last stage also runs its end on the device: the token + position embedding (embed:
+ * the first stage, which reads tokens instead of a residual stream) and the final
+ * LayerNorm, the tied head and the cross-entropy (head: the last stage, which ends in
+ * the loss instead of a residual stream), with the kernels of offload = all. A stage
+ * with either end holds the whole layout on the device (wte, wpe and ln_f are a small
+ * part beside the blocks; the last stage's wte is its head's copy); one with both
+ * (pp = 1) computes what gpu_model_step computes. embed = head = 0 is
+ * gpu_model_create_blocks. The residual stream crosses the bus only where a stage has
+ * no end: in from the previous stage, out to the next. */
+
+/* Device bytes gpu_model_create_stage allocates for batches of B x T (the logits,
+ * B x T x V FP16, with a head). */
+size_t gpu_model_stage_device_bytes(const gpu_model_shape *s, int B, int T, int embed,
+                                    int head);
+
+/* As gpu_model_create_blocks, with the embedding (embed = 1) and/or the head (head = 1)
+ * on the device too (see above). */
+gpu_model *gpu_model_create_stage(const gpu_model_shape *s, int B, int T, int embed,
+                                  int head, char *why, size_t cap);
+
+/* A stage's forward (any blocks model: a stage, the blocks, a shard's blocks; the same
+ * B x T rules as gpu_model_blocks_forward): from tokens inputs [B,T] (host) with an
+ * embedding, else from x0 [B,T,C] (host FP32); to the loss with a head (targets [B,T]
+ * needed; *loss = the mean cross-entropy; loss_scale > 0 also leaves loss_scale x
+ * d(mean loss)/d(logits) for the backward, 0 is an evaluation, which no backward may
+ * follow), else to xL [B,T,C] (host FP32). What a stage does not read or write may be
+ * NULL. Every activation stays on the device for gpu_model_stage_backward. */
+int gpu_model_stage_forward(gpu_model *g, const int32_t *inputs, const float *x0,
+                            const int32_t *targets, float loss_scale, float *xL, float *loss,
+                            int B, int T, char *why, size_t cap);
+
+/* The backward of the last gpu_model_stage_forward (the same B x T): from that forward's
+ * loss with a head (dxL unread), else from dxL [B,T,C] (host FP32, ALREADY multiplied
+ * by the loss scale); with an embedding the gradient ends in wte's and wpe's (dx0
+ * unwritten), else dx0 [B,T,C] (host FP32) gets d(scaled loss)/d(x0), rounded through
+ * FP16. gpu_model_grads then waits for this backward's FP16 gradients, scaled: the
+ * blocks', ln_f's with a head, wte's (the head's and the embedding's summed) and wpe's
+ * with an embedding, wte's alone with a head only; the ranges a stage never computes
+ * read as zero. */
+int gpu_model_stage_backward(gpu_model *g, const float *dxL, float *dx0, int B, int T,
+                             char *why, size_t cap);
 
 /* ---- tensor parallelism: one shard's blocks (tp > 1, offload = all or blocks) ----
  *

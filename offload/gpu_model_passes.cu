@@ -6,9 +6,10 @@
 //
 // Pieces: the forward is embed_forward, blocks_forward, head_forward and the backward
 // head_backward, blocks_backward, embed_backward; offload = all runs all six (forward,
-// backward), a blocks model (gpu_model_create_blocks) only the two block pieces,
-// between the residual stream coming up (put_stream) and going down (queue_stream,
-// take_stream) in gpu_model.cu.
+// backward), a stage model (gpu_model_create_stage) the block pieces and those of the
+// ends it has, a blocks model only the two block pieces; where an end is missing, the
+// residual stream comes up (put_stream) or goes down (queue_stream, take_stream) in
+// gpu_model.cu instead.
 //
 // Residual gradients: every residual add passes its output gradient unchanged to both
 // inputs, so one buffer (dres) carries d(residual stream) down through the blocks; each
@@ -113,7 +114,7 @@ int tp_sum(gpu_model *g, __half *buf, size_t n, char *why, size_t cap)
 
 namespace {
 
-// x0 = wte[inputs] + wpe (offload = all).
+// x0 = wte[inputs] + wpe (with the embedding).
 void embed_forward(gpu_model *g, int B, int T)
 {
     const __half *P = g->params;
@@ -174,7 +175,7 @@ int blocks_forward(gpu_model *g, int B, int T, char *why, size_t cap)
 
 namespace {
 
-// ln_f, the tied head and the loss (offload = all). dlogits_scale > 0 also leaves
+// ln_f, the tied head and the loss (with the head). dlogits_scale > 0 also leaves
 // scale * d(mean loss) / d(logits) in place of the logits, for the backward.
 int head_forward(gpu_model *g, int B, int T, float dlogits_scale, char *why, size_t cap)
 {
@@ -200,13 +201,15 @@ int head_forward(gpu_model *g, int B, int T, float dlogits_scale, char *why, siz
 
 } // namespace
 
-// The forward through the loss (offload = all).
+// The forward of g's ends and blocks (gpu_model_impl.cuh).
 int forward(gpu_model *g, int B, int T, float dlogits_scale, char *why, size_t cap)
 {
-    PROF(GPU_PHASE_EMBED);
-    embed_forward(g, B, T);
+    if (g->ends & kEndEmbed) {
+        PROF(GPU_PHASE_EMBED);
+        embed_forward(g, B, T);
+    }
     if (blocks_forward(g, B, T, why, cap) != 0) return -1;
-    return head_forward(g, B, T, dlogits_scale, why, cap);
+    return g->ends & kEndHead ? head_forward(g, B, T, dlogits_scale, why, cap) : 0;
 }
 
 namespace {
@@ -234,7 +237,7 @@ int send_grads(gpu_model *g, size_t begin, size_t end, int k, char *why, size_t 
     return 0;
 }
 
-// The head's backward (offload = all): leaves d(scaled loss)/d(last block's output)
+// The head's backward (with the head): leaves d(scaled loss)/d(last block's output)
 // in dres and sends ln_f's gradients down.
 int head_backward(gpu_model *g, int B, int T, char *why, size_t cap)
 {
@@ -312,8 +315,8 @@ int blocks_backward(gpu_model *g, int B, int T, char *why, size_t cap)
 
 namespace {
 
-// The embedding's backward (offload = all): wte (which already has the head's part)
-// and wpe, then their copy down.
+// The embedding's backward (with the embedding): wte (which already has the head's
+// part when the head is here too) and wpe, then their copy down.
 int embed_backward(gpu_model *g, int B, int T, char *why, size_t cap)
 {
     const int L = g->s.n_layer;
@@ -325,14 +328,19 @@ int embed_backward(gpu_model *g, int B, int T, char *why, size_t cap)
 
 } // namespace
 
-// The backward of the last training forward (offload = all).
+// The backward of g's ends and blocks (gpu_model_impl.cuh). A last stage without the
+// embedding still sends the head's part of wte, as the last part.
 int backward(gpu_model *g, int B, int T, char *why, size_t cap)
 {
-    if (head_backward(g, B, T, why, cap) != 0 || blocks_backward(g, B, T, why, cap) != 0 ||
-        embed_backward(g, B, T, why, cap) != 0)
+    if ((g->ends & kEndHead) && head_backward(g, B, T, why, cap) != 0) return -1;
+    if (blocks_backward(g, B, T, why, cap) != 0) return -1;
+    if (g->ends & kEndEmbed) {
+        if (embed_backward(g, B, T, why, cap) != 0) return -1;
+    } else if ((g->ends & kEndHead) &&
+               send_grads(g, g->wte, g->wpe, g->s.n_layer + 1, why, cap) != 0) {
         return -1;
+    }
     CU(cudaGetLastError());
-    CU(cudaEventRecord(g->copies_done, g->copy));
     return 0;
 }
 

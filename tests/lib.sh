@@ -127,9 +127,9 @@ gpu_pipeline_grids() {
         --offload none --out "$tmp/ppcpu"
     run_ok ppgpu "${mpi[@]}" -np 2 "$bin" train "${args[@]}" --pp 2 --micro_batches 4 \
         --ckpt_every 3 --out "$tmp/ppgpu"
-    check "pp 2: one line says each stage's blocks train on its rank's GPU" test \
-        "$(grep -c "^offload: pp = 2: each stage's blocks on its rank's GPU" "$tmp/ppgpu.out")" \
-        -eq 1
+    check "pp 2: one line says each stage, its ends included, trains on its rank's GPU" test \
+        "$(grep -c "^offload: pp = 2: each stage on its rank's GPU .* final LayerNorm, head and loss included; " \
+           "$tmp/ppgpu.out")" -eq 1
     run_ok dp2pp2gpu "${mpi[@]}" -np 4 "$bin" train "${args[@]}" --pp 2 --batch_size 2 \
         --micro_batches 2 --out "$tmp/dp2pp2gpu"
     run_ok ppaccgpu "${mpi[@]}" -np 2 "$bin" train "${args[@]}" --pp 2 --batch_size 2 \

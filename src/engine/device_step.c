@@ -52,6 +52,7 @@ int device_step_init(device_step *d, const gpt_model *m, int B, int T, int threa
         return -1;
     }
     d->n_params = m->n_params;
+    d->all = (device_range){0, 0, m->n_params};
     d->threads = threads;
     loss_scaler_init(&d->scaler, LOSS_SCALE_INIT, LOSS_SCALE_GROWTH_INTERVAL);
     return 0;
@@ -64,14 +65,18 @@ void device_step_free(device_step *d)
     d->g = NULL;
 }
 
-int device_step_upload(gpu_model *g, size_t at, const float *src, size_t n, int threads)
+int device_step_upload(gpu_model *g, const float *params, const device_range *r, int nr,
+                       int threads)
 {
-    uint16_t *staging = gpu_model_param_staging(g) + at;
-    const size_t chunks = (n + CONVERT_CHUNK - 1) / CONVERT_CHUNK;
+    for (int i = 0; i < nr; i++) {
+        uint16_t *staging = gpu_model_param_staging(g) + r[i].dev;
+        const float *src = params + r[i].host;
+        const size_t n = r[i].n, chunks = (n + CONVERT_CHUNK - 1) / CONVERT_CHUNK;
 #pragma omp parallel for num_threads(threads) schedule(static)
-    for (size_t k = 0; k < chunks; k++) {
-        const size_t lo = k * CONVERT_CHUNK, left = n - lo;
-        half_from_float(staging + lo, src + lo, left < CONVERT_CHUNK ? left : CONVERT_CHUNK);
+        for (size_t k = 0; k < chunks; k++) {
+            const size_t lo = k * CONVERT_CHUNK, left = n - lo;
+            half_from_float(staging + lo, src + lo, left < CONVERT_CHUNK ? left : CONVERT_CHUNK);
+        }
     }
     char why[512] = "";
     if (gpu_model_upload_params(g, why, sizeof why) != 0) {
@@ -127,7 +132,7 @@ int device_step_grad(device_step *d, const float *params, float *grads,
 {
     *overflow = 0;
     /* The parameters do not change between the micro-batches of one step. */
-    if (!accumulate && device_step_upload(d->g, 0, params, d->n_params, d->threads) != 0) return -1;
+    if (!accumulate && device_step_upload(d->g, params, &d->all, 1, d->threads) != 0) return -1;
     return all_grad(d, grads, inputs, targets, B, T, !accumulate, last, grad_scale, loss,
                     overflow);
 }
@@ -137,7 +142,7 @@ int device_step_loss(device_step *d, const float *params, int upload_params,
                      float *loss)
 {
     char why[512] = "";
-    if (upload_params && device_step_upload(d->g, 0, params, d->n_params, d->threads) != 0) return -1;
+    if (upload_params && device_step_upload(d->g, params, &d->all, 1, d->threads) != 0) return -1;
     if (gpu_model_loss(d->g, inputs, targets, B, T, loss, why, sizeof why) != 0) {
         gt_error("offload: evaluation: %s", why);
         return -1;

@@ -23,9 +23,16 @@
 
 typedef struct gpu_model gpu_model;
 
+/* A range of n parameters: at `host` in the trainer's flat layout, at `dev` in the
+ * device model's (its staging and gradient buffers). */
+typedef struct device_range {
+    size_t host, dev, n;
+} device_range;
+
 typedef struct device_step {
     gpu_model *g;
     size_t n_params;
+    device_range all;      /* every parameter, the same place on both sides */
     int threads;
     loss_scaler scaler;
 } device_step;
@@ -37,11 +44,12 @@ typedef struct device_step {
  * differs). */
 int device_step_check_layout(gpu_model *g, const gpt_param_info *info, int n);
 
-/* Sends n FP32 values src[n] up to g as FP16: converted with `threads` OpenMP threads
- * into g's pinned staging buffer at element `at` (g's layout), then
+/* Sends the ranges r[nr] of params (the trainer's FP32 layout) up to g as FP16:
+ * converted with `threads` OpenMP threads into g's pinned staging buffer, then
  * gpu_model_upload_params (which sends the range g holds on the device). 0, or -1
  * (reported). */
-int device_step_upload(gpu_model *g, size_t at, const float *src, size_t n, int threads);
+int device_step_upload(gpu_model *g, const float *params, const device_range *r, int nr,
+                       int threads);
 
 /* Makes the GPU model of every layer for m's shape (a whole model: tp = 1, one stage)
  * and batches up to B x T on the device the rank took (offload_use_device). Returns 0,

@@ -18,15 +18,21 @@ struct gpu_stage {
     const gt_backend *be;
     int Bm, T, C, Vl, slots, micro, threads; /* Vl: the shard's vocabulary rows */
     int has_embed, has_head, tp;
+    int dev_ends;         /* tp = 1: the stage's embedding and head run on the device */
+    int host_embed, host_head; /* tp > 1: the stage's embedding, head on the host */
     size_t N, NC;
     size_t b0, nblk;      /* the blocks' range in the stage's layout */
     size_t gpu_lo;        /* the same blocks in the device model's layout */
     size_t wte, wpe, lnf; /* offsets in the stage's layout (when the stage has them) */
     size_t embed_n;       /* wte and wpe: floats of the first stage's embedding */
+    device_range up[5];   /* what the device computes with: the blocks, and its ends'
+                           * wte, wpe, ln_f.weight and ln_f.bias */
+    int n_up;
     int holds;            /* the slot whose activations the device holds; -1: none */
     float *mem;           /* one allocation for the host buffers below */
     float *x_in;          /* [slots, N, C] each slot's block input */
-    const int32_t **tokens; /* [slots] the first stage's input tokens per slot */
+    const int32_t **tokens;  /* [slots] the first stage's input tokens per slot */
+    const int32_t **targets; /* [slots] the last stage's targets per slot */
     float *x_out;         /* [N, C] the blocks' output */
     float *dx;            /* [N, C] the gradient of the blocks' input */
     float *lnf_out, *lnf_mean, *lnf_rstd, *logits, *losses, *dln, *dxl; /* the head */
@@ -57,17 +63,18 @@ static int alloc_host(gpu_stage *s)
 {
     const size_t NC = s->NC, N = s->N, VC = (size_t)s->Vl * s->C;
     size_t total = (size_t)s->slots * NC + 2 * NC;
-    if (s->has_head)
+    if (s->host_head)
         total += 4 * NC + 6 * N + N * (size_t)s->Vl + VC + 2 * (size_t)s->C;
-    if (s->has_embed) total += s->embed_n;
+    if (s->host_embed) total += s->embed_n;
     s->mem = gt_malloc(total * sizeof(float), "GPU pipeline stage host buffers");
     s->tokens = gt_calloc((size_t)s->slots * sizeof *s->tokens, "GPU pipeline stage");
-    if (!s->mem || !s->tokens) return -1;
+    s->targets = gt_calloc((size_t)s->slots * sizeof *s->targets, "GPU pipeline stage");
+    if (!s->mem || !s->tokens || !s->targets) return -1;
     float *p = s->mem;
     s->x_in = p, p += (size_t)s->slots * NC;
     s->x_out = p, p += NC;
     s->dx = p, p += NC;
-    if (s->has_head) {
+    if (s->host_head) {
         s->lnf_out = p, p += NC;
         s->dln = p, p += NC;
         s->dxl = p, p += NC;
@@ -80,7 +87,7 @@ static int alloc_host(gpu_stage *s)
         s->logits = p, p += N * (size_t)s->Vl;
         s->grad_head = p, p += VC + 2 * (size_t)s->C;
     }
-    if (s->has_embed) s->grad_embed = p;
+    if (s->host_embed) s->grad_embed = p;
     return 0;
 }
 
@@ -122,8 +129,33 @@ static int make_comm(gpu_stage *s)
     return 0;
 }
 
+/* dev_ends: where the stage's wte, wpe and ln_f sit in the device model's layout dev
+ * (up[] gets them beside the blocks), each checked for the same size. */
+static int map_ends(gpu_stage *s, const gpt_layout *dev)
+{
+    const gpt_model *m = s->m;
+    const struct {
+        int want, host, dev;
+    } t[] = {{s->has_embed || s->has_head, m->i_wte, dev->i_wte},
+             {s->has_embed, m->i_wpe, dev->i_wpe},
+             {s->has_head, m->i_lnf, dev->i_lnf},
+             {s->has_head, m->i_lnf + 1, dev->i_lnf + 1}};
+    for (size_t k = 0; k < sizeof t / sizeof t[0]; k++) {
+        if (!t[k].want) continue;
+        const gpt_param_info *a = &m->info[t[k].host], *b = &dev->info[t[k].dev];
+        if (a->numel != b->numel) {
+            gt_error("internal: offload: the stage's %s has %zu parameters, the GPU model's "
+                     "%zu", a->name, a->numel, b->numel);
+            return -1;
+        }
+        s->up[s->n_up++] = (device_range){a->offset, b->offset, a->numel};
+    }
+    return 0;
+}
+
 /* The device model: the stage's blocks (this shard's), in the layout of a model with
- * that many layers (wte and wpe first, never allocated on the device). */
+ * that many layers (wte and wpe first), with the stage's embedding and head when they
+ * run on the device (tp = 1), else without them (never allocated on the device). */
 static int make_device_model(gpu_stage *s, int nccl)
 {
     const gpt_model *m = s->m;
@@ -152,6 +184,11 @@ static int make_device_model(gpu_stage *s, int nccl)
         free(dev.info);
         return -1;
     }
+    s->up[s->n_up++] = (device_range){s->b0, s->gpu_lo, s->nblk};
+    if (s->dev_ends && map_ends(s, &dev) != 0) {
+        free(dev.info);
+        return -1;
+    }
     if (s->tp > 1 && nccl && make_comm(s) != 0) {
         free(dev.info);
         return -1;
@@ -159,18 +196,22 @@ static int make_device_model(gpu_stage *s, int nccl)
     const gpu_model_tp tp = {s->tp, m->tp_rank, s->comm ? tp_comm_sum_half : NULL, s->comm,
                              m->tp_allreduce, m->tp_ctx};
     char why[512] = "";
-    s->g = gpu_model_create_shard_blocks(&gs, s->Bm, s->T, &tp, why, sizeof why);
+    const int embed = s->dev_ends && s->has_embed, head = s->dev_ends && s->has_head;
+    s->g = s->tp > 1 ? gpu_model_create_shard_blocks(&gs, s->Bm, s->T, &tp, why, sizeof why)
+                     : gpu_model_create_stage(&gs, s->Bm, s->T, embed, head, why, sizeof why);
     if (s->g && device_step_check_layout(s->g, dev.info, dev.n_info) != 0) {
         free(dev.info);
         return -1; /* reported; gpu_stage_free frees s->g */
     }
     free(dev.info);
     if (!s->g) {
-        gt_error("offload: %s (the %s%d blocks and a micro-batch of %d x %d need %.2f GiB on "
-                 "the GPU)", why, s->tp > 1 ? "shard of the stage's " : "stage's ",
-                 m->n_layers, s->Bm, s->T,
-                 (double)gpu_model_shard_blocks_device_bytes(&gs, s->Bm, s->T, &tp) /
-                     1073741824.0);
+        const size_t bytes = s->tp > 1
+                                 ? gpu_model_shard_blocks_device_bytes(&gs, s->Bm, s->T, &tp)
+                                 : gpu_model_stage_device_bytes(&gs, s->Bm, s->T, embed, head);
+        gt_error("offload: %s (the %s%d blocks%s and a micro-batch of %d x %d need %.2f GiB "
+                 "on the GPU)", why, s->tp > 1 ? "shard of the stage's " : "stage's ",
+                 m->n_layers, embed && head ? ", embedding and head" : embed ? " and embedding"
+                 : head ? " and head" : "", s->Bm, s->T, (double)bytes / 1073741824.0);
         return -1;
     }
     return 0;
@@ -191,6 +232,10 @@ gpu_stage *gpu_stage_create(const gpt_model *m, int Bm, int T, int slots, int mi
     s->Bm = Bm, s->T = T, s->C = m->shape.n_embd, s->Vl = m->shape.vocab_size / m->tp_size;
     s->slots = slots, s->micro = micro, s->threads = threads;
     s->has_embed = m->has_embed, s->has_head = m->has_head;
+    /* The vocabulary-parallel embedding and head (tp > 1) are the host's for now. */
+    s->dev_ends = s->tp == 1;
+    s->host_embed = s->has_embed && !s->dev_ends;
+    s->host_head = s->has_head && !s->dev_ends;
     s->N = (size_t)Bm * T;
     s->NC = s->N * (size_t)s->C;
     s->holds = -1;
@@ -220,16 +265,16 @@ void gpu_stage_free(gpu_stage *s)
     tp_comm_free(s->comm);
     free(s->mem);
     free(s->tokens);
+    free(s->targets);
     free(s->rep);
     free(s->rep_buf);
     free(s);
 }
 
-/* The blocks' FP32 parameters to FP16 in the staging buffer, and up. */
+/* The FP32 parameters the device computes with to FP16 in the staging buffer, and up. */
 static int upload(gpu_stage *s, const float *params)
 {
-    if (device_step_upload(s->g, s->gpu_lo, params + s->b0, s->nblk, s->threads) != 0)
-        return -1;
+    if (device_step_upload(s->g, params, s->up, s->n_up, s->threads) != 0) return -1;
     s->holds = -1;
     return 0;
 }
@@ -287,14 +332,21 @@ static float head_forward(gpu_stage *s, const int32_t *targets, int want_grad)
                          s->scale / (float)s->N, want_grad);
 }
 
-static int blocks_forward(gpu_stage *s, int slot)
+/* The device's forward of slot's micro-batch (what gpu_stage_forward put in place: its
+ * tokens, or its block input x_in[slot]): to x_out, or with the head on the device to
+ * *loss (loss_scale > 0: a training forward, S x d(mean loss)/d(logits) kept there). */
+static int device_forward(gpu_stage *s, int slot, float loss_scale, float *loss)
 {
     char why[512] = "";
-    if (gpu_model_blocks_forward(s->g, s->x_in + (size_t)slot * s->NC, s->x_out, s->Bm, s->T,
-                                 why, sizeof why) != 0) {
-        fail(s, "the blocks' forward", why);
+    const int embed = s->dev_ends && s->has_embed, head = s->dev_ends && s->has_head;
+    float l = 0.0f;
+    if (gpu_model_stage_forward(s->g, embed ? s->tokens[slot] : NULL,
+                                s->x_in + (size_t)slot * s->NC, head ? s->targets[slot] : NULL,
+                                loss_scale, s->x_out, &l, s->Bm, s->T, why, sizeof why) != 0) {
+        fail(s, "the forward", why);
         return -1;
     }
+    if (loss) *loss = l;
     s->holds = slot;
     return 0;
 }
@@ -306,15 +358,17 @@ static const float *stage_forward(void *ctx, int slot, const int32_t *inputs,
     gpu_stage *s = ctx;
     float *x = s->x_in + (size_t)slot * s->NC;
     *loss = 0.0f;
-    if (s->has_embed) {
+    s->tokens[slot] = inputs;
+    s->targets[slot] = targets;
+    if (s->host_embed)
         gpt_embed_forward(s->m, x, inputs, s->params + s->wte, s->params + s->wpe, s->Bm,
                           s->T);
-        s->tokens[slot] = inputs;
-    } else {
+    else if (!s->has_embed)
         memcpy(x, x_in, s->NC * sizeof(float));
-    }
-    if (blocks_forward(s, slot) != 0 || !s->has_head) return s->has_head ? NULL : s->x_out;
-    *loss = head_forward(s, targets, want_grad);
+    float l = 0.0f;
+    if (device_forward(s, slot, want_grad ? s->scale : 0.0f, &l) != 0 || !s->has_head)
+        return s->has_head ? NULL : s->x_out;
+    *loss = s->host_head ? head_forward(s, targets, want_grad) : l;
     return NULL;
 }
 
@@ -332,26 +386,28 @@ static void head_backward(gpu_stage *s)
                            s->x_out, P + s->lnf, s->lnf_mean, s->lnf_rstd, s->N, s->C);
 }
 
-/* The parameters' gradients of this backward, unscaled and added into the caller's. */
+/* The parameters' gradients of this backward, unscaled and added into the caller's:
+ * the device's ranges (up[]), then what the host computed (tp > 1: the ends). */
 static void add_grads(gpu_stage *s)
 {
     char why[512] = "";
     const uint16_t *g16 = gpu_model_grads(s->g, why, sizeof why);
     if (!g16) {
-        fail(s, "the blocks' gradients", why);
+        fail(s, "the gradients", why);
         return;
     }
-    s->overflow |= unscale_half_grads(s->grads + s->b0, g16 + s->gpu_lo, s->nblk, s->inv, 1,
-                                      s->threads);
-    if (s->has_head) {
+    for (int k = 0; k < s->n_up; k++)
+        s->overflow |= unscale_half_grads(s->grads + s->up[k].host, g16 + s->up[k].dev,
+                                          s->up[k].n, s->inv, 1, s->threads);
+    if (s->host_head) {
         const size_t VC = (size_t)s->Vl * s->C;
         s->overflow |= unscale_float_grads(s->grads + s->wte, s->grad_head, VC, s->inv, 1,
                                            s->threads);
         s->overflow |= unscale_float_grads(s->grads + s->lnf, s->grad_head + VC,
                                            2 * (size_t)s->C, s->inv, 1, s->threads);
     }
-    if (s->has_embed) { /* with the head, wte's is in grad_head (stage_backward) */
-        const size_t lo = s->has_head ? s->wpe : 0;
+    if (s->host_embed) { /* with the head, wte's is in grad_head (stage_backward) */
+        const size_t lo = s->host_head ? s->wpe : 0;
         s->overflow |= unscale_float_grads(s->grads + lo, s->grad_embed + lo,
                                            s->embed_n - lo, s->inv, 1, s->threads);
     }
@@ -360,21 +416,23 @@ static void add_grads(gpu_stage *s)
 static const float *stage_backward(void *ctx, int slot, const float *dout)
 {
     gpu_stage *s = ctx;
-    /* The last stage keeps one slot: its head's activations are this micro-batch's. */
-    if (s->has_head) head_backward(s);
-    const float *dxl = s->has_head ? s->dxl : dout;
+    /* The last stage keeps one slot: its head's activations are this micro-batch's (and
+     * the device never recomputes a forward with the head). */
+    if (s->host_head) head_backward(s);
+    const float *dxl = s->host_head ? s->dxl : dout; /* NULL with the device's head */
     char why[512] = "";
-    if (s->holds != slot && blocks_forward(s, slot) != 0) return s->has_embed ? NULL : s->dx;
-    if (gpu_model_blocks_backward(s->g, dxl, s->dx, s->Bm, s->T, why, sizeof why) != 0) {
-        fail(s, "the blocks' backward", why);
+    if (s->holds != slot && device_forward(s, slot, s->scale, NULL) != 0)
+        return s->has_embed ? NULL : s->dx;
+    if (gpu_model_stage_backward(s->g, dxl, s->dx, s->Bm, s->T, why, sizeof why) != 0) {
+        fail(s, "the backward", why);
         return s->has_embed ? NULL : s->dx;
     }
-    if (s->has_embed) {
+    if (s->host_embed) {
         /* One stage with both ends (pp = 1) holds the tied wte once: the embedding's
          * gradient adds into the head's, and the sum is unscaled once (add_grads), as
          * the CPU model sums the two. */
-        float *dwte = s->has_head ? s->grad_head : s->grad_embed + s->wte;
-        const size_t lo = s->has_head ? s->wpe : 0;
+        float *dwte = s->host_head ? s->grad_head : s->grad_embed + s->wte;
+        const size_t lo = s->host_head ? s->wpe : 0;
         memset(s->grad_embed + lo, 0, (s->embed_n - lo) * sizeof(float));
         gpt_embed_backward(s->m, dwte, s->grad_embed + s->wpe, s->dx, s->tokens[slot], s->Bm,
                            s->T);

@@ -1,14 +1,18 @@
 /* gpu_stage — one part of the model, a pipeline stage (pp >= 1) or a tensor-parallel
  * shard of one (tp >= 1), a whole model with offload = blocks included (pp = tp = 1),
- * trained with the rank's GPU: the part's transformer blocks on
- * the device in FP16 (offload/gpu_model.h: a blocks model of the stage's n_layers, a
- * shard blocks model with tp > 1), the first stage's embedding and the last stage's
- * final LayerNorm, tied head and loss on the host in FP32 with the model's CPU pieces
- * (model.h gpt_embed_forward .. gpt_head_backward, vocabulary-parallel with tp > 1). Its
- * passes (pipeline.h
- * stage_passes) run in the 1F1B schedule, of one stage when pp = 1. Activations: the
- * device holds one micro-batch's; the host keeps each in-flight slot's block input,
- * and a backward whose micro-batch left the device runs its blocks' forward again. */
+ * trained with the rank's GPU in FP16:
+ *  - tp = 1: every layer of the stage on the device (offload/gpu_model.h, a stage model
+ *    of its n_layers blocks), the first stage's embedding and the last stage's final
+ *    LayerNorm, tied head and loss included;
+ *  - tp > 1: the shard's blocks on the device (a shard blocks model), the first stage's
+ *    embedding and the last stage's head and loss on the host in FP32 with the model's
+ *    CPU pieces, vocabulary-parallel (model.h gpt_embed_forward .. gpt_head_backward):
+ *    the device's vocabulary-parallel head is not written yet.
+ * Its passes (pipeline.h stage_passes) run in the 1F1B schedule, of one stage when
+ * pp = 1. Activations: the device holds one micro-batch's; the host keeps each
+ * in-flight slot's block input (its tokens on a first stage), and a backward whose
+ * micro-batch left the device runs that forward again (never with a head: the last
+ * stage keeps one micro-batch in flight). */
 #ifndef GT_GPU_STAGE_H
 #define GT_GPU_STAGE_H
 
@@ -24,8 +28,8 @@ typedef struct gpu_stage gpu_stage;
  * device model: over NCCL on the GPUs (offload/tp_comm.h: a communicator per tp group,
  * its id drawn by tp rank 0 and broadcast over the tp communicator) when nccl is set,
  * else through host memory with the model's tp hook (m->tp_allreduce: MPI on the tp
- * communicator). The host's embedding and head all-reduce with the model's hooks as on
- * the CPU. Activation recomputation costs one more forward of the blocks for the
+ * communicator). The host's embedding and head (tp > 1) all-reduce with the model's
+ * hooks as on the CPU. Activation recomputation costs one more forward of the blocks for the
  * micro-batches that left the device (1F1B keeps up to stages - stage in flight; the
  * last stage, one slot, never recomputes).
  *

@@ -128,11 +128,11 @@ static int make_saved_text(run *r)
 static int make_engine(run *r)
 {
     const int B = r->c->batch_size, T = r->c->block_size;
-    /* On GPUs the blocks alone (a stage, a shard of one, or offload = blocks) train in
-     * the pipeline's schedule (of one stage when pp = 1), every layer on its own. */
+    /* On GPUs a stage, a shard of one, or a whole model with offload = blocks trains in
+     * the pipeline's schedule (of one stage when pp = 1), offload = all in one step. */
     if (r->device == DEVICE_CPU)
         r->engine = engine_cpu_create(&r->model, B, T, r->micro);
-    else if (r->device == DEVICE_GPU_BLOCKS)
+    else if (r->device == DEVICE_GPU_STAGE)
         r->engine = engine_gpu_pipeline_create(&r->model, B, T, r->micro, r->threads,
                                                r->tp_nccl);
     else

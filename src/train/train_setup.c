@@ -77,22 +77,22 @@ static void settle_tp_comm(run *r, const char **because)
     r->tp_nccl = *because == NULL;
 }
 
-/* The offload line of a part on GPUs (pp > 1 or tp > 1): its blocks on the GPU, the
- * embedding and the head on the host; with tp > 1, how the shards' blocks all-reduce. */
+/* The offload line of a part on GPUs (pp > 1 or tp > 1): with tp = 1 every layer of a
+ * stage on the GPU; with tp > 1 the shard's blocks there, the vocabulary-parallel
+ * embedding and head on the host, and how the shards' blocks all-reduce. */
 static void say_part_placement(const run *r, int local, int n, const char *name,
                                const char *because)
 {
     const gt_config *c = r->c;
-    const char *as_blocks = c->offload == OFFLOAD_BLOCKS ? "" : r->tp > 1
-                                ? " (a shard is placed as with offload = blocks)"
-                                : " (a stage is placed as with offload = blocks)";
+    const char *as_blocks =
+        c->offload == OFFLOAD_BLOCKS ? "" : " (a shard is placed as with offload = blocks)";
     if (r->tp == 1) {
-        par_printf("offload: pp = %d: each stage's blocks on its rank's GPU (rank %d: GPU %d "
-                   "of %d on its node, %s) in FP16, the first stage's embeddings and the "
-                   "last stage's final LayerNorm, head and loss on the CPU in FP32%s; "
-                   "activations between stages through host memory over MPI; FP32 master "
-                   "weights and AdamW on the host, dynamic loss scaling from %.0f\n", r->pp,
-                   par_rank(), local % n, n, name, as_blocks, (double)LOSS_SCALE_INIT);
+        par_printf("offload: pp = %d: each stage on its rank's GPU (rank %d: GPU %d of %d on "
+                   "its node, %s) in FP16, the first stage's embeddings and the last stage's "
+                   "final LayerNorm, head and loss included; activations between stages "
+                   "through host memory over MPI; FP32 master weights and AdamW on the host, "
+                   "dynamic loss scaling from %.0f\n", r->pp, par_rank(), local % n, n, name,
+                   (double)LOSS_SCALE_INIT);
         return;
     }
     char grid[64], blocks[64], path[320], lib[64]; /* path holds a reason of up to 223 */
@@ -119,8 +119,9 @@ static void say_part_placement(const run *r, int local, int n, const char *name,
  * (modulo the GPUs there). The GPU trains only when every rank has one (a step is a
  * collective; mixed devices would only wait for the slowest); otherwise one line says
  * why the CPU trains, or, with offload = required, that is an error. A whole model
- * (tp = pp = 1) trains every layer or the blocks alone on the GPU; a pipeline stage or
- * a tensor-parallel shard (any dp x tp x pp) its blocks, the embedding and the head on
+ * (tp = pp = 1) trains every layer on the GPU, with offload = blocks through the stage
+ * engine; a pipeline stage (tp = 1) every layer it has there too; a tensor-parallel
+ * shard (any dp x tp x pp) its blocks, the vocabulary-parallel embedding and head on
  * the host, the shards' blocks all-reducing over NCCL where it can, else through host
  * memory. One line says which layers run where. */
 int train_settle_device(run *r)
@@ -162,16 +163,16 @@ int train_settle_device(run *r)
         const char *host_path = NULL;
         if (r->tp > 1) settle_tp_comm(r, &host_path);
         say_part_placement(r, local, n, name, host_path);
-        r->device = DEVICE_GPU_BLOCKS;
+        r->device = DEVICE_GPU_STAGE;
         return 0;
     }
     if (c->offload == OFFLOAD_BLOCKS) {
-        par_printf("offload: the %d transformer blocks on the GPU (rank %d: GPU %d of %d on "
-                   "its node, %s) in FP16, the embeddings, final LayerNorm, head and loss on "
-                   "the CPU in FP32; FP32 master weights and AdamW on the host, dynamic loss "
-                   "scaling from %.0f\n", c->n_layer, par_rank(), local % n, n, name,
+        par_printf("offload: every layer on the GPU as one pipeline stage (rank %d: GPU %d of "
+                   "%d on its node, %s): FP16 weights and activations, each micro-batch's "
+                   "gradients down after its backward; FP32 master weights and AdamW on the "
+                   "host, dynamic loss scaling from %.0f\n", par_rank(), local % n, n, name,
                    (double)LOSS_SCALE_INIT);
-        r->device = DEVICE_GPU_BLOCKS;
+        r->device = DEVICE_GPU_STAGE;
         return 0;
     }
     par_printf("offload: every layer on the GPU (rank %d: GPU %d of %d on its node, %s): "
