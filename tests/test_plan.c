@@ -8,7 +8,10 @@
  *    vocabulary-parallel head's 2 (and 2 small ones);
  *  - on GPUs a shard's blocks all-reduce over NCCL in FP16 or, through host memory, in
  *    FP32 copied down and up with an MPI all-reduce over the host's link, and its
- *    residual stream crosses between host and GPU 4 times a micro-batch;
+ *    residual stream crosses between host and GPU 4 times a micro-batch (its embedding
+ *    and head are the host's); a pipeline stage at tp = 1 holds its ends on the GPU,
+ *    so the first and the last stage copy the stream twice, and the first, which
+ *    keeps 2 micro-batches in flight, recomputes its forward with one copy more;
  *  - steps follow S_min (1 + B_noise / B): twice the replicas, steps as predicted;
  *  - grids that do not fit are refused. */
 #include <math.h>
@@ -112,6 +115,24 @@ int main(void)
     TU_CHECK(close_to(gh.tp_comm_s, 4 * host + head_ar) && gh.tp_comm_s > gn.tp_comm_s,
              "GPUs through host memory: each all-reduce copied down and up in FP32 around "
              "MPI's (%g s against NCCL's %g s)", gh.tp_comm_s, gn.tp_comm_s);
+
+    /* GPUs, pp 2 at tp = 1, 2 micro-batches of Bm = 4: every layer of a stage on its
+     * GPU, so the stream crosses only towards the other stage (out and its gradient
+     * in, or in and its gradient out); the first stage recomputes its 2 blocks'
+     * forward (a third of their time) and sends its output down once more. */
+    plan_machine pm = mc;
+    pm.gpu = 1, pm.nodes = 1, pm.slots_per_node = 2, pm.pcie_bw = 1e10;
+    plan_estimate gp;
+    TU_CHECK(plan_estimate_grid(&pm, &s, B, T, (plan_grid){1, 2, 1, 2}, 1000, 0, &gp, why,
+                                sizeof why) == 0,
+             "pp 2 on 2 GPUs fits");
+    const double nm = 4.0 * T * 32, cm = PLAN_PCIE_LATENCY + 4.0 * nm / 1e10;
+    const double hm = 2 * (1e-6 + 4.0 * nm / 1e9), blocks2 = 2 * 4e-3;
+    const double first = blocks2 + 2 * cm + hm + blocks2 / 3 + cm,
+                 last = blocks2 + 2 * cm + hm;
+    TU_CHECK(close_to(gp.compute_s, first + last + first),
+             "GPUs, pp 2: stages of 2 + 1 (recomputed) and 2 copies of the stream: %g s "
+             "(expected %g)", gp.compute_s, first + last + first);
 
     /* Statistical efficiency. */
     plan_estimate one, two;

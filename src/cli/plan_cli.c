@@ -355,8 +355,9 @@ static void print_plan_header(const gpt_shape *s, int B, const gt_config *c,
     printf("\n");
     if (mc->gpu)
         printf("plan: on the GPUs a stage or a shard (pp > 1 or tp > 1) trains its blocks on "
-               "its GPU, the embedding and the head on the host, the residual stream over "
-               "%.2f GB/s each way; the shards' per-block all-reduces %s\n",
+               "its GPU, a stage (tp = 1) its embedding and head too, a shard (tp > 1) "
+               "them on the host; the residual stream between stages, and to a shard's "
+               "ends, over %.2f GB/s each way; the shards' per-block all-reduces %s\n",
                mc->pcie_bw / 1e9, mc->tp_host ? "through host memory (FP32 down and up, MPI)"
                                               : "over NCCL on the GPUs' link (FP16)");
     if (!o->json)
@@ -400,9 +401,11 @@ static void print_plan_verdict(const plan_estimate *rows, int n, const plan_mach
     else if (dp_only)
         printf("why: pure data parallelism is fastest here: its step (%.1f ms) has the "
                "least communication and no pipeline bubble\n", dp_only->step_s * 1e3);
-    /* What the estimate of a GPU stage or shard leaves out. */
-    if (mc->gpu && (best->g.pp > 1 || best->g.tp > 1))
-        printf("note: gentrain's GPU stages and shards run the embedding and the head on the "
+    /* What the estimate of a GPU shard leaves out: with tp = 1 every layer of a stage
+     * runs on its GPU, as counted; a shard's vocabulary-parallel embedding and head run
+     * on the host (src/engine/gpu_stage.h). */
+    if (mc->gpu && best->g.tp > 1)
+        printf("note: gentrain's GPU shards (tp > 1) run the embedding and the head on the "
                "host CPU in FP32; the estimate counts them at the GPU's rate\n");
 }
 

@@ -86,7 +86,8 @@ static double host_path_allreduce_s(const plan_machine *mc, double n, int tp, in
  * (plan.h): seconds per block and per stage. */
 typedef struct stage_costs {
     double block_ar;  /* one block's 4 tp all-reduces (2 forward, 2 backward) */
-    double stream;    /* GPU parts: the residual stream's 4 host <-> GPU crossings */
+    double copy;      /* GPU parts: one host <-> GPU crossing of the residual stream */
+    int host_ends;    /* GPU parts: the embedding and head on the host (tp > 1) */
     double head, head_ar; /* the last stage: embedding + head, and their tp all-reduces */
     double hop;       /* pp > 1: the activations out and their gradient back */
 } stage_costs;
@@ -103,10 +104,12 @@ static stage_costs costs_of(const plan_machine *mc, const gpt_shape *s, plan_gri
         c.block_ar = 4.0 * host_path_allreduce_s(mc, n, g.tp, per_node);
     else /* NCCL: FP16 on the GPUs' link */
         c.block_ar = 4.0 * plan_allreduce_s(mc, 2.0 * n, g.tp, 1, per_node);
-    c.stream = part ? 4.0 * host_copy_s(mc, act_bytes) : 0.0;
+    c.copy = part ? host_copy_s(mc, act_bytes) : 0.0;
+    c.host_ends = part && g.tp > 1;
     /* The embedding and head are cut by vocabulary over tp, with 2 all-reduces of the
-     * activations (embedding, head input gradient) and the loss's small ones, on the
-     * host in FP32 wherever the blocks run. */
+     * activations (embedding, head input gradient) and the loss's small ones; on GPUs
+     * they run on the GPU at tp = 1 and on the host in FP32 with tp > 1 (the estimate
+     * counts them at t_embed_head's rate either way: plan_cli's note). */
     c.head = mc->t_embed_head(mc->ctx, threads, Bm) / g.tp;
     c.head_ar = 2.0 * plan_allreduce_s(mc, act_bytes, g.tp, 1, per_node) +
                 2.0 * plan_allreduce_s(mc, 8.0 * Bm * T, g.tp, 1, per_node);
@@ -140,14 +143,18 @@ int plan_estimate_grid(const plan_machine *mc, const gpt_shape *s, int B, int T,
     for (int st = 0; st < g.pp; st++) {
         const int n = stage_layers(s, g.pp, st);
         const int in_flight = g.pp - st < g.micro ? g.pp - st : g.micro;
-        double t = n * (tb + c.block_ar) + c.stream + c.hop;
+        /* A GPU part's residual stream crosses the bus in and out, forward and backward
+         * (4 copies), but not at an end the GPU holds (tp = 1: the first stage starts
+         * from tokens, the last ends in the loss). */
+        const int copies = c.host_ends ? 4 : 2 * (st > 0) + 2 * (st < g.pp - 1);
+        double t = n * (tb + c.block_ar) + copies * c.copy + c.hop;
         tp_comm += n * c.block_ar;
         /* A GPU holds one micro-batch's activations: a stage with more in flight runs
-         * its blocks' forward again before their backward (src/engine/gpu_stage.h), a third
-         * of a block's forward + backward, with its 2 tp all-reduces, the stream up and
-         * down once more. */
+         * its forward again before its backward (src/engine/gpu_stage.h), a third of a
+         * block's forward + backward, with its 2 tp all-reduces, the stream in and out
+         * once more. */
         if (mc->gpu && in_flight > 1) {
-            t += n * (tb / 3.0 + c.block_ar / 2.0) + c.stream / 2.0;
+            t += n * (tb / 3.0 + c.block_ar / 2.0) + copies / 2 * c.copy;
             tp_comm += n * c.block_ar / 2.0;
         }
         if (st == g.pp - 1) {
