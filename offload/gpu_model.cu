@@ -55,12 +55,12 @@ size_t align256(size_t n) { return (n + 255) & ~(size_t)255; }
 // Walks the activation area: with base == NULL only sums the sizes. A blocks kind
 // (blocks != 0) has the residual stream in FP32; only a model with the head (head != 0)
 // has the final LayerNorm, logits and losses; a shard of tp (blocks) holds 1/tp of the
-// tensors inside the split layers, and on the host path (host_tp) the all-reduce's
-// FP32 scratch.
+// tensors inside the split layers (and of the logits' columns, with the loss's row
+// stats), and on the host path (host_tp) the all-reduce's FP32 scratch.
 size_t carve_acts(gpu_model *g, const gpu_model_shape *s, int B, int T, int blocks, int head,
                   int tp, int host_tp, char *base)
 {
-    const size_t C = s->n_embd, V = s->vocab_size, L = s->n_layer;
+    const size_t C = s->n_embd, V = (size_t)s->vocab_size / (size_t)tp, L = s->n_layer;
     const size_t Cl = C / (size_t)tp, NHl = (size_t)s->n_head / (size_t)tp;
     const size_t N = (size_t)B * T, BTC = N * C, BTCl = N * Cl;
     size_t off = 0;
@@ -73,7 +73,7 @@ size_t carve_acts(gpu_model *g, const gpu_model_shape *s, int B, int T, int bloc
     auto F = [&](size_t n) { return (float *)take(n * sizeof(float)); };
     __half *x0 = H(BTC), *lnf = nullptr, *logits = nullptr;
     float *lnf_mean = nullptr, *lnf_rstd = nullptr, *losses = nullptr, *loss = nullptr;
-    float *stream_f32 = nullptr, *tp_f32 = nullptr;
+    float *stream_f32 = nullptr, *tp_f32 = nullptr, *xent_stats = nullptr;
     if (blocks) {
         stream_f32 = F(BTC);
         if (host_tp) tp_f32 = F(BTC);
@@ -81,6 +81,7 @@ size_t carve_acts(gpu_model *g, const gpu_model_shape *s, int B, int T, int bloc
     if (head) {
         lnf = H(BTC), logits = H(N * V);
         lnf_mean = F(N), lnf_rstd = F(N), losses = F(N), loss = F(1);
+        if (tp > 1) xent_stats = F(3 * N);
     }
     __half *proj = H(BTC), *qkv = H(3 * BTCl);
     for (size_t l = 0; l < L; l++) {
@@ -107,7 +108,7 @@ size_t carve_acts(gpu_model *g, const gpu_model_shape *s, int B, int T, int bloc
     if (g) {
         g->x0 = x0, g->lnf = lnf, g->logits = logits, g->proj = proj, g->qkv = qkv;
         g->lnf_mean = lnf_mean, g->lnf_rstd = lnf_rstd, g->losses = losses, g->loss = loss;
-        g->stream_f32 = stream_f32, g->tp_f32 = tp_f32;
+        g->stream_f32 = stream_f32, g->tp_f32 = tp_f32, g->xent_stats = xent_stats;
         g->dres = dres, g->dln = dln, g->datty = datty, g->dqkv = dqkv;
         g->d4a = d4a, g->d4b = d4b, g->att_fwd_scratch = fs, g->att_bwd_scratch = bs;
     }
@@ -264,7 +265,7 @@ size_t device_params(const gpu_model_shape *s, int blocks, int ends, int tp)
 {
     const size_t C = (size_t)s->n_embd, Cl = C / (size_t)tp;
     return blocks && !ends ? (size_t)s->n_layer * (12 * C * Cl + 7 * Cl + 6 * C)
-                           : gpu_model_param_count(s);
+                           : gpu_model_shard_param_count(s, tp);
 }
 
 // cuBLAS's workspace, given to it rather than left to its default: 32 MiB is the size
@@ -352,9 +353,9 @@ gpu_model *create(const gpu_model_shape *s, int B, int T, int blocks, int ends,
         return nullptr;
     }
     if (!shard_ok(s, tp, why, cap)) return nullptr;
-    if (ends && tp->size > 1) { // the vocabulary-parallel head is the host's for now
-        say(why, cap, "GPU: a shard of tp = %d holds no embedding or head on the device",
-            tp->size);
+    if (ends && tp->size > 1 && (!tp->host_sum || !tp->host_max)) {
+        say(why, cap, "GPU: a shard of tp = %d with its embedding or head needs host_sum "
+            "and host_max (the loss's row stats)", tp->size);
         return nullptr;
     }
     gpu_model *g = (gpu_model *)calloc(1, sizeof *g);
@@ -438,6 +439,9 @@ gpu_model *create(const gpu_model_shape *s, int B, int T, int blocks, int ends,
                                      2 * ntok * sizeof(int32_t))) != cudaSuccess ||
                  (e = cudaMallocHost((void **)&g->loss_host, sizeof(float))) != cudaSuccess))
         return fail("allocating pinned host buffers", e);
+    if (head && tp->size > 1 &&
+        (e = cudaMallocHost((void **)&g->xent_host, 4 * ntok * sizeof(float))) != cudaSuccess)
+        return fail("allocating pinned host buffers", e);
     if (make_blas(g, why, cap) != 0) {
         gpu_model_free(g);
         return nullptr;
@@ -446,7 +450,7 @@ gpu_model *create(const gpu_model_shape *s, int B, int T, int blocks, int ends,
 }
 
 // The whole model's "shard": tp = 1, no hook.
-const gpu_model_tp kWhole = {1, 0, nullptr, nullptr, nullptr, nullptr};
+const gpu_model_tp kWhole = {1, 0, nullptr, nullptr, nullptr, nullptr, nullptr};
 
 } // namespace
 
@@ -462,10 +466,13 @@ size_t gpu_model_blocks_device_bytes(const gpu_model_shape *s, int B, int T)
     return device_bytes(s, B, T, 1, 0, 1, 0);
 }
 
-size_t gpu_model_stage_device_bytes(const gpu_model_shape *s, int B, int T, int embed,
-                                    int head)
+size_t gpu_model_stage_device_bytes(const gpu_model_shape *s, int B, int T,
+                                    const gpu_model_tp *tp, int embed, int head)
 {
-    return device_bytes(s, B, T, 1, (embed ? kEndEmbed : 0) | (head ? kEndHead : 0), 1, 0);
+    const gpu_model_tp *t = tp ? tp : &kWhole;
+    if (t->size < 1 || s->n_head % t->size != 0 || s->vocab_size % t->size != 0) return 0;
+    return device_bytes(s, B, T, 1, (embed ? kEndEmbed : 0) | (head ? kEndHead : 0), t->size,
+                        host_tp(t));
 }
 
 size_t gpu_model_shard_blocks_device_bytes(const gpu_model_shape *s, int B, int T,
@@ -486,11 +493,12 @@ gpu_model *gpu_model_create_blocks(const gpu_model_shape *s, int B, int T, char 
     return create(s, B, T, 1, 0, &kWhole, why, cap);
 }
 
-gpu_model *gpu_model_create_stage(const gpu_model_shape *s, int B, int T, int embed,
-                                  int head, char *why, size_t cap)
+gpu_model *gpu_model_create_stage(const gpu_model_shape *s, int B, int T,
+                                  const gpu_model_tp *tp, int embed, int head, char *why,
+                                  size_t cap)
 {
-    return create(s, B, T, 1, (embed ? kEndEmbed : 0) | (head ? kEndHead : 0), &kWhole, why,
-                  cap);
+    return create(s, B, T, 1, (embed ? kEndEmbed : 0) | (head ? kEndHead : 0),
+                  tp ? tp : &kWhole, why, cap);
 }
 
 gpu_model *gpu_model_create_shard_blocks(const gpu_model_shape *s, int B, int T,
@@ -521,6 +529,7 @@ void gpu_model_free(gpu_model *g)
     cudaFreeHost(g->loss_host);
     cudaFreeHost(g->stream_host);
     cudaFreeHost(g->tp_host);
+    cudaFreeHost(g->xent_host);
     cudaEvent_t evs[] = {g->uploaded,     g->tokens_in, g->loss_ready,  g->copies_done,
                          g->compute_mark, g->stream_up, g->stream_conv, g->stream_down};
     for (cudaEvent_t ev : evs)

@@ -142,6 +142,7 @@ struct gpu_model {
     float *lnf_mean, *lnf_rstd, *losses, *loss; // lnf .. loss: with the head only
     float *stream_f32;   // [maxB*maxT*C] the residual stream in FP32 (blocks kinds)
     float *tp_f32;       // [maxB*maxT*C] the host path's all-reduce in FP32 (else NULL)
+    float *xent_stats;   // [3*maxB*maxT] a shard's head: its loss's row stats (else NULL)
     gpu_model_detail::layer_acts *la; // [L]
     __half *dres, *dln, *datty, *dqkv, *d4a, *d4b, *att_fwd_scratch, *att_bwd_scratch;
 
@@ -153,6 +154,8 @@ struct gpu_model {
     float *loss_host;                    // with an end
     float *stream_host;                  // [maxB*maxT*C] blocks kinds
     float *tp_host;                      // [maxB*maxT*C] the host path's all-reduce
+    float *xent_host;                    // [4*maxB*maxT] a shard's head: the loss's
+                                         // stats combined on the host
 };
 
 // Checks for the functions of both files (each has `why` and `cap` in scope).

@@ -27,6 +27,9 @@
 // is converted to FP16 on the compute stream, an event marks it, and the copy stream
 // brings it down to the pinned host buffer while backward goes on below it
 // (send_grads).
+#include <math.h>
+#include <string.h>
+
 #include "gpu_model_impl.cuh"
 #include "ops.cuh"
 
@@ -114,12 +117,39 @@ int tp_sum(gpu_model *g, __half *buf, size_t n, char *why, size_t cap)
 
 namespace {
 
-// x0 = wte[inputs] + wpe (with the embedding).
-void embed_forward(gpu_model *g, int B, int T)
+// The shard's vocabulary: its wte rows [v0, v0 + Vl) (all of them with tp = 1).
+int vocab_rows(const gpu_model *g) { return shard_of(g, g->s.vocab_size); }
+int vocab_first(const gpu_model *g) { return g->tp.rank * vocab_rows(g); }
+
+// x0 = wte[inputs] + wpe (with the embedding); a shard adds the rows it holds (tp rank
+// 0 the positions too) and the shards' parts are summed.
+int embed_forward(gpu_model *g, int B, int T, char *why, size_t cap)
 {
     const __half *P = g->params;
-    ol_encoder_forward(g->x0, g->tokens, P + g->wte, P + g->wpe, B, T, g->s.n_embd,
-                       g->compute);
+    const int C = g->s.n_embd;
+    PROF(GPU_PHASE_EMBED);
+    ol_encoder_forward_shard(g->x0, g->tokens, P + g->wte, g->tp.rank == 0 ? P + g->wpe : nullptr,
+                             B, T, C, vocab_first(g), vocab_rows(g), g->compute);
+    return tp_sum(g, g->x0, (size_t)B * T * C, why, cap);
+}
+
+// A shard's loss rows combined over the tp peers on the host (host_max, host_sum):
+// xent_stats [3N] holds this shard's (row maxima, sums of exp, target logits) on entry
+// and the whole rows' on return, the sums rescaled to the common maximum first.
+int xent_combine(gpu_model *g, int N, char *why, size_t cap)
+{
+    float *m = g->xent_host, *sums = m + N, *mine = m + 3 * N;
+    PROF(GPU_PHASE_TP_COMM);
+    CU(cudaMemcpyAsync(m, g->xent_stats, 3 * (size_t)N * sizeof(float), cudaMemcpyDeviceToHost,
+                       g->compute));
+    CU(cudaStreamSynchronize(g->compute));
+    memcpy(mine, m, (size_t)N * sizeof(float));
+    g->tp.host_max(g->tp.host_ctx, m, (size_t)N);
+    for (int n = 0; n < N; n++) sums[n] *= expf(mine[n] - m[n]);
+    g->tp.host_sum(g->tp.host_ctx, sums, 2 * (size_t)N); // the sums and the target logits
+    CU(cudaMemcpyAsync(g->xent_stats, m, 3 * (size_t)N * sizeof(float), cudaMemcpyHostToDevice,
+                       g->compute));
+    return 0;
 }
 
 } // namespace
@@ -179,18 +209,27 @@ namespace {
 // scale * d(mean loss) / d(logits) in place of the logits, for the backward.
 int head_forward(gpu_model *g, int B, int T, float dlogits_scale, char *why, size_t cap)
 {
-    const int C = g->s.n_embd, V = g->s.vocab_size, N = B * T;
+    const int C = g->s.n_embd, Vl = vocab_rows(g), v0 = vocab_first(g), N = B * T;
     const __half *P = g->params;
     cudaStream_t st = g->compute;
     const int32_t *targets = g->tokens + (size_t)g->maxB * g->maxT;
+    __half *dlogits = dlogits_scale > 0.0f ? g->logits : nullptr;
     PROF(GPU_PHASE_LAYERNORM);
     ol_layernorm_forward(g->lnf, g->lnf_mean, g->lnf_rstd, blocks_out(g), P + g->lnfw,
                          P + g->lnfb, N, C, st);
     PROF(GPU_PHASE_HEAD);
-    BL(ol_matmul_forward(g->blas, g->logits, g->lnf, P + g->wte, nullptr, N, C, V));
+    BL(ol_matmul_forward(g->blas, g->logits, g->lnf, P + g->wte, nullptr, N, C, Vl));
     PROF(GPU_PHASE_LOSS);
-    ol_crossentropy(g->losses, dlogits_scale > 0.0f ? g->logits : nullptr, g->logits, targets,
-                    N, V, dlogits_scale, st);
+    if (g->tp.size == 1) {
+        ol_crossentropy(g->losses, dlogits, g->logits, targets, N, Vl, dlogits_scale, st);
+    } else { // vocabulary-parallel: the shards' row stats combined, then the loss
+        ol_xent_shard_stats(g->xent_stats, g->logits, targets, N, Vl, v0, st);
+        CU(cudaGetLastError());
+        if (xent_combine(g, N, why, cap) != 0) return -1;
+        PROF(GPU_PHASE_LOSS);
+        ol_xent_shard_finish(g->losses, dlogits, g->logits, targets, g->xent_stats, N, Vl, v0,
+                             dlogits_scale, st);
+    }
     mean_of<<<1, 1024, 0, st>>>(g->loss, g->losses, N);
     ol_launched("mean_of", st);
     CU(cudaGetLastError());
@@ -204,10 +243,7 @@ int head_forward(gpu_model *g, int B, int T, float dlogits_scale, char *why, siz
 // The forward of g's ends and blocks (gpu_model_impl.cuh).
 int forward(gpu_model *g, int B, int T, float dlogits_scale, char *why, size_t cap)
 {
-    if (g->ends & kEndEmbed) {
-        PROF(GPU_PHASE_EMBED);
-        embed_forward(g, B, T);
-    }
+    if ((g->ends & kEndEmbed) && embed_forward(g, B, T, why, cap) != 0) return -1;
     if (blocks_forward(g, B, T, why, cap) != 0) return -1;
     return g->ends & kEndHead ? head_forward(g, B, T, dlogits_scale, why, cap) : 0;
 }
@@ -241,15 +277,17 @@ int send_grads(gpu_model *g, size_t begin, size_t end, int k, char *why, size_t 
 // in dres and sends ln_f's gradients down.
 int head_backward(gpu_model *g, int B, int T, char *why, size_t cap)
 {
-    const int C = g->s.n_embd, V = g->s.vocab_size, N = B * T;
+    const int C = g->s.n_embd, Vl = vocab_rows(g), N = B * T;
     const size_t BTC = (size_t)N * C;
     const __half *P = g->params;
     float *G = g->grads;
     cudaStream_t st = g->compute;
-    // logits = lnf @ wte^T, its gradient already in place of the logits.
+    // logits = lnf @ wte^T (a shard's columns), its gradient already in place of the
+    // logits; a shard's d lnf is its columns' part, summed over the peers.
     PROF(GPU_PHASE_HEAD);
     BL(ol_matmul_backward(g->blas, g->dln, G + g->wte, nullptr, g->logits, g->lnf,
-                          P + g->wte, N, C, V, 0));
+                          P + g->wte, N, C, Vl, 0));
+    if (tp_sum(g, g->dln, BTC, why, cap) != 0) return -1;
     PROF(GPU_PHASE_OTHER);
     CU(cudaMemsetAsync(g->dres, 0, BTC * sizeof(__half), st));
     PROF(GPU_PHASE_LAYERNORM);
@@ -321,8 +359,8 @@ int embed_backward(gpu_model *g, int B, int T, char *why, size_t cap)
 {
     const int L = g->s.n_layer;
     PROF(GPU_PHASE_EMBED);
-    ol_encoder_backward(g->grads + g->wte, g->grads + g->wpe, g->dres, g->tokens, B, T,
-                        g->s.n_embd, g->compute);
+    ol_encoder_backward_shard(g->grads + g->wte, g->grads + g->wpe, g->dres, g->tokens, B, T,
+                              g->s.n_embd, vocab_first(g), vocab_rows(g), g->compute);
     return send_grads(g, g->wte, L > 0 ? g->lo[0].begin : g->lnfw, L + 1, why, cap);
 }
 

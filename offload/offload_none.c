@@ -207,17 +207,18 @@ gpu_model *gpu_model_create_shard_blocks(const gpu_model_shape *s, int B, int T,
     return NULL;
 }
 
-size_t gpu_model_stage_device_bytes(const gpu_model_shape *s, int B, int T, int embed,
-                                    int head)
+size_t gpu_model_stage_device_bytes(const gpu_model_shape *s, int B, int T,
+                                    const struct gpu_model_tp *tp, int embed, int head)
 {
-    (void)s, (void)B, (void)T, (void)embed, (void)head;
+    (void)s, (void)B, (void)T, (void)tp, (void)embed, (void)head;
     return 0;
 }
 
-gpu_model *gpu_model_create_stage(const gpu_model_shape *s, int B, int T, int embed,
-                                  int head, char *why, size_t cap)
+gpu_model *gpu_model_create_stage(const gpu_model_shape *s, int B, int T,
+                                  const struct gpu_model_tp *tp, int embed, int head,
+                                  char *why, size_t cap)
 {
-    (void)s, (void)B, (void)T, (void)embed, (void)head;
+    (void)s, (void)B, (void)T, (void)tp, (void)embed, (void)head;
     snprintf(why, cap, NO_CUDA);
     return NULL;
 }

@@ -33,7 +33,8 @@
  * model of that shard (gpt_create_tp: model.c's shard layout, which gpu_model.h
  * promises), whose tensor-parallel hook is the caller's host_sum: model.c's passes
  * call it where the GPU's would (after the row-parallel products, for the input
- * gradients of the column-parallel ones). There is no device here, so no device hook:
+ * gradients of the column-parallel ones); a shard's stage model also runs model.c's
+ * vocabulary-parallel embedding and head, with host_max for the loss's row maxima. There is no device here, so no device hook:
  * tp_comm_built() is 0 and the trainer takes the host path.
  *
  * Fault injection, read from the environment once per process:
@@ -240,9 +241,10 @@ size_t gpu_model_blocks_device_bytes(const gpu_model_shape *s, int B, int T)
     return fake_bytes(s, B, T, 1);
 }
 
-size_t gpu_model_stage_device_bytes(const gpu_model_shape *s, int B, int T, int embed,
-                                    int head)
+size_t gpu_model_stage_device_bytes(const gpu_model_shape *s, int B, int T,
+                                    const struct gpu_model_tp *tp, int embed, int head)
 {
+    (void)tp;
     return fake_bytes(s, B, T, !head) + (embed ? 0 : (size_t)B * T * s->n_embd * 4);
 }
 
@@ -254,7 +256,7 @@ size_t gpu_model_shard_blocks_device_bytes(const gpu_model_shape *s, int B, int 
 }
 
 /* The whole model's "shard". */
-static const gpu_model_tp whole = {1, 0, NULL, NULL, NULL, NULL};
+static const gpu_model_tp whole = {1, 0, NULL, NULL, NULL, NULL, NULL};
 
 /* blocks: the residual stream's entry points; embed, head: the ends "on the device"
  * (a stage model; offload = all has both, without blocks). */
@@ -274,8 +276,8 @@ static gpu_model *create(const gpu_model_shape *s, int B, int T, int blocks, int
             "and the sum is the host's (no device here)", tp->rank, tp->size);
         return NULL;
     }
-    if (blocks && (embed || head) && tp->size > 1) {
-        say(why, cap, "fake GPU: a shard of tp = %d holds no embedding or head", tp->size);
+    if ((embed || head) && tp->size > 1 && !tp->host_max) {
+        say(why, cap, "fake GPU: a shard of tp = %d with an end needs host_max", tp->size);
         return NULL;
     }
     gpu_model *g = calloc(1, sizeof *g);
@@ -303,6 +305,7 @@ static gpu_model *create(const gpu_model_shape *s, int B, int T, int blocks, int
      * no logits), or its first or last. */
     if (blocks) m->has_embed = embed, m->has_head = head;
     m->tp_allreduce = tp->host_sum;
+    m->tp_allreduce_max = tp->host_max; /* a shard's vocabulary-parallel loss */
     m->tp_ctx = tp->host_ctx;
     if (m->n_params != gpu_model_shard_param_count(s, tp->size) || gpt_alloc_grads(m) != 0 ||
         gpt_alloc_acts(m, B, T) != 0 ||
@@ -328,10 +331,11 @@ gpu_model *gpu_model_create_blocks(const gpu_model_shape *s, int B, int T, char 
     return create(s, B, T, 1, 0, 0, &whole, why, cap);
 }
 
-gpu_model *gpu_model_create_stage(const gpu_model_shape *s, int B, int T, int embed,
-                                  int head, char *why, size_t cap)
+gpu_model *gpu_model_create_stage(const gpu_model_shape *s, int B, int T,
+                                  const struct gpu_model_tp *tp, int embed, int head,
+                                  char *why, size_t cap)
 {
-    return create(s, B, T, 1, embed != 0, head != 0, &whole, why, cap);
+    return create(s, B, T, 1, embed != 0, head != 0, tp ? tp : &whole, why, cap);
 }
 
 gpu_model *gpu_model_create_shard_blocks(const gpu_model_shape *s, int B, int T,

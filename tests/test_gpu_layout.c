@@ -75,7 +75,7 @@ static void check_kind(const char *kind, int tp)
     } else if (tp == 1) {
         g = gpu_model_create_blocks(&s, B, T, why, sizeof why);
     } else {
-        const gpu_model_tp shard = {tp, 1, NULL, NULL, no_sum, NULL};
+        const gpu_model_tp shard = {tp, 1, NULL, NULL, no_sum, NULL, NULL};
         g = gpu_model_create_shard_blocks(&s, B, T, &shard, why, sizeof why);
     }
     TU_CHECK(g != NULL, "%s: the model is made (%s)", kind, why);

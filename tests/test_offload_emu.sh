@@ -22,7 +22,8 @@
 #     the first stage's embedding and the last stage's head and loss on the GPU too):
 #     gpu_pipeline_grids (tests/lib.sh: pp 2, dp 2 x pp 2, pp 2 with accumulation
 #     against the CPU's pp 2 within 1e-3; a pp 2 checkpoint resumed on one GPU).
-#  7. Tensor-parallel shards on emulated GPUs (the real shard blocks code): with a GPU
+#  7. Tensor-parallel shards on emulated GPUs (the real shard stage code, its
+#     vocabulary-parallel embedding, head and loss included): with a GPU
 #     per rank (CUDA_EMU_DEVICES=4) their all-reduces go over NCCL (the emulation's
 #     stand-in over MPI, offload/tests/emu/nccl_emu.c) where the build has NCCL
 #     (GENTRAIN_TEST_NCCL=yes): gpu_tp_grids (tests/lib.sh: tp 2, dp 2 x tp 2, tp 2 x pp 2

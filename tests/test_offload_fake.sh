@@ -37,7 +37,8 @@
 #     gpu_pipeline_grids (tests/lib.sh: pp 2, dp 2 x pp 2 and pp 2 with accumulation
 #     against the CPU's pp 2 within 1e-3, and a pp 2 checkpoint resumed on one GPU); an
 #     overflow on the last stage's rank alone skips the step on both.
-#  9. Tensor-parallel shards on the "GPUs" (src/engine/gpu_stage.c with tp > 1): gpu_tp_grids
+#  9. Tensor-parallel shards on the "GPUs" (src/engine/gpu_stage.c with tp > 1, the
+#     vocabulary-parallel embedding and head on the "GPUs" too): gpu_tp_grids
 #     (tests/lib.sh: tp 2, dp 2 x tp 2, tp 2 x pp 2 against the CPU at the same grid
 #     within 1e-3, a tp 2 checkpoint resumed on one GPU), the all-reduces through host
 #     memory (the double has no NCCL); offload = blocks says so without the placement

@@ -173,9 +173,8 @@ static const key_def keys[] = {
                "FP32 master weights and AdamW on the host, dynamic loss scaling), blocks "
                "(every layer on the GPU too, through the pipeline's stage engine as one "
                "stage: each micro-batch's gradients come down after its backward) or "
-               "none; with no GPU the CPU trains, said in one line; with tp > 1 a "
-               "shard's embedding and head run on the CPU in FP32 whatever this says; "
-               "required: as all, but that is an error instead"),
+               "none; with no GPU the CPU trains, said in one line; required: as all, "
+               "but that is an error instead"),
 
     KEY_DBL(bucket_mb, G_PAR, HARMLESS, "25", 0.001, 4096, R_MIN | R_MAX,
             "gradient bucket size in MiB: each bucket is reduced as soon as backward "

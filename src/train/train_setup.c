@@ -77,15 +77,13 @@ static void settle_tp_comm(run *r, const char **because)
     r->tp_nccl = *because == NULL;
 }
 
-/* The offload line of a part on GPUs (pp > 1 or tp > 1): with tp = 1 every layer of a
- * stage on the GPU; with tp > 1 the shard's blocks there, the vocabulary-parallel
- * embedding and head on the host, and how the shards' blocks all-reduce. */
+/* The offload line of a part on GPUs (pp > 1 or tp > 1): every layer of a stage on the
+ * GPU (with tp > 1 each rank's shard of its blocks and of its vocabulary), and how the
+ * shards' all-reduces go. */
 static void say_part_placement(const run *r, int local, int n, const char *name,
                                const char *because)
 {
     const gt_config *c = r->c;
-    const char *as_blocks =
-        c->offload == OFFLOAD_BLOCKS ? "" : " (a shard is placed as with offload = blocks)";
     if (r->tp == 1) {
         par_printf("offload: pp = %d: each stage on its rank's GPU (rank %d: GPU %d of %d on "
                    "its node, %s) in FP16, the first stage's embeddings and the last stage's "
@@ -103,14 +101,14 @@ static void say_part_placement(const run *r, int local, int n, const char *name,
     if (r->tp_nccl) snprintf(path, sizeof path, "over %s on the GPUs", lib);
     else snprintf(path, sizeof path, "through host memory over MPI (%s)", because);
     par_printf("offload: %s: each rank's shard of %s (1/%d of each block's heads and MLP "
-               "units) on its GPU (rank %d: GPU %d of %d on its node, %s) in FP16, their tp "
-               "all-reduces %s; %s on the CPU in FP32, vocabulary-parallel%s;%s FP32 master "
-               "weights and AdamW on the host, dynamic loss scaling from %.0f\n", grid,
-               blocks, r->tp, par_rank(), local % n, n, name, path,
+               "units) and of %s (1/%d of the vocabulary) on its GPU (rank %d: GPU %d of %d "
+               "on its node, %s) in FP16, their tp all-reduces %s; the loss's row "
+               "statistics through host memory;%s FP32 master weights and AdamW on the host, "
+               "dynamic loss scaling from %.0f\n", grid, blocks, r->tp,
                r->pp > 1 ? "the first stage's embeddings and the last stage's final "
                            "LayerNorm, head and loss"
                          : "the embeddings, final LayerNorm, head and loss",
-               as_blocks,
+               r->tp, par_rank(), local % n, n, name, path,
                r->pp > 1 ? " activations between stages through host memory over MPI;" : "",
                (double)LOSS_SCALE_INIT);
 }
@@ -120,10 +118,10 @@ static void say_part_placement(const run *r, int local, int n, const char *name,
  * collective; mixed devices would only wait for the slowest); otherwise one line says
  * why the CPU trains, or, with offload = required, that is an error. A whole model
  * (tp = pp = 1) trains every layer on the GPU, with offload = blocks through the stage
- * engine; a pipeline stage (tp = 1) every layer it has there too; a tensor-parallel
- * shard (any dp x tp x pp) its blocks, the vocabulary-parallel embedding and head on
- * the host, the shards' blocks all-reducing over NCCL where it can, else through host
- * memory. One line says which layers run where. */
+ * engine; a pipeline stage every layer it has there too, and a tensor-parallel shard
+ * (any dp x tp x pp) its share of them (vocabulary-parallel ends), the shards
+ * all-reducing over NCCL where they can, else through host memory. One line says which
+ * layers run where. */
 int train_settle_device(run *r)
 {
     const gt_config *c = r->c;
