@@ -68,11 +68,11 @@ step_engine *engine_cpu_create(gpt_model *model, int B, int T, int micro);
 step_engine *engine_gpu_create(gpt_model *model, int B, int T, int threads);
 /* The GPU engine of a model part: a pipeline stage, a tensor-parallel shard of one
  * (model with its tp hooks set), or a whole model with offload = blocks (pp = tp = 1):
- * with tp = 1 every layer of the part on the GPU, with tp > 1 the shard's blocks there
- * and the first stage's embedding and the last stage's head on the host (gpu_stage.h);
- * `micro` micro-batches per batch in the 1F1B schedule (of one stage when pp = 1). nccl: the blocks' tp
- * all-reduces over NCCL (every rank the same; see gpu_stage_create), else through host
- * memory. A collective of the tp group. NULL on failure (reported). */
+ * every layer of the part on the GPU, its ends vocabulary-parallel with tp > 1
+ * (gpu_stage.h); `micro` micro-batches per batch in the 1F1B schedule (of one stage
+ * when pp = 1). nccl: the tp all-reduces over NCCL (every rank the same; see
+ * gpu_stage_create), else through host memory. A collective of the tp group. NULL on
+ * failure (reported). */
 step_engine *engine_gpu_pipeline_create(gpt_model *model, int B, int T, int micro,
                                         int threads, int nccl);
 

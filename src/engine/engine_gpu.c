@@ -4,8 +4,7 @@
  *  - offload = all on a whole model (tp = pp = 1): device_step.h, every layer on the GPU;
  *  - everything else, offload = blocks at tp = pp = 1 included: the 1F1B schedule of
  *    pipeline.h (of one stage when pp = 1) over the part's passes of gpu_stage.h (every
- *    layer of a stage on the GPU; a tp > 1 shard's embedding and head on the host); one
- *    path for every grid.
+ *    layer of a stage, or of a tp > 1 shard, on the GPU); one path for every grid.
  * This file adapts them to the seam. */
 #include <stdlib.h>
 #include <string.h>

@@ -87,7 +87,6 @@ static double host_path_allreduce_s(const plan_machine *mc, double n, int tp, in
 typedef struct stage_costs {
     double block_ar;  /* one block's 4 tp all-reduces (2 forward, 2 backward) */
     double copy;      /* GPU parts: one host <-> GPU crossing of the residual stream */
-    int host_ends;    /* GPU parts: the embedding and head on the host (tp > 1) */
     double head, head_ar; /* the last stage: embedding + head, and their tp all-reduces */
     double hop;       /* pp > 1: the activations out and their gradient back */
 } stage_costs;
@@ -96,7 +95,7 @@ static stage_costs costs_of(const plan_machine *mc, const gpt_shape *s, plan_gri
                             int T, int threads, int per_node)
 {
     const double n = (double)Bm * T * s->n_embd, act_bytes = 4.0 * n;
-    const int part = mc->gpu && (g.tp > 1 || g.pp > 1); /* blocks on GPUs, head on hosts */
+    const int part = mc->gpu && (g.tp > 1 || g.pp > 1); /* src/engine/gpu_stage.h */
     stage_costs c;
     if (!part || g.tp == 1)
         c.block_ar = 4.0 * plan_allreduce_s(mc, act_bytes, g.tp, 1, per_node);
@@ -105,14 +104,19 @@ static stage_costs costs_of(const plan_machine *mc, const gpt_shape *s, plan_gri
     else /* NCCL: FP16 on the GPUs' link */
         c.block_ar = 4.0 * plan_allreduce_s(mc, 2.0 * n, g.tp, 1, per_node);
     c.copy = part ? host_copy_s(mc, act_bytes) : 0.0;
-    c.host_ends = part && g.tp > 1;
     /* The embedding and head are cut by vocabulary over tp, with 2 all-reduces of the
-     * activations (embedding, head input gradient) and the loss's small ones; on GPUs
-     * they run on the GPU at tp = 1 and on the host in FP32 with tp > 1 (the estimate
-     * counts them at t_embed_head's rate either way: plan_cli's note). */
+     * activations (embedding, head input gradient) and the loss's small ones. A GPU
+     * part's run on its GPU: the 2 go as a block's do, and the loss's row statistics
+     * (max, then sums and target logits) through the host, 3 Bm T floats down and up. */
     c.head = mc->t_embed_head(mc->ctx, threads, Bm) / g.tp;
-    c.head_ar = 2.0 * plan_allreduce_s(mc, act_bytes, g.tp, 1, per_node) +
-                2.0 * plan_allreduce_s(mc, 8.0 * Bm * T, g.tp, 1, per_node);
+    if (part)
+        c.head_ar = c.block_ar / 2.0 +
+                    (g.tp > 1 ? 2.0 * host_copy_s(mc, 12.0 * Bm * T) : 0.0) +
+                    plan_allreduce_s(mc, 4.0 * Bm * T, g.tp, 1, per_node) +
+                    plan_allreduce_s(mc, 8.0 * Bm * T, g.tp, 1, per_node);
+    else
+        c.head_ar = 2.0 * plan_allreduce_s(mc, act_bytes, g.tp, 1, per_node) +
+                    2.0 * plan_allreduce_s(mc, 8.0 * Bm * T, g.tp, 1, per_node);
     /* Ranks fill the nodes in order: a pipeline hop crosses nodes when a replica spans
      * more ranks than a node holds. */
     c.hop = g.pp > 1 ? 2.0 * p2p_s(mc, act_bytes, g.pp * g.tp > per_node) : 0.0;
@@ -143,10 +147,10 @@ int plan_estimate_grid(const plan_machine *mc, const gpt_shape *s, int B, int T,
     for (int st = 0; st < g.pp; st++) {
         const int n = stage_layers(s, g.pp, st);
         const int in_flight = g.pp - st < g.micro ? g.pp - st : g.micro;
-        /* A GPU part's residual stream crosses the bus in and out, forward and backward
-         * (4 copies), but not at an end the GPU holds (tp = 1: the first stage starts
-         * from tokens, the last ends in the loss). */
-        const int copies = c.host_ends ? 4 : 2 * (st > 0) + 2 * (st < g.pp - 1);
+        /* A GPU part's residual stream crosses the bus in and out, forward and backward,
+         * but not at an end its GPU holds: the first stage starts from tokens, the last
+         * ends in the loss. */
+        const int copies = 2 * (st > 0) + 2 * (st < g.pp - 1);
         double t = n * (tb + c.block_ar) + copies * c.copy + c.hop;
         tp_comm += n * c.block_ar;
         /* A GPU holds one micro-batch's activations: a stage with more in flight runs
