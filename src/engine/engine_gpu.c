@@ -69,9 +69,9 @@ step_engine *engine_gpu_create(gpt_model *model, int B, int T, int threads)
     return e;
 }
 
-/* ---- the blocks on the GPU: a pipeline stage (pp > 1), a tensor-parallel shard
- * (tp > 1), or a whole model with offload = blocks (pp = 1: the schedule runs one
- * stage) ---- */
+/* ---- a model part through the pipeline's schedule: a pipeline stage (pp > 1), a
+ * tensor-parallel shard (tp > 1), or a whole model with offload = blocks (pp = 1: the
+ * schedule runs one stage) ---- */
 
 typedef struct gpu_pipe {
     gpu_stage *stage;

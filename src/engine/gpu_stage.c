@@ -13,7 +13,7 @@
 
 struct gpu_stage {
     gpu_model *g;
-    tp_comm *comm;        /* NCCL for the blocks' tp all-reduces, or NULL (host path) */
+    tp_comm *comm;        /* NCCL for the tp all-reduces, or NULL (host path) */
     const gpt_model *m;
     int Bm, T, C, slots, micro, threads;
     int has_embed, has_head, tp;
@@ -126,9 +126,9 @@ static int map_ends(gpu_stage *s, const gpt_layout *dev)
     return 0;
 }
 
-/* The device model: the stage's blocks (this shard's), in the layout of a model with
- * that many layers (wte and wpe first), with the stage's embedding and head when they
- * run on the device (tp = 1), else without them (never allocated on the device). */
+/* The device model: the stage's blocks (this shard's) and the ends it has, in the
+ * layout of a whole model with that many layers (wte and wpe first, ln_f last; a stage
+ * without either end never allocates them on the device). */
 static int make_device_model(gpu_stage *s, int nccl)
 {
     const gpt_model *m = s->m;
