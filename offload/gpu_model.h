@@ -1,6 +1,8 @@
 /* gpu_model — one GPT-2 shaped model trained on this process's GPU in FP16: the
- * training step of offload = all (gpu_model_create, gpu_model_step), or, for
- * offload = blocks, the transformer blocks alone (gpu_model_create_blocks, below).
+ * training step of offload = all (gpu_model_create, gpu_model_step); a pipeline stage
+ * or a tensor-parallel shard, every layer it has (gpu_model_create_stage, below: what
+ * gentrain's offload = blocks, pp > 1 and tp > 1 run); or the transformer blocks
+ * alone (gpu_model_create_blocks).
  * C interface, no CUDA types (src/ and the standalone GPU driver
  * offload/tests/gpu_train.cu both use it).
  *
@@ -134,7 +136,7 @@ int gpu_model_grad_parts(const gpu_model *g);
 const uint16_t *gpu_model_grads_part(gpu_model *g, int k, size_t *lo, size_t *hi, char *why,
                                      size_t cap);
 
-/* ---- offload = blocks: the transformer blocks alone on the device ----
+/* ---- the transformer blocks alone on the device ----
  *
  * The caller computes the token + position embedding and the final LayerNorm, the tied
  * head and the loss itself (offload/tests/gpu_train.cu: in double on the host; the
