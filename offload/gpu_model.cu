@@ -432,8 +432,11 @@ gpu_model *create(const gpu_model_shape *s, int B, int T, int blocks, int ends,
             (host_tp(tp) && (e = cudaMallocHost((void **)&g->tp_host, bytes)) != cudaSuccess))
             return fail("allocating pinned host buffers", e);
         // The ranges a blocks model (or a stage) never writes read as zero
-        // (gpu_model_blocks_backward, gpu_model_stage_backward).
+        // (gpu_model_blocks_backward, gpu_model_stage_backward), and those of the
+        // staging buffer a stage's caller never fills (a last stage's wpe, a first
+        // stage's ln_f) go up as zeros, not as whatever the pinned memory held.
         memset(g->grad_host, 0, P * sizeof(uint16_t));
+        memset(g->param_staging, 0, P * sizeof(uint16_t));
     }
     if (ends && ((e = cudaMallocHost((void **)&g->token_staging,
                                      2 * ntok * sizeof(int32_t))) != cudaSuccess ||
