@@ -52,14 +52,15 @@ namespace {
 
 size_t align256(size_t n) { return (n + 255) & ~(size_t)255; }
 
-// Walks the activation area: with base == NULL only sums the sizes. A blocks model
-// (blocks != 0) has no final LayerNorm, logits or losses, but the residual stream in
-// FP32; a shard of tp (blocks) holds 1/tp of the tensors inside the split layers, and
-// on the host path (host_tp) the all-reduce's FP32 scratch.
-size_t carve_acts(gpu_model *g, const gpu_model_shape *s, int B, int T, int blocks, int tp,
-                  int host_tp, char *base)
+// Walks the activation area: with base == NULL only sums the sizes. A blocks kind
+// (blocks != 0) has the residual stream in FP32; only a model with the head (head != 0)
+// has the final LayerNorm, logits and losses; a shard of tp (blocks) holds 1/tp of the
+// tensors inside the split layers (and of the logits' columns, with the loss's row
+// stats), and on the host path (host_tp) the all-reduce's FP32 scratch.
+size_t carve_acts(gpu_model *g, const gpu_model_shape *s, int B, int T, int blocks, int head,
+                  int tp, int host_tp, char *base)
 {
-    const size_t C = s->n_embd, V = s->vocab_size, L = s->n_layer;
+    const size_t C = s->n_embd, V = (size_t)s->vocab_size / (size_t)tp, L = s->n_layer;
     const size_t Cl = C / (size_t)tp, NHl = (size_t)s->n_head / (size_t)tp;
     const size_t N = (size_t)B * T, BTC = N * C, BTCl = N * Cl;
     size_t off = 0;
@@ -72,13 +73,15 @@ size_t carve_acts(gpu_model *g, const gpu_model_shape *s, int B, int T, int bloc
     auto F = [&](size_t n) { return (float *)take(n * sizeof(float)); };
     __half *x0 = H(BTC), *lnf = nullptr, *logits = nullptr;
     float *lnf_mean = nullptr, *lnf_rstd = nullptr, *losses = nullptr, *loss = nullptr;
-    float *stream_f32 = nullptr, *tp_f32 = nullptr;
+    float *stream_f32 = nullptr, *tp_f32 = nullptr, *xent_stats = nullptr;
     if (blocks) {
         stream_f32 = F(BTC);
         if (host_tp) tp_f32 = F(BTC);
-    } else {
+    }
+    if (head) {
         lnf = H(BTC), logits = H(N * V);
         lnf_mean = F(N), lnf_rstd = F(N), losses = F(N), loss = F(1);
+        if (tp > 1) xent_stats = F(3 * N);
     }
     __half *proj = H(BTC), *qkv = H(3 * BTCl);
     for (size_t l = 0; l < L; l++) {
@@ -105,14 +108,14 @@ size_t carve_acts(gpu_model *g, const gpu_model_shape *s, int B, int T, int bloc
     if (g) {
         g->x0 = x0, g->lnf = lnf, g->logits = logits, g->proj = proj, g->qkv = qkv;
         g->lnf_mean = lnf_mean, g->lnf_rstd = lnf_rstd, g->losses = losses, g->loss = loss;
-        g->stream_f32 = stream_f32, g->tp_f32 = tp_f32;
+        g->stream_f32 = stream_f32, g->tp_f32 = tp_f32, g->xent_stats = xent_stats;
         g->dres = dres, g->dln = dln, g->datty = datty, g->dqkv = dqkv;
         g->d4a = d4a, g->d4b = d4b, g->att_fwd_scratch = fs, g->att_bwd_scratch = bs;
     }
     return off;
 }
 
-// The layout (g->blocks and g->tp set first): layer tensors in device coordinates; a
+// The layout (g->blocks, g->ends and g->tp set first): layer tensors in device coordinates; a
 // shard's is src/model/model.c's (gpu_model.h). Its owner is src/layout/, a peer layer
 // offload/ may not include (and the standalone GPU programs link no host layout); so
 // these offsets stay here as the kernels' side of the contract, and the trainer hands
@@ -125,7 +128,8 @@ void set_layout(gpu_model *g)
     g->wte = 0;
     g->wpe = V * C;
     size_t o = (V + maxT) * C;
-    g->dev_lo = g->blocks ? o : 0;
+    const bool blocks_alone = g->blocks && !g->ends; // else the whole layout is there
+    g->dev_lo = blocks_alone ? o : 0;
     auto at = [&](size_t n) {
         const size_t p = o - g->dev_lo;
         o += n;
@@ -151,7 +155,7 @@ void set_layout(gpu_model *g)
     g->lnfw = o, o += C;
     g->lnfb = o, o += C;
     g->n_params = o;
-    g->dev_hi = g->blocks ? g->lnfw : g->n_params;
+    g->dev_hi = blocks_alone ? g->lnfw : g->n_params;
 }
 
 int check_batch(const gpu_model *g, int B, int T, char *why, size_t cap)
@@ -164,7 +168,8 @@ int check_batch(const gpu_model *g, int B, int T, char *why, size_t cap)
     return 0;
 }
 
-// Whether g was made for what the caller asks (blocks: the blocks entry points).
+// Whether g was made for what the caller asks (blocks: the blocks or stage entry
+// points).
 int check_kind(const gpu_model *g, int blocks, char *why, size_t cap)
 {
     if (g->blocks == blocks) return 0;
@@ -172,6 +177,15 @@ int check_kind(const gpu_model *g, int blocks, char *why, size_t cap)
                            "points need one made by gpu_model_create_blocks"
                          : "GPU: the model was made by gpu_model_create_blocks (no "
                            "embedding or head on the device); use the blocks entry points");
+    return -1;
+}
+
+// The blocks entry points: a model with no end on the device.
+int check_ends(const gpu_model *g, char *why, size_t cap)
+{
+    if (!g->ends) return 0;
+    say(why, cap, "GPU: the model holds an end (embedding or head) on the device; use the "
+        "stage entry points");
     return -1;
 }
 
@@ -185,16 +199,17 @@ int copy_after_compute(gpu_model *g, char *why, size_t cap)
 }
 
 // Tokens to the device: through the pinned staging buffer on the copy stream; the
-// compute stream waits for them.
+// compute stream waits for them. inputs or targets may be NULL (not sent).
 int put_tokens(gpu_model *g, const int32_t *inputs, const int32_t *targets, size_t n,
                char *why, size_t cap)
 {
     if (copy_after_compute(g, why, cap) != 0) return -1;
     const size_t cap_n = (size_t)g->maxB * g->maxT;
-    memcpy(g->token_staging, inputs, n * sizeof(int32_t));
+    if (inputs) memcpy(g->token_staging, inputs, n * sizeof(int32_t));
     if (targets) memcpy(g->token_staging + cap_n, targets, n * sizeof(int32_t));
-    CU(cudaMemcpyAsync(g->tokens, g->token_staging, n * sizeof(int32_t),
-                       cudaMemcpyHostToDevice, g->copy));
+    if (inputs)
+        CU(cudaMemcpyAsync(g->tokens, g->token_staging, n * sizeof(int32_t),
+                           cudaMemcpyHostToDevice, g->copy));
     if (targets)
         CU(cudaMemcpyAsync(g->tokens + cap_n, g->token_staging + cap_n, n * sizeof(int32_t),
                            cudaMemcpyHostToDevice, g->copy));
@@ -244,12 +259,13 @@ int take_stream(gpu_model *g, float *x, size_t n, char *why, size_t cap)
     return 0;
 }
 
-// Parameters of the layout on the device: all of them, or the blocks' (a shard's).
-size_t device_params(const gpu_model_shape *s, int blocks, int tp)
+// Parameters of the layout on the device: all of them (any end there), or the blocks'
+// (a shard's).
+size_t device_params(const gpu_model_shape *s, int blocks, int ends, int tp)
 {
     const size_t C = (size_t)s->n_embd, Cl = C / (size_t)tp;
-    return blocks ? (size_t)s->n_layer * (12 * C * Cl + 7 * Cl + 6 * C)
-                  : gpu_model_param_count(s);
+    return blocks && !ends ? (size_t)s->n_layer * (12 * C * Cl + 7 * Cl + 6 * C)
+                           : gpu_model_shard_param_count(s, tp);
 }
 
 // cuBLAS's workspace, given to it rather than left to its default: 32 MiB is the size
@@ -257,13 +273,15 @@ size_t device_params(const gpu_model_shape *s, int blocks, int tp)
 // kernels of large products need it.
 constexpr size_t kBlasWorkspace = (size_t)32 << 20;
 
-size_t device_bytes(const gpu_model_shape *s, int B, int T, int blocks, int tp, int host_tp)
+size_t device_bytes(const gpu_model_shape *s, int B, int T, int blocks, int ends, int tp,
+                    int host_tp)
 {
-    const size_t P = device_params(s, blocks, tp);
+    const size_t P = device_params(s, blocks, ends, tp);
     return align256(P * sizeof(__half)) + align256(P * sizeof(float)) +
            align256(P * sizeof(__half)) +
-           (blocks ? 0 : align256(2 * (size_t)B * T * sizeof(int32_t))) +
-           carve_acts(nullptr, s, B, T, blocks, tp, host_tp, nullptr) + kBlasWorkspace;
+           (ends ? align256(2 * (size_t)B * T * sizeof(int32_t)) : 0) +
+           carve_acts(nullptr, s, B, T, blocks, ends & kEndHead, tp, host_tp, nullptr) +
+           kBlasWorkspace;
 }
 
 // The host path of a shard's all-reduces (no device hook).
@@ -323,7 +341,9 @@ int make_blas(gpu_model *g, char *why, size_t cap)
     return 0;
 }
 
-gpu_model *create(const gpu_model_shape *s, int B, int T, int blocks,
+// A model of kind blocks (the residual stream's entry points) with `ends` (kEndEmbed,
+// kEndHead) on the device, for the shard tp.
+gpu_model *create(const gpu_model_shape *s, int B, int T, int blocks, int ends,
                   const gpu_model_tp *tp, char *why, size_t cap)
 {
     if (!s || s->n_layer < 0 || s->n_head < 1 || s->n_embd < 1 || s->vocab_size < 1 ||
@@ -333,6 +353,11 @@ gpu_model *create(const gpu_model_shape *s, int B, int T, int blocks,
         return nullptr;
     }
     if (!shard_ok(s, tp, why, cap)) return nullptr;
+    if (ends && tp->size > 1 && (!tp->host_sum || !tp->host_max)) {
+        say(why, cap, "GPU: a shard of tp = %d with its embedding or head needs host_sum "
+            "and host_max (the loss's row stats)", tp->size);
+        return nullptr;
+    }
     gpu_model *g = (gpu_model *)calloc(1, sizeof *g);
     if (!g) {
         say(why, cap, "GPU: out of host memory");
@@ -342,6 +367,7 @@ gpu_model *create(const gpu_model_shape *s, int B, int T, int blocks,
     g->maxB = B;
     g->maxT = T;
     g->blocks = blocks;
+    g->ends = ends;
     g->tp = *tp;
     const int L = s->n_layer;
     g->lo = (layer_offsets *)calloc((size_t)L + 1, sizeof *g->lo);
@@ -358,8 +384,9 @@ gpu_model *create(const gpu_model_shape *s, int B, int T, int blocks,
     set_layout(g);
     const size_t P = g->n_params, Pd = g->dev_hi - g->dev_lo, ntok = (size_t)B * T;
     const size_t BTC = ntok * (size_t)s->n_embd;
+    const int head = ends & kEndHead;
     const size_t act_bytes =
-        carve_acts(nullptr, s, B, T, blocks, tp->size, host_tp(tp), nullptr);
+        carve_acts(nullptr, s, B, T, blocks, head, tp->size, host_tp(tp), nullptr);
     // Any failure below: report, free what was made, return NULL.
     auto fail = [&](const char *what, cudaError_t e) -> gpu_model * {
         say(why, cap, "GPU: %s: %s", what, cudaGetErrorString(e));
@@ -387,7 +414,7 @@ gpu_model *create(const gpu_model_shape *s, int B, int T, int blocks,
     if ((e = cudaMalloc((void **)&g->params, Pd * sizeof(__half))) != cudaSuccess ||
         (e = cudaMalloc((void **)&g->grads, Pd * sizeof(float))) != cudaSuccess ||
         (e = cudaMalloc((void **)&g->grads_half, Pd * sizeof(__half))) != cudaSuccess ||
-        (!blocks &&
+        (ends &&
          (e = cudaMalloc((void **)&g->tokens, 2 * ntok * sizeof(int32_t))) != cudaSuccess))
         return fail(what, e);
     snprintf(what, sizeof what, "allocating %.2f GiB of activations for batch %d x %d",
@@ -395,7 +422,7 @@ gpu_model *create(const gpu_model_shape *s, int B, int T, int blocks,
     if ((e = cudaMalloc(&g->acts_mem, act_bytes)) != cudaSuccess) return fail(what, e);
     if ((e = cudaMalloc(&g->blas_workspace, kBlasWorkspace)) != cudaSuccess)
         return fail("allocating cuBLAS's workspace", e);
-    carve_acts(g, s, B, T, blocks, tp->size, host_tp(tp), (char *)g->acts_mem);
+    carve_acts(g, s, B, T, blocks, head, tp->size, host_tp(tp), (char *)g->acts_mem);
     if ((e = cudaMallocHost((void **)&g->param_staging, P * sizeof(uint16_t))) != cudaSuccess ||
         (e = cudaMallocHost((void **)&g->grad_host, P * sizeof(uint16_t))) != cudaSuccess)
         return fail("allocating pinned host buffers", e);
@@ -404,13 +431,20 @@ gpu_model *create(const gpu_model_shape *s, int B, int T, int blocks,
         if ((e = cudaMallocHost((void **)&g->stream_host, bytes)) != cudaSuccess ||
             (host_tp(tp) && (e = cudaMallocHost((void **)&g->tp_host, bytes)) != cudaSuccess))
             return fail("allocating pinned host buffers", e);
-        // The ranges a blocks model never writes read as zero (gpu_model_blocks_backward).
+        // The ranges a blocks model (or a stage) never writes read as zero
+        // (gpu_model_blocks_backward, gpu_model_stage_backward), and those of the
+        // staging buffer a stage's caller never fills (a last stage's wpe, a first
+        // stage's ln_f) go up as zeros, not as whatever the pinned memory held.
         memset(g->grad_host, 0, P * sizeof(uint16_t));
-    } else if ((e = cudaMallocHost((void **)&g->token_staging,
-                                   2 * ntok * sizeof(int32_t))) != cudaSuccess ||
-               (e = cudaMallocHost((void **)&g->loss_host, sizeof(float))) != cudaSuccess) {
-        return fail("allocating pinned host buffers", e);
+        memset(g->param_staging, 0, P * sizeof(uint16_t));
     }
+    if (ends && ((e = cudaMallocHost((void **)&g->token_staging,
+                                     2 * ntok * sizeof(int32_t))) != cudaSuccess ||
+                 (e = cudaMallocHost((void **)&g->loss_host, sizeof(float))) != cudaSuccess))
+        return fail("allocating pinned host buffers", e);
+    if (head && tp->size > 1 &&
+        (e = cudaMallocHost((void **)&g->xent_host, 4 * ntok * sizeof(float))) != cudaSuccess)
+        return fail("allocating pinned host buffers", e);
     if (make_blas(g, why, cap) != 0) {
         gpu_model_free(g);
         return nullptr;
@@ -419,7 +453,7 @@ gpu_model *create(const gpu_model_shape *s, int B, int T, int blocks,
 }
 
 // The whole model's "shard": tp = 1, no hook.
-const gpu_model_tp kWhole = {1, 0, nullptr, nullptr, nullptr, nullptr};
+const gpu_model_tp kWhole = {1, 0, nullptr, nullptr, nullptr, nullptr, nullptr};
 
 } // namespace
 
@@ -427,30 +461,47 @@ extern "C" {
 
 size_t gpu_model_device_bytes(const gpu_model_shape *s, int B, int T)
 {
-    return device_bytes(s, B, T, 0, 1, 0);
+    return device_bytes(s, B, T, 0, kEndEmbed | kEndHead, 1, 0);
 }
 
 size_t gpu_model_blocks_device_bytes(const gpu_model_shape *s, int B, int T)
 {
-    return device_bytes(s, B, T, 1, 1, 0);
+    return device_bytes(s, B, T, 1, 0, 1, 0);
+}
+
+size_t gpu_model_stage_device_bytes(const gpu_model_shape *s, int B, int T,
+                                    const gpu_model_tp *tp, int embed, int head)
+{
+    const gpu_model_tp *t = tp ? tp : &kWhole;
+    if (t->size < 1 || s->n_head % t->size != 0 || s->vocab_size % t->size != 0) return 0;
+    return device_bytes(s, B, T, 1, (embed ? kEndEmbed : 0) | (head ? kEndHead : 0), t->size,
+                        host_tp(t));
 }
 
 size_t gpu_model_shard_blocks_device_bytes(const gpu_model_shape *s, int B, int T,
                                            const gpu_model_tp *tp)
 {
     if (tp->size < 1 || s->n_head % tp->size != 0) return 0;
-    return device_bytes(s, B, T, 1, tp->size, host_tp(tp));
+    return device_bytes(s, B, T, 1, 0, tp->size, host_tp(tp));
 }
 
 gpu_model *gpu_model_create(const gpu_model_shape *s, int B, int T, char *why, size_t cap)
 {
-    return create(s, B, T, 0, &kWhole, why, cap);
+    return create(s, B, T, 0, kEndEmbed | kEndHead, &kWhole, why, cap);
 }
 
 gpu_model *gpu_model_create_blocks(const gpu_model_shape *s, int B, int T, char *why,
                                    size_t cap)
 {
-    return create(s, B, T, 1, &kWhole, why, cap);
+    return create(s, B, T, 1, 0, &kWhole, why, cap);
+}
+
+gpu_model *gpu_model_create_stage(const gpu_model_shape *s, int B, int T,
+                                  const gpu_model_tp *tp, int embed, int head, char *why,
+                                  size_t cap)
+{
+    return create(s, B, T, 1, (embed ? kEndEmbed : 0) | (head ? kEndHead : 0),
+                  tp ? tp : &kWhole, why, cap);
 }
 
 gpu_model *gpu_model_create_shard_blocks(const gpu_model_shape *s, int B, int T,
@@ -460,7 +511,7 @@ gpu_model *gpu_model_create_shard_blocks(const gpu_model_shape *s, int B, int T,
         say(why, cap, "GPU: a shard blocks model needs its shard (tp)");
         return nullptr;
     }
-    return create(s, B, T, 1, tp, why, cap);
+    return create(s, B, T, 1, 0, tp, why, cap);
 }
 
 void gpu_model_free(gpu_model *g)
@@ -481,6 +532,7 @@ void gpu_model_free(gpu_model *g)
     cudaFreeHost(g->loss_host);
     cudaFreeHost(g->stream_host);
     cudaFreeHost(g->tp_host);
+    cudaFreeHost(g->xent_host);
     cudaEvent_t evs[] = {g->uploaded,     g->tokens_in, g->loss_ready,  g->copies_done,
                          g->compute_mark, g->stream_up, g->stream_conv, g->stream_down};
     for (cudaEvent_t ev : evs)
@@ -620,6 +672,7 @@ int gpu_model_step_micro(gpu_model *g, const int32_t *inputs, const int32_t *tar
     }
     if (forward(g, B, T, loss_scale / (float)(B * T), why, cap) != 0) return -1;
     if (backward(g, B, T, why, cap) != 0) return -1;
+    CU(cudaEventRecord(g->copies_done, g->copy));
     PROF(kProfIdle);
     // The loss is ready long before the backward ends: return with the backward queued.
     CU(cudaEventSynchronize(g->loss_ready));
@@ -648,27 +701,64 @@ int gpu_model_loss(gpu_model *g, const int32_t *inputs, const int32_t *targets, 
 int gpu_model_blocks_forward(gpu_model *g, const float *x0, float *xL, int B, int T,
                              char *why, size_t cap)
 {
-    if (check_kind(g, 1, why, cap) != 0 || check_batch(g, B, T, why, cap) != 0) return -1;
-    const size_t n = (size_t)B * T * g->s.n_embd;
-    g->fwd_B = g->fwd_T = 0; // until this forward is queued whole
-    PROF(GPU_PHASE_OTHER);
-    if (put_stream(g, x0, g->x0, n, why, cap) != 0 || blocks_forward(g, B, T, why, cap) != 0)
-        return -1;
-    PROF(GPU_PHASE_OTHER);
-    if (queue_stream(g, blocks_out(g), n, why, cap) != 0) return -1;
-    PROF(kProfIdle);
-    if (take_stream(g, xL, n, why, cap) != 0) return -1;
-    g->fwd_B = B, g->fwd_T = T;
-    return 0;
+    if (check_kind(g, 1, why, cap) != 0 || check_ends(g, why, cap) != 0) return -1;
+    return gpu_model_stage_forward(g, nullptr, x0, nullptr, 0.0f, xL, nullptr, B, T, why, cap);
 }
 
 int gpu_model_blocks_backward(gpu_model *g, const float *dxL, float *dx0, int B, int T,
                               char *why, size_t cap)
 {
+    if (check_kind(g, 1, why, cap) != 0 || check_ends(g, why, cap) != 0) return -1;
+    return gpu_model_stage_backward(g, dxL, dx0, B, T, why, cap);
+}
+
+int gpu_model_stage_forward(gpu_model *g, const int32_t *inputs, const float *x0,
+                            const int32_t *targets, float loss_scale, float *xL, float *loss,
+                            int B, int T, char *why, size_t cap)
+{
+    if (check_kind(g, 1, why, cap) != 0 || check_batch(g, B, T, why, cap) != 0) return -1;
+    const bool embed = g->ends & kEndEmbed, head = g->ends & kEndHead;
+    if ((embed ? !inputs : !x0) || (head ? !targets || !loss || !(loss_scale >= 0.0f) : !xL)) {
+        say(why, cap, "GPU: a stage's forward needs %s and %s", embed ? "tokens" : "x0",
+            head ? "targets, a loss and a loss scale >= 0" : "xL");
+        return -1;
+    }
+    const size_t n = (size_t)B * T * g->s.n_embd;
+    g->fwd_B = g->fwd_T = 0; // until this forward is queued whole
+    PROF(GPU_PHASE_OTHER);
+    if ((embed || head) &&
+        put_tokens(g, embed ? inputs : nullptr, head ? targets : nullptr, (size_t)B * T, why,
+                   cap) != 0)
+        return -1;
+    if (!embed && put_stream(g, x0, g->x0, n, why, cap) != 0) return -1;
+    if (forward(g, B, T, head ? loss_scale / (float)(B * T) : 0.0f, why, cap) != 0) return -1;
+    PROF(GPU_PHASE_OTHER);
+    if (!head && queue_stream(g, blocks_out(g), n, why, cap) != 0) return -1;
+    PROF(kProfIdle);
+    if (head) {
+        CU(cudaEventSynchronize(g->loss_ready));
+        *loss = *g->loss_host;
+    } else if (take_stream(g, xL, n, why, cap) != 0) {
+        return -1;
+    }
+    g->fwd_B = B, g->fwd_T = T;
+    g->fwd_grad = !head || loss_scale > 0.0f;
+    return 0;
+}
+
+int gpu_model_stage_backward(gpu_model *g, const float *dxL, float *dx0, int B, int T,
+                             char *why, size_t cap)
+{
     if (check_kind(g, 1, why, cap) != 0) return -1;
-    if (B != g->fwd_B || T != g->fwd_T) {
-        say(why, cap, "GPU: a blocks backward of %d x %d needs a blocks forward of that batch "
-            "first (the last one was %d x %d)", B, T, g->fwd_B, g->fwd_T);
+    const bool embed = g->ends & kEndEmbed, head = g->ends & kEndHead;
+    if (B != g->fwd_B || T != g->fwd_T || !g->fwd_grad) {
+        say(why, cap, "GPU: a backward of %d x %d needs a training forward of that batch "
+            "first (the last one was %d x %d%s)", B, T, g->fwd_B, g->fwd_T,
+            g->fwd_grad ? "" : ", an evaluation");
+        return -1;
+    }
+    if ((!head && !dxL) || (!embed && !dx0)) {
+        say(why, cap, "GPU: a stage's backward needs %s", !head ? "dxL" : "dx0");
         return -1;
     }
     const size_t n = (size_t)B * T * g->s.n_embd;
@@ -678,15 +768,14 @@ int gpu_model_blocks_backward(gpu_model *g, const float *dxL, float *dx0, int B,
     CU(cudaMemsetAsync(g->grads, 0, (g->dev_hi - g->dev_lo) * sizeof(float), g->compute));
     g->send = 1;
     g->sum_scale = 1.0f;
-    if (put_stream(g, dxL, g->dres, n, why, cap) != 0 || blocks_backward(g, B, T, why, cap) != 0)
-        return -1;
+    if (!head && put_stream(g, dxL, g->dres, n, why, cap) != 0) return -1;
+    if (backward(g, B, T, why, cap) != 0) return -1;
     PROF(GPU_PHASE_OTHER);
-    if (queue_stream(g, g->dres, n, why, cap) != 0) return -1;
+    if (!embed && queue_stream(g, g->dres, n, why, cap) != 0) return -1;
     PROF(kProfIdle);
-    // dx0 comes down behind the last block's gradients on the copy stream: its event
-    // also marks every gradient copy of this backward.
+    // Behind every gradient copy of this backward on the copy stream (and dx0's).
     CU(cudaEventRecord(g->copies_done, g->copy));
-    return take_stream(g, dx0, n, why, cap);
+    return embed ? 0 : take_stream(g, dx0, n, why, cap);
 }
 
 const uint16_t *gpu_model_grads(gpu_model *g, char *why, size_t cap)

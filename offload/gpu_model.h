@@ -1,6 +1,8 @@
 /* gpu_model — one GPT-2 shaped model trained on this process's GPU in FP16: the
- * training step of offload = all (gpu_model_create, gpu_model_step), or, for
- * offload = blocks, the transformer blocks alone (gpu_model_create_blocks, below).
+ * training step of offload = all (gpu_model_create, gpu_model_step); a pipeline stage
+ * or a tensor-parallel shard, every layer it has (gpu_model_create_stage, below: what
+ * gentrain's offload = blocks, pp > 1 and tp > 1 run); or the transformer blocks
+ * alone (gpu_model_create_blocks).
  * C interface, no CUDA types (src/ and the standalone GPU driver
  * offload/tests/gpu_train.cu both use it).
  *
@@ -134,10 +136,11 @@ int gpu_model_grad_parts(const gpu_model *g);
 const uint16_t *gpu_model_grads_part(gpu_model *g, int k, size_t *lo, size_t *hi, char *why,
                                      size_t cap);
 
-/* ---- offload = blocks: the transformer blocks alone on the device ----
+/* ---- the transformer blocks alone on the device ----
  *
  * The caller computes the token + position embedding and the final LayerNorm, the tied
- * head and the loss itself (src/engine/device_step.c: in FP32 on the host) and hands the
+ * head and the loss itself (offload/tests/gpu_train.cu: in double on the host; the
+ * trainer's parts run them on the device, gpu_model_create_stage) and hands the
  * residual stream over once each way per forward and once each way per backward: as
  * FP32 through a pinned host buffer on the copy stream, converted from and to FP16 on
  * the device, where it stays FP16 through every block.
@@ -176,6 +179,68 @@ int gpu_model_blocks_forward(gpu_model *g, const float *x0, float *xL, int B, in
 int gpu_model_blocks_backward(gpu_model *g, const float *dxL, float *dx0, int B, int T,
                               char *why, size_t cap);
 
+/* ---- a pipeline stage: the blocks with the ends it has, all on the device ----
+ *
+ * A stage model (gpu_model_create_stage) is a blocks model (a shard's, with tp; below)
+ * whose first or last stage also runs its end on the device: the token + position
+ * embedding (embed: the first stage, which reads tokens instead of a residual stream)
+ * and the final LayerNorm, the tied head and the cross-entropy (head: the last stage,
+ * which ends in the loss instead of a residual stream), with the kernels of
+ * offload = all. A stage with either end holds the whole layout (its shard's) on the
+ * device (wte, wpe and ln_f are a small part beside the blocks; the last stage's wte
+ * is its head's copy); one with both (pp = 1, tp = 1) computes what gpu_model_step
+ * computes. embed = head = 0 is gpu_model_create_blocks (_shard_blocks). The residual
+ * stream crosses the bus only where a stage has no end: in from the previous stage,
+ * out to the next.
+ *
+ * With tp > 1 the ends are vocabulary-parallel, as src/model/model.c's (Megatron's):
+ * the shard holds wte's rows [rank V/tp, (rank + 1) V/tp); its embedding adds the rows
+ * of the tokens it holds (tp rank 0 the positions too) and the shards' parts are
+ * summed (the blocks' sum hook, B x T x C); its head computes its V/tp columns of the
+ * logits, and the cross-entropy combines the shards' rows on the host through
+ * host_max and host_sum (each row's maximum, then its sum of exponentials and its
+ * target's logit: 3 x B x T floats down and up, whatever the blocks' hook); the head's
+ * input gradient is summed like the blocks' (B x T x C). wpe and ln_f are whole on
+ * every shard, their gradients computed from identical values (a GPU's atomics may
+ * still order the sums differently: the caller makes them agree, as it does the
+ * blocks' whole tensors). */
+
+struct gpu_model_tp;
+
+/* Device bytes gpu_model_create_stage allocates for batches of B x T (the logits,
+ * B x T x V/tp FP16, with a head). tp may be NULL (tp = 1). */
+size_t gpu_model_stage_device_bytes(const gpu_model_shape *s, int B, int T,
+                                    const struct gpu_model_tp *tp, int embed, int head);
+
+/* As gpu_model_create_shard_blocks (tp NULL: gpu_model_create_blocks), with the
+ * embedding (embed = 1) and/or the head (head = 1) on the device too (see above). With
+ * tp.size > 1 and an end, host_sum and host_max must be set. */
+gpu_model *gpu_model_create_stage(const gpu_model_shape *s, int B, int T,
+                                  const struct gpu_model_tp *tp, int embed, int head,
+                                  char *why, size_t cap);
+
+/* A stage's forward (any blocks model: a stage, the blocks, a shard's blocks; the same
+ * B x T rules as gpu_model_blocks_forward): from tokens inputs [B,T] (host) with an
+ * embedding, else from x0 [B,T,C] (host FP32); to the loss with a head (targets [B,T]
+ * needed; *loss = the mean cross-entropy; loss_scale > 0 also leaves loss_scale x
+ * d(mean loss)/d(logits) for the backward, 0 is an evaluation, which no backward may
+ * follow), else to xL [B,T,C] (host FP32). What a stage does not read or write may be
+ * NULL. Every activation stays on the device for gpu_model_stage_backward. */
+int gpu_model_stage_forward(gpu_model *g, const int32_t *inputs, const float *x0,
+                            const int32_t *targets, float loss_scale, float *xL, float *loss,
+                            int B, int T, char *why, size_t cap);
+
+/* The backward of the last gpu_model_stage_forward (the same B x T): from that forward's
+ * loss with a head (dxL unread), else from dxL [B,T,C] (host FP32, ALREADY multiplied
+ * by the loss scale); with an embedding the gradient ends in wte's and wpe's (dx0
+ * unwritten), else dx0 [B,T,C] (host FP32) gets d(scaled loss)/d(x0), rounded through
+ * FP16. gpu_model_grads then waits for this backward's FP16 gradients, scaled: the
+ * blocks', ln_f's with a head, wte's (the head's and the embedding's summed) and wpe's
+ * with an embedding, wte's alone with a head only; the ranges a stage never computes
+ * read as zero. */
+int gpu_model_stage_backward(gpu_model *g, const float *dxL, float *dx0, int B, int T,
+                             char *why, size_t cap);
+
 /* ---- tensor parallelism: one shard's blocks (tp > 1, offload = all or blocks) ----
  *
  * A shard blocks model is a blocks model (above: the residual stream up and down, the
@@ -204,6 +269,8 @@ int gpu_model_blocks_backward(gpu_model *g, const float *dxL, float *dx0, int B,
  *    on the tp communicator). The model converts the partial sum to FP32 on the device,
  *    copies it down into a pinned buffer, waits for it, calls host_sum, and copies the
  *    sum up and back to FP16: the host path waits for the device at every all-reduce.
+ * host_max (a stage's vocabulary-parallel loss only; with host_ctx) takes the
+ * elementwise maximum of n FP32 values of host memory in place over the tp peers.
  * Every peer must make the same calls in the same order (each all-reduce is a
  * collective of the tp group). */
 typedef struct gpu_model_tp {
@@ -212,6 +279,7 @@ typedef struct gpu_model_tp {
     void *device_ctx;
     void (*host_sum)(void *ctx, float *buf, size_t n);
     void *host_ctx;
+    void (*host_max)(void *ctx, float *buf, size_t n);
 } gpu_model_tp;
 
 /* Floats of a shard's layout (above) for tp_size shards; tp_size = 1 is

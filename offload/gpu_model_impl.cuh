@@ -101,7 +101,11 @@ struct profiler {
 struct gpu_model {
     gpu_model_shape s;
     int maxB, maxT;
-    int blocks;                  // made by gpu_model_create_blocks (or _shard_blocks)
+    int blocks;                  // made by gpu_model_create_blocks (or _shard_blocks,
+                                 // _stage): the residual stream's entry points
+    int ends;                    // kEndEmbed | kEndHead on the device (offload = all:
+                                 // both; a stage: its own; blocks alone: none)
+    int fwd_grad;                // the last forward left what a backward needs
     gpu_model_tp tp;             // the shard (size 1: the whole blocks) and its sum hook
     int fwd_B, fwd_T;            // blocks: the last forward's batch (0: none yet)
     int att_row_blocks;          // attention's row blocks (ops.cuh; 0: the default)
@@ -111,7 +115,8 @@ struct gpu_model {
     float sum_scale;             // ... multiplied by this on the way to FP16
     size_t n_params;
     size_t wte, wpe, lnfw, lnfb; // offsets (device = layout coordinates: offload = all)
-    size_t dev_lo, dev_hi;       // the layout range on the device: all, or the blocks'
+    size_t dev_lo, dev_hi;       // the layout range on the device: all (any end on the
+                                 // device), or the blocks'
     gpu_model_detail::layer_offsets *lo; // [L]
 
     cudaStream_t compute, copy;
@@ -130,13 +135,14 @@ struct gpu_model {
     __half *params;      // [dev_hi - dev_lo]
     float *grads;        // [dev_hi - dev_lo], scaled, accumulated by the kernels
     __half *grads_half;  // [dev_hi - dev_lo], what goes down
-    int32_t *tokens;     // [2][maxB*maxT]: inputs, targets (offload = all)
+    int32_t *tokens;     // [2][maxB*maxT]: inputs, targets (with an end)
     void *acts_mem;      // every activation and scratch buffer below
     void *blas_workspace; // cuBLAS's (cublasSetWorkspace)
     __half *x0, *lnf, *logits, *proj, *qkv; // qkv: one layer's, the backward uses qkvr
-    float *lnf_mean, *lnf_rstd, *losses, *loss; // lnf .. loss: offload = all only
-    float *stream_f32;   // [maxB*maxT*C] the residual stream in FP32 (blocks only)
+    float *lnf_mean, *lnf_rstd, *losses, *loss; // lnf .. loss: with the head only
+    float *stream_f32;   // [maxB*maxT*C] the residual stream in FP32 (blocks kinds)
     float *tp_f32;       // [maxB*maxT*C] the host path's all-reduce in FP32 (else NULL)
+    float *xent_stats;   // [3*maxB*maxT] a shard's head: its loss's row stats (else NULL)
     gpu_model_detail::layer_acts *la; // [L]
     __half *dres, *dln, *datty, *dqkv, *d4a, *d4b, *att_fwd_scratch, *att_bwd_scratch;
 
@@ -144,10 +150,12 @@ struct gpu_model {
 
     // Pinned host memory.
     uint16_t *param_staging, *grad_host; // [n_params] each: the whole layout
-    int32_t *token_staging;              // offload = all
-    float *loss_host;                    // offload = all
-    float *stream_host;                  // [maxB*maxT*C] blocks only
+    int32_t *token_staging;              // with an end
+    float *loss_host;                    // with an end
+    float *stream_host;                  // [maxB*maxT*C] blocks kinds
     float *tp_host;                      // [maxB*maxT*C] the host path's all-reduce
+    float *xent_host;                    // [4*maxB*maxT] a shard's head: the loss's
+                                         // stats combined on the host
 };
 
 // Checks for the functions of both files (each has `why` and `cap` in scope).
@@ -182,6 +190,9 @@ struct gpu_model {
 
 namespace gpu_model_detail {
 
+// The ends of the model a gpu_model holds on the device (g->ends).
+constexpr int kEndEmbed = 1, kEndHead = 2;
+
 // gpu_model.cu: records a profiling mark (see struct profiler). Returns 0, or -1 with
 // `why` set.
 int prof_mark(gpu_model *g, int phase, char *why, size_t cap);
@@ -199,13 +210,17 @@ inline int shard_of(const gpu_model *g, int n) { return n / g->tp.size; }
 const __half *blocks_out(const gpu_model *g);
 // Every block, from x0 to blocks_out(g), keeping what the backward needs.
 int blocks_forward(gpu_model *g, int B, int T, char *why, size_t cap);
-// The forward through the loss (offload = all); dlogits_scale > 0 also leaves
-// scale * d(mean loss) / d(logits) for the backward.
+// The forward of the ends g holds and its blocks: from the tokens (embedding) or x0, to
+// the loss (head; dlogits_scale > 0 also leaves scale * d(mean loss) / d(logits) for
+// the backward) or blocks_out(g). offload = all: the whole forward.
 int forward(gpu_model *g, int B, int T, float dlogits_scale, char *why, size_t cap);
 // Every block's backward, last first: dres holds d(scaled loss)/d(blocks_out) on entry
 // and d(scaled loss)/d(x0) on return.
 int blocks_backward(gpu_model *g, int B, int T, char *why, size_t cap);
-// The backward of the last training forward (offload = all).
+// The backward of the last training forward, of the ends g holds and its blocks: from
+// the loss (head) or from dres (the caller put d(scaled loss)/d(blocks_out) there), to
+// the embedding's gradients (embed) or d(scaled loss)/d(x0) in dres; every part's
+// gradients sent down as they are final. offload = all: the whole backward.
 int backward(gpu_model *g, int B, int T, char *why, size_t cap);
 
 } // namespace gpu_model_detail

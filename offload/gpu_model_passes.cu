@@ -6,9 +6,10 @@
 //
 // Pieces: the forward is embed_forward, blocks_forward, head_forward and the backward
 // head_backward, blocks_backward, embed_backward; offload = all runs all six (forward,
-// backward), a blocks model (gpu_model_create_blocks) only the two block pieces,
-// between the residual stream coming up (put_stream) and going down (queue_stream,
-// take_stream) in gpu_model.cu.
+// backward), a stage model (gpu_model_create_stage) the block pieces and those of the
+// ends it has, a blocks model only the two block pieces; where an end is missing, the
+// residual stream comes up (put_stream) or goes down (queue_stream, take_stream) in
+// gpu_model.cu instead.
 //
 // Residual gradients: every residual add passes its output gradient unchanged to both
 // inputs, so one buffer (dres) carries d(residual stream) down through the blocks; each
@@ -26,6 +27,9 @@
 // is converted to FP16 on the compute stream, an event marks it, and the copy stream
 // brings it down to the pinned host buffer while backward goes on below it
 // (send_grads).
+#include <math.h>
+#include <string.h>
+
 #include "gpu_model_impl.cuh"
 #include "ops.cuh"
 
@@ -113,12 +117,39 @@ int tp_sum(gpu_model *g, __half *buf, size_t n, char *why, size_t cap)
 
 namespace {
 
-// x0 = wte[inputs] + wpe (offload = all).
-void embed_forward(gpu_model *g, int B, int T)
+// The shard's vocabulary: its wte rows [v0, v0 + Vl) (all of them with tp = 1).
+int vocab_rows(const gpu_model *g) { return shard_of(g, g->s.vocab_size); }
+int vocab_first(const gpu_model *g) { return g->tp.rank * vocab_rows(g); }
+
+// x0 = wte[inputs] + wpe (with the embedding); a shard adds the rows it holds (tp rank
+// 0 the positions too) and the shards' parts are summed.
+int embed_forward(gpu_model *g, int B, int T, char *why, size_t cap)
 {
     const __half *P = g->params;
-    ol_encoder_forward(g->x0, g->tokens, P + g->wte, P + g->wpe, B, T, g->s.n_embd,
-                       g->compute);
+    const int C = g->s.n_embd;
+    PROF(GPU_PHASE_EMBED);
+    ol_encoder_forward_shard(g->x0, g->tokens, P + g->wte, g->tp.rank == 0 ? P + g->wpe : nullptr,
+                             B, T, C, vocab_first(g), vocab_rows(g), g->compute);
+    return tp_sum(g, g->x0, (size_t)B * T * C, why, cap);
+}
+
+// A shard's loss rows combined over the tp peers on the host (host_max, host_sum):
+// xent_stats [3N] holds this shard's (row maxima, sums of exp, target logits) on entry
+// and the whole rows' on return, the sums rescaled to the common maximum first.
+int xent_combine(gpu_model *g, int N, char *why, size_t cap)
+{
+    float *m = g->xent_host, *sums = m + N, *mine = m + 3 * N;
+    PROF(GPU_PHASE_TP_COMM);
+    CU(cudaMemcpyAsync(m, g->xent_stats, 3 * (size_t)N * sizeof(float), cudaMemcpyDeviceToHost,
+                       g->compute));
+    CU(cudaStreamSynchronize(g->compute));
+    memcpy(mine, m, (size_t)N * sizeof(float));
+    g->tp.host_max(g->tp.host_ctx, m, (size_t)N);
+    for (int n = 0; n < N; n++) sums[n] *= expf(mine[n] - m[n]);
+    g->tp.host_sum(g->tp.host_ctx, sums, 2 * (size_t)N); // the sums and the target logits
+    CU(cudaMemcpyAsync(g->xent_stats, m, 3 * (size_t)N * sizeof(float), cudaMemcpyHostToDevice,
+                       g->compute));
+    return 0;
 }
 
 } // namespace
@@ -174,22 +205,31 @@ int blocks_forward(gpu_model *g, int B, int T, char *why, size_t cap)
 
 namespace {
 
-// ln_f, the tied head and the loss (offload = all). dlogits_scale > 0 also leaves
+// ln_f, the tied head and the loss (with the head). dlogits_scale > 0 also leaves
 // scale * d(mean loss) / d(logits) in place of the logits, for the backward.
 int head_forward(gpu_model *g, int B, int T, float dlogits_scale, char *why, size_t cap)
 {
-    const int C = g->s.n_embd, V = g->s.vocab_size, N = B * T;
+    const int C = g->s.n_embd, Vl = vocab_rows(g), v0 = vocab_first(g), N = B * T;
     const __half *P = g->params;
     cudaStream_t st = g->compute;
     const int32_t *targets = g->tokens + (size_t)g->maxB * g->maxT;
+    __half *dlogits = dlogits_scale > 0.0f ? g->logits : nullptr;
     PROF(GPU_PHASE_LAYERNORM);
     ol_layernorm_forward(g->lnf, g->lnf_mean, g->lnf_rstd, blocks_out(g), P + g->lnfw,
                          P + g->lnfb, N, C, st);
     PROF(GPU_PHASE_HEAD);
-    BL(ol_matmul_forward(g->blas, g->logits, g->lnf, P + g->wte, nullptr, N, C, V));
+    BL(ol_matmul_forward(g->blas, g->logits, g->lnf, P + g->wte, nullptr, N, C, Vl));
     PROF(GPU_PHASE_LOSS);
-    ol_crossentropy(g->losses, dlogits_scale > 0.0f ? g->logits : nullptr, g->logits, targets,
-                    N, V, dlogits_scale, st);
+    if (g->tp.size == 1) {
+        ol_crossentropy(g->losses, dlogits, g->logits, targets, N, Vl, dlogits_scale, st);
+    } else { // vocabulary-parallel: the shards' row stats combined, then the loss
+        ol_xent_shard_stats(g->xent_stats, g->logits, targets, N, Vl, v0, st);
+        CU(cudaGetLastError());
+        if (xent_combine(g, N, why, cap) != 0) return -1;
+        PROF(GPU_PHASE_LOSS);
+        ol_xent_shard_finish(g->losses, dlogits, g->logits, targets, g->xent_stats, N, Vl, v0,
+                             dlogits_scale, st);
+    }
     mean_of<<<1, 1024, 0, st>>>(g->loss, g->losses, N);
     ol_launched("mean_of", st);
     CU(cudaGetLastError());
@@ -200,13 +240,12 @@ int head_forward(gpu_model *g, int B, int T, float dlogits_scale, char *why, siz
 
 } // namespace
 
-// The forward through the loss (offload = all).
+// The forward of g's ends and blocks (gpu_model_impl.cuh).
 int forward(gpu_model *g, int B, int T, float dlogits_scale, char *why, size_t cap)
 {
-    PROF(GPU_PHASE_EMBED);
-    embed_forward(g, B, T);
+    if ((g->ends & kEndEmbed) && embed_forward(g, B, T, why, cap) != 0) return -1;
     if (blocks_forward(g, B, T, why, cap) != 0) return -1;
-    return head_forward(g, B, T, dlogits_scale, why, cap);
+    return g->ends & kEndHead ? head_forward(g, B, T, dlogits_scale, why, cap) : 0;
 }
 
 namespace {
@@ -234,19 +273,21 @@ int send_grads(gpu_model *g, size_t begin, size_t end, int k, char *why, size_t 
     return 0;
 }
 
-// The head's backward (offload = all): leaves d(scaled loss)/d(last block's output)
+// The head's backward (with the head): leaves d(scaled loss)/d(last block's output)
 // in dres and sends ln_f's gradients down.
 int head_backward(gpu_model *g, int B, int T, char *why, size_t cap)
 {
-    const int C = g->s.n_embd, V = g->s.vocab_size, N = B * T;
+    const int C = g->s.n_embd, Vl = vocab_rows(g), N = B * T;
     const size_t BTC = (size_t)N * C;
     const __half *P = g->params;
     float *G = g->grads;
     cudaStream_t st = g->compute;
-    // logits = lnf @ wte^T, its gradient already in place of the logits.
+    // logits = lnf @ wte^T (a shard's columns), its gradient already in place of the
+    // logits; a shard's d lnf is its columns' part, summed over the peers.
     PROF(GPU_PHASE_HEAD);
     BL(ol_matmul_backward(g->blas, g->dln, G + g->wte, nullptr, g->logits, g->lnf,
-                          P + g->wte, N, C, V, 0));
+                          P + g->wte, N, C, Vl, 0));
+    if (tp_sum(g, g->dln, BTC, why, cap) != 0) return -1;
     PROF(GPU_PHASE_OTHER);
     CU(cudaMemsetAsync(g->dres, 0, BTC * sizeof(__half), st));
     PROF(GPU_PHASE_LAYERNORM);
@@ -312,27 +353,32 @@ int blocks_backward(gpu_model *g, int B, int T, char *why, size_t cap)
 
 namespace {
 
-// The embedding's backward (offload = all): wte (which already has the head's part)
-// and wpe, then their copy down.
+// The embedding's backward (with the embedding): wte (which already has the head's
+// part when the head is here too) and wpe, then their copy down.
 int embed_backward(gpu_model *g, int B, int T, char *why, size_t cap)
 {
     const int L = g->s.n_layer;
     PROF(GPU_PHASE_EMBED);
-    ol_encoder_backward(g->grads + g->wte, g->grads + g->wpe, g->dres, g->tokens, B, T,
-                        g->s.n_embd, g->compute);
+    ol_encoder_backward_shard(g->grads + g->wte, g->grads + g->wpe, g->dres, g->tokens, B, T,
+                              g->s.n_embd, vocab_first(g), vocab_rows(g), g->compute);
     return send_grads(g, g->wte, L > 0 ? g->lo[0].begin : g->lnfw, L + 1, why, cap);
 }
 
 } // namespace
 
-// The backward of the last training forward (offload = all).
+// The backward of g's ends and blocks (gpu_model_impl.cuh). A last stage without the
+// embedding still sends the head's part of wte, as the last part.
 int backward(gpu_model *g, int B, int T, char *why, size_t cap)
 {
-    if (head_backward(g, B, T, why, cap) != 0 || blocks_backward(g, B, T, why, cap) != 0 ||
-        embed_backward(g, B, T, why, cap) != 0)
+    if ((g->ends & kEndHead) && head_backward(g, B, T, why, cap) != 0) return -1;
+    if (blocks_backward(g, B, T, why, cap) != 0) return -1;
+    if (g->ends & kEndEmbed) {
+        if (embed_backward(g, B, T, why, cap) != 0) return -1;
+    } else if ((g->ends & kEndHead) &&
+               send_grads(g, g->wte, g->wpe, g->s.n_layer + 1, why, cap) != 0) {
         return -1;
+    }
     CU(cudaGetLastError());
-    CU(cudaEventRecord(g->copies_done, g->copy));
     return 0;
 }
 

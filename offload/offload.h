@@ -3,8 +3,9 @@
  * offload_none.c, which answers "no GPU" with the reason.
  *
  * This part finds the GPUs and binds a rank to one; the training step on the GPU is
- * gpu_model.h, which src/engine/device_step.c (a whole model) and src/engine/gpu_stage.c (a pipeline
- * stage or a tensor-parallel shard's blocks) drive, and tp_comm.h the shards'
+ * gpu_model.h, which src/engine/device_step.c (offload = all on a whole model) and
+ * src/engine/gpu_stage.c (the blocks of a whole model with offload = blocks, of a
+ * pipeline stage or of a tensor-parallel shard) drive, and tp_comm.h the shards'
  * all-reduces over NCCL. All functions are called by the thread that trains. */
 #ifndef GT_OFFLOAD_H
 #define GT_OFFLOAD_H

@@ -206,3 +206,37 @@ gpu_model *gpu_model_create_shard_blocks(const gpu_model_shape *s, int B, int T,
     snprintf(why, cap, NO_CUDA);
     return NULL;
 }
+
+size_t gpu_model_stage_device_bytes(const gpu_model_shape *s, int B, int T,
+                                    const struct gpu_model_tp *tp, int embed, int head)
+{
+    (void)s, (void)B, (void)T, (void)tp, (void)embed, (void)head;
+    return 0;
+}
+
+gpu_model *gpu_model_create_stage(const gpu_model_shape *s, int B, int T,
+                                  const struct gpu_model_tp *tp, int embed, int head,
+                                  char *why, size_t cap)
+{
+    (void)s, (void)B, (void)T, (void)tp, (void)embed, (void)head;
+    snprintf(why, cap, NO_CUDA);
+    return NULL;
+}
+
+int gpu_model_stage_forward(gpu_model *g, const int32_t *inputs, const float *x0,
+                            const int32_t *targets, float loss_scale, float *xL, float *loss,
+                            int B, int T, char *why, size_t cap)
+{
+    (void)g, (void)inputs, (void)x0, (void)targets, (void)loss_scale, (void)xL, (void)loss;
+    (void)B, (void)T;
+    snprintf(why, cap, NO_CUDA);
+    return -1;
+}
+
+int gpu_model_stage_backward(gpu_model *g, const float *dxL, float *dx0, int B, int T,
+                             char *why, size_t cap)
+{
+    (void)g, (void)dxL, (void)dx0, (void)B, (void)T;
+    snprintf(why, cap, NO_CUDA);
+    return -1;
+}

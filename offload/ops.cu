@@ -6,6 +6,7 @@
 
 #include "attention_plan.h"
 
+#include <limits.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -82,33 +83,44 @@ template <int V> __device__ void store_halves(__half *p, const float (&f)[V])
 // kernels that turn a flat index into coordinates do it once per V elements, in I =
 // uint32_t whenever the count fits (fits_u32 decides), uint64_t otherwise.
 
-// out[B,T,C] = wte[inp[b,t]] + wpe[t]: one thread per V consecutive channels (C % V ==
-// 0; V = 8 needs 16-byte aligned tables and output).
+// out[B,T,C] = wte[inp[b,t] - v0] + wpe[t]: one thread per V consecutive channels (C %
+// V == 0; V = 8 needs 16-byte aligned tables and output). A vocabulary shard (rows
+// [v0, v0 + Vl) of the table) adds 0 for a token it does not hold, and nothing for the
+// positions when wpe is NULL.
 template <int V, typename I>
 __global__ void encoder_fwd(__half *out, const int32_t *inp, const __half *wte,
-                            const __half *wpe, int B, int T, int C)
+                            const __half *wpe, int B, int T, int C, int v0, int Vl)
 {
     const I per_row = (I)(C / V), chunks = (I)B * (I)T * per_row;
     const I k = (I)blockIdx.x * (I)blockDim.x + (I)threadIdx.x;
     if (k >= chunks) return;
     const I r = k / per_row, c = (k - r * per_row) * (I)V, t = r % (I)T;
+    const int tok = inp[r] - v0;
     float x[V], y[V];
-    load_halves<V>(x, wte + (size_t)inp[r] * C + c);
-    load_halves<V>(y, wpe + (size_t)t * C + c);
-    for (int i = 0; i < V; i++) x[i] += y[i];
+    if (tok >= 0 && tok < Vl) {
+        load_halves<V>(x, wte + (size_t)tok * C + c);
+    } else {
+        for (int i = 0; i < V; i++) x[i] = 0.0f;
+    }
+    if (wpe) {
+        load_halves<V>(y, wpe + (size_t)t * C + c);
+        for (int i = 0; i < V; i++) x[i] += y[i];
+    }
     store_halves<V>(out + (size_t)r * C + c, x);
 }
 
-// dwte[tok] += dout[b,t]; dwpe[t] += dout[b,t]: float atomics, one row (token) per
-// blockIdx.x and consecutive channels across a block's threads, so a warp's atomics
-// fall on consecutive floats (one cache line each) and no thread divides by C.
+// dwte[tok - v0] += dout[b,t] (the tokens of rows [v0, v0 + Vl)); dwpe[t] += dout[b,t]:
+// float atomics, one row (token) per blockIdx.x and consecutive channels across a
+// block's threads, so a warp's atomics fall on consecutive floats (one cache line
+// each) and no thread divides by C.
 __global__ void encoder_bwd(float *dwte, float *dwpe, const __half *dout,
-                            const int32_t *inp, int T, int C)
+                            const int32_t *inp, int T, int C, int v0, int Vl)
 {
     const unsigned r = blockIdx.x, c = blockIdx.y * blockDim.x + threadIdx.x;
     if (c >= (unsigned)C) return;
     const float d = __half2float(dout[(size_t)r * C + c]);
-    atomicAdd(&dwte[(size_t)inp[r] * C + c], d);
+    const int tok = inp[r] - v0;
+    if (tok >= 0 && tok < Vl) atomicAdd(&dwte[(size_t)tok * C + c], d);
     atomicAdd(&dwpe[(size_t)(r % (unsigned)T) * C + c], d);
 }
 
@@ -402,6 +414,73 @@ __global__ void crossentropy_rows(float *losses, __half *dlogits, const __half *
     __half *g = dlogits + (size_t)row * Vocab;
     const float inv = 1.0f / s;
     for (int c = tid; c < chunks; c += blockDim.x) {
+        float v[V];
+        load_halves<V>(v, x + (size_t)c * V);
+        for (int i = 0; i < V; i++)
+            v[i] = scale * (expf(v[i] - m) * inv - (c * V + i == t ? 1.0f : 0.0f));
+        store_halves<V>(g + (size_t)c * V, v);
+    }
+}
+
+// A vocabulary shard's part of softmax cross-entropy, one block per row of its logits
+// [N,Vl] (the columns [v0, v0 + Vl) of the whole row): the row's maximum m, its sum of
+// exp(x - m) and its target's logit (0 when another shard holds the target) into
+// stats[n], stats[N + n], stats[2N + n]. V as for crossentropy_rows.
+template <int V>
+__global__ void xent_shard_stats(float *stats, const __half *logits, const int32_t *targets,
+                                 int Vl, int v0)
+{
+    __shared__ float part_m[kThreads / 32], part_s[kThreads / 32];
+    const int row = blockIdx.x, N = gridDim.x, tid = threadIdx.x, lane = tid % 32,
+              warp = tid / 32;
+    const __half *x = logits + (size_t)row * Vl;
+    float m = -INFINITY, s = 0.0f;
+    for (int c = tid; c < Vl / V; c += blockDim.x) {
+        float v[V];
+        load_halves<V>(v, x + (size_t)c * V);
+        float cm = v[0];
+        for (int i = 1; i < V; i++) cm = fmaxf(cm, v[i]);
+        if (cm > m) {
+            s *= expf(m - cm); // m = -inf: s is 0, expf gives 0
+            m = cm;
+        }
+        for (int i = 0; i < V; i++) s += expf(v[i] - m);
+    }
+    warp_max_sum(m, s);
+    if (lane == 0) part_m[warp] = m, part_s[warp] = s;
+    __syncthreads();
+    if (tid != 0) return;
+    float mm = part_m[0], ss = part_s[0];
+    for (int w = 1; w < (int)blockDim.x / 32; w++) {
+        const float m2 = fmaxf(mm, part_m[w]);
+        ss = (mm > -INFINITY ? ss * expf(mm - m2) : 0.0f) +
+             (part_m[w] > -INFINITY ? part_s[w] * expf(part_m[w] - m2) : 0.0f);
+        mm = m2;
+    }
+    const int t = targets[row] - v0;
+    stats[row] = mm;
+    stats[N + row] = ss;
+    stats[2 * N + row] = t >= 0 && t < Vl ? __half2float(x[t]) : 0.0f;
+}
+
+// The shards' loss from the combined stats (the whole row's maximum, sum of exp(x - m)
+// and target logit, as xent_shard_stats lays them out): losses[n], and with dlogits
+// the shard's columns of scale * (softmax - onehot) (may alias logits). One block per
+// row.
+template <int V>
+__global__ void xent_shard_finish(float *losses, __half *dlogits, const __half *logits,
+                                  const int32_t *targets, const float *stats, int Vl, int v0,
+                                  float scale)
+{
+    const int row = blockIdx.x, N = gridDim.x, tid = threadIdx.x;
+    const float m = stats[row], s = stats[N + row], xt = stats[2 * N + row];
+    if (tid == 0) losses[row] = logf(s) - (xt - m);
+    if (!dlogits) return;
+    const int t = targets[row] - v0;
+    const __half *x = logits + (size_t)row * Vl;
+    __half *g = dlogits + (size_t)row * Vl;
+    const float inv = 1.0f / s;
+    for (int c = tid; c < Vl / V; c += blockDim.x) {
         float v[V];
         load_halves<V>(v, x + (size_t)c * V);
         for (int i = 0; i < V; i++)
@@ -746,25 +825,39 @@ int ol_matmul_backward(cublasHandle_t h, __half *dinp, float *dw, float *dbias,
     return launch_status();
 }
 
-void ol_encoder_forward(__half *out, const int32_t *inp, const __half *wte,
-                        const __half *wpe, int B, int T, int C, cudaStream_t stream)
+void ol_encoder_forward_shard(__half *out, const int32_t *inp, const __half *wte,
+                              const __half *wpe, int B, int T, int C, int v0, int Vl,
+                              cudaStream_t stream)
 {
     const size_t n = (size_t)B * T * C;
-    const bool v8 = C % 8 == 0 && ew_vec8({out, wte, wpe});
+    const bool v8 = C % 8 == 0 && ew_vec8({out, wte, wpe}); // NULL is aligned
     const size_t chunks = n / (v8 ? 8 : 1);
     launch_form(v8, chunks, [&](auto v, auto ix) {
         encoder_fwd<decltype(v)::value, decltype(ix)>
-            <<<blocks_for(chunks), kThreads, 0, stream>>>(out, inp, wte, wpe, B, T, C);
+            <<<blocks_for(chunks), kThreads, 0, stream>>>(out, inp, wte, wpe, B, T, C, v0, Vl);
     });
     ol_launched("encoder_fwd", stream);
+}
+
+void ol_encoder_forward(__half *out, const int32_t *inp, const __half *wte,
+                        const __half *wpe, int B, int T, int C, cudaStream_t stream)
+{
+    ol_encoder_forward_shard(out, inp, wte, wpe, B, T, C, 0, INT_MAX, stream);
+}
+
+void ol_encoder_backward_shard(float *dwte, float *dwpe, const __half *dout,
+                               const int32_t *inp, int B, int T, int C, int v0, int Vl,
+                               cudaStream_t stream)
+{
+    const dim3 grid((unsigned)B * (unsigned)T, (unsigned)((C + kThreads - 1) / kThreads));
+    encoder_bwd<<<grid, kThreads, 0, stream>>>(dwte, dwpe, dout, inp, T, C, v0, Vl);
+    ol_launched("encoder_bwd", stream);
 }
 
 void ol_encoder_backward(float *dwte, float *dwpe, const __half *dout, const int32_t *inp,
                          int B, int T, int C, cudaStream_t stream)
 {
-    const dim3 grid((unsigned)B * (unsigned)T, (unsigned)((C + kThreads - 1) / kThreads));
-    encoder_bwd<<<grid, kThreads, 0, stream>>>(dwte, dwpe, dout, inp, T, C);
-    ol_launched("encoder_bwd", stream);
+    ol_encoder_backward_shard(dwte, dwpe, dout, inp, B, T, C, 0, INT_MAX, stream);
 }
 
 void ol_layernorm_forward(__half *out, float *mean, float *rstd, const __half *inp,
@@ -831,4 +924,27 @@ void ol_crossentropy(float *losses, __half *dlogits, const __half *logits,
         crossentropy_rows<1><<<N, kThreads, 0, stream>>>(losses, dlogits, logits, targets, V,
                                                          scale);
     ol_launched("crossentropy_rows", stream);
+}
+
+void ol_xent_shard_stats(float *stats, const __half *logits, const int32_t *targets, int N,
+                         int Vl, int v0, cudaStream_t stream)
+{
+    if (Vl % 8 == 0 && ew_vec8({logits}))
+        xent_shard_stats<8><<<N, kThreads, 0, stream>>>(stats, logits, targets, Vl, v0);
+    else
+        xent_shard_stats<1><<<N, kThreads, 0, stream>>>(stats, logits, targets, Vl, v0);
+    ol_launched("xent_shard_stats", stream);
+}
+
+void ol_xent_shard_finish(float *losses, __half *dlogits, const __half *logits,
+                          const int32_t *targets, const float *stats, int N, int Vl, int v0,
+                          float scale, cudaStream_t stream)
+{
+    if (Vl % 8 == 0 && ew_vec8({logits, dlogits}))
+        xent_shard_finish<8><<<N, kThreads, 0, stream>>>(losses, dlogits, logits, targets,
+                                                        stats, Vl, v0, scale);
+    else
+        xent_shard_finish<1><<<N, kThreads, 0, stream>>>(losses, dlogits, logits, targets,
+                                                        stats, Vl, v0, scale);
+    ol_launched("xent_shard_finish", stream);
 }

@@ -26,6 +26,15 @@ void ol_encoder_forward(__half *out, const int32_t *inp, const __half *wte,
 // dwte[tok] += dout[b,t]; dwpe[t] += dout[b,t] (float, atomics).
 void ol_encoder_backward(float *dwte, float *dwpe, const __half *dout, const int32_t *inp,
                          int B, int T, int C, cudaStream_t stream);
+// A vocabulary shard's (src/model/model.c): wte holds the rows [v0, v0 + Vl), and a
+// token outside them adds 0 (forward) or nothing (backward's dwte); wpe NULL (forward)
+// adds no positions.
+void ol_encoder_forward_shard(__half *out, const int32_t *inp, const __half *wte,
+                              const __half *wpe, int B, int T, int C, int v0, int Vl,
+                              cudaStream_t stream);
+void ol_encoder_backward_shard(float *dwte, float *dwpe, const __half *dout,
+                               const int32_t *inp, int B, int T, int C, int v0, int Vl,
+                               cudaStream_t stream);
 
 // The int the functions below return for a failed kernel launch is OL_CUDA_ERROR plus
 // the cudaError_t, so it cannot be mistaken for a cuBLAS status (both start at 1).
@@ -115,5 +124,17 @@ void ol_residual_forward(__half *out, const __half *a, const __half *b, size_t n
 void ol_crossentropy(float *losses, __half *dlogits, const __half *logits,
                      const int32_t *targets, int N, int V, float scale,
                      cudaStream_t stream);
+// The same over vocabulary shards (each holds the columns [v0, v0 + Vl) of the rows):
+// stats [3N] (float) = each row's maximum over the shard's columns, its sum of
+// exp(x - max), and its target's logit (0 where another shard holds the target); the
+// caller combines the shards' stats into the whole rows' (the maximum, the sums
+// rescaled to it and added, the target logits added), then ol_xent_shard_finish
+// writes losses[N] and, with dlogits, the shard's columns of scale * (softmax -
+// onehot) (may alias logits).
+void ol_xent_shard_stats(float *stats, const __half *logits, const int32_t *targets, int N,
+                         int Vl, int v0, cudaStream_t stream);
+void ol_xent_shard_finish(float *losses, __half *dlogits, const __half *logits,
+                          const int32_t *targets, const float *stats, int N, int Vl, int v0,
+                          float scale, cudaStream_t stream);
 
 #endif

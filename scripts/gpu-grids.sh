@@ -7,8 +7,9 @@
 #
 # On a slice of the Shakespeare corpus, a small model (4 layers, 4 heads, n_embd 128,
 # T 64, batch 8; 8 steps; GPU_CHECK_SMALL=1: 2 layers, n_embd 32, T 16, 6 steps), each
-# grid trained on the GPUs (offload = all: a stage or a shard is placed as with
-# offload = blocks) and on the CPU (offload = none), both under mpirun:
+# grid trained on the GPUs (every layer of a stage or a shard on its GPU, a shard's
+# embedding and head vocabulary-parallel) and on the CPU (offload = none), both under
+# mpirun:
 #   tp 2, pp 2 (4 micro-batches: the first stage recomputes), dp 2 x tp 2,
 #   tp 2 x pp 2 (4 micro-batches)
 # and one GPU rank alone (tp = pp = 1, every layer on it) for the step time it is

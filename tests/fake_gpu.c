@@ -1,7 +1,7 @@
 /* fake_gpu — a test double of the GPU side (offload/offload.h and offload/gpu_model.h)
  * that runs on the CPU, so `make check` can drive the trainer's offload = all and
- * offload = blocks paths (src/train/train.c, src/engine/device_step.c, src/engine/lossscale.c) on a machine
- * without a GPU.
+ * offload = blocks paths (src/train/train.c, src/engine/device_step.c and gpu_stage.c,
+ * src/engine/lossscale.c) on a machine without a GPU.
  *
  * It is linked only into tests/gentrain_fakegpu (src/cli/main.c + this file, before
  * libgentrain.a, so the archive's real offload objects are never pulled in), never into
@@ -21,7 +21,10 @@
  *
  * A blocks model (gpu_model_create_blocks) is the same whole-layout CPU model with its
  * embedding and head switched off (has_embed = has_head = 0), so gpt_stage_forward and
- * gpt_stage_backward run exactly its blocks, model.c's middle-stage path. As the GPU
+ * gpt_stage_backward run exactly its blocks, model.c's middle-stage path; a stage model
+ * (gpu_model_create_stage) switches on the ends it has, model.c's first- and
+ * last-stage paths (tokens in, the loss out, d(logits) x the loss scale), and "holds"
+ * the whole layout as the GPU's does. As the GPU
  * does, the residual stream is rounded through FP16 on the way in and out (x0, xL, dxL,
  * dx0), only the blocks' range of the staging buffer is read, and the gradients hand
  * back the blocks' range scaled (dxL carries the scale) through FP16, zeros elsewhere.
@@ -30,17 +33,21 @@
  * model of that shard (gpt_create_tp: model.c's shard layout, which gpu_model.h
  * promises), whose tensor-parallel hook is the caller's host_sum: model.c's passes
  * call it where the GPU's would (after the row-parallel products, for the input
- * gradients of the column-parallel ones). There is no device here, so no device hook:
+ * gradients of the column-parallel ones); a shard's stage model also runs model.c's
+ * vocabulary-parallel embedding and head, with host_max for the loss's row maxima. There is no device here, so no device hook:
  * tp_comm_built() is 0 and the trainer takes the host path.
  *
  * Fault injection, read from the environment once per process:
  *   GENTRAIN_FAKE_GPU_OVERFLOW=3,7    on the 3rd and 7th training call of this process
  *                                     (a micro-batch of gpu_model_step_micro, or
- *                                     gpu_model_blocks_backward; 1-based), one gradient
- *                                     comes back as +inf (with accumulation: in the sum
- *                                     that comes back after the last micro-batch)
+ *                                     gpu_model_blocks_backward or _stage_backward;
+ *                                     1-based), one gradient comes back as +inf
+ *                                     (with accumulation: in the sum that comes
+ *                                     back after the last micro-batch)
  *   GENTRAIN_FAKE_GPU_OVERFLOW_AT=dx0 blocks: instead one value of dx0 comes back as
- *                                     +inf, so the host's embedding gradients overflow
+ *                                     +inf, so the host's embedding gradients overflow;
+ *                                     a stage with the embedding has no dx0: one of
+ *                                     wpe's gradients comes back as +inf instead
  *                                     (default: grads, a block's gradient)
  *   GENTRAIN_FAKE_GPU_OVERFLOW_RANK=r only on the rank whose par_rank() is r (default:
  *                                     every rank) */
@@ -72,8 +79,10 @@ enum { MAX_FAULTS = 64 };
 struct gpu_model {
     gpt_model m;
     int maxB, maxT;
-    int blocks;          /* made by gpu_model_create_blocks */
-    size_t lo, hi;       /* the layout range "on the device": all, or the blocks' */
+    int blocks;          /* made by gpu_model_create_blocks (or _stage, _shard_blocks) */
+    size_t lo, hi;       /* the layout range "on the device": all (any end), or the
+                            blocks' */
+    int fwd_grad;        /* the last stage forward left what a backward needs */
     int fwd_B, fwd_T;    /* blocks: the last forward's batch (0: none) */
     uint16_t *staging;   /* [n_params] FP16 parameters, filled by the caller */
     uint16_t *grads;     /* [n_params] FP16 scaled gradients of the last step */
@@ -232,6 +241,13 @@ size_t gpu_model_blocks_device_bytes(const gpu_model_shape *s, int B, int T)
     return fake_bytes(s, B, T, 1);
 }
 
+size_t gpu_model_stage_device_bytes(const gpu_model_shape *s, int B, int T,
+                                    const struct gpu_model_tp *tp, int embed, int head)
+{
+    (void)tp;
+    return fake_bytes(s, B, T, !head) + (embed ? 0 : (size_t)B * T * s->n_embd * 4);
+}
+
 size_t gpu_model_shard_blocks_device_bytes(const gpu_model_shape *s, int B, int T,
                                            const gpu_model_tp *tp)
 {
@@ -240,10 +256,12 @@ size_t gpu_model_shard_blocks_device_bytes(const gpu_model_shape *s, int B, int 
 }
 
 /* The whole model's "shard". */
-static const gpu_model_tp whole = {1, 0, NULL, NULL, NULL, NULL};
+static const gpu_model_tp whole = {1, 0, NULL, NULL, NULL, NULL, NULL};
 
-static gpu_model *create(const gpu_model_shape *s, int B, int T, int blocks,
-                         const gpu_model_tp *tp, char *why, size_t cap)
+/* blocks: the residual stream's entry points; embed, head: the ends "on the device"
+ * (a stage model; offload = all has both, without blocks). */
+static gpu_model *create(const gpu_model_shape *s, int B, int T, int blocks, int embed,
+                         int head, const gpu_model_tp *tp, char *why, size_t cap)
 {
     if (!s || s->n_layer < 0 || s->n_head < 1 || s->n_embd < 1 || s->vocab_size < 1 ||
         s->block_size < 1 || s->n_embd % s->n_head != 0 || B < 1 || T < 1 ||
@@ -256,6 +274,10 @@ static gpu_model *create(const gpu_model_shape *s, int B, int T, int blocks,
         (tp->size > 1 && (!tp->host_sum || tp->device_sum))) {
         say(why, cap, "fake GPU: shard %d of tp = %d: tp must divide n_head and vocab_size, "
             "and the sum is the host's (no device here)", tp->rank, tp->size);
+        return NULL;
+    }
+    if ((embed || head) && tp->size > 1 && !tp->host_max) {
+        say(why, cap, "fake GPU: a shard of tp = %d with an end needs host_max", tp->size);
         return NULL;
     }
     gpu_model *g = calloc(1, sizeof *g);
@@ -276,11 +298,14 @@ static gpu_model *create(const gpu_model_shape *s, int B, int T, int blocks,
     g->maxT = T;
     g->blocks = blocks;
     gpt_model *m = &g->m;
-    g->lo = blocks ? m->info[m->i_wpe].offset + m->info[m->i_wpe].numel : 0;
-    g->hi = blocks ? m->info[m->i_lnf].offset : m->n_params;
-    /* The blocks alone: model.c's middle stage (no embedding, no head, no logits). */
-    if (blocks) m->has_embed = m->has_head = 0;
+    const int alone = blocks && !embed && !head; /* the blocks alone */
+    g->lo = alone ? m->info[m->i_wpe].offset + m->info[m->i_wpe].numel : 0;
+    g->hi = alone ? m->info[m->i_lnf].offset : m->n_params;
+    /* The ends it lacks switched off: model.c's middle stage (no embedding, no head,
+     * no logits), or its first or last. */
+    if (blocks) m->has_embed = embed, m->has_head = head;
     m->tp_allreduce = tp->host_sum;
+    m->tp_allreduce_max = tp->host_max; /* a shard's vocabulary-parallel loss */
     m->tp_ctx = tp->host_ctx;
     if (m->n_params != gpu_model_shard_param_count(s, tp->size) || gpt_alloc_grads(m) != 0 ||
         gpt_alloc_acts(m, B, T) != 0 ||
@@ -297,19 +322,26 @@ static gpu_model *create(const gpu_model_shape *s, int B, int T, int blocks,
 
 gpu_model *gpu_model_create(const gpu_model_shape *s, int B, int T, char *why, size_t cap)
 {
-    return create(s, B, T, 0, &whole, why, cap);
+    return create(s, B, T, 0, 1, 1, &whole, why, cap);
 }
 
 gpu_model *gpu_model_create_blocks(const gpu_model_shape *s, int B, int T, char *why,
                                    size_t cap)
 {
-    return create(s, B, T, 1, &whole, why, cap);
+    return create(s, B, T, 1, 0, 0, &whole, why, cap);
+}
+
+gpu_model *gpu_model_create_stage(const gpu_model_shape *s, int B, int T,
+                                  const struct gpu_model_tp *tp, int embed, int head,
+                                  char *why, size_t cap)
+{
+    return create(s, B, T, 1, embed != 0, head != 0, tp ? tp : &whole, why, cap);
 }
 
 gpu_model *gpu_model_create_shard_blocks(const gpu_model_shape *s, int B, int T,
                                          const gpu_model_tp *tp, char *why, size_t cap)
 {
-    return create(s, B, T, 1, tp, why, cap);
+    return create(s, B, T, 1, 0, 0, tp, why, cap);
 }
 
 void gpu_model_free(gpu_model *g)
@@ -478,6 +510,65 @@ int gpu_model_blocks_backward(gpu_model *g, const float *dxL, float *dx0, int B,
     half_from_float(g->grads + g->lo, m->grads + g->lo, g->hi - g->lo);
     if (overflow_here(call)) {
         if (faults.at_dx0)
+            dx0[n / 2] = INFINITY;
+        else
+            g->grads[g->lo + (g->hi - g->lo) / 2] = HALF_INF;
+    }
+    return 0;
+}
+
+/* As the GPU's: model.c's stage passes on the ends this stage has; the residual stream
+ * and the gradients through FP16, the loss's gradient x loss_scale. */
+int gpu_model_stage_forward(gpu_model *g, const int32_t *inputs, const float *x0,
+                            const int32_t *targets, float loss_scale, float *xL, float *loss,
+                            int B, int T, char *why, size_t cap)
+{
+    if (check_kind(g, 1, why, cap) != 0 || check_batch(g, B, T, why, cap) != 0) return -1;
+    gpt_model *m = &g->m;
+    const int embed = m->has_embed, head = m->has_head;
+    if ((embed ? !inputs : !x0) || (head ? !targets || !loss || !(loss_scale >= 0.0f) : !xL)) {
+        say(why, cap, "fake GPU: a stage's forward needs %s and %s", embed ? "tokens" : "x0",
+            head ? "targets, a loss and a loss scale >= 0" : "xL");
+        return -1;
+    }
+    const size_t n = (size_t)B * T * m->shape.n_embd;
+    if (!embed) round_half(g->stream, x0, n);
+    const int train = !head || loss_scale > 0.0f;
+    m->loss_grad_scale = head && train ? loss_scale : 1.0f;
+    float l = 0.0f;
+    const float *out = gpt_stage_forward(m, embed ? inputs : NULL, embed ? NULL : g->stream,
+                                         head ? targets : NULL, B, T, train, &l);
+    if (head) *loss = l;
+    else round_half(xL, out, n);
+    g->fwd_B = B, g->fwd_T = T;
+    g->fwd_grad = train;
+    return 0;
+}
+
+int gpu_model_stage_backward(gpu_model *g, const float *dxL, float *dx0, int B, int T,
+                             char *why, size_t cap)
+{
+    if (check_kind(g, 1, why, cap) != 0) return -1;
+    gpt_model *m = &g->m;
+    const int embed = m->has_embed, head = m->has_head;
+    if (B != g->fwd_B || T != g->fwd_T || !g->fwd_grad || (!head && !dxL) ||
+        (!embed && !dx0)) {
+        say(why, cap, "fake GPU: a stage backward of %d x %d needs a training forward of "
+            "that batch first (the last one was %d x %d), and dxL and dx0 where the stage "
+            "has no end", B, T, g->fwd_B, g->fwd_T);
+        return -1;
+    }
+    const long call = ++faults.calls;
+    const size_t n = (size_t)B * T * m->shape.n_embd;
+    if (!head) round_half(g->stream, dxL, n);
+    gpt_zero_grad(m);
+    const float *din = gpt_stage_backward(m, head ? NULL : g->stream); /* scaled */
+    if (!embed) round_half(dx0, din, n);
+    half_from_float(g->grads + g->lo, m->grads + g->lo, g->hi - g->lo);
+    if (overflow_here(call)) {
+        if (faults.at_dx0 && embed)
+            g->grads[m->info[m->i_wpe].offset] = HALF_INF;
+        else if (faults.at_dx0)
             dx0[n / 2] = INFINITY;
         else
             g->grads[g->lo + (g->hi - g->lo) / 2] = HALF_INF;

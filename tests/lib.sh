@@ -127,9 +127,9 @@ gpu_pipeline_grids() {
         --offload none --out "$tmp/ppcpu"
     run_ok ppgpu "${mpi[@]}" -np 2 "$bin" train "${args[@]}" --pp 2 --micro_batches 4 \
         --ckpt_every 3 --out "$tmp/ppgpu"
-    check "pp 2: one line says each stage's blocks train on its rank's GPU" test \
-        "$(grep -c "^offload: pp = 2: each stage's blocks on its rank's GPU" "$tmp/ppgpu.out")" \
-        -eq 1
+    check "pp 2: one line says each stage, its ends included, trains on its rank's GPU" test \
+        "$(grep -c "^offload: pp = 2: each stage on its rank's GPU .* final LayerNorm, head and loss included; " \
+           "$tmp/ppgpu.out")" -eq 1
     run_ok dp2pp2gpu "${mpi[@]}" -np 4 "$bin" train "${args[@]}" --pp 2 --batch_size 2 \
         --micro_batches 2 --out "$tmp/dp2pp2gpu"
     run_ok ppaccgpu "${mpi[@]}" -np 2 "$bin" train "${args[@]}" --pp 2 --batch_size 2 \
@@ -165,8 +165,8 @@ check_resumed_close() {
 }
 
 # gpu_tp_grids GPUBIN PATH: tensor-parallel shards trained by (test) GPUs under mpirun
-# (src/engine/gpu_stage.c: each rank's shard of the blocks on its GPU, the vocabulary-parallel
-# embedding and head on the host) against the same grid on the CPU (tiny_gpt_args'
+# (src/engine/gpu_stage.c: each rank's shard of the blocks and of the vocabulary-parallel
+# embedding and head on its GPU) against the same grid on the CPU (tiny_gpt_args'
 # model, 6 steps): tp 2, dp 2 x tp 2 and tp 2 x pp 2 with 4 micro-batches (the first
 # stage recomputes its blocks' forward before a backward), each reading the same global
 # batch: losses and val_losses within 1e-3 relative (FP16 against FP32), the final
@@ -196,7 +196,8 @@ gpu_tp_grids() {
     tp_grid_pair tppp "${tppp[@]}"
     check "tp 2: one line says each rank's shard of the blocks trains on its GPU, \
 their all-reduces $path" test "$(grep -Ec "^offload: tp = 2: each rank's shard of the 2 \
-transformer blocks .* in FP16, their tp all-reduces $path; " "$tmp/tpgpu.out")" -eq 1
+transformer blocks .* and of the embeddings, final LayerNorm, head and loss \(1/2 of the \
+vocabulary\) on its GPU .* in FP16, their tp all-reduces $path; " "$tmp/tpgpu.out")" -eq 1
     check "tp 2 x pp 2: one line says each rank's shard of its stage's blocks is on its GPU" \
         test "$(grep -c "^offload: tp = 2 x pp = 2: each rank's shard of its stage's blocks" \
                 "$tmp/tpppgpu.out")" -eq 1

@@ -207,12 +207,17 @@ else
     fail "plan: described cluster (rc $rc)"
     show_err
 fi
-# GPUs: the plan says how a GPU stage or shard runs (blocks on the GPU, the residual
-# stream over the host link, the shards' all-reduces over NCCL unless --tp-host), and no
-# grid is said to train on the CPU (every dp x tp x pp runs on the GPUs).
+# GPUs: the plan says how a GPU stage or shard runs (every layer of it on the GPU, the
+# residual stream between stages over the host link, the shards' all-reduces over NCCL
+# unless --tp-host), and no grid is said to train on the CPU (every dp x tp x pp runs
+# on the GPUs). The estimate counts the embedding and the head at the GPU's rate, where
+# they run: no note says otherwise.
 check "plan: GPUs: one line on how stages and shards run, their all-reduces over NCCL" \
     test "$(grep -c '^plan: on the GPUs a stage or a shard .* all-reduces over NCCL' "$out")" -eq 1
 check "plan: GPUs: no grid is sent to the CPU" test "$(grep -c 'on the CPU for now' "$out")" -eq 0
+check "plan: GPUs: every layer of a stage or shard on its GPU, no note that the head runs elsewhere" \
+    test "$(grep -c '^plan: on the GPUs a stage or a shard (pp > 1 or tp > 1) trains every layer of its part on its GPU' "$out")" -eq 1 -a \
+    "$(grep -c '^note: ' "$out")" -eq 0
 run "${PLAN[@]}" --nodes 4 --gpus-per-node 4 --gpu-tflops 100 --tp-host --pcie-gbs 10
 check "plan: GPUs, --tp-host: the shards' all-reduces through host memory" \
     test "$rc" -eq 0 -a "$(grep -c '^plan: on the GPUs .* over 10.00 GB/s each way; the shards.* through host memory' "$out")" -eq 1

@@ -25,7 +25,7 @@ enum { V = 64, MAXT = 16, L = 2, NH = 2, C = 16, B = 1, T = 8 };
 /* Sums nothing: a shard's hook is needed to make one, never called here. */
 static void no_sum(void *ctx, float *buf, size_t n) { (void)ctx, (void)buf, (void)n; }
 
-/* lay's table as the trainer hands it over (src/engine/device_step.c). */
+/* lay's table as the trainer hands it over (src/engine/device_step.c, device_step_check_layout). */
 static gpu_model_tensor *to_tensors(const gpt_layout *lay)
 {
     gpu_model_tensor *t = calloc((size_t)lay->n_info, sizeof *t);
@@ -75,7 +75,7 @@ static void check_kind(const char *kind, int tp)
     } else if (tp == 1) {
         g = gpu_model_create_blocks(&s, B, T, why, sizeof why);
     } else {
-        const gpu_model_tp shard = {tp, 1, NULL, NULL, no_sum, NULL};
+        const gpu_model_tp shard = {tp, 1, NULL, NULL, no_sum, NULL, NULL};
         g = gpu_model_create_shard_blocks(&s, B, T, &shard, why, sizeof why);
     }
     TU_CHECK(g != NULL, "%s: the model is made (%s)", kind, why);

@@ -2,12 +2,15 @@
 # The trainer's GPU path with the real GPU engine (offload/gpu_model*.cu, ops.cu) run
 # on the CPU by the CUDA emulation (offload/tests/emu): tests/gentrain_emugpu. Where
 # test_offload_fake.sh checks the trainer against a test double of the GPU, this runs
-# what a GPU would run, kernel for kernel, through src/engine/device_step.c. Tiny model, a
+# what a GPU would run, kernel for kernel, through src/engine/device_step.c (offload = all)
+# and src/engine/gpu_stage.c (offload = blocks, stages, shards). Tiny model, a
 # slice of the shipped corpus:
 #  1. offload = all: one `offload:` line naming the emulated GPU; every step at scale
 #     65536; losses and val_losses within 1e-2 relative of offload = none (FP16 against
 #     FP32), the final val_loss within 2%.
-#  2. offload = blocks: the same against offload = none and against offload = all.
+#  2. offload = blocks (every layer on the GPU through src/engine/gpu_stage.c, one
+#     stage): the same against offload = none and against offload = all, and the
+#     parameters of offload = all's run bit for bit.
 #  3. global_batch_size = 2 x batch_size (2 micro-batches summed on the device), for
 #     all and blocks: losses within 1e-2 relative of offload = none.
 #  4. Resume: a run resumed from its step-3 checkpoint ends with the straight run's
@@ -15,10 +18,12 @@
 #     that a checkpoint holds all the GPU path's state, the loss scale included).
 #  5. 2 ranks, each with its own emulated GPU: the parameters identical on both ranks
 #     at the end; losses within 1e-2 relative of 1 rank with 2 micro-batches.
-#  6. Pipeline stages on emulated GPUs (src/engine/gpu_stage.c on the real blocks code):
+#  6. Pipeline stages on emulated GPUs (src/engine/gpu_stage.c on the real stage code:
+#     the first stage's embedding and the last stage's head and loss on the GPU too):
 #     gpu_pipeline_grids (tests/lib.sh: pp 2, dp 2 x pp 2, pp 2 with accumulation
 #     against the CPU's pp 2 within 1e-3; a pp 2 checkpoint resumed on one GPU).
-#  7. Tensor-parallel shards on emulated GPUs (the real shard blocks code): with a GPU
+#  7. Tensor-parallel shards on emulated GPUs (the real shard stage code, its
+#     vocabulary-parallel embedding, head and loss included): with a GPU
 #     per rank (CUDA_EMU_DEVICES=4) their all-reduces go over NCCL (the emulation's
 #     stand-in over MPI, offload/tests/emu/nccl_emu.c) where the build has NCCL
 #     (GENTRAIN_TEST_NCCL=yes): gpu_tp_grids (tests/lib.sh: tp 2, dp 2 x tp 2, tp 2 x pp 2
@@ -64,13 +69,19 @@ check_final_val "all, against offload = none" "$tmp/gpu.out" "$tmp/cpu.out"
 # ------------------------------------------------------------- 2. offload = blocks
 run_ok blk "${EMU[@]}" "${ARGS[@]}" --steps 10 --warmup_steps 2 --lr 3e-3 --eval_every 5 \
     --out "$tmp/blk" --offload blocks
-check "blocks: one offload line, the 2 blocks on the emulated GPU" test \
-    "$(grep -c '^offload: the 2 transformer blocks on the GPU (rank 0: GPU 0 of 1 on its node, CPU emulation of a GPU' \
+check "blocks: one offload line, every layer on the emulated GPU as one pipeline stage" test \
+    "$(grep -c '^offload: every layer on the GPU as one pipeline stage (rank 0: GPU 0 of 1 on its node, CPU emulation of a GPU' \
        "$tmp/blk.out")" -eq 1
 check "blocks: losses and val_losses within 1e-2 relative of offload = none" \
     compare_logs "$tmp/cpu/log.jsonl" "$tmp/blk/log.jsonl" 1e-2 10
 check "blocks: losses and val_losses within 1e-2 relative of offload = all" \
     compare_logs "$tmp/gpu/log.jsonl" "$tmp/blk/log.jsonl" 1e-2 10
+# The stage engine queues the same kernels as offload = all's one step, the embedding
+# and the head included (and the emulation is deterministic): the same parameters.
+"$CMPMODEL" "$tmp/gpu/model.h5" "$tmp/blk/model.h5" 0 > "$tmp/blk_all.cmp" 2>&1
+rc=$?
+sed -e 's/^/    /' "$tmp/blk_all.cmp"
+check "blocks: the parameters of offload = all, bit for bit" test $rc -eq 0
 
 # ------------------------------------------------------------- 3. accumulation
 ACC=(--steps 6 --warmup_steps 2 --lr 3e-3 --eval_every 3 --global_batch_size 8)

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # The trainer's GPU paths (offload = all and blocks: src/train/train.c, src/engine/device_step.c,
-# src/engine/lossscale.c) driven on the CPU through tests/gentrain_fakegpu, gentrain linked
+# src/engine/gpu_stage.c, src/engine/lossscale.c) driven on the CPU through tests/gentrain_fakegpu, gentrain linked
 # with the test double tests/fake_gpu.c (one "GPU" that computes with FP16-rounded
 # weights and returns FP16 gradients x the loss scale; GENTRAIN_FAKE_GPU_OVERFLOW makes
 # chosen steps overflow). On a slice of the shipped corpus, a tiny model:
@@ -24,18 +24,21 @@
 #  6. sync = async trains on the "GPU": an overflow in step 2's gradient halves the
 #     scale at step 2 and skips the update of step 3, the one that applies that
 #     gradient.
-#  7. offload = blocks (the blocks on the "GPU", embedding and head on the host in
-#     FP32): one `offload:` line saying so; the run of part 1 with losses and
-#     val_losses within 1e-2 relative of offload = none and of offload = all; the
-#     accumulation of part 3 within 1e-2 of offload = none; an overflow of a block's
-#     gradient at step 3 skips that step and halves the scale; an overflow in d x0
-#     (so only the host's embedding gradients are inf) does the same, and a 3-step run
-#     whose step 3 overflows so ends with the parameters of a 2-step run, bit for bit.
-#  8. Pipeline stages on the "GPUs" (src/engine/gpu_stage.c): gpu_pipeline_grids (tests/lib.sh:
-#     pp 2, dp 2 x pp 2 and pp 2 with accumulation against the CPU's pp 2 within 1e-3,
-#     and a pp 2 checkpoint resumed on one GPU); an overflow on the last stage's rank
-#     alone skips the step on both.
-#  9. Tensor-parallel shards on the "GPUs" (src/engine/gpu_stage.c with tp > 1): gpu_tp_grids
+#  7. offload = blocks (every layer on the "GPU" through src/engine/gpu_stage.c, the
+#     schedule of one stage): one `offload:` line saying so; the run of part 1 with
+#     losses and val_losses within 1e-2 relative of offload = none and of offload =
+#     all, and the parameters of offload = all's run bit for bit; the accumulation of
+#     part 3 within 1e-2 of offload = none; an overflow of a block's gradient at step 3
+#     skips that step and halves the scale; an overflow in the embedding's gradient
+#     (GENTRAIN_FAKE_GPU_OVERFLOW_AT=dx0: wpe's) does the same, and a 3-step run whose
+#     step 3 overflows so ends with the parameters of a 2-step run, bit for bit.
+#  8. Pipeline stages on the "GPUs" (src/engine/gpu_stage.c, every layer of a stage on
+#     its GPU, the first's embedding and the last's head and loss too):
+#     gpu_pipeline_grids (tests/lib.sh: pp 2, dp 2 x pp 2 and pp 2 with accumulation
+#     against the CPU's pp 2 within 1e-3, and a pp 2 checkpoint resumed on one GPU); an
+#     overflow on the last stage's rank alone skips the step on both.
+#  9. Tensor-parallel shards on the "GPUs" (src/engine/gpu_stage.c with tp > 1, the
+#     vocabulary-parallel embedding and head on the "GPUs" too): gpu_tp_grids
 #     (tests/lib.sh: tp 2, dp 2 x tp 2, tp 2 x pp 2 against the CPU at the same grid
 #     within 1e-3, a tp 2 checkpoint resumed on one GPU), the all-reduces through host
 #     memory (the double has no NCCL); offload = blocks says so without the placement
@@ -172,9 +175,9 @@ check_resumed "$tmp/straight" "$tmp/resumed"
 run_ok blk "${FAKE[@]}" "${ARGS[@]}" --steps 10 --warmup_steps 2 --lr 3e-3 --eval_every 5 \
     --out "$tmp/blk" --offload blocks
 n=$(grep -c '^offload:' "$tmp/blk.out")
-want='^offload: the 2 transformer blocks on the GPU (rank 0: GPU 0 of 1 on its node, fake GPU'
-want+='.* in FP16, the embeddings, final LayerNorm, head and loss on the CPU in FP32; '
-check "blocks: one offload line ($n): the 2 blocks on the GPU, the rest on the CPU" \
+want='^offload: every layer on the GPU as one pipeline stage (rank 0: GPU 0 of 1 on its node, '
+want+='fake GPU.*): FP16 weights and activations, '
+check "blocks: one offload line ($n): every layer on the GPU, as one pipeline stage" \
     test "$n" -eq 1 -a "$(grep -c "$want" "$tmp/blk.out")" -eq 1
 n=$(grep -c '^step .*| loss .* | scale 65536$' "$tmp/blk.out")
 check "blocks: every step line ends with | scale 65536 ($n of 10)" test "$n" -eq 10
@@ -182,13 +185,19 @@ check "blocks: losses and val_losses within 1e-2 relative of offload = none" \
     compare_logs "$tmp/cpu/log.jsonl" "$tmp/blk/log.jsonl" 1e-2 10
 check "blocks: losses and val_losses within 1e-2 relative of offload = all" \
     compare_logs "$tmp/gpu/log.jsonl" "$tmp/blk/log.jsonl" 1e-2 10
+# The stage engine runs the same layers on the "GPU" as offload = all's one step, the
+# embedding and the head included: the same parameters at the end, bit for bit.
+"$CMPMODEL" "$tmp/gpu/model.h5" "$tmp/blk/model.h5" 0 > "$tmp/blk_all.cmp" 2>&1
+rc=$?
+sed -e 's/^/    /' "$tmp/blk_all.cmp"
+check "blocks: the parameters of offload = all, bit for bit" test $rc -eq 0
 run_ok blk_acc "${FAKE[@]}" "${ARGS[@]}" --steps 6 --warmup_steps 2 --lr 3e-3 \
     --eval_every 3 --global_batch_size 8 --out "$tmp/blk_acc" --offload blocks
 check "blocks, accumulation: losses within 1e-2 relative of offload = none" \
     compare_logs "$tmp/acc_cpu/log.jsonl" "$tmp/blk_acc/log.jsonl" 1e-2 6
 
 # blk_overflow NAME AT: a 5-step blocks run whose step 3 overflows at AT (grads: a
-# block's FP16 gradient; dx0: the stream back to the host, so the host's gradients).
+# block's FP16 gradient; dx0: with the embedding on the "GPU", one of wpe's).
 blk_overflow() {
     local name=$1 at=$2 line
     GENTRAIN_FAKE_GPU_OVERFLOW=3 GENTRAIN_FAKE_GPU_OVERFLOW_AT=$at run_ok "$name" \
@@ -213,7 +222,7 @@ run_ok blk_two "${FAKE[@]}" "${ARGS[@]}" "${CONST[@]}" --steps 2 --out "$tmp/blk
 "$CMPMODEL" "$tmp/blk_ovf3/model.h5" "$tmp/blk_two/model.h5" 0 > "$tmp/blk_skip.cmp" 2>&1
 rc=$?
 sed -e 's/^/    /' "$tmp/blk_skip.cmp"
-check "blocks, overflow in dx0 at 3 of 3: the parameters of the 2-step run, bit for bit" \
+check "blocks, overflow in the embedding's gradient at 3 of 3: the parameters of the 2-step run, bit for bit" \
     test $rc -eq 0
 
 SHORT=("${ARGS[@]}" "${CONST[@]}" --out none --log "")

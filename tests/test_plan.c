@@ -6,9 +6,12 @@
  *  - a balanced pipeline of P stages and M micro-batches takes (M + P - 1) stage
  *    times, its bubble (P-1) of them; tp adds 4 all-reduces per block and the
  *    vocabulary-parallel head's 2 (and 2 small ones);
- *  - on GPUs a shard's blocks all-reduce over NCCL in FP16 or, through host memory, in
- *    FP32 copied down and up with an MPI all-reduce over the host's link, and its
- *    residual stream crosses between host and GPU 4 times a micro-batch;
+ *  - on GPUs a shard's blocks, embedding and head all-reduce over NCCL in FP16 or,
+ *    through host memory, in FP32 copied down and up with an MPI all-reduce over the
+ *    host's link, its loss's row statistics through the host; a part holds its ends on
+ *    the GPU, so one stage never copies the residual stream, and of 2 stages the first
+ *    and the last copy it twice, the first, which keeps 2 micro-batches in flight,
+ *    recomputing its forward with one copy more;
  *  - steps follow S_min (1 + B_noise / B): twice the replicas, steps as predicted;
  *  - grids that do not fit are refused. */
 #include <math.h>
@@ -97,21 +100,42 @@ int main(void)
                                 sizeof why) == 0,
              "tp 2 on 2 GPUs fits");
     const double n = (double)B * T * 32, copy = PLAN_PCIE_LATENCY + 4.0 * n / 1e10;
-    const double head_ar = 2 * plan_allreduce_s(&gm, 4.0 * n, 2, 1, 2) +
-                           2 * plan_allreduce_s(&gm, 8.0 * B * T, 2, 1, 2);
+    /* the loss's row statistics: 3 B T floats down and up, a max and a sum all-reduce */
+    const double stats = 2 * (PLAN_PCIE_LATENCY + 12.0 * B * T / 1e10) +
+                         plan_allreduce_s(&gm, 4.0 * B * T, 2, 1, 2) +
+                         plan_allreduce_s(&gm, 8.0 * B * T, 2, 1, 2);
     const double nccl = 4 * plan_allreduce_s(&gm, 2.0 * n, 2, 1, 2);
+    const double head_ar = nccl / 2 + stats; /* the embedding's and the head's 2 */
     TU_CHECK(close_to(gn.tp_comm_s, 4 * nccl + head_ar),
-             "GPUs over NCCL: tp comm = 4 blocks x 4 FP16 all-reduces + the head's (%g s)",
-             gn.tp_comm_s);
-    TU_CHECK(close_to(gn.compute_s, 4 * (4e-3 + nccl) + 4 * copy + head_ar),
-             "GPUs: a micro-batch's blocks, their all-reduces, 4 copies of the stream and the "
-             "head's all-reduces (%g s)", gn.compute_s);
+             "GPUs over NCCL: tp comm = 4 blocks x 4 FP16 all-reduces + the ends' 2 and the "
+             "loss's statistics (%g s)", gn.tp_comm_s);
+    TU_CHECK(close_to(gn.compute_s, 4 * (4e-3 + nccl) + head_ar),
+             "GPUs: a micro-batch's blocks, their all-reduces and the ends', no copy of the "
+             "stream (one stage holds both ends) (%g s)", gn.compute_s);
     gm.tp_host = 1;
     plan_estimate_grid(&gm, &s, B, T, (plan_grid){1, 1, 2, 1}, 1000, 0, &gh, why, sizeof why);
     const double host = 4 * (2 * copy + plan_allreduce_s(&gm, 4.0 * n, 2, 1, 2));
-    TU_CHECK(close_to(gh.tp_comm_s, 4 * host + head_ar) && gh.tp_comm_s > gn.tp_comm_s,
+    TU_CHECK(close_to(gh.tp_comm_s, 4 * host + host / 2 + stats) && gh.tp_comm_s > gn.tp_comm_s,
              "GPUs through host memory: each all-reduce copied down and up in FP32 around "
              "MPI's (%g s against NCCL's %g s)", gh.tp_comm_s, gn.tp_comm_s);
+
+    /* GPUs, pp 2 at tp = 1, 2 micro-batches of Bm = 4: every layer of a stage on its
+     * GPU, so the stream crosses only towards the other stage (out and its gradient
+     * in, or in and its gradient out); the first stage recomputes its 2 blocks'
+     * forward (a third of their time) and sends its output down once more. */
+    plan_machine pm = mc;
+    pm.gpu = 1, pm.nodes = 1, pm.slots_per_node = 2, pm.pcie_bw = 1e10;
+    plan_estimate gp;
+    TU_CHECK(plan_estimate_grid(&pm, &s, B, T, (plan_grid){1, 2, 1, 2}, 1000, 0, &gp, why,
+                                sizeof why) == 0,
+             "pp 2 on 2 GPUs fits");
+    const double nm = 4.0 * T * 32, cm = PLAN_PCIE_LATENCY + 4.0 * nm / 1e10;
+    const double hm = 2 * (1e-6 + 4.0 * nm / 1e9), blocks2 = 2 * 4e-3;
+    const double first = blocks2 + 2 * cm + hm + blocks2 / 3 + cm,
+                 last = blocks2 + 2 * cm + hm;
+    TU_CHECK(close_to(gp.compute_s, first + last + first),
+             "GPUs, pp 2: stages of 2 + 1 (recomputed) and 2 copies of the stream: %g s "
+             "(expected %g)", gp.compute_s, first + last + first);
 
     /* Statistical efficiency. */
     plan_estimate one, two;

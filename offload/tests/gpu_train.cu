@@ -22,9 +22,10 @@
 // shakespeare then asks only that the val loss fall by more than 0.5, and grads also
 // checks its reference against finite differences).
 //
-// The test mode checks gradient accumulation (several micro-batches per update) and
-// offload = blocks too: the blocks-only engine (gpu_model_create_blocks) between an
-// embedding and a head computed here in double.
+// The test mode checks gradient accumulation (several micro-batches per update), the
+// blocks-only engine (gpu_model_create_blocks) between an embedding and a head
+// computed here in double, and a stage model with both ends (gpu_model_create_stage,
+// what gentrain's offload = blocks runs) against gpu_model_step.
 //
 // Files: host_trainer.h (the host side of the training step: layout, init, AdamW,
 // train_step, batches), ref_model.h (the CPU reference forward in double, and the
@@ -202,7 +203,7 @@ static void check_gradients(Trainer &tr, const char *tag, const int32_t *in, con
 static size_t blocks_lo(const Layout &L) { return L.wpe + (size_t)L.s.block_size * L.s.n_embd; }
 static size_t blocks_hi(const Layout &L) { return L.lnfw; }
 
-// What offload = blocks computes with (src/engine/device_step.c): the blocks' weights rounded
+// What offload = blocks computes with (src/engine/gpu_stage.c): the blocks' weights rounded
 // through FP16 (on the device), the embedding's and the head's the FP32 master weights
 // (on the host), in double.
 static std::vector<double> blocks_params(const Trainer &tr)
@@ -336,6 +337,70 @@ static void test_blocks(const gpu_model_shape &s, int B, int T, uint64_t seed)
                    ref_loss(L, w.data(), in2.data(), tg2.data(), B2, T2), 1e-2);
     }
     gpu_model_free(tr.g);
+}
+
+// 10. A stage model with both ends (gentrain's offload = blocks: the pipeline's stage
+// engine at pp = tp = 1) against gpu_model_step on the same FP16 weights: the same
+// kernels, so the same loss and gradients, up to the order a GPU's atomics add in (the
+// emulation: bit for bit); and the stage entry points' refusals.
+static void test_stage(const gpu_model_shape &s, int B, int T, uint64_t seed)
+{
+    gpu_model *ga = gpu_model_create(&s, B, T, why, sizeof why);
+    if (!ga) die("gpu_model_create");
+    gpu_model *gs = gpu_model_create_stage(&s, B, T, nullptr, 1, 1, why, sizeof why);
+    if (!gs) die("gpu_model_create_stage");
+    Trainer tr;
+    trainer_open(tr, s, ga, seed);
+    const size_t n = tr.L.n;
+    upload_params(tr);
+    memcpy(gpu_model_param_staging(gs), gpu_model_param_staging(ga), n * sizeof(uint16_t));
+    eng(gpu_model_upload_params(gs, why, sizeof why), "gpu_model_upload_params (stage)");
+    Rng rng(seed + 13);
+    std::vector<int32_t> in, tg;
+    random_batch(rng, s.vocab_size, B, T, in, tg);
+    {
+        float l = 0.0f;
+        const bool blk = gpu_model_blocks_forward(gs, nullptr, nullptr, B, T, why,
+                                                  sizeof why) != 0;
+        eng(gpu_model_stage_forward(gs, in.data(), nullptr, tg.data(), 0.0f, nullptr, &l, B, T,
+                                    why, sizeof why),
+            "gpu_model_stage_forward (evaluation)");
+        const bool bwd = gpu_model_stage_backward(gs, nullptr, nullptr, B, T, why,
+                                                  sizeof why) != 0;
+        report(blk && bwd, "stage: the blocks entry points refuse a model with its ends (%s), "
+               "a backward after an evaluation is refused (%s)", blk ? "refused" : "ACCEPTED",
+               bwd ? "refused" : "ACCEPTED");
+    }
+    const float scale = 1024.0f;
+    float la = 0.0f, ls = 0.0f;
+    eng(gpu_model_step(ga, in.data(), tg.data(), B, T, scale, &la, why, sizeof why),
+        "gpu_model_step");
+    const uint16_t *g16 = gpu_model_grads(ga, why, sizeof why);
+    if (!g16) die("gpu_model_grads");
+    std::vector<float> ref(n), got(n);
+    half_to_float(ref.data(), g16, n);
+    eng(gpu_model_stage_forward(gs, in.data(), nullptr, tg.data(), scale, nullptr, &ls, B, T,
+                                why, sizeof why),
+        "gpu_model_stage_forward");
+    eng(gpu_model_stage_backward(gs, nullptr, nullptr, B, T, why, sizeof why),
+        "gpu_model_stage_backward");
+    const uint16_t *s16 = gpu_model_grads(gs, why, sizeof why);
+    if (!s16) die("gpu_model_grads (stage)");
+    half_to_float(got.data(), s16, n);
+    double dd = 0.0, rr = 0.0;
+    size_t bad = 0;
+    for (size_t i = 0; i < n; i++) {
+        bad += !isfinite(got[i]);
+        dd += ((double)got[i] - ref[i]) * ((double)got[i] - ref[i]);
+        rr += (double)ref[i] * ref[i];
+    }
+    const double rel = sqrt(dd / fmax(rr, 1e-30));
+    report(rel_diff(ls, la) < 1e-5 && bad == 0 && rel < 1e-3 && rr > 0,
+           "stage with both ends vs gpu_model_step 4x32: loss %.6f vs %.6f, gradients "
+           "||g_stage - g_step|| / ||g_step|| = %.2e (< 1e-3), %zu non-finite", ls, la, rel,
+           bad);
+    gpu_model_free(gs);
+    gpu_model_free(ga);
 }
 
 static int run_test(uint64_t seed)
@@ -585,6 +650,8 @@ static int run_test(uint64_t seed)
 
     // 9. offload = blocks.
     test_blocks(s, B, T, seed);
+    // 10. The stage engine's model with both ends.
+    test_stage(s, B, T, seed);
 
     printf("%d checks, %d failed\n", checks, failures);
     return failures ? 1 : 0;

@@ -366,6 +366,54 @@ static void test_encoder(int B, int T, int C, int V)
     cudaFree(gwte), cudaFree(gwpe);
 }
 
+// The vocabulary-parallel embedding of tp shards (wte rows [r V/tp, (r+1) V/tp) each,
+// the positions added by shard 0): the shards' outputs summed against the whole
+// embedding, each shard's dwte against its rows of the whole one, every dwpe whole.
+static void test_encoder_shard(int B, int T, int C, int V, int tp)
+{
+    const size_t n = (size_t)B * T * C;
+    const int Vl = V / tp;
+    auto wte = rnd((size_t)V * C, -1, 1), wpe = rnd((size_t)T * C, -1, 1), dout = rnd(n, -1, 1);
+    std::vector<int32_t> tok((size_t)B * T);
+    for (auto &t : tok) t = (int32_t)(urand(0, 1) * V) % V;
+    int32_t *dtok = dev<int32_t>(tok.size());
+    CUDA_OK(cudaMemcpy(dtok, tok.data(), tok.size() * 4, cudaMemcpyHostToDevice));
+    __half *dwpe = to_dev(wpe), *ddout = to_dev(dout), *out = dev<__half>(n);
+    float *gwte = dev<float>((size_t)Vl * C), *gwpe = dev<float>((size_t)T * C);
+    std::vector<double> sum(n, 0.0), ref(n), rwte((size_t)V * C), rwpe((size_t)T * C);
+    for (size_t r = 0; r < (size_t)B * T; r++)
+        for (int c = 0; c < C; c++) {
+            const int t = (int)(r % T);
+            ref[r * C + c] = wte[(size_t)tok[r] * C + c] + wpe[(size_t)t * C + c];
+            rwte[(size_t)tok[r] * C + c] += dout[r * C + c];
+            rwpe[(size_t)t * C + c] += dout[r * C + c];
+        }
+    for (int k = 0; k < tp; k++) {
+        const std::vector<float> rows(wte.begin() + (size_t)k * Vl * C,
+                                      wte.begin() + (size_t)(k + 1) * Vl * C);
+        __half *dwte = to_dev(rows);
+        poison(out, n);
+        CUDA_OK(cudaMemset(gwte, 0, (size_t)Vl * C * 4));
+        CUDA_OK(cudaMemset(gwpe, 0, (size_t)T * C * 4));
+        ol_encoder_forward_shard(out, dtok, dwte, k == 0 ? dwpe : nullptr, B, T, C, k * Vl, Vl,
+                                 0);
+        ol_encoder_backward_shard(gwte, gwpe, ddout, dtok, B, T, C, k * Vl, Vl, 0);
+        CUDA_OK(cudaDeviceSynchronize());
+        const auto part = from_dev(out, n);
+        for (size_t i = 0; i < n; i++) sum[i] += part[i];
+        const std::vector<double> mine(rwte.begin() + (size_t)k * Vl * C,
+                                       rwte.begin() + (size_t)(k + 1) * Vl * C);
+        compare("encoder shard backward dwte (its rows)", from_devf(gwte, mine.size()), mine,
+                1e-2);
+        compare("encoder shard backward dwpe (whole)", from_devf(gwpe, rwpe.size()), rwpe, 1e-2);
+        cudaFree(dwte);
+    }
+    std::vector<float> got(sum.begin(), sum.end());
+    compare("encoder shards' forward, summed", got, ref, 1e-2);
+    cudaFree(dtok), cudaFree(dwpe), cudaFree(ddout), cudaFree(out);
+    cudaFree(gwte), cudaFree(gwpe);
+}
+
 static void test_layernorm(int N, int C)
 {
     const size_t n = (size_t)N * C;
@@ -485,6 +533,67 @@ static void test_crossentropy(int N, int V, float scale)
     cudaFree(dtg), cudaFree(dx), cudaFree(g), cudaFree(loss), cudaFree(loss2);
 }
 
+// Vocabulary-parallel cross-entropy over tp shards of the columns: each shard's row
+// stats, combined on the host as gpu_model_passes.cu does (the maximum, the sums
+// rescaled to it and added, the target logits added), then each shard's losses and
+// dlogits against softmax cross-entropy of the whole rows in double.
+static void test_xent_shard(int N, int V, int tp, float scale)
+{
+    const int Vl = V / tp;
+    auto x = rnd((size_t)N * V, -4, 4);
+    std::vector<int32_t> tg(N);
+    for (auto &t : tg) t = (int32_t)(urand(0, 1) * V) % V;
+    tg[N - 1] = V - 1;
+    int32_t *dtg = dev<int32_t>(N);
+    CUDA_OK(cudaMemcpy(dtg, tg.data(), N * 4, cudaMemcpyHostToDevice));
+    std::vector<double> rl(N), rg((size_t)N * V);
+    for (int r = 0; r < N; r++) {
+        double m = -1e30, s = 0;
+        for (int j = 0; j < V; j++) m = fmax(m, x[(size_t)r * V + j]);
+        for (int j = 0; j < V; j++) s += exp(x[(size_t)r * V + j] - m);
+        rl[r] = log(s) + m - x[(size_t)r * V + tg[r]];
+        for (int j = 0; j < V; j++)
+            rg[(size_t)r * V + j] = scale * (exp(x[(size_t)r * V + j] - m) / s - (j == tg[r]));
+    }
+    std::vector<__half *> dx(tp);
+    std::vector<std::vector<float>> st(tp);
+    float *stats = dev<float>(3 * (size_t)N), *loss = dev<float>(N);
+    for (int k = 0; k < tp; k++) { // each shard's columns, and its row stats
+        std::vector<float> cols((size_t)N * Vl);
+        for (int r = 0; r < N; r++)
+            for (int j = 0; j < Vl; j++) cols[(size_t)r * Vl + j] = x[(size_t)r * V + k * Vl + j];
+        dx[k] = to_dev(cols);
+        poisonf(stats, 3 * (size_t)N);
+        ol_xent_shard_stats(stats, dx[k], dtg, N, Vl, k * Vl, 0);
+        CUDA_OK(cudaDeviceSynchronize());
+        st[k] = from_devf(stats, 3 * (size_t)N);
+    }
+    std::vector<float> all(3 * (size_t)N, 0.0f); // max, sum of exp, target logit
+    for (int r = 0; r < N; r++) {
+        float m = st[0][r];
+        for (int k = 1; k < tp; k++) m = fmaxf(m, st[k][r]);
+        all[r] = m;
+        for (int k = 0; k < tp; k++) {
+            all[N + r] += st[k][N + r] * expf(st[k][r] - m);
+            all[2 * N + r] += st[k][2 * N + r];
+        }
+    }
+    CUDA_OK(cudaMemcpy(stats, all.data(), all.size() * 4, cudaMemcpyHostToDevice));
+    for (int k = 0; k < tp; k++) {
+        poisonf(loss, N);
+        ol_xent_shard_finish(loss, dx[k], dx[k], dtg, stats, N, Vl, k * Vl, scale, 0);
+        CUDA_OK(cudaDeviceSynchronize());
+        std::vector<double> mine((size_t)N * Vl);
+        for (int r = 0; r < N; r++)
+            for (int j = 0; j < Vl; j++) mine[(size_t)r * Vl + j] = rg[(size_t)r * V + k * Vl + j];
+        compare("cross-entropy shards: losses", from_devf(loss, N), rl, 1e-3);
+        compare("cross-entropy shards: dlogits (in place)", from_dev(dx[k], mine.size()), mine,
+                1e-2);
+        cudaFree(dx[k]);
+    }
+    cudaFree(dtg), cudaFree(stats), cudaFree(loss);
+}
+
 int main(void)
 {
     gpu_or_skip(); // exits: 77 without a GPU, 1 where CUDA cannot start
@@ -517,6 +626,9 @@ int main(void)
     test_encoder(2, 33, 72, 97);  // C % 8 == 0: 8 channels per thread
     test_encoder(2, 5, 12, 7);    // C % 8 != 0: one channel per thread
     test_encoder(4, 128, 768, 50304);
+    test_encoder_shard(2, 33, 72, 96, 2); // 48 rows a shard, positions on shard 0
+    test_encoder_shard(2, 5, 12, 12, 4);  // one channel per thread
+    test_encoder_shard(2, 64, 768, 50304, 4);
     test_layernorm(37, 72);
     test_layernorm(1024, 768);
     test_gelu_residual(100003, 1, 0); // 16-byte accesses and a ragged end of 3
@@ -524,6 +636,8 @@ int main(void)
     test_gelu_residual(1000, 1, 1);
     test_crossentropy(7, 65, 1.0f);
     test_crossentropy(64, 50304, 1.0f / 64);
+    test_xent_shard(7, 66, 2, 1.0f);          // Vl = 33: one half per access
+    test_xent_shard(64, 50304, 4, 1.0f / 64); // GPT-2's vocabulary over tp 4
     printf("%d checks, %d failed\n", checks, failures);
     return failures ? 1 : 0;
 }

@@ -354,9 +354,10 @@ static void print_plan_header(const gpt_shape *s, int B, const gt_config *c,
         printf("; point to point %.3g GB/s, %.1f us", mc->p2p_bw / 1e9, mc->p2p_lat * 1e6);
     printf("\n");
     if (mc->gpu)
-        printf("plan: on the GPUs a stage or a shard (pp > 1 or tp > 1) trains its blocks on "
-               "its GPU, the embedding and the head on the host, the residual stream over "
-               "%.2f GB/s each way; the shards' per-block all-reduces %s\n",
+        printf("plan: on the GPUs a stage or a shard (pp > 1 or tp > 1) trains every layer "
+               "of its part on its GPU, a shard its share of the blocks and of the "
+               "vocabulary; the residual stream between stages over %.2f GB/s each way; the "
+               "shards' per-block all-reduces %s\n",
                mc->pcie_bw / 1e9, mc->tp_host ? "through host memory (FP32 down and up, MPI)"
                                               : "over NCCL on the GPUs' link (FP16)");
     if (!o->json)
@@ -366,10 +367,9 @@ static void print_plan_header(const gpt_shape *s, int B, const gt_config *c,
                "total min");
 }
 
-/* The recommendation under the table (rows sorted, best first), why it beats pure
- * data parallelism, and what the estimate of a GPU grid leaves out. */
-static void print_plan_verdict(const plan_estimate *rows, int n, const plan_machine *mc,
-                               double noise)
+/* The recommendation under the table (rows sorted, best first), and why it beats pure
+ * data parallelism. */
+static void print_plan_verdict(const plan_estimate *rows, int n, double noise)
 {
     const plan_estimate *best = &rows[0], *dp_only = NULL;
     for (int i = 0; i < n && !dp_only; i++)
@@ -400,10 +400,6 @@ static void print_plan_verdict(const plan_estimate *rows, int n, const plan_mach
     else if (dp_only)
         printf("why: pure data parallelism is fastest here: its step (%.1f ms) has the "
                "least communication and no pipeline bubble\n", dp_only->step_s * 1e3);
-    /* What the estimate of a GPU stage or shard leaves out. */
-    if (mc->gpu && (best->g.pp > 1 || best->g.tp > 1))
-        printf("note: gentrain's GPU stages and shards run the embedding and the head on the "
-               "host CPU in FP32; the estimate counts them at the GPU's rate\n");
 }
 
 /* --from-log: the noise scale a past run measured (plan_log.h), what it says, and the
@@ -477,7 +473,7 @@ int plan_command(int argc, char **argv, int first)
     qsort(rows, (size_t)n, sizeof *rows, by_total);
     print_plan_header(&s, B, &c, &o, &mc, how);
     for (int i = 0; i < n; i++) print_row(&rows[i], o.json);
-    print_plan_verdict(rows, n, &mc, o.noise);
+    print_plan_verdict(rows, n, o.noise);
     free(rows);
     return finish(cal, 0);
 }

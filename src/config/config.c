@@ -171,10 +171,10 @@ static const key_def keys[] = {
     KEY_CHOICE(offload, G_RUN, HARMLESS, "all", "all|blocks|none|required",
                "layers on the GPU: all (FP16 forward and backward on the rank's GPU, "
                "FP32 master weights and AdamW on the host, dynamic loss scaling), blocks "
-               "(only the transformer blocks on the GPU in FP16; the embeddings, final "
-               "LayerNorm, head and loss on the CPU in FP32: no logits on the GPU) or "
-               "none; with no GPU (or with tp/pp > 1) the CPU trains, said in "
-               "one line; required: as all, but that is an error instead"),
+               "(every layer on the GPU too, through the pipeline's stage engine as one "
+               "stage: each micro-batch's gradients come down after its backward) or "
+               "none; with no GPU the CPU trains, said in one line; required: as all, "
+               "but that is an error instead"),
 
     KEY_DBL(bucket_mb, G_PAR, HARMLESS, "25", 0.001, 4096, R_MIN | R_MAX,
             "gradient bucket size in MiB: each bucket is reduced as soon as backward "

@@ -1,59 +1,40 @@
-/* device_step — the trainer's side of the GPU: one rank's micro-batch forward and
- * backward with its GPU (offload/gpu_model.h), the FP32 master weights, AdamW and the
- * loss scale staying on the host. Two placements, chosen at init and hidden behind the
- * same calls:
- *  - offload = all: every layer on the GPU (gpu_model_step);
- *  - offload = blocks: the transformer blocks on the GPU (gpu_model_blocks_forward /
- *    _backward, FP16), the token + position embedding and the final LayerNorm, tied
- *    head and cross-entropy here in FP32 with the model's CPU ops (m->be). The
- *    residual stream crosses to the GPU once each way per forward and once each way
- *    per backward (FP32 over the bus, FP16 on the device).
+/* device_step — the trainer's side of offload = all: one whole model's (tp = pp = 1)
+ * micro-batch forward and backward, every layer on the rank's GPU (offload/gpu_model.h,
+ * gpu_model_step_micro), the FP32 master weights, AdamW and the loss scale staying on
+ * the host. offload = blocks, pipeline stages and tensor-parallel shards train through
+ * gpu_stage.h instead (the 1F1B schedule of one stage when pp = 1), which shares the
+ * two helpers below, so the host-to-device path of the parameters exists once.
  *
  * Each call that reads parameters first sends the host's current FP32 parameters up as
- * FP16 (the range the GPU holds, converted into the pinned staging buffer with
- * OpenMP), so whatever the trainer did to them (an update, async weight prediction, a
- * resume) is what the GPU uses; the host's part of offload = blocks reads `params`
- * directly. The gradients are scaled by the loss scale: the GPU's come back as FP16,
- * the host's (blocks: wte from both the head and the embedding, wpe, ln_f) are FP32;
- * all are unscaled into the trainer's FP32 gradient buffer and checked for inf/NaN
- * (lossscale.h): an overflow is reported to the caller, who skips the step on every
- * rank and calls loss_scaler_update.
- *
- * It takes whole models (tp = pp = 1); a pipeline stage or a tensor-parallel shard
- * trains its blocks on the GPU through gpu_stage.h. */
+ * FP16 (converted into the pinned staging buffer with OpenMP), so whatever the trainer
+ * did to them (an update, async weight prediction, a resume) is what the GPU uses. The
+ * gradients come back as FP16 scaled by the loss scale; they are unscaled into the
+ * trainer's FP32 gradient buffer and checked for inf/NaN (lossscale.h): an overflow is
+ * reported to the caller, who skips the step on every rank and calls
+ * loss_scaler_update. */
 #ifndef GT_DEVICE_STEP_H
 #define GT_DEVICE_STEP_H
 
 #include <stddef.h>
 #include <stdint.h>
 
-#include "backend.h"
 #include "lossscale.h"
 #include "model.h"
 
 typedef struct gpu_model gpu_model;
 
+/* A range of n parameters: at `host` in the trainer's flat layout, at `dev` in the
+ * device model's (its staging and gradient buffers). */
+typedef struct device_range {
+    size_t host, dev, n;
+} device_range;
+
 typedef struct device_step {
     gpu_model *g;
     size_t n_params;
+    device_range all;      /* every parameter, the same place on both sides */
     int threads;
     loss_scaler scaler;
-    int blocks;            /* offload = blocks (else all) */
-    size_t dev_lo, dev_hi; /* the layout range the GPU computes with */
-    /* offload = blocks: the host's part, for batches up to maxB x maxT. */
-    gpt_shape shape;
-    const gt_backend *be;
-    int maxB, maxT;
-    size_t wte, wpe, lnf;  /* offsets of wte, wpe and ln_f.weight in the layout */
-    float *host_mem;       /* one allocation for the buffers below */
-    float *x;              /* [B,T,C] the embedding's output, then the last block's */
-    float *lnf_out, *lnf_mean, *lnf_rstd; /* [B,T,C] [B,T] [B,T] */
-    float *logits;         /* [B,T,V]; d(scaled loss)/d(logits) after a training pass */
-    float *losses;         /* [B,T] */
-    float *dln;            /* [B,T,C] gradient of ln_f's output */
-    float *dx;             /* [B,T,C] gradient of the last block's output, then of x0 */
-    float *grad_embed;     /* [dev_lo] scaled gradients of wte and wpe */
-    float *grad_lnf;       /* [2C] scaled gradients of ln_f.weight and ln_f.bias */
 } device_step;
 
 /* Hands the host's layout info[n] (a table of src/layout/: gpt_layout_make) to the GPU
@@ -63,19 +44,25 @@ typedef struct device_step {
  * differs). */
 int device_step_check_layout(gpu_model *g, const gpt_param_info *info, int n);
 
-/* Makes the GPU model for m's shape and batches up to B x T on the device the rank
- * took (offload_use_device): every layer (blocks = 0) or the blocks alone (blocks = 1,
- * with the host buffers of the embedding and the head). Returns 0, or -1 (reported:
- * what failed, e.g. the device memory it needs against what is free). */
-int device_step_init(device_step *d, const gpt_model *m, int B, int T, int threads,
-                     int blocks);
+/* Sends the ranges r[nr] of params (the trainer's FP32 layout) up to g as FP16:
+ * converted with `threads` OpenMP threads into g's pinned staging buffer, then
+ * gpu_model_upload_params (which sends the range g holds on the device). 0, or -1
+ * (reported). */
+int device_step_upload(gpu_model *g, const float *params, const device_range *r, int nr,
+                       int threads);
+
+/* Makes the GPU model of every layer for m's shape (a whole model: tp = 1, one stage)
+ * and batches up to B x T on the device the rank took (offload_use_device). Returns 0,
+ * or -1 (reported: what failed, e.g. the device memory it needs against what is
+ * free). */
+int device_step_init(device_step *d, const gpt_model *m, int B, int T, int threads);
 void device_step_free(device_step *d);
 
 /* One micro-batch at `params`; the micro-batches of a step run from one with
  * accumulate = 0 to one with last = 1, with the same grad_scale. When the last has run,
  * grads = grad_scale x the sum over them of d(mean loss)/d(params); before that grads
- * may or may not hold partial sums (offload = all adds them up on the GPU and sends the
- * sum down once; blocks brings each micro-batch's down and adds it here). With
+ * may or may not hold partial sums (they add up on the GPU and come down once, at the
+ * last). With
  * accumulate set the parameters are not sent again (the micro-batches share them).
  * Sets *loss, and *overflow (1: FP16 overflowed or a gradient is inf/NaN in some
  * micro-batch: grads are unusable; it may only be known at the last). Returns 0, or

@@ -40,8 +40,8 @@ typedef struct engine_ops {
 
 struct step_engine {
     const engine_ops *ops;
-    const char *name;     /* "cpu", "cpu pipeline", "gpu", "gpu blocks", "gpu pipeline",
-                           * "gpu shard" (tp > 1, pp = 1) */
+    const char *name;     /* "cpu", "cpu pipeline", "gpu", "gpu blocks" (pp = tp = 1),
+                           * "gpu pipeline", "gpu shard" (tp > 1, pp = 1) */
     gpt_model *model;     /* the part: its layout, and its params = master weights */
     int B, T;             /* the micro-batch every call computes */
     loss_scaler *scaler;  /* FP16 engines: the dynamic loss scale; NULL otherwise */
@@ -61,17 +61,18 @@ struct step_engine {
  * with tp > 1 the model's tensor-parallel all-reduces run inside the passes (grid.h
  * hooks). Returns NULL on failure (reported). */
 step_engine *engine_cpu_create(gpt_model *model, int B, int T, int micro);
-/* The GPU engine for a whole model (tp = pp = 1) on the device the rank took
- * (offload_use_device; device_step.h), FP16 with dynamic loss scaling: every layer
- * (blocks = 0) or the transformer blocks alone (blocks = 1). NULL on failure
- * (reported: what failed, e.g. the device memory it needs). */
-step_engine *engine_gpu_create(gpt_model *model, int B, int T, int threads, int blocks);
-/* The GPU engine of a pipeline stage or a tensor-parallel shard of one (pp > 1 or
- * tp > 1; model with its tp hooks set): the part's blocks on the GPU, the first stage's
- * embedding and the last stage's head on the host (gpu_stage.h), `micro` micro-batches
- * per batch in the 1F1B schedule. nccl: the blocks' tp all-reduces over NCCL (every
- * rank the same; see gpu_stage_create), else through host memory. A collective of the
- * tp group. NULL on failure (reported). */
+/* The GPU engine of offload = all for a whole model (tp = pp = 1) on the device the
+ * rank took (offload_use_device; device_step.h), FP16 with dynamic loss scaling, every
+ * layer on the GPU. NULL on failure (reported: what failed, e.g. the device memory it
+ * needs). */
+step_engine *engine_gpu_create(gpt_model *model, int B, int T, int threads);
+/* The GPU engine of a model part: a pipeline stage, a tensor-parallel shard of one
+ * (model with its tp hooks set), or a whole model with offload = blocks (pp = tp = 1):
+ * every layer of the part on the GPU, its ends vocabulary-parallel with tp > 1
+ * (gpu_stage.h); `micro` micro-batches per batch in the 1F1B schedule (of one stage
+ * when pp = 1). nccl: the tp all-reduces over NCCL (every rank the same; see
+ * gpu_stage_create), else through host memory. A collective of the tp group. NULL on
+ * failure (reported). */
 step_engine *engine_gpu_pipeline_create(gpt_model *model, int B, int T, int micro,
                                         int threads, int nccl);
 

@@ -1,11 +1,10 @@
 /* engine_gpu — the step engine (engine.h) on the rank's GPU, FP16 with a dynamic loss
  * scale, the host's FP32 master weights sent up per step and the gradients unscaled
  * back into the caller's buffer:
- *  - a whole model (tp = pp = 1): device_step.h does the work, every layer on the GPU
- *    or the blocks alone;
- *  - a pipeline stage (pp > 1) or a tensor-parallel shard (tp > 1, any pp): the 1F1B
- *    schedule of pipeline.h (of one stage when pp = 1) over the part's passes of
- *    gpu_stage.h (its blocks on the GPU, embedding and head on the host).
+ *  - offload = all on a whole model (tp = pp = 1): device_step.h, every layer on the GPU;
+ *  - everything else, offload = blocks at tp = pp = 1 included: the 1F1B schedule of
+ *    pipeline.h (of one stage when pp = 1) over the part's passes of gpu_stage.h (every
+ *    layer of a stage, or of a tp > 1 shard, on the GPU); one path for every grid.
  * This file adapts them to the seam. */
 #include <stdlib.h>
 #include <string.h>
@@ -51,17 +50,17 @@ static void gpu_destroy(step_engine *e)
 static const engine_ops gpu_ops = {
     .grad = gpu_grad, .loss = gpu_loss, .destroy = gpu_destroy};
 
-step_engine *engine_gpu_create(gpt_model *model, int B, int T, int threads, int blocks)
+step_engine *engine_gpu_create(gpt_model *model, int B, int T, int threads)
 {
     step_engine *e = gt_calloc(sizeof *e, "step engine");
     device_step *d = gt_calloc(sizeof *d, "GPU step");
-    if (!e || !d || device_step_init(d, model, B, T, threads, blocks) != 0) {
+    if (!e || !d || device_step_init(d, model, B, T, threads) != 0) {
         free(d);
         free(e);
         return NULL;
     }
     e->ops = &gpu_ops;
-    e->name = blocks ? "gpu blocks" : "gpu";
+    e->name = "gpu";
     e->impl = d;
     e->model = model;
     e->B = B;
@@ -70,8 +69,9 @@ step_engine *engine_gpu_create(gpt_model *model, int B, int T, int threads, int 
     return e;
 }
 
-/* ---- a part of the model: a pipeline stage (pp > 1) or a tensor-parallel shard
- * (tp > 1, pp = 1 included: then the schedule runs one stage) ---- */
+/* ---- a model part through the pipeline's schedule: a pipeline stage (pp > 1), a
+ * tensor-parallel shard (tp > 1), or a whole model with offload = blocks (pp = 1: the
+ * schedule runs one stage) ---- */
 
 typedef struct gpu_pipe {
     gpu_stage *stage;
@@ -131,7 +131,8 @@ step_engine *engine_gpu_pipeline_create(gpt_model *model, int B, int T, int micr
         return NULL;
     }
     e->ops = &gpu_pipe_ops;
-    e->name = grid_pp_size() > 1 ? "gpu pipeline" : "gpu shard";
+    e->name = grid_pp_size() > 1 ? "gpu pipeline" : model->tp_size > 1 ? "gpu shard"
+                                                                        : "gpu blocks";
     e->impl = p;
     e->model = model;
     e->B = B;

@@ -4,45 +4,38 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "device_step.h" /* defines: device_step_check_layout */
+#include "device_step.h" /* defines: device_step_check_layout, device_step_upload */
 #include "gpu_model.h"
 #include "tp_comm.h"
 #include "grid.h"
-#include "half.h"
 #include "lossscale.h"
 #include "util.h"
 
-enum { CONVERT_CHUNK = 1 << 16 };
-
 struct gpu_stage {
     gpu_model *g;
-    tp_comm *comm;        /* NCCL for the blocks' tp all-reduces, or NULL (host path) */
+    tp_comm *comm;        /* NCCL for the tp all-reduces, or NULL (host path) */
     const gpt_model *m;
-    const gt_backend *be;
-    int Bm, T, C, Vl, slots, micro, threads; /* Vl: the shard's vocabulary rows */
+    int Bm, T, C, slots, micro, threads;
     int has_embed, has_head, tp;
     size_t N, NC;
     size_t b0, nblk;      /* the blocks' range in the stage's layout */
     size_t gpu_lo;        /* the same blocks in the device model's layout */
-    size_t wte, wpe, lnf; /* offsets in the stage's layout (when the stage has them) */
-    size_t embed_n;       /* wte and wpe: floats of the first stage's embedding */
+    device_range up[5];   /* what the device computes with: the blocks, and its ends'
+                           * wte, wpe, ln_f.weight and ln_f.bias */
+    int n_up;
     int holds;            /* the slot whose activations the device holds; -1: none */
     float *mem;           /* one allocation for the host buffers below */
     float *x_in;          /* [slots, N, C] each slot's block input */
-    const int32_t **tokens; /* [slots] the first stage's input tokens per slot */
-    float *x_out;         /* [N, C] the blocks' output */
-    float *dx;            /* [N, C] the gradient of the blocks' input */
-    float *lnf_out, *lnf_mean, *lnf_rstd, *logits, *losses, *dln, *dxl; /* the head */
-    float *xmax, *xsums;  /* [N], [2N]: the vocabulary-parallel loss's (tp > 1) */
-    float *grad_head;     /* [Vl*C + 2C] scaled gradients of the head's wte and ln_f */
-    float *grad_embed;    /* [embed_n] scaled gradients of wte and wpe */
-    /* tp > 1: the blocks' tensors every shard holds whole (table indices), and room for
+    const int32_t **tokens;  /* [slots] the first stage's input tokens per slot */
+    const int32_t **targets; /* [slots] the last stage's targets per slot */
+    float *x_out;         /* [N, C] the stage's output (without the head) */
+    float *dx;            /* [N, C] the gradient of its input (without the embedding) */
+    /* tp > 1: the tensors every shard holds whole (table indices), and room for
      * their gradients (gpu_stage_end) */
     int *rep;
     int n_rep;
     float *rep_buf;
     /* the schedule in progress (gpu_stage_begin) */
-    const float *params;
     float *grads;
     float scale, inv;     /* S, and grad_scale / (micro x S) */
     int overflow, failed;
@@ -58,45 +51,29 @@ static void fail(gpu_stage *s, const char *what, const char *why)
 /* The host buffers, in one allocation. */
 static int alloc_host(gpu_stage *s)
 {
-    const size_t NC = s->NC, N = s->N, VC = (size_t)s->Vl * s->C;
-    size_t total = (size_t)s->slots * NC + 2 * NC;
-    if (s->has_head)
-        total += 4 * NC + 6 * N + N * (size_t)s->Vl + VC + 2 * (size_t)s->C;
-    if (s->has_embed) total += s->embed_n;
+    const size_t NC = s->NC, total = (size_t)s->slots * NC + 2 * NC;
     s->mem = gt_malloc(total * sizeof(float), "GPU pipeline stage host buffers");
     s->tokens = gt_calloc((size_t)s->slots * sizeof *s->tokens, "GPU pipeline stage");
-    if (!s->mem || !s->tokens) return -1;
+    s->targets = gt_calloc((size_t)s->slots * sizeof *s->targets, "GPU pipeline stage");
+    if (!s->mem || !s->tokens || !s->targets) return -1;
     float *p = s->mem;
     s->x_in = p, p += (size_t)s->slots * NC;
     s->x_out = p, p += NC;
-    s->dx = p, p += NC;
-    if (s->has_head) {
-        s->lnf_out = p, p += NC;
-        s->dln = p, p += NC;
-        s->dxl = p, p += NC;
-        p += NC; /* spare: keeps the head's buffers apart from the blocks' */
-        s->lnf_mean = p, p += N;
-        s->lnf_rstd = p, p += N;
-        s->losses = p, p += N;
-        s->xmax = p, p += N;
-        s->xsums = p, p += 2 * N;
-        s->logits = p, p += N * (size_t)s->Vl;
-        s->grad_head = p, p += VC + 2 * (size_t)s->C;
-    }
-    if (s->has_embed) s->grad_embed = p;
+    s->dx = p;
     return 0;
 }
 
-/* tp > 1: the blocks' tensors every shard holds whole, and room for their gradients. */
+/* tp > 1: the tensors every shard holds whole, and room for their gradients. */
 static int find_replicated(gpu_stage *s)
 {
     const gpt_model *m = s->m;
     size_t floats = 0;
     s->rep = gt_malloc(sizeof *s->rep * (size_t)m->n_info, "GPU shard tensor list");
     if (!s->rep) return -1;
+    /* every tensor the stage holds whole: the blocks' LayerNorms and row-parallel
+     * biases, and its ends' wpe and ln_f, all computed on the device */
     for (int i = 0; i < m->n_info; i++)
-        if (m->info[i].offset >= s->b0 && m->info[i].offset < s->b0 + s->nblk &&
-            m->info[i].split == GPT_SPLIT_NONE) {
+        if (m->info[i].split == GPT_SPLIT_NONE) {
             s->rep[s->n_rep++] = i;
             floats += m->info[i].numel;
         }
@@ -125,8 +102,33 @@ static int make_comm(gpu_stage *s)
     return 0;
 }
 
-/* The device model: the stage's blocks (this shard's), in the layout of a model with
- * that many layers (wte and wpe first, never allocated on the device). */
+/* Where the stage's ends' wte, wpe and ln_f sit in the device model's layout dev (up[]
+ * gets them beside the blocks), each checked for the same size. */
+static int map_ends(gpu_stage *s, const gpt_layout *dev)
+{
+    const gpt_model *m = s->m;
+    const struct {
+        int want, host, dev;
+    } t[] = {{s->has_embed || s->has_head, m->i_wte, dev->i_wte},
+             {s->has_embed, m->i_wpe, dev->i_wpe},
+             {s->has_head, m->i_lnf, dev->i_lnf},
+             {s->has_head, m->i_lnf + 1, dev->i_lnf + 1}};
+    for (size_t k = 0; k < sizeof t / sizeof t[0]; k++) {
+        if (!t[k].want) continue;
+        const gpt_param_info *a = &m->info[t[k].host], *b = &dev->info[t[k].dev];
+        if (a->numel != b->numel) {
+            gt_error("internal: offload: the stage's %s has %zu parameters, the GPU model's "
+                     "%zu", a->name, a->numel, b->numel);
+            return -1;
+        }
+        s->up[s->n_up++] = (device_range){a->offset, b->offset, a->numel};
+    }
+    return 0;
+}
+
+/* The device model: the stage's blocks (this shard's) and the ends it has, in the
+ * layout of a whole model with that many layers (wte and wpe first, ln_f last; a stage
+ * without either end never allocates them on the device). */
 static int make_device_model(gpu_stage *s, int nccl)
 {
     const gpt_model *m = s->m;
@@ -155,25 +157,31 @@ static int make_device_model(gpu_stage *s, int nccl)
         free(dev.info);
         return -1;
     }
+    s->up[s->n_up++] = (device_range){s->b0, s->gpu_lo, s->nblk};
+    if (map_ends(s, &dev) != 0) {
+        free(dev.info);
+        return -1;
+    }
     if (s->tp > 1 && nccl && make_comm(s) != 0) {
         free(dev.info);
         return -1;
     }
     const gpu_model_tp tp = {s->tp, m->tp_rank, s->comm ? tp_comm_sum_half : NULL, s->comm,
-                             m->tp_allreduce, m->tp_ctx};
+                             m->tp_allreduce, m->tp_ctx, m->tp_allreduce_max};
     char why[512] = "";
-    s->g = gpu_model_create_shard_blocks(&gs, s->Bm, s->T, &tp, why, sizeof why);
+    const int embed = s->has_embed, head = s->has_head;
+    s->g = gpu_model_create_stage(&gs, s->Bm, s->T, &tp, embed, head, why, sizeof why);
     if (s->g && device_step_check_layout(s->g, dev.info, dev.n_info) != 0) {
         free(dev.info);
         return -1; /* reported; gpu_stage_free frees s->g */
     }
     free(dev.info);
     if (!s->g) {
-        gt_error("offload: %s (the %s%d blocks and a micro-batch of %d x %d need %.2f GiB on "
-                 "the GPU)", why, s->tp > 1 ? "shard of the stage's " : "stage's ",
-                 m->n_layers, s->Bm, s->T,
-                 (double)gpu_model_shard_blocks_device_bytes(&gs, s->Bm, s->T, &tp) /
-                     1073741824.0);
+        const size_t bytes = gpu_model_stage_device_bytes(&gs, s->Bm, s->T, &tp, embed, head);
+        gt_error("offload: %s (the %s%d blocks%s and a micro-batch of %d x %d need %.2f GiB "
+                 "on the GPU)", why, s->tp > 1 ? "shard of the stage's " : "stage's ",
+                 m->n_layers, embed && head ? ", embedding and head" : embed ? " and embedding"
+                 : head ? " and head" : "", s->Bm, s->T, (double)bytes / 1073741824.0);
         return -1;
     }
     return 0;
@@ -189,9 +197,8 @@ gpu_stage *gpu_stage_create(const gpt_model *m, int Bm, int T, int slots, int mi
     gpu_stage *s = gt_calloc(sizeof *s, "GPU pipeline stage");
     if (!s) return NULL;
     s->m = m;
-    s->be = m->be;
     s->tp = m->tp_size;
-    s->Bm = Bm, s->T = T, s->C = m->shape.n_embd, s->Vl = m->shape.vocab_size / m->tp_size;
+    s->Bm = Bm, s->T = T, s->C = m->shape.n_embd;
     s->slots = slots, s->micro = micro, s->threads = threads;
     s->has_embed = m->has_embed, s->has_head = m->has_head;
     s->N = (size_t)Bm * T;
@@ -199,15 +206,6 @@ gpu_stage *gpu_stage_create(const gpt_model *m, int Bm, int T, int slots, int mi
     s->holds = -1;
     s->b0 = m->info[m->i_first].offset;
     s->nblk = (m->has_head ? m->info[m->i_lnf].offset : m->n_params) - s->b0;
-    if (m->has_embed) {
-        s->wte = m->info[m->i_wte].offset;
-        s->wpe = m->info[m->i_wpe].offset;
-        s->embed_n = s->wpe + m->info[m->i_wpe].numel;
-    }
-    if (m->has_head) {
-        s->lnf = m->info[m->i_lnf].offset;
-        s->wte = m->info[m->i_wte].offset; /* the head's copy on a last stage */
-    }
     if (make_device_model(s, nccl) != 0 || alloc_host(s) != 0 ||
         (s->tp > 1 && find_replicated(s) != 0)) {
         gpu_stage_free(s);
@@ -223,27 +221,16 @@ void gpu_stage_free(gpu_stage *s)
     tp_comm_free(s->comm);
     free(s->mem);
     free(s->tokens);
+    free(s->targets);
     free(s->rep);
     free(s->rep_buf);
     free(s);
 }
 
-/* The blocks' FP32 parameters to FP16 in the staging buffer, and up. */
+/* The FP32 parameters the device computes with to FP16 in the staging buffer, and up. */
 static int upload(gpu_stage *s, const float *params)
 {
-    uint16_t *staging = gpu_model_param_staging(s->g) + s->gpu_lo;
-    const float *src = params + s->b0;
-    const size_t n = s->nblk, chunks = (n + CONVERT_CHUNK - 1) / CONVERT_CHUNK;
-#pragma omp parallel for num_threads(s->threads) schedule(static)
-    for (size_t k = 0; k < chunks; k++) {
-        const size_t at = k * CONVERT_CHUNK, left = n - at;
-        half_from_float(staging + at, src + at, left < CONVERT_CHUNK ? left : CONVERT_CHUNK);
-    }
-    char why[512] = "";
-    if (gpu_model_upload_params(s->g, why, sizeof why) != 0) {
-        gt_error("offload: sending the parameters: %s", why);
-        return -1;
-    }
+    if (device_step_upload(s->g, params, s->up, s->n_up, s->threads) != 0) return -1;
     s->holds = -1;
     return 0;
 }
@@ -251,7 +238,6 @@ static int upload(gpu_stage *s, const float *params)
 int gpu_stage_begin(gpu_stage *s, const float *params, float *grads, int upload_params,
                     float loss_scale, float grad_scale, int accumulate)
 {
-    s->params = params;
     s->grads = grads;
     s->scale = loss_scale;
     s->inv = grad_scale / ((float)s->micro * loss_scale);
@@ -287,28 +273,21 @@ int gpu_stage_end(gpu_stage *s)
     return s->failed ? -1 : s->overflow;
 }
 
-/* The last stage's head: ln_f, the tied head (this shard's vocabulary columns) and the
- * loss on the blocks' output; with want_grad, S x d(micro-batch mean loss)/d(logits)
- * left in logits. */
-static float head_forward(gpu_stage *s, const int32_t *targets, int want_grad)
-{
-    const gt_backend *be = s->be;
-    const float *P = s->params;
-    be->layernorm_forward(s->lnf_out, s->lnf_mean, s->lnf_rstd, s->x_out, P + s->lnf,
-                          P + s->lnf + s->C, s->N, s->C);
-    be->matmul_forward(s->logits, s->lnf_out, P + s->wte, NULL, s->N, s->C, s->Vl);
-    return gpt_head_loss(s->m, s->losses, s->logits, s->xmax, s->xsums, targets, s->N,
-                         s->scale / (float)s->N, want_grad);
-}
-
-static int blocks_forward(gpu_stage *s, int slot)
+/* The device's forward of slot's micro-batch (what gpu_stage_forward put in place: its
+ * tokens, or its block input x_in[slot]): to x_out, or with the head on the device to
+ * *loss (loss_scale > 0: a training forward, S x d(mean loss)/d(logits) kept there). */
+static int device_forward(gpu_stage *s, int slot, float loss_scale, float *loss)
 {
     char why[512] = "";
-    if (gpu_model_blocks_forward(s->g, s->x_in + (size_t)slot * s->NC, s->x_out, s->Bm, s->T,
-                                 why, sizeof why) != 0) {
-        fail(s, "the blocks' forward", why);
+    float l = 0.0f;
+    if (gpu_model_stage_forward(s->g, s->has_embed ? s->tokens[slot] : NULL,
+                                s->x_in + (size_t)slot * s->NC,
+                                s->has_head ? s->targets[slot] : NULL, loss_scale, s->x_out, &l,
+                                s->Bm, s->T, why, sizeof why) != 0) {
+        fail(s, "the forward", why);
         return -1;
     }
+    if (loss) *loss = l;
     s->holds = slot;
     return 0;
 }
@@ -320,71 +299,39 @@ static const float *stage_forward(void *ctx, int slot, const int32_t *inputs,
     gpu_stage *s = ctx;
     float *x = s->x_in + (size_t)slot * s->NC;
     *loss = 0.0f;
-    if (s->has_embed) {
-        gpt_embed_forward(s->m, x, inputs, s->params + s->wte, s->params + s->wpe, s->Bm,
-                          s->T);
-        s->tokens[slot] = inputs;
-    } else {
-        memcpy(x, x_in, s->NC * sizeof(float));
-    }
-    if (blocks_forward(s, slot) != 0 || !s->has_head) return s->has_head ? NULL : s->x_out;
-    *loss = head_forward(s, targets, want_grad);
-    return NULL;
+    s->tokens[slot] = inputs;
+    s->targets[slot] = targets;
+    if (!s->has_embed) memcpy(x, x_in, s->NC * sizeof(float));
+    device_forward(s, slot, want_grad ? s->scale : 0.0f, loss); /* a failure: recorded */
+    return s->has_head ? NULL : s->x_out;
 }
 
-/* The head's backward from the logits' gradient: the head's wte and ln_f gradients
- * into grad_head, the gradient of the blocks' output into dxl (all scaled by S). */
-static void head_backward(gpu_stage *s)
-{
-    const gt_backend *be = s->be;
-    const float *P = s->params;
-    const size_t VC = (size_t)s->Vl * s->C;
-    memset(s->grad_head, 0, (VC + 2 * (size_t)s->C) * sizeof(float));
-    gpt_head_backward(s->m, s->dln, s->grad_head, s->logits, s->lnf_out, P + s->wte, s->N);
-    memset(s->dxl, 0, s->NC * sizeof(float));
-    be->layernorm_backward(s->dxl, s->grad_head + VC, s->grad_head + VC + s->C, s->dln,
-                           s->x_out, P + s->lnf, s->lnf_mean, s->lnf_rstd, s->N, s->C);
-}
-
-/* The parameters' gradients of this backward, unscaled and added into the caller's. */
+/* The parameters' gradients of this backward, unscaled and added into the caller's:
+ * the device's ranges (up[]). */
 static void add_grads(gpu_stage *s)
 {
     char why[512] = "";
     const uint16_t *g16 = gpu_model_grads(s->g, why, sizeof why);
     if (!g16) {
-        fail(s, "the blocks' gradients", why);
+        fail(s, "the gradients", why);
         return;
     }
-    s->overflow |= unscale_half_grads(s->grads + s->b0, g16 + s->gpu_lo, s->nblk, s->inv, 1,
-                                      s->threads);
-    if (s->has_head) {
-        const size_t VC = (size_t)s->Vl * s->C;
-        s->overflow |= unscale_float_grads(s->grads + s->wte, s->grad_head, VC, s->inv, 1,
-                                           s->threads);
-        s->overflow |= unscale_float_grads(s->grads + s->lnf, s->grad_head + VC,
-                                           2 * (size_t)s->C, s->inv, 1, s->threads);
-    }
-    if (s->has_embed)
-        s->overflow |= unscale_float_grads(s->grads, s->grad_embed, s->embed_n, s->inv, 1,
-                                           s->threads);
+    for (int k = 0; k < s->n_up; k++)
+        s->overflow |= unscale_half_grads(s->grads + s->up[k].host, g16 + s->up[k].dev,
+                                          s->up[k].n, s->inv, 1, s->threads);
 }
 
 static const float *stage_backward(void *ctx, int slot, const float *dout)
 {
     gpu_stage *s = ctx;
-    /* The last stage keeps one slot: its head's activations are this micro-batch's. */
-    if (s->has_head) head_backward(s);
-    const float *dxl = s->has_head ? s->dxl : dout;
+    /* The last stage keeps one slot (pipeline_slots), so a forward with the head is
+     * never recomputed: its loss's gradient is this micro-batch's. */
     char why[512] = "";
-    if (s->holds != slot && blocks_forward(s, slot) != 0) return s->has_embed ? NULL : s->dx;
-    if (gpu_model_blocks_backward(s->g, dxl, s->dx, s->Bm, s->T, why, sizeof why) != 0) {
-        fail(s, "the blocks' backward", why);
+    if (s->holds != slot && device_forward(s, slot, s->scale, NULL) != 0)
         return s->has_embed ? NULL : s->dx;
-    }
-    if (s->has_embed) {
-        memset(s->grad_embed, 0, s->embed_n * sizeof(float));
-        gpt_embed_backward(s->m, s->grad_embed + s->wte, s->grad_embed + s->wpe, s->dx,
-                           s->tokens[slot], s->Bm, s->T);
+    if (gpu_model_stage_backward(s->g, dout, s->dx, s->Bm, s->T, why, sizeof why) != 0) {
+        fail(s, "the backward", why);
+        return s->has_embed ? NULL : s->dx;
     }
     add_grads(s);
     return s->has_embed ? NULL : s->dx;

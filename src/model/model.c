@@ -10,6 +10,34 @@
 #include "rng.h"
 #include "util.h"
 
+/* The embedding and the head, for the first and the last stage (gpt_stage_forward,
+ * gpt_stage_backward), with m's backend and, for a tensor-parallel shard
+ * (vocabulary-parallel: wte's rows v0 = tp_rank x V/tp on), m's tp hooks: every peer
+ * makes the same calls in the same order.
+ *
+ * gpt_embed_forward: out [B,T,C] = wte[inputs] + wpe (the sum over the shards, each
+ * adding the rows it holds and tp rank 0 the positions). */
+static void gpt_embed_forward(const gpt_model *m, float *out, const int32_t *inputs,
+                              const float *wte, const float *wpe, int B, int T);
+/* dwte [V/tp,C] += and dwpe [maxT,C] += the embedding's gradients from dout [B,T,C] (this
+ * shard's rows; every shard the same dwpe). */
+static void gpt_embed_backward(const gpt_model *m, float *dwte, float *dwpe,
+                               const float *dout, const int32_t *inputs, int B, int T);
+/* The cross-entropy of logits [BT, V/tp] (this shard's vocabulary columns: lnf @ wte^T)
+ * against targets [BT] over the whole vocabulary: losses [BT], and the mean returned
+ * (summed in a fixed order); with want_grad, logits is overwritten by dscale x
+ * d(sum of losses)/d(logits) (dscale = scale / BT: scale x the mean's gradient). xmax
+ * [BT] and xsums [2 BT]: scratch for tp > 1. */
+static float gpt_head_loss(const gpt_model *m, float *losses, float *logits, float *xmax,
+                           float *xsums, const int32_t *targets, size_t BT, float dscale,
+                           int want_grad);
+/* The tied head's backward from dlogits [BT, V/tp] (gpt_head_loss's): dwte += its
+ * gradient, dlnf [BT,C] = the gradient of the head's input lnf (overwritten; summed over
+ * the shards). */
+static void gpt_head_backward(const gpt_model *m, float *dlnf, float *dwte,
+                              const float *dlogits, const float *lnf, const float *wte,
+                              size_t BT);
+
 /* Activations of one (B,T), all carved out of one allocation. Shapes in comments. */
 struct gpt_acts {
     float *block;           /* the allocation */
@@ -559,8 +587,8 @@ const float *gpt_stage_forward(gpt_model *m, const int32_t *inputs, const float 
     return NULL;
 }
 
-void gpt_embed_forward(const gpt_model *m, float *out, const int32_t *inputs,
-                       const float *wte, const float *wpe, int B, int T)
+static void gpt_embed_forward(const gpt_model *m, float *out, const int32_t *inputs,
+                              const float *wte, const float *wpe, int B, int T)
 {
     const int C = m->shape.n_embd, Vl = m->shape.vocab_size / m->tp_size;
     if (m->tp_size > 1) {
@@ -574,8 +602,8 @@ void gpt_embed_forward(const gpt_model *m, float *out, const int32_t *inputs,
     }
 }
 
-void gpt_embed_backward(const gpt_model *m, float *dwte, float *dwpe, const float *dout,
-                        const int32_t *inputs, int B, int T)
+static void gpt_embed_backward(const gpt_model *m, float *dwte, float *dwpe,
+                               const float *dout, const int32_t *inputs, int B, int T)
 {
     const int C = m->shape.n_embd, Vl = m->shape.vocab_size / m->tp_size;
     if (m->tp_size > 1)
@@ -584,9 +612,9 @@ void gpt_embed_backward(const gpt_model *m, float *dwte, float *dwpe, const floa
         m->be->encoder_backward(dwte, dwpe, dout, inputs, B, T, C);
 }
 
-float gpt_head_loss(const gpt_model *m, float *losses, float *logits, float *xmax,
-                    float *xsums, const int32_t *targets, size_t BT, float dscale,
-                    int want_grad)
+static float gpt_head_loss(const gpt_model *m, float *losses, float *logits, float *xmax,
+                           float *xsums, const int32_t *targets, size_t BT, float dscale,
+                           int want_grad)
 {
     const gt_backend *be = m->be;
     const int V = m->shape.vocab_size, Vl = V / m->tp_size, v0 = m->tp_rank * Vl;
@@ -609,8 +637,9 @@ float gpt_head_loss(const gpt_model *m, float *losses, float *logits, float *xma
     return (float)(sum / (double)BT);
 }
 
-void gpt_head_backward(const gpt_model *m, float *dlnf, float *dwte, const float *dlogits,
-                       const float *lnf, const float *wte, size_t BT)
+static void gpt_head_backward(const gpt_model *m, float *dlnf, float *dwte,
+                              const float *dlogits, const float *lnf, const float *wte,
+                              size_t BT)
 {
     const int C = m->shape.n_embd, Vl = m->shape.vocab_size / m->tp_size;
     const size_t BTC = BT * (size_t)C;

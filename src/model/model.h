@@ -138,34 +138,6 @@ const float *gpt_stage_backward(gpt_model *m, const float *dout);
 int gpt_alloc_act_slots(gpt_model *m, int B, int T, int n);
 void gpt_use_act_slot(gpt_model *m, int slot);
 
-/* The embedding and the head alone, for a part whose blocks run elsewhere
- * (gpu_stage.h: on the GPU): what gpt_stage_forward and gpt_stage_backward do on the
- * first and the last stage, on the caller's buffers, with m's backend and, for a
- * tensor-parallel shard (vocabulary-parallel: wte's rows v0 = tp_rank x V/tp on), m's
- * tp hooks: every peer must make the same calls in the same order.
- *
- * gpt_embed_forward: out [B,T,C] = wte[inputs] + wpe (the sum over the shards, each
- * adding the rows it holds and tp rank 0 the positions). */
-void gpt_embed_forward(const gpt_model *m, float *out, const int32_t *inputs,
-                       const float *wte, const float *wpe, int B, int T);
-/* dwte [V/tp,C] += and dwpe [maxT,C] += the embedding's gradients from dout [B,T,C] (this
- * shard's rows; every shard the same dwpe). */
-void gpt_embed_backward(const gpt_model *m, float *dwte, float *dwpe, const float *dout,
-                        const int32_t *inputs, int B, int T);
-/* The cross-entropy of logits [BT, V/tp] (this shard's vocabulary columns: lnf @ wte^T)
- * against targets [BT] over the whole vocabulary: losses [BT], and the mean returned
- * (summed in a fixed order); with want_grad, logits is overwritten by dscale x
- * d(sum of losses)/d(logits) (dscale = scale / BT: scale x the mean's gradient). xmax
- * [BT] and xsums [2 BT]: scratch for tp > 1. */
-float gpt_head_loss(const gpt_model *m, float *losses, float *logits, float *xmax,
-                    float *xsums, const int32_t *targets, size_t BT, float dscale,
-                    int want_grad);
-/* The tied head's backward from dlogits [BT, V/tp] (gpt_head_loss's): dwte += its
- * gradient, dlnf [BT,C] = the gradient of the head's input lnf (overwritten; summed over
- * the shards). */
-void gpt_head_backward(const gpt_model *m, float *dlnf, float *dwte, const float *dlogits,
-                       const float *lnf, const float *wte, size_t BT);
-
 /* Logits [B,T,V] of the last forward without targets. */
 const float *gpt_logits(const gpt_model *m);
 /* Zeros the parameter gradients. */

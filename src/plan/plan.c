@@ -86,7 +86,7 @@ static double host_path_allreduce_s(const plan_machine *mc, double n, int tp, in
  * (plan.h): seconds per block and per stage. */
 typedef struct stage_costs {
     double block_ar;  /* one block's 4 tp all-reduces (2 forward, 2 backward) */
-    double stream;    /* GPU parts: the residual stream's 4 host <-> GPU crossings */
+    double copy;      /* GPU parts: one host <-> GPU crossing of the residual stream */
     double head, head_ar; /* the last stage: embedding + head, and their tp all-reduces */
     double hop;       /* pp > 1: the activations out and their gradient back */
 } stage_costs;
@@ -95,7 +95,7 @@ static stage_costs costs_of(const plan_machine *mc, const gpt_shape *s, plan_gri
                             int T, int threads, int per_node)
 {
     const double n = (double)Bm * T * s->n_embd, act_bytes = 4.0 * n;
-    const int part = mc->gpu && (g.tp > 1 || g.pp > 1); /* blocks on GPUs, head on hosts */
+    const int part = mc->gpu && (g.tp > 1 || g.pp > 1); /* src/engine/gpu_stage.h */
     stage_costs c;
     if (!part || g.tp == 1)
         c.block_ar = 4.0 * plan_allreduce_s(mc, act_bytes, g.tp, 1, per_node);
@@ -103,13 +103,20 @@ static stage_costs costs_of(const plan_machine *mc, const gpt_shape *s, plan_gri
         c.block_ar = 4.0 * host_path_allreduce_s(mc, n, g.tp, per_node);
     else /* NCCL: FP16 on the GPUs' link */
         c.block_ar = 4.0 * plan_allreduce_s(mc, 2.0 * n, g.tp, 1, per_node);
-    c.stream = part ? 4.0 * host_copy_s(mc, act_bytes) : 0.0;
+    c.copy = part ? host_copy_s(mc, act_bytes) : 0.0;
     /* The embedding and head are cut by vocabulary over tp, with 2 all-reduces of the
-     * activations (embedding, head input gradient) and the loss's small ones, on the
-     * host in FP32 wherever the blocks run. */
+     * activations (embedding, head input gradient) and the loss's small ones. A GPU
+     * part's run on its GPU: the 2 go as a block's do, and the loss's row statistics
+     * (max, then sums and target logits) through the host, 3 Bm T floats down and up. */
     c.head = mc->t_embed_head(mc->ctx, threads, Bm) / g.tp;
-    c.head_ar = 2.0 * plan_allreduce_s(mc, act_bytes, g.tp, 1, per_node) +
-                2.0 * plan_allreduce_s(mc, 8.0 * Bm * T, g.tp, 1, per_node);
+    if (part)
+        c.head_ar = c.block_ar / 2.0 +
+                    (g.tp > 1 ? 2.0 * host_copy_s(mc, 12.0 * Bm * T) : 0.0) +
+                    plan_allreduce_s(mc, 4.0 * Bm * T, g.tp, 1, per_node) +
+                    plan_allreduce_s(mc, 8.0 * Bm * T, g.tp, 1, per_node);
+    else
+        c.head_ar = 2.0 * plan_allreduce_s(mc, act_bytes, g.tp, 1, per_node) +
+                    2.0 * plan_allreduce_s(mc, 8.0 * Bm * T, g.tp, 1, per_node);
     /* Ranks fill the nodes in order: a pipeline hop crosses nodes when a replica spans
      * more ranks than a node holds. */
     c.hop = g.pp > 1 ? 2.0 * p2p_s(mc, act_bytes, g.pp * g.tp > per_node) : 0.0;
@@ -140,14 +147,18 @@ int plan_estimate_grid(const plan_machine *mc, const gpt_shape *s, int B, int T,
     for (int st = 0; st < g.pp; st++) {
         const int n = stage_layers(s, g.pp, st);
         const int in_flight = g.pp - st < g.micro ? g.pp - st : g.micro;
-        double t = n * (tb + c.block_ar) + c.stream + c.hop;
+        /* A GPU part's residual stream crosses the bus in and out, forward and backward,
+         * but not at an end its GPU holds: the first stage starts from tokens, the last
+         * ends in the loss. */
+        const int copies = 2 * (st > 0) + 2 * (st < g.pp - 1);
+        double t = n * (tb + c.block_ar) + copies * c.copy + c.hop;
         tp_comm += n * c.block_ar;
         /* A GPU holds one micro-batch's activations: a stage with more in flight runs
-         * its blocks' forward again before their backward (src/engine/gpu_stage.h), a third
-         * of a block's forward + backward, with its 2 tp all-reduces, the stream up and
-         * down once more. */
+         * its forward again before its backward (src/engine/gpu_stage.h), a third of a
+         * block's forward + backward, with its 2 tp all-reduces, the stream in and out
+         * once more. */
         if (mc->gpu && in_flight > 1) {
-            t += n * (tb / 3.0 + c.block_ar / 2.0) + c.stream / 2.0;
+            t += n * (tb / 3.0 + c.block_ar / 2.0) + copies / 2 * c.copy;
             tp_comm += n * c.block_ar / 2.0;
         }
         if (st == g.pp - 1) {

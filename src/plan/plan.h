@@ -8,16 +8,19 @@
  *                                      + 2 x allreduce(Bm T C, tp) + 2 small ones
  *                                    + 2 x p2p(Bm T C) (pp > 1)
  *     (tp also cuts the vocabulary: the embedding and head, model.h)
- *   on GPUs, a part (pp > 1 or tp > 1: its blocks on the GPU, the embedding and head on
- *   the host, src/engine/gpu_stage.h) also moves its residual stream between host and GPU, 4
- *   copies of Bm T C floats over pcie_bw; its blocks' 4 tp all-reduces go over NCCL in
- *   FP16 (allreduce of Bm T C halves over the GPUs' link), or through host memory
- *   (tp_host: each copied down and up in FP32 over pcie_bw, and an MPI all-reduce of
- *   Bm T C floats over the host's link, inside a node no faster than pcie_bw); the
- *   embedding's and head's all-reduces run on the host as on CPUs;
- *     + a GPU stage keeping more than one micro-batch in flight recomputes its blocks'
- *       forward before their backward (gpu_stage.h): n_s x (t_block / 3 + 2 tp
- *       all-reduces) and 2 more copies of the stream
+ *   on GPUs, a part (pp > 1 or tp > 1, src/engine/gpu_stage.h: every layer of it on the
+ *   GPU, the ends vocabulary-parallel with tp > 1) also moves its residual stream
+ *   between host and GPU, copies of Bm T C floats over pcie_bw: in and out, forward and
+ *   backward, but none at an end its GPU holds (the first stage 2, the last 2, a middle
+ *   one 4; one stage none); its 4 tp all-reduces a block, and the embedding's and the
+ *   head's 2, go over NCCL in FP16 (allreduce of Bm T C halves over the GPUs' link), or
+ *   through host memory (tp_host: each copied down and up in FP32 over pcie_bw, and an
+ *   MPI all-reduce of Bm T C floats over the host's link, inside a node no faster than
+ *   pcie_bw); the loss's row statistics go through the host (3 Bm T floats down and
+ *   up, a max and a sum all-reduce of them);
+ *     + a GPU stage keeping more than one micro-batch in flight recomputes its
+ *       forward before its backward (gpu_stage.h): n_s x (t_block / 3 + 2 tp
+ *       all-reduces) and half its copies of the stream again
  *   pipeline (1F1B):           sum_s t_s + (M - 1) x max_s t_s
  *     (the first micro-batch crosses every stage, then the slowest stage sets the
  *      pace; the bubble is what this adds to M x max_s t_s)

@@ -128,16 +128,15 @@ static int make_saved_text(run *r)
 static int make_engine(run *r)
 {
     const int B = r->c->batch_size, T = r->c->block_size;
-    /* On GPUs a stage or a shard of one (pp > 1 or tp > 1) trains in the pipeline's
-     * schedule (of one stage when pp = 1), a whole model on its own. */
+    /* On GPUs a stage, a shard of one, or a whole model with offload = blocks trains in
+     * the pipeline's schedule (of one stage when pp = 1), offload = all in one step. */
     if (r->device == DEVICE_CPU)
         r->engine = engine_cpu_create(&r->model, B, T, r->micro);
-    else if (r->pp > 1 || r->tp > 1)
+    else if (r->device == DEVICE_GPU_STAGE)
         r->engine = engine_gpu_pipeline_create(&r->model, B, T, r->micro, r->threads,
                                                r->tp_nccl);
     else
-        r->engine = engine_gpu_create(&r->model, B, T, r->threads,
-                                      r->device == DEVICE_GPU_BLOCKS);
+        r->engine = engine_gpu_create(&r->model, B, T, r->threads);
     if (!par_all_ok(r->engine != NULL)) return -1;
     loss_scaler *scaler = r->engine->scaler;
     /* ckpt.c refuses a scale that is not positive and finite; one past the scaler's

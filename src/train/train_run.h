@@ -43,8 +43,10 @@ enum { LOADER_DEPTH = 4 };
 /* Where a step's small-batch gradients for the noise scale come from (train_noise.c). */
 typedef enum { NOISE_NONE, NOISE_MICRO, NOISE_REPLICA } train_noise_mode;
 
-/* Where the training runs (train_settle_device). */
-typedef enum { DEVICE_CPU, DEVICE_GPU_ALL, DEVICE_GPU_BLOCKS } train_device;
+/* Where the training runs (train_settle_device): the CPU; the GPU, a whole model in
+ * one step (offload = all, tp = pp = 1: device_step.h); the GPU through the pipeline's
+ * stage engine (gpu_stage.h: offload = blocks, or pp > 1, or tp > 1). */
+typedef enum { DEVICE_CPU, DEVICE_GPU_ALL, DEVICE_GPU_STAGE } train_device;
 
 typedef struct run {
     const gt_config *c;

@@ -77,22 +77,20 @@ static void settle_tp_comm(run *r, const char **because)
     r->tp_nccl = *because == NULL;
 }
 
-/* The offload line of a part on GPUs (pp > 1 or tp > 1): its blocks on the GPU, the
- * embedding and the head on the host; with tp > 1, how the shards' blocks all-reduce. */
+/* The offload line of a part on GPUs (pp > 1 or tp > 1): every layer of a stage on the
+ * GPU (with tp > 1 each rank's shard of its blocks and of its vocabulary), and how the
+ * shards' all-reduces go. */
 static void say_part_placement(const run *r, int local, int n, const char *name,
                                const char *because)
 {
     const gt_config *c = r->c;
-    const char *as_blocks = c->offload == OFFLOAD_BLOCKS ? "" : r->tp > 1
-                                ? " (a shard is placed as with offload = blocks)"
-                                : " (a stage is placed as with offload = blocks)";
     if (r->tp == 1) {
-        par_printf("offload: pp = %d: each stage's blocks on its rank's GPU (rank %d: GPU %d "
-                   "of %d on its node, %s) in FP16, the first stage's embeddings and the "
-                   "last stage's final LayerNorm, head and loss on the CPU in FP32%s; "
-                   "activations between stages through host memory over MPI; FP32 master "
-                   "weights and AdamW on the host, dynamic loss scaling from %.0f\n", r->pp,
-                   par_rank(), local % n, n, name, as_blocks, (double)LOSS_SCALE_INIT);
+        par_printf("offload: pp = %d: each stage on its rank's GPU (rank %d: GPU %d of %d on "
+                   "its node, %s) in FP16, the first stage's embeddings and the last stage's "
+                   "final LayerNorm, head and loss included; activations between stages "
+                   "through host memory over MPI; FP32 master weights and AdamW on the host, "
+                   "dynamic loss scaling from %.0f\n", r->pp, par_rank(), local % n, n, name,
+                   (double)LOSS_SCALE_INIT);
         return;
     }
     char grid[64], blocks[64], path[320], lib[64]; /* path holds a reason of up to 223 */
@@ -103,14 +101,14 @@ static void say_part_placement(const run *r, int local, int n, const char *name,
     if (r->tp_nccl) snprintf(path, sizeof path, "over %s on the GPUs", lib);
     else snprintf(path, sizeof path, "through host memory over MPI (%s)", because);
     par_printf("offload: %s: each rank's shard of %s (1/%d of each block's heads and MLP "
-               "units) on its GPU (rank %d: GPU %d of %d on its node, %s) in FP16, their tp "
-               "all-reduces %s; %s on the CPU in FP32, vocabulary-parallel%s;%s FP32 master "
-               "weights and AdamW on the host, dynamic loss scaling from %.0f\n", grid,
-               blocks, r->tp, par_rank(), local % n, n, name, path,
+               "units) and of %s (1/%d of the vocabulary) on its GPU (rank %d: GPU %d of %d "
+               "on its node, %s) in FP16, their tp all-reduces %s; the loss's row "
+               "statistics through host memory;%s FP32 master weights and AdamW on the host, "
+               "dynamic loss scaling from %.0f\n", grid, blocks, r->tp,
                r->pp > 1 ? "the first stage's embeddings and the last stage's final "
                            "LayerNorm, head and loss"
                          : "the embeddings, final LayerNorm, head and loss",
-               as_blocks,
+               r->tp, par_rank(), local % n, n, name, path,
                r->pp > 1 ? " activations between stages through host memory over MPI;" : "",
                (double)LOSS_SCALE_INIT);
 }
@@ -119,10 +117,11 @@ static void say_part_placement(const run *r, int local, int n, const char *name,
  * (modulo the GPUs there). The GPU trains only when every rank has one (a step is a
  * collective; mixed devices would only wait for the slowest); otherwise one line says
  * why the CPU trains, or, with offload = required, that is an error. A whole model
- * (tp = pp = 1) trains every layer or the blocks alone on the GPU; a pipeline stage or
- * a tensor-parallel shard (any dp x tp x pp) its blocks, the embedding and the head on
- * the host, the shards' blocks all-reducing over NCCL where it can, else through host
- * memory. One line says which layers run where. */
+ * (tp = pp = 1) trains every layer on the GPU, with offload = blocks through the stage
+ * engine; a pipeline stage every layer it has there too, and a tensor-parallel shard
+ * (any dp x tp x pp) its share of them (vocabulary-parallel ends), the shards
+ * all-reducing over NCCL where they can, else through host memory. One line says which
+ * layers run where. */
 int train_settle_device(run *r)
 {
     const gt_config *c = r->c;
@@ -162,16 +161,16 @@ int train_settle_device(run *r)
         const char *host_path = NULL;
         if (r->tp > 1) settle_tp_comm(r, &host_path);
         say_part_placement(r, local, n, name, host_path);
-        r->device = DEVICE_GPU_BLOCKS;
+        r->device = DEVICE_GPU_STAGE;
         return 0;
     }
     if (c->offload == OFFLOAD_BLOCKS) {
-        par_printf("offload: the %d transformer blocks on the GPU (rank %d: GPU %d of %d on "
-                   "its node, %s) in FP16, the embeddings, final LayerNorm, head and loss on "
-                   "the CPU in FP32; FP32 master weights and AdamW on the host, dynamic loss "
-                   "scaling from %.0f\n", c->n_layer, par_rank(), local % n, n, name,
+        par_printf("offload: every layer on the GPU as one pipeline stage (rank %d: GPU %d of "
+                   "%d on its node, %s): FP16 weights and activations, each micro-batch's "
+                   "gradients down after its backward; FP32 master weights and AdamW on the "
+                   "host, dynamic loss scaling from %.0f\n", par_rank(), local % n, n, name,
                    (double)LOSS_SCALE_INIT);
-        r->device = DEVICE_GPU_BLOCKS;
+        r->device = DEVICE_GPU_STAGE;
         return 0;
     }
     par_printf("offload: every layer on the GPU (rank %d: GPU %d of %d on its node, %s): "
