@@ -364,21 +364,16 @@ __device__ void warp_max_sum(float &m, float &s)
     }
 }
 
-// Softmax cross-entropy, one block per row of logits [N,Vocab]: the row is read once
-// for its max and sum together (each thread keeps a running max and rescales its sum
-// when the max grows; the pairs are combined per warp, then across warps), and once
-// more to write dlogits when asked. V halves per access (V = 8: 16 bytes; Vocab % V ==
-// 0 and aligned rows).
+// The running (max, sum of exp(x - max)) of one row of `chunks` x V halves over the
+// block: each thread keeps its own pair (rescaling the sum when its max grows), the
+// pairs are combined per warp, then across warps by thread 0, which gets the row's pair
+// (the other threads their warp's). part_m, part_s: shared, one float per warp.
 template <int V>
-__global__ void crossentropy_rows(float *losses, __half *dlogits, const __half *logits,
-                                  const int32_t *targets, int Vocab, float scale)
+__device__ void block_row_max_sum(const __half *x, int chunks, float *part_m, float *part_s,
+                                  float &m, float &s)
 {
-    __shared__ float part_m[kThreads / 32], part_s[kThreads / 32];
-    __shared__ float row_m, row_s;
-    const int row = blockIdx.x, tid = threadIdx.x, lane = tid % 32, warp = tid / 32;
-    const int chunks = Vocab / V;
-    const __half *x = logits + (size_t)row * Vocab;
-    float m = -INFINITY, s = 0.0f;
+    const int tid = threadIdx.x, lane = tid % 32, warp = tid / 32;
+    m = -INFINITY, s = 0.0f;
     for (int c = tid; c < chunks; c += blockDim.x) {
         float v[V];
         load_halves<V>(v, x + (size_t)c * V);
@@ -393,16 +388,34 @@ __global__ void crossentropy_rows(float *losses, __half *dlogits, const __half *
     warp_max_sum(m, s);
     if (lane == 0) part_m[warp] = m, part_s[warp] = s;
     __syncthreads();
-    if (tid == 0) {
-        float mm = part_m[0], ss = part_s[0];
-        for (int w = 1; w < (int)blockDim.x / 32; w++) {
-            const float m2 = fmaxf(mm, part_m[w]);
-            ss = (mm > -INFINITY ? ss * expf(mm - m2) : 0.0f) +
-                 (part_m[w] > -INFINITY ? part_s[w] * expf(part_m[w] - m2) : 0.0f);
-            mm = m2;
-        }
-        row_m = mm, row_s = ss;
+    if (tid != 0) return;
+    float mm = part_m[0], ss = part_s[0];
+    for (int w = 1; w < (int)blockDim.x / 32; w++) {
+        const float m2 = fmaxf(mm, part_m[w]);
+        ss = (mm > -INFINITY ? ss * expf(mm - m2) : 0.0f) +
+             (part_m[w] > -INFINITY ? part_s[w] * expf(part_m[w] - m2) : 0.0f);
+        mm = m2;
     }
+    m = mm, s = ss;
+}
+
+// Softmax cross-entropy, one block per row of logits [N,Vocab]: the row is read once
+// for its max and sum together (each thread keeps a running max and rescales its sum
+// when the max grows; the pairs are combined per warp, then across warps), and once
+// more to write dlogits when asked. V halves per access (V = 8: 16 bytes; Vocab % V ==
+// 0 and aligned rows).
+template <int V>
+__global__ void crossentropy_rows(float *losses, __half *dlogits, const __half *logits,
+                                  const int32_t *targets, int Vocab, float scale)
+{
+    __shared__ float part_m[kThreads / 32], part_s[kThreads / 32];
+    __shared__ float row_m, row_s;
+    const int row = blockIdx.x, tid = threadIdx.x;
+    const int chunks = Vocab / V;
+    const __half *x = logits + (size_t)row * Vocab;
+    float m, s;
+    block_row_max_sum<V>(x, chunks, part_m, part_s, m, s);
+    if (tid == 0) row_m = m, row_s = s;
     __syncthreads();
     m = row_m, s = row_s;
     const int t = targets[row];
@@ -431,35 +444,14 @@ __global__ void xent_shard_stats(float *stats, const __half *logits, const int32
                                  int Vl, int v0)
 {
     __shared__ float part_m[kThreads / 32], part_s[kThreads / 32];
-    const int row = blockIdx.x, N = gridDim.x, tid = threadIdx.x, lane = tid % 32,
-              warp = tid / 32;
+    const int row = blockIdx.x, N = gridDim.x;
     const __half *x = logits + (size_t)row * Vl;
-    float m = -INFINITY, s = 0.0f;
-    for (int c = tid; c < Vl / V; c += blockDim.x) {
-        float v[V];
-        load_halves<V>(v, x + (size_t)c * V);
-        float cm = v[0];
-        for (int i = 1; i < V; i++) cm = fmaxf(cm, v[i]);
-        if (cm > m) {
-            s *= expf(m - cm); // m = -inf: s is 0, expf gives 0
-            m = cm;
-        }
-        for (int i = 0; i < V; i++) s += expf(v[i] - m);
-    }
-    warp_max_sum(m, s);
-    if (lane == 0) part_m[warp] = m, part_s[warp] = s;
-    __syncthreads();
-    if (tid != 0) return;
-    float mm = part_m[0], ss = part_s[0];
-    for (int w = 1; w < (int)blockDim.x / 32; w++) {
-        const float m2 = fmaxf(mm, part_m[w]);
-        ss = (mm > -INFINITY ? ss * expf(mm - m2) : 0.0f) +
-             (part_m[w] > -INFINITY ? part_s[w] * expf(part_m[w] - m2) : 0.0f);
-        mm = m2;
-    }
+    float m, s;
+    block_row_max_sum<V>(x, Vl / V, part_m, part_s, m, s);
+    if (threadIdx.x != 0) return;
     const int t = targets[row] - v0;
-    stats[row] = mm;
-    stats[N + row] = ss;
+    stats[row] = m;
+    stats[N + row] = s;
     stats[2 * N + row] = t >= 0 && t < Vl ? __half2float(x[t]) : 0.0f;
 }
 
