@@ -500,6 +500,23 @@ static void test_gelu_residual(size_t n, int accumulate, int misalign)
     cudaFree(bx), cudaFree(bdy), cudaFree(by), cudaFree(bout), cudaFree(bsum), cudaFree(bdinp);
 }
 
+// Softmax cross-entropy of rows x [N,V] against targets tg in double: the losses rl[N]
+// and scale * (softmax - onehot) rg[N,V], the reference of the kernels below
+static void xent_reference(const std::vector<float> &x, const std::vector<int32_t> &tg, int N,
+                           int V, float scale, std::vector<double> &rl, std::vector<double> &rg)
+{
+    rl.assign(N, 0.0);
+    rg.assign((size_t)N * V, 0.0);
+    for (int r = 0; r < N; r++) {
+        double m = -1e30, s = 0;
+        for (int j = 0; j < V; j++) m = fmax(m, x[(size_t)r * V + j]);
+        for (int j = 0; j < V; j++) s += exp(x[(size_t)r * V + j] - m);
+        rl[r] = log(s) + m - x[(size_t)r * V + tg[r]];
+        for (int j = 0; j < V; j++)
+            rg[(size_t)r * V + j] = scale * (exp(x[(size_t)r * V + j] - m) / s - (j == tg[r]));
+    }
+}
+
 static void test_crossentropy(int N, int V, float scale)
 {
     const size_t n = (size_t)N * V;
@@ -517,15 +534,8 @@ static void test_crossentropy(int N, int V, float scale)
     ol_crossentropy(loss, g, dx, dtg, N, V, scale, 0);
     ol_crossentropy(loss2, dx, dx, dtg, N, V, scale, 0); // in place, as the model uses it
     CUDA_OK(cudaDeviceSynchronize());
-    std::vector<double> rl(N), rg(n);
-    for (int r = 0; r < N; r++) {
-        double m = -1e30, s = 0;
-        for (int j = 0; j < V; j++) m = fmax(m, x[(size_t)r * V + j]);
-        for (int j = 0; j < V; j++) s += exp(x[(size_t)r * V + j] - m);
-        rl[r] = log(s) + m - x[(size_t)r * V + tg[r]];
-        for (int j = 0; j < V; j++)
-            rg[(size_t)r * V + j] = scale * (exp(x[(size_t)r * V + j] - m) / s - (j == tg[r]));
-    }
+    std::vector<double> rl, rg;
+    xent_reference(x, tg, N, V, scale, rl, rg);
     compare("cross-entropy losses", from_devf(loss, N), rl, 1e-3);
     compare("cross-entropy dlogits", from_dev(g, n), rg, 1e-2);
     compare("cross-entropy in place: losses", from_devf(loss2, N), rl, 1e-3);
@@ -546,15 +556,8 @@ static void test_xent_shard(int N, int V, int tp, float scale)
     tg[N - 1] = V - 1;
     int32_t *dtg = dev<int32_t>(N);
     CUDA_OK(cudaMemcpy(dtg, tg.data(), N * 4, cudaMemcpyHostToDevice));
-    std::vector<double> rl(N), rg((size_t)N * V);
-    for (int r = 0; r < N; r++) {
-        double m = -1e30, s = 0;
-        for (int j = 0; j < V; j++) m = fmax(m, x[(size_t)r * V + j]);
-        for (int j = 0; j < V; j++) s += exp(x[(size_t)r * V + j] - m);
-        rl[r] = log(s) + m - x[(size_t)r * V + tg[r]];
-        for (int j = 0; j < V; j++)
-            rg[(size_t)r * V + j] = scale * (exp(x[(size_t)r * V + j] - m) / s - (j == tg[r]));
-    }
+    std::vector<double> rl, rg;
+    xent_reference(x, tg, N, V, scale, rl, rg);
     std::vector<__half *> dx(tp);
     std::vector<std::vector<float>> st(tp);
     float *stats = dev<float>(3 * (size_t)N), *loss = dev<float>(N);
