@@ -335,6 +335,25 @@ static void test_attention(cublasHandle_t h, int B, int T, int C, int NH, int nb
     cudaFree(att), cudaFree(fs), cudaFree(bs);
 }
 
+// The embedding of tokens tok [B,T] in double: out = wte[token] + wpe[t], and the
+// gradients of wte [V,C] and wpe [T,C] from dout, the reference of the kernels below
+static void encoder_reference(const std::vector<float> &wte, const std::vector<float> &wpe,
+                              const std::vector<float> &dout, const std::vector<int32_t> &tok,
+                              int B, int T, int C, int V, std::vector<double> &ref,
+                              std::vector<double> &rwte, std::vector<double> &rwpe)
+{
+    ref.assign((size_t)B * T * C, 0.0);
+    rwte.assign((size_t)V * C, 0.0);
+    rwpe.assign((size_t)T * C, 0.0);
+    for (size_t r = 0; r < (size_t)B * T; r++)
+        for (int c = 0; c < C; c++) {
+            const int t = (int)(r % T);
+            ref[r * C + c] = wte[(size_t)tok[r] * C + c] + wpe[(size_t)t * C + c];
+            rwte[(size_t)tok[r] * C + c] += dout[r * C + c];
+            rwpe[(size_t)t * C + c] += dout[r * C + c];
+        }
+}
+
 static void test_encoder(int B, int T, int C, int V)
 {
     const size_t n = (size_t)B * T * C;
@@ -351,14 +370,8 @@ static void test_encoder(int B, int T, int C, int V)
     ol_encoder_forward(out, dtok, dwte, dwpe, B, T, C, 0);
     ol_encoder_backward(gwte, gwpe, ddout, dtok, B, T, C, 0);
     CUDA_OK(cudaDeviceSynchronize());
-    std::vector<double> ref(n), rwte((size_t)V * C), rwpe((size_t)T * C);
-    for (size_t r = 0; r < (size_t)B * T; r++)
-        for (int c = 0; c < C; c++) {
-            const int t = (int)(r % T);
-            ref[r * C + c] = wte[(size_t)tok[r] * C + c] + wpe[(size_t)t * C + c];
-            rwte[(size_t)tok[r] * C + c] += dout[r * C + c];
-            rwpe[(size_t)t * C + c] += dout[r * C + c];
-        }
+    std::vector<double> ref, rwte, rwpe;
+    encoder_reference(wte, wpe, dout, tok, B, T, C, V, ref, rwte, rwpe);
     compare("encoder forward", from_dev(out, n), ref, 1e-2);
     compare("encoder backward dwte", from_devf(gwte, rwte.size()), rwte, 1e-2);
     compare("encoder backward dwpe", from_devf(gwpe, rwpe.size()), rwpe, 1e-2);
@@ -380,14 +393,8 @@ static void test_encoder_shard(int B, int T, int C, int V, int tp)
     CUDA_OK(cudaMemcpy(dtok, tok.data(), tok.size() * 4, cudaMemcpyHostToDevice));
     __half *dwpe = to_dev(wpe), *ddout = to_dev(dout), *out = dev<__half>(n);
     float *gwte = dev<float>((size_t)Vl * C), *gwpe = dev<float>((size_t)T * C);
-    std::vector<double> sum(n, 0.0), ref(n), rwte((size_t)V * C), rwpe((size_t)T * C);
-    for (size_t r = 0; r < (size_t)B * T; r++)
-        for (int c = 0; c < C; c++) {
-            const int t = (int)(r % T);
-            ref[r * C + c] = wte[(size_t)tok[r] * C + c] + wpe[(size_t)t * C + c];
-            rwte[(size_t)tok[r] * C + c] += dout[r * C + c];
-            rwpe[(size_t)t * C + c] += dout[r * C + c];
-        }
+    std::vector<double> sum(n, 0.0), ref, rwte, rwpe;
+    encoder_reference(wte, wpe, dout, tok, B, T, C, V, ref, rwte, rwpe);
     for (int k = 0; k < tp; k++) {
         const std::vector<float> rows(wte.begin() + (size_t)k * Vl * C,
                                       wte.begin() + (size_t)(k + 1) * Vl * C);
