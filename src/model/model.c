@@ -250,7 +250,7 @@ int gpt_create_stage(gpt_model *m, gpt_shape s, const gt_backend *be, int thread
     /* GENTRAIN_BF16_ACTS (tests, measurements): "0" every activation FP32, "exact" the
      * exact set only (no fch), else all */
     const char *keep = getenv("GENTRAIN_BF16_ACTS");
-    m->acts16 = keep && strcmp(keep, "0") == 0 ? NULL : be->bf16_acts;
+    m->acts16 = !be || (keep && strcmp(keep, "0") == 0) ? NULL : be->bf16_acts;
     m->fch16 = m->acts16 && !(keep && strcmp(keep, "exact") == 0);
     m->threads = threads > 0 ? threads : 1;
     m->loss_grad_scale = 1.0f;
