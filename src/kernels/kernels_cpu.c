@@ -218,13 +218,20 @@ static void matmul_backward_bf16(float *dinp, float *dw, float *dbias, const flo
 /* The backward of c_proj with GELU's backward in the input gradient's write-back:
  * dinp = dout @ w, then dpre = gelu'(pre) dinp (both overwritten), no pass between or
  * before (0 + x is x but for a zero's sign, which gelu' x 0 does not keep apart) */
+static void backward_gelu(float *dinp, float *dw, float *dbias, const float *dout,
+                          const float *inp, const float *w, size_t N, int C, int OC,
+                          const gemm_bf16_epilogue *ep)
+{
+    gemm_bf16_fused(0, 0, (int)N, C, OC, 1.0f, dout, OC, w, C, 0.0f, dinp, C, ep);
+    weight_grad_bf16(dw, dbias, dout, inp, N, C, OC);
+}
+
 static void matmul_backward_gelu_bf16(float *dpre, float *dinp, float *dw, float *dbias,
                                       const float *dout, const float *inp, const float *w,
                                       const float *pre, size_t N, int C, int OC)
 {
     const gemm_bf16_epilogue ep = {.dgelu_x = pre, .dgelu_out = dpre, .ld_dgelu = (size_t)C};
-    gemm_bf16_fused(0, 0, (int)N, C, OC, 1.0f, dout, OC, w, C, 0.0f, dinp, C, &ep);
-    weight_grad_bf16(dw, dbias, dout, inp, N, C, OC);
+    backward_gelu(dinp, dw, dbias, dout, inp, w, N, C, OC, &ep);
 }
 
 /* The products and LayerNorm on activations in BF16 storage (backend.h's gt_bf16_acts):
@@ -305,8 +312,7 @@ static void matmul_backward_gelu_stored(float *dpre, float *dinp, float *dw, flo
                                         const uint16_t *pre16, size_t N, int C, int OC)
 {
     const gemm_bf16_epilogue ep = {.dgelu_x16 = pre16, .dgelu_out = dpre, .ld_dgelu = (size_t)C};
-    gemm_bf16_fused(0, 0, (int)N, C, OC, 1.0f, dout, OC, w, C, 0.0f, dinp, C, &ep);
-    weight_grad_bf16(dw, dbias, dout, inp, N, C, OC);
+    backward_gelu(dinp, dw, dbias, dout, inp, w, N, C, OC, &ep);
 }
 
 static const gt_bf16_acts cpu_bf16_acts = {
