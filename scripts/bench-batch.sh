@@ -29,7 +29,10 @@
 #              AUTO_MIN must divide it)
 #   SEEDS      seeds (default "1337")
 #   LAUNCH     what runs gentrain (default: nothing, one process; e.g.
-#              "mpirun -np 2 --bind-to none"; scripts/netns-hosts.sh for capped links)
+#              "mpirun -np 2 --bind-to none"). Run under scripts/netns-hosts.sh for
+#              hosts on a capped link: an mpirun LAUNCH then gets the cluster's options
+#              (NH_MPI_OPTS_STR) after its first word, as netns-hosts.sh gives its own
+#              mpirun COMMAND
 #   EXTRA      more keys for every run (e.g. "--threads 2")
 #   OUT        folder for the runs (default: a new folder under /tmp)
 #   top_srcdir source tree (default: the parent of this script's folder)
@@ -51,6 +54,10 @@ EVAL_SEQ=${EVAL_SEQ:-6000}
 VAL_SEQ=${VAL_SEQ:-1536}
 SEEDS=${SEEDS:-1337}
 LAUNCH=${LAUNCH:-}
+case "$LAUNCH" in
+mpirun\ * | mpiexec\ *)
+    [ -n "${NH_MPI_OPTS_STR:-}" ] && LAUNCH="${LAUNCH%% *} $NH_MPI_OPTS_STR ${LAUNCH#* }" ;;
+esac
 EXTRA=${EXTRA:-}
 OUT=${OUT:-$(mktemp -d /tmp/bench-batch.XXXXXX)}
 

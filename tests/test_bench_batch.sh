@@ -3,6 +3,9 @@
 # benchmark): three fixed batches and auto on one token budget; one table row and one
 # JSON line per run, each run's steps = budget / batch, auto's batch sequence adding up
 # to the budget; a batch that does not divide the budget is refused (exit 2, one line).
+# Then scripts/bench-batch-summary.py over the sweep: with a target every evaluation
+# meets, every batch reaches it at the first evaluation (the same tokens for all); with
+# one none meets, none reaches it and auto gets no ratio; a missing folder is refused.
 set -u
 : "${GENTRAIN:?GENTRAIN must point at the gentrain binary}"
 : "${top_srcdir:?top_srcdir must point at the source tree}"
@@ -37,5 +40,22 @@ BATCHES="4 7" OUT=$tmp/bad "$top_srcdir/scripts/bench-batch.sh" > "$tmp/bad.out"
 rc=$?
 check "batch 7 refused (rc $rc), one line" test $rc -eq 2 -a "$(wc -l < "$tmp/bad.out")" -eq 1 \
     -a -n "$(grep 'batch 7 does not divide' "$tmp/bad.out")"
+
+summary="$top_srcdir/scripts/bench-batch-summary.py"
+run_ok summary_easy "$summary" "$tmp/runs" --target 99 --default 8
+check "summary: 4 batches reach 99 at the first evaluation, 96 x 32 = 3072 tokens" test \
+    "$(grep -cE '^(4|8|16|auto) +1/1 +3072 ' "$tmp/summary_easy.out")" -eq 4
+check "summary: auto against the best fixed and the default (8) batch" \
+    grep -qE '^auto / best fixed \([0-9]+\): [0-9.]+ of the medians; seed by seed [0-9.]+$' \
+    "$tmp/summary_easy.out"
+check "summary: default line names batch 8" grep -q '^auto / default (8): ' "$tmp/summary_easy.out"
+run_ok summary_hard "$summary" "$tmp/runs" --target 0
+check "summary: nothing reaches 0" test "$(grep -c ' 0/1 .*not reached' "$tmp/summary_hard.out")" -eq 4
+check "summary: no ratio without a time to the target" \
+    grep -q '^auto / best fixed ([0-9]*): - of the medians; seed by seed -$' "$tmp/summary_hard.out"
+"$summary" "$tmp/nowhere" > "$tmp/summary_bad.out" 2>&1
+rc=$?
+check "summary: a missing folder is refused (rc $rc), one line" test $rc -eq 2 -a \
+    "$(wc -l < "$tmp/summary_bad.out")" -eq 1
 [ "$fails" -eq 0 ] || { echo "$fails check(s) failed"; exit 1; }
 echo "all checks passed"
