@@ -17,8 +17,9 @@
 # Usage (root for the link parts; run from anywhere, on a quiet machine):
 #   GENTRAIN=build/gentrain scripts/bench-batch-suite.sh [PART...]   (default: all four)
 # Environment: SEEDS (default "1337 1 2"), RATE (default 1gbit), OUT (default a new
-# folder under /tmp), GENTRAIN (required), and the validation losses to reach:
-# SHAKESPEARE_TARGET (one node, 2.0), LINK_SHAKESPEARE_TARGET (2.2), KJV_TARGET (4.8),
+# folder under /tmp), GENTRAIN (required), STOP_AT_TARGET (bench-batch.sh's: 1 ends
+# each run at the target, which saves the slow link's time), and the validation losses
+# to reach: SHAKESPEARE_TARGET (one node, 2.0), LINK_SHAKESPEARE_TARGET (2.2), KJV_TARGET (4.8),
 # LINK_KJV_TARGET (4.9): losses the config's own batch reaches after 40-65% of the
 # budget (the link's larger batches train fewer steps, so its targets are higher).
 # Each sweep's folder is OUT/PART-npN; its summary (scripts/bench-batch-summary.py) is

@@ -34,6 +34,11 @@
 #              (NH_MPI_OPTS_STR) after its first word, as netns-hosts.sh gives its own
 #              mpirun COMMAND
 #   EXTRA      more keys for every run (e.g. "--threads 2")
+#   STOP_AT_TARGET  1 = each run stops at its first evaluation at or below TARGET
+#              (gentrain's target_val_loss), so no time goes to the steps after it; a
+#              run's final_val_loss, wall_s and steps are then those of its stop, and
+#              bench-batch-summary.py can re-read the logs only at higher targets
+#              (default 0: every run trains the whole budget)
 #   OUT        folder for the runs (default: a new folder under /tmp)
 #   top_srcdir source tree (default: the parent of this script's folder)
 # Every batch must be a multiple of batch_size x the launched ranks.
@@ -59,6 +64,12 @@ mpirun\ * | mpiexec\ *)
     [ -n "${NH_MPI_OPTS_STR:-}" ] && LAUNCH="${LAUNCH%% *} $NH_MPI_OPTS_STR ${LAUNCH#* }" ;;
 esac
 EXTRA=${EXTRA:-}
+STOP_AT_TARGET=${STOP_AT_TARGET:-0}
+case $STOP_AT_TARGET in
+0) ;;
+1) EXTRA="$EXTRA --target_val_loss $TARGET" ;;
+*) echo "bench-batch.sh: STOP_AT_TARGET must be 0 or 1, not '$STOP_AT_TARGET'" >&2; exit 2 ;;
+esac
 OUT=${OUT:-$(mktemp -d /tmp/bench-batch.XXXXXX)}
 
 die() { echo "bench-batch.sh: $*" >&2; exit 2; }

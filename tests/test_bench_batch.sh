@@ -3,6 +3,10 @@
 # benchmark): three fixed batches and auto on one token budget; one table row and one
 # JSON line per run, each run's steps = budget / batch, auto's batch sequence adding up
 # to the budget; a batch that does not divide the budget is refused (exit 2, one line).
+# With STOP_AT_TARGET=1 and a target the first evaluation meets, every run ends there.
+# scripts/bench-batch-predict.py on a fixed run's log: with no fixed cost a step, auto
+# keeps that batch; with a step that is all communication it takes larger ones; logs it
+# cannot use (no noise estimates, a varying batch) are refused.
 # Then scripts/bench-batch-summary.py over the sweep: with a target every evaluation
 # meets, every batch reaches it at the first evaluation (the same tokens for all); with
 # one none meets, none reaches it and auto gets no ratio; a missing folder is refused.
@@ -40,6 +44,17 @@ BATCHES="4 7" OUT=$tmp/bad "$top_srcdir/scripts/bench-batch.sh" > "$tmp/bad.out"
 rc=$?
 check "batch 7 refused (rc $rc), one line" test $rc -eq 2 -a "$(wc -l < "$tmp/bad.out")" -eq 1 \
     -a -n "$(grep 'batch 7 does not divide' "$tmp/bad.out")"
+# STOP_AT_TARGET=1: a target every evaluation meets ends each run at its first one
+STOP_AT_TARGET=1 TARGET=99 BATCHES="4 8" OUT=$tmp/stop \
+    run_ok stop timeout 300 "$top_srcdir/scripts/bench-batch.sh"
+check "STOP_AT_TARGET: fixed runs stop at their first evaluation (steps 24 12)" test \
+    "$(grep -o '"batch": "[0-9]*", .*"steps": [0-9]*' "$tmp/stop.out" | sed 's/.*"steps": //' | tr '\n' ' ')" = "24 12 "
+check "STOP_AT_TARGET: all 3 runs say they stopped at the target" test \
+    "$(grep -l '^target_val_loss 99.0000 reached at step ' "$tmp"/stop/*.out | wc -l)" -eq 3
+STOP_AT_TARGET=yes OUT=$tmp/bad2 "$top_srcdir/scripts/bench-batch.sh" > "$tmp/bad2.out" 2>&1
+rc=$?
+check "STOP_AT_TARGET=yes refused (rc $rc), one line" test $rc -eq 2 -a \
+    "$(wc -l < "$tmp/bad2.out")" -eq 1
 
 summary="$top_srcdir/scripts/bench-batch-summary.py"
 run_ok summary_easy "$summary" "$tmp/runs" --target 99 --default 8
@@ -57,5 +72,27 @@ check "summary: no ratio without a time to the target" \
 rc=$?
 check "summary: a missing folder is refused (rc $rc), one line" test $rc -eq 2 -a \
     "$(wc -l < "$tmp/summary_bad.out")" -eq 1
+
+# scripts/bench-batch-predict.py on the fixed 8 run (2 micro-batches a step: it has
+# noise scale estimates)
+predict="$top_srcdir/scripts/bench-batch-predict.py"
+run_ok predict_free "$predict" "$tmp/runs/8-s1337/log.jsonl" --target 99 --comm-ms 0
+check "predict, nothing fixed a step: auto keeps the logged batch (auto / 8 = 1.000)" \
+    grep -q '^auto / 8 (logged): 1.000$' "$tmp/predict_free.out"
+check "predict: a row per batch (8 16 32 64) and auto's" test \
+    "$(grep -cE '^(8|16|32|64|auto) +[0-9]+ +[0-9]+ +[0-9.]+' "$tmp/predict_free.out")" -eq 5
+run_ok predict_slow "$predict" "$tmp/runs/8-s1337/log.jsonl" --target 99 --comm-ms 1e6
+check "predict, a step that is all communication: auto takes larger batches, auto / 8 < 1" \
+    awk '/^auto +[0-9]/ { for (i = 5; i <= NF; i++) if ($i !~ /x8$/) big = 1 }
+         /^auto \/ 8 \(logged\): / { r = $NF + 0 } END { exit !(big && r < 1) }' \
+    "$tmp/predict_slow.out"
+"$predict" "$tmp/runs/4-s1337/log.jsonl" > "$tmp/predict_bad.out" 2>&1
+rc=$?
+check "predict: a log without noise estimates is refused (rc $rc), one line" test $rc -eq 2 -a \
+    "$(wc -l < "$tmp/predict_bad.out")" -eq 1
+"$predict" "$tmp/runs/auto-s1337/log.jsonl" > "$tmp/predict_auto.out" 2>&1
+rc=$?
+check "predict: an auto run's log is refused (rc $rc)" test $rc -eq 2 -a \
+    -n "$(grep 'not a fixed-batch run' "$tmp/predict_auto.out")"
 [ "$fails" -eq 0 ] || { echo "$fails check(s) failed"; exit 1; }
 echo "all checks passed"

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # A short run of the fuzz targets (scripts/fuzz.sh, FUZZ_SMOKE=1): they build with clang
-# and the sanitizers, fuzz_config, fuzz_tokenizer and fuzz_safetensors fuzz for 20 s each, the HDF5 targets run their seed
+# and the sanitizers, fuzz_config, fuzz_tokenizer and fuzz_safetensors fuzz for 12 s each, the HDF5 targets run their seed
 # corpora and regression inputs (tests/fuzz/README.md says why not more). Skipped (77)
 # where clang with libFuzzer is missing.
 set -u
@@ -8,7 +8,7 @@ set -u
 : "${top_srcdir:?top_srcdir must point at the source tree}"
 . "$top_srcdir/tests/lib.sh"
 test_tmpdir fuzz
-FUZZ_SMOKE=1 FUZZ_SECONDS=${FUZZ_SMOKE_SECONDS:-20} FUZZ_DIR="$tmp/fuzz" \
+FUZZ_SMOKE=1 FUZZ_SECONDS=${FUZZ_SMOKE_SECONDS:-12} FUZZ_DIR="$tmp/fuzz" \
     timeout 900 bash "$top_srcdir/scripts/fuzz.sh" > "$tmp/fuzz.out" 2>&1
 rc=$?
 cat "$tmp/fuzz.out"

@@ -139,6 +139,10 @@ static const key_def keys[] = {
             "steps between evaluations (there is always one at the end); "
             "0 = only at the end"),
     KEY_INT(eval_batches, G_RUN, HARMLESS, "20", 1, INT_MAX, 0, "global batches per evaluation"),
+    KEY_DBL(target_val_loss, G_RUN, HARMLESS, "0", 0, 0, R_MIN,
+            "stop after the first evaluation whose validation loss is at or below "
+            "this, and save as at the last step (model, and a checkpoint where they are "
+            "periodic); 0 = train every step"),
     KEY_I64(noise_every, G_RUN, MATH, "10", 0, 0,
             "steps between estimates of the gradient noise scale (also at every "
             "evaluation; from the micro-batches of a step, or the replicas' gradients); "

@@ -55,6 +55,7 @@ typedef struct gt_config {
     double lr, min_lr, beta1, beta2, weight_decay, grad_clip;
     /* evaluation, logging, output */
     int64_t eval_every;              /* 0 = only at the end */
+    double target_val_loss;          /* stop at the first evaluation <= it; 0 = off */
     int64_t log_every;               /* steps between step lines; 0 = about 100 a run */
     int64_t noise_every;             /* steps between noise scale estimates; 0 = at evals */
     int eval_batches;

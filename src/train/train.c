@@ -399,6 +399,18 @@ static int phase_boundary(run *r, const step_result *s)
     return TRAIN_STOPPED;
 }
 
+/* target_val_loss: whether the evaluation just taken reached it (the loss is the
+ * all-ranks mean, so every rank answers the same). The run then ends as after its last
+ * step: the final checkpoint and model are saved by finish(). */
+static int reached_target(const run *r, const step_result *s)
+{
+    const double target = r->c->target_val_loss;
+    if (target <= 0 || !(r->last_val <= target) || train_is_last_step(r, s->step)) return 0;
+    par_printf("target_val_loss %.4f reached at step %lld (val_loss %.4f): stopping here\n",
+               target, (long long)s->step + 1, r->last_val);
+    return 1;
+}
+
 /* Test hook, for tests/test_resume.sh and tests/test_slurm.sh only: GENTRAIN_TEST_STEP_MS=N
  * sleeps N ms after each step, so a run that a test kills or signals once a checkpoint
  * appears is still running then, however fast the build. A step's time and results do
@@ -448,6 +460,10 @@ static int train_loop(run *r)
         if (rc == 0) train_batch_after_step(r, &s); /* the cursor; auto: the next batch */
         if (rc == 0) rc = phase_boundary(r, &s);
         if (rc != 0) return rc;
+        if (s.do_eval && reached_target(r, &s)) {
+            step++;
+            break;
+        }
         test_step_pause();
     }
     r->end_step = step;
