@@ -105,8 +105,9 @@ def main():
         x = t = seqs = n = 0
         seq_of = []
         while x < need:
-            b = choose(bn_at(x))
-            x += 1 / (1 + bn_at(x) / b)
+            bn = bn_at(x)
+            b = choose(bn)
+            x += 1 / (1 + bn / b)
             t += (b * per_seq + comm) / 1000
             seqs += b
             n += 1

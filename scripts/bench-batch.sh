@@ -64,15 +64,14 @@ mpirun\ * | mpiexec\ *)
     [ -n "${NH_MPI_OPTS_STR:-}" ] && LAUNCH="${LAUNCH%% *} $NH_MPI_OPTS_STR ${LAUNCH#* }" ;;
 esac
 EXTRA=${EXTRA:-}
-STOP_AT_TARGET=${STOP_AT_TARGET:-0}
-case $STOP_AT_TARGET in
-0) ;;
-1) EXTRA="$EXTRA --target_val_loss $TARGET" ;;
-*) echo "bench-batch.sh: STOP_AT_TARGET must be 0 or 1, not '$STOP_AT_TARGET'" >&2; exit 2 ;;
-esac
 OUT=${OUT:-$(mktemp -d /tmp/bench-batch.XXXXXX)}
 
 die() { echo "bench-batch.sh: $*" >&2; exit 2; }
+case ${STOP_AT_TARGET:-0} in
+0) ;;
+1) EXTRA="$EXTRA --target_val_loss $TARGET" ;;
+*) die "STOP_AT_TARGET must be 0 or 1, not '$STOP_AT_TARGET'" ;;
+esac
 [ -r "$CONFIG" ] || die "cannot read CONFIG $CONFIG"
 mkdir -p "$OUT" || die "cannot make $OUT"
 

@@ -354,6 +354,18 @@ static void phase_update(run *r, step_result *s)
     if (r->packed_weights && gemm_bf16_weights_refresh() != 0) r->packed_weights = 0;
 }
 
+/* target_val_loss: whether the evaluation just taken reached it (the loss is the
+ * all-ranks mean, so every rank answers the same). The step is then the run's last:
+ * phase_boundary saves nothing, finish() saves the checkpoint and model once. */
+static int reached_target(const run *r, const step_result *s)
+{
+    const double target = r->c->target_val_loss;
+    if (target <= 0 || !(r->last_val <= target) || train_is_last_step(r, s->step)) return 0;
+    par_printf("target_val_loss %.4f reached at step %lld (val_loss %.4f): stopping here\n",
+               target, (long long)s->step + 1, r->last_val);
+    return 1;
+}
+
 /* Phase 4: the step line, the evaluation when due, the log record. */
 static int phase_report(run *r, step_result *s)
 {
@@ -363,6 +375,7 @@ static int phase_report(run *r, step_result *s)
         const double t_eval = gt_now();
         if (train_evaluate(r, &r->last_val) != 0) return LOCAL_FAILURE;
         train_report_eval(r, s, gt_now() - t_eval);
+        s->reached_target = reached_target(r, s);
     }
     if (train_log_step(r, s) != 0) return LOCAL_FAILURE;
     fflush(stdout);
@@ -376,7 +389,7 @@ static int phase_boundary(run *r, const step_result *s)
 {
     const gt_config *c = r->c;
     const int64_t done_steps = s->step + 1;
-    const int last = train_is_last_step(r, s->step);
+    const int last = train_is_last_step(r, s->step) || s->reached_target;
     const int stop = !par_all_ok(!signals_stop_requested()) && !last;
     int save = 0;
     if (r->can_ckpt && !last) {
@@ -397,18 +410,6 @@ static int phase_boundary(run *r, const step_result *s)
     par_printf("stopped by signal at step %lld; checkpoint %s; exit %d (requeue)\n",
                (long long)done_steps, r->ckpt_file, GT_EXIT_REQUEUE);
     return TRAIN_STOPPED;
-}
-
-/* target_val_loss: whether the evaluation just taken reached it (the loss is the
- * all-ranks mean, so every rank answers the same). The run then ends as after its last
- * step: the final checkpoint and model are saved by finish(). */
-static int reached_target(const run *r, const step_result *s)
-{
-    const double target = r->c->target_val_loss;
-    if (target <= 0 || !(r->last_val <= target) || train_is_last_step(r, s->step)) return 0;
-    par_printf("target_val_loss %.4f reached at step %lld (val_loss %.4f): stopping here\n",
-               target, (long long)s->step + 1, r->last_val);
-    return 1;
 }
 
 /* Test hook, for tests/test_resume.sh and tests/test_slurm.sh only: GENTRAIN_TEST_STEP_MS=N
@@ -460,7 +461,7 @@ static int train_loop(run *r)
         if (rc == 0) train_batch_after_step(r, &s); /* the cursor; auto: the next batch */
         if (rc == 0) rc = phase_boundary(r, &s);
         if (rc != 0) return rc;
-        if (s.do_eval && reached_target(r, &s)) {
+        if (s.reached_target) {
             step++;
             break;
         }

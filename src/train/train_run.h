@@ -139,6 +139,7 @@ typedef struct step_result {
     float scale_before;     /* the loss scale the step ran with */
     loss_scale_event scale_event;
     int do_eval;
+    int reached_target;     /* this evaluation reached target_val_loss: the last step */
     double noise_tokens;    /* NaN when not estimated */
     double step_overhead;   /* auto, where the batch is decided: t_fixed / t_seq in
                                sequences (train_batch.c); NaN elsewhere */
