@@ -10,10 +10,12 @@
 # config's lr (warmup over 1,152 sequences, the decay over the whole budget), evaluating
 # every 1,152 sequences on the same 384 validation windows. Parts:
 #   node-shakespeare node-kjv  one node, np 1 (2 threads) and np 2 (1 thread each):
-#                              batch_size 6, fixed 12 24 48 96, auto from 12
+#                              batch_size 6, fixed NODE_BATCHES (default 12 24 48 96),
+#                              auto from 12
 #   link-shakespeare link-kjv  4 hosts (scripts/netns-hosts.sh, one rank and one thread
-#                              each) on links capped at RATE: batch_size 12, fixed 48 96
-#                              192 384, auto from 48 (48 = the config's own batch there)
+#                              each) on links capped at RATE: batch_size 12, fixed
+#                              LINK_BATCHES (default 48 96 192 384), auto from 48 (48 =
+#                              the config's own batch there)
 # Usage (root for the link parts; run from anywhere, on a quiet machine):
 #   GENTRAIN=build/gentrain scripts/bench-batch-suite.sh [PART...]   (default: all four)
 # Environment: SEEDS (default "1337 1 2"), RATE (default 1gbit), OUT (default a new
@@ -22,6 +24,9 @@
 # to reach: SHAKESPEARE_TARGET (one node, 2.0), LINK_SHAKESPEARE_TARGET (2.2), KJV_TARGET (4.8),
 # LINK_KJV_TARGET (4.9): losses the config's own batch reaches after 40-65% of the
 # budget (the link's larger batches train fewer steps, so its targets are higher).
+# NODE_BATCHES / LINK_BATCHES narrow a sweep: a fixed run's losses do not depend on the
+# link (the same bits at any RATE), so a slower link's sweep can time only the batches
+# that reach the target and take the others' losses from a faster one.
 # Each sweep's folder is OUT/PART-npN; its summary (scripts/bench-batch-summary.py) is
 # printed and kept as summary.txt beside it. Exit status: 0, 1 when a sweep failed, 2 on a
 # bad setting or missing data source.
@@ -89,12 +94,12 @@ for part in $parts; do
     d=$(data "$corpus") || exit 2
     case $part in
     node-*)
-        BATCHES="12 24 48 96" AUTO_MIN=12 NETNS=()
+        BATCHES=${NODE_BATCHES:-12 24 48 96} AUTO_MIN=12 NETNS=()
         sweep "$part-np1" "$node_target" 12 "" --threads 2 --batch_size 6 --data "$d"
         sweep "$part-np2" "$node_target" 24 "mpirun -np 2 --bind-to none" \
             --threads 1 --batch_size 6 --data "$d" ;;
     link-*)
-        BATCHES="48 96 192 384" AUTO_MIN=48
+        BATCHES=${LINK_BATCHES:-48 96 192 384} AUTO_MIN=48
         NETNS=("$here/netns-hosts.sh" --hosts 4 --rate "$RATE")
         sweep "$part-np4" "$link_target" 48 "mpirun -np 4 --bind-to none" \
             --threads 1 --batch_size 12 --data "$d" ;;

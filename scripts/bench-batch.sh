@@ -22,6 +22,7 @@
 #              block_size, i.e. what the config trains at one replica)
 #   BATCHES    the fixed global batches, in sequences (default "12 24 48 96")
 #   AUTO_MIN   auto's global_batch_min (default 24: two micro-batches of 12)
+#   AUTO       0 = the fixed batches only, no auto run (default 1)
 #   AUTO_ARGS  more keys for the auto run (e.g. "--global_batch_max 192 --lr_rule sqrt")
 #   WARMUP_SEQ warmup in sequences (default: the config's warmup_steps x batch_size)
 #   EVAL_SEQ   sequences between evaluations (default 24 x 250 = 6000)
@@ -71,6 +72,11 @@ case ${STOP_AT_TARGET:-0} in
 0) ;;
 1) EXTRA="$EXTRA --target_val_loss $TARGET" ;;
 *) die "STOP_AT_TARGET must be 0 or 1, not '$STOP_AT_TARGET'" ;;
+esac
+case ${AUTO:-1} in
+0) RUNS=$BATCHES ;;
+1) RUNS="$BATCHES auto" ;;
+*) die "AUTO must be 0 or 1, not '$AUTO'" ;;
 esac
 [ -r "$CONFIG" ] || die "cannot read CONFIG $CONFIG"
 mkdir -p "$OUT" || die "cannot make $OUT"
@@ -144,7 +150,7 @@ status=0
 : > "$OUT/table"
 : > "$OUT/results.jsonl"
 for seed in $SEEDS; do
-    for G in $BATCHES auto; do
+    for G in $RUNS; do
         if [ "$G" = auto ]; then
             unit=$AUTO_MIN
             # shellcheck disable=SC2086

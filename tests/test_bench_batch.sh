@@ -3,7 +3,8 @@
 # benchmark): three fixed batches and auto on one token budget; one table row and one
 # JSON line per run, each run's steps = budget / batch, auto's batch sequence adding up
 # to the budget; a batch that does not divide the budget is refused (exit 2, one line).
-# With STOP_AT_TARGET=1 and a target the first evaluation meets, every run ends there.
+# With STOP_AT_TARGET=1 and a target the first evaluation meets, every run ends there;
+# with AUTO=0 only the fixed batches run; a bad AUTO is refused.
 # scripts/bench-batch-predict.py on a fixed run's log: with no fixed cost a step, auto
 # keeps that batch; with a step that is all communication it takes larger ones; logs it
 # cannot use (no noise estimates, a varying batch) are refused.
@@ -51,6 +52,15 @@ check "STOP_AT_TARGET: fixed runs stop at their first evaluation (steps 24 12)" 
     "$(grep -o '"batch": "[0-9]*", .*"steps": [0-9]*' "$tmp/stop.out" | sed 's/.*"steps": //' | tr '\n' ' ')" = "24 12 "
 check "STOP_AT_TARGET: all 3 runs say they stopped at the target" test \
     "$(grep -l '^target_val_loss 99.0000 reached at step ' "$tmp"/stop/*.out | wc -l)" -eq 3
+AUTO=0 STOP_AT_TARGET=1 TARGET=99 BATCHES="8" OUT=$tmp/noauto \
+    run_ok noauto timeout 300 "$top_srcdir/scripts/bench-batch.sh"
+check "AUTO=0: one JSON line, the fixed batch's, and no auto run" test \
+    "$(grep -c '^{"run": "8-s1337"' "$tmp/noauto.out")" -eq 1 -a \
+    "$(grep -c '^{"run": ' "$tmp/noauto.out")" -eq 1 -a ! -e "$tmp/noauto/auto-s1337.out"
+AUTO=2 OUT=$tmp/bad3 "$top_srcdir/scripts/bench-batch.sh" > "$tmp/bad3.out" 2>&1
+rc=$?
+check "AUTO=2 refused (rc $rc), one line" test $rc -eq 2 -a "$(wc -l < "$tmp/bad3.out")" -eq 1 \
+    -a -n "$(grep "AUTO must be 0 or 1" "$tmp/bad3.out")"
 STOP_AT_TARGET=yes OUT=$tmp/bad2 "$top_srcdir/scripts/bench-batch.sh" > "$tmp/bad2.out" 2>&1
 rc=$?
 check "STOP_AT_TARGET=yes refused (rc $rc), one line" test $rc -eq 2 -a \
