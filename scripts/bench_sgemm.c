@@ -15,9 +15,13 @@
  *
  * Threads: --threads N sets the OpenMP thread count (and OpenBLAS's own, when the
  * library is OpenBLAS); without it the current OpenMP default is used. Build against
- * the OpenMP build of OpenBLAS so the library and the OpenMP runtime share one pool. */
+ * the OpenMP build of OpenBLAS so the library and the OpenMP runtime share one pool.
+ * The BLAS core is corrected as the trainer corrects it (blas_core.h), so the FP32
+ * figures are those of the kernels a training run gets, not of a generic core that an
+ * OpenBLAS older than the CPU falls back to. */
 #define _XOPEN_SOURCE 700 /* posix_memalign, getrusage, sysconf */
 #include <cblas.h>   /* defines: cblas_sgemm (+ openblas_* when OPENBLAS_VERSION) */
+#include "blas_core.h" /* defines: blas_core_fixup, blas_core_summary */
 #include "gemm_bf16.h" /* defines: gemm_bf16 (--precision bf16) */
 #include <errno.h>
 #include <omp.h>     /* defines: omp_get_max_threads, omp_set_num_threads, omp_get_wtime */
@@ -121,6 +125,7 @@ static float *alloc_filled(size_t n, uint64_t seed) {
 }
 
 int main(int argc, char **argv) {
+    blas_core_fixup(argv); /* returns only when no restart was needed */
     int64_t C = 384, T = 256, B = 8, V = 256, L = 6, threads = 0, reps = 10, S = 2048;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i], *val = NULL;
@@ -219,7 +224,7 @@ int main(int argc, char **argv) {
         printf("BF16 products: gentrain's gemm_bf16, %s path (BF16 operands, FP32 sums)\n\n",
                gemm_bf16_path_name());
     else
-        printf("BLAS: %s (%s, %d threads)\n\n", blas, par, blas_thr);
+        printf("BLAS: %s (%s, %d threads)\n%s\n\n", blas, par, blas_thr, blas_core_summary());
     printf("%-16s %2s %6s %6s %6s %5s %9s %9s %9s\n", "product", "op", "M", "N", "K",
            "x/step", "med ms", "best ms", "GFLOP/s");
     double step_flops = 0, step_s = 0, all0, own0, all1, own1;
