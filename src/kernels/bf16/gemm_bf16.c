@@ -226,14 +226,25 @@ const gemm_bf16_packer gemm_bf16_portable_packer = {.kc = PK,
                                                     .pack_strip = portable_pack_strip};
 
 /* bpre: B's copy packed once per update by the portable packer, or NULL; ep: the
- * epilogue, or NULL */
+ * epilogue, or NULL. A bias over beta = 0 is put into C before the first depth block's
+ * sgemm, which then runs with beta = 1: the unfused sequence's very calls. Added after
+ * that block instead, it gave other bits where the BLAS splits a depth block of PK
+ * further (OpenBLAS's generic Prescott core). */
 static void gemm_portable(slot *s, int transa, int transb, int M, int N, int K, float alpha,
                           const float *A, int lda, const float *B, int ldb, float beta,
                           float *C, int ldc, const void *bpre, const gemm_bf16_epilogue *ep)
 {
+    const int bias_first = ep && ep->bias && beta == 0.0f;
+    const float *const bias = bias_first ? ep->bias : NULL;
+    gemm_bf16_epilogue rest; /* the epilogue less the bias, when the bias goes first */
+    if (bias_first) {
+        rest = *ep;
+        rest.bias = NULL;
+        ep = &rest;
+    }
     for (int pc = 0; pc < K; pc += PK) {
         const int kc = K - pc < PK ? K - pc : PK;
-        const float bet = pc == 0 ? beta : 1.0f;
+        const float bet = pc == 0 && !bias_first ? beta : 1.0f;
         for (int jc = 0; jc < N; jc += PN) {
             const int nc = N - jc < PN ? N - jc : PN;
             const float *pb = s->pb;
@@ -245,6 +256,10 @@ static void gemm_portable(slot *s, int transa, int transb, int M, int N, int K, 
             for (int ic = 0; ic < M; ic += PM) {
                 const int mc = M - ic < PM ? M - ic : PM;
                 round_panel(s->pa, transa, A, lda, ic, mc, pc, kc);
+                if (bias_first && pc == 0)
+                    for (int i = 0; i < mc; i++)
+                        memcpy(C + (size_t)(ic + i) * ldc + jc, bias + jc,
+                               (size_t)nc * sizeof *C);
                 if (ep && ep->row_sums && jc == 0)
                     gemm_bf16_row_sums(ep->row_sums, transa, A, lda, ic, mc, pc, kc);
                 cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, mc, nc, kc, alpha,
