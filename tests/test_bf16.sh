@@ -2,9 +2,10 @@
 # precision = bf16 end to end (BF16 matrix products, FP32 everything else):
 #  - it trains: the line says which path runs, the loss falls, and the first step's
 #    loss (no update yet) is within 1e-2 of the FP32 run's, the last within 5%;
-#  - the AVX512_BF16 path and the portable one (GENTRAIN_BF16=portable) train to the
-#    same losses within 1e-3 (run on a CPU with AVX512_BF16; elsewhere both are the
-#    portable path and agree exactly);
+#  - the default path and the portable one (GENTRAIN_BF16=portable) train to the same
+#    losses within 1e-3, and so does the AVX512_BF16 path (GENTRAIN_BF16=avx512, which
+#    the default picks only where the dot products are fast: the run says so) on a CPU
+#    with AVX512_BF16; elsewhere that asks for it gets one warning and the portable path;
 #  - the AMX path's emulated twin (GENTRAIN_BF16=amx-emulated, every CPU: the AMX
 #    kernel on software tiles) trains to the portable path's losses within 1e-3;
 #  - GENTRAIN_BF16=amx: on a CPU with AMX-BF16 tiles the amx-bf16 path, within 1e-3 of
@@ -15,10 +16,11 @@
 #    losses of the straight run exactly and saves the same parameters;
 #  - weights packed once per update (the default) against packing them in every
 #    product (GENTRAIN_BF16_PREPACK=0): the same losses and final parameters, bit for
-#    bit, with 2 micro-batches a step, on the default path and the emulated AMX twin;
+#    bit, with 2 micro-batches a step, on the AVX512_BF16 path (the default where the
+#    CPU lacks it) and the emulated AMX twin;
 #  - the activations that only products read in BF16 storage (GENTRAIN_BF16_ACTS=exact)
 #    against FP32 storage (=0): the same losses and final parameters, bit for bit, on
-#    the default, portable and emulated AMX paths; the default (the MLP pre-activation
+#    the AVX512_BF16 (or default), portable and emulated AMX paths; the default (the MLP pre-activation
 #    in BF16 too) within 1e-3 of the exact set's losses, and not identical to them;
 #  - precision = fp16 is refused with one line naming the choices.
 # Every run under `timeout`, so a hang fails instead of blocking.
@@ -55,8 +57,25 @@ check "bf16: the loss falls by more than 1 (step 1: $b1, step 20: $b20)" \
 
 GENTRAIN_BF16=portable train portable --batch_size 8 --precision bf16
 check "portable path: the line says so" grep -q "(portable path)" "$tmp/portable.out"
-check "avx512-bf16 and portable paths: same losses within 1e-3" \
+check "default and portable paths: same losses within 1e-3" \
     compare_logs "$tmp/bf16/log.jsonl" "$tmp/portable/log.jsonl" 1e-3 20
+# the dot products, asked for: the default picks them only where they are fast
+GENTRAIN_BF16=avx512 train avx512 --batch_size 8 --precision bf16
+if grep -q "(avx512-bf16 path)" "$tmp/avx512.out"; then
+    dot=avx512
+    check "avx512-bf16 and portable paths: same losses within 1e-3" \
+        compare_logs "$tmp/avx512/log.jsonl" "$tmp/portable/log.jsonl" 1e-3 20
+    if grep -q "(portable path)" "$tmp/bf16.out"; then
+        check "the default passed the dot products over and says why" \
+            grep -q "^precision: BF16 dot products measure 0\.[0-9]*x this CPU's FP32 multiply-adds" \
+            "$tmp/bf16.out"
+    fi
+else
+    dot=default
+    check "GENTRAIN_BF16=avx512 without AVX512_BF16: one warning, then the portable path" \
+        test "$(grep -c 'the avx512-bf16 BF16 products need a CPU' "$tmp/avx512.err")" -eq 1 \
+        -a -n "$(grep '(portable path)' "$tmp/avx512.out")"
+fi
 
 GENTRAIN_BF16=amx-emulated train emulated --batch_size 8 --precision bf16
 check "amx-emulated path: the line says so" grep -q "(amx-emulated path)" "$tmp/emulated.out"
@@ -84,7 +103,7 @@ fi
 
 # packed once per update or in every product: the same bits (global batch 16 of batch 8:
 # two micro-batches read each packed copy)
-for path in default amx-emulated; do
+for path in "$dot" amx-emulated; do
     if [ "$path" = default ]; then unset GENTRAIN_BF16; else export GENTRAIN_BF16=$path; fi
     GENTRAIN_BF16_PREPACK=0 \
         train "pack-$path" --batch_size 8 --global_batch_size 16 --steps 6 --precision bf16
@@ -100,7 +119,7 @@ done
 # activations that only products read in BF16 storage (GENTRAIN_BF16_ACTS=exact) or as
 # floats (=0): the same bits, on every path; the default stores the MLP pre-activation
 # too, which GELU then sees in BF16: close, not equal
-for path in default portable amx-emulated; do
+for path in "$dot" portable amx-emulated; do
     if [ "$path" = default ]; then unset GENTRAIN_BF16; else export GENTRAIN_BF16=$path; fi
     GENTRAIN_BF16_ACTS=0 \
         train "f32acts-$path" --batch_size 8 --global_batch_size 16 --steps 6 --precision bf16

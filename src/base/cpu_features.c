@@ -474,3 +474,24 @@ double cpu_bf16_peak_gflops(int threads, int amx_tiles)
 #endif
     return cpu_fma_peak_gflops(threads);
 }
+
+double cpu_bf16_dot_over_fma(void)
+{
+    static double ratio = -1.0;
+    if (ratio >= 0.0) return ratio;
+    ratio = 0.0;
+#if GT_X86 && defined(GT_PEAK_BF16)
+    if (cpu_isa_level() >= CPU_ISA_AVX512_BF16) {
+        const peak_loop fma = fma_loop_upto(cpu_isa_level());
+        double best_fma = 0.0, best_dot = 0.0;
+        (void)lone_rate(fma, 0.01); /* warm up: clocks, caches */
+        for (int k = 0; k < 3; k++) { /* in turn, so a slow moment hits both alike */
+            const double f = lone_rate(fma, 0.01), d = lone_rate(dpbf16_loop, 0.01);
+            best_fma = f > best_fma ? f : best_fma;
+            best_dot = d > best_dot ? d : best_dot;
+        }
+        ratio = best_fma > 0.0 ? best_dot / best_fma : 0.0;
+    }
+#endif
+    return ratio;
+}

@@ -243,6 +243,13 @@ int train_report_compute(run *r)
         /* a CPU that lists AMX but runs without it is said, not hidden */
         const char *no_amx = cpu_amx_declined();
         if (no_amx) par_printf("precision: AMX tiles not used: %s\n", no_amx);
+        /* and so is a CPU whose dot products the automatic choice passed over */
+        const double dot = cpu_bf16_dot_over_fma();
+        if (gemm_bf16_path() == GEMM_BF16_PORTABLE && dot > 0.0 && !gemm_bf16_dot_products_pay())
+            par_printf("precision: BF16 dot products measure %.2fx this CPU's FP32 "
+                       "multiply-adds, so FP32 multiply-adds over BF16-rounded operands "
+                       "run the products (GENTRAIN_BF16=avx512 asks for the dot products)\n",
+                       dot);
     } else if (gpu && c->precision == PRECISION_BF16) {
         par_printf("precision: bf16 applies to the CPU; the GPU trains in FP16 with loss "
                    "scaling\n");

@@ -12,10 +12,13 @@
  *  - "amx-bf16": packed tiles and TDPBF16PS tile products (AMX-TILE + AMX-BF16 with the
  *    tile state granted by Linux: Intel Sapphire Rapids and later), first choice;
  *  - "avx512-bf16": packed panels and a micro-kernel of VDPBF16PS dot products
- *    (AVX512_BF16: Intel Cooper Lake and Sapphire Rapids on, AMD Zen 4 on);
+ *    (AVX512_BF16: Intel Cooper Lake and Sapphire Rapids on, AMD Zen 4 on), chosen
+ *    where the dot products measure at 0.75x the FP32 multiply-add rate or more
+ *    (gemm_bf16_dot_products_pay: AMD Zen 4 and 5 at about 2x, not the Intel Xeons
+ *    whose VDPBF16PS runs at under half their FMA rate);
  *  - "portable": the operands rounded to bfloat16 values in FP32 panels, multiplied
- *    by OpenBLAS sgemm. The same function on every CPU (a reference, and correct where
- *    the CPU has no BF16 instructions), at FP32 speed;
+ *    by OpenBLAS sgemm. The same function on every CPU (a reference, the path where
+ *    the CPU has no BF16 instructions or slow ones), near FP32 speed;
  *  - "amx-emulated": the AMX path's kernel over a software model of the tiles
  *    (gemm_bf16_amx.h), on any CPU, slowly. For tests; never picked automatically.
  * They differ only in the order of the FP32 sums and in inputs below 2^-126, which
@@ -105,6 +108,11 @@ enum gemm_bf16_path {
     GEMM_BF16_AMX,
     GEMM_BF16_AMX_EMULATED
 };
+
+/* 1 when this CPU has AVX512_BF16 dot products that multiply fast enough to be the
+ * automatic choice below AMX (cpu_bf16_dot_over_fma >= 0.75; measured at the first
+ * call, about 0.1 s: gemm_bf16_init makes it) */
+int gemm_bf16_dot_products_pay(void);
 
 /* Forces a path for the products that follow (tests, benchmarks); one the CPU lacks
  * gives the best it has, with a warning. Call it outside parallel regions. Returns the
