@@ -215,25 +215,37 @@ static void round_panel(float *out, int trans, const float *X, int ld, int r0, i
 }
 
 /* The portable packer (gemm_bf16_packer.h): a block's panel is round_panel's B panel,
- * kc rows of nc rounded values; a strip is 64 of its columns. */
-enum { PSTRIP = 64 };
+ * kc rows of nc values, kept as BF16 (two to a word: half the memory of the FP32 panel,
+ * which left a bf16 run above fp32's peak memory at the GPT-2 124M shape) and widened
+ * into the FP32 panel where a product reads it; a strip is 64 of its columns. */
+enum { PSTRIP = 64, PDEPTH = 16 };
 
-static size_t portable_panel_words(int nc, int kc) { return (size_t)nc * (size_t)kc; }
+static size_t portable_panel_words(int nc, int kc)
+{
+    return ((size_t)nc * (size_t)kc + 1) / 2;
+}
 
+/* simd's bf16_from_float is the rounding of its bf16_round, which round_panel uses: a
+ * product on the packed copy gets the bits of one that rounds B itself */
 static void portable_pack_strip(uint32_t *panel, int s, int nc, int transb, const float *B,
                                 int ldb, int jc, int pc, int kc)
 {
-    float *out = (float *)panel;
+    uint16_t *out = (uint16_t *)panel;
     const simd_kernels *k = simd_kernels_get();
     const int j0 = s * PSTRIP, w = nc - j0 < PSTRIP ? nc - j0 : PSTRIP;
-    if (transb)
-        k->transpose(out + j0, (size_t)nc, B + (size_t)(jc + j0) * ldb + pc, (size_t)ldb, w,
-                     kc);
-    for (int i = 0; i < kc; i++) {
-        float *row = out + (size_t)i * nc + j0;
-        if (!transb)
-            memcpy(row, B + (size_t)(pc + i) * ldb + jc + j0, (size_t)w * sizeof *row);
-        k->bf16_round(row, (size_t)w);
+    if (!transb) {
+        for (int i = 0; i < kc; i++)
+            k->bf16_from_float(out + (size_t)i * nc + j0, B + (size_t)(pc + i) * ldb + jc + j0,
+                               (size_t)w);
+        return;
+    }
+    float rows[PDEPTH * PSTRIP]; /* PDEPTH depths of the strip, transposed */
+    for (int i0 = 0; i0 < kc; i0 += PDEPTH) {
+        const int d = kc - i0 < PDEPTH ? kc - i0 : PDEPTH;
+        k->transpose(rows, (size_t)w, B + (size_t)(jc + j0) * ldb + pc + i0, (size_t)ldb, w, d);
+        for (int i = 0; i < d; i++)
+            k->bf16_from_float(out + (size_t)(i0 + i) * nc + j0, rows + (size_t)i * w,
+                               (size_t)w);
     }
 }
 
@@ -242,6 +254,27 @@ const gemm_bf16_packer gemm_bf16_portable_packer = {.kc = PK,
                                                     .strip = PSTRIP,
                                                     .panel_words = portable_panel_words,
                                                     .pack_strip = portable_pack_strip};
+
+/* B's block at depth pc (kc deep), columns jc (nc wide) into the FP32 panel pb, on the
+ * team when par: widened from the packed copy bpre, or rounded from B */
+static void portable_b_panel(float *pb, int par, const void *bpre, int transb, const float *B,
+                             int ldb, int K, int N, int jc, int pc, int kc, int nc)
+{
+    const uint16_t *h = NULL;
+    if (bpre)
+        h = (const uint16_t *)((const uint32_t *)bpre +
+                               gemm_bf16_block_offset(&gemm_bf16_portable_packer, K, N, jc, pc));
+    const int chunks = (kc + CHUNK - 1) / CHUNK;
+#pragma omp parallel for schedule(static) if (par)
+    for (int ch = 0; ch < chunks; ch++) {
+        const int i0 = ch * CHUNK, n = kc - i0 < CHUNK ? kc - i0 : CHUNK;
+        if (h)
+            simd_kernels_get()->bf16_to_float(pb + (size_t)i0 * nc, h + (size_t)i0 * nc,
+                                              (size_t)n * nc);
+        else
+            round_panel(pb + (size_t)i0 * nc, transb, B, ldb, pc + i0, n, jc, nc);
+    }
+}
 
 /* bpre: B's copy packed once per update by the portable packer, or NULL; ep: the
  * epilogue, or NULL. A bias over beta = 0 is put into C before the first depth block's
@@ -260,20 +293,17 @@ static void gemm_portable(slot *s, int transa, int transb, int M, int N, int K, 
         rest.bias = NULL;
         ep = &rest;
     }
+    const int nested = omp_in_parallel();
     for (int pc = 0; pc < K; pc += PK) {
         const int kc = K - pc < PK ? K - pc : PK;
         const float bet = pc == 0 && !bias_first ? beta : 1.0f;
         for (int jc = 0; jc < N; jc += PN) {
             const int nc = N - jc < PN ? N - jc : PN;
-            const float *pb = s->pb;
-            if (bpre)
-                pb = (const float *)bpre +
-                     gemm_bf16_block_offset(&gemm_bf16_portable_packer, K, N, jc, pc);
-            else
-                round_panel(s->pb, transb, B, ldb, pc, kc, jc, nc);
+            portable_b_panel(s->pb, !nested && (size_t)kc * nc >= PAR_WORK, bpre, transb, B,
+                             ldb, K, N, jc, pc, kc, nc);
             for (int ic = 0; ic < M; ic += PM) {
                 const int mc = M - ic < PM ? M - ic : PM;
-                const int par = !omp_in_parallel() && (size_t)mc * (kc + nc) >= PAR_WORK;
+                const int par = !nested && (size_t)mc * (kc + nc) >= PAR_WORK;
                 const int chunks = (mc + CHUNK - 1) / CHUNK;
 #pragma omp parallel for schedule(static) if (par)
                 for (int ch = 0; ch < chunks; ch++) {
@@ -287,7 +317,7 @@ static void gemm_portable(slot *s, int transa, int transb, int M, int N, int K, 
                         gemm_bf16_row_sums(ep->row_sums, transa, A, lda, ic + i0, n, pc, kc);
                 }
                 cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, mc, nc, kc, alpha,
-                            s->pa, kc, pb, nc, bet, C + (size_t)ic * ldc + jc, ldc);
+                            s->pa, kc, s->pb, nc, bet, C + (size_t)ic * ldc + jc, ldc);
                 if (!ep) continue;
 #pragma omp parallel for schedule(static) if (par)
                 for (int ch = 0; ch < chunks; ch++) {
