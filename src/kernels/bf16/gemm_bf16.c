@@ -308,7 +308,16 @@ static void gemm_portable(slot *s, int transa, int transb, int M, int N, int K, 
 #pragma omp parallel for schedule(static) if (par)
                 for (int ch = 0; ch < chunks; ch++) {
                     const int i0 = ch * CHUNK, n = mc - i0 < CHUNK ? mc - i0 : CHUNK;
-                    round_panel(s->pa + (size_t)i0 * kc, transa, A, lda, ic + i0, n, pc, kc);
+                    if (transa == 1) /* columns i0.. of A's rows pc.., as stored */
+                        for (int k = 0; k < kc; k++) {
+                            float *row = s->pa + (size_t)k * mc + i0;
+                            memcpy(row, A + (size_t)(pc + k) * lda + ic + i0,
+                                   (size_t)n * sizeof *row);
+                            simd_kernels_get()->bf16_round(row, (size_t)n);
+                        }
+                    else
+                        round_panel(s->pa + (size_t)i0 * kc, transa, A, lda, ic + i0, n, pc,
+                                    kc);
                     if (bias_first && pc == 0)
                         for (int i = i0; i < i0 + n; i++)
                             memcpy(C + (size_t)(ic + i) * ldc + jc, bias + jc,
@@ -316,8 +325,14 @@ static void gemm_portable(slot *s, int transa, int transb, int M, int N, int K, 
                     if (ep && ep->row_sums && jc == 0)
                         gemm_bf16_row_sums(ep->row_sums, transa, A, lda, ic + i0, n, pc, kc);
                 }
-                cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, mc, nc, kc, alpha,
-                            s->pa, kc, s->pb, nc, bet, C + (size_t)ic * ldc + jc, ldc);
+                /* op(A) = A^T stays as stored, for sgemm to transpose as it packs:
+                 * transposing it here cost a twentieth of a small model's step */
+                if (transa == 1)
+                    cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, mc, nc, kc, alpha,
+                                s->pa, mc, s->pb, nc, bet, C + (size_t)ic * ldc + jc, ldc);
+                else
+                    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, mc, nc, kc, alpha,
+                                s->pa, kc, s->pb, nc, bet, C + (size_t)ic * ldc + jc, ldc);
                 if (!ep) continue;
 #pragma omp parallel for schedule(static) if (par)
                 for (int ch = 0; ch < chunks; ch++) {

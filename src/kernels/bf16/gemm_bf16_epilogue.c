@@ -14,11 +14,10 @@
 void gemm_bf16_row_sums(float *sums, int transa, const float *A, int lda, int m0, int mc,
                         int k0, int kc)
 {
-    if (transa) { /* A stored [k][m]: a row of memory adds into mc sums at once */
-        for (int k = 0; k < kc; k++) {
-            const float *r = A + (size_t)(k0 + k) * lda + m0;
-            for (int i = 0; i < mc; i++) sums[m0 + i] += r[i];
-        }
+    if (transa) { /* A stored [k][m]: a row of memory adds into mc sums at once, one
+                   * rounded add per element (simd's acc), as the scalar loop */
+        const simd_kernels *k = simd_kernels_get();
+        for (int d = 0; d < kc; d++) k->acc(sums + m0, A + (size_t)(k0 + d) * lda + m0, (size_t)mc);
         return;
     }
     for (int i = 0; i < mc; i++) {
