@@ -201,14 +201,16 @@ static double normwise(const prob *p, const float *a, const float *b)
     return d / mx;
 }
 
-/* (c) inside a parallel region, each thread its own product, against the same outside */
+/* (c) inside a parallel region, each thread its own product, against the same outside
+ * (300 rows: more than a thread's own portable panel holds, fewer than the team's) */
 static void check_nested(const char *path)
 {
     enum { P = 4 };
     prob p[P];
     float *outside[P], *inside[P];
     for (int i = 0; i < P; i++) {
-        p[i] = make(64 + i, 96 - 7 * i, 64, i & 1, (i >> 1) & 1, 1.0f, i == 0 ? 0.0f : 1.0f);
+        p[i] = make(i == 3 ? 300 : 64 + i, 96 - 7 * i, 64, i & 1, (i >> 1) & 1, 1.0f,
+                    i == 0 ? 0.0f : 1.0f);
         outside[i] = run(&p[i]);
     }
 #pragma omp parallel for schedule(static)

@@ -26,8 +26,10 @@ static int omp_in_parallel(void) { return 0; }
 #endif
 
 /* Portable panels: PM x PK of A and PK x PN of B, FP32; row sums fused into products of
- * up to SUMS rows (more: summed after the product, the same bits) */
-enum { PM = 2048, PK = 256, PN = 2048, SUMS = 16384 };
+ * up to SUMS rows (more: summed after the product, the same bits). PM rows for the
+ * products the whole team runs (slot 0: one sgemm per depth block at a step's shapes),
+ * PM_NESTED for those a thread runs alone inside a parallel region. */
+enum { PM = 2048, PM_NESTED = 256, PK = 256, PN = 2048, SUMS = 16384 };
 /* The portable path rounds A, puts the bias and does the epilogue on the OpenMP team,
  * CHUNK rows a piece, where a product is out of a parallel region and has PAR_WORK
  * elements of A and C or more: done by the calling thread alone, that work kept the
@@ -39,7 +41,8 @@ enum { CHUNK = 32, PAR_WORK = 32768 };
 typedef struct {
     void *apack, *bpack; /* AVX512_BF16 path; bpack also the AMX paths' B panel */
     void *amx;           /* AMX paths: GEMM_BF16_AMX_WORK bytes */
-    float *pa, *pb;      /* portable path */
+    float *pa, *pb;      /* portable path: pa holds pm rows */
+    int pm;
     float *sums;         /* the epilogue's row sums, from zero (SUMS floats) */
 } slot;
 
@@ -150,12 +153,13 @@ static enum gemm_bf16_path env_choice(void)
     return resolve(GEMM_BF16_AUTO, 0);
 }
 
-static int reserve_slot(slot *s)
+static int reserve_slot(slot *s, int pm)
 {
+    s->pm = pm;
     s->apack = gt_malloc(GEMM_BF16_APACK, "BF16 packed A panel");
     s->bpack = gt_malloc(GEMM_BF16_BPACK, "BF16 packed B panel");
     s->amx = gt_malloc(GEMM_BF16_AMX_WORK, "BF16 AMX tiles and packed A block");
-    s->pa = gt_malloc((size_t)PM * PK * sizeof(float), "BF16 rounded A panel");
+    s->pa = gt_malloc((size_t)pm * PK * sizeof(float), "BF16 rounded A panel");
     s->pb = gt_malloc((size_t)PK * PN * sizeof(float), "BF16 rounded B panel");
     s->sums = gt_malloc((size_t)SUMS * sizeof(float), "BF16 product row sums");
     return s->apack && s->bpack && s->amx && s->pa && s->pb && s->sums ? 0 : -1;
@@ -174,7 +178,7 @@ int gemm_bf16_init(int threads)
     if (!slots) return -1;
     nslots = want;
     for (int i = 0; i < want; i++)
-        if (reserve_slot(&slots[i]) != 0) {
+        if (reserve_slot(&slots[i], i == 0 ? PM : PM_NESTED) != 0) {
             gemm_bf16_free();
             return -1;
         }
@@ -301,8 +305,8 @@ static void gemm_portable(slot *s, int transa, int transb, int M, int N, int K, 
             const int nc = N - jc < PN ? N - jc : PN;
             portable_b_panel(s->pb, !nested && (size_t)kc * nc >= PAR_WORK, bpre, transb, B,
                              ldb, K, N, jc, pc, kc, nc);
-            for (int ic = 0; ic < M; ic += PM) {
-                const int mc = M - ic < PM ? M - ic : PM;
+            for (int ic = 0; ic < M; ic += s->pm) {
+                const int mc = M - ic < s->pm ? M - ic : s->pm;
                 const int par = !nested && (size_t)mc * (kc + nc) >= PAR_WORK;
                 const int chunks = (mc + CHUNK - 1) / CHUNK;
 #pragma omp parallel for schedule(static) if (par)
