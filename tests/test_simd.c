@@ -205,6 +205,21 @@ static void test_conversions(const simd_kernels *k)
     }
     TU_CHECK(diff == 0, "%s: bf16_round in place is bf16_from_float then bf16_to_float, "
              "and stops at n (%d differ)", k->name, diff);
+
+    /* from one array into another: the same bits, the source untouched, dst past n too */
+    static float src[NH];
+    memcpy(src, xs, sizeof src);
+    memset(f2, 0x5a, sizeof f2);
+    k->bf16_round_to(f2, src, NH - 3);
+    diff = memcmp(src, xs, sizeof src) != 0;
+    for (int i = 0; i < NH; i++) {
+        uint32_t want = 0x5a5a5a5au, got;
+        memcpy(&got, &f2[i], sizeof got);
+        if (i < NH - 3) memcpy(&want, &f1[i], sizeof want);
+        diff += got != want;
+    }
+    TU_CHECK(diff == 0, "%s: bf16_round_to gives bf16_round's bits in another array and "
+             "stops at n (%d differ)", k->name, diff);
 }
 
 /* Row kernels: within a few ulps of the portable path at every tail length. */

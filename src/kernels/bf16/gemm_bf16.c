@@ -197,8 +197,9 @@ const char *gemm_bf16_path_name(void) { return name_of(gemm_bf16_path()); }
 
 /* op(X)[r0 + i, c0 + j] for i < rows, j < cols into out (row-major, cols wide), rounded
  * to bfloat16 values by the SIMD path's bf16_round (trans = GEMM_BF16_STORED: X holds
- * BF16 values, widened). Copied (or transposed) first, then rounded in place: both
- * vector loops, where a scalar loop with a strided read cost a tenth of a BF16 step. */
+ * BF16 values, widened): rounded as copied, or transposed first and then rounded in
+ * place; vector loops, where a scalar loop with a strided read cost a tenth of a BF16
+ * step. */
 static void round_panel(float *out, int trans, const float *X, int ld, int r0, int rows,
                         int c0, int cols)
 {
@@ -209,12 +210,13 @@ static void round_panel(float *out, int trans, const float *X, int ld, int r0, i
         return;
     }
     const simd_kernels *k = simd_kernels_get();
-    if (trans)
-        k->transpose(out, (size_t)cols, X + (size_t)c0 * ld + r0, (size_t)ld, cols, rows);
-    else
+    if (!trans) {
         for (int i = 0; i < rows; i++)
-            memcpy(out + (size_t)i * cols, X + (size_t)(r0 + i) * ld + c0,
-                   (size_t)cols * sizeof *out);
+            k->bf16_round_to(out + (size_t)i * cols, X + (size_t)(r0 + i) * ld + c0,
+                             (size_t)cols);
+        return;
+    }
+    k->transpose(out, (size_t)cols, X + (size_t)c0 * ld + r0, (size_t)ld, cols, rows);
     k->bf16_round(out, (size_t)rows * cols);
 }
 
@@ -258,6 +260,15 @@ const gemm_bf16_packer gemm_bf16_portable_packer = {.kc = PK,
                                                     .strip = PSTRIP,
                                                     .panel_words = portable_panel_words,
                                                     .pack_strip = portable_pack_strip};
+
+/* Columns per thread for m columns over the team: a multiple of 16, at least CHUNK */
+static int team_piece(int m)
+{
+    const int t = omp_get_max_threads();
+    int w = (m + t - 1) / t;
+    w = (w + 15) / 16 * 16;
+    return w < CHUNK ? CHUNK : w;
+}
 
 /* B's block at depth pc (kc deep), columns jc (nc wide) into the FP32 panel pb, on the
  * team when par: widened from the packed copy bpre, or rounded from B */
@@ -308,17 +319,19 @@ static void gemm_portable(slot *s, int transa, int transb, int M, int N, int K, 
             for (int ic = 0; ic < M; ic += s->pm) {
                 const int mc = M - ic < s->pm ? M - ic : s->pm;
                 const int par = !nested && (size_t)mc * (kc + nc) >= PAR_WORK;
-                const int chunks = (mc + CHUNK - 1) / CHUNK;
+                /* A^T is rounded along its stored rows, in pieces of columns: one
+                 * piece per thread (pieces of CHUNK columns, one call per row each,
+                 * cost a twentieth of a small model's step in calls) */
+                const int cw = transa == 1 && par ? team_piece(mc) : CHUNK;
+                const int pieces = (mc + cw - 1) / cw;
 #pragma omp parallel for schedule(static) if (par)
-                for (int ch = 0; ch < chunks; ch++) {
-                    const int i0 = ch * CHUNK, n = mc - i0 < CHUNK ? mc - i0 : CHUNK;
+                for (int ch = 0; ch < pieces; ch++) {
+                    const int i0 = ch * cw, n = mc - i0 < cw ? mc - i0 : cw;
                     if (transa == 1) /* columns i0.. of A's rows pc.., as stored */
-                        for (int k = 0; k < kc; k++) {
-                            float *row = s->pa + (size_t)k * mc + i0;
-                            memcpy(row, A + (size_t)(pc + k) * lda + ic + i0,
-                                   (size_t)n * sizeof *row);
-                            simd_kernels_get()->bf16_round(row, (size_t)n);
-                        }
+                        for (int k = 0; k < kc; k++)
+                            simd_kernels_get()->bf16_round_to(s->pa + (size_t)k * mc + i0,
+                                                              A + (size_t)(pc + k) * lda + ic + i0,
+                                                              (size_t)n);
                     else
                         round_panel(s->pa + (size_t)i0 * kc, transa, A, lda, ic + i0, n, pc,
                                     kc);
@@ -338,6 +351,7 @@ static void gemm_portable(slot *s, int transa, int transb, int M, int N, int K, 
                     cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, mc, nc, kc, alpha,
                                 s->pa, kc, s->pb, nc, bet, C + (size_t)ic * ldc + jc, ldc);
                 if (!ep) continue;
+                const int chunks = (mc + CHUNK - 1) / CHUNK;
 #pragma omp parallel for schedule(static) if (par)
                 for (int ch = 0; ch < chunks; ch++) {
                     const int i0 = ch * CHUNK, n = mc - i0 < CHUNK ? mc - i0 : CHUNK;

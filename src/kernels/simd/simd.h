@@ -102,6 +102,9 @@ typedef struct simd_kernels {
     void (*bf16_to_float)(float *dst, const uint16_t *src, size_t n);
     /* x[i] = bf16_to_float(bf16_from_float(x[i])), in place */
     void (*bf16_round)(float *x, size_t n);
+    /* the same from src into dst (a copy and its rounding in one pass; dst == src is
+     * bf16_round) */
+    void (*bf16_round_to)(float *dst, const float *src, size_t n);
 } simd_kernels;
 
 /* The vector twins exist where the compiler can target x86-64 vector extensions. */

@@ -303,14 +303,16 @@ static void bf16_to_float_p(float *restrict dst, const uint16_t *restrict src, s
     }
 }
 
-static void bf16_round_p(float *x, size_t n)
+static void bf16_round_to_p(float *dst, const float *src, size_t n)
 {
     for (size_t i = 0; i < n; i++) {
         uint16_t h;
-        bf16_from_float_p(&h, &x[i], 1);
-        bf16_to_float_p(&x[i], &h, 1);
+        bf16_from_float_p(&h, &src[i], 1);
+        bf16_to_float_p(&dst[i], &h, 1);
     }
 }
+
+static void bf16_round_p(float *x, size_t n) { bf16_round_to_p(x, x, n); }
 
 const simd_kernels simd_kernels_portable = {
     .name = "portable",
@@ -337,4 +339,5 @@ const simd_kernels simd_kernels_portable = {
     .bf16_from_float = bf16_from_float_p,
     .bf16_to_float = bf16_to_float_p,
     .bf16_round = bf16_round_p,
+    .bf16_round_to = bf16_round_to_p,
 };

@@ -454,23 +454,25 @@ static void SIMD_FN(bf16_from_float)(uint16_t *restrict dst, const float *restri
     if (i < n) simd_kernels_portable.bf16_from_float(dst + i, src + i, n - i);
 }
 
-/* bf16_from_float then bf16_to_float in one pass, in place: the rounding kept in the
- * float's top 16 bits */
-static void SIMD_FN(bf16_round)(float *x, size_t n)
+/* bf16_from_float then bf16_to_float in one pass, src to dst (or in place): the rounding
+ * kept in the float's top 16 bits */
+static void SIMD_FN(bf16_round_to)(float *dst, const float *src, size_t n)
 {
     const vi abs_mask = vi_set1(0x7fffffff), inf = vi_set1(0x7f800000),
              half_ulp = vi_set1(0x7fff), one = vi_set1(1), top = vi_set1((int)0xffff0000u),
              quiet = vi_set1(0x00400000);
     size_t i = 0;
     for (; i + VL <= n; i += VL) {
-        vi u = vcast_i(vload(x + i));
+        vi u = vcast_i(vload(src + i));
         vi rounded = vi_and(vi_add(u, vi_add(half_ulp, vi_and(vi_srli(u, 16), one))), top);
         vmask nan = vi_gt(vi_and(u, abs_mask), inf);
         vi qnan = vi_and(vi_or(u, quiet), top);
-        vstore(x + i, vcast_f(vi_blend(nan, rounded, qnan)));
+        vstore(dst + i, vcast_f(vi_blend(nan, rounded, qnan)));
     }
-    if (i < n) simd_kernels_portable.bf16_round(x + i, n - i);
+    if (i < n) simd_kernels_portable.bf16_round_to(dst + i, src + i, n - i);
 }
+
+static void SIMD_FN(bf16_round)(float *x, size_t n) { SIMD_FN(bf16_round_to)(x, x, n); }
 
 static void SIMD_FN(bf16_to_float)(float *restrict dst, const uint16_t *restrict src,
                                    size_t n)
@@ -507,4 +509,5 @@ const simd_kernels SIMD_TABLE = {
     .bf16_from_float = SIMD_FN(bf16_from_float),
     .bf16_to_float = SIMD_FN(bf16_to_float),
     .bf16_round = SIMD_FN(bf16_round),
+    .bf16_round_to = SIMD_FN(bf16_round_to),
 };
