@@ -94,17 +94,16 @@ static int cpu_runs(enum gemm_bf16_path p)
  * portable path trains 1.5-1.7x faster than avx512-bf16. */
 #define DOT_PAYS 0.75
 
-static enum gemm_bf16_path best_path(void)
-{
-    if (cpu_runs(GEMM_BF16_AMX)) return GEMM_BF16_AMX;
-    if (cpu_runs(GEMM_BF16_AVX512) && cpu_bf16_dot_over_fma() >= DOT_PAYS)
-        return GEMM_BF16_AVX512;
-    return GEMM_BF16_PORTABLE;
-}
-
 int gemm_bf16_dot_products_pay(void)
 {
     return cpu_runs(GEMM_BF16_AVX512) && cpu_bf16_dot_over_fma() >= DOT_PAYS;
+}
+
+static enum gemm_bf16_path best_path(void)
+{
+    return cpu_runs(GEMM_BF16_AMX)        ? GEMM_BF16_AMX
+           : gemm_bf16_dot_products_pay() ? GEMM_BF16_AVX512
+                                          : GEMM_BF16_PORTABLE;
 }
 
 /* The path to run for `want`: a path the CPU lacks gives the best it has (warned) */

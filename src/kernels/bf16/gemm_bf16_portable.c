@@ -110,13 +110,13 @@ static void portable_b_panel(float *pb, int par, const void *bpre, int transb, c
     if (bpre)
         h = (const uint16_t *)((const uint32_t *)bpre +
                                gemm_bf16_block_offset(&gemm_bf16_portable_packer, K, N, jc, pc));
+    const simd_kernels *k = simd_kernels_get();
     const int chunks = (kc + CHUNK - 1) / CHUNK;
 #pragma omp parallel for schedule(static) if (par)
     for (int ch = 0; ch < chunks; ch++) {
         const int i0 = ch * CHUNK, n = kc - i0 < CHUNK ? kc - i0 : CHUNK;
         if (h)
-            simd_kernels_get()->bf16_to_float(pb + (size_t)i0 * nc, h + (size_t)i0 * nc,
-                                              (size_t)n * nc);
+            k->bf16_to_float(pb + (size_t)i0 * nc, h + (size_t)i0 * nc, (size_t)n * nc);
         else
             round_panel(pb + (size_t)i0 * nc, transb, B, ldb, pc + i0, n, jc, nc);
     }
@@ -140,6 +140,7 @@ void gemm_bf16_portable(float *pa, int pm, float *pb, int transa, int transb, in
         ep = &rest;
     }
     const int nested = omp_in_parallel();
+    const simd_kernels *k = simd_kernels_get();
     for (int pc = 0; pc < K; pc += PK) {
         const int kc = K - pc < PK ? K - pc : PK;
         const float bet = pc == 0 && !bias_first ? beta : 1.0f;
@@ -159,10 +160,9 @@ void gemm_bf16_portable(float *pa, int pm, float *pb, int transa, int transb, in
                 for (int ch = 0; ch < pieces; ch++) {
                     const int i0 = ch * cw, n = mc - i0 < cw ? mc - i0 : cw;
                     if (transa == 1) /* columns i0.. of A's rows pc.., as stored */
-                        for (int k = 0; k < kc; k++)
-                            simd_kernels_get()->bf16_round_to(pa + (size_t)k * mc + i0,
-                                                              A + (size_t)(pc + k) * lda + ic + i0,
-                                                              (size_t)n);
+                        for (int d = 0; d < kc; d++)
+                            k->bf16_round_to(pa + (size_t)d * mc + i0,
+                                             A + (size_t)(pc + d) * lda + ic + i0, (size_t)n);
                     else
                         round_panel(pa + (size_t)i0 * kc, transa, A, lda, ic + i0, n, pc,
                                     kc);
