@@ -128,7 +128,7 @@ for path in "$dot" portable amx-emulated; do
     [ -d "$tmp/once-$path" ] ||
         train "once-$path" --batch_size 8 --global_batch_size 16 --steps 6 --precision bf16
     check "$path path: the run says which activations it keeps in BF16" \
-        grep -q "^bf16 activations: ln_1, ln_2, q|k|v and attention output stored in BF16.*; the MLP pre-activation too" \
+        grep -q "^bf16 activations: ln_1, ln_2, q|k|v, attention output and GELU output stored in BF16.*; the MLP pre-activation too" \
         "$tmp/once-$path.out"
     check "$path path: the exact set in BF16 storage or as floats, the same losses" \
         compare_logs "$tmp/exact-$path/log.jsonl" "$tmp/f32acts-$path/log.jsonl" 0 6

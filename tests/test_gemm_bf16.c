@@ -34,7 +34,8 @@
  *   (m) operands in BF16 storage (GEMM_BF16_STORED, bf16_store.h): A as stored, B as
  *       stored or both give the bits of the product of the FP32 operands they were
  *       rounded from (odd K, past a depth and a column block, padded leading
- *       dimensions), and the epilogue's BF16 copy of C is bf16_store of C; bf16_store's
+ *       dimensions), and the epilogue's BF16 copy of C is bf16_store of C (of GELU of C
+ *       for the GELU output in BF16 storage); bf16_store's
  *       vector loop rounds ties, NaN, infinities and denormals as its scalar one;
  *   (n) the epilogue's row sums (a bias gradient summed while dout^T is packed) give
  *       the bits of the column-sum pass (simd colsum) and of a plain loop, past a row
@@ -632,7 +633,7 @@ static void check_stored(const char *name)
     static const struct {
         int M, N, K;
     } shapes[] = {{1, 1, 1}, {45, 70, 101}, {33, 96, 1100}, {7, 2100, 40}, {300, 33, 17}};
-    int same = 1, copy_same = 1;
+    int same = 1, copy_same = 1, gelu_same = 1;
     for (size_t si = 0; si < sizeof shapes / sizeof shapes[0]; si++) {
         const int M = shapes[si].M, N = shapes[si].N, K = shapes[si].K;
         const int lda = K + 3, ldb = N + 5, ldw = K + 1; /* A [M][K], B [K][N], W [N][K] */
@@ -650,6 +651,12 @@ static void check_stored(const char *name)
                         ldw, 0.0f, got, N, &ep);
         same &= memcmp(got, want, mn * sizeof *got) == 0;
         for (size_t i = 0; i < mn; i++) copy_same &= C16[i] == bf16_store_one(want[i]);
+        /* GELU of C into BF16 storage (the MLP's c_fc): bf16_store of gelu_fwd of C */
+        const gemm_bf16_epilogue ep_gelu = {.gelu_out16 = C16, .ld_gelu = (size_t)N};
+        gemm_bf16_fused(GEMM_BF16_STORED, 1, M, N, K, 1.0f, (const float *)(void *)A16, lda, W,
+                        ldw, 0.0f, got, N, &ep_gelu);
+        simd_kernels_get()->gelu_fwd(got, want, mn);
+        for (size_t i = 0; i < mn; i++) gelu_same &= C16[i] == bf16_store_one(got[i]);
         /* A transposed (FP32), B stored (the weight gradient), beta = 1 */
         memcpy(got, want, mn * sizeof *got);
         gemm_bf16(1, 0, M, N, K, 0.5f, At, M + 2, B, ldb, 1.0f, want, N);
@@ -667,6 +674,8 @@ static void check_stored(const char *name)
     TU_CHECK(same, "%s: operands in BF16 storage give the bits of their FP32 values' "
              "product (A, B, both; K odd, past a depth and a column block)", name);
     TU_CHECK(copy_same, "%s: the epilogue's BF16 copy of C is bf16_store of C", name);
+    TU_CHECK(gelu_same, "%s: the epilogue's GELU in BF16 storage is bf16_store of GELU of C",
+             name);
 }
 
 /* (n) row sums: from zero in depth order, then added (the reference), against the

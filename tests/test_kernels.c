@@ -2,7 +2,9 @@
  * written here:
  *   (a) forward outputs vs the reference;
  *   (b) backward vs central finite differences of the reference loss
- *       L = sum(out * R) (R random, passed as dout), and that backward accumulates;
+ *       L = sum(out * R) (R random, passed as dout), and that backward accumulates
+ *       (but a matrix product's dinp, which is written; with GELU's backward fused,
+ *       the bits of the two);
  *   (c) the AVX2 path vs the portable path (when the CPU has AVX2);
  *   (d) two runs with the same thread count give identical bits;
  *   (e) cross-entropy: losses, gradient by finite differences, zero row sums;
@@ -411,7 +413,8 @@ static void mm_run(void *p, float *res)
     mm_case *c = p;
     size_t no = c->N * c->OC, ni = c->N * c->C, nw = (size_t)c->OC * c->C;
     float *out = res, *dx = res + no, *dw = dx + ni, *db = dw + nw;
-    memset(dx, 0, (ni + nw + c->OC) * sizeof *res);
+    for (size_t i = 0; i < ni; i++) dx[i] = 1e30f; /* written, not added to */
+    memset(dw, 0, (nw + c->OC) * sizeof *res);
     matmul_forward(out, c->x, c->w, c->with_bias ? c->bias : NULL, c->N, c->C, c->OC);
     matmul_backward(dx, dw, c->with_bias ? db : NULL, c->R, c->x, c->w, c->N, c->C, c->OC);
 }
@@ -453,7 +456,8 @@ static void test_matmul(size_t N, int C, int OC, int with_bias, size_t samples)
     float *dx2 = fnew(ni), *dw2 = fnew(nw), *db2 = fnew(OC);
     for (int k = 0; k < 2; k++)
         matmul_backward(dx2, dw2, with_bias ? db2 : NULL, c.R, c.x, c.w, N, C, OC);
-    check_doubled(name, dx, dx2, ni);
+    TU_CHECK(memcmp(dx2, dx, ni * sizeof *dx) == 0, "%s: dinp is written, not added to "
+             "(2 calls = 1)", name);
     check_doubled(name, dw, dw2, nw);
     if (with_bias) check_doubled(name, db, db2, OC);
 
@@ -464,6 +468,18 @@ static void test_matmul(size_t N, int C, int OC, int with_bias, size_t samples)
              "same dweight", name);
 
     check_paths(name, mm_run, &c, nres);
+
+    /* with GELU's backward after it (c_proj's, x standing for its pre-activation): the
+     * bits of the unfused sequence, dinp and dweight as matmul_backward's */
+    float *pre = frand(ni, -4, 4), *dpre = fnew(ni), *want = fnew(ni), *dw4 = fnew(nw);
+    for (size_t i = 0; i < ni; i++) dpre[i] = 1e30f;
+    matmul_backward_gelu(dpre, dx2, dw4, NULL, c.R, c.x, c.w, pre, N, C, OC);
+    gelu_backward(want, pre, dx, ni); /* fnew: zeroed */
+    TU_CHECK(memcmp(dpre, want, ni * sizeof *want) == 0 &&
+                 memcmp(dx2, dx, ni * sizeof *dx) == 0 && memcmp(dw4, dw, nw * sizeof *dw) == 0,
+             "%s: matmul_backward_gelu gives the bits of matmul_backward, then gelu_backward "
+             "into zeros", name);
+    free(pre), free(dpre), free(want), free(dw4);
 
     free(res), free(rout), free(dx2), free(dw2), free(db2), free(dw3);
     free(c.x), free(c.w), free(c.bias), free(c.R), free(c.dx), free(c.dw), free(c.dbias);

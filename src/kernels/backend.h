@@ -28,14 +28,16 @@ typedef struct gt_bf16_acts {
     /* matmul_forward from inp16; out16 (NULL: none) receives out's BF16 copy too */
     void (*matmul_forward)(float *out, uint16_t *out16, const uint16_t *inp16,
                            const float *w, const float *bias, size_t N, int C, int OC);
-    /* out16 (NULL: none): out rounded to BF16 and stored, and GELU taken of that */
-    void (*matmul_forward_gelu)(float *out, uint16_t *out16, float *out_gelu,
+    /* out16 (NULL: none): out rounded to BF16 and stored, and GELU taken of that; the
+     * GELU output into gelu16, in BF16 (the next product reads nothing else) */
+    void (*matmul_forward_gelu)(float *out, uint16_t *out16, uint16_t *gelu16,
                                 const uint16_t *inp16, const float *w, const float *bias,
                                 size_t N, int C, int OC);
-    /* gelu_forward and matmul_backward_gelu on a pre-activation in BF16 storage */
-    void (*gelu_forward)(float *out, const uint16_t *inp16, size_t N);
+    /* gelu_forward and matmul_backward_gelu on a pre-activation in BF16 storage, the
+     * GELU output (the product's inp16) in BF16 too */
+    void (*gelu_forward)(uint16_t *out16, const uint16_t *inp16, size_t N);
     void (*matmul_backward_gelu)(float *dpre, float *dinp, float *dw, float *dbias,
-                                 const float *dout, const float *inp, const float *w,
+                                 const float *dout, const uint16_t *inp16, const float *w,
                                  const uint16_t *pre16, size_t N, int C, int OC);
     void (*matmul_forward_residual)(float *out, const float *res, const uint16_t *inp16,
                                     const float *w, const float *bias, size_t N, int C,
@@ -49,9 +51,9 @@ typedef struct gt_bf16_acts {
                                int T, int C, int NH);
 } gt_bf16_acts;
 
-/* Every member is required but bf16_acts and the fused products; shapes as in
+/* Every member is required but bf16_acts and the fused forward products; shapes as in
  * kernels_cpu.h, whose functions fill the CPU backends, and every backward accumulates
- * (+=). */
+ * (+=) but the matrix products' dinp, which they write. */
 typedef struct gt_backend {
     const char *name; /* "cpu", "cpu-bf16": for messages (tests print it) */
     /* out[B,T,C] = wte[token] + wpe[t]; backward: dwte[V,C], dwpe[T,C] += */
@@ -66,7 +68,8 @@ typedef struct gt_backend {
                                const float *inp, const float *w, const float *mean,
                                const float *rstd, size_t N, int C);
     /* out[N,OC] = inp[N,C] @ w[OC,C]^T + bias[OC] (bias may be NULL); backward:
-     * dinp[N,C], dw[OC,C], dbias[OC] += (dinp, dbias may be NULL) */
+     * dinp[N,C] = (written: no zeroing pass before it), dw[OC,C], dbias[OC] += (dinp,
+     * dbias may be NULL) */
     void (*matmul_forward)(float *out, const float *inp, const float *w,
                            const float *bias, size_t N, int C, int OC);
     void (*matmul_backward)(float *dinp, float *dw, float *dbias, const float *dout,
@@ -79,8 +82,8 @@ typedef struct gt_backend {
     void (*matmul_forward_residual)(float *out, const float *res, const float *inp,
                                     const float *w, const float *bias, size_t N, int C,
                                     int OC);
-    /* matmul_backward with dinp written, not added to (no zeroing pass before it), then
-     * dpre = gelu'(pre) dinp (overwritten) in dinp's write-back */
+    /* Required: matmul_backward, then dpre = gelu'(pre) dinp (overwritten) while dinp's
+     * rows are in cache (the BF16 backend: in the product's write-back) */
     void (*matmul_backward_gelu)(float *dpre, float *dinp, float *dw, float *dbias,
                                  const float *dout, const float *inp, const float *w,
                                  const float *pre, size_t N, int C, int OC);

@@ -156,14 +156,39 @@ static void bias_grad(float *dbias, const float *dout, size_t N, int OC)
     }
 }
 
+/* dw[OC,C] += dout^T @ inp[N,C]; dbias += dout's column sums */
+static void weight_grad(float *dw, float *dbias, const float *dout, const float *inp, size_t N,
+                        int C, int OC)
+{
+    mm(1, 0, OC, C, (int)N, 1.0f, dout, OC, inp, C, 1.0f, dw, C);
+    if (dbias) bias_grad(dbias, dout, N, OC);
+}
+
 void matmul_backward(float *dinp, float *dw, float *dbias, const float *dout,
                      const float *inp, const float *w, size_t N, int C, int OC)
 {
-    /* dinp[N,C] += dout[N,OC] @ w[OC,C] */
-    if (dinp) mm(0, 0, (int)N, C, OC, 1.0f, dout, OC, w, C, 1.0f, dinp, C);
-    /* dw[OC,C] += dout^T @ inp[N,C] */
-    mm(1, 0, OC, C, (int)N, 1.0f, dout, OC, inp, C, 1.0f, dw, C);
-    if (dbias) bias_grad(dbias, dout, N, OC);
+    /* dinp[N,C] = dout[N,OC] @ w[OC,C]: beta = 0, so neither a zeroing pass before nor
+     * a read of dinp in the product */
+    if (dinp) mm(0, 0, (int)N, C, OC, 1.0f, dout, OC, w, C, 0.0f, dinp, C);
+    weight_grad(dw, dbias, dout, inp, N, C, OC);
+}
+
+void matmul_backward_gelu(float *dpre, float *dinp, float *dw, float *dbias,
+                          const float *dout, const float *inp, const float *w,
+                          const float *pre, size_t N, int C, int OC)
+{
+    mm(0, 0, (int)N, C, OC, 1.0f, dout, OC, w, C, 0.0f, dinp, C);
+    /* dpre = gelu'(pre) dinp a chunk at a time: zeroed and accumulated into while the
+     * chunk is in L1, the bits of a zeroing pass and gelu_backward over the whole */
+    const simd_kernels *k = simd_kernels_get();
+    const size_t n = N * (size_t)C, nch = (n + ELEM_CHUNK - 1) / ELEM_CHUNK;
+#pragma omp parallel for schedule(static) if (par_ok(n))
+    for (size_t c = 0; c < nch; c++) {
+        const size_t i0 = c * ELEM_CHUNK, len = n - i0 < ELEM_CHUNK ? n - i0 : ELEM_CHUNK;
+        memset(dpre + i0, 0, len * sizeof *dpre);
+        k->gelu_bwd(dpre + i0, pre + i0, dinp + i0, len);
+    }
+    weight_grad(dw, dbias, dout, inp, N, C, OC);
 }
 
 /* BF16 forward products with the bias (and GELU, or the residual add) in the product's
@@ -211,7 +236,7 @@ static void weight_grad_bf16(float *dw, float *dbias, const float *dout, const f
 static void matmul_backward_bf16(float *dinp, float *dw, float *dbias, const float *dout,
                                  const float *inp, const float *w, size_t N, int C, int OC)
 {
-    if (dinp) gemm_bf16(0, 0, (int)N, C, OC, 1.0f, dout, OC, w, C, 1.0f, dinp, C);
+    if (dinp) gemm_bf16(0, 0, (int)N, C, OC, 1.0f, dout, OC, w, C, 0.0f, dinp, C);
     weight_grad_bf16(dw, dbias, dout, inp, N, C, OC);
 }
 
@@ -259,11 +284,11 @@ static void matmul_forward_stored(float *out, uint16_t *out16, const uint16_t *i
                     out, OC, &ep);
 }
 
-static void matmul_forward_gelu_stored(float *out, uint16_t *out16, float *out_gelu,
+static void matmul_forward_gelu_stored(float *out, uint16_t *out16, uint16_t *gelu16,
                                        const uint16_t *inp16, const float *w,
                                        const float *bias, size_t N, int C, int OC)
 {
-    const gemm_bf16_epilogue ep = {.bias = bias, .gelu_out = out_gelu, .ld_gelu = (size_t)OC,
+    const gemm_bf16_epilogue ep = {.bias = bias, .gelu_out16 = gelu16, .ld_gelu = (size_t)OC,
                                    .out_bf16 = out16, .ld_out_bf16 = (size_t)OC,
                                    .round_c = out16 != NULL};
     gemm_bf16_fused(GEMM_BF16_STORED, 1, (int)N, OC, C, 1.0f, stored(inp16), C, w, C, 0.0f,
@@ -279,40 +304,50 @@ static void matmul_forward_residual_stored(float *out, const float *res, const u
                     out, OC, &ep);
 }
 
-static void matmul_backward_stored(float *dinp, float *dw, float *dbias, const float *dout,
-                                   const uint16_t *inp16, const float *w, size_t N, int C,
-                                   int OC)
+/* weight_grad_bf16 with inp in BF16 storage */
+static void weight_grad_stored(float *dw, float *dbias, const float *dout,
+                               const uint16_t *inp16, size_t N, int C, int OC)
 {
-    /* dinp[N,C] += dout @ w; dw[OC,C] += dout^T @ inp (stored), dbias summed as dout^T
-     * is packed */
-    if (dinp) gemm_bf16(0, 0, (int)N, C, OC, 1.0f, dout, OC, w, C, 1.0f, dinp, C);
     const gemm_bf16_epilogue ep = {.row_sums = dbias};
     gemm_bf16_fused(1, GEMM_BF16_STORED, OC, C, (int)N, 1.0f, dout, OC, stored(inp16), C, 1.0f,
                     dw, C, &ep);
 }
 
-static void gelu_forward_stored(float *out, const uint16_t *inp16, size_t N)
+static void matmul_backward_stored(float *dinp, float *dw, float *dbias, const float *dout,
+                                   const uint16_t *inp16, const float *w, size_t N, int C,
+                                   int OC)
+{
+    /* dinp[N,C] = dout @ w; dw[OC,C] += dout^T @ inp (stored), dbias summed as dout^T
+     * is packed */
+    if (dinp) gemm_bf16(0, 0, (int)N, C, OC, 1.0f, dout, OC, w, C, 0.0f, dinp, C);
+    weight_grad_stored(dw, dbias, dout, inp16, N, C, OC);
+}
+
+static void gelu_forward_stored(uint16_t *out16, const uint16_t *inp16, size_t N)
 {
     const simd_kernels *k = simd_kernels_get();
     const size_t nch = (N + ELEM_CHUNK - 1) / ELEM_CHUNK;
 #pragma omp parallel for schedule(static) if (par_ok(N))
     for (size_t c = 0; c < nch; c++) {
         const size_t i0 = c * ELEM_CHUNK, i1 = N - i0 < ELEM_CHUNK ? N : i0 + ELEM_CHUNK;
-        float x[256]; /* widened a piece at a time, on the stack */
+        float x[256], g[256]; /* widened, and GELU stored, a piece at a time */
         for (size_t i = i0; i < i1; i += 256) {
             const size_t n = i1 - i < 256 ? i1 - i : 256;
             bf16_widen(x, inp16 + i, n);
-            k->gelu_fwd(out + i, x, n);
+            k->gelu_fwd(g, x, n);
+            bf16_store(out16 + i, g, n);
         }
     }
 }
 
 static void matmul_backward_gelu_stored(float *dpre, float *dinp, float *dw, float *dbias,
-                                        const float *dout, const float *inp, const float *w,
-                                        const uint16_t *pre16, size_t N, int C, int OC)
+                                        const float *dout, const uint16_t *inp16,
+                                        const float *w, const uint16_t *pre16, size_t N, int C,
+                                        int OC)
 {
     const gemm_bf16_epilogue ep = {.dgelu_x16 = pre16, .dgelu_out = dpre, .ld_dgelu = (size_t)C};
-    backward_gelu(dinp, dw, dbias, dout, inp, w, N, C, OC, &ep);
+    gemm_bf16_fused(0, 0, (int)N, C, OC, 1.0f, dout, OC, w, C, 0.0f, dinp, C, &ep);
+    weight_grad_stored(dw, dbias, dout, inp16, N, C, OC);
 }
 
 static const gt_bf16_acts cpu_bf16_acts = {
@@ -418,6 +453,7 @@ const gt_backend backend_cpu = {
     CPU_BACKEND_SHARED,
     .matmul_forward = matmul_forward,
     .matmul_backward = matmul_backward,
+    .matmul_backward_gelu = matmul_backward_gelu,
     .attention_forward = attention_forward,
     .attention_backward = attention_backward,
     .attention_saved_floats = attention_saved_floats,

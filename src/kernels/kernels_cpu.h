@@ -52,10 +52,16 @@ void layernorm_backward(float *dinp, float *dw, float *db, const float *dout,
 /* out[N,OC] = inp[N,C] @ w[OC,C]^T + bias[OC] (bias may be NULL). */
 void matmul_forward(float *out, const float *inp, const float *w, const float *bias,
                     size_t N, int C, int OC);
-/* dinp[N,C] += dout @ w; dw[OC,C] += dout^T @ inp; dbias[OC] += column sums of dout.
- * dinp or dbias may be NULL (not needed). */
+/* dinp[N,C] = dout @ w (written, not added to: no zeroing pass before it);
+ * dw[OC,C] += dout^T @ inp; dbias[OC] += column sums of dout. dinp or dbias may be NULL
+ * (not needed). */
 void matmul_backward(float *dinp, float *dw, float *dbias, const float *dout,
                      const float *inp, const float *w, size_t N, int C, int OC);
+/* matmul_backward, then dpre[N,C] = gelu'(pre) * dinp (written): the MLP projection's
+ * backward with GELU's, dinp's rows taken while they are in cache */
+void matmul_backward_gelu(float *dpre, float *dinp, float *dw, float *dbias,
+                          const float *dout, const float *inp, const float *w,
+                          const float *pre, size_t N, int C, int OC);
 
 /* Causal multi-head self-attention: attention_cpu.h (both precisions; no T x T matrix
  * stored). */

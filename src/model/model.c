@@ -67,6 +67,8 @@ struct gpt_acts {
     uint16_t *atty16;           /* [L,B,T,Cl] */
     uint16_t *fch16;            /* [L,B,T,4Cl] instead of fch with m->fch16 (the FP32
                                  * rows pass through dfch) */
+    uint16_t *gelu16;           /* [B,T,4Cl] fch_gelu's role, in BF16 (with m->fch16
+                                 * instead of it; in the forward always) */
     float *lnf, *lnf_mean, *lnf_rstd;   /* [B,T,C] [B,T] [B,T] */
     float *logits;          /* [B,T,V/tp]; after a training forward: d loss / d logits */
     float *xmax, *xsums;    /* [B,T], [2,B,T]: vocabulary-parallel loss (tp > 1) */
@@ -133,6 +135,7 @@ static void product_to(const gpt_model *m, act out, float *scratch, act inp, con
     else m->be->matmul_forward(out.f, inp.f, w, bias, N, C, OC);
 }
 
+/* dinp = dout @ w (written), dw, dbias += (backend.h) */
 static void product_backward(const gpt_model *m, float *dinp, float *dw, float *dbias,
                              const float *dout, act inp, const float *w, size_t N, int C, int OC)
 {
@@ -391,7 +394,8 @@ static gpt_acts *make_acts(const gpt_model *m, int B, int T)
     const size_t BT = (size_t)B * (size_t)T;
     gpt_acts *a = gt_calloc(sizeof *a, "activation table");
     if (!a) return NULL;
-    /* With BF16 storage, four activations are BF16 arrays (below) instead of floats */
+    /* With BF16 storage, four activations are BF16 arrays (below) instead of floats
+     * (five with the pre-activation, whose GELU then needs no FP32 copy) */
     const size_t f32 = m->acts16 ? 0 : 1, fch32 = m->fch16 ? 0 : 1;
 
     /* Two passes over the same list: count, then carve. */
@@ -405,17 +409,18 @@ static gpt_acts *make_acts(const gpt_model *m, int B, int T)
     const size_t sizes[] = {
         BT * C, f32 * L * BT * C, L * BT, L * BT, f32 * L * BT * 3 * Cl, f32 * L * BT * Cl,
         L * m->be->attention_saved_floats(B, (int)NH, T), BT * C, L * BT * C, f32 * L * BT * C,
-        L * BT, L * BT, fch32 * L * BT * 4 * Cl, BT * 4 * Cl, BT * C, L * BT * C, BT * C,
+        L * BT, L * BT, fch32 * L * BT * 4 * Cl, fch32 * BT * 4 * Cl, BT * C, L * BT * C, BT * C,
         BT, BT, m->has_head ? BT * V / (size_t)m->tp_size : 0, BT, BT * C, BT * C,
         BT * 3 * Cl, BT * 4 * Cl, BT * 4 * Cl,
         m->be->attention_scratch_floats(T, (int)(C / (size_t)m->shape.n_head), m->threads),
         BT, 2 * BT,
     };
     const size_t nslots = sizeof sizes / sizeof sizes[0];
-    uint16_t **halves[] = {&a->ln1_16, &a->ln2_16, &a->qkv16, &a->atty16, &a->fch16};
-    const size_t nhalves = m->acts16 ? (m->fch16 ? 5 : 4) : 0,
+    uint16_t **halves[] = {&a->ln1_16, &a->ln2_16, &a->qkv16, &a->atty16, &a->gelu16,
+                           &a->fch16};
+    const size_t nhalves = m->acts16 ? (m->fch16 ? 6 : 5) : 0,
                  half_sizes[] = {L * BT * C, L * BT * C, L * BT * 3 * Cl, L * BT * Cl,
-                                 L * BT * 4 * Cl};
+                                 BT * 4 * Cl, L * BT * 4 * Cl};
     /* The same sum in floating point first: batch_size and block_size come from the
      * user, and their products must not wrap around in size_t. */
     const double Ld = (double)L, BTd = (double)B * T;
@@ -552,8 +557,10 @@ const float *gpt_stage_forward(gpt_model *m, const int32_t *inputs, const float 
         /* x = x + mlp(ln_2(x)) */
         ln_forward(m, ln2, a->dln, ln2_mean, ln2_rstd, res2, param(m, layer_idx(m, l, GPT_LN2_W)),
                    param(m, layer_idx(m, l, GPT_LN2_B)), BT, C);
+        act gelu = {fch_gelu, NULL}; /* c_proj's input */
         if (ln2.h) {
-            m->acts16->matmul_forward_gelu(fch, fch16, fch_gelu, ln2.h,
+            gelu = (act){NULL, a->gelu16};
+            m->acts16->matmul_forward_gelu(fch, fch16, gelu.h, ln2.h,
                                            param(m, layer_idx(m, l, GPT_FC_W)),
                                            param(m, layer_idx(m, l, GPT_FC_B)), BT, C, 4 * Cl);
         } else if (be->matmul_forward_gelu) {
@@ -564,7 +571,7 @@ const float *gpt_stage_forward(gpt_model *m, const int32_t *inputs, const float 
                                param(m, layer_idx(m, l, GPT_FC_B)), BT, C, 4 * Cl);
             be->gelu_forward(fch_gelu, fch, 4 * BTCl);
         }
-        project_add(m, res3, fcproj, res2, (act){fch_gelu, NULL},
+        project_add(m, res3, fcproj, res2, gelu,
                     param(m, layer_idx(m, l, GPT_FCPROJ_W)),
                     add_bias ? param(m, layer_idx(m, l, GPT_FCPROJ_B)) : NULL, BT, 4 * Cl, C);
         x = res3;
@@ -643,7 +650,6 @@ static void gpt_head_backward(const gpt_model *m, float *dlnf, float *dwte,
 {
     const int C = m->shape.n_embd, Vl = m->shape.vocab_size / m->tp_size;
     const size_t BTC = BT * (size_t)C;
-    memset(dlnf, 0, BTC * sizeof(float));
     m->be->matmul_backward(dlnf, dwte, NULL, dlogits, lnf, wte, BT, C, Vl);
     tp_sum(m, dlnf, BTC); /* each shard's columns' part of d lnf */
 }
@@ -657,7 +663,7 @@ void gpt_zero_grad(gpt_model *m)
 
 /* The MLP's c_proj backward with GELU's: c_proj's input gelu(fch) computed again (the
  * forward's bits), then dfch = gelu'(fch) (dres @ w) and c_proj's dw, dbias; from fch,
- * or from its BF16 copy fch16 (m->fch16). The fused op where the backend has one. */
+ * or from its BF16 copy fch16 (m->fch16). */
 static void gelu_proj_backward(const gpt_model *m, gpt_acts *a, const float *fch,
                                const uint16_t *fch16, float *dw, float *dbias, const float *w,
                                size_t BT, int H, int C)
@@ -665,21 +671,14 @@ static void gelu_proj_backward(const gpt_model *m, gpt_acts *a, const float *fch
     const gt_backend *be = m->be;
     const size_t n = BT * (size_t)H;
     if (fch16) {
-        m->acts16->gelu_forward(a->fch_gelu, fch16, n);
-        m->acts16->matmul_backward_gelu(a->dfch, a->dfch_gelu, dw, dbias, a->dres, a->fch_gelu,
+        m->acts16->gelu_forward(a->gelu16, fch16, n);
+        m->acts16->matmul_backward_gelu(a->dfch, a->dfch_gelu, dw, dbias, a->dres, a->gelu16,
                                         w, fch16, BT, H, C);
         return;
     }
     be->gelu_forward(a->fch_gelu, fch, n);
-    if (be->matmul_backward_gelu) { /* dfch_gelu written, not added to */
-        be->matmul_backward_gelu(a->dfch, a->dfch_gelu, dw, dbias, a->dres, a->fch_gelu, w, fch,
-                                 BT, H, C);
-        return;
-    }
-    memset(a->dfch_gelu, 0, n * sizeof(float));
-    be->matmul_backward(a->dfch_gelu, dw, dbias, a->dres, a->fch_gelu, w, BT, H, C);
-    memset(a->dfch, 0, n * sizeof(float));
-    be->gelu_backward(a->dfch, fch, a->dfch_gelu, n);
+    be->matmul_backward_gelu(a->dfch, a->dfch_gelu, dw, dbias, a->dres, a->fch_gelu, w, fch, BT,
+                             H, C);
 }
 
 void gpt_backward(gpt_model *m) { gpt_stage_backward(m, NULL); }
@@ -736,7 +735,6 @@ const float *gpt_stage_backward(gpt_model *m, const float *dout)
                            grad(m, layer_idx(m, l, GPT_FCPROJ_B)),
                            param(m, layer_idx(m, l, GPT_FCPROJ_W)), BT, 4 * Cl, C);
         grads_ready(m, layer_idx(m, l, GPT_FCPROJ_W), layer_idx(m, l, GPT_FCPROJ_B));
-        memset(a->dln, 0, BTC * sizeof(float));
         product_backward(m, a->dln, grad(m, layer_idx(m, l, GPT_FC_W)),
                          grad(m, layer_idx(m, l, GPT_FC_B)), a->dfch, ln2,
                          param(m, layer_idx(m, l, GPT_FC_W)), BT, C, 4 * Cl);
@@ -748,7 +746,6 @@ const float *gpt_stage_backward(gpt_model *m, const float *dout)
         grads_ready(m, layer_idx(m, l, GPT_LN2_W), layer_idx(m, l, GPT_LN2_B));
         /* Attention branch: res2 = x + attproj(attn(qkv(ln1(x)))). dln doubles as the
          * gradient of the attention output. */
-        memset(a->dln, 0, BTCl * sizeof(float));
         product_backward(m, a->dln, grad(m, layer_idx(m, l, GPT_ATTPROJ_W)),
                          grad(m, layer_idx(m, l, GPT_ATTPROJ_B)), a->dres, atty,
                          param(m, layer_idx(m, l, GPT_ATTPROJ_W)), BT, Cl, C);
@@ -760,7 +757,6 @@ const float *gpt_stage_backward(gpt_model *m, const float *dout)
         else
             be->attention_backward(a->dqkv, a->dln, qkv.f, att, a->att_scratch, m->threads, B,
                                    T, Cl, NHl);
-        memset(a->dln, 0, BTC * sizeof(float));
         product_backward(m, a->dln, grad(m, layer_idx(m, l, GPT_QKV_W)),
                          grad(m, layer_idx(m, l, GPT_QKV_B)), a->dqkv, ln1,
                          param(m, layer_idx(m, l, GPT_QKV_W)), BT, C, 3 * Cl);

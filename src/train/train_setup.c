@@ -402,7 +402,7 @@ int train_settle_batch(run *r)
 int train_pack_weights(run *r)
 {
     if (r->device == DEVICE_CPU && r->model.acts16 && par_is_root())
-        printf("bf16 activations: ln_1, ln_2, q|k|v and attention output stored in BF16 "
+        printf("bf16 activations: ln_1, ln_2, q|k|v, attention output and GELU output stored in BF16 "
                "(the products read the same bits)%s\n",
                r->model.fch16 ? "; the MLP pre-activation too (GELU sees its BF16 value)" : "");
     const char *e = getenv("GENTRAIN_BF16_PREPACK");

@@ -82,6 +82,9 @@ typedef struct gemm_bf16_epilogue {
     size_t ld_residual;
     float *gelu_out;       /* M rows, ld_gelu apart */
     size_t ld_gelu;
+    uint16_t *gelu_out16;  /* instead of gelu_out: gelu(C) in BF16 storage (bf16_store.h),
+                            * ld_gelu apart: for a product that reads it, the values its
+                            * packing would have made */
     const float *dgelu_x;  /* M rows, ld_dgelu apart, as dgelu_out */
     float *dgelu_out;
     size_t ld_dgelu;
@@ -140,6 +143,9 @@ void gemm_bf16_avx512(int transa, int transb, int M, int N, int K, float alpha,
  * calls it right after storing a block; gemm_bf16_epilogue.c) */
 void gemm_bf16_epilogue_block(const gemm_bf16_epilogue *ep, float *C, int ldc, int i0,
                               int j0, int mr, int nr, int first, int last);
+/* 1 when gemm_bf16_epilogue_block has something to do for that depth block (a path may
+ * skip the call, and a pass over C for it, otherwise) */
+int gemm_bf16_epilogue_acts(const gemm_bf16_epilogue *ep, int first, int last);
 /* For the paths, right after packing op(A)'s rows m0 .. m0+mc at depth k0 .. k0+kc (the
  * first column block and column group only, so once): sums[m0 + i] += those values in
  * depth order (the dispatcher hands the paths zeroed sums, then adds them) */

@@ -28,6 +28,14 @@ void gemm_bf16_row_sums(float *sums, int transa, const float *A, int lda, int m0
     }
 }
 
+int gemm_bf16_epilogue_acts(const gemm_bf16_epilogue *ep, int first, int last)
+{
+    if (!ep) return 0;
+    if (first && ep->bias) return 1;
+    return last && (ep->residual || ep->out_bf16 || ep->gelu_out || ep->gelu_out16 ||
+                    ep->dgelu_out);
+}
+
 void gemm_bf16_epilogue_block(const gemm_bf16_epilogue *ep, float *C, int ldc, int i0,
                               int j0, int mr, int nr, int first, int last)
 {
@@ -43,6 +51,15 @@ void gemm_bf16_epilogue_block(const gemm_bf16_epilogue *ep, float *C, int ldc, i
             if (ep->round_c) bf16_widen(c, h, (size_t)nr);
         }
         if (ep->gelu_out) k->gelu_fwd(ep->gelu_out + (size_t)(i0 + r) * ep->ld_gelu + j0, c, (size_t)nr);
+        if (ep->gelu_out16) { /* through the stack a piece at a time, as below */
+            float g[256];
+            uint16_t *h = ep->gelu_out16 + (size_t)(i0 + r) * ep->ld_gelu + j0;
+            for (int j = 0; j < nr; j += 256) {
+                const int n = nr - j < 256 ? nr - j : 256;
+                k->gelu_fwd(g, c + j, (size_t)n);
+                bf16_store(h + j, g, (size_t)n);
+            }
+        }
         if (ep->dgelu_out) { /* gelu_bwd accumulates: into zeros, as the unfused pass */
             const size_t at = (size_t)(i0 + r) * ep->ld_dgelu + j0;
             memset(ep->dgelu_out + at, 0, (size_t)nr * sizeof(float));

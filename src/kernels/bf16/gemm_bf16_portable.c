@@ -101,10 +101,11 @@ static int team_piece(int m)
     return w < CHUNK ? CHUNK : w;
 }
 
-/* B's block at depth pc (kc deep), columns jc (nc wide) into the FP32 panel pb, on the
- * team when par: widened from the packed copy bpre, or rounded from B */
-static void portable_b_panel(float *pb, int par, const void *bpre, int transb, const float *B,
-                             int ldb, int K, int N, int jc, int pc, int kc, int nc)
+/* B's block at depth pc (kc deep), columns jc (nc wide) into the FP32 panel pb: widened
+ * from the packed copy bpre, or rounded from B. Shared out over the team of the region
+ * it is called in (no barrier after it: the caller's next loop has one) */
+static void portable_b_panel(float *pb, const void *bpre, int transb, const float *B, int ldb,
+                             int K, int N, int jc, int pc, int kc, int nc)
 {
     const uint16_t *h = NULL;
     if (bpre)
@@ -112,7 +113,7 @@ static void portable_b_panel(float *pb, int par, const void *bpre, int transb, c
                                gemm_bf16_block_offset(&gemm_bf16_portable_packer, K, N, jc, pc));
     const simd_kernels *k = simd_kernels_get();
     const int chunks = (kc + CHUNK - 1) / CHUNK;
-#pragma omp parallel for schedule(static) if (par)
+#pragma omp for schedule(static) nowait
     for (int ch = 0; ch < chunks; ch++) {
         const int i0 = ch * CHUNK, n = kc - i0 < CHUNK ? kc - i0 : CHUNK;
         if (h)
@@ -125,7 +126,11 @@ static void portable_b_panel(float *pb, int par, const void *bpre, int transb, c
 /* A bias over beta = 0 is put into C before the first depth block's
  * sgemm, which then runs with beta = 1: the unfused sequence's very calls. Added after
  * that block instead, it gave other bits where the BLAS splits a depth block of PK
- * further (OpenBLAS's generic Prescott core). */
+ * further (OpenBLAS's generic Prescott core).
+ * Parallel regions, each a fork and a barrier: per depth block one for B's panel and
+ * A's rounding together, sgemm's own, and one for the epilogue where it has work (the
+ * last depth block; the first's bias went into C before); from 4 a block, which at
+ * the bench's shape made 1,506 regions a step. */
 void gemm_bf16_portable(float *pa, int pm, float *pb, int transa, int transb, int M, int N,
                         int K, float alpha, const float *A, int lda, const float *B, int ldb,
                         float beta, float *C, int ldc, const void *bpre,
@@ -146,8 +151,7 @@ void gemm_bf16_portable(float *pa, int pm, float *pb, int transa, int transb, in
         const float bet = pc == 0 && !bias_first ? beta : 1.0f;
         for (int jc = 0; jc < N; jc += PN) {
             const int nc = N - jc < PN ? N - jc : PN;
-            portable_b_panel(pb, !nested && (size_t)kc * nc >= PAR_WORK, bpre, transb, B,
-                             ldb, K, N, jc, pc, kc, nc);
+            const int par_b = !nested && (size_t)kc * nc >= PAR_WORK;
             for (int ic = 0; ic < M; ic += pm) {
                 const int mc = M - ic < pm ? M - ic : pm;
                 const int par = !nested && (size_t)mc * (kc + nc) >= PAR_WORK;
@@ -156,22 +160,29 @@ void gemm_bf16_portable(float *pa, int pm, float *pb, int transa, int transb, in
                  * cost a twentieth of a small model's step in calls) */
                 const int cw = transa == 1 && par ? team_piece(mc) : CHUNK;
                 const int pieces = (mc + cw - 1) / cw;
-#pragma omp parallel for schedule(static) if (par)
-                for (int ch = 0; ch < pieces; ch++) {
-                    const int i0 = ch * cw, n = mc - i0 < cw ? mc - i0 : cw;
-                    if (transa == 1) /* columns i0.. of A's rows pc.., as stored */
-                        for (int d = 0; d < kc; d++)
-                            k->bf16_round_to(pa + (size_t)d * mc + i0,
-                                             A + (size_t)(pc + d) * lda + ic + i0, (size_t)n);
-                    else
-                        round_panel(pa + (size_t)i0 * kc, transa, A, lda, ic + i0, n, pc,
-                                    kc);
-                    if (bias_first && pc == 0)
-                        for (int i = i0; i < i0 + n; i++)
-                            memcpy(C + (size_t)(ic + i) * ldc + jc, bias + jc,
-                                   (size_t)nc * sizeof *C);
-                    if (ep && ep->row_sums && jc == 0)
-                        gemm_bf16_row_sums(ep->row_sums, transa, A, lda, ic + i0, n, pc, kc);
+#pragma omp parallel if ((ic == 0 && par_b) || par)
+                {
+                    if (ic == 0) /* the B panel, with the first row block's A */
+                        portable_b_panel(pb, bpre, transb, B, ldb, K, N, jc, pc, kc, nc);
+#pragma omp for schedule(static) nowait /* the region's end is the barrier */
+                    for (int ch = 0; ch < pieces; ch++) {
+                        const int i0 = ch * cw, n = mc - i0 < cw ? mc - i0 : cw;
+                        if (transa == 1) /* columns i0.. of A's rows pc.., as stored */
+                            for (int d = 0; d < kc; d++)
+                                k->bf16_round_to(pa + (size_t)d * mc + i0,
+                                                 A + (size_t)(pc + d) * lda + ic + i0,
+                                                 (size_t)n);
+                        else
+                            round_panel(pa + (size_t)i0 * kc, transa, A, lda, ic + i0, n, pc,
+                                        kc);
+                        if (bias_first && pc == 0)
+                            for (int i = i0; i < i0 + n; i++)
+                                memcpy(C + (size_t)(ic + i) * ldc + jc, bias + jc,
+                                       (size_t)nc * sizeof *C);
+                        if (ep && ep->row_sums && jc == 0)
+                            gemm_bf16_row_sums(ep->row_sums, transa, A, lda, ic + i0, n, pc,
+                                               kc);
+                    }
                 }
                 /* op(A) = A^T stays as stored, for sgemm to transpose as it packs:
                  * transposing it here cost a twentieth of a small model's step */
@@ -181,7 +192,7 @@ void gemm_bf16_portable(float *pa, int pm, float *pb, int transa, int transb, in
                 else
                     cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, mc, nc, kc, alpha,
                                 pa, kc, pb, nc, bet, C + (size_t)ic * ldc + jc, ldc);
-                if (!ep) continue;
+                if (!gemm_bf16_epilogue_acts(ep, pc == 0, pc + kc >= K)) continue;
                 const int chunks = (mc + CHUNK - 1) / CHUNK;
 #pragma omp parallel for schedule(static) if (par)
                 for (int ch = 0; ch < chunks; ch++) {
