@@ -148,7 +148,7 @@ static int reserve_slot(slot *s, int pm)
 {
     s->pm = pm;
     s->apack = gt_malloc(GEMM_BF16_APACK, "BF16 packed A panel");
-    s->bpack = gt_malloc(GEMM_BF16_BPACK, "BF16 packed B panel");
+    s->bpack = gt_malloc(GEMM_BF16_BPACKS, "BF16 packed B panels");
     s->amx = gt_malloc(GEMM_BF16_AMX_WORK, "BF16 AMX tiles and packed A block");
     s->pa = gt_malloc((size_t)pm * GEMM_BF16_PORTABLE_KC * sizeof(float),
                       "BF16 rounded A panel");

@@ -127,12 +127,16 @@ enum gemm_bf16_path gemm_bf16_path(void);
 const char *gemm_bf16_path_name(void);
 
 /* The AVX512_BF16 path (gemm_bf16_avx512.c), for the dispatcher: packs into the
- * caller's buffers apack (GEMM_BF16_APACK bytes) and bpack (GEMM_BF16_BPACK bytes);
+ * caller's buffers apack (GEMM_BF16_APACK bytes) and bpack (GEMM_BF16_BPACKS bytes: two
+ * B panels of GEMM_BF16_BPACK, the AMX paths' too, filled in turn, so that packing the
+ * next depth block's panel waits for the team only once: until the last is packed, not
+ * also until every thread is done with it);
  * `parallel` = use the OpenMP threads (with ws = the per-thread A buffers); bpre: B's
  * copy packed once per update (gemm_bf16_weights.h), or NULL to pack B here; ep: the
  * epilogue, or NULL. */
 #define GEMM_BF16_APACK ((size_t)64 * 256 * 4)
 #define GEMM_BF16_BPACK ((size_t)256 * 2048 * 4)
+#define GEMM_BF16_BPACKS (2 * GEMM_BF16_BPACK)
 void gemm_bf16_avx512(int transa, int transb, int M, int N, int K, float alpha,
                       const float *A, int lda, const float *B, int ldb, float beta, float *C,
                       int ldc, void *bpack, void *const *apacks, int parallel,

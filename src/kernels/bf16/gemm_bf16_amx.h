@@ -83,7 +83,7 @@ void gemm_bf16_amx_write_c_avx512(const float *ct, float *c, int ldc, int mr, in
  * during. */
 int gemm_bf16_amx_pack_select(int vector);
 
-/* C = alpha op(A) op(B) + beta C. bpack: GEMM_BF16_BPACK bytes; works: per-thread
+/* C = alpha op(A) op(B) + beta C. bpack: GEMM_BF16_BPACKS bytes; works: per-thread
  * areas of GEMM_BF16_AMX_WORK bytes (one per OpenMP thread when parallel, else
  * works[0] for the calling thread); bpre: B's copy packed once per update
  * (gemm_bf16_packer.h, the AMX packer), or NULL to pack B in the product; ep: the

@@ -121,9 +121,10 @@ static void row_block(const product *g, const uint32_t *bpanel, const uint32_t *
 }
 
 /* What each thread of the team runs (w: its work area). Every thread walks the same
- * (column block, depth block) loops and the omp for's split the work inside, barriers
- * keeping the B panel's packing and use apart (as the AVX512_BF16 path; with a packed
- * copy of B, neither packing nor barriers).
+ * (column block, depth block) loops and the omp for's split the work inside, one
+ * barrier a panel keeping the B panel's packing and use apart, the panels in two
+ * buffers in turn (as the AVX512_BF16 path, gemm_bf16.h; with a packed copy of B,
+ * neither packing nor barriers).
  * Each thread loads its own tile configuration: tiles are per thread (the OS's
  * permission is per process). A function of its own, not the parallel region's body,
  * so the tile instructions sit in a function compiled for them (clang does not give
@@ -139,6 +140,7 @@ static void run_thread(const product *g, uint8_t *w)
     const int nthreads = 1;
 #endif
     const int munits = (g->M + 31) / 32; /* rows in whole 32-row units */
+    int panels = 0; /* B panels packed so far: the next goes into the other buffer */
     amx_tilecfg_uniform(cfg, AMX_TILES, AMX_MAX_ROWS, AMX_MAX_COLSB);
     AMX_CONFIG(cfg);
     for (int jc = 0; jc < g->N; jc += NC) {
@@ -149,15 +151,18 @@ static void run_thread(const product *g, uint8_t *w)
         const int items = sp.rblocks * sp.groups;
         for (int pc = 0; pc < g->K; pc += KC) {
             const int kc = g->K - pc < KC ? g->K - pc : KC;
-            const uint32_t *bpanel = g->bp;
+            const uint32_t *bpanel;
             if (g->bpre) {
                 bpanel = g->bpre + gemm_bf16_block_offset(&gemm_bf16_amx_packer, g->K, g->N,
                                                           jc, pc);
-            } else {
-#pragma omp for schedule(static)
+            } else { /* the other buffer than the last panel's (see the AVX512_BF16 path) */
+                uint32_t *const panel =
+                    g->bp + (size_t)(panels++ & 1) * (GEMM_BF16_BPACK / sizeof *g->bp);
+#pragma omp for schedule(static) /* its barrier: the panel is whole before any use */
                 for (int s = 0; s < nstrips; s++)
-                    gemm_bf16_amx_packer.pack_strip(g->bp, s, nc, g->transb, g->B, g->ldb, jc,
+                    gemm_bf16_amx_packer.pack_strip(panel, s, nc, g->transb, g->B, g->ldb, jc,
                                                     pc, kc);
+                bpanel = panel;
             }
             int packed = -1; /* the row block in this thread's A buffer */
 #pragma omp for schedule(static) nowait
@@ -177,9 +182,6 @@ static void run_thread(const product *g, uint8_t *w)
                 row_block(g, bpanel, ap, ct, m0, mc, jc, nc, 32 * c0,
                           c1 < nstrips ? 32 * c1 : nc, kc, pc == 0 ? g->beta : 1.0f, pc == 0,
                           pc + kc >= g->K);
-            }
-            if (!g->bpre) {
-#pragma omp barrier
             }
         }
     }

@@ -161,10 +161,12 @@ void gemm_bf16_avx512(int transa, int transb, int M, int N, int K, float alpha,
         const int nthreads = 1;
 #endif
         /* Every thread walks the same (column block, depth block) loops; the work inside
-         * each is split by the omp for's, and barriers keep packing B and its use apart.
+         * each is split by the omp for's, and one barrier a panel keeps packing B and its
+         * use apart (two buffers in turn: see gemm_bf16.h).
          * A packed copy (bpre) needs neither the packing nor the barriers: a thread's
          * items are the same C blocks at every depth block, so it alone follows up its
          * own sums. */
+        int panels = 0; /* B panels packed so far: the next goes into the other buffer */
         for (int jc = 0; jc < N; jc += NC) {
             const int nc = N - jc < NC ? N - jc : NC, nstrips = (nc + NR - 1) / NR;
             /* (row block, column group) items, an equal share for every thread */
@@ -173,14 +175,20 @@ void gemm_bf16_avx512(int transa, int transb, int M, int N, int K, float alpha,
             for (int pc = 0; pc < K; pc += KC) {
                 const int kc = K - pc < KC ? K - pc : KC, kc2 = (kc + 1) / 2;
                 const float bet = pc == 0 ? beta : 1.0f;
-                const uint32_t *bp = bbuf;
+                const uint32_t *bp;
                 if (bpre) {
                     bp = (const uint32_t *)bpre +
                          gemm_bf16_block_offset(&gemm_bf16_avx512_packer, K, N, jc, pc);
                 } else {
-#pragma omp for schedule(static)
+                    /* the other buffer than the last panel's: a thread that packs into it
+                     * has passed the barrier after the last panel's packing, so every
+                     * thread is done with the panel before, which was in it */
+                    uint32_t *const panel =
+                        bbuf + (size_t)(panels++ & 1) * (GEMM_BF16_BPACK / sizeof *bbuf);
+#pragma omp for schedule(static) /* its barrier: the panel is whole before any use */
                     for (int s = 0; s < nstrips; s++)
-                        pack_strip(bbuf, s, nc, transb, B, ldb, jc, pc, kc);
+                        pack_strip(panel, s, nc, transb, B, ldb, jc, pc, kc);
+                    bp = panel;
                 }
                 int packed = -1; /* the row block in this thread's A buffer */
 #pragma omp for schedule(static) nowait
@@ -210,9 +218,6 @@ void gemm_bf16_avx512(int transa, int transb, int M, int N, int K, float alpha,
                                                          pc == 0, pc + kc >= K);
                         }
                     }
-                }
-                if (!bpre) {
-#pragma omp barrier
                 }
             }
         }
