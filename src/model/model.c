@@ -57,7 +57,8 @@ struct gpt_acts {
     float *fch;             /* [L,B,T,4Cl] */
     float *fch_gelu;        /* [B,T,4Cl] one layer's gelu(fch): the backward computes
                              * it again from fch (one elementwise pass) instead of
-                             * keeping L of them, the largest activation there is */
+                             * keeping L of them, the largest activation there is
+                             * (NULL with m->fch16: gelu16 below takes its place) */
     float *fcproj;          /* [B,T,C] the same for the MLP's projection */
     float *residual3;       /* [L,B,T,C] block outputs */
     /* With BF16 storage (m->acts16): ln1, ln2, qkv and atty kept here instead, in BF16,
