@@ -2,11 +2,14 @@
  * path counts them (amx_emul_counts_*), for the bench's prediction of the real path:
  *   (a) exact for known products. From gemm_bf16_amx_kernel.h: every 32 x 32 block of C
  *       (a row unit of 32 x a column strip of 32, padding included) is summed once per
- *       depth block of KC = 512 by block32: 4 TILEZERO, then per 32 of depth 4
- *       TILELOADD and 4 TDPBF16PS, then 4 TILESTORED. Since MC, NC and KC are
- *       multiples of 32, over the whole product
- *         TDPBF16PS = TILELOADD = 4 ceil(M/32) ceil(N/32) ceil(K/32)
- *         TILESTORED = TILEZERO = 4 ceil(M/32) ceil(N/32) ceil(K/512)
+ *       depth block of KC = 512 by block32: 4 tiles started (TILEZERO; or, for a whole
+ *       block after the first depth block, alpha 1, 4 TILELOADD of C), then per 32 of
+ *       depth 4 TILELOADD and 4 TDPBF16PS, then 4 TILESTORED. Since MC, NC and KC are
+ *       multiples of 32, over the whole product (alpha 1, beta 0)
+ *         TDPBF16PS = 4 ceil(M/32) ceil(N/32) ceil(K/32)
+ *         TILESTORED = 4 ceil(M/32) ceil(N/32) ceil(K/512)
+ *         C loads = 4 floor(M/32) floor(N/32) (ceil(K/512) - 1)
+ *         TILELOADD = TDPBF16PS + C loads,  TILEZERO = TILESTORED - C loads
  *       whatever the transposes and the thread count (two threads, one, and two
  *       products at once inside a parallel region); the timed tile spans are positive
  *       and no longer than the timed products, which are no longer than the calls;
@@ -75,14 +78,17 @@ static void check_product(int M, int N, int K, int ta, int tb, int copies)
     const uint64_t blocks = (uint64_t)copies * 4 * ceil_div((uint64_t)M, 32) *
                             ceil_div((uint64_t)N, 32);
     const uint64_t dp = blocks * ceil_div((uint64_t)K, 32), st = blocks * ceil_div((uint64_t)K, 512);
-    TU_CHECK(sum.dpbf16ps == dp && sum.loadd == dp && sum.stored == st && sum.zero == st,
+    const uint64_t cload = (uint64_t)copies * 4 * (uint64_t)(M / 32) * (uint64_t)(N / 32) *
+                           (ceil_div((uint64_t)K, 512) - 1),
+                   ld = dp + cload, zero = st - cload;
+    TU_CHECK(sum.dpbf16ps == dp && sum.loadd == ld && sum.stored == st && sum.zero == zero,
              "%d x %d x %d (%c%c, %s): %llu TDPBF16PS, %llu TILELOADD, %llu TILESTORED, "
              "%llu TILEZERO on %d thread(s); want %llu, %llu, %llu, %llu", M, N, K,
              ta ? 'T' : 'N', tb ? 'T' : 'N', copies == 1 ? "one product" : "two at once",
              (unsigned long long)sum.dpbf16ps, (unsigned long long)sum.loadd,
              (unsigned long long)sum.stored, (unsigned long long)sum.zero, threads,
-             (unsigned long long)dp, (unsigned long long)dp, (unsigned long long)st,
-             (unsigned long long)st);
+             (unsigned long long)dp, (unsigned long long)ld, (unsigned long long)st,
+             (unsigned long long)zero);
     TU_CHECK(sum.span_s > 0.0 && sum.span_s == sum.product_span_s &&
                  sum.product_s > sum.span_s && sum.product_s <= wall,
              "  timed: tile spans %.3f ms (the longest thread's; in the products: %.3f) < "
@@ -107,6 +113,7 @@ int main(void)
     check_product(100, 70, 600, 0, 0, 1);  /* two depth blocks, partial units */
     check_product(64, 2100, 40, 1, 1, 1);  /* two column panels (NC = 2048) */
     check_product(130, 96, 1025, 1, 0, 1); /* three depth blocks, one of 1 */
+    check_product(96, 64, 1100, 0, 1, 1);  /* whole blocks only: C loaded for two blocks */
     check_product(33, 40, 64, 0, 1, 2);    /* on each of two threads at once */
 
     /* (b) the other paths count nothing */

@@ -267,13 +267,17 @@ static void check_threads(const char *path)
 /* (e) C as the emulated tiles must compute it: per element and 512 of depth, chunks of
  * 32 (16 pairs), each summed as TDPBF16PS (an even and an odd chain of fused
  * multiply-adds from zero, then added) into the tile, then C = alpha acc + beta C
- * (one fused rounding), beta 1 after the first depth block. No value here is denormal. */
+ * (one fused rounding), beta 1 after the first depth block. In a whole 32 x 32 block
+ * with alpha 1 and beta 0 or 1 the tile starts from C instead (from zero for beta 0 on
+ * the first depth block) and is stored as it is. No value here is denormal. */
 static float sdm_element(const prob *p, int i, int j)
 {
+    const int whole = i / 32 * 32 + 32 <= p->M && j / 32 * 32 + 32 <= p->N &&
+                      p->alpha == 1.0f && (p->beta == 0.0f || p->beta == 1.0f);
     float c = p->C0[(size_t)i * p->ldc + j];
     for (int k0 = 0; k0 < p->K; k0 += GEMM_BF16_AMX_KC) {
         const int kend = k0 + GEMM_BF16_AMX_KC < p->K ? k0 + GEMM_BF16_AMX_KC : p->K;
-        float acc = 0.0f;
+        float acc = whole ? (k0 == 0 && p->beta == 0.0f ? 0.0f : c) : 0.0f;
         for (int q = k0; q < kend; q += 32) {
             float chain[2] = {0.0f, 0.0f};
             for (int k = q; k < q + 32 && k < kend; k++) {
@@ -286,7 +290,7 @@ static float sdm_element(const prob *p, int i, int j)
             acc = acc + (chain[0] + chain[1]);
         }
         const float beta = k0 == 0 ? p->beta : 1.0f, v = p->alpha * acc;
-        c = beta == 0.0f ? v : fmaf(beta, c, v);
+        c = whole ? acc : beta == 0.0f ? v : fmaf(beta, c, v);
     }
     return c;
 }
@@ -296,12 +300,20 @@ static float sdm_element(const prob *p, int i, int j)
  * hardware takes is what this line records (check_path bounds the error either way). */
 static void check_sdm_order(const char *path, int must)
 {
-    static const int shapes[][3] = {{20, 19, 99}, {3, 40, 700}, {33, 1, 64}};
+    /* alpha 0.75 (write-back through ct) and 1 (whole blocks stored straight into C,
+     * from zero or from C: 64 x 70 x 1100 has both kinds of block, three depth blocks) */
+    static const struct {
+        int M, N, K;
+        float alpha;
+    } shapes[] = {{20, 19, 99, 0.75f},  {3, 40, 700, 0.75f}, {33, 1, 64, 0.75f},
+                  {64, 70, 1100, 1.0f}, {32, 32, 40, 1.0f}};
+    const int nshapes = (int)(sizeof shapes / sizeof shapes[0]);
     int same = 1, cases = 0;
-    for (int s = 0; s < 3; s++)
+    for (int s = 0; s < nshapes; s++)
         for (int t = 0; t < 4; t++) {
-            prob p = make(shapes[s][0], shapes[s][1], shapes[s][2], t & 1, t >> 1, 0.75f,
-                          t & 1 ? 0.5f : 0.0f);
+            const float alpha = shapes[s].alpha;
+            prob p = make(shapes[s].M, shapes[s].N, shapes[s].K, t & 1, t >> 1, alpha,
+                          t & 1 ? (alpha == 1.0f ? 1.0f : 0.5f) : 0.0f);
             float *C = run(&p);
             for (int i = 0; i < p.M; i++)
                 for (int j = 0; j < p.N; j++) {

@@ -50,21 +50,36 @@ enum {
 _Static_assert(GEMM_BF16_AMX_BPANEL <= GEMM_BF16_BPACK, "the B panel fits its buffer");
 _Static_assert(MC % 32 == 0 && KC % 32 == 0 && NC % 32 == 0, "blocks of whole tiles");
 
-/* One 32 x 32 block of C, summed over nq depth chunks of 32, into ct (the four tiles
- * one after the other, each 16 x 16 FP32 row-major):
+/* One 32 x 32 block of C, summed over nq depth chunks of 32, stored as four 16 x 16
+ * FP32 tiles:
  *   tmm0 = rows 0-15 x columns 0-15     tmm4, tmm5: A tiles of rows 0-15, 16-31
  *   tmm1 = rows 0-15 x columns 16-31    tmm6, tmm7: B tiles of columns 0-15, 16-31
  *   tmm2 = rows 16-31 x columns 0-15
  *   tmm3 = rows 16-31 x columns 16-31
- * a0, a1, b0, b1: the first of each operand's nq consecutive tiles. */
+ * a0, a1, b0, b1: the first of each operand's nq consecutive tiles.
+ * The sums start from zero, or (from != NULL) from the 32 x 32 FP32 block at from, ldf
+ * floats a row: C itself (ldf = ldo), or a bias row repeated (ldf = 0: a tile load reads
+ * the same row 16 times).
+ * out: the four tiles one after the other into ct (ldo 0), for gemm_bf16_amx_write_c to
+ * scale and add into C; or (ldo > 0) the block of C itself, ldo floats a row (see
+ * direct_store). */
 static void block32(const uint32_t *a0, const uint32_t *a1, const uint32_t *b0,
-                    const uint32_t *b1, int nq, float *ct)
+                    const uint32_t *b1, int nq, float *out, int ldo, const float *from,
+                    int ldf)
 {
+    const size_t fhalf = (size_t)16 * ldf, fstride = (size_t)ldf * sizeof *from;
     AMX_SPAN_BEGIN();
-    AMX_ZERO(0);
-    AMX_ZERO(1);
-    AMX_ZERO(2);
-    AMX_ZERO(3);
+    if (from) {
+        AMX_LOAD(0, from, fstride);
+        AMX_LOAD(1, from + 16, fstride);
+        AMX_LOAD(2, from + fhalf, fstride);
+        AMX_LOAD(3, from + fhalf + 16, fstride);
+    } else {
+        AMX_ZERO(0);
+        AMX_ZERO(1);
+        AMX_ZERO(2);
+        AMX_ZERO(3);
+    }
     for (int q = 0; q < nq; q++) {
         const size_t o = (size_t)q * TW;
         AMX_LOAD(4, a0 + o, ROWB);
@@ -76,11 +91,35 @@ static void block32(const uint32_t *a0, const uint32_t *a1, const uint32_t *b0,
         AMX_DP(2, 5, 6);
         AMX_DP(3, 5, 7);
     }
-    AMX_STORE(0, ct, ROWB);
-    AMX_STORE(1, ct + TW, ROWB);
-    AMX_STORE(2, ct + 2 * TW, ROWB);
-    AMX_STORE(3, ct + 3 * TW, ROWB);
+    if (ldo) {
+        const size_t half = (size_t)16 * ldo, stride = (size_t)ldo * sizeof *out;
+        AMX_STORE(0, out, stride);
+        AMX_STORE(1, out + 16, stride);
+        AMX_STORE(2, out + half, stride);
+        AMX_STORE(3, out + half + 16, stride);
+    } else {
+        AMX_STORE(0, out, ROWB);
+        AMX_STORE(1, out + TW, ROWB);
+        AMX_STORE(2, out + 2 * TW, ROWB);
+        AMX_STORE(3, out + 3 * TW, ROWB);
+    }
     AMX_SPAN_END();
+}
+
+/* Whether a block's tiles go straight into C (block32's ldo > 0), starting from zero
+ * (beta 0) or from C (beta 1): a whole block with alpha 1. Else block32 stores into ct
+ * and gemm_bf16_amx_write_c scales and adds that into C.
+ * Why: write_c's pass over ct and C was a fifth of the emulated twin's time around the
+ * tiles at the bench's shape. With beta 0 the bits are write_c's (1 x is x). With beta 1
+ * the tiles add each depth chunk's products to C in turn, where write_c added their sum
+ * to C once: the same value to within the sum's rounding, and as before the same bits
+ * on AMX and its emulated twin and on any thread count (the depth is never split among
+ * threads). A bias (the fused epilogue's, on the first depth block, beta 0) is where
+ * the sums start, so the fused product keeps the bits of the unfused sequence that puts
+ * the bias into C and runs the product with beta 1 (gemm_bf16.h). */
+static int direct_store(int mr, int nr, float alpha, float beta)
+{
+    return mr == 32 && nr == 32 && alpha == 1.0f && (beta == 0.0f || beta == 1.0f);
 }
 
 /* The product's arguments, as gemm_bf16 has them, the shared B panel, and B's copy
@@ -110,12 +149,22 @@ static void row_block(const product *g, const uint32_t *bpanel, const uint32_t *
         for (int i = 0; i < mc; i += 32) {
             const uint32_t *a = ap + (size_t)(i / 16) * run;
             const int mr = mc - i < 32 ? mc - i : 32;
-            block32(a, a + run, b, b + run, nq, ct);
-            gemm_bf16_amx_write_c(ct, g->C + (size_t)(m0 + i) * g->ldc + jc + n0, g->ldc, mr,
-                                  nr, g->alpha, beta);
-            if (g->ep)
-                gemm_bf16_epilogue_block(g->ep, g->C, g->ldc, m0 + i, jc + n0, mr, nr, first,
-                                         last);
+            float *const c = g->C + (size_t)(m0 + i) * g->ldc + jc + n0;
+            int bias_first = first; /* the epilogue still adds the bias */
+            if (direct_store(mr, nr, g->alpha, beta)) {
+                const float *from = beta != 0.0f ? c : NULL;
+                if (!from && first && g->ep && g->ep->bias) {
+                    from = g->ep->bias + jc + n0;
+                    bias_first = 0;
+                }
+                block32(a, a + run, b, b + run, nq, c, g->ldc, from, from == c ? g->ldc : 0);
+            } else {
+                block32(a, a + run, b, b + run, nq, ct, 0, NULL, 0);
+                gemm_bf16_amx_write_c(ct, c, g->ldc, mr, nr, g->alpha, beta);
+            }
+            if (g->ep && gemm_bf16_epilogue_acts(g->ep, bias_first, last))
+                gemm_bf16_epilogue_block(g->ep, g->C, g->ldc, m0 + i, jc + n0, mr, nr,
+                                         bias_first, last);
         }
     }
 }
@@ -201,9 +250,16 @@ void AMX_PANEL_ENTRY(const uint32_t *ap, size_t a_run, const uint32_t *bp, size_
         const uint32_t *b0 = bp + (size_t)(j / 16) * b_run;
         for (int i = 0; i < m; i += 32) {
             const uint32_t *a0 = ap + (size_t)(i / 16) * a_run;
-            block32(a0, a0 + a_run, b0, b0 + b_run, nq, ct);
-            gemm_bf16_amx_write_c(ct, C + (size_t)i * ldc + j, ldc, m - i < 32 ? m - i : 32,
-                                  n - j < 32 ? n - j : 32, alpha, accumulate ? 1.0f : 0.0f);
+            const int mr = m - i < 32 ? m - i : 32, nr = n - j < 32 ? n - j : 32;
+            const float beta = accumulate ? 1.0f : 0.0f;
+            float *const c = C + (size_t)i * ldc + j;
+            if (direct_store(mr, nr, alpha, beta)) {
+                block32(a0, a0 + a_run, b0, b0 + b_run, nq, c, ldc, accumulate ? c : NULL,
+                        ldc);
+            } else {
+                block32(a0, a0 + a_run, b0, b0 + b_run, nq, ct, 0, NULL, 0);
+                gemm_bf16_amx_write_c(ct, c, ldc, mr, nr, alpha, beta);
+            }
         }
     }
     AMX_RELEASE();
