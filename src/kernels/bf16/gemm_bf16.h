@@ -144,7 +144,8 @@ void gemm_bf16_avx512(int transa, int transb, int M, int N, int K, float alpha,
 
 /* The epilogue on the stored block of C at rows i0.., columns j0.. (mr x nr): bias when
  * `first` (the first depth block's sums), residual and GELU when `last` (every path
- * calls it right after storing a block; gemm_bf16_epilogue.c) */
+ * calls it after storing a piece of C, a row block's columns at once where it can:
+ * gemm_bf16_epilogue.c) */
 void gemm_bf16_epilogue_block(const gemm_bf16_epilogue *ep, float *C, int ldc, int i0,
                               int j0, int mr, int nr, int first, int last);
 /* 1 when gemm_bf16_epilogue_block has something to do for that depth block (a path may

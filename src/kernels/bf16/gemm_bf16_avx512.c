@@ -213,10 +213,16 @@ void gemm_bf16_avx512(int transa, int transb, int M, int N, int K, float alpha,
                                    bp + (size_t)s * kc2 * NR,
                                    C + (size_t)(m0 + i) * ldc + jc + n0, ldc, mr, nr, alpha,
                                    bet);
-                            if (ep) /* while the block is in L1 */
-                                gemm_bf16_epilogue_block(ep, C, ldc, m0 + i, jc + n0, mr, nr,
-                                                         pc == 0, pc + kc >= K);
                         }
+                    }
+                    /* the epilogue once on the item's piece of C (in L2), on rows of up
+                     * to NC values, not on each 14 x 32 block: on 32 values a row its
+                     * kernels cost 1.5-2.4x as much per value (as on the AMX path,
+                     * gemm_bf16_amx_kernel.h); elementwise, so the same bits */
+                    if (gemm_bf16_epilogue_acts(ep, pc == 0, pc + kc >= K)) {
+                        const int n_to = c1 * NR < nc ? c1 * NR : nc;
+                        gemm_bf16_epilogue_block(ep, C, ldc, m0, jc + c0 * NR, mc,
+                                                 n_to - c0 * NR, pc == 0, pc + kc >= K);
                     }
                 }
             }

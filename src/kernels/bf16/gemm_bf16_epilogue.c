@@ -1,9 +1,9 @@
-/* gemm_bf16_epilogue — the fused epilogue of gemm_bf16.h, on one stored block of C.
- * Run right after a path stores the block, while it is in L1, with the SIMD path's
- * elementwise kernels: acc (x += y) is one rounded add per element, as the unfused
- * bias-then-beta = 1 product and residual_forward make it, and gelu_fwd / gelu_bwd
- * compute each element the same way wherever the element falls in a vector, so the
- * fused product's bits are the unfused sequence's. */
+/* gemm_bf16_epilogue — the fused epilogue of gemm_bf16.h, on one stored piece of C.
+ * Run after a path stores the piece (a block, or a row block's columns), with the SIMD
+ * path's elementwise kernels: acc (x += y) is one rounded add per element, as the
+ * unfused bias-then-beta = 1 product and residual_forward make it, and gelu_fwd /
+ * gelu_bwd compute each element the same way wherever the element falls in a vector, so
+ * the fused product's bits are the unfused sequence's. */
 #include "gemm_bf16.h"
 
 #include <string.h>
