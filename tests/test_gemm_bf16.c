@@ -34,7 +34,7 @@
  *   (m) operands in BF16 storage (GEMM_BF16_STORED, bf16_store.h): A as stored, B as
  *       stored or both give the bits of the product of the FP32 operands they were
  *       rounded from (odd K, past a depth and a column block, padded leading
- *       dimensions), and the epilogue's BF16 copy of C is bf16_store of C (of GELU of C
+ *       dimensions, an A whose tiles the AMX path loads where A is stored), and the epilogue's BF16 copy of C is bf16_store of C (of GELU of C
  *       for the GELU output in BF16 storage); bf16_store's
  *       vector loop rounds ties, NaN, infinities and denormals as its scalar one;
  *   (n) the epilogue's row sums (a bias gradient summed while dout^T is packed) give
@@ -644,7 +644,9 @@ static void check_stored(const char *name)
 {
     static const struct {
         int M, N, K;
-    } shapes[] = {{1, 1, 1}, {45, 70, 101}, {33, 96, 1100}, {7, 2100, 40}, {300, 33, 17}};
+    } shapes[] = {{1, 1, 1},     {45, 70, 101}, {33, 96, 1100},
+                  {7, 2100, 40}, {300, 33, 17}, {64, 70, 1088}}; /* the last: A's tiles
+                                                 * read in place on the AMX path */
     int same = 1, copy_same = 1, gelu_same = 1;
     for (size_t si = 0; si < sizeof shapes / sizeof shapes[0]; si++) {
         const int M = shapes[si].M, N = shapes[si].N, K = shapes[si].K;
@@ -684,7 +686,8 @@ static void check_stored(const char *name)
         free(C16), free(W16);
     }
     TU_CHECK(same, "%s: operands in BF16 storage give the bits of their FP32 values' "
-             "product (A, B, both; K odd, past a depth and a column block)", name);
+             "product (A, B, both; K odd, past a depth and a column block; A read in place by the "
+             "AMX path's tile loads)", name);
     TU_CHECK(copy_same, "%s: the epilogue's BF16 copy of C is bf16_store of C", name);
     TU_CHECK(gelu_same, "%s: the epilogue's GELU in BF16 storage is bf16_store of GELU of C",
              name);

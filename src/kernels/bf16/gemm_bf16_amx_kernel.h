@@ -56,16 +56,20 @@ _Static_assert(MC % 32 == 0 && KC % 32 == 0 && NC % 32 == 0, "blocks of whole ti
  *   tmm1 = rows 0-15 x columns 16-31    tmm6, tmm7: B tiles of columns 0-15, 16-31
  *   tmm2 = rows 16-31 x columns 0-15
  *   tmm3 = rows 16-31 x columns 16-31
- * a0, a1, b0, b1: the first of each operand's nq consecutive tiles.
+ * a0, a1, b0, b1: the first of each operand's nq consecutive tiles; B's tiles are
+ * packed (TW words apart, ROWB bytes a row), A's packed alike or read where they are
+ * stored (an operand in BF16 storage: a tile row is 32 depth values of a row of A, so
+ * the tile is that matrix's rows; see a_in_place): astep bytes between depth chunks,
+ * astride bytes between rows.
  * The sums start from zero, or (from != NULL) from the 32 x 32 FP32 block at from, ldf
  * floats a row: C itself (ldf = ldo), or a bias row repeated (ldf = 0: a tile load reads
  * the same row 16 times).
  * out: the four tiles one after the other into ct (ldo 0), for gemm_bf16_amx_write_c to
  * scale and add into C; or (ldo > 0) the block of C itself, ldo floats a row (see
  * direct_store). */
-static void block32(const uint32_t *a0, const uint32_t *a1, const uint32_t *b0,
-                    const uint32_t *b1, int nq, float *out, int ldo, const float *from,
-                    int ldf)
+static void block32(const uint8_t *a0, const uint8_t *a1, size_t astep, size_t astride,
+                    const uint32_t *b0, const uint32_t *b1, int nq, float *out, int ldo,
+                    const float *from, int ldf)
 {
     const size_t fhalf = (size_t)16 * ldf, fstride = (size_t)ldf * sizeof *from;
     AMX_SPAN_BEGIN();
@@ -81,9 +85,9 @@ static void block32(const uint32_t *a0, const uint32_t *a1, const uint32_t *b0,
         AMX_ZERO(3);
     }
     for (int q = 0; q < nq; q++) {
-        const size_t o = (size_t)q * TW;
-        AMX_LOAD(4, a0 + o, ROWB);
-        AMX_LOAD(5, a1 + o, ROWB);
+        const size_t o = (size_t)q * TW, oa = (size_t)q * astep;
+        AMX_LOAD(4, a0 + oa, astride);
+        AMX_LOAD(5, a1 + oa, astride);
         AMX_LOAD(6, b0 + o, ROWB);
         AMX_LOAD(7, b1 + o, ROWB);
         AMX_DP(0, 4, 6);
@@ -134,7 +138,19 @@ typedef struct {
     const gemm_bf16_epilogue *ep; /* or NULL */
 } product;
 
-/* Rows m0 .. m0+mc, packed in ap, against columns n_from .. n_to of the packed B panel
+/* Whether the product reads A's tiles where A is stored instead of packing them: A in
+ * BF16 storage as stored (row i's depth values contiguous, lda apart), whole 32-row units
+ * and whole 32-deep chunks (a tile load past them would read past A), and rows whose
+ * stride a tile load can take. Packing such an A was a copy of 64-byte rows, a tenth of
+ * the packing in the emulated twin's step at the bench's shape (the forward's four
+ * products read their input so). */
+static int a_in_place(const product *g)
+{
+    return g->transa == GEMM_BF16_STORED && g->M % 32 == 0 && g->K % 32 == 0;
+}
+
+/* Rows m0 .. m0+mc, packed in ap (NULL: read in place, a_in_place), against columns
+ * n_from .. n_to of the packed B panel
  * (nc columns from jc) at depth pc of kc; beta: this depth block's (the caller's beta
  * for the first, then 1); the epilogue's first / last depth block.
  * The epilogue runs once on the whole mc x (n_to - n_from) piece after its blocks, on
@@ -145,18 +161,25 @@ typedef struct {
  * bias is the exception: it goes first, into the tiles' start (direct blocks) or onto
  * each block as it is written, before the rest of the epilogue sees the piece. */
 static void row_block(const product *g, const uint32_t *bpanel, const uint32_t *ap,
-                      float *ct, int m0, int mc, int jc, int nc, int n_from, int n_to, int kc,
-                      float beta, int first, int last)
+                      float *ct, int m0, int mc, int jc, int nc, int n_from, int n_to, int pc,
+                      int kc, float beta, int first, int last)
 {
     const int nq = (kc + 31) / 32;
     const size_t run = (size_t)nq * TW; /* one operand tile's nq chunks */
+    /* A's tiles, in bytes: packed (run words from rows 0-15 to 16-31 of a unit, a tile a
+     * chunk), or in place (16 rows of lda BF16 values; 32 depth values a chunk) */
+    const uint8_t *const a_stored = (const uint8_t *)g->A;
+    const size_t a_next = ap ? run * 4 : (size_t)32 * g->lda, astep = ap ? TW * 4 : 64,
+                 astride = ap ? ROWB : (size_t)g->lda * 2;
     const float *const bias = first && g->ep ? g->ep->bias : NULL;
     const gemm_bf16_epilogue bias_only = {.bias = bias};
     for (int n0 = n_from; n0 < n_to; n0 += 32) {
         const uint32_t *b = bpanel + (size_t)(n0 / 16) * run;
         const int nr = nc - n0 < 32 ? nc - n0 : 32;
         for (int i = 0; i < mc; i += 32) {
-            const uint32_t *a = ap + (size_t)(i / 16) * run;
+            const uint8_t *a =
+                ap ? (const uint8_t *)(ap + (size_t)(i / 16) * run)
+                   : a_stored + ((size_t)(m0 + i) * g->lda + pc) * 2;
             const int mr = mc - i < 32 ? mc - i : 32;
             float *const c = g->C + (size_t)(m0 + i) * g->ldc + jc + n0;
             int add_bias = bias != NULL; /* not yet in the block */
@@ -166,9 +189,10 @@ static void row_block(const product *g, const uint32_t *bpanel, const uint32_t *
                     from = bias + jc + n0;
                     add_bias = 0;
                 }
-                block32(a, a + run, b, b + run, nq, c, g->ldc, from, from == c ? g->ldc : 0);
+                block32(a, a + a_next, astep, astride, b, b + run, nq, c, g->ldc, from,
+                        from == c ? g->ldc : 0);
             } else {
-                block32(a, a + run, b, b + run, nq, ct, 0, NULL, 0);
+                block32(a, a + a_next, astep, astride, b, b + run, nq, ct, 0, NULL, 0);
                 gemm_bf16_amx_write_c(ct, c, g->ldc, mr, nr, g->alpha, beta);
             }
             if (add_bias)
@@ -201,6 +225,7 @@ static void run_thread(const product *g, uint8_t *w)
     const int nthreads = 1;
 #endif
     const int munits = (g->M + 31) / 32; /* rows in whole 32-row units */
+    const int in_place = a_in_place(g);
     int panels = 0; /* B panels packed so far: the next goes into the other buffer */
     amx_tilecfg_uniform(cfg, AMX_TILES, AMX_MAX_ROWS, AMX_MAX_COLSB);
     AMX_CONFIG(cfg);
@@ -233,15 +258,16 @@ static void run_thread(const product *g, uint8_t *w)
                     continue;
                 const int m0 = 32 * u0, mc = (32 * u1 < g->M ? 32 * u1 : g->M) - m0;
                 if (rb != packed) { /* a thread's items run in order: pack once */
-                    gemm_bf16_amx_pack_a(ap, g->transa, g->A, g->lda, m0, mc,
-                                         2 * ((mc + 31) / 32), pc, kc);
+                    if (!in_place)
+                        gemm_bf16_amx_pack_a(ap, g->transa, g->A, g->lda, m0, mc,
+                                             2 * ((mc + 31) / 32), pc, kc);
                     packed = rb;
                     if (g->ep && g->ep->row_sums && jc == 0 && c0 == 0) /* while in cache */
                         gemm_bf16_row_sums(g->ep->row_sums, g->transa, g->A, g->lda, m0, mc,
                                            pc, kc);
                 }
-                row_block(g, bpanel, ap, ct, m0, mc, jc, nc, 32 * c0,
-                          c1 < nstrips ? 32 * c1 : nc, kc, pc == 0 ? g->beta : 1.0f, pc == 0,
+                row_block(g, bpanel, in_place ? NULL : ap, ct, m0, mc, jc, nc, 32 * c0,
+                          c1 < nstrips ? 32 * c1 : nc, pc, kc, pc == 0 ? g->beta : 1.0f, pc == 0,
                           pc + kc >= g->K);
             }
         }
@@ -261,15 +287,15 @@ void AMX_PANEL_ENTRY(const uint32_t *ap, size_t a_run, const uint32_t *bp, size_
     for (int j = 0; j < n; j += 32) {
         const uint32_t *b0 = bp + (size_t)(j / 16) * b_run;
         for (int i = 0; i < m; i += 32) {
-            const uint32_t *a0 = ap + (size_t)(i / 16) * a_run;
+            const uint8_t *a0 = (const uint8_t *)(ap + (size_t)(i / 16) * a_run);
             const int mr = m - i < 32 ? m - i : 32, nr = n - j < 32 ? n - j : 32;
             const float beta = accumulate ? 1.0f : 0.0f;
             float *const c = C + (size_t)i * ldc + j;
             if (direct_store(mr, nr, alpha, beta)) {
-                block32(a0, a0 + a_run, b0, b0 + b_run, nq, c, ldc, accumulate ? c : NULL,
-                        ldc);
+                block32(a0, a0 + a_run * 4, TW * 4, ROWB, b0, b0 + b_run, nq, c, ldc,
+                        accumulate ? c : NULL, ldc);
             } else {
-                block32(a0, a0 + a_run, b0, b0 + b_run, nq, ct, 0, NULL, 0);
+                block32(a0, a0 + a_run * 4, TW * 4, ROWB, b0, b0 + b_run, nq, ct, 0, NULL, 0);
                 gemm_bf16_amx_write_c(ct, c, ldc, mr, nr, alpha, beta);
             }
         }
