@@ -28,7 +28,7 @@
 #   where both tile times are the busiest thread's (per product for the emulated one),
 #   and a tile unit per core runs a TDPBF16PS (16 x 16 x 32) per 16 cycles, a
 #   TILELOADD per 8, a TILESTORED per 16, a TILEZERO at no cost, one after the other,
-#   at BENCH_AMX_GHZ (see AMX_CYCLES below). Also printed: the tile instructions per
+#   at the core's clock (see AMX_CYCLES below). Also printed: the tile instructions per
 #   step, and the measured rest split into the products' packing and write-back and
 #   the kernels outside the products.
 #
@@ -59,9 +59,13 @@
 #   BENCH_AMX_PREDICT  0: no prediction of the AMX path (default 1: on a CPU without
 #                 AMX tiles, with bf16 in PRECISIONS and BENCH_ISA=native)
 #   BENCH_AMX_STEPS  steps of the emulated run; the first is not timed (default 4)
-#   BENCH_AMX_GHZ the clock the tiles are predicted at (default: "cpu MHz" of
-#                 /proc/cpuinfo, this CPU's clock as the kernel reports it; in a
-#                 virtual machine often the nominal one, below what the core runs at)
+#   BENCH_AMX_GHZ the clock the tiles are predicted at (default: the clock the
+#                 emulated run's measured FMA peak gives, peak / THREADS / 64 flop a
+#                 cycle (two 16-lane FMA units a core): the cores' clock under
+#                 AVX-512 load, which the real AMX Xeon's tile peak matched (3.75 GHz
+#                 against 3.82 from its FMA peak); "cpu MHz" of /proc/cpuinfo where
+#                 that is higher, or where no peak was printed. In a virtual machine
+#                 "cpu MHz" is often the nominal clock, below what the core runs at)
 #   BENCH_ISA     native (default) or avx2: every implementation held to AVX2 and FMA
 #                 on an AVX-512 CPU, as a stand-in for an AVX2-only one (AMD Zen 2/3).
 #                 gentrain: GENTRAIN_SIMD=avx2, GENTRAIN_BF16=portable,
@@ -103,8 +107,12 @@ BENCH_RETRIES=${BENCH_RETRIES:-2}
 BENCH_ROUNDS=${BENCH_ROUNDS:-1}
 BENCH_AMX_PREDICT=${BENCH_AMX_PREDICT:-1}
 BENCH_AMX_STEPS=${BENCH_AMX_STEPS:-4}
-[ -n "${BENCH_AMX_GHZ:-}" ] ||
+BENCH_AMX_GHZ_SET=0 # 1: the user's clock, taken as it is
+if [ -n "${BENCH_AMX_GHZ:-}" ]; then
+    BENCH_AMX_GHZ_SET=1
+else
     BENCH_AMX_GHZ=$(awk -F: '/^cpu MHz/ { printf "%.3f", $2 / 1000; exit }' /proc/cpuinfo 2>/dev/null)
+fi
 GENTRAIN=${GENTRAIN:-}
 BENCH_SGEMM=${BENCH_SGEMM:-}
 
@@ -382,12 +390,13 @@ fi
 section "summary"
 "$PYTHON" - "$here" "$tmp/sgemm.json" "$tmp/runs.txt" "$THREADS" "$STEPS" "$N_LAYER" \
     "$N_HEAD" "$N_EMBD" "$BLOCK_SIZE" "$BATCH_SIZE" "$VOCAB" "${BENCH_STRICT:-0}" \
-    "${BENCH_AMX_GHZ:-0}" <<'EOF'
+    "${BENCH_AMX_GHZ:-0}" "$BENCH_AMX_GHZ_SET" <<'EOF'
 import json, os, re, statistics, sys
 
 here, sgemm_f, runs_f = sys.argv[1:4]
 threads, steps, L, nh, C, T, B, V, strict = (int(x) for x in sys.argv[4:13])
-amx_ghz = float(sys.argv[13] or 0)
+amx_ghz = float(sys.argv[13] or 0)  # the user's clock, or cpu MHz's
+amx_ghz_set = sys.argv[14] == "1"
 sys.dont_write_bytecode = True  # no __pycache__ in the source tree
 sys.path.insert(0, here)
 from bench_torch import flops_per_step  # one flop count for every impl
@@ -465,9 +474,37 @@ def gentrain_row(prec, log_f, load_f, out_f):
 AMX_CYCLES = {"tdpbf16ps": 16, "tileloadd": 8, "tilestored": 16, "tilezero": 0}
 
 
+def fma_peak_of_runs(lines):
+    """The median FMA peak (GFLOP/s, THREADS threads) the gentrain runs printed (the fp32
+    runs and the portable bf16 ones measure it; the emulated AMX run prints its dot-product
+    peak instead); None when none did"""
+    peaks = []
+    for line in lines:
+        f = line.split()
+        if len(f) < 7 or not os.path.exists(f[5]):
+            continue
+        m = re.search(r"peak ([0-9.]+) GFLOP/s \(measured FMA peak", open(f[5]).read())
+        if m:
+            peaks.append(float(m.group(1)))
+    return statistics.median(peaks) if peaks else None
+
+
+def amx_clock():
+    """The clock (GHz) the tiles are predicted at, and where it comes from: the user's
+    BENCH_AMX_GHZ; else the clock the runs' measured FMA peak gives (two 16-lane FMA
+    units a core: 64 flop a cycle), where that is above cpu MHz's"""
+    if amx_ghz_set:
+        return amx_ghz, "BENCH_AMX_GHZ"
+    fma_ghz = fma_peak / threads / 64 if fma_peak else 0.0
+    if fma_ghz > amx_ghz:
+        return fma_ghz, ("the clock of the measured FMA peak, %.1f GFLOP/s / %d threads / 64"
+                         " flop a cycle; %.3f GHz in cpu MHz" % (fma_peak, threads, amx_ghz))
+    return amx_ghz, "cpu MHz"
+
+
 def amx_predicted_row(log_f, load_f):
     """The real AMX path predicted from the emulated twin's log: per timed step,
-    step - emulated tile time + tile time at AMX_CYCLES and amx_ghz. A tile unit per
+    step - emulated tile time + tile time at AMX_CYCLES and amx_clock. A tile unit per
     core: the threads' shares run side by side, so the emulated time taken out is, per
     product, the thread's with the longest tile spans (the others waited for it), and
     the time put back the tile instructions of the thread with the most (the products
@@ -477,7 +514,8 @@ def amx_predicted_row(log_f, load_f):
     if rows is None:
         return None
     timed = rows[1:]
-    if not timed or amx_ghz <= 0:
+    ghz, ghz_src = amx_clock()
+    if not timed or ghz <= 0:
         print("bench.sh: %s: no timed step with tile counts (or no clock)" % log_f)
         return None
     steps_ = []
@@ -485,7 +523,7 @@ def amx_predicted_row(log_f, load_f):
         n = len(r["tdpbf16ps"])
         cyc = [sum(c * r[k][i] for k, c in AMX_CYCLES.items()) for i in range(n)]
         b = max(range(n), key=lambda i: cyc[i])  # the busiest thread
-        hz = amx_ghz * 1e9
+        hz = ghz * 1e9
         # per product, the thread with the longest tile spans, summed over the products
         emul = max(r["amx_product_tile_ms"]) / 1e3
         prod = max(r["amx_product_ms"]) / 1e3
@@ -506,7 +544,7 @@ def amx_predicted_row(log_f, load_f):
     except (OSError, ValueError, IndexError):
         pass
     pred = med["pred_s"]
-    model = dict(med, ghz=amx_ghz, cycles=AMX_CYCLES, timed_steps=len(steps_),
+    model = dict(med, ghz=ghz, ghz_src=ghz_src, cycles=AMX_CYCLES, timed_steps=len(steps_),
                  threads=min(st["threads"] for st in steps_))
     return {"impl": "prediction", "precision": "bf16",
             "label": "PREDICTED amx-bf16%s (model below)" % (
@@ -533,6 +571,7 @@ try:
     lines = open(runs_f).read().split("\n")
 except OSError:
     lines = []
+fma_peak = fma_peak_of_runs(lines)
 for line in lines:
     f = line.split()
     if len(f) < 7:
@@ -602,9 +641,10 @@ for r in table:
           " - emulated tile time (per product, the longest thread's) + the tile"
           " instructions of the thread with the most"
           " at %d (TDPBF16PS), %d (TILELOADD), %d (TILESTORED), %d (TILEZERO) cycles each,"
-          " one after the other, at %.3f GHz (BENCH_AMX_GHZ); the median of %d timed steps,"
+          " one after the other, at %.3f GHz (%s); the median of %d timed steps,"
           " on %d thread(s)" % (r["label"], cy["tdpbf16ps"], cy["tileloadd"], cy["tilestored"],
-                           cy["tilezero"], m["ghz"], m["timed_steps"], m["threads"]))
+                           cy["tilezero"], m["ghz"], m["ghz_src"], m["timed_steps"],
+                           m["threads"]))
     print("  per step: %d TDPBF16PS, %d TILELOADD, %d TILESTORED, %d TILEZERO (all threads)"
           % (m["tdpbf16ps"], m["tileloadd"], m["tilestored"], m["tilezero"]))
     print("  measured: amx-emulated step %.1f ms = emulated tiles %.1f ms + the rest %.1f ms:"
