@@ -35,7 +35,8 @@
  *       stored or both give the bits of the product of the FP32 operands they were
  *       rounded from (odd K, past a depth and a column block, padded leading
  *       dimensions, an A whose tiles the AMX path loads where A is stored), and the epilogue's BF16 copy of C is bf16_store of C (of GELU of C
- *       for the GELU output in BF16 storage); bf16_store's
+ *       for the GELU output in BF16 storage; and, from GELU's backward on a BF16
+ *       pre-activation, of GELU of that); bf16_store's
  *       vector loop rounds ties, NaN, infinities and denormals as its scalar one;
  *   (n) the epilogue's row sums (a bias gradient summed while dout^T is packed) give
  *       the bits of the column-sum pass (simd colsum) and of a plain loop, past a row
@@ -671,6 +672,30 @@ static void check_stored(const char *name)
                         ldw, 0.0f, got, N, &ep_gelu);
         simd_kernels_get()->gelu_fwd(got, want, mn);
         for (size_t i = 0; i < mn; i++) gelu_same &= C16[i] == bf16_store_one(got[i]);
+        /* GELU's backward from a BF16 pre-activation (the MLP's c_proj), and GELU of it
+         * into BF16 storage from the same pass: the backward's bits unchanged, the GELU
+         * bf16_store of gelu_fwd of the widened pre-activation */
+        {
+            float *pre = fnew_rand(mn), *d1 = fnew_rand(mn), *d2 = fnew_rand(mn),
+                  *c2 = fnew_rand(mn), *pw = fnew_rand(mn);
+            uint16_t *pre16 = stored_copy(pre, M, N), *g16 = malloc(mn * sizeof *g16);
+            if (!g16) exit(99);
+            const gemm_bf16_epilogue ep_d = {.dgelu_x16 = pre16, .dgelu_out = d1,
+                                             .ld_dgelu = (size_t)N};
+            gemm_bf16_fused(GEMM_BF16_STORED, 1, M, N, K, 1.0f, (const float *)(void *)A16,
+                            lda, W, ldw, 0.0f, got, N, &ep_d);
+            gemm_bf16_epilogue ep_dg = ep_d;
+            ep_dg.dgelu_out = d2;
+            ep_dg.dgelu_gelu16 = g16;
+            gemm_bf16_fused(GEMM_BF16_STORED, 1, M, N, K, 1.0f, (const float *)(void *)A16,
+                            lda, W, ldw, 0.0f, c2, N, &ep_dg);
+            gelu_same &= memcmp(got, c2, mn * sizeof *got) == 0 &&
+                         memcmp(d1, d2, mn * sizeof *d1) == 0;
+            bf16_widen(pw, pre16, mn);
+            simd_kernels_get()->gelu_fwd(pre, pw, mn);
+            for (size_t i = 0; i < mn; i++) gelu_same &= g16[i] == bf16_store_one(pre[i]);
+            free(pre), free(d1), free(d2), free(c2), free(pw), free(pre16), free(g16);
+        }
         /* A transposed (FP32), B stored (the weight gradient), beta = 1 */
         memcpy(got, want, mn * sizeof *got);
         gemm_bf16(1, 0, M, N, K, 0.5f, At, M + 2, B, ldb, 1.0f, want, N);
@@ -689,8 +714,9 @@ static void check_stored(const char *name)
              "product (A, B, both; K odd, past a depth and a column block; A read in place by the "
              "AMX path's tile loads)", name);
     TU_CHECK(copy_same, "%s: the epilogue's BF16 copy of C is bf16_store of C", name);
-    TU_CHECK(gelu_same, "%s: the epilogue's GELU in BF16 storage is bf16_store of GELU of C",
-             name);
+    TU_CHECK(gelu_same, "%s: the epilogue's GELU in BF16 storage is bf16_store of GELU of C; "
+             "GELU's backward from BF16 storage gives the same bits with the GELU of its "
+             "pre-activation stored from the same pass, which is bf16_store of GELU", name);
 }
 
 /* (n) row sums: from zero in depth order, then added (the reference), against the

@@ -6,7 +6,8 @@
  *       payloads, infinities, subnormals);
  *   (b) the entries that sum in another order or use their own exp agree within a
  *       few float ulps of the row's scale: LayerNorm rows and columns, column sums, softmax and its
- *       backward, GELU and its gradient, cross-entropy, the squared norm;
+ *       backward, GELU and its gradient, cross-entropy, the squared norm; GELU's
+ *       backward and forward in one pass give the bits of the two on each path;
  *   (c) the BF16 conversion is checked against its definition too (nearest even of
  *       the top 16 bits), not only against the portable loop;
  *   (d) attention's pieces (small products, transpose, softmax's log-sum-exp) against
@@ -227,6 +228,7 @@ static void test_rows(const simd_kernels *k)
 {
     const simd_kernels *p = &simd_kernels_portable;
     double e_ln = 0, e_lnb = 0, e_sm = 0, e_smb = 0, e_gelu = 0, e_xent = 0, e_sq = 0;
+    int gelu_both_same = 1;
     for (size_t li = 0; li < NLENS; li++) {
         const int n = (int)lens[li];
         float *x = frand((size_t)n, -2, 2), *w = frand((size_t)n, 0.5f, 1.5f);
@@ -269,6 +271,19 @@ static void test_rows(const simd_kernels *k)
         p->gelu_bwd(o1, gx, d, (size_t)n);
         k->gelu_bwd(o2, gx, d, (size_t)n);
         e_gelu = fmax(e_gelu, relerr(o1, o2, (size_t)n, 1e-6));
+        /* both at once: the bits of the two calls, on this path and the portable one
+         * (accumulated onto x, so the add's rounding is seen) */
+        for (int pi = 0; pi < 2; pi++) {
+            const simd_kernels *q = pi ? p : k;
+            float *b1 = fdup(x, (size_t)n), *b2 = fdup(x, (size_t)n), *f1 = fdup(x, (size_t)n),
+                  *f2 = fdup(x, (size_t)n);
+            q->gelu_bwd(b1, gx, d, (size_t)n);
+            q->gelu_fwd(f1, gx, (size_t)n);
+            q->gelu_bwd_fwd(b2, f2, gx, d, (size_t)n);
+            gelu_both_same &= memcmp(b1, b2, (size_t)n * sizeof *b1) == 0 &&
+                              memcmp(f1, f2, (size_t)n * sizeof *f1) == 0;
+            free(b1), free(b2), free(f1), free(f2);
+        }
 
         /* cross-entropy: loss and gradient */
         float *l1 = fdup(x, (size_t)n), *l2 = fdup(x, (size_t)n);
@@ -288,6 +303,8 @@ static void test_rows(const simd_kernels *k)
     TU_CHECK(e_sm < 2e-6, "%s: softmax row vs portable %.2e", k->name, e_sm);
     TU_CHECK(e_smb < 1e-5, "%s: softmax backward row vs portable %.2e", k->name, e_smb);
     TU_CHECK(e_gelu < 2e-6, "%s: GELU and its gradient vs portable %.2e", k->name, e_gelu);
+    TU_CHECK(gelu_both_same, "%s and portable: gelu_bwd_fwd gives the bits of gelu_bwd and "
+             "gelu_fwd", k->name);
     TU_CHECK(e_xent < 2e-6, "%s: cross-entropy loss and gradient vs portable %.2e", k->name,
              e_xent);
     TU_CHECK(e_sq < 1e-12, "%s: sum of squares (double) vs portable %.2e", k->name, e_sq);

@@ -33,11 +33,11 @@ typedef struct gt_bf16_acts {
     void (*matmul_forward_gelu)(float *out, uint16_t *out16, uint16_t *gelu16,
                                 const uint16_t *inp16, const float *w, const float *bias,
                                 size_t N, int C, int OC);
-    /* gelu_forward and matmul_backward_gelu on a pre-activation in BF16 storage, the
-     * GELU output (the product's inp16) in BF16 too */
-    void (*gelu_forward)(uint16_t *out16, const uint16_t *inp16, size_t N);
+    /* matmul_backward_gelu on a pre-activation in BF16 storage, whose GELU (the
+     * product's input, the weight gradient's operand) it writes into inp16 in BF16
+     * storage, the forward's bits, from the pass that takes GELU's backward */
     void (*matmul_backward_gelu)(float *dpre, float *dinp, float *dw, float *dbias,
-                                 const float *dout, const uint16_t *inp16, const float *w,
+                                 const float *dout, uint16_t *inp16, const float *w,
                                  const uint16_t *pre16, size_t N, int C, int OC);
     void (*matmul_forward_residual)(float *out, const float *res, const uint16_t *inp16,
                                     const float *w, const float *bias, size_t N, int C,

@@ -323,29 +323,14 @@ static void matmul_backward_stored(float *dinp, float *dw, float *dbias, const f
     weight_grad_stored(dw, dbias, dout, inp16, N, C, OC);
 }
 
-static void gelu_forward_stored(uint16_t *out16, const uint16_t *inp16, size_t N)
-{
-    const simd_kernels *k = simd_kernels_get();
-    const size_t nch = (N + ELEM_CHUNK - 1) / ELEM_CHUNK;
-#pragma omp parallel for schedule(static) if (par_ok(N))
-    for (size_t c = 0; c < nch; c++) {
-        const size_t i0 = c * ELEM_CHUNK, i1 = N - i0 < ELEM_CHUNK ? N : i0 + ELEM_CHUNK;
-        float x[256], g[256]; /* widened, and GELU stored, a piece at a time */
-        for (size_t i = i0; i < i1; i += 256) {
-            const size_t n = i1 - i < 256 ? i1 - i : 256;
-            bf16_widen(x, inp16 + i, n);
-            k->gelu_fwd(g, x, n);
-            bf16_store(out16 + i, g, n);
-        }
-    }
-}
-
+/* inp16 = gelu(pre16) is written by dinp's epilogue (with GELU's backward, one sigmoid
+ * for both), then read by the weight gradient */
 static void matmul_backward_gelu_stored(float *dpre, float *dinp, float *dw, float *dbias,
-                                        const float *dout, const uint16_t *inp16,
-                                        const float *w, const uint16_t *pre16, size_t N, int C,
-                                        int OC)
+                                        const float *dout, uint16_t *inp16, const float *w,
+                                        const uint16_t *pre16, size_t N, int C, int OC)
 {
-    const gemm_bf16_epilogue ep = {.dgelu_x16 = pre16, .dgelu_out = dpre, .ld_dgelu = (size_t)C};
+    const gemm_bf16_epilogue ep = {.dgelu_x16 = pre16, .dgelu_out = dpre, .ld_dgelu = (size_t)C,
+                                   .dgelu_gelu16 = inp16};
     gemm_bf16_fused(0, 0, (int)N, C, OC, 1.0f, dout, OC, w, C, 0.0f, dinp, C, &ep);
     weight_grad_stored(dw, dbias, dout, inp16, N, C, OC);
 }
@@ -354,7 +339,6 @@ static const gt_bf16_acts cpu_bf16_acts = {
     .layernorm_forward = layernorm_forward_stored,
     .matmul_forward = matmul_forward_stored,
     .matmul_forward_gelu = matmul_forward_gelu_stored,
-    .gelu_forward = gelu_forward_stored,
     .matmul_backward_gelu = matmul_backward_gelu_stored,
     .matmul_forward_residual = matmul_forward_residual_stored,
     .matmul_backward = matmul_backward_stored,

@@ -92,6 +92,9 @@ typedef struct gemm_bf16_epilogue {
     size_t ld_out_bf16;
     int round_c;           /* with out_bf16: C itself takes the BF16 values, before GELU */
     const uint16_t *dgelu_x16; /* instead of dgelu_x: the same in BF16 storage */
+    uint16_t *dgelu_gelu16;    /* with dgelu_x16: gelu(dgelu_x) in BF16 storage, ld_dgelu
+                                * apart, from the same pass (simd's gelu_bwd_fwd): the
+                                * input of the MLP projection's weight gradient */
     /* [M] += the FP32 sums over the depth of op(A)'s rows (transa 0 or 1): a bias
      * gradient while its dout is packed as A^T, each row summed from zero in depth
      * order and then added, the bits of the column-sum pass it replaces */

@@ -64,11 +64,16 @@ void gemm_bf16_epilogue_block(const gemm_bf16_epilogue *ep, float *C, int ldc, i
             const size_t at = (size_t)(i0 + r) * ep->ld_dgelu + j0;
             memset(ep->dgelu_out + at, 0, (size_t)nr * sizeof(float));
             if (ep->dgelu_x16) { /* widened a piece at a time, on the stack */
-                float x[256];
+                float x[256], g[256];
                 for (int j = 0; j < nr; j += 256) {
                     const int n = nr - j < 256 ? nr - j : 256;
                     bf16_widen(x, ep->dgelu_x16 + at + j, (size_t)n);
-                    k->gelu_bwd(ep->dgelu_out + at + j, x, c + j, (size_t)n);
+                    if (ep->dgelu_gelu16) { /* and GELU itself, from the same sigmoid */
+                        k->gelu_bwd_fwd(ep->dgelu_out + at + j, g, x, c + j, (size_t)n);
+                        bf16_store(ep->dgelu_gelu16 + at + j, g, (size_t)n);
+                    } else {
+                        k->gelu_bwd(ep->dgelu_out + at + j, x, c + j, (size_t)n);
+                    }
                 }
             } else {
                 k->gelu_bwd(ep->dgelu_out + at, ep->dgelu_x + at, c, (size_t)nr);

@@ -84,6 +84,10 @@ typedef struct simd_kernels {
     /* GELU (tanh form): out = gelu(x);  dinp += gelu'(x) dout */
     void (*gelu_fwd)(float *out, const float *x, size_t n);
     void (*gelu_bwd)(float *dinp, const float *x, const float *dout, size_t n);
+    /* both of x at once, sharing the sigmoid: gelu_bwd's dinp and gelu_fwd's out (the
+     * bits of the two calls): the MLP backward's one pass over its pre-activation */
+    void (*gelu_bwd_fwd)(float *dinp, float *out, const float *x, const float *dout,
+                         size_t n);
     /* -log softmax(x)[target] of one row x[V]; with g != NULL (may alias x) also
      * g = scale * (softmax(x) - onehot(target)) */
     float (*xent_row)(float *g, const float *x, int target, int V, float scale);

@@ -196,6 +196,15 @@ static void gelu_bwd_p(float *restrict dinp, const float *restrict x,
     }
 }
 
+/* The two calls (the vector paths share the sigmoid; here each keeps its own
+ * expression, and so its bits) */
+static void gelu_bwd_fwd_p(float *restrict dinp, float *restrict out, const float *restrict x,
+                           const float *restrict dout, size_t n)
+{
+    gelu_bwd_p(dinp, x, dout, n);
+    gelu_fwd_p(out, x, n);
+}
+
 static float xent_row_p(float *g, const float *x, int target, int V, float scale)
 {
     float mx = x[0];
@@ -330,6 +339,7 @@ const simd_kernels simd_kernels_portable = {
     .gemm_tile = gemm_tile_p,
     .gelu_fwd = gelu_fwd_p,
     .gelu_bwd = gelu_bwd_p,
+    .gelu_bwd_fwd = gelu_bwd_fwd_p,
     .xent_row = xent_row_p,
     .adamw = adamw_p,
     .unscale = unscale_p,

@@ -281,11 +281,10 @@ static inline vf SIMD_FN(gelu_s)(vf x, vf *x2)
     return vkeep_le(t, GELU_CUT_V, vdiv(one, vadd(one, vexp(tc))));
 }
 
-static inline vf SIMD_FN(gelu_grad)(vf x)
+/* gelu'(x) from gelu_s's s and x^2 */
+static inline vf SIMD_FN(gelu_grad_s)(vf x, vf s, vf x2)
 {
     const vf one = vset1(1.0f);
-    vf x2;
-    vf s = SIMD_FN(gelu_s)(x, &x2);
     vf du = vfmadd(vset1(3.0f * GELU_K0_V * GELU_K1_V), x2, vset1(GELU_K0_V));
     vf t = vmul(vmul(vadd(x, x), s), vmul(vsub(one, s), du));
     return vadd(s, t);
@@ -305,6 +304,13 @@ static void SIMD_FN(gelu_fwd)(float *restrict out, const float *restrict x, size
     }
 }
 
+static inline vf SIMD_FN(gelu_grad)(vf x)
+{
+    vf x2;
+    vf s = SIMD_FN(gelu_s)(x, &x2);
+    return SIMD_FN(gelu_grad_s)(x, s, x2);
+}
+
 static void SIMD_FN(gelu_bwd)(float *restrict dinp, const float *restrict x,
                               const float *restrict dout, size_t n)
 {
@@ -317,6 +323,35 @@ static void SIMD_FN(gelu_bwd)(float *restrict dinp, const float *restrict x,
                     vfmadd(SIMD_FN(gelu_grad)(vload_part(x + full, tail, 0.0f)),
                            vload_part(dout + full, tail, 0.0f),
                            vload_part(dinp + full, tail, 0.0f)));
+}
+
+/* gelu_bwd and gelu_fwd with one sigmoid a vector: the same expressions, so their bits */
+static inline void SIMD_FN(gelu_both)(vf x, vf dout, vf *dinp, vf *out)
+{
+    vf x2;
+    const vf s = SIMD_FN(gelu_s)(x, &x2);
+    *dinp = vfmadd(SIMD_FN(gelu_grad_s)(x, s, x2), dout, *dinp);
+    *out = vmul(x, s);
+}
+
+static void SIMD_FN(gelu_bwd_fwd)(float *restrict dinp, float *restrict out,
+                                  const float *restrict x, const float *restrict dout, size_t n)
+{
+    const size_t full = n - n % VL, tail = n - full;
+    vf d, o;
+    for (size_t i = 0; i < full; i += VL) {
+        d = vload(dinp + i);
+        SIMD_FN(gelu_both)(vload(x + i), vload(dout + i), &d, &o);
+        vstore(dinp + i, d);
+        vstore(out + i, o);
+    }
+    if (tail) {
+        d = vload_part(dinp + full, tail, 0.0f);
+        SIMD_FN(gelu_both)(vload_part(x + full, tail, 0.0f),
+                           vload_part(dout + full, tail, 0.0f), &d, &o);
+        vstore_part(dinp + full, tail, d);
+        vstore_part(out + full, tail, o);
+    }
 }
 
 /* ------------------------------------------------------------------------------------ */
@@ -500,6 +535,7 @@ const simd_kernels SIMD_TABLE = {
     .gemm_tile = SIMD_FN(gemm_tile),
     .gelu_fwd = SIMD_FN(gelu_fwd),
     .gelu_bwd = SIMD_FN(gelu_bwd),
+    .gelu_bwd_fwd = SIMD_FN(gelu_bwd_fwd),
     .xent_row = SIMD_FN(xent_row),
     .adamw = SIMD_FN(adamw),
     .unscale = SIMD_FN(unscale),
