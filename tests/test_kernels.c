@@ -1123,6 +1123,8 @@ int main(void)
     test_attention_bf16(2, 141, 48, 3);
     test_attention_bf16(2, 37, 15, 3);  /* hs = 5: an odd depth, paired with zero */
     test_attention_bf16(1, 100, 260, 2); /* hs = 130: three column chunks */
+    test_attention_bf16(1, 70, 128, 2);  /* hs = 64 (a power-of-two scale, as at hs = 4
+                                          * and 16 above: dS takes it on the AMX tiles) */
     test_gelu(50003, 60);
     test_residual(40009, 60);
     test_crossentropy(131, 256, 1.0f / 131, 100);

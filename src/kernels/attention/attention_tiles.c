@@ -159,6 +159,12 @@ void attention_tiles_bwd_head(float *dq, const float *dout, const float *q,
              *ta = take(&p, (size_t)h.mtT * TW);
     float *pr = take(&p, (size_t)RB * T), *dr = take(&p, (size_t)RB * T);
     void *work = take(&p, WORK_WORDS);
+    /* dQ and dK take the scale in dS itself where that is exact (a power of two, as at
+     * hs = 4, 16, 64, 256: scaling commutes with the BF16 rounding and the sums), so they
+     * add alpha 1 products and their whole blocks accumulate in C's own tiles
+     * (gemm_bf16_amx_kernel.h), not through the write-back; elsewhere alpha = scale */
+    int e2;
+    const float ds_alpha = frexpf(h.scale, &e2) == 0.5f ? 1.0f : h.scale;
     gemm_bf16_amx_pack_b(vtb, h.V.transposed, h.V.p, h.ld, 0, T, h.mtT, 0, hs);
     gemm_bf16_amx_pack_a(oa, 0, dout, C, 0, T, h.mtT, 0, hs);
     gemm_bf16_amx_pack_b(kB, h.K.plain, h.K.p, h.ld, 0, hs, h.nth, 0, T);
@@ -173,15 +179,17 @@ void attention_tiles_bwd_head(float *dq, const float *dout, const float *q,
             float *prow = pr + (size_t)i * T, *drow = dr + (size_t)i * T;
             kr->softmax_row_lse(prow, r0 + i + 1, keys, lse[r0 + i]);
             kr->softmax_bwd_row(drow, prow, r0 + i + 1, keys);
+            if (ds_alpha == 1.0f)
+                for (int j = 0; j < keys; j++) drow[j] *= h.scale;
         }
         gemm_bf16_amx_pack_a(dsa, 0, dr, T, 0, m, 2, 0, keys);
-        h.panel(dsa, (size_t)nqk * TW, kB, h.trun, m, hs, nqk, h.scale, 1, dq + (size_t)r0 * h.ld,
-                h.ld, work);
+        h.panel(dsa, (size_t)nqk * TW, kB, h.trun, m, hs, nqk, ds_alpha, 1,
+                dq + (size_t)r0 * h.ld, h.ld, work);
         /* the block's 32 queries as the depth: dS^T and P^T against its chunk of Q, dO */
         const int mtk = 2 * up32(keys);
         const size_t chunk = (size_t)(r0 / 32) * TW;
         gemm_bf16_amx_pack_a(ta, 1, dr, T, 0, keys, mtk, 0, m);
-        h.panel(ta, TW, qB + chunk, h.trun, keys, hs, 1, h.scale, 1, dk, h.ld, work);
+        h.panel(ta, TW, qB + chunk, h.trun, keys, hs, 1, ds_alpha, 1, dk, h.ld, work);
         gemm_bf16_amx_pack_a(ta, 1, pr, T, 0, keys, mtk, 0, m);
         h.panel(ta, TW, oB + chunk, h.trun, keys, hs, 1, 1.0f, 1, dv, h.ld, work);
     }
