@@ -179,8 +179,10 @@ void attention_tiles_bwd_head(float *dq, const float *dout, const float *q,
             float *prow = pr + (size_t)i * T, *drow = dr + (size_t)i * T;
             kr->softmax_row_lse(prow, r0 + i + 1, keys, lse[r0 + i]);
             kr->softmax_bwd_row(drow, prow, r0 + i + 1, keys);
-            if (ds_alpha == 1.0f)
+            if (ds_alpha == 1.0f) {
+#pragma omp simd /* a scalar loop was 4x this, at the compiler's baseline ISA */
                 for (int j = 0; j < keys; j++) drow[j] *= h.scale;
+            }
         }
         gemm_bf16_amx_pack_a(dsa, 0, dr, T, 0, m, 2, 0, keys);
         h.panel(dsa, (size_t)nqk * TW, kB, h.trun, m, hs, nqk, ds_alpha, 1,
