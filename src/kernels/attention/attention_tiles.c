@@ -96,10 +96,32 @@ typedef struct {
     panel_fn panel;
     int ld, nqh, nqT, mtT, nth; /* row stride; chunks over hs, T; tiles over T, hs */
     size_t hrun, trun;          /* words of a tile's chunks over hs, over T */
-    float scale;
+    float scale, s_alpha; /* s_alpha: S's alpha (1 where Q's packing took the scale) */
     operand Q, K, V;
     uint32_t *qa, *kb;
 } head;
+
+/* Whether x is a power of two (then scaling by it is exact, short of the denormals) */
+static int power_of_two(float x)
+{
+    int e;
+    return frexpf(x, &e) == 0.5f;
+}
+
+/* The BF16 values in n words (two to a word) times 2^shift (shift < 0), exactly: the
+ * exponent moved, zeros, infinities and NaNs kept, a result below the normal range a
+ * zero of its sign (as the packing makes a denormal). Bit operations, branch-free, so
+ * the loop is a vector loop. */
+static void bf16_scale_pow2(uint32_t *w, size_t n, int shift)
+{
+    uint16_t *h = (uint16_t *)(void *)w;
+#pragma omp simd
+    for (size_t i = 0; i < 2 * n; i++) {
+        const int v = h[i], e = (v >> 7) & 0xff, ne = e + shift;
+        const int moved = ne > 0 ? (v & 0x807f) | (ne << 7) : v & 0x8000;
+        h[i] = (uint16_t)(e == 0 || e == 0xff ? v : moved);
+    }
+}
 
 static head head_begin(float **p, const float *q, const uint16_t *q16, int T, int C, int hs)
 {
@@ -114,6 +136,16 @@ static head head_begin(float **p, const float *q, const uint16_t *q16, int T, in
     h.kb = take(p, over_t(T, hs));
     gemm_bf16_amx_pack_a(h.qa, h.Q.plain, h.Q.p, h.ld, 0, T, h.mtT, 0, hs);
     gemm_bf16_amx_pack_b(h.kb, h.K.transposed, h.K.p, h.ld, 0, T, h.mtT, 0, hs);
+    /* S = scale Q K^T: where the scale is a power of two (hs = 4, 16, 64, 256) the packed
+     * Q takes it, exactly, and S's whole blocks go from the tiles straight into C
+     * (alpha 1: gemm_bf16_amx_kernel.h) instead of through the write-back */
+    h.s_alpha = h.scale;
+    if (power_of_two(h.scale)) {
+        int e;
+        (void)frexpf(h.scale, &e);
+        bf16_scale_pow2(h.qa, over_t(T, hs), e - 1);
+        h.s_alpha = 1.0f;
+    }
     return h;
 }
 
@@ -130,7 +162,7 @@ void attention_tiles_fwd_head(float *out, uint16_t *out16, float *lse, const flo
     for (int i0 = 0; i0 < T; i0 += RB) {
         const int m = T - i0 < RB ? T - i0 : RB, keys = i0 + m, nqk = up32(keys);
         h.panel(h.qa + (size_t)(i0 / 16) * h.hrun, h.hrun, h.kb, h.hrun, m, keys, h.nqh,
-                h.scale, 0, s, T, work);
+                h.s_alpha, 0, s, T, work);
         for (int i = 0; i < m; i++)
             lse[i0 + i] = kr->softmax_row(s + (size_t)i * T, i0 + i + 1, keys);
         gemm_bf16_amx_pack_a(pa, 0, s, T, 0, m, 2, 0, keys);
@@ -163,8 +195,7 @@ void attention_tiles_bwd_head(float *dq, const float *dout, const float *q,
      * hs = 4, 16, 64, 256: scaling commutes with the BF16 rounding and the sums), so they
      * add alpha 1 products and their whole blocks accumulate in C's own tiles
      * (gemm_bf16_amx_kernel.h), not through the write-back; elsewhere alpha = scale */
-    int e2;
-    const float ds_alpha = frexpf(h.scale, &e2) == 0.5f ? 1.0f : h.scale;
+    const float ds_alpha = power_of_two(h.scale) ? 1.0f : h.scale;
     gemm_bf16_amx_pack_b(vtb, h.V.transposed, h.V.p, h.ld, 0, T, h.mtT, 0, hs);
     gemm_bf16_amx_pack_a(oa, 0, dout, C, 0, T, h.mtT, 0, hs);
     gemm_bf16_amx_pack_b(kB, h.K.plain, h.K.p, h.ld, 0, hs, h.nth, 0, T);
@@ -173,7 +204,7 @@ void attention_tiles_bwd_head(float *dq, const float *dout, const float *q,
     for (int r0 = 0; r0 < T; r0 += RB) {
         const int m = T - r0 < RB ? T - r0 : RB, keys = r0 + m, nqk = up32(keys);
         const size_t at = (size_t)(r0 / 16) * h.hrun;
-        h.panel(h.qa + at, h.hrun, h.kb, h.hrun, m, keys, h.nqh, h.scale, 0, pr, T, work);
+        h.panel(h.qa + at, h.hrun, h.kb, h.hrun, m, keys, h.nqh, h.s_alpha, 0, pr, T, work);
         h.panel(oa + at, h.hrun, vtb, h.hrun, m, keys, h.nqh, 1.0f, 0, dr, T, work);
         for (int i = 0; i < m; i++) { /* P, then dS, on FP32 rows (zero past the diagonal) */
             float *prow = pr + (size_t)i * T, *drow = dr + (size_t)i * T;
