@@ -139,20 +139,20 @@ typedef struct {
 } product;
 
 /* Whether the product reads A's tiles where A is stored instead of packing them: A in
- * BF16 storage as stored (row i's depth values contiguous, lda apart), whole 32-row units
- * and whole 32-deep chunks (a tile load past them would read past A), and rows whose
- * stride a tile load can take. Packing such an A was a copy of 64-byte rows, a tenth of
- * the packing in the emulated twin's step at the bench's shape (the forward's four
- * products read their input so). */
+ * BF16 storage as stored (row i's depth values contiguous, lda apart: a tile load takes
+ * any stride), whole 32-row units and whole 32-deep chunks (a tile load past them would
+ * read past A). Packing such an A was a copy of 64-byte rows, a tenth of the packing in
+ * the emulated twin's step at the bench's shape (the forward's four products read their
+ * input so). */
 static int a_in_place(const product *g)
 {
     return g->transa == GEMM_BF16_STORED && g->M % 32 == 0 && g->K % 32 == 0;
 }
 
 /* Rows m0 .. m0+mc, packed in ap (NULL: read in place, a_in_place), against columns
- * n_from .. n_to of the packed B panel
- * (nc columns from jc) at depth pc of kc; beta: this depth block's (the caller's beta
- * for the first, then 1); the epilogue's first / last depth block.
+ * n_from .. n_to of the packed B panel (nc columns from jc) at depth pc of kc; beta: this
+ * depth block's (the caller's beta for the first, then 1); the epilogue's first / last
+ * depth block.
  * The epilogue runs once on the whole mc x (n_to - n_from) piece after its blocks, on
  * rows up to n_to - n_from long, not on each 32 x 32 block: called on 32 values a row,
  * its elementwise kernels cost 1.5-2.4x as much per value (bias and GELU 1.34 against
@@ -267,8 +267,8 @@ static void run_thread(const product *g, uint8_t *w)
                                            pc, kc);
                 }
                 row_block(g, bpanel, in_place ? NULL : ap, ct, m0, mc, jc, nc, 32 * c0,
-                          c1 < nstrips ? 32 * c1 : nc, pc, kc, pc == 0 ? g->beta : 1.0f, pc == 0,
-                          pc + kc >= g->K);
+                          c1 < nstrips ? 32 * c1 : nc, pc, kc, pc == 0 ? g->beta : 1.0f,
+                          pc == 0, pc + kc >= g->K);
             }
         }
     }
