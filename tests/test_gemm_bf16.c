@@ -38,13 +38,14 @@
  *       epilogue's BF16 copy of C is bf16_store of C (of GELU of C for the GELU output
  *       in BF16 storage; and, from GELU's backward on a BF16 pre-activation, of GELU of
  *       that); bf16_store's vector loop rounds ties, NaN, infinities and denormals as
- *       its scalar one;
+ *       its scalar one; bf16_scale_pow2 is the FP32 product by 2^shift on every value;
  *   (n) the epilogue's row sums (a bias gradient summed while dout^T is packed) give
  *       the bits of the column-sum pass (simd colsum) and of a plain loop, past a row
  *       block, a depth block and a column block, and past the rows the fused sums
  *       hold (then summed after the product), for A as stored and transposed.
  * Errors are measured against the reference scaled by sum_k |a_k b_k| per element, so
  * they are in units of FP32 rounding of the sums. */
+#include <float.h>
 #include <math.h>
 #include <stdint.h>
 #include <stdlib.h>
@@ -763,6 +764,39 @@ static void check_row_sums(const char *name)
     TU_CHECK(colsum_same, "%s: ... which are the bits of the column-sum pass over dout", name);
 }
 
+/* (m) bf16_scale_pow2 on every BF16 value, against the FP32 product by the power of two
+ * (a zero of its sign below FP32's normal range; zeros, denormals, infinities and NaNs
+ * as they are) */
+static void check_scale_pow2(void)
+{
+    uint16_t *h = malloc(65536 * sizeof *h);
+    if (!h) exit(99);
+    int same = 1;
+    for (int shift = -1; shift >= -9; shift -= 4) {
+        for (int i = 0; i < 65536; i++) h[i] = (uint16_t)i;
+        bf16_scale_pow2(h, 65536, shift);
+        for (int i = 0; i < 65536; i++) {
+            const float x = bf16_widen_one((uint16_t)i), y = x * ldexpf(1.0f, shift);
+            const int e = (i >> 7) & 0xff;
+            uint16_t want;
+            if (e == 0 || e == 0xff) {
+                want = (uint16_t)i;
+            } else if (fabsf(y) < FLT_MIN) {
+                want = (uint16_t)(i & 0x8000);
+            } else {
+                uint32_t u;
+                memcpy(&u, &y, sizeof u);
+                want = (uint16_t)(u >> 16);
+            }
+            same &= h[i] == want;
+        }
+    }
+    free(h);
+    TU_CHECK(same, "bf16_scale_pow2: all 65,536 BF16 values times 2^-1, 2^-5, 2^-9 as the "
+             "FP32 product (below the normal range a signed zero; zeros, denormals, "
+             "infinities and NaNs kept)");
+}
+
 /* (m) bf16_store's vector loop and its scalar rounding, on the awkward values */
 static void check_store_rounding(void)
 {
@@ -851,6 +885,7 @@ int main(void)
     check_packing();
     check_write_back();
     check_store_rounding();
+    check_scale_pow2();
     if (gemm_bf16_amx_pack_select(0) == 0 && avx) { /* the twin ran the vector packing */
         gemm_bf16_force_path(GEMM_BF16_AMX_EMULATED);
         printf("     amx-emulated on the portable packing and write-back:\n");

@@ -108,21 +108,6 @@ static int power_of_two(float x)
     return frexpf(x, &e) == 0.5f;
 }
 
-/* The BF16 values in n words (two to a word) times 2^shift (shift < 0), exactly: the
- * exponent moved, zeros, infinities and NaNs kept, a result below the normal range a
- * zero of its sign (as the packing makes a denormal). Bit operations, branch-free, so
- * the loop is a vector loop. */
-static void bf16_scale_pow2(uint32_t *w, size_t n, int shift)
-{
-    uint16_t *h = (uint16_t *)(void *)w;
-#pragma omp simd
-    for (size_t i = 0; i < 2 * n; i++) {
-        const int v = h[i], e = (v >> 7) & 0xff, ne = e + shift;
-        const int moved = ne > 0 ? (v & 0x807f) | (ne << 7) : v & 0x8000;
-        h[i] = (uint16_t)(e == 0 || e == 0xff ? v : moved);
-    }
-}
-
 static head head_begin(float **p, const float *q, const uint16_t *q16, int T, int C, int hs)
 {
     head h = {.panel = panel_of_path(), .ld = 3 * C, .nqh = up32(hs), .nqT = up32(T),
@@ -143,7 +128,7 @@ static head head_begin(float **p, const float *q, const uint16_t *q16, int T, in
     if (power_of_two(h.scale)) {
         int e;
         (void)frexpf(h.scale, &e);
-        bf16_scale_pow2(h.qa, over_t(T, hs), e - 1);
+        bf16_scale_pow2((uint16_t *)(void *)h.qa, 2 * over_t(T, hs), e - 1);
         h.s_alpha = 1.0f;
     }
     return h;

@@ -16,6 +16,16 @@ uint16_t bf16_store_one(float x)
     return (uint16_t)((u + 0x7fffu + ((u >> 16) & 1u)) >> 16);
 }
 
+void bf16_scale_pow2(uint16_t *h, size_t n, int shift)
+{
+#pragma omp simd /* branch-free, so it vectorizes */
+    for (size_t i = 0; i < n; i++) {
+        const int v = h[i], e = (v >> 7) & 0xff, ne = e + shift;
+        const int moved = ne > 0 ? (v & 0x807f) | (ne << 7) : v & 0x8000;
+        h[i] = (uint16_t)(e == 0 || e == 0xff ? v : moved);
+    }
+}
+
 #if GT_SIMD_X86_BF16
 #include "bf16_target_begin.h"
 #include <immintrin.h>
