@@ -101,11 +101,14 @@ typedef struct {
     uint32_t *qa, *kb;
 } head;
 
-/* Whether x is a power of two (then scaling by it is exact, short of the denormals) */
-static int power_of_two(float x)
+/* Whether x is a power of two (then scaling by it is exact, short of the denormals),
+ * and if so its log2 into *log2x (may be NULL) */
+static int power_of_two(float x, int *log2x)
 {
     int e;
-    return frexpf(x, &e) == 0.5f;
+    const int yes = frexpf(x, &e) == 0.5f;
+    if (yes && log2x) *log2x = e - 1;
+    return yes;
 }
 
 static head head_begin(float **p, const float *q, const uint16_t *q16, int T, int C, int hs)
@@ -124,11 +127,10 @@ static head head_begin(float **p, const float *q, const uint16_t *q16, int T, in
     /* S = scale Q K^T: where the scale is a power of two (hs = 4, 16, 64, 256) the packed
      * Q takes it, exactly, and S's whole blocks go from the tiles straight into C
      * (alpha 1: gemm_bf16_amx_kernel.h) instead of through the write-back */
+    int shift;
     h.s_alpha = h.scale;
-    if (power_of_two(h.scale)) {
-        int e;
-        (void)frexpf(h.scale, &e);
-        bf16_scale_pow2((uint16_t *)(void *)h.qa, 2 * over_t(T, hs), e - 1);
+    if (power_of_two(h.scale, &shift)) {
+        bf16_scale_pow2((uint16_t *)(void *)h.qa, 2 * over_t(T, hs), shift);
         h.s_alpha = 1.0f;
     }
     return h;
@@ -180,7 +182,7 @@ void attention_tiles_bwd_head(float *dq, const float *dout, const float *q,
      * hs = 4, 16, 64, 256: scaling commutes with the BF16 rounding and the sums), so they
      * add alpha 1 products and their whole blocks accumulate in C's own tiles
      * (gemm_bf16_amx_kernel.h), not through the write-back; elsewhere alpha = scale */
-    const float ds_alpha = power_of_two(h.scale) ? 1.0f : h.scale;
+    const float ds_alpha = power_of_two(h.scale, NULL) ? 1.0f : h.scale;
     gemm_bf16_amx_pack_b(vtb, h.V.transposed, h.V.p, h.ld, 0, T, h.mtT, 0, hs);
     gemm_bf16_amx_pack_a(oa, 0, dout, C, 0, T, h.mtT, 0, hs);
     gemm_bf16_amx_pack_b(kB, h.K.plain, h.K.p, h.ld, 0, hs, h.nth, 0, T);

@@ -126,6 +126,27 @@ static int direct_store(int mr, int nr, float alpha, float beta)
     return mr == 32 && nr == 32 && alpha == 1.0f && (beta == 0.0f || beta == 1.0f);
 }
 
+/* One 32 x 32 block of C at c (mr x nr of it real): alpha times the sums + beta C, the
+ * bias row at bias (or NULL) too where beta is 0 and the tiles can start from it;
+ * straight from the tiles where direct_store allows, else through ct and write_c.
+ * 1 when the bias went in, 0 when the caller still has to add it. */
+static int block_to_c(const uint8_t *a0, const uint8_t *a1, size_t astep, size_t astride,
+                      const uint32_t *b0, const uint32_t *b1, int nq, float *c, int ldc,
+                      int mr, int nr, float alpha, float beta, const float *bias, float *ct)
+{
+    if (!direct_store(mr, nr, alpha, beta)) {
+        block32(a0, a1, astep, astride, b0, b1, nq, ct, 0, NULL, 0);
+        gemm_bf16_amx_write_c(ct, c, ldc, mr, nr, alpha, beta);
+        return 0;
+    }
+    if (beta != 0.0f) {
+        block32(a0, a1, astep, astride, b0, b1, nq, c, ldc, c, ldc);
+        return 0;
+    }
+    block32(a0, a1, astep, astride, b0, b1, nq, c, ldc, bias, 0);
+    return bias != NULL;
+}
+
 /* The product's arguments, as gemm_bf16 has them, the shared B panel, and B's copy
  * packed once per update (NULL: pack B here) */
 typedef struct {
@@ -182,20 +203,10 @@ static void row_block(const product *g, const uint32_t *bpanel, const uint32_t *
                    : a_stored + ((size_t)(m0 + i) * g->lda + pc) * 2;
             const int mr = mc - i < 32 ? mc - i : 32;
             float *const c = g->C + (size_t)(m0 + i) * g->ldc + jc + n0;
-            int add_bias = bias != NULL; /* not yet in the block */
-            if (direct_store(mr, nr, g->alpha, beta)) {
-                const float *from = beta != 0.0f ? c : NULL;
-                if (!from && bias) {
-                    from = bias + jc + n0;
-                    add_bias = 0;
-                }
-                block32(a, a + a_next, astep, astride, b, b + run, nq, c, g->ldc, from,
-                        from == c ? g->ldc : 0);
-            } else {
-                block32(a, a + a_next, astep, astride, b, b + run, nq, ct, 0, NULL, 0);
-                gemm_bf16_amx_write_c(ct, c, g->ldc, mr, nr, g->alpha, beta);
-            }
-            if (add_bias)
+            const int bias_in = block_to_c(a, a + a_next, astep, astride, b, b + run, nq, c,
+                                           g->ldc, mr, nr, g->alpha, beta,
+                                           bias ? bias + jc + n0 : NULL, ct);
+            if (bias && !bias_in)
                 gemm_bf16_epilogue_block(&bias_only, g->C, g->ldc, m0 + i, jc + n0, mr, nr, 1,
                                          0);
         }
@@ -289,15 +300,9 @@ void AMX_PANEL_ENTRY(const uint32_t *ap, size_t a_run, const uint32_t *bp, size_
         for (int i = 0; i < m; i += 32) {
             const uint8_t *a0 = (const uint8_t *)(ap + (size_t)(i / 16) * a_run);
             const int mr = m - i < 32 ? m - i : 32, nr = n - j < 32 ? n - j : 32;
-            const float beta = accumulate ? 1.0f : 0.0f;
-            float *const c = C + (size_t)i * ldc + j;
-            if (direct_store(mr, nr, alpha, beta)) {
-                block32(a0, a0 + a_run * 4, TW * 4, ROWB, b0, b0 + b_run, nq, c, ldc,
-                        accumulate ? c : NULL, ldc);
-            } else {
-                block32(a0, a0 + a_run * 4, TW * 4, ROWB, b0, b0 + b_run, nq, ct, 0, NULL, 0);
-                gemm_bf16_amx_write_c(ct, c, ldc, mr, nr, alpha, beta);
-            }
+            (void)block_to_c(a0, a0 + a_run * 4, TW * 4, ROWB, b0, b0 + b_run, nq,
+                             C + (size_t)i * ldc + j, ldc, mr, nr, alpha,
+                             accumulate ? 1.0f : 0.0f, NULL, ct);
         }
     }
     AMX_RELEASE();
