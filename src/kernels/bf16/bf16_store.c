@@ -16,14 +16,11 @@ uint16_t bf16_store_one(float x)
     return (uint16_t)((u + 0x7fffu + ((u >> 16) & 1u)) >> 16);
 }
 
-void bf16_scale_pow2(uint16_t *h, size_t n, int shift)
+uint16_t bf16_scale_pow2_one(uint16_t h, int shift)
 {
-#pragma omp simd /* branch-free, so it vectorizes */
-    for (size_t i = 0; i < n; i++) {
-        const int v = h[i], e = (v >> 7) & 0xff, ne = e + shift;
-        const int moved = ne > 0 ? (v & 0x807f) | (ne << 7) : v & 0x8000;
-        h[i] = (uint16_t)(e == 0 || e == 0xff ? v : moved);
-    }
+    const int e = (h >> 7) & 0xff, ne = e + shift;
+    if (e == 0 || e == 0xff) return h;
+    return (uint16_t)(ne > 0 ? h + shift * 128 : h & 0x8000); /* the exponent moved, or a zero */
 }
 
 #if GT_SIMD_X86_BF16
@@ -48,6 +45,26 @@ static size_t widen_avx512(float *dst, const uint16_t *src, size_t n)
     }
     return i;
 }
+/* bf16_scale_pow2_one on 32 values a vector: the exponent field moved down by an add
+ * (it stays above zero, so no borrow reaches the sign), else the sign alone; zeros,
+ * denormals, infinities and NaNs as they are */
+static size_t scale_pow2_avx512(uint16_t *h, size_t n, int shift)
+{
+    const __m512i sh = _mm512_set1_epi16((short)shift), low8 = _mm512_set1_epi16(0xff),
+                  sign = _mm512_set1_epi16((short)0x8000), zero = _mm512_setzero_si512(),
+                  step = _mm512_set1_epi16((short)(shift * 128));
+    size_t i = 0;
+    for (; i + 32 <= n; i += 32) {
+        const __m512i v = _mm512_loadu_si512(h + i),
+                      e = _mm512_and_si512(_mm512_srli_epi16(v, 7), low8);
+        const __mmask32 moved = _mm512_cmpgt_epi16_mask(_mm512_add_epi16(e, sh), zero),
+                        kept = _mm512_cmpeq_epi16_mask(e, zero) | _mm512_cmpeq_epi16_mask(e, low8);
+        __m512i r = _mm512_mask_add_epi16(_mm512_and_si512(v, sign), moved, v, step);
+        r = _mm512_mask_mov_epi16(r, kept, v);
+        _mm512_storeu_si512(h + i, r);
+    }
+    return i;
+}
 #include "bf16_target_end.h"
 
 /* 1 when the vector loops may run (cpu_isa_level is cached) */
@@ -61,6 +78,15 @@ void bf16_store(uint16_t *dst, const float *src, size_t n)
     if (vector_ok()) i = store_avx512(dst, src, n);
 #endif
     for (; i < n; i++) dst[i] = bf16_store_one(src[i]);
+}
+
+void bf16_scale_pow2(uint16_t *h, size_t n, int shift)
+{
+    size_t i = 0;
+#if GT_SIMD_X86_BF16
+    if (vector_ok()) i = scale_pow2_avx512(h, n, shift);
+#endif
+    for (; i < n; i++) h[i] = bf16_scale_pow2_one(h[i], shift);
 }
 
 void bf16_widen(float *dst, const uint16_t *src, size_t n)
