@@ -30,18 +30,30 @@ typedef void (*panel_fn)(const uint32_t *ap, size_t a_run, const uint32_t *bp, s
                          int m, int n, int nq, float alpha, int accumulate, float *C, int ldc,
                          void *work);
 
-static panel_fn panel_of_path(void)
+/* The panel product of the path in use, and its tile configuration and release (once
+ * a head: gemm_bf16_amx.h says why) */
+typedef struct {
+    panel_fn panel;
+    void (*begin)(void *work);
+    void (*end)(void);
+} tiles_fns;
+
+static tiles_fns tiles_of_path(void)
 {
     switch (gemm_bf16_path()) {
 #if GT_SIMD_X86_AMX
-    case GEMM_BF16_AMX: return gemm_bf16_amx_panel;
+    case GEMM_BF16_AMX:
+        return (tiles_fns){gemm_bf16_amx_panel, gemm_bf16_amx_panel_begin,
+                           gemm_bf16_amx_panel_end};
 #endif
-    case GEMM_BF16_AMX_EMULATED: return gemm_bf16_amx_panel_emulated;
-    default: return NULL;
+    case GEMM_BF16_AMX_EMULATED:
+        return (tiles_fns){gemm_bf16_amx_panel_emulated, gemm_bf16_amx_panel_begin_emulated,
+                           gemm_bf16_amx_panel_end_emulated};
+    default: return (tiles_fns){NULL, NULL, NULL};
     }
 }
 
-int attention_tiles_ready(int hs) { return hs > 0 && panel_of_path() != NULL; }
+int attention_tiles_ready(int hs) { return hs > 0 && tiles_of_path().panel != NULL; }
 
 static int up32(int n) { return (n + 31) / 32; }
 
@@ -91,9 +103,11 @@ static operand part(const float *q, const uint16_t *q16, size_t at)
 }
 
 /* A head's shape in tiles, and what both passes start from: Q as A and K^T as B, both
- * of depth hs, packed into the scratch at *p */
+ * of depth hs, packed into the scratch at *p; the tiles configured (work: the panels'
+ * work area) until head_end */
 typedef struct {
     panel_fn panel;
+    void (*end)(void); /* the tiles' release, when the head is done */
     int ld, nqh, nqT, mtT, nth; /* row stride; chunks over hs, T; tiles over T, hs */
     size_t hrun, trun;          /* words of a tile's chunks over hs, over T */
     float scale, s_alpha; /* s_alpha: S's alpha (1 where Q's packing took the scale) */
@@ -111,9 +125,12 @@ static int power_of_two(float x, int *log2x)
     return yes;
 }
 
-static head head_begin(float **p, const float *q, const uint16_t *q16, int T, int C, int hs)
+static head head_begin(float **p, void *work, const float *q, const uint16_t *q16, int T,
+                       int C, int hs)
 {
-    head h = {.panel = panel_of_path(), .ld = 3 * C, .nqh = up32(hs), .nqT = up32(T),
+    const tiles_fns f = tiles_of_path();
+    f.begin(work);
+    head h = {.panel = f.panel, .end = f.end, .ld = 3 * C, .nqh = up32(hs), .nqT = up32(T),
               .scale = 1.0f / sqrtf((float)hs), .Q = part(q, q16, 0),
               .K = part(q, q16, (size_t)C), .V = part(q, q16, 2 * (size_t)C)};
     h.mtT = 2 * h.nqT;
@@ -136,15 +153,17 @@ static head head_begin(float **p, const float *q, const uint16_t *q16, int T, in
     return h;
 }
 
+static void head_end(const head *h) { h->end(); }
+
 void attention_tiles_fwd_head(float *out, uint16_t *out16, float *lse, const float *q,
                               const uint16_t *q16, float *scratch, int T, int C, int hs)
 {
     const simd_kernels *kr = simd_kernels_get();
     float *p = scratch;
-    const head h = head_begin(&p, q, q16, T, C, hs);
+    void *work = take(&p, WORK_WORDS);
+    const head h = head_begin(&p, work, q, q16, T, C, hs);
     uint32_t *vb = take(&p, over_t(T, hs)), *pa = take(&p, (size_t)2 * h.trun);
     float *s = take(&p, (size_t)RB * T), *ot = take(&p, (size_t)RB * hs);
-    void *work = take(&p, WORK_WORDS);
     gemm_bf16_amx_pack_b(vb, h.V.plain, h.V.p, h.ld, 0, hs, h.nth, 0, T);
     for (int i0 = 0; i0 < T; i0 += RB) {
         const int m = T - i0 < RB ? T - i0 : RB, keys = i0 + m, nqk = up32(keys);
@@ -162,6 +181,7 @@ void attention_tiles_fwd_head(float *out, uint16_t *out16, float *lse, const flo
         for (int i = 0; i < m; i++)
             bf16_store(out16 + (size_t)(i0 + i) * C, ot + (size_t)i * hs, (size_t)hs);
     }
+    head_end(&h);
 }
 
 void attention_tiles_bwd_head(float *dq, const float *dout, const float *q,
@@ -171,13 +191,13 @@ void attention_tiles_bwd_head(float *dq, const float *dout, const float *q,
     const simd_kernels *kr = simd_kernels_get();
     float *dk = dq + C, *dv = dq + 2 * C;
     float *p = scratch;
-    const head h = head_begin(&p, q, q16, T, C, hs);
+    void *work = take(&p, WORK_WORDS);
+    const head h = head_begin(&p, work, q, q16, T, C, hs);
     uint32_t *vtb = take(&p, over_t(T, hs)), *oa = take(&p, over_t(T, hs)),
              *kB = take(&p, over_t(T, hs)), *qB = take(&p, over_t(T, hs)),
              *oB = take(&p, over_t(T, hs)), *dsa = take(&p, (size_t)2 * h.trun),
              *ta = take(&p, (size_t)h.mtT * TW);
     float *pr = take(&p, (size_t)RB * T), *dr = take(&p, (size_t)RB * T);
-    void *work = take(&p, WORK_WORDS);
     /* dQ and dK take the scale in dS itself where that is exact (a power of two, as at
      * hs = 4, 16, 64, 256: scaling commutes with the BF16 rounding and the sums), so they
      * add alpha 1 products and their whole blocks accumulate in C's own tiles
@@ -213,6 +233,7 @@ void attention_tiles_bwd_head(float *dq, const float *dout, const float *q,
         gemm_bf16_amx_pack_a(ta, 1, pr, T, 0, keys, mtk, 0, m);
         h.panel(ta, TW, oB + chunk, h.trun, keys, hs, 1, 1.0f, 1, dv, h.ld, work);
     }
+    head_end(&h);
 }
 
 void attention_tiles_pass_begin(void)

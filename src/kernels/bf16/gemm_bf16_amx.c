@@ -25,6 +25,8 @@
 
 #define AMX_ENTRY gemm_bf16_amx
 #define AMX_PANEL_ENTRY gemm_bf16_amx_panel
+#define AMX_PANEL_BEGIN gemm_bf16_amx_panel_begin
+#define AMX_PANEL_END gemm_bf16_amx_panel_end
 #define AMX_CONFIG(cfg)                                                                   \
     do {                                                                                  \
         __asm__ volatile("" : : "r"(cfg) : "memory");                                     \

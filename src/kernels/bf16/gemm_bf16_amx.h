@@ -96,12 +96,21 @@ void gemm_bf16_amx(int transa, int transb, int M, int N, int K, float alpha, con
  * packed as above: A's 16-row tiles at ap + i a_run words (i = 0, 1, ... for rows 0-15,
  * 16-31, ...), B's 16-column tiles at bp + j b_run, each the first of nq chunks of 32
  * depth (a_run, b_run >= nq tiles: a panel packed deeper is read in part), tiles past m
- * and n present and zero. work: GEMM_BF16_AMX_WORK bytes (accumulator tiles and the
- * tile configuration, loaded and released here). For products cut finer than a whole
- * gemm_bf16, on operands packed once (attention_tiles.h). */
+ * and n present and zero. work: GEMM_BF16_AMX_WORK bytes (the accumulator tiles as
+ * stored for the write-back). For products cut finer than a whole gemm_bf16, on
+ * operands packed once (attention_tiles.h).
+ * The tiles must be configured on the calling thread: gemm_bf16_amx_panel_begin(work)
+ * before a run of panels (it writes the configuration into work), _end() after, with
+ * no other tile code between. Why not per panel: attention calls 7 panels a block of
+ * 32 rows, and a configuration (LDTILECFG, TILERELEASE; in the emulated twin two 8 KB
+ * clears) per call was about 7% of its time around the tiles in the twin. */
+void gemm_bf16_amx_panel_begin(void *work);
+void gemm_bf16_amx_panel_end(void);
 void gemm_bf16_amx_panel(const uint32_t *ap, size_t a_run, const uint32_t *bp, size_t b_run,
                          int m, int n, int nq, float alpha, int accumulate, float *C, int ldc,
                          void *work);
+void gemm_bf16_amx_panel_begin_emulated(void *work);
+void gemm_bf16_amx_panel_end_emulated(void);
 void gemm_bf16_amx_panel_emulated(const uint32_t *ap, size_t a_run, const uint32_t *bp,
                                   size_t b_run, int m, int n, int nq, float alpha,
                                   int accumulate, float *C, int ldc, void *work);

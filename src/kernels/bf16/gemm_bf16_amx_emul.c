@@ -12,6 +12,8 @@
 
 #define AMX_ENTRY gemm_bf16_amx_emulated
 #define AMX_PANEL_ENTRY gemm_bf16_amx_panel_emulated
+#define AMX_PANEL_BEGIN gemm_bf16_amx_panel_begin_emulated
+#define AMX_PANEL_END gemm_bf16_amx_panel_end_emulated
 #define AMX_CONFIG(cfg) amx_emul_loadconfig(cfg)
 #define AMX_RELEASE() amx_emul_release()
 #define AMX_LOAD(t, p, stride) amx_emul_loadd(t, p, stride)

@@ -6,7 +6,8 @@
  *
  * The including file defines, then includes this file once:
  *   AMX_ENTRY                 the name of the entry point
- *   AMX_PANEL_ENTRY           the name of the packed-panel entry point
+ *   AMX_PANEL_ENTRY           the name of the packed-panel entry point, and
+ *   AMX_PANEL_BEGIN, AMX_PANEL_END  the names of its tile configuration and release
  *   AMX_CONFIG(cfg)           load the tile configuration (amx_tilecfg *) on this thread
  *   AMX_RELEASE()             release the tiles of this thread
  *   AMX_LOAD(t, p, stride)    tile t <- rows of bytes at p, stride bytes apart
@@ -286,15 +287,21 @@ static void run_thread(const product *g, uint8_t *w)
     AMX_RELEASE();
 }
 
+void AMX_PANEL_BEGIN(void *work)
+{
+    amx_tilecfg *const cfg =
+        (amx_tilecfg *)((uint8_t *)work + GEMM_BF16_AMX_APANEL + GEMM_BF16_AMX_CTILES);
+    amx_tilecfg_uniform(cfg, AMX_TILES, AMX_MAX_ROWS, AMX_MAX_COLSB);
+    AMX_CONFIG(cfg);
+}
+
+void AMX_PANEL_END(void) { AMX_RELEASE(); }
+
 void AMX_PANEL_ENTRY(const uint32_t *ap, size_t a_run, const uint32_t *bp, size_t b_run,
                      int m, int n, int nq, float alpha, int accumulate, float *C, int ldc,
                      void *work)
 {
     float *const ct = (float *)((uint8_t *)work + GEMM_BF16_AMX_APANEL);
-    amx_tilecfg *const cfg =
-        (amx_tilecfg *)((uint8_t *)work + GEMM_BF16_AMX_APANEL + GEMM_BF16_AMX_CTILES);
-    amx_tilecfg_uniform(cfg, AMX_TILES, AMX_MAX_ROWS, AMX_MAX_COLSB);
-    AMX_CONFIG(cfg);
     for (int j = 0; j < n; j += 32) {
         const uint32_t *b0 = bp + (size_t)(j / 16) * b_run;
         for (int i = 0; i < m; i += 32) {
@@ -305,7 +312,6 @@ void AMX_PANEL_ENTRY(const uint32_t *ap, size_t a_run, const uint32_t *bp, size_
                              accumulate ? 1.0f : 0.0f, NULL, ct);
         }
     }
-    AMX_RELEASE();
 }
 
 void AMX_ENTRY(int transa, int transb, int M, int N, int K, float alpha, const float *A,
