@@ -31,6 +31,12 @@
 #   at the core's clock (see AMX_CYCLES below). Also printed: the tile instructions per
 #   step, and the measured rest split into the products' packing and write-back and
 #   the kernels outside the products.
+#   A second PREDICTED row, "timing twin", takes the rest from a run of the twin with
+#   GENTRAIN_AMX_TIMING=1, whose tile products are counted but not computed (its
+#   losses mean nothing): there the tile spans are as short as the tile unit's, where
+#   in the computing twin they are a thousand times longer, and the code around them
+#   measures 8-15% slower for it (the host refills this core's caches meanwhile;
+#   docs/cpu-speed.md). Both rows are models; a real AMX run checks them.
 #
 # Environment:
 #   GENTRAIN      path to the gentrain binary (part c skipped when unset)
@@ -311,7 +317,9 @@ gentrain_round() {
 # runs.txt line
 amx_predict_round() {
     GENTRAIN_BF16=amx-emulated clean_run amx-emulated "$BENCH_AMX_STEPS" bf16 \
-        amx-predicted amxpred "$1" '(amx-emulated path)'
+        amx-predicted amxpred "$1" '(amx-emulated path)' || return 1
+    GENTRAIN_BF16=amx-emulated GENTRAIN_AMX_TIMING=1 clean_run amx-timing \
+        "$BENCH_AMX_STEPS" bf16 amx-predicted amxtime "$1" 'GENTRAIN_AMX_TIMING=1: the'
 }
 
 # torch_run LABEL PY PRECISION VARIANTS ROUND: bench_torch.py on the config; the best
@@ -502,8 +510,9 @@ def amx_clock():
     return amx_ghz, "cpu MHz"
 
 
-def amx_predicted_row(log_f, load_f):
-    """The real AMX path predicted from the emulated twin's log: per timed step,
+def amx_predicted_row(log_f, load_f, timing):
+    """The real AMX path predicted from the emulated twin's log (timing: of its timing
+    run, GENTRAIN_AMX_TIMING=1): per timed step,
     step - emulated tile time + tile time at AMX_CYCLES and amx_clock. A tile unit per
     core: the threads' shares run side by side, so the emulated time taken out is, per
     product, the thread's with the longest tile spans (the others waited for it), and
@@ -545,10 +554,11 @@ def amx_predicted_row(log_f, load_f):
         pass
     pred = med["pred_s"]
     model = dict(med, ghz=ghz, ghz_src=ghz_src, cycles=AMX_CYCLES, timed_steps=len(steps_),
-                 threads=min(st["threads"] for st in steps_))
+                 threads=min(st["threads"] for st in steps_), timing_only=timing)
     return {"impl": "prediction", "precision": "bf16",
-            "label": "PREDICTED amx-bf16%s (model below)" % (
-                ", %d thr" % model["threads"] if model["threads"] < threads else ""),
+            "label": "PREDICTED amx-bf16%s (%s)" % (
+                ", %d thr" % model["threads"] if model["threads"] < threads else "",
+                "timing twin" if timing else "model below"),
             "tokens_per_s": B * T / pred, "ms": pred * 1e3, "gflops": flops / pred / 1e9,
             "max_rss_mb": None, "other_load_cores": other, "amx_model": model}
 
@@ -579,8 +589,8 @@ for line in lines:
     key, kind, prec, data = f[:4]
     if kind == "gentrain":
         r = gentrain_row(prec, data, f[4], f[5])
-    elif kind == "amxpred":
-        r = amx_predicted_row(data, f[4])
+    elif kind in ("amxpred", "amxtime"):
+        r = amx_predicted_row(data, f[4], kind == "amxtime")
     else:
         r = torch_row(key, prec, data)
     if r:
@@ -647,10 +657,12 @@ for r in table:
                            m["threads"]))
     print("  per step: %d TDPBF16PS, %d TILELOADD, %d TILESTORED, %d TILEZERO (all threads)"
           % (m["tdpbf16ps"], m["tileloadd"], m["tilestored"], m["tilezero"]))
-    print("  measured: amx-emulated step %.1f ms = emulated tiles %.1f ms + the rest %.1f ms:"
+    print("  measured: amx-emulated %sstep %.1f ms = emulated tiles %.1f ms + the rest %.1f ms:"
           " %.1f ms in the AMX products around the tiles (packing, write-back, waits for"
           " the team) and %.1f ms outside them (the longest thread's)" % (
-              m["step_s"] * 1e3, m["emul_s"] * 1e3, m["rest_s"] * 1e3,
+              "timing run (GENTRAIN_AMX_TIMING=1: tile products counted, not computed) "
+              if m["timing_only"] else "", m["step_s"] * 1e3, m["emul_s"] * 1e3,
+              m["rest_s"] * 1e3,
               (m["products_s"] - m["emul_s"]) * 1e3, (m["step_s"] - m["products_s"]) * 1e3))
     print("  predicted: the rest %.1f ms + tiles %.1f ms (products %.1f, loads %.1f, stores"
           " %.1f) = %.1f ms/step, %.0f tokens/s" % (

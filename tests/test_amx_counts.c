@@ -14,9 +14,13 @@
  *       products at once inside a parallel region); the timed tile spans are positive
  *       and no longer than the timed products, which are no longer than the calls;
  *   (b) nothing is counted on the other paths (portable, and avx512-bf16 where the CPU
- *       has it). */
+ *       has it);
+ *   (c) the twin's timing mode (amx_emul_timing_only, GENTRAIN_AMX_TIMING) counts the
+ *       same instructions and computes no product (C of a beta = 0 product stays zero),
+ *       and the twin computes again once it is off. */
 #include <stdint.h>
 
+#include "amx_emul.h" /* amx_emul_timing_only */
 #include "amx_emul_counts.h"
 #include "cpu_features.h"
 #include "gemm_bf16.h"
@@ -115,6 +119,19 @@ int main(void)
     check_product(130, 96, 1025, 1, 0, 1); /* three depth blocks, one of 1 */
     check_product(96, 64, 1100, 0, 1, 1);  /* whole blocks only: C loaded for two blocks */
     check_product(33, 40, 64, 0, 1, 2);    /* on each of two threads at once */
+
+    /* (c) timing only: the same counts, no product */
+    (void)amx_emul_timing_only(1);
+    for (int i = 0; i < 96 * 64; i++) C[i] = 1.0f;
+    check_product(96, 64, 1100, 0, 1, 1);
+    int zeros = 1;
+    for (int i = 0; i < 96 * 64; i++) zeros &= C[i] == 0.0f;
+    TU_CHECK(zeros, "timing only: the product computed nothing (C of beta = 0 all zeros)");
+    TU_CHECK(amx_emul_timing_only(0) == 1, "timing only: the setting was on");
+    gemm_bf16(0, 1, 96, 64, 1100, 1.0f, A, 1100, B, 1100, 0.0f, C, 64);
+    int nonzero = 0;
+    for (int i = 0; i < 96 * 64; i++) nonzero |= C[i] != 0.0f;
+    TU_CHECK(nonzero, "timing off again: the product is computed");
 
     /* (b) the other paths count nothing */
     const enum gemm_bf16_path others[] = {GEMM_BF16_PORTABLE, GEMM_BF16_AVX512};

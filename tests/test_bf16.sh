@@ -8,6 +8,8 @@
 #    with AVX512_BF16; elsewhere that asks for it gets one warning and the portable path;
 #  - the AMX path's emulated twin (GENTRAIN_BF16=amx-emulated, every CPU: the AMX
 #    kernel on software tiles) trains to the portable path's losses within 1e-3;
+#  - its timing mode (GENTRAIN_AMX_TIMING=1, the bench's) warns once and counts the same
+#    tile instructions; on another path the variable is ignored, with one warning;
 #  - GENTRAIN_BF16=amx: on a CPU with AMX-BF16 tiles the amx-bf16 path, within 1e-3 of
 #    the portable one; elsewhere one warning and the best path the CPU has;
 #  - data parallel: 2 ranks with batch 4 match 1 process with batch 8 within 2e-5, tp 2
@@ -89,6 +91,18 @@ check "amx-emulated path: each of the 20 step records counts the same tile instr
     "$(tiles_of "$tmp/emulated/log.jsonl" | wc -l)" = 20
 check "portable and default bf16 paths: no tile counts in their logs" \
     test -z "$(tiles_of "$tmp/portable/log.jsonl")$(tiles_of "$tmp/bf16/log.jsonl")"
+# the twin's timing mode (the bench's second prediction): said once, the same counts
+GENTRAIN_BF16=amx-emulated GENTRAIN_AMX_TIMING=1 train timing --batch_size 8 --precision bf16
+check "GENTRAIN_AMX_TIMING=1: one warning that the products are not computed" \
+    test "$(grep -c 'GENTRAIN_AMX_TIMING=1: the emulated tile products are counted' \
+        "$tmp/timing.err")" -eq 1
+check "GENTRAIN_AMX_TIMING=1: the emulated run's tile counts in every step" \
+    test "$(tiles_of "$tmp/timing/log.jsonl" | sort -u)" = \
+    "$(tiles_of "$tmp/emulated/log.jsonl" | sort -u)"
+GENTRAIN_BF16=portable GENTRAIN_AMX_TIMING=1 train timing_portable --steps 3 --batch_size 8 \
+    --precision bf16
+check "GENTRAIN_AMX_TIMING=1 on another path: one warning that it is ignored" \
+    test "$(grep -c 'GENTRAIN_AMX_TIMING=1 ignored' "$tmp/timing_portable.err")" -eq 1
 
 GENTRAIN_BF16=amx train amx --batch_size 8 --precision bf16
 if grep -q "(amx-bf16 path)" "$tmp/amx.out"; then

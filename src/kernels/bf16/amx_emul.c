@@ -183,6 +183,10 @@ static atomic_int vector_on = 1;
 
 int amx_emul_vector(int on) { return atomic_exchange(&vector_on, on != 0); }
 
+static atomic_int timing_on;
+
+int amx_emul_timing_only(int on) { return atomic_exchange(&timing_on, on != 0); }
+
 /* 1 when the vector loop computed dst */
 static int dp_vector(int d, int a, int b, int M, int N, int K)
 {
@@ -201,6 +205,7 @@ void amx_emul_dpbf16ps(int d, int a, int b)
 {
     check_dp(d, a, b);
     amx_emul_count(AMX_COUNT_TDPBF16PS);
+    if (atomic_load_explicit(&timing_on, memory_order_relaxed)) return;
     const int M = st.cfg.rows[d], N = st.cfg.colsb[d] / 4, K = st.cfg.colsb[a] / 4;
     if (!dp_vector(d, a, b, M, N, K)) dp_scalar(d, a, b, M, N, K);
     memset(&st.data[d][0][0] + (size_t)M * AMX_MAX_COLSB, 0,

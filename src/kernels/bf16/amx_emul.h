@@ -56,5 +56,14 @@ int amx_emul_dp_avx512(uint8_t (*d)[AMX_MAX_COLSB], const uint8_t (*a)[AMX_MAX_C
  * default; tests turn it off to compare). Returns the previous setting. Call it while
  * no thread runs tile instructions. */
 int amx_emul_vector(int on);
+/* Timing only (on = 1): amx_emul_dpbf16ps checks and counts, and computes nothing (its
+ * destination keeps what it held); loads, stores and zeroing still move the data.
+ * For the bench's prediction of the real path (GENTRAIN_AMX_TIMING, gemm_bf16.c): with
+ * the products computed in software, a step's time outside them is measured between
+ * tile spans a thousand times longer than the tile unit's, and grows with that (the
+ * host refills this core's caches meanwhile: 8-15% more time around and outside the
+ * products at the bench's shape). The results are meaningless in this mode. Returns
+ * the previous setting; call it while no thread runs tile instructions. */
+int amx_emul_timing_only(int on);
 
 #endif

@@ -6,6 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "amx_emul.h"        /* defines: amx_emul_timing_only */
 #include "amx_emul_counts.h" /* defines: amx_emul_product_begin, amx_emul_product_end */
 #include "cpu_features.h"
 #include "gemm_bf16_amx.h" /* defines: gemm_bf16_amx, gemm_bf16_amx_emulated */
@@ -158,11 +159,33 @@ static int reserve_slot(slot *s, int pm)
     return s->apack && s->bpack && s->amx && s->pa && s->pb && s->sums ? 0 : -1;
 }
 
+/* GENTRAIN_AMX_TIMING=1 with GENTRAIN_BF16=amx-emulated: the emulated twin in its
+ * timing mode (amx_emul.h), for the bench; said once, loudly, since the run's numbers
+ * mean nothing then */
+static void env_timing(enum gemm_bf16_path path)
+{
+    static int said;
+    const char *e = getenv("GENTRAIN_AMX_TIMING");
+    const int on = e && strcmp(e, "1") == 0 && path == GEMM_BF16_AMX_EMULATED;
+    (void)amx_emul_timing_only(on);
+    if (said || !e || !*e || strcmp(e, "0") == 0) return;
+    said = 1;
+    if (on)
+        gt_warn("GENTRAIN_AMX_TIMING=1: the emulated tile products are counted and timed, "
+                "not computed: this run's losses and weights are meaningless (a timing run "
+                "for the bench's AMX prediction)");
+    else if (strcmp(e, "1") == 0)
+        gt_warn("GENTRAIN_AMX_TIMING=1 ignored: it applies to GENTRAIN_BF16=amx-emulated only");
+    else
+        gt_warn("GENTRAIN_AMX_TIMING=%.40s not understood (0 or 1); ignored", e);
+}
+
 int gemm_bf16_init(int threads)
 {
     (void)gemm_bf16_amx_pack_select(1);
     env_path = env_choice();
     active = env_path;
+    env_timing(env_path);
     int want = omp_get_max_threads();
     if (threads > want) want = threads;
     if (want <= nslots) return 0;
