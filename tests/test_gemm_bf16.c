@@ -347,6 +347,42 @@ static float awkward(void)
     return pick < 9 ? odd[pick] : x;
 }
 
+/* The row sums gemm_bf16_amx_pack_a adds while it packs A^T: the bits of
+ * gemm_bf16_row_sums, from the vector and the portable packing, and the same tiles as a
+ * packing without them (finite values and denormals: a NaN's payload depends on which
+ * operand the compiler puts first) */
+static void check_packing_sums(void)
+{
+    static const int lines[] = {1, 15, 16, 17, 33, 64}, depths[] = {1, 2, 31, 32, 33, 100, 512};
+    const size_t words = (size_t)5 * 16 * GEMM_BF16_AMX_KC / 2;
+    uint32_t *a = malloc(words * 4), *b = malloc(words * 4);
+    float *x = malloc((size_t)600 * 600 * sizeof *x), sums[3][80];
+    int same = 1, cases = 0;
+    for (size_t i = 0; x && i < (size_t)600 * 600; i++)
+        x[i] = i % 97 == 0 ? 1e-40f : runif() * 3.0f;
+    for (int li = 0; a && b && x && li < 6; li++)
+        for (int di = 0; di < 7; di++) {
+            const int nl = lines[li], kc = depths[di], tiles = (nl + 15) / 16 + 1;
+            const size_t n = (size_t)tiles * ((kc + 31) / 32) * GEMM_BF16_AMX_TILE;
+            for (int j = 0; j < 80; j++) sums[0][j] = sums[1][j] = sums[2][j] = runif();
+            gemm_bf16_row_sums(sums[2], 1, x, 600, 3, nl, 5, kc);
+            for (int v = 0; v < 2; v++) {
+                if (!gemm_bf16_amx_pack_select(v) && v) break; /* no vector packing here */
+                gemm_bf16_amx_pack_a(a, 1, x, 600, 3, nl, tiles, 5, kc, sums[v]);
+                gemm_bf16_amx_pack_a(b, 1, x, 600, 3, nl, tiles, 5, kc, NULL);
+                same &= memcmp(a, b, n * 4) == 0 && memcmp(sums[v], sums[2], sizeof sums[2]) == 0;
+            }
+            cases++;
+        }
+    (void)gemm_bf16_amx_pack_select(1);
+    TU_CHECK(a && b && x && same, "AMX tile packing of A^T with its row sums: the bits of "
+             "gemm_bf16_row_sums and the tiles of the packing without them, vector and "
+             "portable (%d shapes)", cases);
+    free(a);
+    free(b);
+    free(x);
+}
+
 static void check_packing(void)
 {
     if (!gemm_bf16_amx_pack_select(1)) {
@@ -372,7 +408,7 @@ static void check_packing(void)
                     if (is_b)
                         gemm_bf16_amx_pack_b(out, trans, x, 600, 3, nl, tiles, 5, kc);
                     else
-                        gemm_bf16_amx_pack_a(out, trans, x, 600, 3, nl, tiles, 5, kc);
+                        gemm_bf16_amx_pack_a(out, trans, x, 600, 3, nl, tiles, 5, kc, NULL);
                 }
                 same &= memcmp(a, b, n * 4) == 0;
                 cases++;
@@ -885,6 +921,7 @@ int main(void)
         check_agree(paths[i].path, paths[i].name);
     }
     check_packing();
+    check_packing_sums();
     check_write_back();
     check_store_rounding();
     check_scale_pow2();

@@ -139,7 +139,7 @@ static head head_begin(float **p, void *work, const float *q, const uint16_t *q1
     h.trun = (size_t)h.nqT * TW;
     h.qa = take(p, over_t(T, hs));
     h.kb = take(p, over_t(T, hs));
-    gemm_bf16_amx_pack_a(h.qa, h.Q.plain, h.Q.p, h.ld, 0, T, h.mtT, 0, hs);
+    gemm_bf16_amx_pack_a(h.qa, h.Q.plain, h.Q.p, h.ld, 0, T, h.mtT, 0, hs, NULL);
     gemm_bf16_amx_pack_b(h.kb, h.K.transposed, h.K.p, h.ld, 0, T, h.mtT, 0, hs);
     /* S = scale Q K^T: where the scale is a power of two (hs = 4, 16, 64, 256) the packed
      * Q takes it, exactly, and S's whole blocks go from the tiles straight into C
@@ -171,7 +171,7 @@ void attention_tiles_fwd_head(float *out, uint16_t *out16, float *lse, const flo
                 h.s_alpha, 0, s, T, work);
         for (int i = 0; i < m; i++)
             lse[i0 + i] = kr->softmax_row(s + (size_t)i * T, i0 + i + 1, keys);
-        gemm_bf16_amx_pack_a(pa, 0, s, T, 0, m, 2, 0, keys);
+        gemm_bf16_amx_pack_a(pa, 0, s, T, 0, m, 2, 0, keys, NULL);
         if (out) {
             h.panel(pa, (size_t)nqk * TW, vb, h.trun, m, hs, nqk, 1.0f, 0, out + (size_t)i0 * C,
                     C, work);
@@ -204,7 +204,7 @@ void attention_tiles_bwd_head(float *dq, const float *dout, const float *q,
      * (gemm_bf16_amx_kernel.h), not through the write-back; elsewhere alpha = scale */
     const float ds_alpha = power_of_two(h.scale, NULL) ? 1.0f : h.scale;
     gemm_bf16_amx_pack_b(vtb, h.V.transposed, h.V.p, h.ld, 0, T, h.mtT, 0, hs);
-    gemm_bf16_amx_pack_a(oa, 0, dout, C, 0, T, h.mtT, 0, hs);
+    gemm_bf16_amx_pack_a(oa, 0, dout, C, 0, T, h.mtT, 0, hs, NULL);
     gemm_bf16_amx_pack_b(kB, h.K.plain, h.K.p, h.ld, 0, hs, h.nth, 0, T);
     gemm_bf16_amx_pack_b(qB, h.Q.plain, h.Q.p, h.ld, 0, hs, h.nth, 0, T);
     gemm_bf16_amx_pack_b(oB, 0, dout, C, 0, hs, h.nth, 0, T);
@@ -222,15 +222,15 @@ void attention_tiles_bwd_head(float *dq, const float *dout, const float *q,
                 for (int j = 0; j < keys; j++) drow[j] *= h.scale;
             }
         }
-        gemm_bf16_amx_pack_a(dsa, 0, dr, T, 0, m, 2, 0, keys);
+        gemm_bf16_amx_pack_a(dsa, 0, dr, T, 0, m, 2, 0, keys, NULL);
         h.panel(dsa, (size_t)nqk * TW, kB, h.trun, m, hs, nqk, ds_alpha, 1,
                 dq + (size_t)r0 * h.ld, h.ld, work);
         /* the block's 32 queries as the depth: dS^T and P^T against its chunk of Q, dO */
         const int mtk = 2 * up32(keys);
         const size_t chunk = (size_t)(r0 / 32) * TW;
-        gemm_bf16_amx_pack_a(ta, 1, dr, T, 0, keys, mtk, 0, m);
+        gemm_bf16_amx_pack_a(ta, 1, dr, T, 0, keys, mtk, 0, m, NULL);
         h.panel(ta, TW, qB + chunk, h.trun, keys, hs, 1, ds_alpha, 1, dk, h.ld, work);
-        gemm_bf16_amx_pack_a(ta, 1, pr, T, 0, keys, mtk, 0, m);
+        gemm_bf16_amx_pack_a(ta, 1, pr, T, 0, keys, mtk, 0, m, NULL);
         h.panel(ta, TW, oB + chunk, h.trun, keys, hs, 1, 1.0f, 1, dv, h.ld, work);
     }
     head_end(&h);

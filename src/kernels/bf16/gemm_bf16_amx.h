@@ -51,9 +51,13 @@ enum {
 #define GEMM_BF16_AMX_BPANEL ((size_t)GEMM_BF16_AMX_NC * GEMM_BF16_AMX_KC * 2)
 
 /* A block: rows m0 .. m0+mc of op(A) (transa = 1: A stored [k][m]), depth k0 .. k0+kc,
- * into mtiles (>= ceil(mc / 16)) A tiles of rows, as above. */
+ * into mtiles (>= ceil(mc / 16)) A tiles of rows, as above. sums (transa = 1 only, else
+ * ignored; or NULL): sums[m0 + i] += op(A)'s row i over that depth, in depth order, one
+ * rounded add a value, as gemm_bf16_row_sums adds them (the same bits), while the
+ * values are loaded for the packing: a pass of its own over the block, in cache, cost a
+ * sixth of the packing. */
 void gemm_bf16_amx_pack_a(uint32_t *ap, int transa, const float *A, int lda, int m0, int mc,
-                          int mtiles, int k0, int kc);
+                          int mtiles, int k0, int kc, float *sums);
 /* B strip: columns n0 .. n0+nc of op(B) (transb = 1: B stored [n][k]), depth k0 ..
  * k0+kc, into ntiles (>= ceil(nc / 16)) B tiles of columns, as above. Besides
  * GEMM_BF16_STORED (gemm_bf16.h), B may be GEMM_BF16_STORED_T: BF16 storage [n][k]. */
@@ -63,7 +67,7 @@ void gemm_bf16_amx_pack_b(uint32_t *bp, int transb, const float *B, int ldb, int
 /* The same packing with AVX512_BF16 (gemm_bf16_amx_pack_avx512.c), the same bits;
  * only where the CPU has AVX512_BF16. */
 void gemm_bf16_amx_pack_a_avx512(uint32_t *ap, int transa, const float *A, int lda, int m0,
-                                 int mc, int mtiles, int k0, int kc);
+                                 int mc, int mtiles, int k0, int kc, float *sums);
 void gemm_bf16_amx_pack_b_avx512(uint32_t *bp, int transb, const float *B, int ldb, int n0,
                                  int nc, int ntiles, int k0, int kc);
 /* C[mr, nr] = alpha * block + beta * C for one 32 x 32 block of sums in ct (the four

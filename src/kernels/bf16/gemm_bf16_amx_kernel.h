@@ -270,13 +270,17 @@ static void run_thread(const product *g, uint8_t *w)
                     continue;
                 const int m0 = 32 * u0, mc = (32 * u1 < g->M ? 32 * u1 : g->M) - m0;
                 if (rb != packed) { /* a thread's items run in order: pack once */
+                    /* the row sums once a row block and depth block: as A^T is packed,
+                     * else right after, while in cache */
+                    float *const sums =
+                        g->ep && g->ep->row_sums && jc == 0 && c0 == 0 ? g->ep->row_sums : NULL;
+                    const int fused = sums && !in_place && g->transa == 1;
                     if (!in_place)
                         gemm_bf16_amx_pack_a(ap, g->transa, g->A, g->lda, m0, mc,
-                                             2 * ((mc + 31) / 32), pc, kc);
+                                             2 * ((mc + 31) / 32), pc, kc, fused ? sums : NULL);
                     packed = rb;
-                    if (g->ep && g->ep->row_sums && jc == 0 && c0 == 0) /* while in cache */
-                        gemm_bf16_row_sums(g->ep->row_sums, g->transa, g->A, g->lda, m0, mc,
-                                           pc, kc);
+                    if (sums && !fused)
+                        gemm_bf16_row_sums(sums, g->transa, g->A, g->lda, m0, mc, pc, kc);
                 }
                 row_block(g, bpanel, in_place ? NULL : ap, ct, m0, mc, jc, nc, 32 * c0,
                           c1 < nstrips ? 32 * c1 : nc, pc, kc, pc == 0 ? g->beta : 1.0f,

@@ -67,17 +67,22 @@ static void pack_depth_contiguous(const layout *t, const float *x, size_t ld, in
     }
 }
 
-/* lines contiguous: depth k of line l at x + k ld + l */
+/* lines contiguous: depth k of line l at x + k ld + l; sums (or NULL): sums[l] += the
+ * line's values in depth order */
 static void pack_lines_contiguous(const layout *t, const float *x, size_t ld, int nlines,
-                                  int kc)
+                                  int kc, float *sums)
 {
     for (int p = 0; 2 * p < kc; p++) {
         const float *r0 = x + (size_t)(2 * p) * ld;
         if (2 * p + 1 < kc) {
             const float *r1 = r0 + ld;
             for (int l = 0; l < nlines; l++) *slot_of(t, l, p) = bf16_pair(r0[l], r1[l]);
+            if (sums)
+                for (int l = 0; l < nlines; l++) sums[l] = (sums[l] + r0[l]) + r1[l];
         } else {
             for (int l = 0; l < nlines; l++) *slot_of(t, l, p) = bf16_pair(r0[l], 0.0f);
+            if (sums)
+                for (int l = 0; l < nlines; l++) sums[l] += r0[l];
         }
     }
 }
@@ -115,11 +120,12 @@ int gemm_bf16_amx_pack_select(int vector)
 }
 
 void gemm_bf16_amx_pack_a(uint32_t *ap, int transa, const float *A, int lda, int m0, int mc,
-                          int mtiles, int k0, int kc)
+                          int mtiles, int k0, int kc, float *sums)
 {
+    if (transa != 1) sums = NULL; /* the caller's gemm_bf16_row_sums does those */
 #if GT_SIMD_X86_BF16
     if (use_vector) {
-        gemm_bf16_amx_pack_a_avx512(ap, transa, A, lda, m0, mc, mtiles, k0, kc);
+        gemm_bf16_amx_pack_a_avx512(ap, transa, A, lda, m0, mc, mtiles, k0, kc, sums);
         return;
     }
 #endif
@@ -132,7 +138,8 @@ void gemm_bf16_amx_pack_a(uint32_t *ap, int transa, const float *A, int lda, int
     else if (!transa)
         pack_depth_contiguous(&t, A + (size_t)m0 * lda + k0, (size_t)lda, mc, kc);
     else
-        pack_lines_contiguous(&t, A + (size_t)k0 * lda + m0, (size_t)lda, mc, kc);
+        pack_lines_contiguous(&t, A + (size_t)k0 * lda + m0, (size_t)lda, mc, kc,
+                              sums ? sums + m0 : NULL);
 }
 
 void gemm_bf16_amx_pack_b(uint32_t *bp, int transb, const float *B, int ldb, int n0, int nc,
@@ -156,7 +163,7 @@ void gemm_bf16_amx_pack_b(uint32_t *bp, int transb, const float *B, int ldb, int
     else if (transb)
         pack_depth_contiguous(&t, B + (size_t)n0 * ldb + k0, (size_t)ldb, nc, kc);
     else
-        pack_lines_contiguous(&t, B + (size_t)k0 * ldb + n0, (size_t)ldb, nc, kc);
+        pack_lines_contiguous(&t, B + (size_t)k0 * ldb + n0, (size_t)ldb, nc, kc, NULL);
 }
 
 /* The AMX packer (gemm_bf16_packer.h): strips of 32 columns, two B tiles wide */

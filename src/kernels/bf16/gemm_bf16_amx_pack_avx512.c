@@ -35,8 +35,10 @@ static void lines_of_pairs(__m512i v[16], const float *x, size_t ld, int nl, int
 }
 
 /* v[p] = pair p of the 16 lines (nl real) from a source with the lines contiguous: x
- * is depth 0 of the chunk at line 0, kr (<= 32) depth values */
-static void pairs_of_lines(__m512i v[16], const float *x, size_t ld, int nl, int kr)
+ * is depth 0 of the chunk at line 0, kr (<= 32) depth values; sum (or NULL) += each
+ * depth value of a line in depth order, one rounded add each (the row sums) */
+static void pairs_of_lines(__m512i v[16], const float *x, size_t ld, int nl, int kr,
+                           __m512 *sum)
 {
     const __mmask16 m = lanes(nl);
     const __m512 zero = _mm512_setzero_ps();
@@ -44,6 +46,8 @@ static void pairs_of_lines(__m512i v[16], const float *x, size_t ld, int nl, int
         const int k = 2 * p;
         const __m512 x0 = k < kr ? _mm512_maskz_loadu_ps(m, x + (size_t)k * ld) : zero;
         const __m512 x1 = k + 1 < kr ? _mm512_maskz_loadu_ps(m, x + (size_t)(k + 1) * ld) : zero;
+        if (sum && k < kr) *sum = _mm512_add_ps(*sum, x0);
+        if (sum && k + 1 < kr) *sum = _mm512_add_ps(*sum, x1);
         v[p] = pairs_of(x0, x1);
     }
 }
@@ -68,10 +72,12 @@ static void pairs_of_lines_stored(__m512i v[16], const uint16_t *x, size_t ld, i
 
 /* nlines lines of kc depth into `tiles` tile rows of nq tiles each (the tiles past
  * the lines are zeros). depth_contiguous: where the source keeps the depth;
- * rows_are_lines: A tiles (a tile row is a line) rather than B tiles (a row is a pair). */
+ * rows_are_lines: A tiles (a tile row is a line) rather than B tiles (a row is a pair).
+ * sums (FP32 lines contiguous only, else NULL): sums[l] += line l's values in depth
+ * order, while they are loaded for the packing. */
 static void pack_tiles(uint32_t *out, int tiles, int nq, const void *src, size_t ld,
                        int nlines, int kc, int depth_contiguous, int rows_are_lines,
-                       int stored)
+                       int stored, float *sums)
 {
     const float *x = src;
     const uint16_t *h = src; /* stored: the source holds BF16 values */
@@ -79,6 +85,7 @@ static void pack_tiles(uint32_t *out, int tiles, int nq, const void *src, size_t
     const int groups = (nlines + 15) / 16;
     for (int g = 0; g < groups; g++) {
         const int nl = nlines - 16 * g < 16 ? nlines - 16 * g : 16;
+        __m512 sum = sums ? _mm512_maskz_loadu_ps(lanes(nl), sums + 16 * g) : _mm512_setzero_ps();
         for (int q = 0; q < nq; q++) {
             const int kr = kc - 32 * q < 32 ? kc - 32 * q : 32;
             const size_t at = depth_contiguous ? (size_t)(16 * g) * ld + 32 * q
@@ -90,11 +97,12 @@ static void pack_tiles(uint32_t *out, int tiles, int nq, const void *src, size_t
             else if (depth_contiguous)
                 lines_of_pairs(v, x + at, ld, nl, kr);
             else
-                pairs_of_lines(v, x + at, ld, nl, kr);
+                pairs_of_lines(v, x + at, ld, nl, kr, sums ? &sum : NULL);
             if (depth_contiguous != rows_are_lines) transpose16(v);
             uint32_t *tile = out + ((size_t)g * nq + q) * T;
             for (int r = 0; r < 16; r++) _mm512_storeu_si512(tile + 16 * r, v[r]);
         }
+        if (sums) _mm512_mask_storeu_ps(sums + 16 * g, lanes(nl), sum);
     }
     if (tiles > groups)
         memset(out + (size_t)groups * nq * T, 0, (size_t)(tiles - groups) * nq * T * sizeof *out);
@@ -107,16 +115,17 @@ static const void *stored_at(const float *x, size_t off)
 }
 
 void gemm_bf16_amx_pack_a_avx512(uint32_t *ap, int transa, const float *A, int lda, int m0,
-                                 int mc, int mtiles, int k0, int kc)
+                                 int mc, int mtiles, int k0, int kc, float *sums)
 {
     const int nq = (kc + 31) / 32;
     if (transa == GEMM_BF16_STORED)
         pack_tiles(ap, mtiles, nq, stored_at(A, (size_t)m0 * lda + k0), (size_t)lda, mc, kc, 1,
-                   1, 1);
+                   1, 1, NULL);
     else if (!transa)
-        pack_tiles(ap, mtiles, nq, A + (size_t)m0 * lda + k0, (size_t)lda, mc, kc, 1, 1, 0);
+        pack_tiles(ap, mtiles, nq, A + (size_t)m0 * lda + k0, (size_t)lda, mc, kc, 1, 1, 0, NULL);
     else
-        pack_tiles(ap, mtiles, nq, A + (size_t)k0 * lda + m0, (size_t)lda, mc, kc, 0, 1, 0);
+        pack_tiles(ap, mtiles, nq, A + (size_t)k0 * lda + m0, (size_t)lda, mc, kc, 0, 1, 0,
+                   sums ? sums + m0 : NULL);
 }
 
 void gemm_bf16_amx_pack_b_avx512(uint32_t *bp, int transb, const float *B, int ldb, int n0,
@@ -125,14 +134,14 @@ void gemm_bf16_amx_pack_b_avx512(uint32_t *bp, int transb, const float *B, int l
     const int nq = (kc + 31) / 32;
     if (transb == GEMM_BF16_STORED)
         pack_tiles(bp, ntiles, nq, stored_at(B, (size_t)k0 * ldb + n0), (size_t)ldb, nc, kc, 0,
-                   0, 1);
+                   0, 1, NULL);
     else if (transb == GEMM_BF16_STORED_T)
         pack_tiles(bp, ntiles, nq, stored_at(B, (size_t)n0 * ldb + k0), (size_t)ldb, nc, kc, 1,
-                   0, 1);
+                   0, 1, NULL);
     else if (transb)
-        pack_tiles(bp, ntiles, nq, B + (size_t)n0 * ldb + k0, (size_t)ldb, nc, kc, 1, 0, 0);
+        pack_tiles(bp, ntiles, nq, B + (size_t)n0 * ldb + k0, (size_t)ldb, nc, kc, 1, 0, 0, NULL);
     else
-        pack_tiles(bp, ntiles, nq, B + (size_t)k0 * ldb + n0, (size_t)ldb, nc, kc, 0, 0, 0);
+        pack_tiles(bp, ntiles, nq, B + (size_t)k0 * ldb + n0, (size_t)ldb, nc, kc, 0, 0, 0, NULL);
 }
 
 void gemm_bf16_amx_write_c_avx512(const float *ct, float *c, int ldc, int mr, int nr,
