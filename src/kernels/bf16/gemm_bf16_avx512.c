@@ -42,9 +42,11 @@ enum { MR = 14, NR = 32, KC = 512, KC2 = KC / 2, MC = 4 * MR, NC = 2048 };
 _Static_assert((size_t)MC * KC2 * 4 <= GEMM_BF16_APACK, "A panel fits its buffer");
 _Static_assert((size_t)NC * KC2 * 4 <= GEMM_BF16_BPACK, "B panel fits its buffer");
 
-/* A strip: rows m0 .. m0+mr of op(A), depth k0 .. k0+kc, into ap[kc2][MR] */
+/* A strip: rows m0 .. m0+mr of op(A), depth k0 .. k0+kc, into ap[kc2][MR]; with trans
+ * = 1, sums (or NULL): sums[m0 + i] += row i's values in depth order (the bits of
+ * gemm_bf16_row_sums), as they are loaded */
 static void pack_a(uint32_t *ap, int trans, const float *A, int lda, int m0, int mr, int k0,
-                   int kc)
+                   int kc, float *sums)
 {
     const int kc2 = (kc + 1) / 2;
     if (trans == GEMM_BF16_STORED) { /* the same from BF16 storage */
@@ -57,15 +59,21 @@ static void pack_a(uint32_t *ap, int trans, const float *A, int lda, int m0, int
         return;
     }
     /* A stored [k][m]: rows k and k+1 side by side (14 of 16 lanes stored) */
+    const __mmask16 m = lanes(mr);
+    __m512 sum = sums ? _mm512_maskz_loadu_ps(m, sums + m0) : _mm512_setzero_ps();
     for (int j = 0; j < kc2; j++) {
         const int k = k0 + 2 * j;
         const float *r0 = A + (size_t)k * lda + m0;
         const float *r1 = 2 * j + 1 < kc ? r0 + lda : NULL;
-        const __mmask16 m = lanes(mr);
         __m512 x0 = _mm512_maskz_loadu_ps(m, r0);
         __m512 x1 = r1 ? _mm512_maskz_loadu_ps(m, r1) : _mm512_setzero_ps();
+        if (sums) {
+            sum = _mm512_add_ps(sum, x0);
+            if (r1) sum = _mm512_add_ps(sum, x1);
+        }
         _mm512_mask_storeu_epi32(ap + (size_t)j * MR, lanes(MR), pairs_of(x0, x1));
     }
+    if (sums) _mm512_mask_storeu_ps(sums + m0, m, sum);
 }
 
 /* B strip: columns n0 .. n0+nr of op(B), depth k0 .. k0+kc, into bp[kc2][NR] */
@@ -198,12 +206,16 @@ void gemm_bf16_avx512(int transa, int transb, int M, int N, int K, float alpha,
                         continue;
                     const int m0 = s0 * MR, mc = (s1 * MR < M ? s1 * MR : M) - m0;
                     if (rb != packed) { /* a thread's items run in order: pack once */
+                        /* the row sums once a row block and depth block: as A^T is
+                         * packed, else right after, while in cache */
+                        float *const sums =
+                            ep && ep->row_sums && jc == 0 && c0 == 0 ? ep->row_sums : NULL;
                         for (int i = 0; i < mc; i += MR)
                             pack_a(ap + (size_t)(i / MR) * kc2 * MR, transa, A, lda, m0 + i,
-                                   mc - i < MR ? mc - i : MR, pc, kc);
+                                   mc - i < MR ? mc - i : MR, pc, kc, transa == 1 ? sums : NULL);
                         packed = rb;
-                        if (ep && ep->row_sums && jc == 0 && c0 == 0) /* while in cache */
-                            gemm_bf16_row_sums(ep->row_sums, transa, A, lda, m0, mc, pc, kc);
+                        if (sums && transa != 1)
+                            gemm_bf16_row_sums(sums, transa, A, lda, m0, mc, pc, kc);
                     }
                     for (int s = c0; s < c1; s++) {
                         const int n0 = s * NR, nr = nc - n0 < NR ? nc - n0 : NR;
