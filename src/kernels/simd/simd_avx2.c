@@ -53,6 +53,21 @@ typedef __m256i vmask; /* all ones in the lanes that are true */
 #define vi_blend(m, a, b) _mm256_blendv_epi8(a, b, m)
 #define vdzero() _mm256_setzero_pd()
 
+/* The tails' masked loads and stores (simd_x86.h); as in simd_avx512.c, not through a
+ * buffer on the stack. VMASKMOVPS suppresses faults in the lanes it leaves alone. */
+static inline __m256i first_lanes(size_t n)
+{
+    return _mm256_cmpgt_epi32(_mm256_set1_epi32((int)n), _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7));
+}
+
+static inline vf vload_part(const float *p, size_t n, float fill)
+{
+    const __m256i m = first_lanes(n);
+    return _mm256_blendv_ps(_mm256_set1_ps(fill), _mm256_maskload_ps(p, m), _mm256_castsi256_ps(m));
+}
+
+static inline void vstore_part(float *p, size_t n, vf v) { _mm256_maskstore_ps(p, first_lanes(n), v); }
+
 static inline float vhsum(vf v)
 {
     __m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));

@@ -34,23 +34,9 @@ static const float GELU_K1_V = 0.044715f;
 
 #define GELU_CUT_V 40.0f
 
-/* n < VL floats from p, `fill` in the other lanes */
-static inline vf SIMD_FN(vload_part)(const float *p, size_t n, float fill)
-{
-    float b[VL];
-    for (size_t i = 0; i < VL; i++) b[i] = i < n ? p[i] : fill;
-    return vload(b);
-}
-#define vload_part SIMD_FN(vload_part)
-
-/* the first n < VL lanes of v to p */
-static inline void SIMD_FN(vstore_part)(float *p, size_t n, vf v)
-{
-    float b[VL];
-    vstore(b, v);
-    memcpy(p, b, n * sizeof *p);
-}
-#define vstore_part SIMD_FN(vstore_part)
+/* vload_part(p, n, fill): n < VL floats from p, `fill` in the other lanes;
+ * vstore_part(p, n, v): the first n < VL lanes of v to p. The including file defines
+ * them with masked loads and stores, which touch nothing past p + n. */
 
 /* e^x within about 2 ulp of expf: x = n ln2 + r with |r| <= ln2/2, e^r by its degree-7
  * Taylor polynomial (truncation < 1e-8 relative), 2^n through the exponent bits.
