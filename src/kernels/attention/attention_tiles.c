@@ -198,15 +198,23 @@ void attention_tiles_bwd_head(float *dq, const float *dout, const float *q,
              *oB = take(&p, over_t(T, hs)), *dsa = take(&p, (size_t)2 * h.trun),
              *ta = take(&p, (size_t)h.mtT * TW);
     float *pr = take(&p, (size_t)RB * T), *dr = take(&p, (size_t)RB * T);
-    /* dQ and dK take the scale in dS itself where that is exact (a power of two, as at
-     * hs = 4, 16, 64, 256: scaling commutes with the BF16 rounding and the sums), so they
-     * add alpha 1 products and their whole blocks accumulate in C's own tiles
-     * (gemm_bf16_amx_kernel.h), not through the write-back; elsewhere alpha = scale */
-    const float ds_alpha = power_of_two(h.scale, NULL) ? 1.0f : h.scale;
+    /* dQ = scale dS K and dK = scale dS^T Q take the scale in their packed K and Q where
+     * that is exact (a power of two, as at hs = 4, 16, 64, 256: the BF16 products of
+     * dS with them are those of scale dS, short of values near 2^-126), once a head
+     * rather than on each block's dS; they add alpha 1 products and their whole blocks
+     * accumulate in C's own tiles (gemm_bf16_amx_kernel.h), not through the write-back;
+     * elsewhere alpha = scale */
+    int shift;
+    const int pow2 = power_of_two(h.scale, &shift);
+    const float ds_alpha = pow2 ? 1.0f : h.scale;
     gemm_bf16_amx_pack_b(vtb, h.V.transposed, h.V.p, h.ld, 0, T, h.mtT, 0, hs);
     gemm_bf16_amx_pack_a(oa, 0, dout, C, 0, T, h.mtT, 0, hs, NULL);
     gemm_bf16_amx_pack_b(kB, h.K.plain, h.K.p, h.ld, 0, hs, h.nth, 0, T);
     gemm_bf16_amx_pack_b(qB, h.Q.plain, h.Q.p, h.ld, 0, hs, h.nth, 0, T);
+    if (pow2) {
+        bf16_scale_pow2((uint16_t *)(void *)kB, 2 * over_t(T, hs), shift);
+        bf16_scale_pow2((uint16_t *)(void *)qB, 2 * over_t(T, hs), shift);
+    }
     gemm_bf16_amx_pack_b(oB, 0, dout, C, 0, hs, h.nth, 0, T);
     for (int r0 = 0; r0 < T; r0 += RB) {
         const int m = T - r0 < RB ? T - r0 : RB, keys = r0 + m, nqk = up32(keys);
@@ -217,10 +225,6 @@ void attention_tiles_bwd_head(float *dq, const float *dout, const float *q,
             float *prow = pr + (size_t)i * T, *drow = dr + (size_t)i * T;
             kr->softmax_row_lse(prow, r0 + i + 1, keys, lse[r0 + i]);
             kr->softmax_bwd_row(drow, prow, r0 + i + 1, keys);
-            if (ds_alpha == 1.0f) {
-#pragma omp simd /* as a scalar loop it cost what the write-back it saves did */
-                for (int j = 0; j < keys; j++) drow[j] *= h.scale;
-            }
         }
         gemm_bf16_amx_pack_a(dsa, 0, dr, T, 0, m, 2, 0, keys, NULL);
         h.panel(dsa, (size_t)nqk * TW, kB, h.trun, m, hs, nqk, ds_alpha, 1,
