@@ -111,6 +111,7 @@ typedef struct {
     int ld, nqh, nqT, mtT, nth; /* row stride; chunks over hs, T; tiles over T, hs */
     size_t hrun, trun;          /* words of a tile's chunks over hs, over T */
     float scale, s_alpha; /* s_alpha: S's alpha (1 where Q's packing took the scale) */
+    int pow2, shift;      /* whether scale = 2^shift (then packed operands take it) */
     operand Q, K, V;
     uint32_t *qa, *kb;
 } head;
@@ -123,6 +124,12 @@ static int power_of_two(float x, int *log2x)
     const int yes = frexpf(x, &e) == 0.5f;
     if (yes && log2x) *log2x = e - 1;
     return yes;
+}
+
+/* A packed operand of over_t(T, hs) words times the head's scale 2^h->shift, exactly */
+static void scale_tiles(const head *h, uint32_t *tiles, int T, int hs)
+{
+    bf16_scale_pow2((uint16_t *)(void *)tiles, 2 * over_t(T, hs), h->shift);
 }
 
 static head head_begin(float **p, void *work, const float *q, const uint16_t *q16, int T,
@@ -144,12 +151,9 @@ static head head_begin(float **p, void *work, const float *q, const uint16_t *q1
     /* S = scale Q K^T: where the scale is a power of two (hs = 4, 16, 64, 256) the packed
      * Q takes it, exactly, and S's whole blocks go from the tiles straight into C
      * (alpha 1: gemm_bf16_amx_kernel.h) instead of through the write-back */
-    int shift;
-    h.s_alpha = h.scale;
-    if (power_of_two(h.scale, &shift)) {
-        bf16_scale_pow2((uint16_t *)(void *)h.qa, 2 * over_t(T, hs), shift);
-        h.s_alpha = 1.0f;
-    }
+    h.pow2 = power_of_two(h.scale, &h.shift);
+    h.s_alpha = h.pow2 ? 1.0f : h.scale;
+    if (h.pow2) scale_tiles(&h, h.qa, T, hs);
     return h;
 }
 
@@ -204,16 +208,14 @@ void attention_tiles_bwd_head(float *dq, const float *dout, const float *q,
      * rather than on each block's dS; they add alpha 1 products and their whole blocks
      * accumulate in C's own tiles (gemm_bf16_amx_kernel.h), not through the write-back;
      * elsewhere alpha = scale */
-    int shift;
-    const int pow2 = power_of_two(h.scale, &shift);
-    const float ds_alpha = pow2 ? 1.0f : h.scale;
+    const float ds_alpha = h.s_alpha;
     gemm_bf16_amx_pack_b(vtb, h.V.transposed, h.V.p, h.ld, 0, T, h.mtT, 0, hs);
     gemm_bf16_amx_pack_a(oa, 0, dout, C, 0, T, h.mtT, 0, hs, NULL);
     gemm_bf16_amx_pack_b(kB, h.K.plain, h.K.p, h.ld, 0, hs, h.nth, 0, T);
     gemm_bf16_amx_pack_b(qB, h.Q.plain, h.Q.p, h.ld, 0, hs, h.nth, 0, T);
-    if (pow2) {
-        bf16_scale_pow2((uint16_t *)(void *)kB, 2 * over_t(T, hs), shift);
-        bf16_scale_pow2((uint16_t *)(void *)qB, 2 * over_t(T, hs), shift);
+    if (h.pow2) {
+        scale_tiles(&h, kB, T, hs);
+        scale_tiles(&h, qB, T, hs);
     }
     gemm_bf16_amx_pack_b(oB, 0, dout, C, 0, hs, h.nth, 0, T);
     for (int r0 = 0; r0 < T; r0 += RB) {
