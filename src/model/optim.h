@@ -1,7 +1,7 @@
 /* optim — the optimizer step on the flat FP32 parameter buffer: AdamW with decoupled
  * weight decay (matrices only), warmup + cosine learning-rate schedule, clipping by
  * global gradient norm. SIMD + OpenMP over the buffer; deterministic for a thread
- * count (the norm is summed in double in a fixed order).
+ * count and SIMD path (the norm is summed in double in a fixed order).
  *
  * Clipping is not a pass of its own: grad_clip_factor turns the norm into a factor and
  * adamw_step multiplies each gradient by it as it reads it, so the clip adds no read and
@@ -28,7 +28,8 @@ void adamw_free(adamw_state *s);
  * step < warmup, then cosine from lr down to min_lr at step == total-1 and after. */
 double lr_at_step(int64_t step, int64_t warmup, int64_t total, double lr, double min_lr);
 
-/* sqrt(sum g^2) over n floats, accumulated in double. */
+/* sqrt(sum g^2) over n floats, accumulated in double (simd.h's sumsq on each thread's
+ * range: the bits depend on the thread count and the SIMD path, not on the run). */
 double grad_global_norm(const float *g, size_t n);
 /* The factor that clips a gradient of global norm `norm` to `clip`: (float)(clip /
  * (norm + 1e-6)) when norm > clip > 0, else exactly 1 (clip <= 0 disables clipping).
