@@ -27,7 +27,9 @@
  *   (k) a weight matrix packed once (gemm_bf16_weights.h) gives the bits of the same
  *       product packing B itself, in both orientations, past one column and one depth
  *       block, inside and outside parallel regions; after new values and a refresh,
- *       the new bits; and a copy packed for another path is never read;
+ *       or the optimizer's update packing its bands as it goes
+ *       (gemm_bf16_weights_update), the new bits; the update changes each element
+ *       once; and a copy packed for another path is never read nor updated;
  *   (l) a fused product (gemm_bf16_fused: bias, residual, GELU or GELU's backward in
  *       the write-back) gives the bits of the unfused sequence, inside and past one
  *       depth block;
@@ -540,6 +542,40 @@ static float *weight_product(const float *W, int rows, int cols, int M, int fwd,
     return C;
 }
 
+/* gemm_bf16_weights_update's update: w[i] += delta[i] (an element updated twice or
+ * never shows) */
+typedef struct {
+    float *w;
+    const float *delta;
+} weight_step;
+
+static void add_delta(const void *ctx, size_t first, size_t count)
+{
+    const weight_step *st = ctx;
+    for (size_t i = first; i < first + count; i++) st->w[i] += st->delta[i];
+}
+
+/* W's registered copies updated by gemm_bf16_weights_update; 1 when it took W and
+ * changed each element once */
+static int update_packing(float *W, int rows, int cols)
+{
+    const size_t n = (size_t)rows * cols;
+    float *delta = malloc(n * sizeof *delta), *want = malloc(n * sizeof *want);
+    if (!delta || !want) exit(99);
+    for (size_t i = 0; i < n; i++) {
+        delta[i] = 0.25f * runif();
+        want[i] = W[i] + delta[i];
+    }
+    const weight_step st = {W, delta};
+    const int took = gemm_bf16_weights_update(W, add_delta, &st) == 1;
+    const int once = memcmp(W, want, n * sizeof *W) == 0;
+    TU_CHECK(took && once, "%d x %d: the update took the matrix (%d) and changed each element "
+             "once (%d)", rows, cols, took, once);
+    free(delta);
+    free(want);
+    return took && once;
+}
+
 static void check_prepacked(enum gemm_bf16_path path, const char *name)
 {
     static const struct {
@@ -552,10 +588,12 @@ static void check_prepacked(enum gemm_bf16_path path, const char *name)
         if (!W) exit(99);
         for (size_t i = 0; i < (size_t)rows * cols; i++) W[i] = runif();
         TU_CHECK(gemm_bf16_weights_add(W, rows, cols) == 0, "registered");
-        for (int round = 0; round < 2; round++) {
+        for (int round = 0; round < 3; round++) {
             if (round == 1) /* new values: the copy must follow them after a refresh */
                 for (size_t i = 0; i < (size_t)rows * cols; i++) W[i] = runif();
             TU_CHECK(gemm_bf16_weights_refresh() == 0, "packed");
+            if (round == 2) /* ... or as the update writes them */
+                all_same &= update_packing(W, rows, cols);
             float *got[2][2][2];
             for (int fwd = 0; fwd < 2; fwd++)
                 for (int b = 0; b < 2; b++)
@@ -602,6 +640,17 @@ static void check_prepacked(enum gemm_bf16_path path, const char *name)
     TU_CHECK(memcmp(got, want, (size_t)M * rows * sizeof *got) == 0,
              "%s: a copy packed for %s is not read by the %s path", name, name,
              other == GEMM_BF16_PORTABLE ? "portable" : "amx-emulated");
+    const float w0 = W[0];
+    TU_CHECK(!gemm_bf16_weights_current() &&
+                 gemm_bf16_weights_update(W, add_delta, &(weight_step){W, W}) == 0 && W[0] == w0,
+             "%s: a copy packed for another path is not updated (the caller refreshes)", name);
+    float other_w = 1.0f;
+    gemm_bf16_force_path(path);
+    TU_CHECK(gemm_bf16_weights_current() &&
+                 gemm_bf16_weights_update(&other_w, add_delta, &(weight_step){W, W}) == 0 &&
+                 W[0] == w0,
+             "%s: a matrix not registered is left to the caller", name);
+    gemm_bf16_force_path(other);
     gemm_bf16_force_path(path);
     gemm_bf16_weights_clear();
     free(W);
@@ -930,6 +979,7 @@ int main(void)
         printf("     amx-emulated on the portable packing and write-back:\n");
         check_sdm_order("amx-emulated", 1);
         check_stored("amx-emulated, portable packing");
+        check_prepacked(GEMM_BF16_AMX_EMULATED, "amx-emulated, portable packing");
     }
     (void)gemm_bf16_amx_pack_select(1);
     check_env("amx-emulated", "amx-emulated", 0);

@@ -82,9 +82,24 @@ float grad_clip_factor(double norm, double clip)
     return (float)(clip / (norm + 1e-6));
 }
 
+void adamw_tensor_apply(const adamw_tensor *t, size_t first, size_t count)
+{
+    simd_kernels_get()->adamw(t->p + first, t->m + first, t->v + first, t->g + first, count,
+                              &t->k);
+}
+
 void adamw_step(adamw_state *s, float *params, const float *grads, float grad_scale,
                 const gpt_param_info *info, int n_info, double lr, double beta1,
                 double beta2, double eps, double weight_decay)
+{
+    adamw_step_taking(s, params, grads, grad_scale, info, n_info, lr, beta1, beta2, eps,
+                      weight_decay, NULL, NULL);
+}
+
+void adamw_step_taking(adamw_state *s, float *params, const float *grads, float grad_scale,
+                       const gpt_param_info *info, int n_info, double lr, double beta1,
+                       double beta2, double eps, double weight_decay, adamw_take_fn take,
+                       void *ctx)
 {
     s->t++;
     const float b1 = (float)beta1, b2 = (float)beta2;
@@ -96,20 +111,20 @@ void adamw_step(adamw_state *s, float *params, const float *grads, float grad_sc
     simd_adamw_consts k = {.b1 = b1, .b2 = b2, .omb1 = 1.0f - b1, .omb2 = 1.0f - b2,
                            .step_size = step_size, .inv_sqrt_c2 = inv_sqrt_c2,
                            .eps = (float)eps, .grad_scale = grad_scale};
-    const simd_kernels *kr = simd_kernels_get();
     enum { CHUNK = 16384 };
-    for (int t = 0; t < n_info; t++) {
-        const size_t off = info[t].offset, n = info[t].numel;
-        const size_t chunks = (n + CHUNK - 1) / CHUNK;
+    for (int i = 0; i < n_info; i++) {
+        const size_t off = info[i].offset, n = info[i].numel;
         /* The clip is folded in as grad_scale: the product g * scale is rounded to float
          * as the former in-place pass g *= factor rounded it, so the update is
          * bit-identical to clipping first; x * 1.0f == x without a clip. */
-        k.decay = info[t].decay ? (float)(lr * weight_decay) : 0.0f;
+        k.decay = info[i].decay ? (float)(lr * weight_decay) : 0.0f;
+        const adamw_tensor t = {params + off, s->m + off, s->v + off, grads + off, n, k};
+        if (take && take(ctx, &t)) continue;
+        const size_t chunks = (n + CHUNK - 1) / CHUNK;
 #pragma omp parallel for schedule(static) if (chunks > 1)
         for (size_t c = 0; c < chunks; c++) {
-            const size_t i0 = c * CHUNK, len = n - i0 < CHUNK ? n - i0 : CHUNK;
-            kr->adamw(params + off + i0, s->m + off + i0, s->v + off + i0,
-                      grads + off + i0, len, &k);
+            const size_t first = c * CHUNK;
+            adamw_tensor_apply(&t, first, n - first < CHUNK ? n - first : CHUNK);
         }
     }
 }

@@ -14,6 +14,7 @@
 #include <stdint.h>
 
 #include "model.h"
+#include "simd.h" /* simd_adamw_consts */
 
 typedef struct adamw_state {
     size_t n;
@@ -44,5 +45,28 @@ float grad_clip_factor(double norm, double clip);
 void adamw_step(adamw_state *s, float *params, const float *grads, float grad_scale,
                 const gpt_param_info *info, int n_info, double lr, double beta1,
                 double beta2, double eps, double weight_decay);
+
+/* One tensor's share of an update: its parameters, moments and gradient, and the
+ * constants of this update with its weight decay. */
+typedef struct adamw_tensor {
+    float *p, *m, *v;
+    const float *g;
+    size_t n;
+    simd_adamw_consts k;
+} adamw_tensor;
+/* Elements [first, first + count) of t's update, on the calling thread: a caller that
+ * takes a tensor over (below) splits it over its own threads. */
+void adamw_tensor_apply(const adamw_tensor *t, size_t first, size_t count);
+/* adamw_step with some tensors' updates taken over by the caller, so that work which
+ * reads the new values (the BF16 products' packed weights) runs while they are in
+ * cache. take(ctx, t) is called for each tensor in table order, outside any parallel
+ * region; it returns 1 when it applied all of t through adamw_tensor_apply, each
+ * element once, and 0 to leave t to adamw_step. The result is adamw_step's, bit for
+ * bit (the update is elementwise). */
+typedef int (*adamw_take_fn)(void *ctx, const adamw_tensor *t);
+void adamw_step_taking(adamw_state *s, float *params, const float *grads, float grad_scale,
+                       const gpt_param_info *info, int n_info, double lr, double beta1,
+                       double beta2, double eps, double weight_decay, adamw_take_fn take,
+                       void *ctx);
 
 #endif

@@ -340,18 +340,36 @@ static int phase_reduce(run *r, step_result *s)
     return 0;
 }
 
-/* Phase 3: AdamW with the global-norm clip inside the update (one pass). */
+static void apply_adamw(const void *tensor, size_t first, size_t count)
+{
+    adamw_tensor_apply(tensor, first, count);
+}
+
+/* AdamW's take (optim.h): a weight matrix of the BF16 products is updated band by band
+ * by gemm_bf16_weights_update, which packs its copies from the new values in cache */
+static int update_and_pack(void *ctx, const adamw_tensor *t)
+{
+    (void)ctx;
+    return gemm_bf16_weights_update(t->p, apply_adamw, t);
+}
+
+/* Phase 3: AdamW with the global-norm clip inside the update (one pass), writing the
+ * BF16 products' packed weights as it goes. */
 static void phase_update(run *r, step_result *s)
 {
     const gt_config *c = r->c;
     s->lr = train_batch_lr(r, s);
     if (!s->apply) return;
     grad_ring_before_update(&r->ring, r->model.params);
-    adamw_step(&r->opt, r->model.params, r->ring.slot[grad_ring_due_slot(&r->ring, s->step)],
-               grad_clip_factor(s->norm, c->grad_clip), r->model.info, r->model.n_info,
-               s->lr, c->beta1, c->beta2, 1e-8, c->weight_decay);
-    /* out of memory here leaves the products packing B themselves (reported once) */
-    if (r->packed_weights && gemm_bf16_weights_refresh() != 0) r->packed_weights = 0;
+    const int fused = r->packed_weights && gemm_bf16_weights_current();
+    adamw_step_taking(&r->opt, r->model.params,
+                      r->ring.slot[grad_ring_due_slot(&r->ring, s->step)],
+                      grad_clip_factor(s->norm, c->grad_clip), r->model.info, r->model.n_info,
+                      s->lr, c->beta1, c->beta2, 1e-8, c->weight_decay,
+                      fused ? update_and_pack : NULL, NULL);
+    /* copies not packed for the path that runs are packed anew; out of memory there
+     * leaves the products packing B themselves (reported once) */
+    if (r->packed_weights && !fused && gemm_bf16_weights_refresh() != 0) r->packed_weights = 0;
 }
 
 /* target_val_loss: whether the evaluation just taken reached it (the loss is the

@@ -179,11 +179,27 @@ static void amx_pack_strip(uint32_t *panel, int s, int nc, int transb, const flo
     gemm_bf16_amx_pack_b(panel + (size_t)2 * s * nq * T, transb, B, ldb, jc + n0, nr, 2, pc, kc);
 }
 
+/* A slice 32 deep (a strip) is one tile of depth in each of a strip's two B tiles:
+ * each is packed as a strip of one tile, 16 columns wide, would be */
+static void amx_pack_depth(uint32_t *panel, int nc, const float *B, int ldb, int jc, int pc,
+                           int kc, int d0, int dn)
+{
+    const int nq = (kc + 31) / 32, q0 = d0 / 32;
+    for (int n0 = 0; n0 < 32 * ((nc + 31) / 32); n0 += 16) { /* a B tile's 16 columns */
+        const int nr = nc - n0 < 16 ? (nc > n0 ? nc - n0 : 0) : 16;
+        uint32_t *tile = panel + ((size_t)(n0 / 16) * nq + q0) * T;
+        for (int q = 0; 32 * q < dn; q++)
+            gemm_bf16_amx_pack_b(tile + (size_t)q * T, 0, B, ldb, jc + n0, nr, 1,
+                                 pc + d0 + 32 * q, dn - 32 * q < 32 ? dn - 32 * q : 32);
+    }
+}
+
 const gemm_bf16_packer gemm_bf16_amx_packer = {.kc = GEMM_BF16_AMX_KC,
                                                .nc = GEMM_BF16_AMX_NC,
                                                .strip = 32,
                                                .panel_words = amx_panel_words,
-                                               .pack_strip = amx_pack_strip};
+                                               .pack_strip = amx_pack_strip,
+                                               .pack_depth = amx_pack_depth};
 
 void gemm_bf16_amx_write_c(const float *ct, float *c, int ldc, int mr, int nr, float alpha,
                            float beta)

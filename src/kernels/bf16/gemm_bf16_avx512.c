@@ -117,8 +117,22 @@ static size_t panel_words(int nc, int kc)
     return (size_t)((nc + NR - 1) / NR) * (size_t)((kc + 1) / 2) * NR;
 }
 
-const gemm_bf16_packer gemm_bf16_avx512_packer = {
-    .kc = KC, .nc = NC, .strip = NR, .panel_words = panel_words, .pack_strip = pack_strip};
+/* Depth d0 (even: a strip of NR) .. d0+dn of every strip: rows d0/2 .. of its pairs */
+static void pack_depth(uint32_t *panel, int nc, const float *B, int ldb, int jc, int pc,
+                       int kc, int d0, int dn)
+{
+    const int kc2 = (kc + 1) / 2;
+    for (int s = 0, n0 = 0; n0 < nc; s++, n0 += NR)
+        pack_b(panel + ((size_t)s * kc2 + d0 / 2) * NR, 0, B, ldb, jc + n0,
+               nc - n0 < NR ? nc - n0 : NR, pc + d0, dn);
+}
+
+const gemm_bf16_packer gemm_bf16_avx512_packer = {.kc = KC,
+                                                  .nc = NC,
+                                                  .strip = NR,
+                                                  .panel_words = panel_words,
+                                                  .pack_strip = pack_strip,
+                                                  .pack_depth = pack_depth};
 
 /* C[mr, nr] = alpha * (A strip @ B strip) + beta * C (beta = 0: C is not read) */
 static void kernel(int kc2, const uint32_t *ap, const uint32_t *bp, float *c, int ldc,

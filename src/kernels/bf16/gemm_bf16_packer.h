@@ -3,7 +3,8 @@
  * read the packed copy instead of packing B again on every call.
  *
  * A path cuts op(B) (K x N) into blocks of `nc` columns and `kc` depth, and each block
- * into strips of `strip` columns, exactly as its product loops cut it; a block's panel
+ * into strips of `strip` columns, exactly as its product loops cut it (nc and kc are
+ * multiples of strip); a block's panel
  * holds what the product would have packed into its B buffer for that block. A whole
  * packed matrix is the panels one after the other, column block by column block, depth
  * block by depth block inside each (gemm_bf16_block_offset). Packing a strip writes the
@@ -29,6 +30,12 @@ typedef struct gemm_bf16_packer {
      * (transb = 1: B stored [n][k], ldb apart), into that block's panel */
     void (*pack_strip)(uint32_t *panel, int s, int nc, int transb, const float *B, int ldb,
                        int jc, int pc, int kc);
+    /* depth pc+d0 .. pc+d0+dn of every strip of the block at columns jc (nc wide) and
+     * depth pc (kc deep) of op(B) = B (transb = 0), into that block's panel: what
+     * pack_strip writes there. d0 is a multiple of `strip`; dn is too unless the slice
+     * ends the block. (The optimizer's pass packs a weight's rows as it updates them.) */
+    void (*pack_depth)(uint32_t *panel, int nc, const float *B, int ldb, int jc, int pc, int kc,
+                       int d0, int dn);
 } gemm_bf16_packer;
 
 /* Words of block (jc, pc) of a K x N operand from the start of its packed copy; with

@@ -86,11 +86,23 @@ static void portable_pack_strip(uint32_t *panel, int s, int nc, int transb, cons
     }
 }
 
+/* Depth d0 .. d0+dn of the block: rows d0 .. of its BF16 panel, all nc columns */
+static void portable_pack_depth(uint32_t *panel, int nc, const float *B, int ldb, int jc,
+                                int pc, int kc, int d0, int dn)
+{
+    (void)kc;
+    uint16_t *out = (uint16_t *)panel;
+    const simd_kernels *k = simd_kernels_get();
+    for (int i = d0; i < d0 + dn; i++)
+        k->bf16_from_float(out + (size_t)i * nc, B + (size_t)(pc + i) * ldb + jc, (size_t)nc);
+}
+
 const gemm_bf16_packer gemm_bf16_portable_packer = {.kc = PK,
                                                     .nc = PN,
                                                     .strip = PSTRIP,
                                                     .panel_words = portable_panel_words,
-                                                    .pack_strip = portable_pack_strip};
+                                                    .pack_strip = portable_pack_strip,
+                                                    .pack_depth = portable_pack_depth};
 
 /* Columns per thread for m columns over the team: a multiple of 16, at least CHUNK */
 static int team_piece(int m)

@@ -130,6 +130,62 @@ int gemm_bf16_weights_refresh(void)
     return 0;
 }
 
+int gemm_bf16_weights_current(void)
+{
+    return n_entries > 0 && packed_for == gemm_bf16_path() && packer_of(packed_for);
+}
+
+static const entry *entry_of(const float *w, int transb)
+{
+    for (int i = 0; i < n_entries; i++)
+        if (entries[i].w == w && entries[i].transb == transb) return &entries[i];
+    return NULL;
+}
+
+/* Rows r0 .. r1 of w (r0 a multiple of the strip, r1 - r0 = strip unless it ends w)
+ * into both copies: wt's strip of them in every depth block of w^T, and wn's depth
+ * slice of them in every column block of w */
+static void pack_band(const gemm_bf16_packer *pk, const entry *wt, const entry *wn, int r0,
+                      int r1)
+{
+    int jc = r0 / pk->nc * pk->nc;
+    int nc = wt->N - jc < pk->nc ? wt->N - jc : pk->nc;
+    size_t off = gemm_bf16_block_offset(pk, wt->K, wt->N, jc, 0);
+    for (int pc = 0; pc < wt->K; pc += pk->kc) {
+        const int kc = wt->K - pc < pk->kc ? wt->K - pc : pk->kc;
+        pk->pack_strip(wt->packed + off, (r0 - jc) / pk->strip, nc, 1, wt->w, wt->ldb, jc, pc,
+                       kc);
+        off += pk->panel_words(nc, kc);
+    }
+    const int pc = r0 / pk->kc * pk->kc, kc = wn->K - pc < pk->kc ? wn->K - pc : pk->kc;
+    for (jc = 0; jc < wn->N; jc += pk->nc) {
+        nc = wn->N - jc < pk->nc ? wn->N - jc : pk->nc;
+        pk->pack_depth(wn->packed + gemm_bf16_block_offset(pk, wn->K, wn->N, jc, pc), nc,
+                       wn->w, wn->ldb, jc, pc, kc, r0 - pc, r1 - r0);
+    }
+}
+
+int gemm_bf16_weights_update(const float *w,
+                             void (*update)(const void *ctx, size_t first, size_t count),
+                             const void *ctx)
+{
+    if (!gemm_bf16_weights_current()) return 0;
+    const entry *wt = entry_of(w, 1), *wn = entry_of(w, 0);
+    if (!wt || !wn) return 0;
+    const gemm_bf16_packer *pk = packer_of(packed_for);
+    /* A band of `strip` rows of w is a strip of w^T (K = cols deep, N = rows wide) and a
+     * depth slice of w (K = rows deep), inside one block of each: nc and kc are
+     * multiples of strip (gemm_bf16_packer.h) */
+    const int rows = wt->N, cols = wt->K, nbands = (rows + pk->strip - 1) / pk->strip;
+#pragma omp parallel for schedule(static)
+    for (int b = 0; b < nbands; b++) {
+        const int r0 = b * pk->strip, r1 = rows - r0 < pk->strip ? rows : r0 + pk->strip;
+        update(ctx, (size_t)r0 * cols, (size_t)(r1 - r0) * cols);
+        pack_band(pk, wt, wn, r0, r1);
+    }
+    return 1;
+}
+
 size_t gemm_bf16_weights_bytes(void)
 {
     const gemm_bf16_packer *pk = packer_of(packed_for);

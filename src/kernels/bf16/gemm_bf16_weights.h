@@ -10,7 +10,7 @@
  *
  * Contract: the caller that changes a registered matrix's values (the optimizer's
  * update, a load) calls gemm_bf16_weights_refresh before the next product that reads
- * it; a product whose B is not a registered matrix (another pointer, another shape, or
+ * it, or changes them through gemm_bf16_weights_update; a product whose B is not a registered matrix (another pointer, another shape, or
  * a copy packed for another path) packs as always. Call these outside parallel regions.
  * Memory: 4 bytes per weight (two BF16 orientations), gemm_bf16_weights_bytes. */
 #ifndef GT_GEMM_BF16_WEIGHTS_H
@@ -27,6 +27,20 @@ int gemm_bf16_weights_add(const float *w, int rows, int cols);
  * OpenMP threads. -1 (reported) when out of memory: the registry is then empty and
  * products pack as always. */
 int gemm_bf16_weights_refresh(void);
+/* The optimizer's pass writing the copies (no pass of their own after it): whether
+ * every registered matrix is packed for the path that runs now, so that
+ * gemm_bf16_weights_update can keep them current. */
+int gemm_bf16_weights_current(void);
+/* Calls update(ctx, first, count) to change elements [first, first + count) of the
+ * registered matrix w (row-major, rows x cols; the optimizer's update of it), in bands
+ * of whole rows split over the OpenMP threads, each element once, and packs each band
+ * into both copies right after its update, while it is in the core's cache (a band is
+ * a strip of w^T and a depth slice of w). Returns 1 when done, 0 (nothing called)
+ * when w is not registered or not packed for the path that runs now. Call it outside
+ * parallel regions; update runs inside one. */
+int gemm_bf16_weights_update(const float *w,
+                             void (*update)(const void *ctx, size_t first, size_t count),
+                             const void *ctx);
 /* Forgets every matrix and frees the copies. */
 void gemm_bf16_weights_clear(void);
 /* Bytes of the packed copies */
