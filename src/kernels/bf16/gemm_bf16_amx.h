@@ -70,6 +70,13 @@ void gemm_bf16_amx_pack_a_avx512(uint32_t *ap, int transa, const float *A, int l
                                  int mc, int mtiles, int k0, int kc, float *sums);
 void gemm_bf16_amx_pack_b_avx512(uint32_t *bp, int transb, const float *B, int ldb, int n0,
                                  int nc, int ntiles, int k0, int kc);
+/* The B packing for a copy read a step later, not by the next few products (the
+ * weights packed once per update, gemm_bf16_packer.h's gemm_bf16_amx_copy_packer):
+ * the same bits, each tile row stored past the caches (bp 64-byte aligned); call
+ * gemm_bf16_amx_stream_fence after the last one, before the copy is read. */
+void gemm_bf16_amx_pack_b_streamed_avx512(uint32_t *bp, int transb, const float *B, int ldb,
+                                          int n0, int nc, int ntiles, int k0, int kc);
+void gemm_bf16_amx_stream_fence(void);
 /* C[mr, nr] = alpha * block + beta * C for one 32 x 32 block of sums in ct (the four
  * accumulator tiles as stored, each 16 x 16 FP32 row-major: rows 0-15 x columns 0-15,
  * rows 0-15 x 16-31, rows 16-31 x 0-15, rows 16-31 x 16-31); mr, nr <= 32; beta = 0:

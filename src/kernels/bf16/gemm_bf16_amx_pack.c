@@ -166,6 +166,26 @@ void gemm_bf16_amx_pack_b(uint32_t *bp, int transb, const float *B, int ldb, int
         pack_lines_contiguous(&t, B + (size_t)k0 * ldb + n0, (size_t)ldb, nc, kc, NULL);
 }
 
+/* gemm_bf16_amx_pack_b, streamed where the vector packing runs (a copy's packing) */
+static void pack_b_copy(uint32_t *bp, int transb, const float *B, int ldb, int n0, int nc,
+                        int ntiles, int k0, int kc)
+{
+#if GT_SIMD_X86_BF16
+    if (use_vector) {
+        gemm_bf16_amx_pack_b_streamed_avx512(bp, transb, B, ldb, n0, nc, ntiles, k0, kc);
+        return;
+    }
+#endif
+    gemm_bf16_amx_pack_b(bp, transb, B, ldb, n0, nc, ntiles, k0, kc);
+}
+
+static void stream_fence(void)
+{
+#if GT_SIMD_X86_BF16
+    if (use_vector) gemm_bf16_amx_stream_fence();
+#endif
+}
+
 /* The AMX packer (gemm_bf16_packer.h): strips of 32 columns, two B tiles wide */
 static size_t amx_panel_words(int nc, int kc)
 {
@@ -179,27 +199,57 @@ static void amx_pack_strip(uint32_t *panel, int s, int nc, int transb, const flo
     gemm_bf16_amx_pack_b(panel + (size_t)2 * s * nq * T, transb, B, ldb, jc + n0, nr, 2, pc, kc);
 }
 
+static void amx_copy_strip(uint32_t *panel, int s, int nc, int transb, const float *B, int ldb,
+                           int jc, int pc, int kc)
+{
+    const int n0 = 32 * s, nr = nc - n0 < 32 ? nc - n0 : 32, nq = (kc + 31) / 32;
+    pack_b_copy(panel + (size_t)2 * s * nq * T, transb, B, ldb, jc + n0, nr, 2, pc, kc);
+    stream_fence();
+}
+
 /* A slice 32 deep (a strip) is one tile of depth in each of a strip's two B tiles:
  * each is packed as a strip of one tile, 16 columns wide, would be */
-static void amx_pack_depth(uint32_t *panel, int nc, const float *B, int ldb, int jc, int pc,
-                           int kc, int d0, int dn)
+static void depth_slice(uint32_t *panel, int nc, const float *B, int ldb, int jc, int pc,
+                        int kc, int d0, int dn, int copy)
 {
     const int nq = (kc + 31) / 32, q0 = d0 / 32;
     for (int n0 = 0; n0 < 32 * ((nc + 31) / 32); n0 += 16) { /* a B tile's 16 columns */
         const int nr = nc - n0 < 16 ? (nc > n0 ? nc - n0 : 0) : 16;
         uint32_t *tile = panel + ((size_t)(n0 / 16) * nq + q0) * T;
         for (int q = 0; 32 * q < dn; q++)
-            gemm_bf16_amx_pack_b(tile + (size_t)q * T, 0, B, ldb, jc + n0, nr, 1,
-                                 pc + d0 + 32 * q, dn - 32 * q < 32 ? dn - 32 * q : 32);
+            (copy ? pack_b_copy : gemm_bf16_amx_pack_b)(tile + (size_t)q * T, 0, B, ldb,
+                                                        jc + n0, nr, 1, pc + d0 + 32 * q,
+                                                        dn - 32 * q < 32 ? dn - 32 * q : 32);
     }
 }
 
+static void amx_pack_depth(uint32_t *panel, int nc, const float *B, int ldb, int jc, int pc,
+                           int kc, int d0, int dn)
+{
+    depth_slice(panel, nc, B, ldb, jc, pc, kc, d0, dn, 0);
+}
+
+static void amx_copy_depth(uint32_t *panel, int nc, const float *B, int ldb, int jc, int pc,
+                           int kc, int d0, int dn)
+{
+    depth_slice(panel, nc, B, ldb, jc, pc, kc, d0, dn, 1);
+    stream_fence();
+}
+
+/* The product's own packing of B strips (the AMX kernel), and the packing of copies
+ * once per update: the same layout and bits, the copies' stores streamed */
 const gemm_bf16_packer gemm_bf16_amx_packer = {.kc = GEMM_BF16_AMX_KC,
                                                .nc = GEMM_BF16_AMX_NC,
                                                .strip = 32,
                                                .panel_words = amx_panel_words,
                                                .pack_strip = amx_pack_strip,
                                                .pack_depth = amx_pack_depth};
+const gemm_bf16_packer gemm_bf16_amx_copy_packer = {.kc = GEMM_BF16_AMX_KC,
+                                                    .nc = GEMM_BF16_AMX_NC,
+                                                    .strip = 32,
+                                                    .panel_words = amx_panel_words,
+                                                    .pack_strip = amx_copy_strip,
+                                                    .pack_depth = amx_copy_depth};
 
 void gemm_bf16_amx_write_c(const float *ct, float *c, int ldc, int mr, int nr, float alpha,
                            float beta)

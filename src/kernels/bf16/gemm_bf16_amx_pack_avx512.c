@@ -77,7 +77,7 @@ static void pairs_of_lines_stored(__m512i v[16], const uint16_t *x, size_t ld, i
  * order, while they are loaded for the packing. */
 static void pack_tiles(uint32_t *out, int tiles, int nq, const void *src, size_t ld,
                        int nlines, int kc, int depth_contiguous, int rows_are_lines,
-                       int stored, float *sums)
+                       int stored, float *sums, int stream)
 {
     const float *x = src;
     const uint16_t *h = src; /* stored: the source holds BF16 values */
@@ -100,7 +100,10 @@ static void pack_tiles(uint32_t *out, int tiles, int nq, const void *src, size_t
                 pairs_of_lines(v, x + at, ld, nl, kr, sums ? &sum : NULL);
             if (depth_contiguous != rows_are_lines) transpose16(v);
             uint32_t *tile = out + ((size_t)g * nq + q) * T;
-            for (int r = 0; r < 16; r++) _mm512_storeu_si512(tile + 16 * r, v[r]);
+            if (stream) /* a copy read a step later: no read for ownership, no eviction */
+                for (int r = 0; r < 16; r++) _mm512_stream_si512((void *)(tile + 16 * r), v[r]);
+            else
+                for (int r = 0; r < 16; r++) _mm512_storeu_si512(tile + 16 * r, v[r]);
         }
         if (sums) _mm512_mask_storeu_ps(sums + 16 * g, lanes(nl), sum);
     }
@@ -120,28 +123,48 @@ void gemm_bf16_amx_pack_a_avx512(uint32_t *ap, int transa, const float *A, int l
     const int nq = (kc + 31) / 32;
     if (transa == GEMM_BF16_STORED)
         pack_tiles(ap, mtiles, nq, stored_at(A, (size_t)m0 * lda + k0), (size_t)lda, mc, kc, 1,
-                   1, 1, NULL);
+                   1, 1, NULL, 0);
     else if (!transa)
-        pack_tiles(ap, mtiles, nq, A + (size_t)m0 * lda + k0, (size_t)lda, mc, kc, 1, 1, 0, NULL);
+        pack_tiles(ap, mtiles, nq, A + (size_t)m0 * lda + k0, (size_t)lda, mc, kc, 1, 1, 0, NULL,
+                   0);
     else
         pack_tiles(ap, mtiles, nq, A + (size_t)k0 * lda + m0, (size_t)lda, mc, kc, 0, 1, 0,
-                   sums ? sums + m0 : NULL);
+                   sums ? sums + m0 : NULL, 0);
+}
+
+static void pack_b(uint32_t *bp, int transb, const float *B, int ldb, int n0, int nc,
+                   int ntiles, int k0, int kc, int stream)
+{
+    const int nq = (kc + 31) / 32;
+    if (transb == GEMM_BF16_STORED)
+        pack_tiles(bp, ntiles, nq, stored_at(B, (size_t)k0 * ldb + n0), (size_t)ldb, nc, kc, 0,
+                   0, 1, NULL, stream);
+    else if (transb == GEMM_BF16_STORED_T)
+        pack_tiles(bp, ntiles, nq, stored_at(B, (size_t)n0 * ldb + k0), (size_t)ldb, nc, kc, 1,
+                   0, 1, NULL, stream);
+    else if (transb)
+        pack_tiles(bp, ntiles, nq, B + (size_t)n0 * ldb + k0, (size_t)ldb, nc, kc, 1, 0, 0, NULL,
+                   stream);
+    else
+        pack_tiles(bp, ntiles, nq, B + (size_t)k0 * ldb + n0, (size_t)ldb, nc, kc, 0, 0, 0, NULL,
+                   stream);
 }
 
 void gemm_bf16_amx_pack_b_avx512(uint32_t *bp, int transb, const float *B, int ldb, int n0,
                                  int nc, int ntiles, int k0, int kc)
 {
-    const int nq = (kc + 31) / 32;
-    if (transb == GEMM_BF16_STORED)
-        pack_tiles(bp, ntiles, nq, stored_at(B, (size_t)k0 * ldb + n0), (size_t)ldb, nc, kc, 0,
-                   0, 1, NULL);
-    else if (transb == GEMM_BF16_STORED_T)
-        pack_tiles(bp, ntiles, nq, stored_at(B, (size_t)n0 * ldb + k0), (size_t)ldb, nc, kc, 1,
-                   0, 1, NULL);
-    else if (transb)
-        pack_tiles(bp, ntiles, nq, B + (size_t)n0 * ldb + k0, (size_t)ldb, nc, kc, 1, 0, 0, NULL);
-    else
-        pack_tiles(bp, ntiles, nq, B + (size_t)k0 * ldb + n0, (size_t)ldb, nc, kc, 0, 0, 0, NULL);
+    pack_b(bp, transb, B, ldb, n0, nc, ntiles, k0, kc, 0);
+}
+
+void gemm_bf16_amx_pack_b_streamed_avx512(uint32_t *bp, int transb, const float *B, int ldb,
+                                          int n0, int nc, int ntiles, int k0, int kc)
+{
+    pack_b(bp, transb, B, ldb, n0, nc, ntiles, k0, kc, 1);
+}
+
+void gemm_bf16_amx_stream_fence(void)
+{
+    _mm_sfence(); /* streamed stores are weakly ordered: they land before what follows */
 }
 
 void gemm_bf16_amx_write_c_avx512(const float *ct, float *c, int ldc, int mr, int nr,
