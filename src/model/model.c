@@ -659,7 +659,14 @@ const float *gpt_logits(const gpt_model *m) { return m->acts->logits; }
 
 void gpt_zero_grad(gpt_model *m)
 {
-    memset(m->bound_grads ? m->bound_grads : m->grads, 0, m->n_params * sizeof(float));
+    /* Split over the threads: one core's memset is bound by what one core can write
+     * (at the GPT-2 124M shape, 0.5 GB: 41 ms on one core, 21 on two) */
+    float *g = m->bound_grads ? m->bound_grads : m->grads;
+    enum { CHUNK = 1 << 18 }; /* floats: 1 MB */
+    const size_t n = m->n_params, chunks = (n + CHUNK - 1) / CHUNK;
+#pragma omp parallel for schedule(static) if (chunks > 1)
+    for (size_t c = 0; c < chunks; c++)
+        memset(g + c * CHUNK, 0, (n - c * CHUNK < CHUNK ? n - c * CHUNK : CHUNK) * sizeof *g);
 }
 
 /* The MLP's c_proj backward with GELU's: c_proj's input gelu(fch) computed again (the
