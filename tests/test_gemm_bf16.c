@@ -735,7 +735,7 @@ static void check_stored(const char *name)
     } shapes[] = {{1, 1, 1},     {45, 70, 101}, {33, 96, 1100},
                   {7, 2100, 40}, {300, 33, 17}, {64, 70, 1088}}; /* the last: A's tiles
                                                  * read in place on the AMX path */
-    int same = 1, copy_same = 1, gelu_same = 1;
+    int same = 1, copy_same = 1, gelu_same = 1, at_same = 1;
     for (size_t si = 0; si < sizeof shapes / sizeof shapes[0]; si++) {
         const int M = shapes[si].M, N = shapes[si].N, K = shapes[si].K;
         const int lda = K + 3, ldb = N + 5, ldw = K + 1; /* A [M][K], B [K][N], W [N][K] */
@@ -789,6 +789,28 @@ static void check_stored(const char *name)
         gemm_bf16(1, GEMM_BF16_STORED, M, N, K, 0.5f, At, M + 2, (const float *)(void *)B16, ldb,
                   1.0f, got, N);
         same &= memcmp(got, want, mn * sizeof *got) == 0;
+        /* A transposed in BF16 storage (a weight gradient's dout^T kept in BF16), with
+         * its row sums (the bias gradient): the bits of A^T's widened FP32 values */
+        {
+            uint16_t *At16 = stored_copy(At, K, M + 2);
+            float *Atw = fnew_rand((size_t)K * (M + 2)), *sw = calloc((size_t)M, sizeof *sw),
+                  *sg = calloc((size_t)M, sizeof *sg);
+            if (!sw || !sg) exit(99);
+            bf16_widen(Atw, At16, (size_t)K * (M + 2));
+            memcpy(got, want, mn * sizeof *got);
+            gemm_bf16_fused(1, GEMM_BF16_STORED, M, N, K, 0.5f, Atw, M + 2,
+                            (const float *)(void *)B16, ldb, 1.0f, want, N,
+                            &(gemm_bf16_epilogue){.row_sums = sw});
+            gemm_bf16_fused(GEMM_BF16_STORED_T, GEMM_BF16_STORED, M, N, K, 0.5f,
+                            (const float *)(void *)At16, M + 2, (const float *)(void *)B16, ldb,
+                            1.0f, got, N, &(gemm_bf16_epilogue){.row_sums = sg});
+            at_same &= memcmp(got, want, mn * sizeof *got) == 0 &&
+                       memcmp(sg, sw, (size_t)M * sizeof *sg) == 0;
+            float one = 0.0f; /* and the sums' values: A^T's rows added in FP32 */
+            for (int k = 0; k < K; k++) one += Atw[(size_t)k * (M + 2) + M - 1];
+            at_same &= one == sg[M - 1];
+            free(At16), free(Atw), free(sw), free(sg);
+        }
         /* both stored */
         gemm_bf16(0, 0, M, N, K, 1.0f, A, lda, B, ldb, 0.0f, want, N);
         gemm_bf16(GEMM_BF16_STORED, GEMM_BF16_STORED, M, N, K, 1.0f, (const float *)(void *)A16,
@@ -800,6 +822,8 @@ static void check_stored(const char *name)
     TU_CHECK(same, "%s: operands in BF16 storage give the bits of their FP32 values' "
              "product (A, B, both; K odd, past a depth and a column block; A read in place by the "
              "AMX path's tile loads)", name);
+    TU_CHECK(at_same, "%s: A^T in BF16 storage (GEMM_BF16_STORED_T) gives the bits of its "
+             "widened values' product, and its row sums theirs, summed in depth order", name);
     TU_CHECK(copy_same, "%s: the epilogue's BF16 copy of C is bf16_store of C", name);
     TU_CHECK(gelu_same, "%s: the epilogue's GELU in BF16 storage is bf16_store of GELU of C; "
              "GELU's backward from BF16 storage gives the same bits with the GELU of its "

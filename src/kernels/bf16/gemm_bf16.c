@@ -219,6 +219,15 @@ static void run_path(int transa, int transb, int M, int N, int K, float alpha,
  * this thread's zeroed sums, added to the caller's once the product is done (from zero
  * in depth order, then added: the bits of a column-sum pass); past SUMS rows they are
  * summed after the product, the same way. */
+/* op(A) from its row m0 on (A transposed: column m0 of what is stored; in BF16
+ * storage, counted in BF16 values) */
+static const float *rows_from(int transa, const float *A, int lda, int m0)
+{
+    if (transa == GEMM_BF16_STORED_T)
+        return (const float *)(const void *)((const uint16_t *)(const void *)A + m0);
+    return transa ? A + m0 : A + (size_t)m0 * lda;
+}
+
 static void product(int transa, int transb, int M, int N, int K, float alpha, const float *A,
                     int lda, const float *B, int ldb, float beta, float *C, int ldc,
                     const gemm_bf16_epilogue *ep)
@@ -227,8 +236,8 @@ static void product(int transa, int transb, int M, int N, int K, float alpha, co
         run_path(transa, transb, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc, ep);
         return;
     }
-    if (transa != 0 && transa != 1) { /* a programming error */
-        gt_error("internal: BF16 product row sums of an operand in BF16 storage");
+    if (transa != 0 && transa != 1 && transa != GEMM_BF16_STORED_T) { /* a programming error */
+        gt_error("internal: BF16 product row sums of A in BF16 storage, not transposed");
         abort();
     }
     const int t = omp_in_parallel() ? omp_get_thread_num() : 0;
@@ -245,8 +254,7 @@ static void product(int transa, int transb, int M, int N, int K, float alpha, co
         for (int m0 = 0; m0 < M; m0 += SUMS) {
             const int mc = M - m0 < SUMS ? M - m0 : SUMS;
             memset(sums, 0, (size_t)mc * sizeof *sums);
-            gemm_bf16_row_sums(sums, transa, transa ? A + m0 : A + (size_t)m0 * lda, lda, 0,
-                               mc, 0, K);
+            gemm_bf16_row_sums(sums, transa, rows_from(transa, A, lda, m0), lda, 0, mc, 0, K);
             for (int i = 0; i < mc; i++) ep->row_sums[m0 + i] += sums[i];
         }
         return;

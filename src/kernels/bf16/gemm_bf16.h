@@ -52,7 +52,8 @@
 
 /* op(X) = X read from BF16 storage (see above) */
 #define GEMM_BF16_STORED 2
-/* op(B) = B^T from BF16 storage: the AMX packing only (gemm_bf16_amx.h) */
+/* op(X) = X^T from BF16 storage: A on every path (a weight gradient's dout^T), with row
+ * sums; B on the AMX packing only (gemm_bf16_amx.h) */
 #define GEMM_BF16_STORED_T 3
 
 /* Reserves the buffers for up to `threads` OpenMP threads (and no fewer than the

@@ -135,6 +135,9 @@ void gemm_bf16_amx_pack_a(uint32_t *ap, int transa, const float *A, int lda, int
     if (transa == GEMM_BF16_STORED)
         pack_depth_contiguous_stored(&t, (const uint16_t *)(const void *)A + (size_t)m0 * lda + k0,
                                      (size_t)lda, mc, kc);
+    else if (transa == GEMM_BF16_STORED_T)
+        pack_lines_contiguous_stored(&t, (const uint16_t *)(const void *)A + (size_t)k0 * lda + m0,
+                                     (size_t)lda, mc, kc);
     else if (!transa)
         pack_depth_contiguous(&t, A + (size_t)m0 * lda + k0, (size_t)lda, mc, kc);
     else

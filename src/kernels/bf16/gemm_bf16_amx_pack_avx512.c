@@ -124,6 +124,9 @@ void gemm_bf16_amx_pack_a_avx512(uint32_t *ap, int transa, const float *A, int l
     if (transa == GEMM_BF16_STORED)
         pack_tiles(ap, mtiles, nq, stored_at(A, (size_t)m0 * lda + k0), (size_t)lda, mc, kc, 1,
                    1, 1, NULL, 0);
+    else if (transa == GEMM_BF16_STORED_T)
+        pack_tiles(ap, mtiles, nq, stored_at(A, (size_t)k0 * lda + m0), (size_t)lda, mc, kc, 0,
+                   1, 1, NULL, 0);
     else if (!transa)
         pack_tiles(ap, mtiles, nq, A + (size_t)m0 * lda + k0, (size_t)lda, mc, kc, 1, 1, 0, NULL,
                    0);

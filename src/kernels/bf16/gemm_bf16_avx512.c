@@ -58,6 +58,15 @@ static void pack_a(uint32_t *ap, int trans, const float *A, int lda, int m0, int
         bf16_pairs_along_k(ap, MR, MR, A + (size_t)m0 * lda + k0, (size_t)lda, mr, kc);
         return;
     }
+    if (trans == GEMM_BF16_STORED_T) { /* A stored [k][m] in BF16: rows k, k+1 side by side */
+        const uint16_t *h = (const uint16_t *)(const void *)A + (size_t)k0 * lda + m0;
+        for (int j = 0; j < kc2; j++) {
+            const uint16_t *r0 = h + (size_t)(2 * j) * lda;
+            _mm512_mask_storeu_epi32(ap + (size_t)j * MR, lanes(MR),
+                                     bf16_pairs_of_stored(r0, 2 * j + 1 < kc ? r0 + lda : NULL, mr));
+        }
+        return;
+    }
     /* A stored [k][m]: rows k and k+1 side by side (14 of 16 lanes stored) */
     const __mmask16 m = lanes(mr);
     __m512 sum = sums ? _mm512_maskz_loadu_ps(m, sums + m0) : _mm512_setzero_ps();

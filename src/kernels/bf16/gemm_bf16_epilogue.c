@@ -14,6 +14,18 @@
 void gemm_bf16_row_sums(float *sums, int transa, const float *A, int lda, int m0, int mc,
                         int k0, int kc)
 {
+    if (transa == GEMM_BF16_STORED_T) { /* the same from BF16 storage, widened (exact) */
+        const uint16_t *h = (const uint16_t *)(const void *)A;
+        const simd_kernels *k = simd_kernels_get();
+        float row[256];
+        for (int d = 0; d < kc; d++)
+            for (int i = 0; i < mc; i += 256) {
+                const int n = mc - i < 256 ? mc - i : 256;
+                bf16_widen(row, h + (size_t)(k0 + d) * lda + m0 + i, (size_t)n);
+                k->acc(sums + m0 + i, row, (size_t)n);
+            }
+        return;
+    }
     if (transa) { /* A stored [k][m]: a row of memory adds into mc sums at once, one
                    * rounded add per element (simd's acc), as the scalar loop */
         const simd_kernels *k = simd_kernels_get();

@@ -170,7 +170,8 @@ void gemm_bf16_portable(float *pa, int pm, float *pb, int transa, int transb, in
                 /* A^T is rounded along its stored rows, in pieces of columns: one
                  * piece per thread (pieces of CHUNK columns, one call per row each,
                  * cost a twentieth of a small model's step in calls) */
-                const int cw = transa == 1 && par ? team_piece(mc) : CHUNK;
+                const int as_stored = transa == 1 || transa == GEMM_BF16_STORED_T;
+                const int cw = as_stored && par ? team_piece(mc) : CHUNK;
                 const int pieces = (mc + cw - 1) / cw;
 #pragma omp parallel if ((ic == 0 && par_b) || par)
                 {
@@ -184,6 +185,12 @@ void gemm_bf16_portable(float *pa, int pm, float *pb, int transa, int transb, in
                                 k->bf16_round_to(pa + (size_t)d * mc + i0,
                                                  A + (size_t)(pc + d) * lda + ic + i0,
                                                  (size_t)n);
+                        else if (transa == GEMM_BF16_STORED_T) /* the same, widened */
+                            for (int d = 0; d < kc; d++)
+                                bf16_widen(pa + (size_t)d * mc + i0,
+                                           (const uint16_t *)(const void *)A +
+                                               (size_t)(pc + d) * lda + ic + i0,
+                                           (size_t)n);
                         else
                             round_panel(pa + (size_t)i0 * kc, transa, A, lda, ic + i0, n, pc,
                                         kc);
@@ -198,7 +205,7 @@ void gemm_bf16_portable(float *pa, int pm, float *pb, int transa, int transb, in
                 }
                 /* op(A) = A^T stays as stored, for sgemm to transpose as it packs:
                  * transposing it here cost a twentieth of a small model's step */
-                if (transa == 1)
+                if (as_stored)
                     cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, mc, nc, kc, alpha,
                                 pa, mc, pb, nc, bet, C + (size_t)ic * ldc + jc, ldc);
                 else
