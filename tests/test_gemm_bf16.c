@@ -778,6 +778,18 @@ static void check_stored(const char *name)
                             lda, W, ldw, 0.0f, c2, N, &ep_dg);
             gelu_same &= memcmp(got, c2, mn * sizeof *got) == 0 &&
                          memcmp(d1, d2, mn * sizeof *d1) == 0;
+            /* ... and with GELU's backward into BF16 storage: bf16_store of those bits */
+            uint16_t *d16 = malloc(mn * sizeof *d16), *g16b = malloc(mn * sizeof *g16b);
+            if (!d16 || !g16b) exit(99);
+            ep_dg.dgelu_out = NULL;
+            ep_dg.dgelu_out16 = d16;
+            ep_dg.dgelu_gelu16 = g16b;
+            gemm_bf16_fused(GEMM_BF16_STORED, 1, M, N, K, 1.0f, (const float *)(void *)A16,
+                            lda, W, ldw, 0.0f, c2, N, &ep_dg);
+            gelu_same &= memcmp(got, c2, mn * sizeof *got) == 0 &&
+                         memcmp(g16, g16b, mn * sizeof *g16) == 0;
+            for (size_t i = 0; i < mn; i++) gelu_same &= d16[i] == bf16_store_one(d1[i]);
+            free(d16), free(g16b);
             bf16_widen(pw, pre16, mn);
             simd_kernels_get()->gelu_fwd(pre, pw, mn);
             for (size_t i = 0; i < mn; i++) gelu_same &= g16[i] == bf16_store_one(pre[i]);
@@ -827,7 +839,8 @@ static void check_stored(const char *name)
     TU_CHECK(copy_same, "%s: the epilogue's BF16 copy of C is bf16_store of C", name);
     TU_CHECK(gelu_same, "%s: the epilogue's GELU in BF16 storage is bf16_store of GELU of C; "
              "GELU's backward from BF16 storage gives the same bits with the GELU of its "
-             "pre-activation stored from the same pass, which is bf16_store of GELU", name);
+             "pre-activation stored from the same pass, which is bf16_store of GELU; into "
+             "BF16 storage it is bf16_store of those bits", name);
 }
 
 /* (n) row sums: from zero in depth order, then added (the reference), against the

@@ -35,8 +35,9 @@ typedef struct gt_bf16_acts {
                                 size_t N, int C, int OC);
     /* matmul_backward_gelu on a pre-activation in BF16 storage, whose GELU (the
      * product's input, the weight gradient's operand) it writes into inp16 in BF16
-     * storage, the forward's bits, from the pass that takes GELU's backward */
-    void (*matmul_backward_gelu)(float *dpre, float *dinp, float *dw, float *dbias,
+     * storage, the forward's bits, from the pass that takes GELU's backward; dpre into
+     * BF16 storage too (dpre16: all its consumer, matmul_backward_dout16, reads) */
+    void (*matmul_backward_gelu)(uint16_t *dpre16, float *dinp, float *dw, float *dbias,
                                  const float *dout, uint16_t *inp16, const float *w,
                                  const uint16_t *pre16, size_t N, int C, int OC);
     void (*matmul_forward_residual)(float *out, const float *res, const uint16_t *inp16,
@@ -44,6 +45,11 @@ typedef struct gt_bf16_acts {
                                     int OC);
     void (*matmul_backward)(float *dinp, float *dw, float *dbias, const float *dout,
                             const uint16_t *inp16, const float *w, size_t N, int C, int OC);
+    /* the same with dout in BF16 storage too: the products read the bits they would
+     * have packed; dbias sums dout's BF16 values */
+    void (*matmul_backward_dout16)(float *dinp, float *dw, float *dbias, const uint16_t *dout16,
+                                   const uint16_t *inp16, const float *w, size_t N, int C,
+                                   int OC);
     void (*attention_forward)(uint16_t *out16, float *saved, const uint16_t *qkv16,
                               float *scratch, int threads, int B, int T, int C, int NH);
     void (*attention_backward)(float *dqkv, const float *dout, const uint16_t *qkv16,

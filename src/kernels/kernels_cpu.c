@@ -323,14 +323,36 @@ static void matmul_backward_stored(float *dinp, float *dw, float *dbias, const f
     weight_grad_stored(dw, dbias, dout, inp16, N, C, OC);
 }
 
+/* dw[OC,C] += dout^T @ inp and dbias += dout's column sums, both operands in BF16
+ * storage: A = dout^T as stored (GEMM_BF16_STORED_T) */
+static void weight_grad_both_stored(float *dw, float *dbias, const uint16_t *dout16,
+                                    const uint16_t *inp16, size_t N, int C, int OC)
+{
+    const gemm_bf16_epilogue ep = {.row_sums = dbias};
+    gemm_bf16_fused(GEMM_BF16_STORED_T, GEMM_BF16_STORED, OC, C, (int)N, 1.0f, stored(dout16),
+                    OC, stored(inp16), C, 1.0f, dw, C, &ep);
+}
+
+/* The MLP's c_fc backward from the BF16 dpre that c_proj's backward stored: both
+ * products read it as stored (half the bytes of FP32, and no rounding in the packing) */
+static void matmul_backward_dout16(float *dinp, float *dw, float *dbias, const uint16_t *dout16,
+                                   const uint16_t *inp16, const float *w, size_t N, int C,
+                                   int OC)
+{
+    if (dinp)
+        gemm_bf16(GEMM_BF16_STORED, 0, (int)N, C, OC, 1.0f, stored(dout16), OC, w, C, 0.0f,
+                  dinp, C);
+    weight_grad_both_stored(dw, dbias, dout16, inp16, N, C, OC);
+}
+
 /* inp16 = gelu(pre16) is written by dinp's epilogue (with GELU's backward, one sigmoid
- * for both), then read by the weight gradient */
-static void matmul_backward_gelu_stored(float *dpre, float *dinp, float *dw, float *dbias,
+ * for both, dpre into BF16 storage), then read by the weight gradient */
+static void matmul_backward_gelu_stored(uint16_t *dpre16, float *dinp, float *dw, float *dbias,
                                         const float *dout, uint16_t *inp16, const float *w,
                                         const uint16_t *pre16, size_t N, int C, int OC)
 {
-    const gemm_bf16_epilogue ep = {.dgelu_x16 = pre16, .dgelu_out = dpre, .ld_dgelu = (size_t)C,
-                                   .dgelu_gelu16 = inp16};
+    const gemm_bf16_epilogue ep = {.dgelu_x16 = pre16, .dgelu_out16 = dpre16,
+                                   .ld_dgelu = (size_t)C, .dgelu_gelu16 = inp16};
     gemm_bf16_fused(0, 0, (int)N, C, OC, 1.0f, dout, OC, w, C, 0.0f, dinp, C, &ep);
     weight_grad_stored(dw, dbias, dout, inp16, N, C, OC);
 }
@@ -342,6 +364,7 @@ static const gt_bf16_acts cpu_bf16_acts = {
     .matmul_backward_gelu = matmul_backward_gelu_stored,
     .matmul_forward_residual = matmul_forward_residual_stored,
     .matmul_backward = matmul_backward_stored,
+    .matmul_backward_dout16 = matmul_backward_dout16,
     .attention_forward = attention_forward_stored,
     .attention_backward = attention_backward_stored,
 };

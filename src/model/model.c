@@ -78,7 +78,7 @@ struct gpt_acts {
     float *dres;            /* [B,T,C] gradient of the residual stream */
     float *dln;             /* [B,T,C] gradient of a LayerNorm output / attention out */
     float *dqkv;            /* [B,T,3Cl] */
-    float *dfch, *dfch_gelu;/* [B,T,4Cl] each */
+    float *dfch, *dfch_gelu;/* [B,T,4Cl] each (with m->fch16, dfch holds BF16: dfch16) */
     float *att_scratch;     /* attention_scratch_floats(T, hs, threads), both passes */
     int B, T;               /* shape of the last forward */
     int have_grad;          /* last forward left d loss / d logits in logits */
@@ -673,6 +673,11 @@ void gpt_zero_grad(gpt_model *m)
     zero_floats(m->bound_grads ? m->bound_grads : m->grads, m->n_params);
 }
 
+/* With the pre-activation in BF16 storage (m->fch16), the backward keeps dfch in BF16
+ * storage too, in dfch's own memory (FP32 scratch of the forward, free in the
+ * backward): the MLP's c_fc products read nothing else of it */
+static uint16_t *dfch16(gpt_acts *a) { return (uint16_t *)(void *)a->dfch; }
+
 /* The MLP's c_proj backward with GELU's: c_proj's input gelu(fch) computed again (the
  * forward's bits), then dfch = gelu'(fch) (dres @ w) and c_proj's dw, dbias; from fch
  * (GELU in a pass of its own), or from its BF16 copy fch16 (m->fch16: GELU from the
@@ -684,7 +689,7 @@ static void gelu_proj_backward(const gpt_model *m, gpt_acts *a, const float *fch
     const gt_backend *be = m->be;
     const size_t n = BT * (size_t)H;
     if (fch16) { /* gelu16 = gelu(fch16), written by the GELU backward's pass */
-        m->acts16->matmul_backward_gelu(a->dfch, a->dfch_gelu, dw, dbias, a->dres, a->gelu16,
+        m->acts16->matmul_backward_gelu(dfch16(a), a->dfch_gelu, dw, dbias, a->dres, a->gelu16,
                                         w, fch16, BT, H, C);
         return;
     }
@@ -747,9 +752,15 @@ const float *gpt_stage_backward(gpt_model *m, const float *dout)
                            grad(m, layer_idx(m, l, GPT_FCPROJ_B)),
                            param(m, layer_idx(m, l, GPT_FCPROJ_W)), BT, 4 * Cl, C);
         grads_ready(m, layer_idx(m, l, GPT_FCPROJ_W), layer_idx(m, l, GPT_FCPROJ_B));
-        product_backward(m, a->dln, grad(m, layer_idx(m, l, GPT_FC_W)),
-                         grad(m, layer_idx(m, l, GPT_FC_B)), a->dfch, ln2,
-                         param(m, layer_idx(m, l, GPT_FC_W)), BT, C, 4 * Cl);
+        if (fch16) /* gelu_proj_backward left dfch in BF16 storage */
+            m->acts16->matmul_backward_dout16(a->dln, grad(m, layer_idx(m, l, GPT_FC_W)),
+                                              grad(m, layer_idx(m, l, GPT_FC_B)), dfch16(a),
+                                              ln2.h, param(m, layer_idx(m, l, GPT_FC_W)), BT,
+                                              C, 4 * Cl);
+        else
+            product_backward(m, a->dln, grad(m, layer_idx(m, l, GPT_FC_W)),
+                             grad(m, layer_idx(m, l, GPT_FC_B)), a->dfch, ln2,
+                             param(m, layer_idx(m, l, GPT_FC_W)), BT, C, 4 * Cl);
         tp_sum(m, a->dln, BTC);
         grads_ready(m, layer_idx(m, l, GPT_FC_W), layer_idx(m, l, GPT_FC_B));
         be->layernorm_backward(a->dres, grad(m, layer_idx(m, l, GPT_LN2_W)),

@@ -69,7 +69,8 @@ void gemm_bf16(int transa, int transb, int M, int N, int K, float alpha, const f
  * over memory afterwards (every member optional, NULL: not done):
  *   C = alpha op(A) op(B) + beta C + bias + residual     (forward)
  *   gelu_out = gelu(C)                                   (GELU, tanh form)
- *   dgelu_out = gelu'(dgelu_x) C                         (GELU's backward)
+ *   dgelu_out = gelu'(dgelu_x) C                         (GELU's backward; or into
+ *                                                         BF16 storage, dgelu_out16)
  *   out_bf16 = C rounded to BF16 (bf16_store.h)          (a stored copy; with round_c,
  *                                                         C = those values, then GELU)
  *   row_sums += sum over k of op(A)[i, k]                 (a bias gradient)
@@ -89,6 +90,9 @@ typedef struct gemm_bf16_epilogue {
     const float *dgelu_x;  /* M rows, ld_dgelu apart, as dgelu_out */
     float *dgelu_out;
     size_t ld_dgelu;
+    uint16_t *dgelu_out16; /* instead of dgelu_out: the same in BF16 storage, ld_dgelu
+                            * apart (the next products' operand, the bits their packing
+                            * would make of dgelu_out) */
     uint16_t *out_bf16;    /* M rows, ld_out_bf16 apart: C's final values in BF16 */
     size_t ld_out_bf16;
     int round_c;           /* with out_bf16: C itself takes the BF16 values, before GELU */

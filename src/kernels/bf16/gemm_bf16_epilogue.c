@@ -45,7 +45,33 @@ int gemm_bf16_epilogue_acts(const gemm_bf16_epilogue *ep, int first, int last)
     if (!ep) return 0;
     if (first && ep->bias) return 1;
     return last && (ep->residual || ep->out_bf16 || ep->gelu_out || ep->gelu_out16 ||
-                    ep->dgelu_out);
+                    ep->dgelu_out || ep->dgelu_out16);
+}
+
+/* GELU's backward of one row piece of C (nr values; the element offset `at` into the
+ * dgelu arrays): gelu_bwd accumulates, into zeros, as the unfused pass. Into
+ * dgelu_out, or through the stack into dgelu_out16; from dgelu_x, or dgelu_x16
+ * widened a piece at a time on the stack (then with dgelu_gelu16, GELU itself from
+ * the same sigmoid). */
+static void dgelu_row(const gemm_bf16_epilogue *ep, const simd_kernels *k, const float *c,
+                      size_t at, int nr)
+{
+    enum { PIECE = 256 };
+    float x[PIECE], g[PIECE], d[PIECE];
+    for (int j = 0; j < nr; j += PIECE) {
+        const int n = nr - j < PIECE ? nr - j : PIECE;
+        float *const out = ep->dgelu_out ? ep->dgelu_out + at + j : d;
+        memset(out, 0, (size_t)n * sizeof *out);
+        const float *xs = ep->dgelu_x ? ep->dgelu_x + at + j : x;
+        if (!ep->dgelu_x) bf16_widen(x, ep->dgelu_x16 + at + j, (size_t)n);
+        if (ep->dgelu_gelu16) {
+            k->gelu_bwd_fwd(out, g, xs, c + j, (size_t)n);
+            bf16_store(ep->dgelu_gelu16 + at + j, g, (size_t)n);
+        } else {
+            k->gelu_bwd(out, xs, c + j, (size_t)n);
+        }
+        if (!ep->dgelu_out) bf16_store(ep->dgelu_out16 + at + j, d, (size_t)n);
+    }
 }
 
 void gemm_bf16_epilogue_block(const gemm_bf16_epilogue *ep, float *C, int ldc, int i0,
@@ -63,7 +89,7 @@ void gemm_bf16_epilogue_block(const gemm_bf16_epilogue *ep, float *C, int ldc, i
             if (ep->round_c) bf16_widen(c, h, (size_t)nr);
         }
         if (ep->gelu_out) k->gelu_fwd(ep->gelu_out + (size_t)(i0 + r) * ep->ld_gelu + j0, c, (size_t)nr);
-        if (ep->gelu_out16) { /* through the stack a piece at a time, as below */
+        if (ep->gelu_out16) { /* through the stack a piece at a time, as dgelu_row */
             float g[256];
             uint16_t *h = ep->gelu_out16 + (size_t)(i0 + r) * ep->ld_gelu + j0;
             for (int j = 0; j < nr; j += 256) {
@@ -72,24 +98,7 @@ void gemm_bf16_epilogue_block(const gemm_bf16_epilogue *ep, float *C, int ldc, i
                 bf16_store(h + j, g, (size_t)n);
             }
         }
-        if (ep->dgelu_out) { /* gelu_bwd accumulates: into zeros, as the unfused pass */
-            const size_t at = (size_t)(i0 + r) * ep->ld_dgelu + j0;
-            memset(ep->dgelu_out + at, 0, (size_t)nr * sizeof(float));
-            if (ep->dgelu_x16) { /* widened a piece at a time, on the stack */
-                float x[256], g[256];
-                for (int j = 0; j < nr; j += 256) {
-                    const int n = nr - j < 256 ? nr - j : 256;
-                    bf16_widen(x, ep->dgelu_x16 + at + j, (size_t)n);
-                    if (ep->dgelu_gelu16) { /* and GELU itself, from the same sigmoid */
-                        k->gelu_bwd_fwd(ep->dgelu_out + at + j, g, x, c + j, (size_t)n);
-                        bf16_store(ep->dgelu_gelu16 + at + j, g, (size_t)n);
-                    } else {
-                        k->gelu_bwd(ep->dgelu_out + at + j, x, c + j, (size_t)n);
-                    }
-                }
-            } else {
-                k->gelu_bwd(ep->dgelu_out + at, ep->dgelu_x + at, c, (size_t)nr);
-            }
-        }
+        if (ep->dgelu_out || ep->dgelu_out16)
+            dgelu_row(ep, k, c, (size_t)(i0 + r) * ep->ld_dgelu + j0, nr);
     }
 }
