@@ -45,11 +45,19 @@ typedef struct gt_bf16_acts {
                                     int OC);
     void (*matmul_backward)(float *dinp, float *dw, float *dbias, const float *dout,
                             const uint16_t *inp16, const float *w, size_t N, int C, int OC);
-    /* the same with dout in BF16 storage too: the products read the bits they would
-     * have packed; dbias sums dout's BF16 values */
+    /* the same with dout in BF16 storage too, rows ld_dout16 values apart: the products
+     * read the bits they would have packed; dbias (may be NULL) sums dout's BF16 values */
     void (*matmul_backward_dout16)(float *dinp, float *dw, float *dbias, const uint16_t *dout16,
-                                   const uint16_t *inp16, const float *w, size_t N, int C,
-                                   int OC);
+                                   size_t ld_dout16, const uint16_t *inp16, const float *w,
+                                   size_t N, int C, int OC);
+    /* crossentropy_forward_backward with d loss / d logits left in BF16 storage, in
+     * place: row n's V values from (uint16_t *)(logits + n V), so 2V apart (the BF16
+     * products of the head's backward read nothing else of it, and its FP32 rows are
+     * never written back); scratch: V floats for each of `nscratch` threads, which the
+     * rows are split over */
+    void (*crossentropy_forward_backward16)(float *losses, float *logits, float *scratch,
+                                            int nscratch, const int32_t *targets, size_t N,
+                                            int V, float dloss_scale);
     void (*attention_forward)(uint16_t *out16, float *saved, const uint16_t *qkv16,
                               float *scratch, int threads, int B, int T, int C, int NH);
     void (*attention_backward)(float *dqkv, const float *dout, const uint16_t *qkv16,

@@ -19,6 +19,9 @@
 #include <string.h>
 
 #include <cblas.h> /* defines: cblas_sgemm (+ openblas_* with OpenBLAS) */
+#ifdef _OPENMP
+#include <omp.h>
+#endif
 
 #include "attention_cpu.h" /* both backends' attention */
 #include "backend.h"
@@ -326,23 +329,44 @@ static void matmul_backward_stored(float *dinp, float *dw, float *dbias, const f
 /* dw[OC,C] += dout^T @ inp and dbias += dout's column sums, both operands in BF16
  * storage: A = dout^T as stored (GEMM_BF16_STORED_T) */
 static void weight_grad_both_stored(float *dw, float *dbias, const uint16_t *dout16,
-                                    const uint16_t *inp16, size_t N, int C, int OC)
+                                    size_t ld_dout16, const uint16_t *inp16, size_t N, int C,
+                                    int OC)
 {
     const gemm_bf16_epilogue ep = {.row_sums = dbias};
     gemm_bf16_fused(GEMM_BF16_STORED_T, GEMM_BF16_STORED, OC, C, (int)N, 1.0f, stored(dout16),
-                    OC, stored(inp16), C, 1.0f, dw, C, &ep);
+                    (int)ld_dout16, stored(inp16), C, 1.0f, dw, C, &ep);
 }
 
 /* The MLP's c_fc backward from the BF16 dpre that c_proj's backward stored: both
  * products read it as stored (half the bytes of FP32, and no rounding in the packing) */
 static void matmul_backward_dout16(float *dinp, float *dw, float *dbias, const uint16_t *dout16,
-                                   const uint16_t *inp16, const float *w, size_t N, int C,
-                                   int OC)
+                                   size_t ld_dout16, const uint16_t *inp16, const float *w,
+                                   size_t N, int C, int OC)
 {
     if (dinp)
-        gemm_bf16(GEMM_BF16_STORED, 0, (int)N, C, OC, 1.0f, stored(dout16), OC, w, C, 0.0f,
-                  dinp, C);
-    weight_grad_both_stored(dw, dbias, dout16, inp16, N, C, OC);
+        gemm_bf16(GEMM_BF16_STORED, 0, (int)N, C, OC, 1.0f, stored(dout16), (int)ld_dout16, w,
+                  C, 0.0f, dinp, C);
+    weight_grad_both_stored(dw, dbias, dout16, ld_dout16, inp16, N, C, OC);
+}
+
+/* Each row's softmax gradient into the thread's scratch row, then stored as BF16 at
+ * the row's start: the FP32 row is only read, so its cache lines go back clean */
+static void crossentropy_forward_backward16(float *losses, float *logits, float *scratch,
+                                            int nscratch, const int32_t *targets, size_t N,
+                                            int V, float dloss_scale)
+{
+    const simd_kernels *k = simd_kernels_get();
+#pragma omp parallel for schedule(static) num_threads(nscratch) if (par_ok(N * (size_t)V))
+    for (size_t n = 0; n < N; n++) {
+#ifdef _OPENMP
+        float *g = scratch + (size_t)omp_get_thread_num() * V;
+#else
+        float *g = scratch;
+#endif
+        float *x = logits + n * V;
+        losses[n] = k->xent_row(g, x, targets[n], V, dloss_scale);
+        bf16_store((uint16_t *)(void *)x, g, (size_t)V);
+    }
 }
 
 /* inp16 = gelu(pre16) is written by dinp's epilogue (with GELU's backward, one sigmoid
@@ -365,6 +389,7 @@ static const gt_bf16_acts cpu_bf16_acts = {
     .matmul_forward_residual = matmul_forward_residual_stored,
     .matmul_backward = matmul_backward_stored,
     .matmul_backward_dout16 = matmul_backward_dout16,
+    .crossentropy_forward_backward16 = crossentropy_forward_backward16,
     .attention_forward = attention_forward_stored,
     .attention_backward = attention_backward_stored,
 };

@@ -23,20 +23,17 @@ static void gpt_embed_forward(const gpt_model *m, float *out, const int32_t *inp
  * shard's rows; every shard the same dwpe). */
 static void gpt_embed_backward(const gpt_model *m, float *dwte, float *dwpe,
                                const float *dout, const int32_t *inputs, int B, int T);
-/* The cross-entropy of logits [BT, V/tp] (this shard's vocabulary columns: lnf @ wte^T)
- * against targets [BT] over the whole vocabulary: losses [BT], and the mean returned
- * (summed in a fixed order); with want_grad, logits is overwritten by dscale x
- * d(sum of losses)/d(logits) (dscale = scale / BT: scale x the mean's gradient). xmax
- * [BT] and xsums [2 BT]: scratch for tp > 1. */
-static float gpt_head_loss(const gpt_model *m, float *losses, float *logits, float *xmax,
-                           float *xsums, const int32_t *targets, size_t BT, float dscale,
-                           int want_grad);
-/* The tied head's backward from dlogits [BT, V/tp] (gpt_head_loss's): dwte += its
- * gradient, dlnf [BT,C] = the gradient of the head's input lnf (overwritten; summed over
- * the shards). */
-static void gpt_head_backward(const gpt_model *m, float *dlnf, float *dwte,
-                              const float *dlogits, const float *lnf, const float *wte,
-                              size_t BT);
+/* The cross-entropy of a->logits [BT, V/tp] (this shard's vocabulary columns: lnf @
+ * wte^T) against targets [BT] over the whole vocabulary: a->losses [BT], and the mean
+ * returned (summed in a fixed order); with want_grad, logits is overwritten by dscale x
+ * d(sum of losses)/d(logits) (dscale = scale / BT: scale x the mean's gradient), in BF16
+ * storage with a->head16. a->xmax [BT] and a->xsums [2 BT]: scratch for tp > 1. */
+static float gpt_head_loss(const gpt_model *m, gpt_acts *a, const int32_t *targets, size_t BT,
+                           float dscale, int want_grad);
+/* The tied head's backward from gpt_head_loss's dlogits: dwte += its gradient, dlnf
+ * [BT,C] = the gradient of the head's input lnf (overwritten; summed over the shards). */
+static void gpt_head_backward(const gpt_model *m, const gpt_acts *a, float *dlnf, float *dwte,
+                              const float *wte, size_t BT);
 
 /* Activations of one (B,T), all carved out of one allocation. Shapes in comments. */
 struct gpt_acts {
@@ -71,6 +68,8 @@ struct gpt_acts {
     uint16_t *gelu16;           /* [B,T,4Cl] fch_gelu's role, in BF16 (with m->fch16
                                  * instead of it; in the forward always) */
     float *lnf, *lnf_mean, *lnf_rstd;   /* [B,T,C] [B,T] [B,T] */
+    uint16_t *lnf16;        /* [B,T,C]: with head16, lnf in BF16 storage (lnf: scratch) */
+    float *xent_scratch;    /* with head16: a row of V/tp floats per thread */
     float *logits;          /* [B,T,V/tp]; after a training forward: d loss / d logits */
     float *xmax, *xsums;    /* [B,T], [2,B,T]: vocabulary-parallel loss (tp > 1) */
     float *losses;          /* [B,T] */
@@ -82,6 +81,9 @@ struct gpt_acts {
     float *att_scratch;     /* attention_scratch_floats(T, hs, threads), both passes */
     int B, T;               /* shape of the last forward */
     int have_grad;          /* last forward left d loss / d logits in logits */
+    int head16;             /* the head's products read lnf16, and a training forward
+                             * leaves d loss / d logits in BF16 storage, in place
+                             * (crossentropy_forward_backward16) */
 };
 
 /* The buffers the passes use: the bound ones (gpt_bind), else the model's own. */
@@ -252,7 +254,7 @@ int gpt_create_stage(gpt_model *m, gpt_shape s, const gt_backend *be, int thread
     m->shape = s;
     m->be = be;
     /* GENTRAIN_BF16_ACTS (tests, measurements): "0" every activation FP32, "exact" the
-     * exact set only (no fch), else all */
+     * exact set only (no fch, and so no BF16 dfch), else all */
     const char *keep = getenv("GENTRAIN_BF16_ACTS");
     m->acts16 = !be || (keep && strcmp(keep, "0") == 0) ? NULL : be->bf16_acts;
     m->fch16 = m->acts16 && !(keep && strcmp(keep, "exact") == 0);
@@ -398,6 +400,9 @@ static gpt_acts *make_acts(const gpt_model *m, int B, int T)
     /* With BF16 storage, four activations are BF16 arrays (below) instead of floats
      * (five with the pre-activation, whose GELU then needs no FP32 copy) */
     const size_t f32 = m->acts16 ? 0 : 1, fch32 = m->fch16 ? 0 : 1;
+    /* The head on BF16 storage too (one shard: the vocabulary-parallel loss keeps FP32) */
+    const int head16 = m->acts16 && m->has_head && m->tp_size == 1;
+    a->head16 = head16;
 
     /* Two passes over the same list: count, then carve. */
     float **slots[] = {
@@ -405,7 +410,7 @@ static gpt_acts *make_acts(const gpt_model *m, int B, int T)
         &a->attproj, &a->residual2, &a->ln2, &a->ln2_mean, &a->ln2_rstd, &a->fch,
         &a->fch_gelu, &a->fcproj, &a->residual3, &a->lnf, &a->lnf_mean, &a->lnf_rstd,
         &a->logits, &a->losses, &a->dres, &a->dln, &a->dqkv, &a->dfch, &a->dfch_gelu,
-        &a->att_scratch, &a->xmax, &a->xsums,
+        &a->att_scratch, &a->xmax, &a->xsums, &a->xent_scratch,
     };
     const size_t sizes[] = {
         BT * C, f32 * L * BT * C, L * BT, L * BT, f32 * L * BT * 3 * Cl, f32 * L * BT * Cl,
@@ -414,14 +419,14 @@ static gpt_acts *make_acts(const gpt_model *m, int B, int T)
         BT, BT, m->has_head ? BT * V / (size_t)m->tp_size : 0, BT, BT * C, BT * C,
         BT * 3 * Cl, BT * 4 * Cl, BT * 4 * Cl,
         m->be->attention_scratch_floats(T, (int)(C / (size_t)m->shape.n_head), m->threads),
-        BT, 2 * BT,
+        BT, 2 * BT, head16 ? (size_t)m->threads * V : 0,
     };
     const size_t nslots = sizeof sizes / sizeof sizes[0];
     uint16_t **halves[] = {&a->ln1_16, &a->ln2_16, &a->qkv16, &a->atty16, &a->gelu16,
-                           &a->fch16};
-    const size_t nhalves = m->acts16 ? (m->fch16 ? 6 : 5) : 0,
+                           &a->lnf16, &a->fch16};
+    const size_t nhalves = m->acts16 ? (m->fch16 ? 7 : 6) : 0,
                  half_sizes[] = {L * BT * C, L * BT * C, L * BT * 3 * Cl, L * BT * Cl,
-                                 BT * 4 * Cl, L * BT * 4 * Cl};
+                                 BT * 4 * Cl, head16 ? BT * C : 0, L * BT * 4 * Cl};
     /* The same sum in floating point first: batch_size and block_size come from the
      * user, and their products must not wrap around in size_t. */
     const double Ld = (double)L, BTd = (double)B * T;
@@ -582,14 +587,15 @@ const float *gpt_stage_forward(gpt_model *m, const int32_t *inputs, const float 
         return x;
     }
     const int lnf = m->i_lnf;
-    be->layernorm_forward(a->lnf, a->lnf_mean, a->lnf_rstd, x, param(m, lnf),
-                          param(m, lnf + 1), BT, C);
     /* Output head tied to the token embedding: logits = lnf @ wte^T (this shard's
-     * columns with tp > 1). */
-    be->matmul_forward(a->logits, a->lnf, param(m, m->i_wte), NULL, BT, C, Vl);
+     * columns with tp > 1), from lnf in BF16 storage with a->head16 (the product's bits:
+     * the forward reads it in place, the backward's weight gradient as stored) */
+    const act lnf_out = a->head16 ? (act){NULL, a->lnf16} : (act){a->lnf, NULL};
+    ln_forward(m, lnf_out, a->lnf, a->lnf_mean, a->lnf_rstd, x, param(m, lnf), param(m, lnf + 1),
+               BT, C);
+    product_to(m, (act){a->logits, NULL}, NULL, lnf_out, param(m, m->i_wte), NULL, BT, C, Vl);
     if (!targets) return NULL;
-    const float l = gpt_head_loss(m, a->losses, a->logits, a->xmax, a->xsums, targets, BT,
-                                  m->loss_grad_scale / (float)BT, want_grad);
+    const float l = gpt_head_loss(m, a, targets, BT, m->loss_grad_scale / (float)BT, want_grad);
     a->have_grad = want_grad;
     if (loss) *loss = l;
     return NULL;
@@ -620,13 +626,16 @@ static void gpt_embed_backward(const gpt_model *m, float *dwte, float *dwpe,
         m->be->encoder_backward(dwte, dwpe, dout, inputs, B, T, C);
 }
 
-static float gpt_head_loss(const gpt_model *m, float *losses, float *logits, float *xmax,
-                           float *xsums, const int32_t *targets, size_t BT, float dscale,
-                           int want_grad)
+static float gpt_head_loss(const gpt_model *m, gpt_acts *a, const int32_t *targets,
+                           size_t BT, float dscale, int want_grad)
 {
     const gt_backend *be = m->be;
     const int V = m->shape.vocab_size, Vl = V / m->tp_size, v0 = m->tp_rank * Vl;
-    if (m->tp_size > 1) {
+    float *losses = a->losses, *logits = a->logits, *xmax = a->xmax, *xsums = a->xsums;
+    if (want_grad && a->head16) {
+        m->acts16->crossentropy_forward_backward16(losses, logits, a->xent_scratch, m->threads,
+                                                   targets, BT, V, dscale);
+    } else if (m->tp_size > 1) {
         /* Softmax over the shards' columns: their row maxima, then the sums of
          * exponentials and the target logits, combined across the shards. */
         be->xent_shard_max(xmax, logits, BT, Vl);
@@ -645,13 +654,17 @@ static float gpt_head_loss(const gpt_model *m, float *losses, float *logits, flo
     return (float)(sum / (double)BT);
 }
 
-static void gpt_head_backward(const gpt_model *m, float *dlnf, float *dwte,
-                              const float *dlogits, const float *lnf, const float *wte,
-                              size_t BT)
+static void gpt_head_backward(const gpt_model *m, const gpt_acts *a, float *dlnf, float *dwte,
+                              const float *wte, size_t BT)
 {
     const int C = m->shape.n_embd, Vl = m->shape.vocab_size / m->tp_size;
     const size_t BTC = BT * (size_t)C;
-    m->be->matmul_backward(dlnf, dwte, NULL, dlogits, lnf, wte, BT, C, Vl);
+    if (a->head16) { /* dlogits' rows in BF16 at the start of the FP32 rows: 2 Vl apart */
+        m->acts16->matmul_backward_dout16(dlnf, dwte, NULL, (const uint16_t *)(void *)a->logits,
+                                          2 * (size_t)Vl, a->lnf16, wte, BT, C, Vl);
+        return;
+    }
+    m->be->matmul_backward(dlnf, dwte, NULL, a->logits, a->lnf, wte, BT, C, Vl);
     tp_sum(m, dlnf, BTC); /* each shard's columns' part of d lnf */
 }
 
@@ -718,7 +731,7 @@ const float *gpt_stage_backward(gpt_model *m, const float *dout)
     if (m->has_head) {
         /* Head: logits already hold d loss / d logits. */
         const int lnf = m->i_lnf;
-        gpt_head_backward(m, a->dln, grad(m, m->i_wte), a->logits, a->lnf, param(m, m->i_wte),
+        gpt_head_backward(m, a, a->dln, grad(m, m->i_wte), param(m, m->i_wte),
                           BT);
         /* A last stage's own wte copy is final now (last in its layout). */
         if (!m->has_embed) grads_ready(m, m->i_wte, m->i_wte);
@@ -755,8 +768,8 @@ const float *gpt_stage_backward(gpt_model *m, const float *dout)
         if (fch16) /* gelu_proj_backward left dfch in BF16 storage */
             m->acts16->matmul_backward_dout16(a->dln, grad(m, layer_idx(m, l, GPT_FC_W)),
                                               grad(m, layer_idx(m, l, GPT_FC_B)), dfch16(a),
-                                              ln2.h, param(m, layer_idx(m, l, GPT_FC_W)), BT,
-                                              C, 4 * Cl);
+                                              4 * (size_t)Cl, ln2.h,
+                                              param(m, layer_idx(m, l, GPT_FC_W)), BT, C, 4 * Cl);
         else
             product_backward(m, a->dln, grad(m, layer_idx(m, l, GPT_FC_W)),
                              grad(m, layer_idx(m, l, GPT_FC_B)), a->dfch, ln2,

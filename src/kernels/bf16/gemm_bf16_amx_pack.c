@@ -195,18 +195,25 @@ static size_t amx_panel_words(int nc, int kc)
     return (size_t)((nc + 31) / 32) * 2 * (size_t)((kc + 31) / 32) * T;
 }
 
+/* Strip s (32 columns: two B tiles) of the block at jc, pc; a copy's packing streamed */
+static void strip_of(uint32_t *panel, int s, int nc, int transb, const float *B, int ldb,
+                     int jc, int pc, int kc, int copy)
+{
+    const int n0 = 32 * s, nr = nc - n0 < 32 ? nc - n0 : 32, nq = (kc + 31) / 32;
+    (copy ? pack_b_copy : gemm_bf16_amx_pack_b)(panel + (size_t)2 * s * nq * T, transb, B, ldb,
+                                                jc + n0, nr, 2, pc, kc);
+}
+
 static void amx_pack_strip(uint32_t *panel, int s, int nc, int transb, const float *B, int ldb,
                            int jc, int pc, int kc)
 {
-    const int n0 = 32 * s, nr = nc - n0 < 32 ? nc - n0 : 32, nq = (kc + 31) / 32;
-    gemm_bf16_amx_pack_b(panel + (size_t)2 * s * nq * T, transb, B, ldb, jc + n0, nr, 2, pc, kc);
+    strip_of(panel, s, nc, transb, B, ldb, jc, pc, kc, 0);
 }
 
 static void amx_copy_strip(uint32_t *panel, int s, int nc, int transb, const float *B, int ldb,
                            int jc, int pc, int kc)
 {
-    const int n0 = 32 * s, nr = nc - n0 < 32 ? nc - n0 : 32, nq = (kc + 31) / 32;
-    pack_b_copy(panel + (size_t)2 * s * nq * T, transb, B, ldb, jc + n0, nr, 2, pc, kc);
+    strip_of(panel, s, nc, transb, B, ldb, jc, pc, kc, 1);
     stream_fence();
 }
 
