@@ -41,11 +41,10 @@ static const float GELU_K1_V = 0.044715f;
 /* e^x within about 2 ulp of expf: x = n ln2 + r with |r| <= ln2/2, e^r by its degree-7
  * Taylor polynomial (truncation < 1e-8 relative), 2^n through the exponent bits.
  * Below -87 gives 0 (expf gives at most 1.6e-38 there), above 88 is clamped
- * (e^88 = 1.65e38), NaN stays NaN. */
-static inline vf SIMD_FN(vexp)(vf x)
+ * (e^88 = 1.65e38), NaN stays NaN. vexp_in_range is the same for xc already in
+ * [-87, 88] (or NaN), with none of the clamps: GELU's sigmoid, whose argument is. */
+static inline vf SIMD_FN(vexp_in_range)(vf xc)
 {
-    const vf lo = vset1(-87.0f), hi = vset1(88.0f);
-    vf xc = vmin(hi, vmax(lo, x)); /* NaN passes through max/min in this operand order */
     vf n = vround(vmul(xc, vset1(1.4426950408889634f)));
     /* r = x - n ln2, with ln2 split into a part exact in float and the rest */
     vf r = vfnmadd(n, vset1(0.693145751953125f), xc);
@@ -58,7 +57,14 @@ static inline vf SIMD_FN(vexp)(vf x)
     p = vfmadd(p, r, vset1(0.5f));
     p = vfmadd(p, r, vset1(1.0f));
     p = vfmadd(p, r, vset1(1.0f));
-    return vkeep_ge(x, lo, vmul(p, vpow2i(n)));
+    return vmul(p, vpow2i(n));
+}
+
+static inline vf SIMD_FN(vexp)(vf x)
+{
+    const vf lo = vset1(-87.0f), hi = vset1(88.0f);
+    vf xc = vmin(hi, vmax(lo, x)); /* NaN passes through max/min in this operand order */
+    return vkeep_ge(x, lo, SIMD_FN(vexp_in_range)(xc));
 }
 #define vexp SIMD_FN(vexp)
 
@@ -255,7 +261,11 @@ static void SIMD_FN(softmax_bwd_row)(float *d, const float *a, int len, int widt
 /* GELU: gelu(x) = x s, s = sigmoid(2u) = 1 / (1 + e^t), t = -2u = -2 K0 x (1 + K1 x^2).
  * Where t > GELU_CUT (x < -7.35) s is exactly 0 (it is below 4e-18 there): otherwise s
  * and the products with it sink into denormals, which cost a microcode assist each.
- * t is clamped before the division so not even a masked lane makes a denormal. */
+ * t is clamped before the division so not even a masked lane makes a denormal. The
+ * exponential skips vexp's clamps: t <= GELU_CUT already, and below -87, where vexp
+ * gives 0, e^-87 leaves 1 + e^t at exactly 1 too (and a NaN x has t clamped to the cut,
+ * then s masked to 0: x s is NaN either way): the same bits (4M values compared, NaN
+ * and infinities among them), 5-10% faster measured on the GELU passes. */
 
 static inline vf SIMD_FN(gelu_s)(vf x, vf *x2)
 {
@@ -263,8 +273,8 @@ static inline vf SIMD_FN(gelu_s)(vf x, vf *x2)
     vf xx = vmul(x, x);
     vf t = vmul(vmul(vset1(-2.0f * GELU_K0_V), x), vfmadd(vset1(GELU_K1_V), xx, one));
     *x2 = xx;
-    vf tc = vmin(t, vset1(GELU_CUT_V));
-    return vkeep_le(t, GELU_CUT_V, vdiv(one, vadd(one, vexp(tc))));
+    vf tc = vmax(vset1(-87.0f), vmin(t, vset1(GELU_CUT_V)));
+    return vkeep_le(t, GELU_CUT_V, vdiv(one, vadd(one, SIMD_FN(vexp_in_range)(tc))));
 }
 
 /* gelu'(x) from gelu_s's s and x^2 */
