@@ -670,13 +670,19 @@ static void gpt_head_backward(const gpt_model *m, const gpt_acts *a, float *dlnf
 
 const float *gpt_logits(const gpt_model *m) { return m->acts->logits; }
 
-/* x[0..n) = 0, split over the threads: one core's memset is bound by what one core can
- * write (the 124M shape's 0.5 GB of gradients: 41 ms on one core, 21 on two) */
+/* x[0..n) = 0, split over the threads past 16 MB: one core's memset is bound by what one
+ * core can write (the 124M shape's 0.5 GB of gradients: 41 ms on one core, 21 on two);
+ * below, a parallel region's barrier costs more than it saves (and one more barrier is
+ * one more wait when another process takes a core) */
 static void zero_floats(float *x, size_t n)
 {
-    enum { CHUNK = 1 << 18 }; /* floats: 1 MB */
+    enum { CHUNK = 1 << 18, PAR_CHUNKS = 16 }; /* floats: 1 MB; 16 MB */
     const size_t chunks = (n + CHUNK - 1) / CHUNK;
-#pragma omp parallel for schedule(static) if (chunks > 1)
+    if (chunks <= PAR_CHUNKS) { /* no region at all (an if clause still makes one) */
+        memset(x, 0, n * sizeof *x);
+        return;
+    }
+#pragma omp parallel for schedule(static)
     for (size_t c = 0; c < chunks; c++)
         memset(x + c * CHUNK, 0, (n - c * CHUNK < CHUNK ? n - c * CHUNK : CHUNK) * sizeof *x);
 }
