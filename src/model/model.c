@@ -70,7 +70,8 @@ struct gpt_acts {
     float *lnf, *lnf_mean, *lnf_rstd;   /* [B,T,C] [B,T] [B,T] */
     uint16_t *lnf16;        /* [B,T,C]: with head16, lnf in BF16 storage (lnf: scratch) */
     float *xent_scratch;    /* with head16: a row of V/tp floats per thread */
-    float *logits;          /* [B,T,V/tp]; after a training forward: d loss / d logits */
+    float *logits;          /* [B,T,V/tp]; after a training forward: d loss / d logits
+                             * (with head16 in BF16 storage, rows 2V/tp apart) */
     float *xmax, *xsums;    /* [B,T], [2,B,T]: vocabulary-parallel loss (tp > 1) */
     float *losses;          /* [B,T] */
     /* backward scratch, reused by every layer */
@@ -737,8 +738,7 @@ const float *gpt_stage_backward(gpt_model *m, const float *dout)
     if (m->has_head) {
         /* Head: logits already hold d loss / d logits. */
         const int lnf = m->i_lnf;
-        gpt_head_backward(m, a, a->dln, grad(m, m->i_wte), param(m, m->i_wte),
-                          BT);
+        gpt_head_backward(m, a, a->dln, grad(m, m->i_wte), param(m, m->i_wte), BT);
         /* A last stage's own wte copy is final now (last in its layout). */
         if (!m->has_embed) grads_ready(m, m->i_wte, m->i_wte);
         zero_floats(a->dres, BTC);

@@ -100,7 +100,8 @@ typedef struct gemm_bf16_epilogue {
     uint16_t *dgelu_gelu16;    /* with dgelu_x16: gelu(dgelu_x) in BF16 storage, ld_dgelu
                                 * apart, from the same pass (simd's gelu_bwd_fwd): the
                                 * input of the MLP projection's weight gradient */
-    /* [M] += the FP32 sums over the depth of op(A)'s rows (transa 0 or 1): a bias
+    /* [M] += the FP32 sums over the depth of op(A)'s rows (transa 0, 1 or
+     * GEMM_BF16_STORED_T, whose BF16 values are summed widened): a bias
      * gradient while its dout is packed as A^T, each row summed from zero in depth
      * order and then added, the bits of the column-sum pass it replaces */
     float *row_sums;

@@ -15,8 +15,8 @@
  * contiguous in memory (A as stored, B transposed) each line is read in order; where
  * the lines are (A transposed, B as stored) two memory rows k, k + 1 are read side by
  * side. Either way the reads are sequential and the writes stay inside 1 KB tiles.
- * An operand in BF16 storage (GEMM_BF16_STORED: A or B as stored) is read the same way,
- * its values already the bits to pack. */
+ * An operand in BF16 storage (GEMM_BF16_STORED: A or B as stored; GEMM_BF16_STORED_T: A
+ * or B transposed) is read the same way, its values already the bits to pack. */
 #define GT_BF16_MODULE /* gemm_bf16_packer.h */
 #include "gemm_bf16_amx.h"
 #include "gemm_bf16_packer.h"

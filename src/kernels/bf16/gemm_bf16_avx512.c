@@ -62,8 +62,9 @@ static void pack_a(uint32_t *ap, int trans, const float *A, int lda, int m0, int
         const uint16_t *h = (const uint16_t *)(const void *)A + (size_t)k0 * lda + m0;
         for (int j = 0; j < kc2; j++) {
             const uint16_t *r0 = h + (size_t)(2 * j) * lda;
+            const uint16_t *r1 = 2 * j + 1 < kc ? r0 + lda : NULL;
             _mm512_mask_storeu_epi32(ap + (size_t)j * MR, lanes(MR),
-                                     bf16_pairs_of_stored(r0, 2 * j + 1 < kc ? r0 + lda : NULL, mr));
+                                     bf16_pairs_of_stored(r0, r1, mr));
         }
         return;
     }

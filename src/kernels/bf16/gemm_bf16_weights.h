@@ -10,8 +10,9 @@
  *
  * Contract: the caller that changes a registered matrix's values (the optimizer's
  * update, a load) calls gemm_bf16_weights_refresh before the next product that reads
- * it, or changes them through gemm_bf16_weights_update; a product whose B is not a registered matrix (another pointer, another shape, or
- * a copy packed for another path) packs as always. Call these outside parallel regions.
+ * it, or changes them through gemm_bf16_weights_update; a product whose B is not a
+ * registered matrix (another pointer, another shape, or a copy packed for another path)
+ * packs as always. Call these outside parallel regions.
  * Memory: 4 bytes per weight (two BF16 orientations), gemm_bf16_weights_bytes. */
 #ifndef GT_GEMM_BF16_WEIGHTS_H
 #define GT_GEMM_BF16_WEIGHTS_H
