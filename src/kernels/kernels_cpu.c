@@ -337,8 +337,10 @@ static void weight_grad_both_stored(float *dw, float *dbias, const uint16_t *dou
                     (int)ld_dout16, stored(inp16), C, 1.0f, dw, C, &ep);
 }
 
-/* The MLP's c_fc backward from the BF16 dpre that c_proj's backward stored: both
- * products read it as stored (half the bytes of FP32, and no rounding in the packing) */
+/* A backward from dout in BF16 storage (the MLP's c_fc from the dpre c_proj's backward
+ * stored; the head from the loss's dlogits): both products read it as stored (half the
+ * bytes of FP32, and no rounding in the packing; the input gradient's A in place where
+ * the AMX path can) */
 static void matmul_backward_dout16(float *dinp, float *dw, float *dbias, const uint16_t *dout16,
                                    size_t ld_dout16, const uint16_t *inp16, const float *w,
                                    size_t N, int C, int OC)
@@ -356,7 +358,12 @@ static void crossentropy_forward_backward16(float *losses, float *logits, float 
                                             int V, float dloss_scale)
 {
     const simd_kernels *k = simd_kernels_get();
-#pragma omp parallel for schedule(static) num_threads(nscratch) if (par_ok(N * (size_t)V))
+    int team = 1;
+#ifdef _OPENMP
+    team = omp_get_max_threads(); /* the team as it is now (it shrinks under load) */
+#endif
+    if (team > nscratch) team = nscratch; /* never more threads than scratch rows */
+#pragma omp parallel for schedule(static) num_threads(team) if (par_ok(N * (size_t)V))
     for (size_t n = 0; n < N; n++) {
 #ifdef _OPENMP
         float *g = scratch + (size_t)omp_get_thread_num() * V;
