@@ -215,10 +215,6 @@ static void run_path(int transa, int transb, int M, int N, int K, float alpha,
                      const float *A, int lda, const float *B, int ldb, float beta, float *C,
                      int ldc, const gemm_bf16_epilogue *ep);
 
-/* gemm_bf16 and gemm_bf16_fused: ep NULL or the epilogue. Row sums: the paths add into
- * this thread's zeroed sums, added to the caller's once the product is done (from zero
- * in depth order, then added: the bits of a column-sum pass); past SUMS rows they are
- * summed after the product, the same way. */
 /* op(A) from its row m0 on (A transposed: column m0 of what is stored; in BF16
  * storage, counted in BF16 values) */
 static const float *rows_from(int transa, const float *A, int lda, int m0)
@@ -228,6 +224,10 @@ static const float *rows_from(int transa, const float *A, int lda, int m0)
     return transa ? A + m0 : A + (size_t)m0 * lda;
 }
 
+/* gemm_bf16 and gemm_bf16_fused: ep NULL or the epilogue. Row sums: the paths add into
+ * this thread's zeroed sums, added to the caller's once the product is done (from zero
+ * in depth order, then added: the bits of a column-sum pass); past SUMS rows they are
+ * summed after the product, the same way. */
 static void product(int transa, int transb, int M, int N, int K, float alpha, const float *A,
                     int lda, const float *B, int ldb, float beta, float *C, int ldc,
                     const gemm_bf16_epilogue *ep)

@@ -51,8 +51,8 @@ enum {
 #define GEMM_BF16_AMX_BPANEL ((size_t)GEMM_BF16_AMX_NC * GEMM_BF16_AMX_KC * 2)
 
 /* A block: rows m0 .. m0+mc of op(A) (transa = 1: A stored [k][m]), depth k0 .. k0+kc,
- * into mtiles (>= ceil(mc / 16)) A tiles of rows, as above. sums (transa = 1 only, else
- * ignored; or NULL): sums[m0 + i] += op(A)'s row i over that depth, in depth order, one
+ * into mtiles (>= ceil(mc / 16)) A tiles of rows, as above. sums (transa = 1 or
+ * GEMM_BF16_STORED_T only, else ignored; or NULL): sums[m0 + i] += op(A)'s row i over that depth, in depth order, one
  * rounded add a value, as gemm_bf16_row_sums adds them (the same bits), while the
  * values are loaded for the packing: a pass of its own over the block, in cache, cost a
  * sixth of the packing. */

@@ -274,7 +274,8 @@ static void run_thread(const product *g, uint8_t *w)
                      * else right after, while in cache */
                     float *const sums =
                         g->ep && g->ep->row_sums && jc == 0 && c0 == 0 ? g->ep->row_sums : NULL;
-                    const int fused = sums && !in_place && g->transa == 1;
+                    const int fused = sums && !in_place &&
+                                      (g->transa == 1 || g->transa == GEMM_BF16_STORED_T);
                     if (!in_place)
                         gemm_bf16_amx_pack_a(ap, g->transa, g->A, g->lda, m0, mc,
                                              2 * ((mc + 31) / 32), pc, kc, fused ? sums : NULL);

@@ -24,6 +24,7 @@
 #include <math.h>
 #include <string.h>
 
+#include "bf16_store.h"   /* bf16_widen_one */
 #include "cpu_features.h" /* cpu_isa_level */
 #include "simd.h"         /* GT_SIMD_X86_BF16 */
 
@@ -100,12 +101,17 @@ static void pack_depth_contiguous_stored(const layout *t, const uint16_t *x, siz
 }
 
 static void pack_lines_contiguous_stored(const layout *t, const uint16_t *x, size_t ld,
-                                         int nlines, int kc)
+                                         int nlines, int kc, float *sums)
 {
     for (int p = 0; 2 * p < kc; p++) {
         const uint16_t *r0 = x + (size_t)(2 * p) * ld, *r1 = 2 * p + 1 < kc ? r0 + ld : NULL;
         for (int l = 0; l < nlines; l++)
             *slot_of(t, l, p) = r0[l] | (r1 ? (uint32_t)r1[l] << 16 : 0u);
+        if (sums) /* sums (or NULL) as pack_lines_contiguous's, of the widened values */
+            for (int l = 0; l < nlines; l++) {
+                sums[l] += bf16_widen_one(r0[l]);
+                if (r1) sums[l] += bf16_widen_one(r1[l]);
+            }
     }
 }
 
@@ -122,7 +128,8 @@ int gemm_bf16_amx_pack_select(int vector)
 void gemm_bf16_amx_pack_a(uint32_t *ap, int transa, const float *A, int lda, int m0, int mc,
                           int mtiles, int k0, int kc, float *sums)
 {
-    if (transa != 1) sums = NULL; /* the caller's gemm_bf16_row_sums does those */
+    if (transa != 1 && transa != GEMM_BF16_STORED_T)
+        sums = NULL; /* the caller's gemm_bf16_row_sums does those */
 #if GT_SIMD_X86_BF16
     if (use_vector) {
         gemm_bf16_amx_pack_a_avx512(ap, transa, A, lda, m0, mc, mtiles, k0, kc, sums);
@@ -137,7 +144,7 @@ void gemm_bf16_amx_pack_a(uint32_t *ap, int transa, const float *A, int lda, int
                                      (size_t)lda, mc, kc);
     else if (transa == GEMM_BF16_STORED_T)
         pack_lines_contiguous_stored(&t, (const uint16_t *)(const void *)A + (size_t)k0 * lda + m0,
-                                     (size_t)lda, mc, kc);
+                                     (size_t)lda, mc, kc, sums ? sums + m0 : NULL);
     else if (!transa)
         pack_depth_contiguous(&t, A + (size_t)m0 * lda + k0, (size_t)lda, mc, kc);
     else
@@ -159,7 +166,7 @@ void gemm_bf16_amx_pack_b(uint32_t *bp, int transb, const float *B, int ldb, int
     memset(bp, 0, (size_t)ntiles * nq * T * sizeof *bp);
     if (transb == GEMM_BF16_STORED)
         pack_lines_contiguous_stored(&t, (const uint16_t *)(const void *)B + (size_t)k0 * ldb + n0,
-                                     (size_t)ldb, nc, kc);
+                                     (size_t)ldb, nc, kc, NULL);
     else if (transb == GEMM_BF16_STORED_T)
         pack_depth_contiguous_stored(&t, (const uint16_t *)(const void *)B + (size_t)n0 * ldb + k0,
                                      (size_t)ldb, nc, kc);

@@ -60,13 +60,20 @@ static void lines_of_pairs_stored(__m512i v[16], const uint16_t *x, size_t ld, i
                       : _mm512_setzero_si512();
 }
 
-static void pairs_of_lines_stored(__m512i v[16], const uint16_t *x, size_t ld, int nl, int kr)
+static void pairs_of_lines_stored(__m512i v[16], const uint16_t *x, size_t ld, int nl, int kr,
+                                  __m512 *sum)
 {
+    const __m512i high = _mm512_set1_epi32((int)0xffff0000u);
     for (int p = 0; p < 16; p++) {
         const int k = 2 * p;
         v[p] = k < kr ? bf16_pairs_of_stored(x + (size_t)k * ld,
                                              k + 1 < kr ? x + (size_t)(k + 1) * ld : NULL, nl)
                       : _mm512_setzero_si512();
+        if (sum && k < kr) { /* the pair's halves widened: line values k, then k + 1 */
+            *sum = _mm512_add_ps(*sum, _mm512_castsi512_ps(_mm512_slli_epi32(v[p], 16)));
+            if (k + 1 < kr)
+                *sum = _mm512_add_ps(*sum, _mm512_castsi512_ps(_mm512_and_si512(v[p], high)));
+        }
     }
 }
 
@@ -93,7 +100,7 @@ static void pack_tiles(uint32_t *out, int tiles, int nq, const void *src, size_t
             if (stored && depth_contiguous)
                 lines_of_pairs_stored(v, h + at, ld, nl, kr);
             else if (stored)
-                pairs_of_lines_stored(v, h + at, ld, nl, kr);
+                pairs_of_lines_stored(v, h + at, ld, nl, kr, sums ? &sum : NULL);
             else if (depth_contiguous)
                 lines_of_pairs(v, x + at, ld, nl, kr);
             else
@@ -126,7 +133,7 @@ void gemm_bf16_amx_pack_a_avx512(uint32_t *ap, int transa, const float *A, int l
                    1, 1, NULL, 0);
     else if (transa == GEMM_BF16_STORED_T)
         pack_tiles(ap, mtiles, nq, stored_at(A, (size_t)k0 * lda + m0), (size_t)lda, mc, kc, 0,
-                   1, 1, NULL, 0);
+                   1, 1, sums ? sums + m0 : NULL, 0);
     else if (!transa)
         pack_tiles(ap, mtiles, nq, A + (size_t)m0 * lda + k0, (size_t)lda, mc, kc, 1, 1, 0, NULL,
                    0);

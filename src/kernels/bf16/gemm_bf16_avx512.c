@@ -43,7 +43,7 @@ _Static_assert((size_t)MC * KC2 * 4 <= GEMM_BF16_APACK, "A panel fits its buffer
 _Static_assert((size_t)NC * KC2 * 4 <= GEMM_BF16_BPACK, "B panel fits its buffer");
 
 /* A strip: rows m0 .. m0+mr of op(A), depth k0 .. k0+kc, into ap[kc2][MR]; with trans
- * = 1, sums (or NULL): sums[m0 + i] += row i's values in depth order (the bits of
+ * = 1 or GEMM_BF16_STORED_T, sums (or NULL): sums[m0 + i] += row i's values in depth order (the bits of
  * gemm_bf16_row_sums), as they are loaded */
 static void pack_a(uint32_t *ap, int trans, const float *A, int lda, int m0, int mr, int k0,
                    int kc, float *sums)
@@ -60,12 +60,19 @@ static void pack_a(uint32_t *ap, int trans, const float *A, int lda, int m0, int
     }
     if (trans == GEMM_BF16_STORED_T) { /* A stored [k][m] in BF16: rows k, k+1 side by side */
         const uint16_t *h = (const uint16_t *)(const void *)A + (size_t)k0 * lda + m0;
+        const __m512i high = _mm512_set1_epi32((int)0xffff0000u);
+        __m512 sum = sums ? _mm512_maskz_loadu_ps(lanes(mr), sums + m0) : _mm512_setzero_ps();
         for (int j = 0; j < kc2; j++) {
             const uint16_t *r0 = h + (size_t)(2 * j) * lda;
             const uint16_t *r1 = 2 * j + 1 < kc ? r0 + lda : NULL;
-            _mm512_mask_storeu_epi32(ap + (size_t)j * MR, lanes(MR),
-                                     bf16_pairs_of_stored(r0, r1, mr));
+            const __m512i pr = bf16_pairs_of_stored(r0, r1, mr);
+            if (sums) { /* the pair's halves widened: rows k, then k + 1 */
+                sum = _mm512_add_ps(sum, _mm512_castsi512_ps(_mm512_slli_epi32(pr, 16)));
+                if (r1) sum = _mm512_add_ps(sum, _mm512_castsi512_ps(_mm512_and_si512(pr, high)));
+            }
+            _mm512_mask_storeu_epi32(ap + (size_t)j * MR, lanes(MR), pr);
         }
+        if (sums) _mm512_mask_storeu_ps(sums + m0, lanes(mr), sum);
         return;
     }
     /* A stored [k][m]: rows k and k+1 side by side (14 of 16 lanes stored) */
@@ -223,6 +230,7 @@ void gemm_bf16_avx512(int transa, int transb, int M, int N, int K, float alpha,
                     bp = panel;
                 }
                 int packed = -1; /* the row block in this thread's A buffer */
+                const int sums_fused = transa == 1 || transa == GEMM_BF16_STORED_T;
 #pragma omp for schedule(static) nowait
                 for (int it = 0; it < items; it++) {
                     int rb, s0, s1, c0, c1;
@@ -236,9 +244,9 @@ void gemm_bf16_avx512(int transa, int transb, int M, int N, int K, float alpha,
                             ep && ep->row_sums && jc == 0 && c0 == 0 ? ep->row_sums : NULL;
                         for (int i = 0; i < mc; i += MR)
                             pack_a(ap + (size_t)(i / MR) * kc2 * MR, transa, A, lda, m0 + i,
-                                   mc - i < MR ? mc - i : MR, pc, kc, transa == 1 ? sums : NULL);
+                                   mc - i < MR ? mc - i : MR, pc, kc, sums_fused ? sums : NULL);
                         packed = rb;
-                        if (sums && transa != 1)
+                        if (sums && !sums_fused)
                             gemm_bf16_row_sums(sums, transa, A, lda, m0, mc, pc, kc);
                     }
                     for (int s = c0; s < c1; s++) {
