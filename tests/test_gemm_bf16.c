@@ -44,7 +44,11 @@
  *   (n) the epilogue's row sums (a bias gradient summed while dout^T is packed) give
  *       the bits of the column-sum pass (simd colsum) and of a plain loop, past a row
  *       block, a depth block and a column block, and past the rows the fused sums
- *       hold (then summed after the product), for A as stored and transposed.
+ *       hold (then summed after the product), for A as stored and transposed;
+ *   (o) an epilogue that leaves C unused (c_unused: the MLP's GELU forward and backward
+ *       into BF16 storage) gives the BF16 outputs of the same product that writes C,
+ *       on a packed weight copy, past a column block and several depth blocks; the
+ *       AMX paths never write C then.
  * Errors are measured against the reference scaled by sum_k |a_k b_k| per element, so
  * they are in units of FP32 rounding of the sums. */
 #include <float.h>
@@ -886,6 +890,58 @@ static void check_row_sums(const char *name)
     TU_CHECK(colsum_same, "%s: ... which are the bits of the column-sum pass over dout", name);
 }
 
+/* (o) W (R x Q) registered and packed; forward: gelu of A16 (M x Q, BF16 storage) W^T +
+ * bias, into BF16 storage with the pre-activation; backward: GELU's backward of dout
+ * (M x R) W at a pre-activation in BF16 storage, with its GELU. Each with c_unused 0
+ * and 1; C starts as a marker value every time. */
+static void check_c_unused(enum gemm_bf16_path path, const char *name)
+{
+    enum { M = 100, R = 2100, Q = 1100 };
+    const int amx = path == GEMM_BF16_AMX || path == GEMM_BF16_AMX_EMULATED;
+    float *A = fnew_rand((size_t)M * Q), *W = fnew_rand((size_t)R * Q), *bias = fnew_rand(R),
+          *dout = fnew_rand((size_t)M * R), *pre = fnew_rand((size_t)M * Q),
+          *C = malloc((size_t)M * R * sizeof *C);
+    uint16_t *A16 = stored_copy(A, M, Q), *pre16 = stored_copy(pre, M, Q), *out[2][2];
+    if (!C) exit(99);
+    for (int cu = 0; cu < 2; cu++)
+        for (int o = 0; o < 2; o++)
+            if (!(out[cu][o] = calloc((size_t)M * R, sizeof **out))) exit(99);
+    TU_CHECK(gemm_bf16_weights_add(W, R, Q) == 0 && gemm_bf16_weights_refresh() == 0,
+             "%s: (o) the weight is registered and packed", name);
+    int same = 1, untouched = 1;
+    for (int fwd = 0; fwd < 2; fwd++) {
+        const int n = fwd ? R : Q;
+        for (int cu = 0; cu < 2; cu++) {
+            for (size_t i = 0; i < (size_t)M * R; i++) C[i] = 7.0f;
+            if (fwd) {
+                const gemm_bf16_epilogue ep = {.bias = bias, .gelu_out16 = out[cu][0],
+                                               .ld_gelu = (size_t)R, .out_bf16 = out[cu][1],
+                                               .ld_out_bf16 = (size_t)R, .round_c = 1,
+                                               .c_unused = cu};
+                gemm_bf16_fused(GEMM_BF16_STORED, 1, M, R, Q, 1.0f,
+                                (const float *)(const void *)A16, Q, W, Q, 0.0f, C, R, &ep);
+            } else {
+                const gemm_bf16_epilogue ep = {.dgelu_x16 = pre16, .dgelu_out16 = out[cu][0],
+                                               .ld_dgelu = (size_t)Q,
+                                               .dgelu_gelu16 = out[cu][1], .c_unused = cu};
+                gemm_bf16_fused(0, 0, M, Q, R, 1.0f, dout, R, W, Q, 0.0f, C, Q, &ep);
+            }
+            if (cu && amx)
+                for (size_t i = 0; i < (size_t)M * n; i++) untouched &= C[i] == 7.0f;
+        }
+        for (int o = 0; o < 2; o++)
+            same &= memcmp(out[0][o], out[1][o], (size_t)M * n * sizeof **out) == 0;
+    }
+    gemm_bf16_weights_clear();
+    TU_CHECK(same, "%s: an epilogue that leaves C unused gives the BF16 outputs of the product "
+             "that writes C (GELU forward and backward, past a column block and a depth "
+             "block, on a packed weight)", name);
+    if (amx) TU_CHECK(untouched, "%s: ... and C is never written", name);
+    for (int cu = 0; cu < 2; cu++)
+        for (int o = 0; o < 2; o++) free(out[cu][o]);
+    free(A), free(W), free(bias), free(dout), free(pre), free(C), free(A16), free(pre16);
+}
+
 /* (m) bf16_scale_pow2 on every BF16 value, against the FP32 product by the power of two
  * (a zero of its sign below FP32's normal range; zeros, denormals, infinities and NaNs
  * as they are): the vector loop (from the second value, so its vectors start unaligned
@@ -1000,6 +1056,7 @@ int main(void)
         check_fused(paths[i].name);
         check_stored(paths[i].name);
         check_row_sums(paths[i].name);
+        check_c_unused(paths[i].path, paths[i].name);
         if (paths[i].path == GEMM_BF16_PORTABLE) continue;
         check_threads(paths[i].name);
         if (paths[i].path == GEMM_BF16_AMX_EMULATED) check_sdm_order(paths[i].name, 1);

@@ -29,14 +29,17 @@ typedef struct gt_bf16_acts {
     void (*matmul_forward)(float *out, uint16_t *out16, const uint16_t *inp16,
                            const float *w, const float *bias, size_t N, int C, int OC);
     /* out16 (NULL: none): out rounded to BF16 and stored, and GELU taken of that; the
-     * GELU output into gelu16, in BF16 (the next product reads nothing else) */
+     * GELU output into gelu16, in BF16 (the next product reads nothing else). With
+     * out16, out is scratch: what it holds afterwards is unspecified (the AMX paths
+     * keep the product in cache and never write it) */
     void (*matmul_forward_gelu)(float *out, uint16_t *out16, uint16_t *gelu16,
                                 const uint16_t *inp16, const float *w, const float *bias,
                                 size_t N, int C, int OC);
     /* matmul_backward_gelu on a pre-activation in BF16 storage, whose GELU (the
      * product's input, the weight gradient's operand) it writes into inp16 in BF16
      * storage, the forward's bits, from the pass that takes GELU's backward; dpre into
-     * BF16 storage too (dpre16: all its consumer, matmul_backward_dout16, reads) */
+     * BF16 storage too (dpre16: all its consumer, matmul_backward_dout16, reads);
+     * dinp is scratch, as out of matmul_forward_gelu with out16 */
     void (*matmul_backward_gelu)(uint16_t *dpre16, float *dinp, float *dw, float *dbias,
                                  const float *dout, uint16_t *inp16, const float *w,
                                  const uint16_t *pre16, size_t N, int C, int OC);

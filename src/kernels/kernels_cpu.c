@@ -293,7 +293,7 @@ static void matmul_forward_gelu_stored(float *out, uint16_t *out16, uint16_t *ge
 {
     const gemm_bf16_epilogue ep = {.bias = bias, .gelu_out16 = gelu16, .ld_gelu = (size_t)OC,
                                    .out_bf16 = out16, .ld_out_bf16 = (size_t)OC,
-                                   .round_c = out16 != NULL};
+                                   .round_c = out16 != NULL, .c_unused = out16 != NULL};
     gemm_bf16_fused(GEMM_BF16_STORED, 1, (int)N, OC, C, 1.0f, stored(inp16), C, w, C, 0.0f,
                     out, OC, &ep);
 }
@@ -383,7 +383,8 @@ static void matmul_backward_gelu_stored(uint16_t *dpre16, float *dinp, float *dw
                                         const uint16_t *pre16, size_t N, int C, int OC)
 {
     const gemm_bf16_epilogue ep = {.dgelu_x16 = pre16, .dgelu_out16 = dpre16,
-                                   .ld_dgelu = (size_t)C, .dgelu_gelu16 = inp16};
+                                   .ld_dgelu = (size_t)C, .dgelu_gelu16 = inp16,
+                                   .c_unused = 1};
     gemm_bf16_fused(0, 0, (int)N, C, OC, 1.0f, dout, OC, w, C, 0.0f, dinp, C, &ep);
     weight_grad_stored(dw, dbias, dout, inp16, N, C, OC);
 }

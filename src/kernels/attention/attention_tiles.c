@@ -23,7 +23,7 @@
 enum {
     TW = GEMM_BF16_AMX_TILE, /* 32-bit words in a tile */
     RB = 32,                 /* query rows per block: two tiles high */
-    WORK_WORDS = (GEMM_BF16_AMX_WORK + 3) / 4
+    WORK_WORDS = (GEMM_BF16_AMX_PANEL_WORK + 3) / 4
 };
 
 typedef void (*panel_fn)(const uint32_t *ap, size_t a_run, const uint32_t *bp, size_t b_run,

@@ -105,6 +105,11 @@ typedef struct gemm_bf16_epilogue {
      * gradient while its dout is packed as A^T, each row summed from zero in depth
      * order and then added, the bits of the column-sum pass it replaces */
     float *row_sums;
+    /* 1: C's own values are not wanted after the product, only the epilogue's outputs
+     * (out_bf16, gelu_out16, dgelu_out16, ...): a path may then keep each piece of C in
+     * a buffer of its own, in cache, and never write C (the AMX paths do, where B is a
+     * copy packed once per update), or write C as usual; C must still be there. */
+    int c_unused;
 } gemm_bf16_epilogue;
 
 /* C = alpha op(A) op(B) + beta C with epilogue ep; the threads as gemm_bf16 */
@@ -157,6 +162,10 @@ void gemm_bf16_avx512(int transa, int transb, int M, int N, int K, float alpha,
  * gemm_bf16_epilogue.c) */
 void gemm_bf16_epilogue_block(const gemm_bf16_epilogue *ep, float *C, int ldc, int i0,
                               int j0, int mr, int nr, int first, int last);
+/* The same on a piece of C held elsewhere: c is element (i0, j0) of C, its rows ldc
+ * apart (the epilogue's other arrays are still indexed by i0, j0) */
+void gemm_bf16_epilogue_piece(const gemm_bf16_epilogue *ep, float *c, int ldc, int i0, int j0,
+                              int mr, int nr, int first, int last);
 /* 1 when gemm_bf16_epilogue_block has something to do for that depth block (a path may
  * skip the call, and a pass over C for it, otherwise) */
 int gemm_bf16_epilogue_acts(const gemm_bf16_epilogue *ep, int first, int last);

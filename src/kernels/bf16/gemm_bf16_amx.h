@@ -43,10 +43,15 @@ enum {
 };
 
 /* Each thread's work area: its packed A block, the four accumulator tiles as stored
- * for the write to C (4 x 16 x 16 FP32) and its tile configuration. */
+ * for the write to C (4 x 16 x 16 FP32) and its tile configuration (what a panel
+ * product needs: GEMM_BF16_AMX_PANEL_WORK); then, for a whole product, a piece of C of
+ * MC x NC floats (where the epilogue leaves C unused: gemm_bf16.h's c_unused). */
 #define GEMM_BF16_AMX_APANEL ((size_t)GEMM_BF16_AMX_MC * GEMM_BF16_AMX_KC * 2)
 #define GEMM_BF16_AMX_CTILES ((size_t)4 * GEMM_BF16_AMX_TILE * 4)
-#define GEMM_BF16_AMX_WORK (GEMM_BF16_AMX_APANEL + GEMM_BF16_AMX_CTILES + sizeof(amx_tilecfg))
+#define GEMM_BF16_AMX_PANEL_WORK                                                            \
+    ((GEMM_BF16_AMX_APANEL + GEMM_BF16_AMX_CTILES + sizeof(amx_tilecfg) + 63) & ~(size_t)63)
+#define GEMM_BF16_AMX_CPIECE ((size_t)GEMM_BF16_AMX_MC * GEMM_BF16_AMX_NC * 4)
+#define GEMM_BF16_AMX_WORK (GEMM_BF16_AMX_PANEL_WORK + GEMM_BF16_AMX_CPIECE)
 /* The shared B panel (in gemm_bf16.h's GEMM_BF16_BPACK buffer) */
 #define GEMM_BF16_AMX_BPANEL ((size_t)GEMM_BF16_AMX_NC * GEMM_BF16_AMX_KC * 2)
 
@@ -107,7 +112,7 @@ void gemm_bf16_amx(int transa, int transb, int M, int N, int K, float alpha, con
  * packed as above: A's 16-row tiles at ap + i a_run words (i = 0, 1, ... for rows 0-15,
  * 16-31, ...), B's 16-column tiles at bp + j b_run, each the first of nq chunks of 32
  * depth (a_run, b_run >= nq tiles: a panel packed deeper is read in part), tiles past m
- * and n present and zero. work: GEMM_BF16_AMX_WORK bytes (the accumulator tiles as
+ * and n present and zero. work: GEMM_BF16_AMX_PANEL_WORK bytes (the accumulator tiles as
  * stored for the write-back). For products cut finer than a whole gemm_bf16, on
  * operands packed once (attention_tiles.h).
  * The tiles must be configured on the calling thread: gemm_bf16_amx_panel_begin(work)

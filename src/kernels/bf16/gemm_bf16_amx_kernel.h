@@ -181,10 +181,12 @@ static int a_in_place(const product *g)
  * 0.87 ns, bias and residual 0.49 against 0.20 on a 64 x 1536 piece), and the piece is
  * still in L2. Its kernels treat every value alike, so the bits are the same. The
  * bias is the exception: it goes first, into the tiles' start (direct blocks) or onto
- * each block as it is written, before the rest of the epilogue sees the piece. */
+ * each block as it is written, before the rest of the epilogue sees the piece.
+ * piece (or NULL: C itself): where the piece of C lies instead (its element (m0, jc +
+ * n_from) first, NC floats a row), when C's values are not wanted (c_unused). */
 static void row_block(const product *g, const uint32_t *bpanel, const uint32_t *ap,
-                      float *ct, int m0, int mc, int jc, int nc, int n_from, int n_to, int pc,
-                      int kc, float beta, int first, int last)
+                      float *ct, float *piece, int m0, int mc, int jc, int nc, int n_from,
+                      int n_to, int pc, int kc, float beta, int first, int last)
 {
     const int nq = (kc + 31) / 32;
     const size_t run = (size_t)nq * TW; /* one operand tile's nq chunks */
@@ -195,6 +197,8 @@ static void row_block(const product *g, const uint32_t *bpanel, const uint32_t *
                  astride = ap ? ROWB : (size_t)g->lda * 2;
     const float *const bias = first && g->ep ? g->ep->bias : NULL;
     const gemm_bf16_epilogue bias_only = {.bias = bias};
+    const int ldc = piece ? NC : g->ldc;
+    float *const c0 = piece ? piece : g->C + (size_t)m0 * g->ldc + jc + n_from;
     for (int n0 = n_from; n0 < n_to; n0 += 32) {
         const uint32_t *b = bpanel + (size_t)(n0 / 16) * run;
         const int nr = nc - n0 < 32 ? nc - n0 : 32;
@@ -203,18 +207,72 @@ static void row_block(const product *g, const uint32_t *bpanel, const uint32_t *
                 ap ? (const uint8_t *)(ap + (size_t)(i / 16) * run)
                    : a_stored + ((size_t)(m0 + i) * g->lda + pc) * 2;
             const int mr = mc - i < 32 ? mc - i : 32;
-            float *const c = g->C + (size_t)(m0 + i) * g->ldc + jc + n0;
+            float *const c = c0 + (size_t)i * ldc + (n0 - n_from);
             const int bias_in = block_to_c(a, a + a_next, astep, astride, b, b + run, nq, c,
-                                           g->ldc, mr, nr, g->alpha, beta,
+                                           ldc, mr, nr, g->alpha, beta,
                                            bias ? bias + jc + n0 : NULL, ct);
             if (bias && !bias_in)
-                gemm_bf16_epilogue_block(&bias_only, g->C, g->ldc, m0 + i, jc + n0, mr, nr, 1,
-                                         0);
+                gemm_bf16_epilogue_piece(&bias_only, c, ldc, m0 + i, jc + n0, mr, nr, 1, 0);
         }
     }
     if (g->ep && gemm_bf16_epilogue_acts(g->ep, 0, last))
-        gemm_bf16_epilogue_block(g->ep, g->C, g->ldc, m0, jc + n_from, mc, n_to - n_from, 0,
-                                 last);
+        gemm_bf16_epilogue_piece(g->ep, c0, ldc, m0, jc + n_from, mc, n_to - n_from, 0, last);
+}
+
+/* Rows m0 .. m0+mc of A at depth pc .. pc+kc into the thread's A buffer ap, unless the
+ * tiles read them in place; rb: their row block, *packed: the row block now in ap (a
+ * thread's items of one depth block run in order: packed once). The row sums (the
+ * first column block and group only, so once) as A^T is packed, else right after,
+ * while in cache. */
+static void take_a(const product *g, uint32_t *ap, int in_place, int rb, int *packed,
+                   int m0, int mc, int jc, int c0, int pc, int kc)
+{
+    if (rb == *packed) return;
+    float *const sums = g->ep && g->ep->row_sums && jc == 0 && c0 == 0 ? g->ep->row_sums : NULL;
+    const int fused = sums && !in_place && (g->transa == 1 || g->transa == GEMM_BF16_STORED_T);
+    if (!in_place)
+        gemm_bf16_amx_pack_a(ap, g->transa, g->A, g->lda, m0, mc, 2 * ((mc + 31) / 32), pc, kc,
+                             fused ? sums : NULL);
+    *packed = rb;
+    if (sums && !fused) gemm_bf16_row_sums(sums, g->transa, g->A, g->lda, m0, mc, pc, kc);
+}
+
+/* The product with B's copy packed once per update (g->bpre): no panel to pack and share,
+ * so each thread takes an item's depth blocks one after the other, its piece of C (mc
+ * rows of the item's columns) in L2 throughout, instead of every depth block of the
+ * whole column block in turn, which streamed all of C through memory once a depth
+ * block (the MLP projection's 3,072-deep product: six times). Each element still sums
+ * the depth blocks in order: the same bits.
+ * piece (or NULL): the thread's MC x NC floats that hold each piece instead of C, where
+ * the epilogue leaves C unused: C is then never written (the MLP's two products whose
+ * FP32 result only its BF16 outputs were made from wrote and evicted 50 MB of C a
+ * layer at the GPT-2 124M shape). */
+static void run_items_depth_inside(const product *g, uint32_t *ap, float *ct, float *piece,
+                                   int in_place, int nthreads)
+{
+    const int munits = (g->M + 31) / 32;
+    for (int jc = 0; jc < g->N; jc += NC) {
+        const int nc = g->N - jc < NC ? g->N - jc : NC, nstrips = (nc + 31) / 32;
+        const gemm_split sp = gemm_split_for(munits, MC / 32, nstrips, nthreads);
+        const int items = sp.rblocks * sp.groups;
+#pragma omp for schedule(static) nowait
+        for (int it = 0; it < items; it++) {
+            int rb, u0, u1, c0, c1;
+            if (!gemm_split_item(sp, it, munits, nstrips, &rb, &u0, &u1, &c0, &c1)) continue;
+            const int m0 = 32 * u0, mc = (32 * u1 < g->M ? 32 * u1 : g->M) - m0;
+            for (int pc = 0; pc < g->K; pc += KC) {
+                const int kc = g->K - pc < KC ? g->K - pc : KC;
+                int packed = -1;
+                take_a(g, ap, in_place, rb, &packed, m0, mc, jc, c0, pc, kc);
+                row_block(g,
+                          g->bpre + gemm_bf16_block_offset(&gemm_bf16_amx_packer, g->K, g->N,
+                                                           jc, pc),
+                          in_place ? NULL : ap, ct, piece, m0, mc, jc, nc, 32 * c0,
+                          c1 < nstrips ? 32 * c1 : nc, pc, kc, pc == 0 ? g->beta : 1.0f,
+                          pc == 0, pc + kc >= g->K);
+            }
+        }
+    }
 }
 
 /* What each thread of the team runs (w: its work area). Every thread walks the same
@@ -241,6 +299,14 @@ static void run_thread(const product *g, uint8_t *w)
     int panels = 0; /* B panels packed so far: the next goes into the other buffer */
     amx_tilecfg_uniform(cfg, AMX_TILES, AMX_MAX_ROWS, AMX_MAX_COLSB);
     AMX_CONFIG(cfg);
+    if (g->bpre) {
+        float *const piece =
+            g->ep && g->ep->c_unused && g->beta == 0.0f ? (float *)(w + GEMM_BF16_AMX_PANEL_WORK)
+                                                        : NULL;
+        run_items_depth_inside(g, ap, ct, piece, in_place, nthreads);
+        AMX_RELEASE();
+        return;
+    }
     for (int jc = 0; jc < g->N; jc += NC) {
         const int nc = g->N - jc < NC ? g->N - jc : NC, nstrips = (nc + 31) / 32;
         /* (row block, column group) items in 32 x 32 units, an equal share for every
@@ -249,19 +315,13 @@ static void run_thread(const product *g, uint8_t *w)
         const int items = sp.rblocks * sp.groups;
         for (int pc = 0; pc < g->K; pc += KC) {
             const int kc = g->K - pc < KC ? g->K - pc : KC;
-            const uint32_t *bpanel;
-            if (g->bpre) {
-                bpanel = g->bpre + gemm_bf16_block_offset(&gemm_bf16_amx_packer, g->K, g->N,
-                                                          jc, pc);
-            } else { /* the other buffer than the last panel's (see the AVX512_BF16 path) */
-                uint32_t *const panel =
-                    g->bp + (size_t)(panels++ & 1) * (GEMM_BF16_BPACK / sizeof *g->bp);
+            /* the other buffer than the last panel's (see the AVX512_BF16 path) */
+            uint32_t *const bpanel =
+                g->bp + (size_t)(panels++ & 1) * (GEMM_BF16_BPACK / sizeof *g->bp);
 #pragma omp for schedule(static) /* its barrier: the panel is whole before any use */
-                for (int s = 0; s < nstrips; s++)
-                    gemm_bf16_amx_packer.pack_strip(panel, s, nc, g->transb, g->B, g->ldb, jc,
-                                                    pc, kc);
-                bpanel = panel;
-            }
+            for (int s = 0; s < nstrips; s++)
+                gemm_bf16_amx_packer.pack_strip(bpanel, s, nc, g->transb, g->B, g->ldb, jc, pc,
+                                                kc);
             int packed = -1; /* the row block in this thread's A buffer */
 #pragma omp for schedule(static) nowait
             for (int it = 0; it < items; it++) {
@@ -269,21 +329,8 @@ static void run_thread(const product *g, uint8_t *w)
                 if (!gemm_split_item(sp, it, munits, nstrips, &rb, &u0, &u1, &c0, &c1))
                     continue;
                 const int m0 = 32 * u0, mc = (32 * u1 < g->M ? 32 * u1 : g->M) - m0;
-                if (rb != packed) { /* a thread's items run in order: pack once */
-                    /* the row sums once a row block and depth block: as A^T is packed,
-                     * else right after, while in cache */
-                    float *const sums =
-                        g->ep && g->ep->row_sums && jc == 0 && c0 == 0 ? g->ep->row_sums : NULL;
-                    const int fused = sums && !in_place &&
-                                      (g->transa == 1 || g->transa == GEMM_BF16_STORED_T);
-                    if (!in_place)
-                        gemm_bf16_amx_pack_a(ap, g->transa, g->A, g->lda, m0, mc,
-                                             2 * ((mc + 31) / 32), pc, kc, fused ? sums : NULL);
-                    packed = rb;
-                    if (sums && !fused)
-                        gemm_bf16_row_sums(sums, g->transa, g->A, g->lda, m0, mc, pc, kc);
-                }
-                row_block(g, bpanel, in_place ? NULL : ap, ct, m0, mc, jc, nc, 32 * c0,
+                take_a(g, ap, in_place, rb, &packed, m0, mc, jc, c0, pc, kc);
+                row_block(g, bpanel, in_place ? NULL : ap, ct, NULL, m0, mc, jc, nc, 32 * c0,
                           c1 < nstrips ? 32 * c1 : nc, pc, kc, pc == 0 ? g->beta : 1.0f,
                           pc == 0, pc + kc >= g->K);
             }

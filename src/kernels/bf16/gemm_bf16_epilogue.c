@@ -77,9 +77,15 @@ static void dgelu_row(const gemm_bf16_epilogue *ep, const simd_kernels *k, const
 void gemm_bf16_epilogue_block(const gemm_bf16_epilogue *ep, float *C, int ldc, int i0,
                               int j0, int mr, int nr, int first, int last)
 {
+    gemm_bf16_epilogue_piece(ep, C + (size_t)i0 * ldc + j0, ldc, i0, j0, mr, nr, first, last);
+}
+
+void gemm_bf16_epilogue_piece(const gemm_bf16_epilogue *ep, float *piece, int ldc, int i0,
+                              int j0, int mr, int nr, int first, int last)
+{
     const simd_kernels *k = simd_kernels_get();
     for (int r = 0; r < mr; r++) {
-        float *c = C + (size_t)(i0 + r) * ldc + j0;
+        float *c = piece + (size_t)r * ldc;
         if (first && ep->bias) k->acc(c, ep->bias + j0, (size_t)nr);
         if (!last) continue;
         if (ep->residual) k->acc(c, ep->residual + (size_t)(i0 + r) * ep->ld_residual + j0, (size_t)nr);
