@@ -29,8 +29,10 @@
 #   and a tile unit per core runs a TDPBF16PS (16 x 16 x 32) per 16 cycles, a
 #   TILELOADD per 8, a TILESTORED per 16, a TILEZERO at no cost, one after the other,
 #   at the core's clock (see AMX_CYCLES below). Also printed: the tile instructions per
-#   step, and the measured rest split into the products' packing and write-back and
-#   the kernels outside the products.
+#   step, the measured rest split into the products' packing and write-back and the
+#   kernels outside the products, and how busy the products keep the tile unit (their
+#   TDPBF16PS at its rate over their predicted time: the Linear layers' products, which
+#   bench_sgemm times, attention's, and all).
 #   A second PREDICTED row, "timing twin", takes the rest from a run of the twin with
 #   GENTRAIN_AMX_TIMING=1, whose tile products are counted but not computed (its
 #   losses mean nothing): there the tile spans are as short as the tile unit's, where
@@ -510,6 +512,29 @@ def amx_clock():
     return amx_ghz, "cpu MHz"
 
 
+def product_shares(r, b, hz, prod, emul):
+    """How busy the predicted products keep the tile unit: per kind (the Linear layers'
+    products, which bench_sgemm times, attention's passes, and all), the busiest thread's
+    TDPBF16PS at AMX_CYCLES over the kind's predicted time (its tile instructions at
+    AMX_CYCLES plus its measured time around them): the fraction of the tile peak its
+    products run at. None for a log without the attention counts"""
+    if "tdpbf16ps_attention" not in r:
+        return None
+    att_cyc = sum(c * r[k + "_attention"][b] for k, c in AMX_CYCLES.items())
+    all_cyc = sum(c * r[k][b] for k, c in AMX_CYCLES.items())
+    att_around = (max(r["amx_attention_ms"]) - max(r["amx_attention_tile_ms"])) / 1e3
+    kinds = {"all": (r["tdpbf16ps"][b], all_cyc, prod - emul),
+             "attention": (r["tdpbf16ps_attention"][b], att_cyc, att_around)}
+    kinds["linear"] = (kinds["all"][0] - kinds["attention"][0], all_cyc - att_cyc,
+                       prod - emul - att_around)
+    out = {}
+    for name, (dp, cyc, around) in kinds.items():
+        dp_s, tile_s = AMX_CYCLES["tdpbf16ps"] * dp / hz, cyc / hz
+        out[name] = {"tdpbf16ps_s": dp_s, "tile_s": tile_s, "around_s": around,
+                     "of_peak": dp_s / (tile_s + around) if tile_s + around > 0 else None}
+    return out
+
+
 def amx_predicted_row(log_f, load_f, timing):
     """The real AMX path predicted from the emulated twin's log (timing: of its timing
     run, GENTRAIN_AMX_TIMING=1): per timed step,
@@ -542,6 +567,7 @@ def amx_predicted_row(log_f, load_f, timing):
             st[k] = sum(r[k])  # the step's, all threads
             st[k + "_s"] = c * r[k][b] / hz  # the busiest thread's, on the tile unit
         st["pred_s"] = st["rest_s"] + st["tile_s"]
+        st["shares"] = product_shares(r, b, hz, prod, emul)
         steps_.append(st)
     # the step of median predicted time (the lower of the middle two), whole, so that
     # its parts add up as printed
@@ -668,6 +694,16 @@ for r in table:
           " %.1f) = %.1f ms/step, %.0f tokens/s" % (
               m["rest_s"] * 1e3, m["tile_s"] * 1e3, m["tdpbf16ps_s"] * 1e3,
               m["tileloadd_s"] * 1e3, m["tilestored_s"] * 1e3, r["ms"], r["tokens_per_s"]))
+    sh = m.get("shares")
+    if sh:
+        print("  the products' share of the tile peak (TDPBF16PS at the tile unit's rate over"
+              " their predicted time: tiles + around them): " + "; ".join(
+                  "%s %.1f%% (%.1f of %.1f + %.1f ms)" % (
+                      {"linear": "the Linear layers' (as bench_sgemm times them)",
+                       "attention": "attention's", "all": "all"}[k], 100 * v["of_peak"],
+                      v["tdpbf16ps_s"] * 1e3, v["tile_s"] * 1e3, v["around_s"] * 1e3)
+                  for k, v in ((k, sh[k]) for k in ("linear", "attention", "all"))
+                  if v["of_peak"] is not None))
 if any(isinstance(r.get("other_load_cores"), float) and r["other_load_cores"] >= 0.2
        for r in table):
     print("warning: other processes took CPU during the runs (column 'other', in cores);"

@@ -222,6 +222,31 @@ static void check_counts(void)
     }
     TU_CHECK(mine == 1 && other == 1, "each thread's counts are its own: 5 TDPBF16PS, 10 "
              "loads, 1 store, 1 zero and a timed span here; 3 zeros on the other thread");
+    /* an attention pass: counted as a product, and its instructions and times apart */
+    amx_emul_counts_reset();
+    amx_emul_loadconfig(&c);
+    amx_emul_loadd(4, t, 64);
+    amx_emul_loadd(6, t, 64);
+    amx_emul_dpbf16ps(0, 4, 6); /* before the pass */
+    amx_emul_attention_begin();
+    amx_emul_span_begin();
+    for (int i = 0; i < 3; i++) {
+        amx_emul_loadd(4, t, 64);
+        amx_emul_dpbf16ps(0, 4, 6);
+    }
+    amx_emul_stored(0, t, 64);
+    amx_emul_span_end();
+    amx_emul_attention_end();
+    amx_emul_release();
+    const int na = amx_emul_counts_read(per, 4);
+    const amx_emul_counts *a = &per[0];
+    TU_CHECK(na == 1 && a->dpbf16ps == 4 && a->loadd == 5 && a->stored == 1 &&
+                 a->att_dpbf16ps == 3 && a->att_loadd == 3 && a->att_stored == 1 &&
+                 a->att_zero == 0 && a->att_product_s > 0.0 &&
+                 a->att_product_s == a->product_s && a->att_product_span_s > 0.0 &&
+                 a->att_product_span_s <= a->att_product_s,
+             "an attention pass counts as a product, and apart: its 3 TDPBF16PS, 3 loads "
+             "and 1 store (of 4, 5, 1), its wall time and its tile spans");
     amx_emul_counts_reset();
     TU_CHECK(amx_emul_counts_read(per, 4) == 0, "a reset zeroes every thread's counts");
 }

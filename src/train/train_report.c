@@ -197,7 +197,13 @@ static void log_tiles(FILE *f, const step_result *s)
         {"tilezero", offsetof(amx_emul_counts, zero), 0},
         {"tile_emul_ms", offsetof(amx_emul_counts, span_s), 1},
         {"amx_product_ms", offsetof(amx_emul_counts, product_s), 1},
-        {"amx_product_tile_ms", offsetof(amx_emul_counts, product_span_s), 1}};
+        {"amx_product_tile_ms", offsetof(amx_emul_counts, product_span_s), 1},
+        {"tdpbf16ps_attention", offsetof(amx_emul_counts, att_dpbf16ps), 0},
+        {"tileloadd_attention", offsetof(amx_emul_counts, att_loadd), 0},
+        {"tilestored_attention", offsetof(amx_emul_counts, att_stored), 0},
+        {"tilezero_attention", offsetof(amx_emul_counts, att_zero), 0},
+        {"amx_attention_ms", offsetof(amx_emul_counts, att_product_s), 1},
+        {"amx_attention_tile_ms", offsetof(amx_emul_counts, att_product_span_s), 1}};
     const int n = s->tiles_n < STEP_TILE_THREADS ? s->tiles_n : STEP_TILE_THREADS;
     fprintf(f, ",\"tile_threads\":%d", s->tiles_n);
     for (size_t k = 0; k < sizeof fields / sizeof fields[0]; k++) {

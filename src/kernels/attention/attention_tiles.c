@@ -244,10 +244,10 @@ void attention_tiles_bwd_head(float *dq, const float *dout, const float *q,
 
 void attention_tiles_pass_begin(void)
 {
-    if (gemm_bf16_path() == GEMM_BF16_AMX_EMULATED) amx_emul_product_begin(1);
+    if (gemm_bf16_path() == GEMM_BF16_AMX_EMULATED) amx_emul_attention_begin();
 }
 
 void attention_tiles_pass_end(void)
 {
-    if (gemm_bf16_path() == GEMM_BF16_AMX_EMULATED) amx_emul_product_end(1);
+    if (gemm_bf16_path() == GEMM_BF16_AMX_EMULATED) amx_emul_attention_end();
 }

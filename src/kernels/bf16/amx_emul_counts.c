@@ -5,6 +5,8 @@
 #include <time.h>
 
 enum { C_DP, C_LOAD, C_STORE, C_ZERO, C_SPAN_NS, C_PRODUCT_NS, C_PSPAN_NS, NCOUNT };
+/* a slot's attention counts: C_DP .. C_ZERO's in attention's passes, and the passes' */
+enum { A_NS = 4, A_PSPAN_NS, NATT };
 enum { COUNT_SLOTS = 256 };
 
 /* One thread's counts, alone on its cache line(s): only the owner writes them, so an
@@ -22,6 +24,11 @@ static _Thread_local count_slot *mine;
 static _Thread_local uint64_t span_start_ns, product_start_ns, product_own_span_ns;
 /* every slot's span time when the team product now running began (one at a time) */
 static uint64_t team_span_start[COUNT_SLOTS + 1];
+/* Attention's counts, each slot's apart from its hot line (a slot of two lines measured
+ * slower around the tiles), written only between products by the thread that runs the
+ * passes: the slots' instruction counts when the pass now running began, and what the
+ * passes ran */
+static uint64_t att_start[COUNT_SLOTS + 1][4], att[COUNT_SLOTS + 1][NATT];
 
 static count_slot *my_slot(void)
 {
@@ -45,9 +52,11 @@ static void bump(int what, uint64_t n)
 
 void amx_emul_counts_reset(void)
 {
-    for (int i = 0; i <= COUNT_SLOTS; i++)
+    for (int i = 0; i <= COUNT_SLOTS; i++) {
         for (int c = 0; c < NCOUNT; c++)
             atomic_store_explicit(&counts[i].v[c], 0, memory_order_relaxed);
+        for (int c = 0; c < NATT; c++) att[i][c] = 0;
+    }
 }
 
 int amx_emul_counts_read(amx_emul_counts *per_thread, int cap)
@@ -61,10 +70,19 @@ int amx_emul_counts_read(amx_emul_counts *per_thread, int cap)
         for (int c = 0; c < NCOUNT; c++) any |= v[c];
         if (!any) continue;
         if (n < cap)
-            per_thread[n] = (amx_emul_counts){v[C_DP], v[C_LOAD], v[C_STORE], v[C_ZERO],
+            per_thread[n] = (amx_emul_counts){v[C_DP],
+                                              v[C_LOAD],
+                                              v[C_STORE],
+                                              v[C_ZERO],
                                               (double)v[C_SPAN_NS] * 1e-9,
                                               (double)v[C_PRODUCT_NS] * 1e-9,
-                                              (double)v[C_PSPAN_NS] * 1e-9};
+                                              (double)v[C_PSPAN_NS] * 1e-9,
+                                              att[i][C_DP],
+                                              att[i][C_LOAD],
+                                              att[i][C_STORE],
+                                              att[i][C_ZERO],
+                                              (double)att[i][A_NS] * 1e-9,
+                                              (double)att[i][A_PSPAN_NS] * 1e-9};
         n++;
     }
     return n;
@@ -98,9 +116,11 @@ void amx_emul_product_begin(int team)
     product_start_ns = now_ns();
 }
 
-void amx_emul_product_end(int team)
+/* ... and (team_took, team_longest: NULL or) its wall time and longest spans */
+static void product_end(int team, uint64_t *team_took, uint64_t *team_longest)
 {
-    bump(C_PRODUCT_NS, now_ns() - product_start_ns);
+    const uint64_t took = now_ns() - product_start_ns;
+    bump(C_PRODUCT_NS, took);
     uint64_t longest = 0;
     if (team) {
         for (int i = 0; i <= COUNT_SLOTS; i++) {
@@ -111,6 +131,35 @@ void amx_emul_product_end(int team)
         longest = span_of((int)(my_slot() - counts)) - product_own_span_ns;
     }
     bump(C_PSPAN_NS, longest);
+    if (team_took) {
+        *team_took = took;
+        *team_longest = longest;
+    }
+}
+
+void amx_emul_product_end(int team) { product_end(team, NULL, NULL); }
+
+/* An attention pass's instructions are each slot's growth over the pass, rather than a
+ * test in amx_emul_count on every instruction */
+void amx_emul_attention_begin(void)
+{
+    for (int i = 0; i <= COUNT_SLOTS; i++)
+        for (int k = 0; k < 4; k++)
+            att_start[i][k] = atomic_load_explicit(&counts[i].v[C_DP + k], memory_order_relaxed);
+    amx_emul_product_begin(1);
+}
+
+void amx_emul_attention_end(void)
+{
+    uint64_t took, longest;
+    product_end(1, &took, &longest);
+    for (int i = 0; i <= COUNT_SLOTS; i++)
+        for (int k = 0; k < 4; k++)
+            att[i][k] +=
+                atomic_load_explicit(&counts[i].v[C_DP + k], memory_order_relaxed) - att_start[i][k];
+    const int me = (int)(my_slot() - counts);
+    att[me][A_NS] += took;
+    att[me][A_PSPAN_NS] += longest;
 }
 
 void amx_emul_count(enum amx_count_event what)

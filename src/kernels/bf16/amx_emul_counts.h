@@ -25,6 +25,10 @@ typedef struct {
     double product_s;                       /* wall seconds inside marked products */
     double product_span_s; /* over the products it marked: the longest thread's tile
                               spans within each, summed (what the products waited on) */
+    /* Of the above, what attention's passes ran (amx_emul_attention_begin / end), so
+     * that the Linear layers' products can be told from attention's */
+    uint64_t att_dpbf16ps, att_loadd, att_stored, att_zero;
+    double att_product_s, att_product_span_s;
 } amx_emul_counts;
 
 /* Zeroes every thread's counts. Call it while no thread runs tile instructions (between
@@ -48,6 +52,10 @@ void amx_emul_span_end(void);
  * else on the calling thread alone. */
 void amx_emul_product_begin(int team);
 void amx_emul_product_end(int team);
+/* The same for one of attention's passes over its heads (a team product): counted as a
+ * product, and its instructions and times also into the att_ counts */
+void amx_emul_attention_begin(void);
+void amx_emul_attention_end(void);
 
 /* For amx_emul.c: one instruction executed on this thread. */
 enum amx_count_event {
