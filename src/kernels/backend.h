@@ -30,8 +30,8 @@ typedef struct gt_bf16_acts {
                            const float *w, const float *bias, size_t N, int C, int OC);
     /* out16 (NULL: none): out rounded to BF16 and stored, and GELU taken of that; the
      * GELU output into gelu16, in BF16 (the next product reads nothing else). With
-     * out16, out is scratch: what it holds afterwards is unspecified (the AMX paths
-     * keep the product in cache and never write it) */
+     * out16, out is scratch: what it holds afterwards is unspecified (the AMX and
+     * AVX512_BF16 paths keep the product in cache and never write it) */
     void (*matmul_forward_gelu)(float *out, uint16_t *out16, uint16_t *gelu16,
                                 const uint16_t *inp16, const float *w, const float *bias,
                                 size_t N, int C, int OC);

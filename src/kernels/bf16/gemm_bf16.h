@@ -107,8 +107,9 @@ typedef struct gemm_bf16_epilogue {
     float *row_sums;
     /* 1: C's own values are not wanted after the product, only the epilogue's outputs
      * (out_bf16, gelu_out16, dgelu_out16, ...): a path may then keep each piece of C in
-     * a buffer of its own, in cache, and never write C (the AMX paths do, where B is a
-     * copy packed once per update), or write C as usual; C must still be there. */
+     * a buffer of its own, in cache, and never write C (the AMX and AVX512_BF16 paths
+     * do, where B is a copy packed once per update), or write C as usual; C must still
+     * be there. */
     int c_unused;
 } gemm_bf16_epilogue;
 
@@ -141,14 +142,16 @@ enum gemm_bf16_path gemm_bf16_path(void);
 const char *gemm_bf16_path_name(void);
 
 /* The AVX512_BF16 path (gemm_bf16_avx512.c), for the dispatcher: packs into the
- * caller's buffers apack (GEMM_BF16_APACK bytes) and bpack (GEMM_BF16_BPACKS bytes: two
+ * caller's buffers apack (GEMM_BF16_APACK bytes: an A panel, then a piece of C for an
+ * epilogue that leaves C unused) and bpack (GEMM_BF16_BPACKS bytes: two
  * B panels of GEMM_BF16_BPACK, the AMX paths' too, filled in turn, so that packing the
  * next depth block's panel waits for the team only once: until the last is packed, not
  * also until every thread is done with it);
  * `parallel` = use the OpenMP threads (with ws = the per-thread A buffers); bpre: B's
  * copy packed once per update (gemm_bf16_weights.h), or NULL to pack B here; ep: the
  * epilogue, or NULL. */
-#define GEMM_BF16_APACK ((size_t)64 * 256 * 4)
+#define GEMM_BF16_APACK_PANEL ((size_t)64 * 256 * 4)
+#define GEMM_BF16_APACK (GEMM_BF16_APACK_PANEL + (size_t)56 * 2048 * 4)
 #define GEMM_BF16_BPACK ((size_t)256 * 2048 * 4)
 #define GEMM_BF16_BPACKS (2 * GEMM_BF16_BPACK)
 void gemm_bf16_avx512(int transa, int transb, int M, int N, int K, float alpha,

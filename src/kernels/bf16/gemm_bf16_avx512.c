@@ -39,7 +39,9 @@
  * fit a 48 KB L1 together. */
 enum { MR = 14, NR = 32, KC = 512, KC2 = KC / 2, MC = 4 * MR, NC = 2048 };
 
-_Static_assert((size_t)MC * KC2 * 4 <= GEMM_BF16_APACK, "A panel fits its buffer");
+_Static_assert((size_t)MC * KC2 * 4 <= GEMM_BF16_APACK_PANEL, "A panel fits its buffer");
+_Static_assert((size_t)MC * NC * 4 <= GEMM_BF16_APACK - GEMM_BF16_APACK_PANEL,
+               "a piece of C fits after it");
 _Static_assert((size_t)NC * KC2 * 4 <= GEMM_BF16_BPACK, "B panel fits its buffer");
 
 /* A strip: rows m0 .. m0+mr of op(A), depth k0 .. k0+kc, into ap[kc2][MR]; with trans
@@ -183,6 +185,51 @@ static void kernel(int kc2, const uint32_t *ap, const uint32_t *bp, float *c, in
     }
 }
 
+/* The product on B's packed copy bpre, run by each thread of the team: its items' depth
+ * blocks in turn; each piece of C (mc rows of the item's columns) in C, or where piece
+ * is not NULL there (NC floats a row), the epilogue's outputs alone leaving it */
+static void depth_inside(uint32_t *ap, float *piece, int transa, int M, int N, int K,
+                         float alpha, const float *A, int lda, float beta, float *C, int ldc,
+                         const void *bpre, const gemm_bf16_epilogue *ep, int nthreads)
+{
+    const int mstrips = (M + MR - 1) / MR;
+    const int sums_fused = transa == 1 || transa == GEMM_BF16_STORED_T;
+    for (int jc = 0; jc < N; jc += NC) {
+        const int nc = N - jc < NC ? N - jc : NC, nstrips = (nc + NR - 1) / NR;
+        const gemm_split sp = gemm_split_for(mstrips, MC / MR, nstrips, nthreads);
+        const int items = sp.rblocks * sp.groups;
+#pragma omp for schedule(static) nowait
+        for (int it = 0; it < items; it++) {
+            int rb, s0, s1, c0, c1;
+            if (!gemm_split_item(sp, it, mstrips, nstrips, &rb, &s0, &s1, &c0, &c1)) continue;
+            const int m0 = s0 * MR, mc = (s1 * MR < M ? s1 * MR : M) - m0;
+            const int n_from = c0 * NR, n_to = c1 * NR < nc ? c1 * NR : nc;
+            float *const cp = piece ? piece : C + (size_t)m0 * ldc + jc + n_from;
+            const int ldp = piece ? NC : ldc;
+            for (int pc = 0; pc < K; pc += KC) {
+                const int kc = K - pc < KC ? K - pc : KC, kc2 = (kc + 1) / 2;
+                const uint32_t *bp = (const uint32_t *)bpre +
+                                     gemm_bf16_block_offset(&gemm_bf16_avx512_packer, K, N, jc, pc);
+                float *const sums = ep && ep->row_sums && jc == 0 && c0 == 0 ? ep->row_sums : NULL;
+                for (int i = 0; i < mc; i += MR)
+                    pack_a(ap + (size_t)(i / MR) * kc2 * MR, transa, A, lda, m0 + i,
+                           mc - i < MR ? mc - i : MR, pc, kc, sums_fused ? sums : NULL);
+                if (sums && !sums_fused) gemm_bf16_row_sums(sums, transa, A, lda, m0, mc, pc, kc);
+                for (int s = c0; s < c1; s++) {
+                    const int n0 = s * NR, nr = nc - n0 < NR ? nc - n0 : NR;
+                    for (int i = 0; i < mc; i += MR)
+                        kernel(kc2, ap + (size_t)(i / MR) * kc2 * MR, bp + (size_t)s * kc2 * NR,
+                               cp + (size_t)i * ldp + (n0 - n_from), ldp,
+                               mc - i < MR ? mc - i : MR, nr, alpha, pc == 0 ? beta : 1.0f);
+                }
+                if (gemm_bf16_epilogue_acts(ep, pc == 0, pc + kc >= K))
+                    gemm_bf16_epilogue_piece(ep, cp, ldp, m0, jc + n_from, mc, n_to - n_from,
+                                             pc == 0, pc + kc >= K);
+            }
+        }
+    }
+}
+
 void gemm_bf16_avx512(int transa, int transb, int M, int N, int K, float alpha,
                       const float *A, int lda, const float *B, int ldb, float beta, float *C,
                       int ldc, void *bpack, void *const *apacks, int parallel,
@@ -204,9 +251,18 @@ void gemm_bf16_avx512(int transa, int transb, int M, int N, int K, float alpha,
          * use apart (two buffers in turn: see gemm_bf16.h).
          * A packed copy (bpre) needs neither the packing nor the barriers: a thread's
          * items are the same C blocks at every depth block, so it alone follows up its
-         * own sums. */
+         * own sums, an item's depth blocks one after the other with its piece of C in
+         * L2 (as the AMX path: gemm_bf16_amx_kernel.h), held in the thread's own buffer
+         * where the epilogue leaves C unused. */
+        if (bpre) {
+            float *const piece = ep && ep->c_unused && beta == 0.0f
+                                     ? (float *)(ap + GEMM_BF16_APACK_PANEL / sizeof *ap)
+                                     : NULL;
+            depth_inside(ap, piece, transa, M, N, K, alpha, A, lda, beta, C, ldc, bpre, ep,
+                         nthreads);
+        }
         int panels = 0; /* B panels packed so far: the next goes into the other buffer */
-        for (int jc = 0; jc < N; jc += NC) {
+        for (int jc = 0; jc < N && !bpre; jc += NC) {
             const int nc = N - jc < NC ? N - jc : NC, nstrips = (nc + NR - 1) / NR;
             /* (row block, column group) items, an equal share for every thread */
             const gemm_split sp = gemm_split_for(mstrips, MC / MR, nstrips, nthreads);
@@ -214,21 +270,14 @@ void gemm_bf16_avx512(int transa, int transb, int M, int N, int K, float alpha,
             for (int pc = 0; pc < K; pc += KC) {
                 const int kc = K - pc < KC ? K - pc : KC, kc2 = (kc + 1) / 2;
                 const float bet = pc == 0 ? beta : 1.0f;
-                const uint32_t *bp;
-                if (bpre) {
-                    bp = (const uint32_t *)bpre +
-                         gemm_bf16_block_offset(&gemm_bf16_avx512_packer, K, N, jc, pc);
-                } else {
-                    /* the other buffer than the last panel's: a thread that packs into it
-                     * has passed the barrier after the last panel's packing, so every
-                     * thread is done with the panel before, which was in it */
-                    uint32_t *const panel =
-                        bbuf + (size_t)(panels++ & 1) * (GEMM_BF16_BPACK / sizeof *bbuf);
+                /* the other buffer than the last panel's: a thread that packs into it has
+                 * passed the barrier after the last panel's packing, so every thread is
+                 * done with the panel before, which was in it */
+                uint32_t *const bp =
+                    bbuf + (size_t)(panels++ & 1) * (GEMM_BF16_BPACK / sizeof *bbuf);
 #pragma omp for schedule(static) /* its barrier: the panel is whole before any use */
-                    for (int s = 0; s < nstrips; s++)
-                        pack_strip(panel, s, nc, transb, B, ldb, jc, pc, kc);
-                    bp = panel;
-                }
+                for (int s = 0; s < nstrips; s++)
+                    pack_strip(bp, s, nc, transb, B, ldb, jc, pc, kc);
                 int packed = -1; /* the row block in this thread's A buffer */
                 const int sums_fused = transa == 1 || transa == GEMM_BF16_STORED_T;
 #pragma omp for schedule(static) nowait
