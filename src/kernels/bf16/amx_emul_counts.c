@@ -116,8 +116,9 @@ void amx_emul_product_begin(int team)
     product_start_ns = now_ns();
 }
 
-/* ... and (team_took, team_longest: NULL or) its wall time and longest spans */
-static void product_end(int team, uint64_t *team_took, uint64_t *team_longest)
+/* amx_emul_product_end; the product's wall time and its longest tile spans also into
+ * *took_out and *longest_out where those are not NULL */
+static void product_end(int team, uint64_t *took_out, uint64_t *longest_out)
 {
     const uint64_t took = now_ns() - product_start_ns;
     bump(C_PRODUCT_NS, took);
@@ -131,9 +132,9 @@ static void product_end(int team, uint64_t *team_took, uint64_t *team_longest)
         longest = span_of((int)(my_slot() - counts)) - product_own_span_ns;
     }
     bump(C_PSPAN_NS, longest);
-    if (team_took) {
-        *team_took = took;
-        *team_longest = longest;
+    if (took_out) {
+        *took_out = took;
+        *longest_out = longest;
     }
 }
 
@@ -155,8 +156,8 @@ void amx_emul_attention_end(void)
     product_end(1, &took, &longest);
     for (int i = 0; i <= COUNT_SLOTS; i++)
         for (int k = 0; k < 4; k++)
-            att[i][k] +=
-                atomic_load_explicit(&counts[i].v[C_DP + k], memory_order_relaxed) - att_start[i][k];
+            att[i][k] += atomic_load_explicit(&counts[i].v[C_DP + k], memory_order_relaxed) -
+                         att_start[i][k];
     const int me = (int)(my_slot() - counts);
     att[me][A_NS] += took;
     att[me][A_PSPAN_NS] += longest;

@@ -262,7 +262,7 @@ void gemm_bf16_avx512(int transa, int transb, int M, int N, int K, float alpha,
                          nthreads);
         }
         int panels = 0; /* B panels packed so far: the next goes into the other buffer */
-        for (int jc = 0; jc < N && !bpre; jc += NC) {
+        for (int jc = 0; jc < N && !bpre; jc += NC) { /* (with a copy, depth_inside did it) */
             const int nc = N - jc < NC ? N - jc : NC, nstrips = (nc + NR - 1) / NR;
             /* (row block, column group) items, an equal share for every thread */
             const gemm_split sp = gemm_split_for(mstrips, MC / MR, nstrips, nthreads);
