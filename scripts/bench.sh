@@ -646,8 +646,9 @@ print(row % ("impl", "ms/step", "tokens/s", "GFLOP/s", "RSS MB", "vs torch2.x", 
 table.sort(key=lambda r: (r["round"], {"gentrain": 0, "prediction": 1}.get(r["impl"], 2)))
 for r in table:
     base = baseline(r["precision"], r["round"])
+    # not for a prediction: its tiles against this CPU's autocast, which has none
     r["ratio_vs_torch2"] = (r["tokens_per_s"] / base["tokens_per_s"]
-                            if base and r is not base else None)
+                            if base and r is not base and r["impl"] != "prediction" else None)
     r["frac_of_peak"] = r["gflops"] / r["peak_gflops"] if r.get("peak_gflops") else None
     if rounds > 1 and r.get("key") != "torch-debian":
         r["label"] += " r%d" % r["round"]
