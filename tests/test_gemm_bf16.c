@@ -732,6 +732,15 @@ static uint16_t *stored_copy(float *x, int rows, int ld)
     return h;
 }
 
+/* (m) C[M][N] = A16 W^T (A16 in BF16 storage, lda apart; W [N][K], ldw apart) with
+ * epilogue ep: the forward products of check_stored */
+static void forward_stored(const uint16_t *A16, int lda, const float *W, int ldw, int M, int N,
+                           int K, float *C, const gemm_bf16_epilogue *ep)
+{
+    gemm_bf16_fused(GEMM_BF16_STORED, 1, M, N, K, 1.0f, (const float *)(const void *)A16, lda, W,
+                    ldw, 0.0f, C, N, ep);
+}
+
 static void check_stored(const char *name)
 {
     static const struct {
@@ -753,14 +762,12 @@ static void check_stored(const char *name)
         /* A stored, B = W transposed (the forward) */
         gemm_bf16(0, 1, M, N, K, 1.0f, A, lda, W, ldw, 0.0f, want, N);
         const gemm_bf16_epilogue ep = {.out_bf16 = C16, .ld_out_bf16 = (size_t)N};
-        gemm_bf16_fused(GEMM_BF16_STORED, 1, M, N, K, 1.0f, (const float *)(void *)A16, lda, W,
-                        ldw, 0.0f, got, N, &ep);
+        forward_stored(A16, lda, W, ldw, M, N, K, got, &ep);
         same &= memcmp(got, want, mn * sizeof *got) == 0;
         for (size_t i = 0; i < mn; i++) copy_same &= C16[i] == bf16_store_one(want[i]);
         /* GELU of C into BF16 storage (the MLP's c_fc): bf16_store of gelu_fwd of C */
         const gemm_bf16_epilogue ep_gelu = {.gelu_out16 = C16, .ld_gelu = (size_t)N};
-        gemm_bf16_fused(GEMM_BF16_STORED, 1, M, N, K, 1.0f, (const float *)(void *)A16, lda, W,
-                        ldw, 0.0f, got, N, &ep_gelu);
+        forward_stored(A16, lda, W, ldw, M, N, K, got, &ep_gelu);
         simd_kernels_get()->gelu_fwd(got, want, mn);
         for (size_t i = 0; i < mn; i++) gelu_same &= C16[i] == bf16_store_one(got[i]);
         /* GELU's backward from a BF16 pre-activation (the MLP's c_proj), and GELU of it
@@ -773,13 +780,11 @@ static void check_stored(const char *name)
             if (!g16) exit(99);
             const gemm_bf16_epilogue ep_d = {.dgelu_x16 = pre16, .dgelu_out = d1,
                                              .ld_dgelu = (size_t)N};
-            gemm_bf16_fused(GEMM_BF16_STORED, 1, M, N, K, 1.0f, (const float *)(void *)A16,
-                            lda, W, ldw, 0.0f, got, N, &ep_d);
+            forward_stored(A16, lda, W, ldw, M, N, K, got, &ep_d);
             gemm_bf16_epilogue ep_dg = ep_d;
             ep_dg.dgelu_out = d2;
             ep_dg.dgelu_gelu16 = g16;
-            gemm_bf16_fused(GEMM_BF16_STORED, 1, M, N, K, 1.0f, (const float *)(void *)A16,
-                            lda, W, ldw, 0.0f, c2, N, &ep_dg);
+            forward_stored(A16, lda, W, ldw, M, N, K, c2, &ep_dg);
             gelu_same &= memcmp(got, c2, mn * sizeof *got) == 0 &&
                          memcmp(d1, d2, mn * sizeof *d1) == 0;
             /* ... and with GELU's backward into BF16 storage: bf16_store of those bits */
@@ -788,8 +793,7 @@ static void check_stored(const char *name)
             ep_dg.dgelu_out = NULL;
             ep_dg.dgelu_out16 = d16;
             ep_dg.dgelu_gelu16 = g16b;
-            gemm_bf16_fused(GEMM_BF16_STORED, 1, M, N, K, 1.0f, (const float *)(void *)A16,
-                            lda, W, ldw, 0.0f, c2, N, &ep_dg);
+            forward_stored(A16, lda, W, ldw, M, N, K, c2, &ep_dg);
             gelu_same &= memcmp(got, c2, mn * sizeof *got) == 0 &&
                          memcmp(g16, g16b, mn * sizeof *g16) == 0;
             for (size_t i = 0; i < mn; i++) gelu_same &= d16[i] == bf16_store_one(d1[i]);
