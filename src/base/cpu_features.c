@@ -475,23 +475,35 @@ double cpu_bf16_peak_gflops(int threads, int amx_tiles)
     return cpu_fma_peak_gflops(threads);
 }
 
+/* Set by cpu_bf16_dot_over_fma_use (a job's agreed figure); < 0 until measured */
+static double dot_over_fma = -1.0;
+
+/* Many short windows, not a few long ones: the ratio picks a path, and another process
+ * that takes the core for part of a 10 ms window moved it from 0.5 to 0.72 on a loaded
+ * Xeon (three busy loops on 2 cores). A 1 ms window now and then runs whole; the best
+ * of 15 of each, taken in turn, finds one for both loops. */
 double cpu_bf16_dot_over_fma(void)
 {
-    static double ratio = -1.0;
-    if (ratio >= 0.0) return ratio;
-    ratio = 0.0;
+    if (dot_over_fma >= 0.0) return dot_over_fma;
+    dot_over_fma = 0.0;
 #if GT_X86 && defined(GT_PEAK_BF16)
     if (cpu_isa_level() >= CPU_ISA_AVX512_BF16) {
+        enum { WINDOWS = 15 };
         const peak_loop fma = fma_loop_upto(cpu_isa_level());
         double best_fma = 0.0, best_dot = 0.0;
         (void)lone_rate(fma, 0.01); /* warm up: clocks, caches */
-        for (int k = 0; k < 3; k++) { /* in turn, so a slow moment hits both alike */
-            const double f = lone_rate(fma, 0.01), d = lone_rate(dpbf16_loop, 0.01);
+        for (int k = 0; k < WINDOWS; k++) {
+            const double f = lone_rate(fma, 0.001), d = lone_rate(dpbf16_loop, 0.001);
             best_fma = f > best_fma ? f : best_fma;
             best_dot = d > best_dot ? d : best_dot;
         }
-        ratio = best_fma > 0.0 ? best_dot / best_fma : 0.0;
+        dot_over_fma = best_fma > 0.0 ? best_dot / best_fma : 0.0;
     }
 #endif
-    return ratio;
+    return dot_over_fma;
+}
+
+void cpu_bf16_dot_over_fma_use(double ratio)
+{
+    dot_over_fma = ratio > 0.0 ? ratio : 0.0;
 }

@@ -60,10 +60,14 @@ enum cpu_isa cpu_fma_level_upto(enum cpu_isa widest);
  * has AVX512_BF16, else the FP32 multiply-add peak (what the portable path runs on). */
 double cpu_bf16_peak_gflops(int threads, int amx_tiles);
 /* One thread's BF16 dot-product rate (VDPBF16PS) over its FP32 multiply-add rate, flop
- * for flop, each the best of three 10 ms windows taken in turn (about 0.1 s in all);
+ * for flop, each the best of fifteen 1 ms windows taken in turn (about 40 ms in all);
  * 0 where the CPU or the build has no AVX512_BF16. Measured at the first call, then
  * remembered; the first call belongs outside parallel regions. About 2 on AMD Zen 4
- * and 5, under 0.5 on Intel Xeons whose AVX512_BF16 runs beside AMX tiles. */
+ * and 5, about 0.5 on Intel Xeons whose AVX512_BF16 runs beside AMX tiles. */
 double cpu_bf16_dot_over_fma(void);
+/* Makes later calls of cpu_bf16_dot_over_fma return `ratio` (negative: 0) in place of
+ * this process's measurement: a job's ranks take one rank's figure, so that a rank
+ * slowed while it measured cannot pick another path than the others. */
+void cpu_bf16_dot_over_fma_use(double ratio);
 
 #endif

@@ -202,6 +202,10 @@ int train_report_compute(run *r)
     r->threads = gt_resolve_threads(c->threads);
     /* reserve the BF16 products' buffers and pick their path (on every rank: a
      * collective answer), before the peak, which depends on the path */
+    if (bf16 && par_world() > 1)
+        /* one measurement for the job, rank 0's, so that every rank of one CPU kind
+         * takes the same path (a rank slowed while it measured could pick another) */
+        cpu_bf16_dot_over_fma_use(par_bcast_double(cpu_bf16_dot_over_fma()));
     if (bf16 && !par_all_ok(gemm_bf16_init(r->threads) == 0)) return -1;
     const int amx = bf16 && gemm_bf16_path() == GEMM_BF16_AMX;
     /* BF16 instructions multiply (the portable path's products are FP32 sgemm) */

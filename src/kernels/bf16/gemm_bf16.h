@@ -13,7 +13,7 @@
  *    tile state granted by Linux: Intel Sapphire Rapids and later), first choice;
  *  - "avx512-bf16": packed panels and a micro-kernel of VDPBF16PS dot products
  *    (AVX512_BF16: Intel Cooper Lake and Sapphire Rapids on, AMD Zen 4 on), chosen
- *    where the dot products measure at 0.75x the FP32 multiply-add rate or more
+ *    where the dot products measure at 1x the FP32 multiply-add rate or more
  *    (gemm_bf16_dot_products_pay: AMD Zen 4 and 5 at about 2x, not the Intel Xeons
  *    whose VDPBF16PS runs at under half their FMA rate);
  *  - "portable": the operands rounded to bfloat16 values in FP32 panels, multiplied
@@ -128,8 +128,8 @@ enum gemm_bf16_path {
 };
 
 /* 1 when this CPU has AVX512_BF16 dot products that multiply fast enough to be the
- * automatic choice below AMX (cpu_bf16_dot_over_fma >= 0.75; measured at the first
- * call, about 0.1 s: gemm_bf16_init makes it) */
+ * automatic choice below AMX (cpu_bf16_dot_over_fma >= 1; measured at the first
+ * call, about 40 ms: gemm_bf16_init makes it, or train_report_compute sets it) */
 int gemm_bf16_dot_products_pay(void);
 
 /* Forces a path for the products that follow (tests, benchmarks); one the CPU lacks
