@@ -39,6 +39,17 @@
 #   in the computing twin they are a thousand times longer, and the code around them
 #   measures 8-15% slower for it (the host refills this core's caches meanwhile;
 #   docs/cpu-speed.md). Both rows are models; a real AMX run checks them.
+#   On a CPU with AVX512_BF16 whose dot products gentrain passed over (they run at
+#   under 1x its FMA flops, as on the Xeons that have AMX), each round also runs the
+#   avx512-bf16 path (GENTRAIN_BF16=avx512, STEPS steps), which counts its VDPBF16PS,
+#   and the table gets a row PREDICTED for that path on a CPU whose dot products run
+#   at DOT_MODEL_RATIO (2) times its FMA flops, as AMD Zen 4 and 5 measure:
+#       predicted step = measured step - VDPBF16PS at this CPU's measured dot rate
+#                        + the same VDPBF16PS at 2x this CPU's measured FMA rate
+#   (the busiest thread's), everything else as measured here. Printed with it: the
+#   predicted speed-up over gentrain fp32 of the same round, and PyTorch's autocast
+#   under the same model (all its model flops taken as dot products at this CPU's
+#   dot-product peak, the most the model can take off it).
 #
 # Environment:
 #   GENTRAIN      path to the gentrain binary (part c skipped when unset)
@@ -67,6 +78,9 @@
 #   BENCH_AMX_PREDICT  0: no prediction of the AMX path (default 1: on a CPU without
 #                 AMX tiles, with bf16 in PRECISIONS and BENCH_ISA=native)
 #   BENCH_AMX_STEPS  steps of the emulated run; the first is not timed (default 4)
+#   BENCH_DOT_PREDICT  0: no prediction of the avx512-bf16 path on a faster dot-product
+#                 CPU (default 1: where the CPU has AVX512_BF16 and gentrain passed its
+#                 dot products over)
 #   BENCH_AMX_GHZ the clock the tiles are predicted at (default: the clock the
 #                 emulated run's measured FMA peak gives, peak / THREADS / 64 flop a
 #                 cycle (two 16-lane FMA units a core): the cores' clock under
@@ -115,6 +129,7 @@ BENCH_RETRIES=${BENCH_RETRIES:-2}
 BENCH_ROUNDS=${BENCH_ROUNDS:-1}
 BENCH_AMX_PREDICT=${BENCH_AMX_PREDICT:-1}
 BENCH_AMX_STEPS=${BENCH_AMX_STEPS:-4}
+BENCH_DOT_PREDICT=${BENCH_DOT_PREDICT:-1}
 BENCH_AMX_GHZ_SET=0 # 1: the user's clock, taken as it is
 if [ -n "${BENCH_AMX_GHZ:-}" ]; then
     BENCH_AMX_GHZ_SET=1
@@ -185,7 +200,7 @@ if ! "$PYTHON" -c 'import json, statistics' 2>/dev/null; then
 fi
 for v in THREADS STEPS TORCH_STEPS TORCH_WARMUP SGEMM_REPS BENCH_WAIT_IDLE BENCH_RETRIES BENCH_ROUNDS \
          N_LAYER N_HEAD N_EMBD BLOCK_SIZE BATCH_SIZE VOCAB BENCH_AMX_STEPS \
-         BENCH_AMX_PREDICT; do
+         BENCH_AMX_PREDICT BENCH_DOT_PREDICT; do
     eval "val=\$$v"
     case $val in
     ''|*[!0-9]*) say "bench.sh: $v=$val is not a whole number" >&2; exit 1;;
@@ -313,6 +328,20 @@ gentrain_round() {
     done
 }
 
+# dot_predict_round R: where the round's bf16 run passed this CPU's BF16 dot products
+# over (the line saying so), the avx512-bf16 path for STEPS steps, whose log counts its
+# VDPBF16PS; one runs.txt line. Returns 0 when there was nothing to run.
+dot_predict_round() {
+    local out
+    out=$(awk -v r="$1" '$1 == "gentrain" && $3 == "bf16" && $7 == r { print $6 }' \
+        "$tmp/runs.txt" | tail -n 1)
+    [ -n "$out" ] && grep -q '^precision: BF16 dot products measure' "$out" || return 0
+    section "round $1 of $BENCH_ROUNDS: the avx512-bf16 path ($STEPS steps) for the" \
+        "PREDICTED row of a CPU with faster dot products"
+    GENTRAIN_BF16=avx512 clean_run avx512-bf16 "$STEPS" bf16 dot-predicted dotpred "$1" \
+        '(avx512-bf16 path)'
+}
+
 # amx_predict_round R: the AMX path's emulated twin for BENCH_AMX_STEPS steps (the AMX
 # kernel, its packing and write-back as on the real path, the tile instructions in
 # software, counted and timed), from which the summary predicts the real path; one
@@ -379,6 +408,9 @@ for round in $(seq 1 "$BENCH_ROUNDS"); do
             section "round $round of $BENCH_ROUNDS: the AMX path's emulated twin" \
                 "($BENCH_AMX_STEPS steps, the first untimed) for the PREDICTED amx-bf16 row"
             amx_predict_round "$round"
+        fi
+        if [ "$BENCH_DOT_PREDICT" = 1 ] && [ "$BENCH_ISA" = native ]; then
+            dot_predict_round "$round"
         fi
     fi
     if [ "$have_torch2" = 1 ]; then
@@ -589,6 +621,52 @@ def amx_predicted_row(log_f, load_f, timing):
             "max_rss_mb": None, "other_load_cores": other, "amx_model": model}
 
 
+# The CPU the avx512-bf16 prediction models: its BF16 dot products (VDPBF16PS, 64 flop
+# each) at this many times its FMA flops, one thread's rate over one thread's, as AMD
+# Zen 4 and 5 measure (cpu_bf16_dot_over_fma: about 2); everything else as this CPU's
+DOT_MODEL_RATIO = 2.0
+
+
+def dot_predicted_row(log_f, load_f, out_f):
+    """The avx512-bf16 path on a CPU with DOT_MODEL_RATIO, from its run here: per timed
+    step, step - the busiest thread's VDPBF16PS at this CPU's dot rate (the run's
+    measured dot-product peak / threads) + the same at DOT_MODEL_RATIO x this CPU's FMA
+    rate (fma_peak / threads). The timed step of median prediction"""
+    rows = step_records(log_f, "vdpbf16ps")
+    text = open(out_f).read() if os.path.exists(out_f) else ""
+    m = re.search(r"peak ([0-9.]+) GFLOP/s \(measured BF16 dot-product peak", text)
+    if rows is None or not m or not fma_peak:
+        print("bench.sh: %s: no dot counts, dot-product peak or FMA peak" % log_f)
+        return None
+    dot_peak = float(m.group(1))
+    timed = rows[2:]
+    if not timed:
+        print("bench.sh: %s: no timed step with dot counts" % log_f)
+        return None
+    here_s, model_s = 64 * threads / (dot_peak * 1e9), 64 * threads / (
+        DOT_MODEL_RATIO * fma_peak * 1e9)  # seconds a VDPBF16PS, one thread
+    steps_ = []
+    for r in timed:
+        d = max(r["vdpbf16ps"])
+        st = {"step_s": r["ms"] / 1e3, "vdpbf16ps": sum(r["vdpbf16ps"]), "busiest": d,
+              "dots_here_s": d * here_s, "dots_model_s": d * model_s}
+        st["pred_s"] = st["step_s"] - st["dots_here_s"] + st["dots_model_s"]
+        steps_.append(st)
+    med = sorted(steps_, key=lambda st: st["pred_s"])[(len(steps_) - 1) // 2]
+    other = None
+    try:
+        other = float(open(load_f).read().split()[0])
+    except (OSError, ValueError, IndexError):
+        pass
+    pred = med["pred_s"]
+    model = dict(med, dot_peak=dot_peak, fma_peak=fma_peak, ratio=DOT_MODEL_RATIO,
+                 timed_steps=len(steps_))
+    return {"impl": "prediction", "precision": "bf16",
+            "label": "PREDICTED avx512-bf16, dots at %gx FMA" % DOT_MODEL_RATIO,
+            "tokens_per_s": B * T / pred, "ms": pred * 1e3, "gflops": flops / pred / 1e9,
+            "max_rss_mb": None, "other_load_cores": other, "dot_model": model}
+
+
 def torch_row(key, prec, json_f):
     t = load_json(json_f)
     if not t:
@@ -617,6 +695,8 @@ for line in lines:
         r = gentrain_row(prec, data, f[4], f[5])
     elif kind in ("amxpred", "amxtime"):
         r = amx_predicted_row(data, f[4], kind == "amxtime")
+    elif kind == "dotpred":
+        r = dot_predicted_row(data, f[4], f[5])
     else:
         r = torch_row(key, prec, data)
     if r:
@@ -705,6 +785,41 @@ for r in table:
                       v["tdpbf16ps_s"] * 1e3, v["tile_s"] * 1e3, v["around_s"] * 1e3)
                   for k, v in ((k, sh[k]) for k in ("linear", "attention", "all"))
                   if v["of_peak"] is not None))
+for r in table:
+    m = r.get("dot_model")
+    if not m:
+        continue
+    print("%s: a model, not a measurement, of a CPU whose BF16 dot products run at %gx its"
+          " FMA flops (AMD Zen 4 and 5 measure about 2), everything else as this one's."
+          " Predicted step = measured avx512-bf16 step - the busiest thread's VDPBF16PS at"
+          " this CPU's dot rate (%.1f GFLOP/s measured on %d threads) + the same at %gx"
+          " its FMA rate (%.1f GFLOP/s measured); the median of %d timed steps" % (
+              r["label"], m["ratio"], m["dot_peak"], threads, m["ratio"], m["fma_peak"],
+              m["timed_steps"]))
+    print("  per step: %d VDPBF16PS (all threads; the busiest %d); measured step %.1f ms,"
+          " of which the busiest thread's dot products %.1f ms; predicted: %.1f ms of the"
+          " rest + %.1f ms of dot products = %.1f ms/step, %.0f tokens/s" % (
+              m["vdpbf16ps"], m["busiest"], m["step_s"] * 1e3, m["dots_here_s"] * 1e3,
+              (m["step_s"] - m["dots_here_s"]) * 1e3, m["dots_model_s"] * 1e3, r["ms"],
+              r["tokens_per_s"]))
+    fp = [x for x in table if x["impl"] == "gentrain" and x["precision"] == "fp32"
+          and x["round"] == r["round"]]
+    if fp:  # as a ratio, so that the model CPU's own fp32 figure can carry it over
+        m["speedup_over_fp32"] = fp[0]["ms"] / r["ms"]
+        print("  predicted speed-up over gentrain fp32 of the same round: %.2fx (on the model"
+              " CPU, fp32 runs as here)" % m["speedup_over_fp32"])
+    tb = baseline("bf16", r["round"])
+    if tb:  # autocast under the same model: every model flop a dot product at the peak
+        t_dots = flops / (m["dot_peak"] * 1e9)
+        t_pred = tb["ms"] / 1e3 - t_dots + flops / (m["ratio"] * m["fma_peak"] * 1e9)
+        if t_pred > 0:
+            m["torch_autocast_pred_s"] = t_pred
+            m["vs_torch_autocast"] = t_pred / (r["ms"] / 1e3)
+            print("  PyTorch autocast under the same model: measured %.1f ms, its %.2f GFLOP"
+                  " as dot products at this CPU's peak %.1f ms, predicted %.1f ms/step: the"
+                  " avx512-bf16 path predicted at %.2fx it" % (
+                      tb["ms"], flops / 1e9, t_dots * 1e3, t_pred * 1e3,
+                      m["vs_torch_autocast"]))
 if any(isinstance(r.get("other_load_cores"), float) and r["other_load_cores"] >= 0.2
        for r in table):
     print("warning: other processes took CPU during the runs (column 'other', in cores);"

@@ -67,6 +67,16 @@ if grep -q "(avx512-bf16 path)" "$tmp/avx512.out"; then
     dot=avx512
     check "avx512-bf16 and portable paths: same losses within 1e-3" \
         compare_logs "$tmp/avx512/log.jsonl" "$tmp/portable/log.jsonl" 1e-3 20
+    # the bench's prediction for faster dot products reads these counts: every step
+    # runs the same products, so the same count, and only this path counts
+    dots=$(sed -n 's/.*"vdpbf16ps":\[\([0-9,]*\)\].*/\1/p' "$tmp/avx512/log.jsonl" |
+        awk -F, '{ s = 0; for (i = 1; i <= NF; i++) s += $i; print s }' | sort -u)
+    echo "    VDPBF16PS a step (all threads): $dots"
+    check "avx512-bf16: each of the 20 steps logs the same VDPBF16PS count, above 0" \
+        test "$(grep -c '"vdpbf16ps":' "$tmp/avx512/log.jsonl")" -eq 20 \
+        -a "$(echo "$dots" | wc -l)" -eq 1 -a "${dots:-0}" -gt 0
+    check "portable: no VDPBF16PS counts in the log" \
+        test "$(grep -c '"vdpbf16ps":' "$tmp/portable/log.jsonl")" -eq 0
     if grep -q "(portable path)" "$tmp/bf16.out"; then
         check "the default passed the dot products over and says why" \
             grep -q "^precision: BF16 dot products measure 0\.[0-9]*x this CPU's FP32 multiply-adds" \

@@ -48,7 +48,8 @@
  *   (o) an epilogue that leaves C unused (c_unused: the MLP's GELU forward and backward
  *       into BF16 storage) gives the BF16 outputs of the same product that writes C,
  *       on a packed weight copy, past a column block and several depth blocks; the
- *       AMX and AVX512_BF16 paths never write C then.
+ *       AMX and AVX512_BF16 paths never write C then;
+ *   (p) the AVX512_BF16 path counts the VDPBF16PS its micro-kernel runs.
  * Errors are measured against the reference scaled by sum_k |a_k b_k| per element, so
  * they are in units of FP32 rounding of the sums. */
 #include <float.h>
@@ -63,6 +64,7 @@
 
 #include "bf16_store.h"
 #include "cpu_features.h"
+#include "dot_counts.h"
 #include "gemm_bf16.h"
 #include "gemm_bf16_amx.h" /* GEMM_BF16_AMX_KC: the depth block of (e) */
 #include "gemm_bf16_weights.h"
@@ -950,6 +952,40 @@ static void check_c_unused(enum gemm_bf16_path path, const char *name)
  * (a zero of its sign below FP32's normal range; zeros, denormals, infinities and NaNs
  * as they are): the vector loop (from the second value, so its vectors start unaligned
  * and a tail is left to the scalar code) and bf16_scale_pow2_one on each value */
+/* (p) the avx512-bf16 path counts its VDPBF16PS (dot_counts.h, what the bench's
+ * prediction for faster dot products reads): a 14 x 32 micro-tile a strip of each,
+ * every row and both vectors over each pair of depth, summed over the threads */
+static void check_dot_counts(void)
+{
+    static const int shapes[][5] = {{300, 200, 600, 0, 0}, {20, 33, 1025, 1, 0},
+                                    {45, 2100, 70, 0, 1}, {1, 1, 1, 1, 1}};
+    int right = 1;
+    for (size_t t = 0; t < sizeof shapes / sizeof shapes[0]; t++) {
+        const int *sh = shapes[t];
+        prob p = make(sh[0], sh[1], sh[2], sh[3], sh[4], 1.0f, 0.0f);
+        dot_counts_reset();
+        free(run(&p));
+        uint64_t per[64], sum = 0;
+        const int n = dot_counts_read(per, 64);
+        for (int i = 0; i < n && i < 64; i++) sum += per[i];
+        uint64_t strips_n = 0; /* the column blocks of 2048 hold whole strips of 32 */
+        for (int j = 0; j < p.N; j += 2048) {
+            const int nc = p.N - j < 2048 ? p.N - j : 2048;
+            strips_n += (uint64_t)(nc + 31) / 32;
+        }
+        const uint64_t want = (uint64_t)((p.M + 13) / 14) * strips_n * 14 * 2 *
+                              (uint64_t)((p.K + 1) / 2);
+        if (sum != want) {
+            printf("     %d x %d x %d: %llu VDPBF16PS counted, %llu run\n", p.M, p.N, p.K,
+                   (unsigned long long)sum, (unsigned long long)want);
+            right = 0;
+        }
+        drop(&p);
+    }
+    TU_CHECK(right, "avx512-bf16: the VDPBF16PS counted are those the micro-kernel runs "
+             "(edges, odd K past a depth block, N past a column block)");
+}
+
 static void check_scale_pow2(void)
 {
     uint16_t *h = malloc(65536 * sizeof *h);
@@ -1054,6 +1090,7 @@ int main(void)
         TU_CHECK(strcmp(gemm_bf16_path_name(), paths[i].name) == 0, "the %s path can be "
                  "forced", paths[i].name);
         check_path(paths[i].name);
+        if (paths[i].path == GEMM_BF16_AVX512) check_dot_counts();
         check_nested(paths[i].name);
         check_rounding(paths[i].name);
         check_prepacked(paths[i].path, paths[i].name);

@@ -30,6 +30,7 @@
 #include <time.h>
 
 #include "amx_emul_counts.h" /* defines: amx_emul_counts_reset, amx_emul_counts_read */
+#include "dot_counts.h"      /* defines: dot_counts_reset, dot_counts_read */
 #include "gemm_bf16.h"
 #include "gemm_bf16_weights.h"
 #include "grid.h"
@@ -464,6 +465,9 @@ static int train_loop(run *r)
         const int count_tiles = r->c->precision == PRECISION_BF16 &&
                                 gemm_bf16_path() == GEMM_BF16_AMX_EMULATED;
         if (count_tiles) amx_emul_counts_reset();
+        const int count_dots = r->c->precision == PRECISION_BF16 &&
+                               gemm_bf16_path() == GEMM_BF16_AVX512;
+        if (count_dots) dot_counts_reset();
         const double t0 = gt_now();
         if (phase_gradients(r, &s) != 0) return LOCAL_FAILURE;
         if (phase_reduce(r, &s) != 0) return -1;
@@ -471,6 +475,7 @@ static int train_loop(run *r)
         s.dt = gt_now() - t0;
         if (count_tiles) /* before any evaluation adds its products */
             s.tiles_n = amx_emul_counts_read(s.tiles, STEP_TILE_THREADS);
+        if (count_dots) s.dots_n = dot_counts_read(s.dots, STEP_TILE_THREADS);
         r->t_compute += s.dt;
         /* the next step's threads: fewer while another process shares a core */
         team_after_step(r->team, step + 1);

@@ -252,6 +252,12 @@ int train_log_step(const run *r, const step_result *s)
     if (isfinite(s->step_overhead))
         fprintf(r->log, ",\"step_overhead\":%.9g", s->step_overhead);
     if (s->tiles_n > 0) log_tiles(r->log, s);
+    if (s->dots_n > 0) { /* the avx512-bf16 path's, one element a thread */
+        fprintf(r->log, ",\"dot_threads\":%d,\"vdpbf16ps\":[", s->dots_n);
+        for (int i = 0; i < s->dots_n && i < STEP_TILE_THREADS; i++)
+            fprintf(r->log, "%s%llu", i ? "," : "", (unsigned long long)s->dots[i]);
+        fprintf(r->log, "]");
+    }
     fprintf(r->log, "}\n");
     if (fflush(r->log) != 0) {
         gt_error("writing the log file %s failed", c->log);

@@ -151,6 +151,9 @@ typedef struct step_result {
      * STEP_TILE_THREADS of them are kept */
     int tiles_n;
     amx_emul_counts tiles[STEP_TILE_THREADS];
+    /* The avx512-bf16 path's VDPBF16PS in the step (dot_counts.h), likewise */
+    int dots_n;
+    uint64_t dots[STEP_TILE_THREADS];
 } step_result;
 
 /* train_setup.c */

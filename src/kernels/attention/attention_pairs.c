@@ -29,6 +29,7 @@
 
 #include "bf16_store.h" /* bf16_store: a stored output */
 #include "bf16_x86.h" /* lanes, bf16_pairs_along_k, bf16_pairs_across_k (and _stored) */
+#include "dot_counts.h" /* dot_counts_add: the bench's count of VDPBF16PS */
 
 /* PMR rows of C per micro-tile (even: the key tiles start at even rows), PNV vectors
  * of 16 columns; PAIR_ROWS queries per backward block, a multiple of PMR */
@@ -91,6 +92,8 @@ static void pairs_tile(int m, int n, int k2, float alpha, const uint32_t *a, ptr
                        ptrdiff_t a_cs, const uint32_t *b, size_t ldb, float *c, size_t ldc,
                        int accumulate)
 {
+    /* a micro-tile runs PMR rows (the last repeated) and its nv vectors */
+    dot_counts_add((uint64_t)((m + PMR - 1) / PMR) * PMR * ((n + VL - 1) / VL) * k2);
     for (int i = 0; i < m; i += PMR)
         for (int j = 0; j < n; j += PNV * VL) {
             const int mm = m - i < PMR ? m - i : PMR;

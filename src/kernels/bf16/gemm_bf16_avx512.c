@@ -29,6 +29,7 @@
 
 #include "bf16_x86.h" /* lanes, pairs_of, bf16_pairs_along_k/across_k (and _stored) */
 #include "gemm_split.h"
+#include "dot_counts.h" /* dot_counts_add: the bench's count of VDPBF16PS */
 
 #ifdef _OPENMP
 #include <omp.h>
@@ -171,6 +172,8 @@ static void kernel(int kc2, const uint32_t *ap, const uint32_t *bp, float *c, in
             acc[r][1] = _mm512_dpbf16_ps(acc[r][1], av, b1);
         }
     }
+    /* every row and both vectors run, whatever mr and nr store */
+    dot_counts_add((uint64_t)kc2 * MR * 2);
     const __mmask16 m0 = lanes(nr), m1 = lanes(nr > 16 ? nr - 16 : 0);
     const __m512 va = _mm512_set1_ps(alpha), vb = _mm512_set1_ps(beta);
     for (int r = 0; r < mr; r++) {
