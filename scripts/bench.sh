@@ -41,15 +41,15 @@
 #   docs/cpu-speed.md). Both rows are models; a real AMX run checks them.
 #   On a CPU with AVX512_BF16 whose dot products gentrain passed over (they run at
 #   under 1x its FMA flops, as on the Xeons that have AMX), each round also runs the
-#   avx512-bf16 path (GENTRAIN_BF16=avx512, STEPS steps), which counts its VDPBF16PS,
-#   and the table gets a row PREDICTED for that path on a CPU whose dot products run
-#   at DOT_MODEL_RATIO (2) times its FMA flops, as AMD Zen 4 and 5 measure:
-#       predicted step = measured step - VDPBF16PS at this CPU's measured dot rate
-#                        + the same VDPBF16PS at 2x this CPU's measured FMA rate
+#   avx512-bf16 path (GENTRAIN_BF16=avx512, STEPS steps), which counts its VDPBF16PS
+#   and times its micro-kernels, and the table gets a row PREDICTED for that path on a
+#   CPU whose dot products run at DOT_MODEL_RATIO (2) times its FMA flops, as AMD Zen 4
+#   and 5 measure (this CPU's ratio r is measured at start-up, about 0.5 on the Xeons):
+#       predicted step = measured step - micro-kernel time + micro-kernel time x r / 2
 #   (the busiest thread's), everything else as measured here. Printed with it: the
 #   predicted speed-up over gentrain fp32 of the same round, and PyTorch's autocast
-#   under the same model (all its model flops taken as dot products at this CPU's
-#   dot-product peak, the most the model can take off it).
+#   under the same model (all its model flops taken as dot products at the rate of
+#   gentrain's micro-kernels in the step, the most the model can take off it).
 #
 # Environment:
 #   GENTRAIN      path to the gentrain binary (part c skipped when unset)
@@ -335,7 +335,7 @@ dot_predict_round() {
     local out
     out=$(awk -v r="$1" '$1 == "gentrain" && $3 == "bf16" && $7 == r { print $6 }' \
         "$tmp/runs.txt" | tail -n 1)
-    [ -n "$out" ] && grep -q '^precision: BF16 dot products measure' "$out" || return 0
+    [ -n "$out" ] && grep -q '^precision: BF16 dot products measure.*so FP32' "$out" || return 0
     section "round $1 of $BENCH_ROUNDS: the avx512-bf16 path ($STEPS steps) for the" \
         "PREDICTED row of a CPU with faster dot products"
     GENTRAIN_BF16=avx512 clean_run avx512-bf16 "$STEPS" bf16 dot-predicted dotpred "$1" \
@@ -629,28 +629,27 @@ DOT_MODEL_RATIO = 2.0
 
 def dot_predicted_row(log_f, load_f, out_f):
     """The avx512-bf16 path on a CPU with DOT_MODEL_RATIO, from its run here: per timed
-    step, step - the busiest thread's VDPBF16PS at this CPU's dot rate (the run's
-    measured dot-product peak / threads) + the same at DOT_MODEL_RATIO x this CPU's FMA
-    rate (fma_peak / threads). The timed step of median prediction"""
-    rows = step_records(log_f, "vdpbf16ps")
+    step, step - the busiest thread's time in the dot-product micro-kernels + that time
+    x this CPU's ratio / DOT_MODEL_RATIO (the micro-kernels bound by their VDPBF16PS,
+    here and there). The timed step of median prediction"""
+    rows = step_records(log_f, "dot_kernel_ms")
     text = open(out_f).read() if os.path.exists(out_f) else ""
-    m = re.search(r"peak ([0-9.]+) GFLOP/s \(measured BF16 dot-product peak", text)
-    if rows is None or not m or not fma_peak:
-        print("bench.sh: %s: no dot counts, dot-product peak or FMA peak" % log_f)
+    m = re.search(r"^precision: BF16 dot products measure ([0-9.]+)x", text, re.M)
+    if rows is None or not m or float(m.group(1)) <= 0:
+        print("bench.sh: %s: no dot-product counts, or no measured dot-product rate" % log_f)
         return None
-    dot_peak = float(m.group(1))
+    here = float(m.group(1))
     timed = rows[2:]
     if not timed:
         print("bench.sh: %s: no timed step with dot counts" % log_f)
         return None
-    here_s, model_s = 64 * threads / (dot_peak * 1e9), 64 * threads / (
-        DOT_MODEL_RATIO * fma_peak * 1e9)  # seconds a VDPBF16PS, one thread
     steps_ = []
     for r in timed:
-        d = max(r["vdpbf16ps"])
-        st = {"step_s": r["ms"] / 1e3, "vdpbf16ps": sum(r["vdpbf16ps"]), "busiest": d,
-              "dots_here_s": d * here_s, "dots_model_s": d * model_s}
-        st["pred_s"] = st["step_s"] - st["dots_here_s"] + st["dots_model_s"]
+        k = max(r["dot_kernel_ms"]) / 1e3
+        st = {"step_s": r["ms"] / 1e3, "vdpbf16ps": sum(r["vdpbf16ps"]),
+              "busiest": max(r["vdpbf16ps"]), "kernel_s": k,
+              "kernel_model_s": k * here / DOT_MODEL_RATIO}
+        st["pred_s"] = st["step_s"] - k + st["kernel_model_s"]
         steps_.append(st)
     med = sorted(steps_, key=lambda st: st["pred_s"])[(len(steps_) - 1) // 2]
     other = None
@@ -659,8 +658,7 @@ def dot_predicted_row(log_f, load_f, out_f):
     except (OSError, ValueError, IndexError):
         pass
     pred = med["pred_s"]
-    model = dict(med, dot_peak=dot_peak, fma_peak=fma_peak, ratio=DOT_MODEL_RATIO,
-                 timed_steps=len(steps_))
+    model = dict(med, here=here, ratio=DOT_MODEL_RATIO, timed_steps=len(steps_))
     return {"impl": "prediction", "precision": "bf16",
             "label": "PREDICTED avx512-bf16, dots at %gx FMA" % DOT_MODEL_RATIO,
             "tokens_per_s": B * T / pred, "ms": pred * 1e3, "gflops": flops / pred / 1e9,
@@ -791,17 +789,17 @@ for r in table:
         continue
     print("%s: a model, not a measurement, of a CPU whose BF16 dot products run at %gx its"
           " FMA flops (AMD Zen 4 and 5 measure about 2), everything else as this one's."
-          " Predicted step = measured avx512-bf16 step - the busiest thread's VDPBF16PS at"
-          " this CPU's dot rate (%.1f GFLOP/s measured on %d threads) + the same at %gx"
-          " its FMA rate (%.1f GFLOP/s measured); the median of %d timed steps" % (
-              r["label"], m["ratio"], m["dot_peak"], threads, m["ratio"], m["fma_peak"],
-              m["timed_steps"]))
+          " Predicted step = measured avx512-bf16 step - the busiest thread's time in the"
+          " dot-product micro-kernels + that time x %.2f (this CPU's measured ratio) / %g;"
+          " the median of %d timed steps" % (
+              r["label"], m["ratio"], m["here"], m["ratio"], m["timed_steps"]))
     print("  per step: %d VDPBF16PS (all threads; the busiest %d); measured step %.1f ms,"
-          " of which the busiest thread's dot products %.1f ms; predicted: %.1f ms of the"
-          " rest + %.1f ms of dot products = %.1f ms/step, %.0f tokens/s" % (
-              m["vdpbf16ps"], m["busiest"], m["step_s"] * 1e3, m["dots_here_s"] * 1e3,
-              (m["step_s"] - m["dots_here_s"]) * 1e3, m["dots_model_s"] * 1e3, r["ms"],
-              r["tokens_per_s"]))
+          " of which the busiest thread's micro-kernels %.1f ms (%.1f GFLOP/s a thread);"
+          " predicted: %.1f ms of the rest + %.1f ms of micro-kernels = %.1f ms/step,"
+          " %.0f tokens/s" % (
+              m["vdpbf16ps"], m["busiest"], m["step_s"] * 1e3, m["kernel_s"] * 1e3,
+              64 * m["busiest"] / m["kernel_s"] * 1e-9, (m["step_s"] - m["kernel_s"]) * 1e3,
+              m["kernel_model_s"] * 1e3, r["ms"], r["tokens_per_s"]))
     fp = [x for x in table if x["impl"] == "gentrain" and x["precision"] == "fp32"
           and x["round"] == r["round"]]
     if fp:  # as a ratio, so that the model CPU's own fp32 figure can carry it over
@@ -809,17 +807,21 @@ for r in table:
         print("  predicted speed-up over gentrain fp32 of the same round: %.2fx (on the model"
               " CPU, fp32 runs as here)" % m["speedup_over_fp32"])
     tb = baseline("bf16", r["round"])
-    if tb:  # autocast under the same model: every model flop a dot product at the peak
-        t_dots = flops / (m["dot_peak"] * 1e9)
-        t_pred = tb["ms"] / 1e3 - t_dots + flops / (m["ratio"] * m["fma_peak"] * 1e9)
+    if tb:  # autocast under the same model: every model flop a dot product, at the rate
+        # gentrain's micro-kernels ran in the step (the most the model can take off it;
+        # the same clock as ours, unlike a peak measured at start-up)
+        rate = 64 * m["busiest"] / m["kernel_s"] * threads  # flop/s, all threads
+        t_dots = flops / rate
+        t_pred = tb["ms"] / 1e3 - t_dots + t_dots * m["here"] / m["ratio"]
         if t_pred > 0:
             m["torch_autocast_pred_s"] = t_pred
             m["vs_torch_autocast"] = t_pred / (r["ms"] / 1e3)
-            print("  PyTorch autocast under the same model: measured %.1f ms, its %.2f GFLOP"
-                  " as dot products at this CPU's peak %.1f ms, predicted %.1f ms/step: the"
-                  " avx512-bf16 path predicted at %.2fx it" % (
-                      tb["ms"], flops / 1e9, t_dots * 1e3, t_pred * 1e3,
-                      m["vs_torch_autocast"]))
+            print("  PyTorch autocast under the same model: measured %.1f ms; its %.2f GFLOP"
+                  " as dot products at the rate of gentrain's micro-kernels (%.1f GFLOP/s)"
+                  " %.1f ms, x %.2f / %g: predicted %.1f ms/step, the avx512-bf16 path"
+                  " predicted at %.2fx it" % (tb["ms"], flops / 1e9, rate * 1e-9,
+                                              t_dots * 1e3, m["here"], m["ratio"],
+                                              t_pred * 1e3, m["vs_torch_autocast"]))
 if any(isinstance(r.get("other_load_cores"), float) and r["other_load_cores"] >= 0.2
        for r in table):
     print("warning: other processes took CPU during the runs (column 'other', in cores);"

@@ -49,7 +49,7 @@
  *       into BF16 storage) gives the BF16 outputs of the same product that writes C,
  *       on a packed weight copy, past a column block and several depth blocks; the
  *       AMX and AVX512_BF16 paths never write C then;
- *   (p) the AVX512_BF16 path counts the VDPBF16PS its micro-kernel runs.
+ *   (p) the AVX512_BF16 path counts the VDPBF16PS its micro-kernel runs, and times it.
  * Errors are measured against the reference scaled by sum_k |a_k b_k| per element, so
  * they are in units of FP32 rounding of the sums. */
 #include <float.h>
@@ -57,6 +57,7 @@
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #ifdef _OPENMP
 #include <omp.h>
@@ -959,15 +960,26 @@ static void check_dot_counts(void)
 {
     static const int shapes[][5] = {{300, 200, 600, 0, 0}, {20, 33, 1025, 1, 0},
                                     {45, 2100, 70, 0, 1}, {1, 1, 1, 1, 1}};
-    int right = 1;
+    int right = 1, timed = 1;
     for (size_t t = 0; t < sizeof shapes / sizeof shapes[0]; t++) {
         const int *sh = shapes[t];
         prob p = make(sh[0], sh[1], sh[2], sh[3], sh[4], 1.0f, 0.0f);
         dot_counts_reset();
+        struct timespec w0, w1;
+        clock_gettime(CLOCK_MONOTONIC, &w0);
         free(run(&p));
-        uint64_t per[64], sum = 0;
+        clock_gettime(CLOCK_MONOTONIC, &w1);
+        const double wall = (double)(w1.tv_sec - w0.tv_sec) + (w1.tv_nsec - w0.tv_nsec) * 1e-9;
+        dot_count per[64];
+        uint64_t sum = 0;
+        double took = 0.0;
         const int n = dot_counts_read(per, 64);
-        for (int i = 0; i < n && i < 64; i++) sum += per[i];
+        for (int i = 0; i < n && i < 64; i++) {
+            sum += per[i].vdpbf16ps;
+            took += per[i].kernel_s;
+        }
+        /* inside the product, on at most its threads (ticks converted to seconds) */
+        timed &= took > 0.0 && took <= wall * (n > 0 ? n : 1) * 1.01 + 1e-6;
         uint64_t strips_n = 0; /* the column blocks of 2048 hold whole strips of 32 */
         for (int j = 0; j < p.N; j += 2048) {
             const int nc = p.N - j < 2048 ? p.N - j : 2048;
@@ -984,6 +996,8 @@ static void check_dot_counts(void)
     }
     TU_CHECK(right, "avx512-bf16: the VDPBF16PS counted are those the micro-kernel runs "
              "(edges, odd K past a depth block, N past a column block)");
+    TU_CHECK(timed, "avx512-bf16: ... and the time in its micro-kernels is counted, within "
+             "the product's wall time on each thread");
 }
 
 static void check_scale_pow2(void)

@@ -253,9 +253,13 @@ int train_log_step(const run *r, const step_result *s)
         fprintf(r->log, ",\"step_overhead\":%.9g", s->step_overhead);
     if (s->tiles_n > 0) log_tiles(r->log, s);
     if (s->dots_n > 0) { /* the avx512-bf16 path's, one element a thread */
+        const int n = s->dots_n < STEP_TILE_THREADS ? s->dots_n : STEP_TILE_THREADS;
         fprintf(r->log, ",\"dot_threads\":%d,\"vdpbf16ps\":[", s->dots_n);
-        for (int i = 0; i < s->dots_n && i < STEP_TILE_THREADS; i++)
-            fprintf(r->log, "%s%llu", i ? "," : "", (unsigned long long)s->dots[i]);
+        for (int i = 0; i < n; i++)
+            fprintf(r->log, "%s%llu", i ? "," : "", (unsigned long long)s->dots[i].vdpbf16ps);
+        fprintf(r->log, "],\"dot_kernel_ms\":[");
+        for (int i = 0; i < n; i++)
+            fprintf(r->log, "%s%.3f", i ? "," : "", s->dots[i].kernel_s * 1e3);
         fprintf(r->log, "]");
     }
     fprintf(r->log, "}\n");

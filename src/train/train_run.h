@@ -25,6 +25,7 @@
 #include "h5data.h"
 #include "h5set.h"
 #include "amx_emul_counts.h" /* defines: amx_emul_counts */
+#include "dot_counts.h"      /* defines: dot_count */
 #include "config.h"
 #include "engine.h"
 #include "grad_ring.h"
@@ -151,9 +152,10 @@ typedef struct step_result {
      * STEP_TILE_THREADS of them are kept */
     int tiles_n;
     amx_emul_counts tiles[STEP_TILE_THREADS];
-    /* The avx512-bf16 path's VDPBF16PS in the step (dot_counts.h), likewise */
+    /* The avx512-bf16 path's VDPBF16PS and micro-kernel time in the step
+     * (dot_counts.h), likewise */
     int dots_n;
-    uint64_t dots[STEP_TILE_THREADS];
+    dot_count dots[STEP_TILE_THREADS];
 } step_result;
 
 /* train_setup.c */

@@ -254,6 +254,10 @@ int train_report_compute(run *r)
                        "multiply-adds, so FP32 multiply-adds over BF16-rounded operands "
                        "run the products (GENTRAIN_BF16=avx512 asks for the dot products)\n",
                        dot);
+        else if (gemm_bf16_path() == GEMM_BF16_AVX512) /* what they run at (the bench's
+                                                           prediction reads it) */
+            par_printf("precision: BF16 dot products measure %.2fx this CPU's FP32 "
+                       "multiply-adds\n", dot);
     } else if (gpu && c->precision == PRECISION_BF16) {
         par_printf("precision: bf16 applies to the CPU; the GPU trains in FP16 with loss "
                    "scaling\n");

@@ -29,7 +29,7 @@
 
 #include "bf16_store.h" /* bf16_store: a stored output */
 #include "bf16_x86.h" /* lanes, bf16_pairs_along_k, bf16_pairs_across_k (and _stored) */
-#include "dot_counts.h" /* dot_counts_add: the bench's count of VDPBF16PS */
+#include "dot_counts.h" /* the bench's count of VDPBF16PS and kernel time */
 
 /* PMR rows of C per micro-tile (even: the key tiles start at even rows), PNV vectors
  * of 16 columns; PAIR_ROWS queries per backward block, a multiple of PMR */
@@ -94,6 +94,7 @@ static void pairs_tile(int m, int n, int k2, float alpha, const uint32_t *a, ptr
 {
     /* a micro-tile runs PMR rows (the last repeated) and its nv vectors */
     dot_counts_add((uint64_t)((m + PMR - 1) / PMR) * PMR * ((n + VL - 1) / VL) * k2);
+    const uint64_t t0 = dot_counts_span_begin();
     for (int i = 0; i < m; i += PMR)
         for (int j = 0; j < n; j += PNV * VL) {
             const int mm = m - i < PMR ? m - i : PMR;
@@ -107,6 +108,7 @@ static void pairs_tile(int m, int n, int k2, float alpha, const uint32_t *a, ptr
             default: tile_nv(4, mm, nn, k2, alpha, ai, a_rs, a_cs, b + j, ldb, cij, ldc, accumulate); break;
             }
         }
+    dot_counts_span_end(t0);
 }
 
 /* rows r < rows of src (lds apart), cols values each -> (cols + 1) / 2 words at

@@ -29,7 +29,7 @@
 
 #include "bf16_x86.h" /* lanes, pairs_of, bf16_pairs_along_k/across_k (and _stored) */
 #include "gemm_split.h"
-#include "dot_counts.h" /* dot_counts_add: the bench's count of VDPBF16PS */
+#include "dot_counts.h" /* the bench's count of VDPBF16PS and kernel time */
 
 #ifdef _OPENMP
 #include <omp.h>
@@ -218,6 +218,7 @@ static void depth_inside(uint32_t *ap, float *piece, int transa, int M, int N, i
                     pack_a(ap + (size_t)(i / MR) * kc2 * MR, transa, A, lda, m0 + i,
                            mc - i < MR ? mc - i : MR, pc, kc, sums_fused ? sums : NULL);
                 if (sums && !sums_fused) gemm_bf16_row_sums(sums, transa, A, lda, m0, mc, pc, kc);
+                const uint64_t t0 = dot_counts_span_begin();
                 for (int s = c0; s < c1; s++) {
                     const int n0 = s * NR, nr = nc - n0 < NR ? nc - n0 : NR;
                     for (int i = 0; i < mc; i += MR)
@@ -225,6 +226,7 @@ static void depth_inside(uint32_t *ap, float *piece, int transa, int M, int N, i
                                cp + (size_t)i * ldp + (n0 - n_from), ldp,
                                mc - i < MR ? mc - i : MR, nr, alpha, pc == 0 ? beta : 1.0f);
                 }
+                dot_counts_span_end(t0);
                 if (gemm_bf16_epilogue_acts(ep, pc == 0, pc + kc >= K))
                     gemm_bf16_epilogue_piece(ep, cp, ldp, m0, jc + n_from, mc, n_to - n_from,
                                              pc == 0, pc + kc >= K);
@@ -301,6 +303,7 @@ void gemm_bf16_avx512(int transa, int transb, int M, int N, int K, float alpha,
                         if (sums && !sums_fused)
                             gemm_bf16_row_sums(sums, transa, A, lda, m0, mc, pc, kc);
                     }
+                    const uint64_t t0 = dot_counts_span_begin();
                     for (int s = c0; s < c1; s++) {
                         const int n0 = s * NR, nr = nc - n0 < NR ? nc - n0 : NR;
                         for (int i = 0; i < mc; i += MR) {
@@ -311,6 +314,7 @@ void gemm_bf16_avx512(int transa, int transb, int M, int N, int K, float alpha,
                                    bet);
                         }
                     }
+                    dot_counts_span_end(t0);
                     /* the epilogue once on the item's piece of C (in L2), on rows of up
                      * to NC values, not on each 14 x 32 block: on 32 values a row its
                      * kernels cost 1.5-2.4x as much per value (as on the AMX path,
