@@ -567,6 +567,20 @@ def product_shares(r, b, hz, prod, emul):
     return out
 
 
+def other_load(load_f):
+    """Cores' worth of CPU other processes took during a run (its load file); None"""
+    try:
+        return float(open(load_f).read().split()[0])
+    except (OSError, ValueError, IndexError):
+        return None
+
+
+def median_prediction(steps_):
+    """The step of median predicted time (the lower of the middle two), whole, so that
+    its parts add up as printed"""
+    return sorted(steps_, key=lambda st: st["pred_s"])[(len(steps_) - 1) // 2]
+
+
 def amx_predicted_row(log_f, load_f, timing):
     """The real AMX path predicted from the emulated twin's log (timing: of its timing
     run, GENTRAIN_AMX_TIMING=1): per timed step,
@@ -601,15 +615,9 @@ def amx_predicted_row(log_f, load_f, timing):
         st["pred_s"] = st["rest_s"] + st["tile_s"]
         st["shares"] = product_shares(r, b, hz, prod, emul)
         steps_.append(st)
-    # the step of median predicted time (the lower of the middle two), whole, so that
-    # its parts add up as printed
-    med = dict(sorted(steps_, key=lambda st: st["pred_s"])[(len(steps_) - 1) // 2])
+    med = dict(median_prediction(steps_))
     del med["threads"]
-    other = None
-    try:
-        other = float(open(load_f).read().split()[0])
-    except (OSError, ValueError, IndexError):
-        pass
+    other = other_load(load_f)
     pred = med["pred_s"]
     model = dict(med, ghz=ghz, ghz_src=ghz_src, cycles=AMX_CYCLES, timed_steps=len(steps_),
                  threads=min(st["threads"] for st in steps_), timing_only=timing)
@@ -651,12 +659,8 @@ def dot_predicted_row(log_f, load_f, out_f):
               "kernel_model_s": k * here / DOT_MODEL_RATIO}
         st["pred_s"] = st["step_s"] - k + st["kernel_model_s"]
         steps_.append(st)
-    med = sorted(steps_, key=lambda st: st["pred_s"])[(len(steps_) - 1) // 2]
-    other = None
-    try:
-        other = float(open(load_f).read().split()[0])
-    except (OSError, ValueError, IndexError):
-        pass
+    med = median_prediction(steps_)
+    other = other_load(load_f)
     pred = med["pred_s"]
     model = dict(med, here=here, ratio=DOT_MODEL_RATIO, timed_steps=len(steps_))
     return {"impl": "prediction", "precision": "bf16",
