@@ -949,10 +949,6 @@ static void check_c_unused(enum gemm_bf16_path path, const char *name)
     free(A), free(W), free(bias), free(dout), free(pre), free(C), free(A16), free(pre16);
 }
 
-/* (m) bf16_scale_pow2 on every BF16 value, against the FP32 product by the power of two
- * (a zero of its sign below FP32's normal range; zeros, denormals, infinities and NaNs
- * as they are): the vector loop (from the second value, so its vectors start unaligned
- * and a tail is left to the scalar code) and bf16_scale_pow2_one on each value */
 /* (p) the avx512-bf16 path counts its VDPBF16PS (dot_counts.h, what the bench's
  * prediction for faster dot products reads): a 14 x 32 micro-tile a strip of each,
  * every row and both vectors over each pair of depth, summed over the threads */
@@ -1000,6 +996,10 @@ static void check_dot_counts(void)
              "the product's wall time on each thread");
 }
 
+/* (m) bf16_scale_pow2 on every BF16 value, against the FP32 product by the power of two
+ * (a zero of its sign below FP32's normal range; zeros, denormals, infinities and NaNs
+ * as they are): the vector loop (from the second value, so its vectors start unaligned
+ * and a tail is left to the scalar code) and bf16_scale_pow2_one on each value */
 static void check_scale_pow2(void)
 {
     uint16_t *h = malloc(65536 * sizeof *h);
