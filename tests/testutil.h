@@ -30,6 +30,10 @@ static int tu_checks = 0;
 /* Relative error |a-b| / max(|a|,|b|,floor). */
 static inline double tu_relerr(double a, double b, double floor_)
 {
+    /* a NaN on one side only is as far off as it gets: callers take the largest error
+     * with fmax, which would otherwise pass over it */
+    if (isnan(a) != isnan(b)) return INFINITY;
+    if (isnan(a)) return 0.0;
     double d = fabs(a - b), s = fmax(fmax(fabs(a), fabs(b)), floor_);
     return d / s;
 }

@@ -70,7 +70,7 @@ typedef struct gt_bf16_acts {
 
 /* Every member is required but bf16_acts and the fused forward products; shapes as in
  * kernels_cpu.h, whose functions fill the CPU backends, and every backward accumulates
- * (+=) but the matrix products' dinp, which they write. */
+ * (+=) but the matrix products' dinp and attention's dqkv, which they write. */
 typedef struct gt_backend {
     const char *name; /* "cpu", "cpu-bf16": for messages (tests print it) */
     /* out[B,T,C] = wte[token] + wpe[t]; backward: dwte[V,C], dwpe[T,C] += */

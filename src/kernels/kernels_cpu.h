@@ -7,7 +7,8 @@
  *  - Row-major. N = B*T rows. Weights of a linear layer are [OC, C] (out, in), as in
  *    PyTorch's nn.Linear: out = inp @ w^T + bias.
  *  - Every backward ACCUMULATES (+=) into its d-outputs (dinp, dweight, dbias), so
- *    callers zero gradients once per step and residual branches simply add up.
+ *    callers zero gradients once per step and residual branches simply add up; but
+ *    attention's backward writes dqkv (attention_cpu.h).
  *  - Results are deterministic for a given thread count: no atomics on floats, every
  *    reduction has a fixed order.
  *  - Kernels cannot fail; they never allocate. Scratch is passed in.

@@ -792,7 +792,6 @@ const float *gpt_stage_backward(gpt_model *m, const float *dout)
                          grad(m, layer_idx(m, l, GPT_ATTPROJ_B)), a->dres, atty,
                          param(m, layer_idx(m, l, GPT_ATTPROJ_W)), BT, Cl, C);
         grads_ready(m, layer_idx(m, l, GPT_ATTPROJ_W), layer_idx(m, l, GPT_ATTPROJ_B));
-        zero_floats(a->dqkv, 3 * BTCl); /* attention's backward adds into it */
         if (qkv.h)
             m->acts16->attention_backward(a->dqkv, a->dln, qkv.h, att, a->att_scratch,
                                           m->threads, B, T, Cl, NHl);

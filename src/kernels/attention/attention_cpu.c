@@ -18,9 +18,11 @@
  *   P  = exp(scale Q K^T - lse)      rebuilt (one product more than a stored P)
  *   dP = dO V^T                        (V transposed once per job into vt)
  *   dS = P (dP - rowsum(P dP))
- *   dQ += scale dS K
+ *   dQ  = scale dS K
  * then, over key tiles j0 of keys 0 .. r1, with the block's P and dS as A^T:
  *   dV += P^T dO,  dK += scale dS^T Q  (queries from max(r0, j0): P, dS are 0 above)
+ * where a key tile from r0 on meets its first queries, so = rather than +=: every
+ * value of dqkv is written, and nothing needs zeroing first.
  * The block's P and dS rows stay in scratch between the two loops.
  *
  * Every element of a gradient is summed by one thread in a fixed order, so the results
@@ -170,16 +172,17 @@ static void bwd_head(const simd_kernels *kr, float *dq, const float *dout, const
                 }
             }
             kr->gemm_tile(m, hs, keys, scale, db, T, 1, kc, (size_t)hs, dq + (size_t)i0 * ld,
-                          (size_t)ld, 1);
+                          (size_t)ld, 0);
         }
         for (int j0 = 0; j0 < r1; j0 += mr) {
             const int m = r1 - j0 < mr ? r1 - j0 : mr, q0 = j0 > r0 ? j0 : r0,
                       queries = r1 - q0;
             const size_t at = (size_t)(q0 - r0) * T + (size_t)j0;
+            const int add = j0 < r0; /* keys from r0 on meet their first queries here */
             kr->gemm_tile(m, hs, queries, 1.0f, p + at, 1, T, oc + (size_t)q0 * hs,
-                          (size_t)hs, dv + (size_t)j0 * ld, (size_t)ld, 1);
+                          (size_t)hs, dv + (size_t)j0 * ld, (size_t)ld, add);
             kr->gemm_tile(m, hs, queries, scale, d + at, 1, T, qc + (size_t)q0 * hs,
-                          (size_t)hs, dk + (size_t)j0 * ld, (size_t)ld, 1);
+                          (size_t)hs, dk + (size_t)j0 * ld, (size_t)ld, add);
         }
     }
 }
@@ -194,8 +197,8 @@ static int team_size(int threads, int jobs)
 }
 
 /* One pass's arrays: q|k|v as floats (qkv) or in BF16 storage (qkv16); a forward (dqkv
- * NULL) writes out (or out16, with qkv16) and lse_out, a backward adds into dqkv from
- * dout and lse_in. */
+ * NULL) writes out (or out16, with qkv16) and lse_out, a backward writes dqkv from dout
+ * and lse_in. */
 typedef struct {
     const float *qkv;
     const uint16_t *qkv16;
@@ -207,7 +210,7 @@ typedef struct {
 /* The FP32 twin on q|k|v in BF16 storage: a head's rows widened into FP32 rows of 3 hs
  * (its output, its gradients, in rows of hs), so its kernels run unchanged with C = hs
  * on values that are already BF16 (their rounding then changes nothing: the bits of the
- * FP32-stored run); the backward adds the head's gradient into dqkv once, at the end. */
+ * FP32-stored run); the backward writes the head's gradient into dqkv once, at the end. */
 static void stored_twin_head(const simd_kernels *kr, const pass_io *io, int j, float *sc,
                              int T, int C, int NH)
 {
@@ -226,14 +229,13 @@ static void stored_twin_head(const simd_kernels *kr, const pass_io *io, int j, f
             bf16_store(io->out16 + ooff + (size_t)t * C, o + (size_t)t * hs, (size_t)hs);
         return;
     }
-    memset(dq, 0, 3 * th * sizeof *dq);
     for (int t = 0; t < T; t++)
         memcpy(o + (size_t)t * hs, io->dout + ooff + (size_t)t * C, (size_t)hs * sizeof *o);
     bwd_head(kr, dq, o, q, io->lse_in + (size_t)j * T, sc, T, hs, hs, 1);
     for (int t = 0; t < T; t++)
         for (int part = 0; part < 3; part++)
-            kr->acc(io->dqkv + qoff + (size_t)t * 3 * C + (size_t)part * C,
-                    dq + t * ld3 + (size_t)part * hs, (size_t)hs);
+            memcpy(io->dqkv + qoff + (size_t)t * 3 * C + (size_t)part * C,
+                   dq + t * ld3 + (size_t)part * hs, (size_t)hs * sizeof *dq);
 }
 
 /* (batch, head) j of the pass, with the products of `kind` (bf16: BF16 operands) */

@@ -22,7 +22,9 @@
  *    which then run on at most `threads` OpenMP threads (a caller sized for fewer than
  *    the runtime has gets fewer); nothing in it survives a call.
  *
- * Contract: the backward ACCUMULATES into dqkv; results do not depend on the thread
+ * Contract: the backward WRITES every value of dqkv (unlike the other kernels'
+ * backwards, which accumulate: only attention's d q|k|v has a single source, and
+ * writing it spares the model a pass that zeroes it); results do not depend on the thread
  * count; every SIMD path (simd.h) gives the portable path's results within float
  * rounding. Kernels cannot fail and never allocate. */
 #ifndef GT_ATTENTION_CPU_H
@@ -37,7 +39,7 @@ size_t attention_saved_floats(int B, int NH, int T);
 
 void attention_forward(float *out, float *lse, const float *qkv, float *scratch, int threads,
                        int B, int T, int C, int NH);
-/* dqkv[B,T,3C] += gradient from dout[B,T,C]; qkv and lse as the forward had them. */
+/* dqkv[B,T,3C] = gradient from dout[B,T,C]; qkv and lse as the forward had them. */
 void attention_backward(float *dqkv, const float *dout, const float *qkv, const float *lse,
                         float *scratch, int threads, int B, int T, int C, int NH);
 void attention_forward_bf16(float *out, float *lse, const float *qkv, float *scratch,

@@ -339,7 +339,7 @@ static void bwd_head(float *dq, const float *dout, qkv_src q, const float *lse, 
             }
             along(b.dsp, d.T2, db, (size_t)T, m, keys);
             pairs_tile(m, hs, (keys + 1) / 2, scale, b.dsp, d.T2, 1, b.ka, d.hsp,
-                       dq + (size_t)i0 * ld, ld, 1);
+                       dq + (size_t)i0 * ld, ld, 0);
         }
         /* the block's P and dS, paired across its queries: P^T and dS^T as A */
         across(b.xp, d.Tp, b.p, (size_t)T, r1 - r0, r1);
@@ -348,10 +348,11 @@ static void bwd_head(float *dq, const float *dout, qkv_src q, const float *lse, 
             const int m = r1 - j0 < PMR ? r1 - j0 : PMR, q0 = j0 > r0 ? j0 : r0;
             const int pairs = (r1 - q0 + 1) / 2;
             const size_t at = (size_t)((q0 - r0) / 2) * d.Tp + (size_t)j0;
+            const int add = j0 < r0; /* keys from r0 on meet their first queries here */
             pairs_tile(m, hs, pairs, 1.0f, b.xp + at, 1, d.Tp, b.oa + (size_t)(q0 / 2) * d.hsp,
-                       d.hsp, dv + (size_t)j0 * ld, ld, 1);
+                       d.hsp, dv + (size_t)j0 * ld, ld, add);
             pairs_tile(m, hs, pairs, scale, b.xd + at, 1, d.Tp, b.qa + (size_t)(q0 / 2) * d.hsp,
-                       d.hsp, dk + (size_t)j0 * ld, ld, 1);
+                       d.hsp, dk + (size_t)j0 * ld, ld, add);
         }
     }
 }

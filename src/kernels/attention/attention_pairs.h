@@ -23,7 +23,7 @@ int attention_pairs_ready(void);
 size_t attention_pairs_scratch_floats(int T, int hs);
 /* One (batch, head), as attention_cpu.c's fwd_head / bwd_head: q at the head's first
  * query (rows 3C apart, K and V C and 2C on), out rows C apart, lse[T]; the backward
- * adds into dq (with dk, dv at + C, + 2C). scratch: attention_pairs_scratch_floats. */
+ * writes dq (with dk, dv at + C, + 2C). scratch: attention_pairs_scratch_floats. */
 void attention_pairs_fwd_head(float *out, float *lse, const float *q, float *scratch, int T,
                               int C, int hs);
 void attention_pairs_bwd_head(float *dq, const float *dout, const float *q,

@@ -188,6 +188,19 @@ void attention_tiles_fwd_head(float *out, uint16_t *out16, float *lse, const flo
     head_end(&h);
 }
 
+/* dK or dV rows 0 .. keys of a block of queries from r0 (a multiple of 32: whole row
+ * tiles): the keys before r0 add the block's part to what the blocks before gave, the
+ * keys from r0 on meet their first queries here, so the panel writes them (the
+ * backward writes dqkv, attention_cpu.h, and a written tile starts from TILEZERO
+ * rather than loading C) */
+static void keys_panel(const head *h, const uint32_t *ta, const uint32_t *b, int r0, int keys,
+                       int hs, float alpha, float *d, void *work)
+{
+    if (r0 > 0) h->panel(ta, TW, b, h->trun, r0, hs, 1, alpha, 1, d, h->ld, work);
+    h->panel(ta + (size_t)(r0 / 16) * TW, TW, b, h->trun, keys - r0, hs, 1, alpha, 0,
+             d + (size_t)r0 * h->ld, h->ld, work);
+}
+
 void attention_tiles_bwd_head(float *dq, const float *dout, const float *q,
                               const uint16_t *q16, const float *lse, float *scratch, int T,
                               int C, int hs)
@@ -229,15 +242,15 @@ void attention_tiles_bwd_head(float *dq, const float *dout, const float *q,
             kr->softmax_bwd_row(drow, prow, r0 + i + 1, keys);
         }
         gemm_bf16_amx_pack_a(dsa, 0, dr, T, 0, m, 2, 0, keys, NULL);
-        h.panel(dsa, (size_t)nqk * TW, kB, h.trun, m, hs, nqk, ds_alpha, 1,
+        h.panel(dsa, (size_t)nqk * TW, kB, h.trun, m, hs, nqk, ds_alpha, 0,
                 dq + (size_t)r0 * h.ld, h.ld, work);
         /* the block's 32 queries as the depth: dS^T and P^T against its chunk of Q, dO */
         const int mtk = 2 * up32(keys);
         const size_t chunk = (size_t)(r0 / 32) * TW;
         gemm_bf16_amx_pack_a(ta, 1, dr, T, 0, keys, mtk, 0, m, NULL);
-        h.panel(ta, TW, qB + chunk, h.trun, keys, hs, 1, ds_alpha, 1, dk, h.ld, work);
+        keys_panel(&h, ta, qB + chunk, r0, keys, hs, ds_alpha, dk, work);
         gemm_bf16_amx_pack_a(ta, 1, pr, T, 0, keys, mtk, 0, m, NULL);
-        h.panel(ta, TW, oB + chunk, h.trun, keys, hs, 1, 1.0f, 1, dv, h.ld, work);
+        keys_panel(&h, ta, oB + chunk, r0, keys, hs, 1.0f, dv, work);
     }
     head_end(&h);
 }
