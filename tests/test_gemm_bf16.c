@@ -854,6 +854,34 @@ static void check_stored(const char *name)
              "BF16 storage it is bf16_store of those bits", name);
 }
 
+/* (m) on a weight packed once per update (the forward's products): A in BF16 storage
+ * read where it is stored (an even row length and depth: the dot-product path's
+ * kernel reads the 14 rows of a strip in place, a strip short of 14 rows packed) or
+ * packed (an odd one), the bits of the product of its FP32 values */
+static void check_stored_on_packed(const char *name)
+{
+    static const int shapes[][4] = {/* M, N, K, lda */
+                                    {45, 70, 1100, 1102}, {300, 33, 64, 64}, {14, 40, 2, 2},
+                                    {45, 70, 1100, 1103}, {29, 96, 33, 34}};
+    int same = 1;
+    for (size_t si = 0; si < sizeof shapes / sizeof shapes[0]; si++) {
+        const int M = shapes[si][0], N = shapes[si][1], K = shapes[si][2], lda = shapes[si][3];
+        float *A = fnew_rand((size_t)M * lda), *W = fnew_rand((size_t)N * K);
+        float *want = fnew_rand((size_t)M * N), *got = fnew_rand((size_t)M * N);
+        uint16_t *A16 = stored_copy(A, M, lda);
+        TU_CHECK(gemm_bf16_weights_add(W, N, K) == 0 && gemm_bf16_weights_refresh() == 0,
+                 "%s: (m) the weight %d x %d is registered and packed", name, N, K);
+        gemm_bf16_fused(0, 1, M, N, K, 1.0f, A, lda, W, K, 0.0f, want, N, NULL);
+        forward_stored(A16, lda, W, K, M, N, K, got, NULL);
+        same &= memcmp(got, want, (size_t)M * N * sizeof *got) == 0;
+        gemm_bf16_weights_clear();
+        free(A), free(W), free(want), free(got), free(A16);
+    }
+    TU_CHECK(same, "%s: A in BF16 storage on a packed weight gives the bits of its FP32 "
+             "values' product (read in place: whole strips, a short one, three depth "
+             "blocks; packed: an odd row length or depth)", name);
+}
+
 /* (n) row sums: from zero in depth order, then added (the reference), against the
  * fused sums; for transa = 1 also the simd column-sum pass the model used */
 static void check_row_sums(const char *name)
@@ -1110,6 +1138,7 @@ int main(void)
         check_prepacked(paths[i].path, paths[i].name);
         check_fused(paths[i].name);
         check_stored(paths[i].name);
+        check_stored_on_packed(paths[i].name);
         check_row_sums(paths[i].name);
         check_c_unused(paths[i].path, paths[i].name);
         if (paths[i].path == GEMM_BF16_PORTABLE) continue;

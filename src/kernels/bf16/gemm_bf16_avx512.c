@@ -154,9 +154,15 @@ const gemm_bf16_packer gemm_bf16_avx512_packer = {.kc = KC,
                                                   .pack_strip = pack_strip,
                                                   .pack_depth = pack_depth};
 
-/* C[mr, nr] = alpha * (A strip @ B strip) + beta * C (beta = 0: C is not read) */
-static void kernel(int kc2, const uint32_t *ap, const uint32_t *bp, float *c, int ldc,
-                   int mr, int nr, float alpha, float beta)
+/* C[mr, nr] = alpha * (A strip @ B strip) + beta * C (beta = 0: C is not read). The
+ * strip's pair j of row r is the word ap[j * acs + r * ars]: packed (acs = MR, ars = 1),
+ * or read where A is stored as BF16 (acs = 1, ars = the row's length in words; see
+ * a_in_place). Inlined into the two kernels below, each with its own strides. */
+typedef uint32_t __attribute__((may_alias)) pair_word; /* a pair of BF16 storage's values */
+
+static inline __attribute__((always_inline)) void
+kernel_on(int kc2, const pair_word *ap, size_t acs, size_t ars, const uint32_t *bp, float *c,
+          int ldc, int mr, int nr, float alpha, float beta)
 {
     __m512 acc[MR][2];
 #pragma GCC unroll 14
@@ -164,10 +170,10 @@ static void kernel(int kc2, const uint32_t *ap, const uint32_t *bp, float *c, in
     for (int j = 0; j < kc2; j++) {
         const __m512bh b0 = (__m512bh)_mm512_loadu_si512(bp + (size_t)j * NR);
         const __m512bh b1 = (__m512bh)_mm512_loadu_si512(bp + (size_t)j * NR + 16);
-        const uint32_t *a = ap + (size_t)j * MR;
+        const pair_word *a = ap + (size_t)j * acs;
 #pragma GCC unroll 14
         for (int r = 0; r < MR; r++) {
-            const __m512bh av = (__m512bh)_mm512_set1_epi32((int)a[r]);
+            const __m512bh av = (__m512bh)_mm512_set1_epi32((int)a[(size_t)r * ars]);
             acc[r][0] = _mm512_dpbf16_ps(acc[r][0], av, b0);
             acc[r][1] = _mm512_dpbf16_ps(acc[r][1], av, b1);
         }
@@ -188,6 +194,33 @@ static void kernel(int kc2, const uint32_t *ap, const uint32_t *bp, float *c, in
     }
 }
 
+static void kernel(int kc2, const uint32_t *ap, const uint32_t *bp, float *c, int ldc, int mr,
+                   int nr, float alpha, float beta)
+{
+    kernel_on(kc2, ap, MR, 1, bp, c, ldc, mr, nr, alpha, beta);
+}
+
+/* The strip's 14 rows of A read where they are stored: a is row 0's value at the
+ * block's first depth in BF16 storage, lda (even) values a row */
+static void kernel_in_place(int kc2, const uint16_t *a, int lda, const uint32_t *bp, float *c,
+                            int ldc, int nr, float alpha, float beta)
+{
+    kernel_on(kc2, (const pair_word *)(const void *)a, 1, (size_t)lda / 2, bp, c, ldc, MR, nr,
+              alpha, beta);
+}
+
+/* Whether a product's A strips are read where A is stored rather than packed: A in BF16
+ * storage as stored (a row's depth values contiguous), each pair two values of one row
+ * (an even row length and depth; a depth block starts at a multiple of KC). Packing such
+ * an A is a 14-row interleave of its words, which took about a tenth of the dot-product
+ * path's time outside its micro-kernel at the bench's shape; the kernel's broadcasts
+ * read the 14 rows instead, each row's cache line over 16 pairs. A strip short of 14
+ * rows is still packed (its missing rows are zeros there). */
+static int a_in_place(int transa, int lda, int K)
+{
+    return transa == GEMM_BF16_STORED && lda % 2 == 0 && K % 2 == 0;
+}
+
 /* The product on B's packed copy bpre, run by each thread of the team: its items' depth
  * blocks in turn; each piece of C (mc rows of the item's columns) in C, or where piece
  * is not NULL there (NC floats a row), the epilogue's outputs alone leaving it */
@@ -197,6 +230,8 @@ static void depth_inside(uint32_t *ap, float *piece, int transa, int M, int N, i
 {
     const int mstrips = (M + MR - 1) / MR;
     const int sums_fused = transa == 1 || transa == GEMM_BF16_STORED_T;
+    const int in_place = a_in_place(transa, lda, K);
+    const uint16_t *const a16 = (const uint16_t *)(const void *)A;
     for (int jc = 0; jc < N; jc += NC) {
         const int nc = N - jc < NC ? N - jc : NC, nstrips = (nc + NR - 1) / NR;
         const gemm_split sp = gemm_split_for(mstrips, MC / MR, nstrips, nthreads);
@@ -215,16 +250,24 @@ static void depth_inside(uint32_t *ap, float *piece, int transa, int M, int N, i
                                      gemm_bf16_block_offset(&gemm_bf16_avx512_packer, K, N, jc, pc);
                 float *const sums = ep && ep->row_sums && jc == 0 && c0 == 0 ? ep->row_sums : NULL;
                 for (int i = 0; i < mc; i += MR)
-                    pack_a(ap + (size_t)(i / MR) * kc2 * MR, transa, A, lda, m0 + i,
-                           mc - i < MR ? mc - i : MR, pc, kc, sums_fused ? sums : NULL);
+                    if (!in_place || mc - i < MR)
+                        pack_a(ap + (size_t)(i / MR) * kc2 * MR, transa, A, lda, m0 + i,
+                               mc - i < MR ? mc - i : MR, pc, kc, sums_fused ? sums : NULL);
                 if (sums && !sums_fused) gemm_bf16_row_sums(sums, transa, A, lda, m0, mc, pc, kc);
                 const uint64_t t0 = dot_counts_span_begin();
                 for (int s = c0; s < c1; s++) {
                     const int n0 = s * NR, nr = nc - n0 < NR ? nc - n0 : NR;
-                    for (int i = 0; i < mc; i += MR)
-                        kernel(kc2, ap + (size_t)(i / MR) * kc2 * MR, bp + (size_t)s * kc2 * NR,
-                               cp + (size_t)i * ldp + (n0 - n_from), ldp,
-                               mc - i < MR ? mc - i : MR, nr, alpha, pc == 0 ? beta : 1.0f);
+                    const uint32_t *const bs = bp + (size_t)s * kc2 * NR;
+                    for (int i = 0; i < mc; i += MR) {
+                        float *const ci = cp + (size_t)i * ldp + (n0 - n_from);
+                        const float bet = pc == 0 ? beta : 1.0f;
+                        if (in_place && mc - i >= MR)
+                            kernel_in_place(kc2, a16 + (size_t)(m0 + i) * lda + pc, lda, bs, ci,
+                                            ldp, nr, alpha, bet);
+                        else
+                            kernel(kc2, ap + (size_t)(i / MR) * kc2 * MR, bs, ci, ldp,
+                                   mc - i < MR ? mc - i : MR, nr, alpha, bet);
+                    }
                 }
                 dot_counts_span_end(t0);
                 if (gemm_bf16_epilogue_acts(ep, pc == 0, pc + kc >= K))
