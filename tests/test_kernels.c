@@ -469,17 +469,22 @@ static void test_matmul(size_t N, int C, int OC, int with_bias, size_t samples)
 
     check_paths(name, mm_run, &c, nres);
 
-    /* with GELU's backward after it (c_proj's, x standing for its pre-activation): the
-     * bits of the unfused sequence, dinp and dweight as matmul_backward's */
-    float *pre = frand(ni, -4, 4), *dpre = fnew(ni), *want = fnew(ni), *dw4 = fnew(nw);
-    for (size_t i = 0; i < ni; i++) dpre[i] = 1e30f;
-    matmul_backward_gelu(dpre, dx2, dw4, NULL, c.R, c.x, c.w, pre, N, C, OC);
+    /* with GELU's backward after it (c_proj's): the bits of the unfused sequence, the
+     * product's input gelu(pre) written first (over what was there), dinp as
+     * matmul_backward's, dweight as matmul_backward's on that input */
+    float *pre = frand(ni, -4, 4), *dpre = fnew(ni), *want = fnew(ni), *dw4 = fnew(nw),
+          *g = fnew(ni), *gwant = fnew(ni), *dw5 = fnew(nw);
+    for (size_t i = 0; i < ni; i++) dpre[i] = g[i] = 1e30f;
+    matmul_backward_gelu(dpre, dx2, dw4, NULL, c.R, g, c.w, pre, N, C, OC);
     gelu_backward(want, pre, dx, ni); /* fnew: zeroed */
+    gelu_forward(gwant, pre, ni);
+    matmul_backward(NULL, dw5, NULL, c.R, gwant, c.w, N, C, OC);
     TU_CHECK(memcmp(dpre, want, ni * sizeof *want) == 0 &&
-                 memcmp(dx2, dx, ni * sizeof *dx) == 0 && memcmp(dw4, dw, nw * sizeof *dw) == 0,
-             "%s: matmul_backward_gelu gives the bits of matmul_backward, then gelu_backward "
-             "into zeros", name);
-    free(pre), free(dpre), free(want), free(dw4);
+                 memcmp(g, gwant, ni * sizeof *g) == 0 &&
+                 memcmp(dx2, dx, ni * sizeof *dx) == 0 && memcmp(dw4, dw5, nw * sizeof *dw) == 0,
+             "%s: matmul_backward_gelu gives the bits of gelu_forward into its input, "
+             "matmul_backward, then gelu_backward into zeros", name);
+    free(pre), free(dpre), free(want), free(dw4), free(g), free(gwant), free(dw5);
 
     free(res), free(rout), free(dx2), free(dw2), free(db2), free(dw3);
     free(c.x), free(c.w), free(c.bias), free(c.R), free(c.dx), free(c.dw), free(c.dbias);

@@ -99,10 +99,12 @@ typedef struct gt_backend {
     void (*matmul_forward_residual)(float *out, const float *res, const float *inp,
                                     const float *w, const float *bias, size_t N, int C,
                                     int OC);
-    /* Required: matmul_backward, then dpre = gelu'(pre) dinp (overwritten) while dinp's
-     * rows are in cache (the BF16 backend: in the product's write-back) */
+    /* Required: matmul_backward on inp = gelu(pre), which it writes first (the bits of
+     * gelu_forward: the FP32 backend from the pass that takes GELU's backward), then
+     * dpre = gelu'(pre) dinp (overwritten) while dinp's rows are in cache (the BF16
+     * backend: in the product's write-back) */
     void (*matmul_backward_gelu)(float *dpre, float *dinp, float *dw, float *dbias,
-                                 const float *dout, const float *inp, const float *w,
+                                 const float *dout, float *inp, const float *w,
                                  const float *pre, size_t N, int C, int OC);
     /* Attention (attention_cpu.h): the forward saves, per layer,
      * attention_saved_floats(B, NH, T) floats for the backward (the CPU backends: a

@@ -61,8 +61,8 @@ void matmul_backward(float *dinp, float *dw, float *dbias, const float *dout,
 /* matmul_backward, then dpre[N,C] = gelu'(pre) * dinp (written): the MLP projection's
  * backward with GELU's, dinp's rows taken while they are in cache */
 void matmul_backward_gelu(float *dpre, float *dinp, float *dw, float *dbias,
-                          const float *dout, const float *inp, const float *w,
-                          const float *pre, size_t N, int C, int OC);
+                          const float *dout, float *inp, const float *w, const float *pre,
+                          size_t N, int C, int OC);
 
 /* Causal multi-head self-attention: attention_cpu.h (both precisions; no T x T matrix
  * stored). */

@@ -699,21 +699,19 @@ void gpt_zero_grad(gpt_model *m)
 static uint16_t *dfch16(gpt_acts *a) { return (uint16_t *)(void *)a->dfch; }
 
 /* The MLP's c_proj backward with GELU's: c_proj's input gelu(fch) computed again (the
- * forward's bits), then dfch = gelu'(fch) (dres @ w) and c_proj's dw, dbias; from fch
- * (GELU in a pass of its own), or from its BF16 copy fch16 (m->fch16: GELU from the
- * pass that takes its backward, one sigmoid for both). */
+ * forward's bits) by the backend, then dfch = gelu'(fch) (dres @ w) and c_proj's dw,
+ * dbias; from fch, or from its BF16 copy fch16 (m->fch16); where the backend can, GELU
+ * comes from the pass that takes its backward, one sigmoid for both. */
 static void gelu_proj_backward(const gpt_model *m, gpt_acts *a, const float *fch,
                                const uint16_t *fch16, float *dw, float *dbias, const float *w,
                                size_t BT, int H, int C)
 {
     const gt_backend *be = m->be;
-    const size_t n = BT * (size_t)H;
     if (fch16) { /* gelu16 = gelu(fch16), written by the GELU backward's pass */
         m->acts16->matmul_backward_gelu(dfch16(a), a->dfch_gelu, dw, dbias, a->dres, a->gelu16,
                                         w, fch16, BT, H, C);
         return;
     }
-    be->gelu_forward(a->fch_gelu, fch, n);
     be->matmul_backward_gelu(a->dfch, a->dfch_gelu, dw, dbias, a->dres, a->fch_gelu, w, fch, BT,
                              H, C);
 }
