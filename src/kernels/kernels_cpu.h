@@ -58,8 +58,9 @@ void matmul_forward(float *out, const float *inp, const float *w, const float *b
  * (not needed). */
 void matmul_backward(float *dinp, float *dw, float *dbias, const float *dout,
                      const float *inp, const float *w, size_t N, int C, int OC);
-/* matmul_backward, then dpre[N,C] = gelu'(pre) * dinp (written): the MLP projection's
- * backward with GELU's, dinp's rows taken while they are in cache */
+/* matmul_backward on inp = gelu(pre), which it writes first (the bits of gelu_forward,
+ * from the sigmoid GELU's backward takes), then dpre[N,C] = gelu'(pre) * dinp (written):
+ * the MLP projection's backward with GELU's, dinp's rows taken while they are in cache */
 void matmul_backward_gelu(float *dpre, float *dinp, float *dw, float *dbias,
                           const float *dout, float *inp, const float *w, const float *pre,
                           size_t N, int C, int OC);

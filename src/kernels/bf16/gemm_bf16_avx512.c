@@ -211,14 +211,16 @@ static void kernel_in_place(int kc2, const uint16_t *a, int lda, const uint32_t 
 
 /* Whether a product's A strips are read where A is stored rather than packed: A in BF16
  * storage as stored (a row's depth values contiguous), each pair two values of one row
- * (an even row length and depth; a depth block starts at a multiple of KC). Packing such
- * an A is a 14-row interleave of its words, which took about a tenth of the dot-product
- * path's time outside its micro-kernel at the bench's shape; the kernel's broadcasts
- * read the 14 rows instead, each row's cache line over 16 pairs. A strip short of 14
- * rows is still packed (its missing rows are zeros there). */
-static int a_in_place(int transa, int lda, int K)
+ * and one aligned word (A at a word, an even row length and depth; a depth block starts
+ * at a multiple of KC). Packing such an A is a 14-row interleave of its words, which
+ * took about a tenth of the dot-product path's time outside its micro-kernel at the
+ * bench's shape; the kernel's broadcasts read the 14 rows instead, each row's cache
+ * line over 16 pairs. A strip short of 14 rows is still packed (its missing rows are
+ * zeros there). */
+static int a_in_place(int transa, const float *A, int lda, int K)
 {
-    return transa == GEMM_BF16_STORED && lda % 2 == 0 && K % 2 == 0;
+    return transa == GEMM_BF16_STORED && (uintptr_t)(const void *)A % 4 == 0 && lda % 2 == 0 &&
+           K % 2 == 0;
 }
 
 /* The product on B's packed copy bpre, run by each thread of the team: its items' depth
@@ -230,7 +232,7 @@ static void depth_inside(uint32_t *ap, float *piece, int transa, int M, int N, i
 {
     const int mstrips = (M + MR - 1) / MR;
     const int sums_fused = transa == 1 || transa == GEMM_BF16_STORED_T;
-    const int in_place = a_in_place(transa, lda, K);
+    const int in_place = a_in_place(transa, A, lda, K);
     const uint16_t *const a16 = (const uint16_t *)(const void *)A;
     for (int jc = 0; jc < N; jc += NC) {
         const int nc = N - jc < NC ? N - jc : NC, nstrips = (nc + NR - 1) / NR;
