@@ -36,7 +36,9 @@
  *   (m) operands in BF16 storage (GEMM_BF16_STORED, bf16_store.h): A as stored, B as
  *       stored or both give the bits of the product of the FP32 operands they were
  *       rounded from (odd K, past a depth and a column block, padded leading
- *       dimensions, an A whose tiles the AMX path loads where A is stored), and the
+ *       dimensions, an A whose tiles the AMX path loads where A is stored, and on a
+ *       weight packed once per update an A whose strips the dot-product path reads
+ *       where A is stored), and the
  *       epilogue's BF16 copy of C is bf16_store of C (of GELU of C for the GELU output
  *       in BF16 storage; and, from GELU's backward on a BF16 pre-activation, of GELU of
  *       that); bf16_store's vector loop rounds ties, NaN, infinities and denormals as
