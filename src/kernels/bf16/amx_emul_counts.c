@@ -4,14 +4,14 @@
 #include <stdatomic.h>
 #include <time.h>
 
+#include "thread_slot.h"
+
 enum { C_DP, C_LOAD, C_STORE, C_ZERO, C_SPAN_NS, C_PRODUCT_NS, C_PSPAN_NS, NCOUNT };
 /* a slot's attention counts: C_DP .. C_ZERO's in attention's passes, and the passes' */
 enum { A_NS = 4, A_PSPAN_NS, NATT };
 enum { COUNT_SLOTS = 256 };
 
-/* One thread's counts, alone on its cache line(s): only the owner writes them, so an
- * increment is a relaxed load and store (plain moves on x86, no lock); atomics only so
- * that a reader between products is race-free in C11's terms. */
+/* One thread's counts, alone on its cache line(s) (thread_slot.h) */
 typedef struct {
     _Alignas(64) _Atomic uint64_t v[NCOUNT];
 } count_slot;
@@ -32,22 +32,14 @@ static uint64_t att_start[COUNT_SLOTS + 1][4], att[COUNT_SLOTS + 1][NATT];
 
 static count_slot *my_slot(void)
 {
-    if (!mine) {
-        const int i = atomic_fetch_add_explicit(&slots_taken, 1, memory_order_relaxed);
-        mine = &counts[i >= 0 && i < COUNT_SLOTS ? i : COUNT_SLOTS];
-    }
+    if (!mine) mine = &counts[thread_slot_take(&slots_taken, COUNT_SLOTS)];
     return mine;
 }
 
 static void bump(int what, uint64_t n)
 {
     count_slot *s = my_slot();
-    if (s == &counts[COUNT_SLOTS])
-        atomic_fetch_add_explicit(&s->v[what], n, memory_order_relaxed);
-    else
-        atomic_store_explicit(&s->v[what],
-                              atomic_load_explicit(&s->v[what], memory_order_relaxed) + n,
-                              memory_order_relaxed);
+    thread_slot_add(&s->v[what], n, s == &counts[COUNT_SLOTS]);
 }
 
 void amx_emul_counts_reset(void)

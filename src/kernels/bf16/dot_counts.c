@@ -4,6 +4,8 @@
 #include <stdatomic.h>
 #include <time.h>
 
+#include "thread_slot.h"
+
 #if defined(__x86_64__) || defined(__i386__)
 #include <x86intrin.h>
 /* Spans in time-stamp counter ticks: a read costs about 8 ns against clock_gettime's
@@ -18,9 +20,7 @@ static uint64_t ticks(void) { return now_ns(); }
 
 enum { DOT_SLOTS = 256 };
 
-/* one thread's counts, alone on their cache line: only the owner writes them, so a
- * bump is a relaxed load and store (plain moves on x86); atomic so that a reader
- * between products is race-free in C11's terms */
+/* one thread's counts, alone on their cache line (thread_slot.h) */
 typedef struct {
     _Alignas(64) _Atomic uint64_t n;
     _Atomic uint64_t ticks;
@@ -42,21 +42,14 @@ static uint64_t now_ns(void)
 
 static dot_slot *my_slot(void)
 {
-    if (!mine) {
-        const int i = atomic_fetch_add_explicit(&slots_taken, 1, memory_order_relaxed);
-        mine = &slots[i >= 0 && i < DOT_SLOTS ? i : DOT_SLOTS];
-    }
+    if (!mine) mine = &slots[thread_slot_take(&slots_taken, DOT_SLOTS)];
     return mine;
 }
 
 /* *v += n, v in this thread's slot s */
 static void bump(const dot_slot *s, _Atomic uint64_t *v, uint64_t n)
 {
-    if (s == &slots[DOT_SLOTS])
-        atomic_fetch_add_explicit(v, n, memory_order_relaxed);
-    else
-        atomic_store_explicit(v, atomic_load_explicit(v, memory_order_relaxed) + n,
-                              memory_order_relaxed);
+    thread_slot_add(v, n, s == &slots[DOT_SLOTS]);
 }
 
 void dot_counts_add(uint64_t n)
