@@ -122,6 +122,17 @@ expect_error "token out of range" "300|1234" \
     "$G" train --data "$tmp/badtok.h5" --val_dataset none "${TINY[@]}"
 expect_error "dataset shorter than block_size" "short|block_size|token" \
     "$G" train --data "$tmp/short.h5" --val_dataset none "${TINY[@]}"
+# a team of tens of thousands of threads overflowed the stack OpenMP starts it on
+expect_error "threads past the most (4096)" "threads.*4096" \
+    "$G" train --data "$tmp/good.h5" --val_dataset none "${TINY[@]}" --threads 5000
+expect_error "OMP_NUM_THREADS past the most" "OMP_NUM_THREADS=70000.*1 to 4096" \
+    env OMP_NUM_THREADS=70000 "$G" train --data "$tmp/good.h5" --val_dataset none "${TINY[@]}"
+# the GENTRAIN_* variables: a value their reader does not take is one line at start
+expect_error "GENTRAIN_BF16 not a path" "GENTRAIN_BF16=nonsense: .*amx-emulated" \
+    env GENTRAIN_BF16=nonsense "$G" train --data "$tmp/good.h5" --val_dataset none \
+    "${TINY[@]}" --precision bf16
+expect_error "GENTRAIN_PROBE_SECONDS not a number" "GENTRAIN_PROBE_SECONDS=abc" \
+    env GENTRAIN_PROBE_SECONDS=abc "$G" inspect "$tmp/good.h5"
 expect_error "unknown key on the command line" "unknown key 'lr_max'.*min_lr" \
     "$G" train --data "$tmp/good.h5" --lr_max 3e-3
 expect_error "unknown key in a config file" "unknown\.cfg:3: unknown key 'lr_max'" \
@@ -305,6 +316,8 @@ check "export --out=DIR: the same model" cmp -s "$tmp/hf_new/model.safetensors" 
 # (a short second folder: a long one is cut to its first 60 characters in the line)
 expect_error "export: a second output folder" "unexpected argument 'second-b'" \
     "$G" export --format hf --model "$RUN" -o "$tmp/a" second-b
+expect_error "prepare: an output file given twice" "given twice" \
+    "$G" prepare "$tmp/input.txt" -o "$tmp/pa.h5" --out "$tmp/pb.h5"
 expect_error "export: an output folder given twice" "given twice" \
     "$G" export --format hf --model "$RUN" -o "$tmp/a" --out "$tmp/b"
 run "$G" prepare "$tmp/input.txt" --out "$tmp/p_out.h5" --val_fraction 0.25

@@ -13,8 +13,14 @@
 #    refused, the file intact (it was truncated);
 #  - a model saved where a FIFO stands (out/model.h5): the save fails clearly, the FIFO
 #    stays;
-#  - resume = auto with only damaged checkpoints: refused, the files unchanged (resume =
-#    none then starts fresh);
+#  - resume = auto with only damaged checkpoints: refused, the files unchanged; a fresh
+#    run (resume = none) into a run folder that holds checkpoints, or one resumed by
+#    path from a step below the folder's newest: refused, the checkpoints unchanged (it
+#    would overwrite and prune them, and the next resume = auto would mix the runs);
+#    resume = auto continues there, and a fresh run starts once they are moved away;
+#  - an out so long that its checkpoints' names would not fit: refused before step 1;
+#  - plan --from-log and sample --tokenizer given a FIFO (or /dev/zero): one line, no
+#    hang; inspect whose output pipe is closed says so, not that the file is damaged;
 #  - inspect of a file whose dataset name and attribute hold escape sequences and
 #    control characters prints them as \xNN, never raw (valid UTF-8 stays as it is);
 #  - plan with huge or fractional counts, or an infinite noise scale: exit 2, one line,
@@ -137,8 +143,60 @@ refused resume-damaged "no checkpoint in .* verifies" "$GENTRAIN" train --data "
 check "resume-damaged: the damaged checkpoint is unchanged" \
     test "$(cksum < "$tmp/dmg/checkpoints/ckpt_00000004.h5")" = "$sum_ck"
 check "resume-damaged: nothing trained" test ! -e "$tmp/dmg/model.h5"
-run_ok resume-none timeout 60 "$GENTRAIN" train --data "$tmp/d.h5" "${SMALL[@]}" \
+# a fresh run would overwrite and prune them (and a later resume = auto would mix the
+# two runs): refused too, until they are moved away
+refused resume-none "holds checkpoints up to step 4 .*fresh.*move them away" "$GENTRAIN" \
+    train --data "$tmp/d.h5" "${SMALL[@]}" --out "$tmp/dmg" --resume none
+check "resume-none: the damaged checkpoint is unchanged" \
+    test "$(cksum < "$tmp/dmg/checkpoints/ckpt_00000004.h5")" = "$sum_ck"
+mv "$tmp/dmg/checkpoints" "$tmp/dmg/old-checkpoints"
+run_ok resume-none-moved timeout 60 "$GENTRAIN" train --data "$tmp/d.h5" "${SMALL[@]}" \
     --out "$tmp/dmg" --resume none
+CK=(--n_layer 1 --n_head 1 --n_embd 8 --block_size 8 --batch_size 2 --eval_every 0
+    --threads 1 --ckpt_every 1)
+run_ok ck-run timeout 60 "$GENTRAIN" train --data "$tmp/d.h5" "${CK[@]}" --steps 3 \
+    --out "$tmp/ck"
+sums_ck() { cat "$tmp"/ck/checkpoints/ckpt_*.h5 | cksum; }
+sum_cks=$(sums_ck)
+refused ck-fresh "checkpoints up to step 3 .*resume = auto" "$GENTRAIN" train \
+    --data "$tmp/d.h5" "${CK[@]}" --steps 2 --out "$tmp/ck"
+refused ck-older "checkpoints up to step 3 .*from step 2" "$GENTRAIN" train \
+    --data "$tmp/d.h5" "${CK[@]}" --steps 4 --out "$tmp/ck" \
+    --resume "$tmp/ck/checkpoints/ckpt_00000002.h5"
+check "ck-fresh, ck-older: the checkpoints are unchanged" test "$(sums_ck)" = "$sum_cks"
+run_ok ck-auto timeout 60 "$GENTRAIN" train --data "$tmp/d.h5" "${CK[@]}" --steps 4 \
+    --out "$tmp/ck" --resume auto
+check "ck-auto: continued to step 4" test -s "$tmp/ck/checkpoints/ckpt_00000004.h5"
+
+# an out whose checkpoint names pass the 4096 bytes a save has room for: refused before
+# any step, not at the first checkpoint
+long_out="$tmp/$(printf 'd%.0s' $(seq 200))"
+while [ ${#long_out} -lt 4080 ]; do long_out="$long_out/$(printf 'e%.0s' $(seq 200))"; done
+long_out=${long_out:0:4080}
+refused long-out "checkpoint path too long" "$GENTRAIN" train --data "$tmp/d.h5" \
+    "${CK[@]}" --steps 2 --out "$long_out"
+check "long-out: no step ran" test -z "$(grep '^step ' "$tmp/long-out.out")"
+
+PLANF=("$GENTRAIN" plan --n_layer 1 --n_head 1 --n_embd 8 --block_size 8 --vocab_size 256
+       --core-gflops 10)
+refused plan-log-fifo "$FIFO_RE" "${PLANF[@]}" --from-log "$tmp/fifo"
+refused plan-log-device "/dev/zero is a device, not a regular file" "${PLANF[@]}" \
+    --from-log /dev/zero
+refused sample-tokenizer-fifo "$FIFO_RE" "$GENTRAIN" sample --model "$tmp/dmg" --tokens 4 \
+    --tokenizer "$tmp/fifo"
+# inspect into a pipe whose reader has gone: every write fails (SIGPIPE)
+python3 - "$GENTRAIN" "$tmp/dmg/model.h5" > "$tmp/inspect-closed.err" <<'EOF'
+import os, subprocess, sys
+r, w = os.pipe()
+os.close(r)
+p = subprocess.run([sys.argv[1], "inspect", sys.argv[2]], stdout=w,
+                   stderr=subprocess.PIPE, timeout=30)
+sys.stdout.write(p.stderr.decode("utf-8", "replace"))
+print("rc %d" % p.returncode)
+EOF
+check "inspect into a closed pipe: says the output was closed, not that the file is damaged" \
+    test -n "$(grep 'gentrain: error: .*output was closed' "$tmp/inspect-closed.err")" -a \
+    -z "$(grep damaged "$tmp/inspect-closed.err")"
 
 : "${MKDATA:?MKDATA must point at tests/mkdata}"
 "$MKDATA" "$tmp/evil.h5" --dataset $'/train/to\e[2Jkens' --dtype uint8 --rank 1 --len 100 \

@@ -11,7 +11,8 @@
 #     one takes the first rows (one line each).
 #  3. What is refused, each with one error line and exit 1: another n_embd (the line
 #     says what to set), block_size past n_positions, a truncated or garbled
-#     safetensors file, a tensor of the wrong shape, a NaN, an activation or epsilon
+#     safetensors file, a tensor of the wrong shape or of a dtype gentrain does not read
+#     (the line names the tensor), a NaN, an activation or epsilon
 #     gentrain does not have, an untied head, a missing folder; export without
 #     --format hf or an output folder is a usage error (2).
 #  4. With transformers (and torch) in TORCH_VENV (scripts/hf-venv.sh installs them;
@@ -147,6 +148,21 @@ open(p, "wb").write(struct.pack("<Q", len(t)) + t + b[8 + n:])
 EOF
 refused wrongshape "c_attn.weight has shape \\[96, 32\\], gentrain's model expects \\[32, 96\\]" \
     train $(tune_from wrongshape)
+# a dtype gentrain does not read: the line names the tensor, then the dtype
+bad dtype
+python3 - "$tmp/dtype/model.safetensors" <<'EOF' || exit 99
+import json, struct, sys
+p = sys.argv[1]
+b = open(p, "rb").read()
+n = struct.unpack("<Q", b[:8])[0]
+h = json.loads(b[8:8 + n])
+h["transformer.h.0.attn.c_proj.weight"]["dtype"] = "Q99"
+t = json.dumps(h).encode()
+t += b" " * (-len(t) % 8)
+open(p, "wb").write(struct.pack("<Q", len(t)) + t + b[8 + n:])
+EOF
+refused dtype "tensor 'transformer.h.0.attn.c_proj.weight' is Q99; gentrain reads F32" \
+    train $(tune_from dtype)
 bad relu
 sed -i 's/"gelu_new"/"relu"/' "$tmp/relu/config.json"
 refused activation "activation_function must be gelu_new" train $(tune_from relu)

@@ -6,7 +6,8 @@
 #    table is the one --noise-scale 300 gives; a 4x growth points to auto;
 #  - a log written by a run (one rank, 2 micro-steps) plans too;
 #  - errors, one line each: a missing file (exit 1), a log without noise_scale (1), a
-#    malformed line named by its number (1), --from-log with --noise-scale (2).
+#    malformed line named by its number (1), --from-log with --noise-scale (2); a FIFO or
+#    a device as the log: tests/test_hardening.sh.
 set -u
 : "${GENTRAIN:?GENTRAIN must point at the gentrain binary}"
 : "${top_srcdir:?top_srcdir must point at the source tree}"
@@ -53,7 +54,7 @@ refused() { # NAME CODE PATTERN ARGS...
         "$(grep -c 'gentrain: error:' "$tmp/$name.out")" -eq 1 -a \
         "$(grep -c "gentrain: error: .*$pattern" "$tmp/$name.out")" -eq 1
 }
-refused missing 1 "cannot read $tmp/nope.jsonl: No such file" --from-log "$tmp/nope.jsonl"
+refused missing 1 "cannot open plan: --from-log: the log $tmp/nope.jsonl: No such file" --from-log "$tmp/nope.jsonl"
 grep -v noise_scale "$tmp/log.jsonl" > "$tmp/none.jsonl"
 echo '{"step":40,"loss":2.8}' >> "$tmp/none.jsonl"
 refused nonoise 1 "has no noise_scale in its 2 records" --from-log "$tmp/none.jsonl"

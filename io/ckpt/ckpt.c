@@ -428,7 +428,7 @@ int ckpt_save(const char *dir, int64_t step, const ckpt_state *st, const char *c
               int world_size, uint64_t seed, double loss_scale, int64_t loss_scale_clean,
               const char *data, char *out_path, size_t cap)
 {
-    char path[4096], tmp[4200], why[160], sum[40];
+    char path[CKPT_PATH_CAP], tmp[CKPT_PATH_CAP + 16], why[160], sum[40];
     if (ckpt_path(dir, step, path, sizeof path) != 0) return -1;
     snprintf(tmp, sizeof tmp, "%s.tmp", path);
     const char *bad_state = unsavable(step, st);
@@ -879,6 +879,17 @@ int ckpt_read_meta(const char *path, ckpt_meta *meta)
     h5lock_release();
     if (rc != 0) gt_error("cannot read checkpoint %s: %s", path, why);
     return rc;
+}
+
+int64_t ckpt_newest_step(const char *dir)
+{
+    entry *e;
+    size_t n;
+    const int r = list_dir(dir, 0, &e, &n);
+    if (r != 0) return r < 0 ? -2 : -1;
+    const int64_t step = n ? e[0].step : -1; /* highest first */
+    free_entries(e, n);
+    return step;
 }
 
 int ckpt_find_latest(const char *dir, char *out, size_t cap)

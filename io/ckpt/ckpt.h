@@ -78,6 +78,10 @@ typedef struct ckpt_state {
                                    * ckpt_async_free; n = 0 when it has none) */
 } ckpt_state;
 
+/* The room for a checkpoint's path when it is saved: a run checks its longest one fits
+ * before it trains (ckpt_path into this many bytes), not after its first steps. */
+#define CKPT_PATH_CAP 4096
+
 /* "<dir>/ckpt_<step %08>.h5" into buf. 0, or -1 (reported) when it does not fit. */
 int ckpt_path(const char *dir, int64_t step, char *buf, size_t cap);
 
@@ -99,6 +103,11 @@ int ckpt_save(const char *dir, int64_t step, const ckpt_state *st, const char *c
  * when the folder cannot be read or a file cannot be deleted. It does not open the
  * files: a file is complete when its name is final (writes are renamed into place). */
 int ckpt_prune(const char *dir, int keep);
+
+/* The highest step among dir's checkpoint file names (ckpt_<N>.h5), the files not
+ * opened: -1 when there is none (or dir does not exist), -2 when dir cannot be read
+ * (reported). What a run about to write its checkpoints there would overwrite or prune. */
+int64_t ckpt_newest_step(const char *dir);
 
 /* Finds the highest-step checkpoint of dir that opens and verifies (format, version,
  * shapes, checksum; the whole file is read, each by the whole-model table of its own

@@ -69,8 +69,9 @@ static int parse_entry(st_file *f, const char *name, const json_value *v, st_ent
     e->dtype = dt->u.str;
     e->elsize = dtype_size(e->dtype);
     if (!e->elsize) {
+        char dtype_shown[72]; /* its own buffer: `who` lives in `shown` */
         gt_error("%s: tensor '%s' is %s; gentrain reads F32, F16 and BF16", f->path, who,
-                 gt_printable(e->dtype, shown));
+                 gt_printable(e->dtype, dtype_shown));
         return -1;
     }
     int64_t b, en;

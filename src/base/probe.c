@@ -65,6 +65,11 @@ void probe_report(const char *what, const char *path, int rc, int seconds)
         gt_error("%s %s: reading it did not finish in %d s (the HDF5 library loops on "
                  "some damaged files): the file is damaged", what,
                  path, probe_seconds(seconds));
+    else if (rc == -SIGPIPE)
+        /* the child's own output met a closed pipe (`gentrain inspect F | head`): the
+         * file is not to blame */
+        gt_error("%s %s: its output was closed before all of it was written (the reader "
+                 "of the pipe ended)", what, path);
     else
         gt_error("%s %s: reading it crashed the HDF5 library (signal %d): the file is "
                  "damaged", what, path, -rc);

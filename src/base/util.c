@@ -244,11 +244,23 @@ int gt_mkdirs(const char *path)
 int gt_resolve_threads(int requested)
 {
     int n = requested;
-    if (n <= 0) {
-        const char *env = getenv("OMP_NUM_THREADS");
-        n = env ? atoi(env) : 0;
+    const char *env = getenv("OMP_NUM_THREADS");
+    if (n <= 0 && env && *env) {
+        char *end;
+        errno = 0;
+        const long v = strtol(env, &end, 10);
+        while (*end == ' ' || *end == '\t') end++;
+        if (end == env || errno != 0 || v < 1 || v > GT_MAX_THREADS ||
+            (*end != '\0' && *end != ',')) {
+            char shown[72];
+            gt_error("OMP_NUM_THREADS=%s: want a thread count from 1 to %d (or unset it, or "
+                     "set threads)", gt_printable(env, shown), GT_MAX_THREADS);
+            return -1;
+        }
+        n = (int)v;
     }
     if (n <= 0) n = cpu_available_count();
+    if (n > GT_MAX_THREADS) n = GT_MAX_THREADS;
     const int applied = gt_set_threads(n);
     if (applied < n)
         gt_warn("%d threads asked for, but OMP_THREAD_LIMIT allows %d: using %d", n, applied,

@@ -80,10 +80,17 @@ int gt_mkdirs(const char *path);
  * would overflow or realloc fails (*p and *cap unchanged). */
 int gt_grow(void **p, size_t *cap, size_t need, size_t elem);
 
+/* The most OpenMP threads a process asks for (the `threads` key, --threads,
+ * OMP_NUM_THREADS): libgomp starts a team on the stack of the thread that opens it, and
+ * a team of tens of thousands overflows an 8 MiB stack (a segfault, not an error). */
+#define GT_MAX_THREADS 4096
+
 /* Threads to use: `requested` if > 0, else OMP_NUM_THREADS if set, else the CPUs this
  * process may run on (cpu_available_count: its affinity mask, as a binding gave it),
  * and never more than OMP_THREAD_LIMIT (warned). Also applies the choice to OpenMP
- * (omp_set_num_threads, with dynamic teams off) and OpenBLAS. */
+ * (omp_set_num_threads, with dynamic teams off) and OpenBLAS. -1 (reported) when
+ * OMP_NUM_THREADS is not a count from 1 to GT_MAX_THREADS (OpenMP's list form "4,2"
+ * counts as its first number). */
 int gt_resolve_threads(int requested);
 
 /* Applies n threads (at least 1, at most OMP_THREAD_LIMIT) to OpenMP, with dynamic teams

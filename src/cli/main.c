@@ -23,6 +23,7 @@
 #include "blas_core.h"     /* blas_core_fixup */
 #include "cli_names.h"     /* cli_canonical: one option name per thing in every verb */
 #include "config.h"        /* gt_config, config_* */
+#include "env_check.h"     /* env_check: the GENTRAIN_* variables, once */
 #include "parallel.h"      /* par_init, par_finalize, par_all_ok, par_is_root */
 #include "plan_cli.h"      /* plan_command */
 #include "probe.h"         /* probe_run */
@@ -301,7 +302,13 @@ static int prepare_option(prepare_args *p, int argc, char **argv, int *i)
     int64_t big = 0;
     int small = 0;
     switch (k) {
-    case 0: case 1: p->out = v; return 0;
+    case 0: case 1: /* two outputs: which one was meant is not ours to guess */
+        if (p->out) {
+            gt_error("prepare: the output file is given twice (%s and %s)", p->out, v);
+            return -1;
+        }
+        p->out = v;
+        return 0;
     case 2:
         if (opt_double("prepare", "--val-fraction", v, &p->val_fraction) != 0) return -1;
         if (!(p->val_fraction >= 0 && p->val_fraction < 1)) {
@@ -318,7 +325,7 @@ static int prepare_option(prepare_args *p, int argc, char **argv, int *i)
         p->bpe.train_vocab = big;
         return 0;
     case 5: p->bpe.save_tokenizer = v; return 0;
-    default: return opt_int("prepare", "--threads", v, 0, 65536, &p->bpe.threads);
+    default: return opt_int("prepare", "--threads", v, 0, GT_MAX_THREADS, &p->bpe.threads);
     }
 }
 
@@ -538,7 +545,7 @@ static int cmd_sample(int argc, char **argv)
         } else if (strcmp(name, "--seed") == 0) {
             rc = opt_u64("sample", name, v, &o.seed);
         } else if (strcmp(name, "--threads") == 0) {
-            rc = opt_int("sample", name, v, 0, 65536, &o.threads);
+            rc = opt_int("sample", name, v, 0, GT_MAX_THREADS, &o.threads);
         } else {
             gt_error("sample: unknown option '%s'; see 'gentrain sample --help'",
                      gt_printable(name, shown));
@@ -642,6 +649,7 @@ int main(int argc, char **argv)
         printf("gentrain %s\n", PACKAGE_VERSION);
         return EXIT_OK;
     }
+    if (strcmp(verb, "help") != 0 && env_check() != 0) return EXIT_USAGE;
     if (strcmp(verb, "prepare") == 0) return cmd_prepare(argc, argv);
     /* The verbs that compute: make sure OpenBLAS runs kernels this CPU is built for
      * (may restart the process, before MPI exists) */

@@ -249,6 +249,10 @@ static char *start(job *j, const prepare_options *o, double val_fraction, int64_
     char *json = get_tokenizer(j, o, len);
     if (!json) return NULL;
     int threads = gt_resolve_threads(o->threads);
+    if (threads < 0) {
+        free(json);
+        return NULL;
+    }
     j->n_enc = threads < MAX_THREADS ? threads : MAX_THREADS;
     for (int k = 0; k < j->n_enc; k++)
         if (!(j->enc[k] = bpe_encoder_new(j->t))) {

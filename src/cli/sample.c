@@ -9,6 +9,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "bpe.h"
 #include "h5model.h"
@@ -88,10 +89,11 @@ static int load_tokenizer(const char *given, const char *model, bpe **t)
     int got;
     const char *from = given[0] ? given : model;
     *t = NULL;
-    FILE *f = given[0] ? fopen(given, "rb") : NULL;
-    if (f) {
-        if (fread(head, 1, 4, f) != 4) head[0] = 0;
-        fclose(f);
+    if (given[0]) { /* a regular file only: a named pipe would block the read */
+        const int fd = gt_open_regular(given, "the tokenizer", 0, NULL);
+        if (fd < 0) return -1;
+        if (read(fd, head, 4) != 4) head[0] = 0;
+        close(fd);
     }
     if (given[0] && memcmp(head, "\x89HDF", 4) != 0) {
         got = bpe_read_file(given, &json, &len, err, sizeof err) == 0 ? 1 : -1;
@@ -183,6 +185,7 @@ int sample_run(const sample_options *o)
     int64_t step;
 
     int threads = gt_resolve_threads(o->threads);
+    if (threads < 0) goto done;
     if (h5model_find_newest(o->checkpoint, path, sizeof path) != 0) goto done;
     /* read it once in a child first: a damaged file that crashes or hangs HDF5 then
      * costs one error line (probe.h) */

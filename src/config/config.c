@@ -153,7 +153,7 @@ static const key_def keys[] = {
             "always have one); 0 = about 100 lines a run (every steps/100 steps, at "
             "least 1). The JSON Lines log keeps a record of every step"),
     KEY_U64(seed, G_RUN, MATH, "1337", "random seed (initial weights, data order)"),
-    KEY_INT(threads, G_RUN, HARMLESS, "0", 0, 65536, R_MAX,
+    KEY_INT(threads, G_RUN, HARMLESS, "0", 0, GT_MAX_THREADS, R_MAX,
             "OpenMP threads; 0 = OMP_NUM_THREADS if set, else all cores"),
     KEY_CHOICE(thread_team, G_RUN, HARMLESS, "adaptive", "adaptive|fixed",
                "adaptive: while another process shares one of the cores, steps run on "

@@ -6,6 +6,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "json.h" /* defines: json_parse, json_get */
 #include "util.h"
@@ -59,9 +60,13 @@ static int take_record(const json_value *rec, plan_log_noise *out, double *prev_
 int plan_log_read_noise(const char *path, plan_log_noise *out)
 {
     memset(out, 0, sizeof *out);
-    FILE *f = fopen(path, "r");
+    /* a regular file only: a FIFO would block the open, /dev/zero grow one endless line */
+    const int fd = gt_open_regular(path, "plan: --from-log: the log", 0, NULL);
+    if (fd < 0) return -1;
+    FILE *f = fdopen(fd, "r");
     if (!f) {
         gt_error("plan: --from-log: cannot read %s: %s", path, strerror(errno));
+        close(fd);
         return -1;
     }
     char *line = NULL, why[256];

@@ -5,6 +5,7 @@
 #define GT_TRAIN_MODULE /* may include train_run.h */
 #include <errno.h>
 #include <fcntl.h>
+#include <inttypes.h>
 #include <stdio.h>
 #include <string.h>
 #include <sys/stat.h>
@@ -87,7 +88,13 @@ int train_check_output_paths(run *r)
             return -1;
         }
     }
-    if (r->can_ckpt && gt_mkdirs(r->ckpt_dir) != 0) return -1;
+    if (r->can_ckpt) {
+        char longest[CKPT_PATH_CAP]; /* a step of 8 digits or the run's last */
+        if (gt_mkdirs(r->ckpt_dir) != 0 ||
+            ckpt_path(r->ckpt_dir, c->steps > 99999999 ? c->steps : 99999999, longest,
+                      sizeof longest) != 0)
+            return -1;
+    }
     if (c->log[0]) {
         char dir[GT_PATH_MAX];
         memcpy(dir, c->log, sizeof dir);
@@ -114,8 +121,8 @@ static int64_t find_resume_step(const char *dir)
         if (k == 0) found = -1.0;
         if (k == 2)
             gt_error("resume = auto: no checkpoint in %s verifies (see the warnings above); "
-                     "none was changed. Move them away, or set resume = none to start "
-                     "fresh", dir);
+                     "none was changed. Move them away to start fresh, or resume one by "
+                     "its path", dir);
         if (k == 1) {
             const char *base = strrchr(path, '/');
             long long step = -1;
@@ -128,6 +135,31 @@ static int64_t find_resume_step(const char *dir)
     return (int64_t)par_bcast_double(found);
 }
 
+/* A run writes its checkpoints into r->ckpt_dir and prunes the lowest steps there, so
+ * checkpoints of another run, or of this one past the step it starts from, would be
+ * overwritten or pruned, and the next resume = auto would continue from them: that run
+ * is refused before it starts. 0, or -1 (reported; rank 0 looks, the others return 0). */
+static int ckpt_dir_ok_from(const run *r, int64_t start_step, const char *why_hint)
+{
+    if (!r->can_ckpt || !par_is_root()) return 0;
+    const int64_t newest = ckpt_newest_step(r->ckpt_dir);
+    if (newest == -2) return -1;
+    if (newest <= start_step) return 0;
+    char path[GT_PATH_MAX + 64];
+    if (ckpt_path(r->ckpt_dir, newest, path, sizeof path) != 0) return -1;
+    gt_error("%s holds checkpoints up to step %" PRId64 " (%s), which this run %s would "
+             "overwrite or prune: %s, give another out, or move them away",
+             r->ckpt_dir, newest, path, why_hint,
+             start_step < 0 ? "set resume = auto to continue that run"
+                            : "resume from the newest (resume = auto)");
+    return -1;
+}
+
+static int fresh_run_folder_ok(const run *r)
+{
+    return ckpt_dir_ok_from(r, -1, "(a fresh one: resume = none)");
+}
+
 /* What a run must know of its checkpoint before it settles its batch and starts its
  * loader: the global batch, the data cursor and the replicas (rank 0 reads the
  * attributes, every rank learns them). A collective. */
@@ -137,9 +169,14 @@ static int read_resume_batch(run *r)
     if (par_is_root()) {
         ckpt_meta meta;
         if (ckpt_read_meta(r->from, &meta) == 0) {
-            v[0] = (double)meta.global_batch;
-            v[1] = (double)meta.samples;
-            v[2] = meta.world_size;
+            char hint[64];
+            snprintf(hint, sizeof hint, "(from step %" PRId64 ")", meta.step);
+            /* resume = auto took the newest that verifies: newer ones are damaged */
+            if (strcmp(r->c->resume, "auto") == 0 || ckpt_dir_ok_from(r, meta.step, hint) == 0) {
+                v[0] = (double)meta.global_batch;
+                v[1] = (double)meta.samples;
+                v[2] = meta.world_size;
+            }
             ckpt_meta_free(&meta);
         }
     }
@@ -170,6 +207,7 @@ int train_find_resume(run *r)
     } else if (!config_is_none(c->resume)) {
         r->from = c->resume;
     }
+    if (!r->from && !par_all_ok(fresh_run_folder_ok(r) == 0)) return -1;
     return r->from ? read_resume_batch(r) : 0;
 }
 

@@ -200,6 +200,7 @@ int train_report_compute(run *r)
     const int gpu = r->device != DEVICE_CPU;
     const int bf16 = !gpu && c->precision == PRECISION_BF16;
     r->threads = gt_resolve_threads(c->threads);
+    if (!par_all_ok(r->threads > 0)) return -1;
     /* reserve the BF16 products' buffers and pick their path (on every rank: a
      * collective answer), before the peak, which depends on the path */
     if (bf16 && par_world() > 1)

@@ -1,0 +1,89 @@
+/* env_check — see env_check.h. */
+#include "env_check.h"
+
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "parallel.h" /* par_launcher_rank */
+#include "util.h"
+
+extern char **environ;
+
+/* A variable takes one of `choices` ("a|b|c"), or a whole number from lo to hi when
+ * choices is NULL. */
+typedef struct {
+    const char *name;
+    const char *choices;
+    long long lo, hi;
+} env_rule;
+
+static const env_rule rules[] = {
+    {"GENTRAIN_BF16", "auto|portable|avx512|avx512-bf16|amx|amx-bf16|amx-emulated", 0, 0},
+    {"GENTRAIN_BF16_ACTS", "0|exact|1", 0, 0},
+    {"GENTRAIN_BF16_PREPACK", "0|1", 0, 0},
+    {"GENTRAIN_AMX_TIMING", "0|1", 0, 0},
+    {"GENTRAIN_SIMD", "auto|portable|avx2|avx512", 0, 0},
+    {"GENTRAIN_NCCL", "0|1", 0, 0},
+    {"GENTRAIN_CUDA_CHECK", "0|1", 0, 0},
+    {"GENTRAIN_PROBE", "on|off", 0, 0},
+    {"GENTRAIN_PROBE_SECONDS", NULL, 1, 86400},
+    {"GENTRAIN_CHUNK_CHECK_AT_OPEN", NULL, 0, (long long)1 << 62},
+    /* (GENTRAIN_TEAM_SCHEDULE's sizes depend on the team: team.c refuses bad ones) */
+};
+
+/* value is one of the '|'-separated words of choices */
+static int one_of(const char *value, const char *choices)
+{
+    const size_t n = strlen(value);
+    for (const char *p = choices; *p;) {
+        const char *bar = strchr(p, '|');
+        const size_t len = bar ? (size_t)(bar - p) : strlen(p);
+        if (len == n && strncmp(p, value, n) == 0) return 1;
+        if (!bar) break;
+        p = bar + 1;
+    }
+    return 0;
+}
+
+static int whole_in(const char *value, long long lo, long long hi)
+{
+    char *end;
+    errno = 0;
+    const long long v = strtoll(value, &end, 10);
+    return end != value && *end == '\0' && errno == 0 && v >= lo && v <= hi;
+}
+
+static const env_rule *rule_of(const char *name, size_t len)
+{
+    for (size_t i = 0; i < sizeof rules / sizeof rules[0]; i++)
+        if (strlen(rules[i].name) == len && strncmp(rules[i].name, name, len) == 0)
+            return &rules[i];
+    return NULL;
+}
+
+int env_check(void)
+{
+    const int quiet = par_launcher_rank() > 0; /* rank 0 says it for the job */
+    static const char prefix[] = "GENTRAIN_"; /* a cheap first test */
+    for (char **e = environ; e && *e; e++) {
+        const char *eq = strchr(*e, '=');
+        if (!eq || strncmp(*e, prefix, sizeof prefix - 1) != 0) continue;
+        const size_t len = (size_t)(eq - *e);
+        const char *value = eq + 1;
+        const env_rule *r = rule_of(*e, len);
+        char shown[72];
+        if (!r || !*value) continue;
+        if (r->choices ? one_of(value, r->choices) : whole_in(value, r->lo, r->hi)) continue;
+        if (quiet) return -1;
+        if (r->choices) {
+            gt_error("%s=%s: not a value it takes (%s), or leave it unset", r->name,
+                     gt_printable(value, shown), r->choices);
+        } else {
+            gt_error("%s=%s: want a whole number from %lld to %lld, or leave it unset",
+                     r->name, gt_printable(value, shown), r->lo, r->hi);
+        }
+        return -1;
+    }
+    return 0;
+}
