@@ -163,7 +163,8 @@ rc=$?
 sed -e 's/^/    /' "$tmp/redp2.cmp"
 check "1 replica x tp 2 -> 2 replicas x tp 2: ends like the straight run (tolerance $PTOL)" \
     test $rc -eq 0
-refused -np 4 "$GENTRAIN" train "${ARGS[@]}" --batch_size 8 --tp 2 --out "$tmp/retp2" \
+# (a folder of its own: retp2's newer checkpoints would be refused first)
+refused -np 4 "$GENTRAIN" train "${ARGS[@]}" --batch_size 8 --tp 2 --out "$tmp/rebatch" \
     --resume "$tmp/ck/$CK5" \
     "global batch of 8 sequences per step is not a whole number of micro-steps of batch_size 8 x 2 replicas = 16"
 
