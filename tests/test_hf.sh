@@ -133,34 +133,28 @@ b[at:at + 4] = struct.pack("<f", float("nan"))
 open(p, "wb").write(bytes(b))
 EOF
 refused nan "tensor transformer.wte.weight holds a non-finite value" train $(tune_from nan)
-# wte stored as [256, 16]: its bytes re-labelled as another shape
-bad wrongshape
-python3 - "$tmp/wrongshape/model.safetensors" <<'EOF' || exit 99
+# relabel NAME TENSOR FIELD JSON: the copy NAME of the export with one header field of
+# TENSOR set to JSON, every byte of the tensors as it was
+relabel() {
+    bad "$1"
+    python3 - "$tmp/$1/model.safetensors" "$2" "$3" "$4" <<'EOF' || exit 99
 import json, struct, sys
-p = sys.argv[1]
+p, name, field, value = sys.argv[1:5]
 b = open(p, "rb").read()
 n = struct.unpack("<Q", b[:8])[0]
 h = json.loads(b[8:8 + n])
-h["transformer.h.0.attn.c_attn.weight"]["shape"] = [96, 32]
+h[name][field] = json.loads(value)
 t = json.dumps(h).encode()
 t += b" " * (-len(t) % 8)
 open(p, "wb").write(struct.pack("<Q", len(t)) + t + b[8 + n:])
 EOF
+}
+# c_attn's bytes re-labelled as another shape
+relabel wrongshape transformer.h.0.attn.c_attn.weight shape '[96, 32]'
 refused wrongshape "c_attn.weight has shape \\[96, 32\\], gentrain's model expects \\[32, 96\\]" \
     train $(tune_from wrongshape)
 # a dtype gentrain does not read: the line names the tensor, then the dtype
-bad dtype
-python3 - "$tmp/dtype/model.safetensors" <<'EOF' || exit 99
-import json, struct, sys
-p = sys.argv[1]
-b = open(p, "rb").read()
-n = struct.unpack("<Q", b[:8])[0]
-h = json.loads(b[8:8 + n])
-h["transformer.h.0.attn.c_proj.weight"]["dtype"] = "Q99"
-t = json.dumps(h).encode()
-t += b" " * (-len(t) % 8)
-open(p, "wb").write(struct.pack("<Q", len(t)) + t + b[8 + n:])
-EOF
+relabel dtype transformer.h.0.attn.c_proj.weight dtype '"Q99"'
 refused dtype "tensor 'transformer.h.0.attn.c_proj.weight' is Q99; gentrain reads F32" \
     train $(tune_from dtype)
 bad relu
