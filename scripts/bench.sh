@@ -212,6 +212,18 @@ done
 for p in $PRECISIONS; do
     case $p in fp32|bf16) ;; *) say "bench.sh: PRECISIONS: '$p' is not fp32 or bf16" >&2; exit 1;; esac
 done
+# what would only fail (or mislabel its figures) once the runs have started
+for v in THREADS N_LAYER N_HEAD N_EMBD BLOCK_SIZE BATCH_SIZE VOCAB TORCH_STEPS SGEMM_REPS; do
+    eval "val=\$$v"
+    if [ "$val" -lt 1 ]; then
+        say "bench.sh: $v=$val: need at least 1" >&2
+        exit 1
+    fi
+done
+if [ $((N_EMBD % N_HEAD)) -ne 0 ]; then
+    say "bench.sh: N_EMBD=$N_EMBD is not a multiple of N_HEAD=$N_HEAD" >&2
+    exit 1
+fi
 if [ "$BENCH_ROUNDS" -lt 1 ]; then
     say "bench.sh: BENCH_ROUNDS=$BENCH_ROUNDS: need at least 1" >&2
     exit 1

@@ -19,6 +19,14 @@ G=${GENTRAIN:-./gentrain}
 SO=${OMP_REGIONS:-./scripts/omp_regions.so}
 A=${STEPS_A:-4}
 B=${STEPS_B:-12}
+case $A:$B in
+*[!0-9:]*|:*|*:) echo "count-regions: STEPS_A=$A STEPS_B=$B: want whole numbers" >&2; exit 1 ;;
+esac
+if [ "$A" -lt 1 ] || [ "$B" -le "$A" ]; then
+    echo "count-regions: STEPS_A=$A STEPS_B=$B: want 1 <= STEPS_A < STEPS_B (the counts" \
+         "per step are their difference)" >&2
+    exit 1
+fi
 [ -x "$G" ] || { echo "count-regions: no gentrain at $G (set GENTRAIN)" >&2; exit 1; }
 [ -r "$SO" ] || { echo "count-regions: no $SO (make count-regions builds it)" >&2; exit 1; }
 case $SO in /*) ;; *) SO=$(pwd)/$SO ;; esac

@@ -18,6 +18,11 @@
 #    path from a step below the folder's newest: refused, the checkpoints unchanged (it
 #    would overwrite and prune them, and the next resume = auto would mix the runs);
 #    resume = auto continues there, and a fresh run starts once they are moved away;
+#    another folder's checkpoint resumed into it: refused too; a damaged checkpoint
+#    above the resumed one does not make keep_ckpts delete what the run saves; a bad
+#    GENTRAIN_* value on rank 1 alone is rank 1's one line; sample of a run folder
+#    with checkpoints and no model.h5 yet says where they are;
+#  - the Slurm and PBS job scripts outside a job, or with GT_CKPT_EVERY=abc: refused;
 #  - an out so long that its checkpoints' names would not fit: refused before step 1;
 #  - plan --from-log and sample --tokenizer given a FIFO (or /dev/zero): one line, no
 #    hang; inspect whose output pipe is closed says so, not that the file is damaged;
@@ -167,6 +172,55 @@ check "ck-fresh, ck-older: the checkpoints are unchanged" test "$(sums_ck)" = "$
 run_ok ck-auto timeout 60 "$GENTRAIN" train --data "$tmp/d.h5" "${CK[@]}" --steps 4 \
     --out "$tmp/ck" --resume auto
 check "ck-auto: continued to step 4" test -s "$tmp/ck/checkpoints/ckpt_00000004.h5"
+# another run's checkpoint resumed into a folder that holds checkpoints of its own:
+# refused (its pruning would delete them, and leave a folder of two runs)
+run_ok ck-other timeout 60 "$GENTRAIN" train --data "$tmp/d.h5" "${CK[@]}" --steps 2 \
+    --out "$tmp/ck-other"
+sum_cks=$(sums_ck)
+refused ck-from-other "not of the folder of .*ck-other" "$GENTRAIN" train --data "$tmp/d.h5" \
+    "${CK[@]}" --steps 6 --out "$tmp/ck" --resume "$tmp/ck-other/checkpoints/ckpt_00000002.h5"
+check "ck-from-other: the folder's checkpoints are unchanged" test "$(sums_ck)" = "$sum_cks"
+# a damaged checkpoint above the one resume = auto continues from is neither counted
+# among the keep_ckpts kept nor a reason to delete what this run saves
+mkdir -p "$tmp/ck-dmg/checkpoints"
+cp "$tmp/ck-other/checkpoints/ckpt_00000002.h5" "$tmp/ck-dmg/checkpoints/"
+printf 'damaged' > "$tmp/ck-dmg/checkpoints/ckpt_00000009.h5"
+run_ok ck-dmg timeout 60 "$GENTRAIN" train --data "$tmp/d.h5" "${CK[@]}" --steps 4 \
+    --out "$tmp/ck-dmg" --resume auto --keep_ckpts 1
+check "ck-dmg: the checkpoint of step 4 is kept" \
+    test -s "$tmp/ck-dmg/checkpoints/ckpt_00000004.h5"
+# a run folder with checkpoints and no model.h5 yet (a run stopped by a signal): sample
+# says where they are
+mkdir -p "$tmp/onlyck"
+cp -r "$tmp/ck-other/checkpoints" "$tmp/onlyck/"
+refused sample-only-ckpt "no gentrain model file in .*onlyck.*holds its checkpoints" \
+    "$GENTRAIN" sample --model "$tmp/onlyck" --tokens 2
+if [ -n "${MPIEXEC:-}" ]; then
+    # a GENTRAIN_* value bad on rank 1 only: rank 1 says so (rank 0 has nothing to say)
+    refused env-rank1 "rank 1: GENTRAIN_BF16=bogus" "$MPIEXEC" -np 1 --bind-to none \
+        "$GENTRAIN" train --data "$tmp/d.h5" "${CK[@]}" --steps 1 --out "" : -np 1 \
+        --bind-to none env GENTRAIN_BF16=bogus "$GENTRAIN" train --data "$tmp/d.h5" \
+        "${CK[@]}" --steps 1 --out ""
+fi
+
+# the job scripts outside a job: refused, nothing launched (srun outside a job would
+# make an allocation of its own that nothing requeues)
+# script_refused NAME WANT CMD...: exit 2 within 20 s, one line on stderr matching WANT
+script_refused() {
+    local name=$1 want=$2 rc
+    shift 2
+    timeout 20 "$@" > "$tmp/$name.out" 2> "$tmp/$name.err" < /dev/null
+    rc=$?
+    check "$name: exit 2, one line saying why (rc $rc)" test $rc -eq 2 -a \
+        "$(wc -l < "$tmp/$name.err")" -eq 1 -a -n "$(grep -E -e "$want" "$tmp/$name.err")"
+    sed -e 's/^/    | /' "$tmp/$name.err" | head -n 3
+}
+script_refused sbatch-outside "not inside a Slurm job" env -u SLURM_JOB_ID bash \
+    "$top_srcdir/scripts/slurm/train.sbatch" "$tmp/d.h5"
+script_refused pbs-outside "not inside a PBS job" env -u PBS_NODEFILE -u PBS_JOBID \
+    GT_CONFIG="$tmp/d.h5" bash "$top_srcdir/scripts/pbs/train.pbs"
+script_refused sbatch-ckpt-every "GT_CKPT_EVERY=abc is not a whole number" env GT_CKPT_EVERY=abc \
+    bash "$top_srcdir/scripts/slurm/train.sbatch" --dry-run "$tmp/d.h5"
 
 # an out whose checkpoint names pass the 4096 bytes a save has room for: refused before
 # any step, not at the first checkpoint

@@ -491,6 +491,11 @@ fail:
 
 int ckpt_prune(const char *dir, int keep)
 {
+    return ckpt_prune_upto(dir, keep, INT64_MAX);
+}
+
+int ckpt_prune_upto(const char *dir, int keep, int64_t upto)
+{
     if (keep < 1) keep = 1;
     int removed = remove_stale_tmp(dir);
     if (removed < 0) return -1;
@@ -499,7 +504,11 @@ int ckpt_prune(const char *dir, int keep)
     int r = list_dir(dir, 0, &e, &n);
     if (r != 0) return r < 0 ? -1 : removed;
     int rc = 0;
-    for (size_t i = (size_t)keep; i < n; i++) {
+    /* names above upto (a damaged checkpoint resume = auto skipped, a folder) are
+     * neither counted nor deleted: they would push out the files just written */
+    size_t first = 0;
+    while (first < n && e[first].step > upto) first++;
+    for (size_t i = first + (size_t)keep; i < n; i++) {
         char *p = join(dir, e[i].name);
         if (!p || unlink(p) != 0) {
             gt_error("cannot delete old checkpoint %s/%s: %s", dir, e[i].name,

@@ -103,6 +103,10 @@ int ckpt_save(const char *dir, int64_t step, const ckpt_state *st, const char *c
  * when the folder cannot be read or a file cannot be deleted. It does not open the
  * files: a file is complete when its name is final (writes are renamed into place). */
 int ckpt_prune(const char *dir, int keep);
+/* ckpt_prune counting only the files of steps <= upto (the step just saved): a higher
+ * one (a damaged checkpoint that resume = auto skipped) stays, and does not take the
+ * place of one of the `keep` newest. */
+int ckpt_prune_upto(const char *dir, int keep, int64_t upto);
 
 /* The highest step among dir's checkpoint file names (ckpt_<N>.h5), the files not
  * opened: -1 when there is none (or dir does not exist), -2 when dir cannot be read

@@ -585,7 +585,16 @@ int h5model_find_newest(const char *path, char *out, size_t cap)
         }
     }
     if (!found) {
-        gt_error("no gentrain model file in %s", path);
+        /* a run stopped before its end (a signal, a time limit) has only checkpoints */
+        struct stat ck;
+        char sub[PATH_MAX + 16];
+        snprintf(sub, sizeof sub, "%s/checkpoints", path);
+        if (stat(sub, &ck) == 0 && S_ISDIR(ck.st_mode))
+            gt_error("no gentrain model file in %s; its run has not saved model.h5 yet "
+                     "(%s holds its checkpoints: resume it to the end with resume = auto)",
+                     path, sub);
+        else
+            gt_error("no gentrain model file in %s", path);
         goto done;
     }
     if (gt_strlcpy(out, best, cap) != 0) {

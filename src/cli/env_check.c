@@ -2,6 +2,7 @@
 #include "env_check.h"
 
 #include <errno.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -48,6 +49,9 @@ static int one_of(const char *value, const char *choices)
 
 static int whole_in(const char *value, long long lo, long long hi)
 {
+    /* digits only where the range has no negatives: "-0" and "+5" are read otherwise
+     * by some readers (h5chunk_open_limit takes a '-' for unset) */
+    if (lo >= 0 && strspn(value, "0123456789") != strlen(value)) return 0;
     char *end;
     errno = 0;
     const long long v = strtoll(value, &end, 10);
@@ -64,7 +68,7 @@ static const env_rule *rule_of(const char *name, size_t len)
 
 int env_check(void)
 {
-    const int quiet = par_launcher_rank() > 0; /* rank 0 says it for the job */
+    const int rank = par_launcher_rank();
     static const char prefix[] = "GENTRAIN_"; /* a cheap first test */
     for (char **e = environ; e && *e; e++) {
         const char *eq = strchr(*e, '=');
@@ -75,13 +79,16 @@ int env_check(void)
         char shown[72];
         if (!r || !*value) continue;
         if (r->choices ? one_of(value, r->choices) : whole_in(value, r->lo, r->hi)) continue;
-        if (quiet) return -1;
+        /* rank 0 says it for the job; another rank only where rank 0's is fine */
+        par_launcher_defer_report();
+        char who[32] = "";
+        if (rank > 0) snprintf(who, sizeof who, "rank %d: ", rank);
         if (r->choices) {
-            gt_error("%s=%s: not a value it takes (%s), or leave it unset", r->name,
+            gt_error("%s%s=%s: not a value it takes (%s), or leave it unset", who, r->name,
                      gt_printable(value, shown), r->choices);
         } else {
-            gt_error("%s=%s: want a whole number from %lld to %lld, or leave it unset",
-                     r->name, gt_printable(value, shown), r->lo, r->hi);
+            gt_error("%s%s=%s: want a whole number from %lld to %lld, or leave it unset",
+                     who, r->name, gt_printable(value, shown), r->lo, r->hi);
         }
         return -1;
     }

@@ -8,6 +8,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "util.h"
 
@@ -38,6 +39,13 @@ int par_launcher_rank(void)
         if (v && end != v && r >= 0 && r <= 1L << 30) return (int)r;
     }
     return -1;
+}
+
+void par_launcher_defer_report(void)
+{
+    if (par_launcher_rank() <= 0) return;
+    fflush(NULL);
+    for (unsigned left = 3; left > 0;) left = sleep(left);
 }
 
 _Noreturn static void abort_now(void)

@@ -25,6 +25,11 @@ int par_launched(void);
 /* This process's rank as the launcher announced it (OMPI_COMM_WORLD_RANK, PMIX_RANK,
  * PMI_RANK, SLURM_PROCID), before MPI starts; -1 when none says. */
 int par_launcher_rank(void);
+/* Before a launched rank other than 0 that fails before MPI starts says why: waits a
+ * few seconds. Where rank 0 fails the same way (the same environment, the same files),
+ * its line is the job's and the launcher ends this rank meanwhile; where rank 0 did not
+ * fail, this rank's line is the only one. Returns at once on rank 0 or unlaunched. */
+void par_launcher_defer_report(void);
 
 /* MPI mode: par_launched() (OMPI_COMM_WORLD_SIZE, PMIX_RANK, PMI_RANK or
  * SLURM_STEP_NUM_TASKS in the environment). The loader thread calls MPI too,

@@ -135,6 +135,21 @@ static int64_t find_resume_step(const char *dir)
     return (int64_t)par_bcast_double(found);
 }
 
+/* 1 when the folder of file is dir (the same folder by device and inode, however
+ * either is spelled), else 0. */
+static int same_folder_as(const char *file, const char *dir)
+{
+    char parent[GT_PATH_MAX];
+    if (gt_strlcpy(parent, file, sizeof parent) != 0) return 0;
+    char *slash = strrchr(parent, '/');
+    if (!slash) strcpy(parent, ".");
+    else if (slash == parent) parent[1] = '\0';
+    else *slash = '\0';
+    struct stat a, b;
+    return stat(parent, &a) == 0 && stat(dir, &b) == 0 && a.st_dev == b.st_dev &&
+           a.st_ino == b.st_ino;
+}
+
 /* A run writes its checkpoints into r->ckpt_dir and prunes the lowest steps there, so
  * checkpoints of another run, or of this one past the step it starts from, would be
  * overwritten or pruned, and the next resume = auto would continue from them: that run
@@ -144,8 +159,17 @@ static int ckpt_dir_ok_from(const run *r, int64_t start_step, const char *why_hi
     if (!r->can_ckpt || !par_is_root()) return 0;
     const int64_t newest = ckpt_newest_step(r->ckpt_dir);
     if (newest == -2) return -1;
-    if (newest <= start_step) return 0;
     char path[GT_PATH_MAX + 64];
+    if (newest >= 0 && start_step >= 0 && r->from && !same_folder_as(r->from, r->ckpt_dir)) {
+        /* another run's checkpoints (this one's came from elsewhere): its pruning would
+         * delete them, and leave a folder of two runs */
+        if (ckpt_path(r->ckpt_dir, newest, path, sizeof path) != 0) return -1;
+        gt_error("%s holds checkpoints up to step %" PRId64 " (%s), not of the folder of "
+                 "%s (the one resumed): this run would prune them; give another out, or "
+                 "move them away", r->ckpt_dir, newest, path, r->from);
+        return -1;
+    }
+    if (newest <= start_step) return 0;
     if (ckpt_path(r->ckpt_dir, newest, path, sizeof path) != 0) return -1;
     gt_error("%s holds checkpoints up to step %" PRId64 " (%s), which this run %s would "
              "overwrite or prune: %s, give another out, or move them away",
@@ -409,7 +433,7 @@ static int write_checkpoint(run *r, int64_t step, const gpt_model *sm, const ada
                    scaler ? (double)scaler->scale : 1.0,
                    scaler ? (int64_t)scaler->clean_steps : 0,
                    r->data_id[0] ? r->data_id : NULL, r->ckpt_file, sizeof r->ckpt_file) == 0 &&
-         ckpt_prune(r->ckpt_dir, c->keep_ckpts) >= 0;
+         ckpt_prune_upto(r->ckpt_dir, c->keep_ckpts, step) >= 0;
     gt_tensor_table_free(&tab);
     if (ok)
         printf("checkpoint: step %lld saved to %s in %.2f s%s\n", (long long)step,

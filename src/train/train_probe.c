@@ -134,8 +134,10 @@ int train_probe_inputs(int argc, char **argv)
     else *where = fallback;
     probe_job job = {argc, argv, where, getpid()};
     const int rc = probe_child(probe_inputs, &job, FILE_SECONDS);
-    if (rc < 0 && par_launcher_rank() <= 0)
+    if (rc < 0) {
+        par_launcher_defer_report(); /* rank 0 says it for the job where it fails too */
         probe_report(where->what, where->path, rc, FILE_SECONDS);
+    }
     if (where != &fallback) munmap(where, sizeof *where);
     return rc < 0 ? 1 : 0;
 }
