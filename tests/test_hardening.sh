@@ -23,6 +23,8 @@
 #    GENTRAIN_* value on rank 1 alone is rank 1's one line; sample of a run folder
 #    with checkpoints and no model.h5 yet says where they are;
 #  - the Slurm and PBS job scripts outside a job, or with GT_CKPT_EVERY=abc: refused;
+#  - a second run into a run folder while one is training there: refused, naming the
+#    first's pid; a killed run leaves no lock behind;
 #  - an out so long that its checkpoints' names would not fit: refused before step 1;
 #  - plan --from-log and sample --tokenizer given a FIFO (or /dev/zero): one line, no
 #    hang; inspect whose output pipe is closed says so, not that the file is damaged;
@@ -407,6 +409,21 @@ if [ -n "${MPIEXEC:-}" ]; then
         env GENTRAIN_PROBE_SECONDS=5 "$MPIEXEC" -np 2 --bind-to none "$GENTRAIN" train \
         --data "$known/model-hang-H5HG_read.h5" "${hang_args[@]}" --out ""
 fi
+
+# two runs into one run folder at once: the second is refused (the first holds the
+# folder's lock); once the first is killed, its lock is gone with it
+timeout 120 "$GENTRAIN" train --data "$tmp/d.h5" --n_layer 1 --n_head 1 --n_embd 8 \
+    --block_size 8 --batch_size 2 --steps 100000000 --eval_every 0 --val_dataset none \
+    --threads 1 --out "$tmp/busy" > "$tmp/busy.out" 2> "$tmp/busy.err" &
+busy=$!
+for _ in $(seq 200); do grep -q '^step ' "$tmp/busy.out" 2> /dev/null && break; sleep 0.05; done
+refused busy-second "another gentrain run is writing to .*busy \\(pid [0-9]+ on " \
+    "$GENTRAIN" train --data "$tmp/d.h5" "${SMALL[@]}" --out "$tmp/busy"
+read -r _ gpid _ < "$tmp/busy/.gentrain.lock" # "pid N on HOST": the first run's
+kill -KILL "$gpid" 2> /dev/null
+wait $busy 2> /dev/null
+run_ok busy-after timeout 60 "$GENTRAIN" train --data "$tmp/d.h5" "${SMALL[@]}" \
+    --out "$tmp/busy"
 
 cp "$tmp/d.h5" "$tmp/moving.h5"
 timeout 120 "$GENTRAIN" train --data "$tmp/moving.h5" --n_layer 1 --n_head 1 --n_embd 8 \

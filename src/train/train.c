@@ -211,10 +211,12 @@ static int setup(run *r)
      * otherwise; a stop signal then ends the run without one). */
     r->can_ckpt = c->out[0] && strcmp(c->out, "none") != 0;
     if (r->can_ckpt) snprintf(r->ckpt_dir, sizeof r->ckpt_dir, "%s/checkpoints", c->out);
-    /* The checkpoint first: the global batch it trained decides the micro-steps. Then
+    /* The run folder's lock first (no other run may be writing it). Then the
+     * checkpoint: the global batch it trained decides the micro-steps. Then
      * the output folder and log (rank 0), and the data (a collective: the ranks share
      * opening and checking the files). */
-    if (train_find_resume(r) != 0 || train_settle_batch(r) != 0 ||
+    if (!par_all_ok(train_lock_out(r) == 0) || train_find_resume(r) != 0 ||
+        train_settle_batch(r) != 0 ||
         !par_all_ok(train_check_output_paths(r) == 0) || train_open_data(r) != 0 ||
         !par_all_ok(setup_local(r) == 0) ||
         settle_data_identity(r) != 0 || make_saved_text(r) != 0 ||
@@ -551,6 +553,7 @@ static void cleanup(run *r)
     free(r->noise_prev);
     team_free(r->team);
     if (r->log && fclose(r->log) != 0) gt_error("writing the log file failed");
+    train_unlock_out(r);
     gemm_bf16_weights_clear();
     gemm_bf16_free();
     grid_free();
@@ -562,6 +565,7 @@ int train_run(const gt_config *c)
     run r;
     memset(&r, 0, sizeof r);
     r.c = c;
+    r.out_lock = -1;
     int rc = setup(&r);
     if (rc == 0) rc = train_loop(&r);
     if (rc == 0) rc = finish(&r);

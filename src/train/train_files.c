@@ -108,6 +108,69 @@ int train_check_output_paths(run *r)
     return 0;
 }
 
+/* Two runs writing one run folder at once (a job array given one out, a job submitted
+ * twice) would interleave their checkpoints, prune each other's and truncate each
+ * other's log. So rank 0 holds a POSIX write lock on <out>/.gentrain.lock for the whole
+ * run: the system drops it when the process ends, so a killed run leaves no stale lock,
+ * and fcntl locks reach across nodes on NFS (lockd) and Lustre (mounted with flock).
+ * Where the file system has no locks, one warning and the run goes on. Before anything
+ * reads or writes the folder: 0, or -1 (reported). */
+int train_lock_out(run *r)
+{
+    const gt_config *c = r->c;
+    r->out_lock = -1;
+    if (!par_is_root() || config_is_none(c->out)) return 0;
+    char path[GT_PATH_MAX + 32];
+    if (snprintf(path, sizeof path, "%s/.gentrain.lock", c->out) >= (int)sizeof path) {
+        gt_error("output folder path too long: %.64s...", c->out);
+        return -1;
+    }
+    if (gt_mkdirs(c->out) != 0) return -1;
+    const int fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC, 0666);
+    if (fd < 0) {
+        gt_error("cannot open the run folder's lock file %s: %s", path, strerror(errno));
+        return -1;
+    }
+    struct flock lk;
+    memset(&lk, 0, sizeof lk);
+    lk.l_type = F_WRLCK;
+    lk.l_whence = SEEK_SET; /* the whole file */
+    if (fcntl(fd, F_SETLK, &lk) != 0) {
+        const int e = errno;
+        if (e == EACCES || e == EAGAIN) {
+            char who[160] = "";
+            const ssize_t n = pread(fd, who, sizeof who - 1, 0);
+            who[n > 0 ? n : 0] = '\0';
+            who[strcspn(who, "\n")] = '\0';
+            char shown[72];
+            gt_error("another gentrain run is writing to %s (%s): two runs in one folder "
+                     "would mix their checkpoints and log; wait for it to end, or give "
+                     "another out", c->out, who[0] ? gt_printable(who, shown) : "its pid unknown");
+            close(fd);
+            return -1;
+        }
+        gt_warn("cannot lock %s (%s): a second run started into %s meanwhile would not be "
+                "refused", path, strerror(e), c->out);
+        close(fd);
+        return 0;
+    }
+    /* who holds it, for the error line of a run that finds it taken */
+    char host[64] = "?", who[160];
+    if (gethostname(host, sizeof host) != 0) strcpy(host, "?");
+    host[sizeof host - 1] = '\0';
+    const int len = snprintf(who, sizeof who, "pid %ld on %s\n", (long)getpid(), host);
+    if (ftruncate(fd, 0) != 0 || pwrite(fd, who, (size_t)len, 0) != len)
+        gt_warn("cannot write to %s (%s); the lock holds all the same", path, strerror(errno));
+    r->out_lock = fd;
+    return 0;
+}
+
+void train_unlock_out(run *r)
+{
+    if (r->out_lock >= 0) close(r->out_lock); /* releases the lock */
+    r->out_lock = -1;
+}
+
 /* resume = auto: the step of the newest checkpoint of dir that verifies, found by rank
  * 0 and broadcast: >= 0, -1 when there is none (a fresh run), -2 on an error
  * (reported by rank 0), and so when every checkpoint there is damaged: starting fresh

@@ -106,6 +106,7 @@ typedef struct run {
                              * make_gradients puts them into the ring */
     char *saved_text;       /* the effective config saved with checkpoints and the model */
     FILE *log;
+    int out_lock;           /* rank 0: the run folder's locked .gentrain.lock, or -1 */
     char ckpt_file[GT_PATH_MAX + 64]; /* the last checkpoint written */
     /* running totals */
     double t_start, t_compute, total_bytes, last_save, last_val;
@@ -174,6 +175,8 @@ void train_dataset_identity(const run *r, char *buf, size_t cap);
 int train_is_eval_step(const run *r, int64_t step);
 
 /* train_files.c */
+int train_lock_out(run *r);
+void train_unlock_out(run *r);
 int train_find_resume(run *r);
 int train_check_output_paths(run *r);
 int train_load_checkpoint(run *r);
