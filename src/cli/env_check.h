@@ -9,9 +9,11 @@
 
 /* 0 when every GENTRAIN_* variable in the environment is unset, empty or a value its
  * reader understands; else -1 after one "gentrain: error:" line naming the variable and
- * the values it takes (printed by the launcher's rank 0 alone under mpirun or srun, so
- * a job says it once). Other GENTRAIN_* names (the module's GENTRAIN_DATA, gentrain's
- * own re-exec markers, the test hooks) are not looked at. */
+ * the values it takes. Under mpirun or srun, rank 0 says it at once and another rank
+ * after a few seconds, prefixed with its rank (par_launcher_defer_report): a job whose
+ * ranks all have it says it once, a job where only rank 1 has it still says it. Other
+ * GENTRAIN_* names (the module's GENTRAIN_DATA, gentrain's own re-exec markers, the
+ * test hooks) are not looked at. */
 int env_check(void);
 
 #endif
