@@ -4,8 +4,8 @@
 #    same model as a fixed team: every loss and every parameter bit-identical, so a
 #    team leaving a shared core never changes a result;
 #  - the log's "threads" field and the step line follow the team's size;
-#  - a malformed schedule (exit 1) and a bad thread_team value (exit 2, as every config
-#    error) are one clear error line;
+#  - a malformed schedule (exit 2, at start), one past the team's size (exit 1) and a
+#    bad thread_team value (exit 2, as every config error) are one clear error line;
 #  - under a real load (a busy loop pinned to one of the run's 2 CPUs) the adaptive
 #    team leaves the shared core and says so once; a fixed team never changes.
 # Whether the team grows back once the core is free depends on what else the machine
@@ -38,15 +38,20 @@ check "the step line says when the team is smaller" \
 check "the step line says nothing while the team is whole" \
     bash -c "! grep -q '^step *1/8 .*threads' '$tmp/changing.out'"
 
-for bad in 0 3 1,x "" ; do
-    [ -z "$bad" ] && continue
+# not thread counts: refused when the command starts (exit 2, as a usage error); a
+# count past the team's 2 threads: when the team starts (exit 1)
+for bad in 0:2 1,x:2 3:1; do
+    code=${bad##*:} bad=${bad%:*}
     name="schedule_${bad//,/_}"
     GENTRAIN_TEAM_SCHEDULE=$bad "$GENTRAIN" "${args[@]}" --out "" \
         > "$tmp/$name.out" 2> "$tmp/$name.err"
     rc=$?
-    check "GENTRAIN_TEAM_SCHEDULE=$bad: exit 1 (rc $rc)" test $rc -eq 1
-    check "GENTRAIN_TEAM_SCHEDULE=$bad: one line naming it" \
-        grep -q 'GENTRAIN_TEAM_SCHEDULE=.*want thread counts from 1 to 2' "$tmp/$name.err"
+    check "GENTRAIN_TEAM_SCHEDULE=$bad: exit $code (rc $rc)" test $rc -eq "$code"
+    want='want thread counts from 1 to 2'
+    [ "$code" = 2 ] && want='want whole numbers, separated by commas, from 1 to 4096'
+    check "GENTRAIN_TEAM_SCHEDULE=$bad: one line naming it" test \
+        "$(grep -c "^gentrain: error: GENTRAIN_TEAM_SCHEDULE=$bad: $want" "$tmp/$name.err")" -eq 1 \
+        -a "$(wc -l < "$tmp/$name.err")" -eq 1
 done
 "$GENTRAIN" "${args[@]}" --thread_team sometimes --out "" > "$tmp/badkey.out" 2> "$tmp/badkey.err"
 rc=$?
