@@ -469,7 +469,10 @@ flops = flops_per_step(L, C, V, B, T)
 # gentrain / PyTorch 2.x, same precision; bf16's by what the CPU has for BF16 products
 # (None: no target there)
 cpu_bf16_kind = sys.argv[15]
-TARGETS = {"fp32": 1.0, "bf16": {"amx": 2.0, "avx512_bf16": 1.6}.get(cpu_bf16_kind)}
+BF16_TARGETS = {"amx": (2.0, " (a CPU with AMX tiles)"),
+                "avx512_bf16": (1.6, " (a CPU with AVX512_BF16, no AMX tiles)")}
+bf16_want, bf16_kind = BF16_TARGETS.get(cpu_bf16_kind, (None, ""))
+TARGETS = {"fp32": 1.0, "bf16": bf16_want}
 
 
 def load_json(path):
@@ -873,11 +876,8 @@ for prec, rs in ratios.items():
     per_round = (" over %d rounds: %s" % (len(rs), " ".join("%.2f" % x for x in rs))
                  if len(rs) > 1 else "")
     print("target %s%s: gentrain >= %.1fx PyTorch 2.x: %s (%s%.2fx%s)"
-          % (prec, {"amx": " (a CPU with AMX tiles)",
-                    "avx512_bf16": " (a CPU with AVX512_BF16, no AMX tiles)"}.get(
-                        cpu_bf16_kind, "") if prec == "bf16" else "",
-             want, "met" if met else "NOT met", "median " if len(rs) > 1 else "",
-             med, per_round))
+          % (prec, bf16_kind if prec == "bf16" else "", want, "met" if met else "NOT met",
+             "median " if len(rs) > 1 else "", med, per_round))
     if not met:
         missed.append(prec)
 out = {"bench": "gentrain-vs-pytorch", "isa": os.environ.get("BENCH_ISA", "native"),

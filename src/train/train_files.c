@@ -214,10 +214,11 @@ static int same_folder_as(const char *file, const char *dir)
 }
 
 /* A run writes its checkpoints into r->ckpt_dir and prunes the lowest steps there, so
- * checkpoints of another run, or of this one past the step it starts from, would be
- * overwritten or pruned, and the next resume = auto would continue from them: that run
- * is refused before it starts. 0, or -1 (reported; rank 0 looks, the others return 0). */
-static int ckpt_dir_ok_from(const run *r, int64_t start_step, const char *why_hint)
+ * checkpoints of another run, or of this one past the step it starts from (-1: a fresh
+ * run), would be overwritten or pruned, and the next resume = auto would continue from
+ * them: that run is refused before it starts. 0, or -1 (reported; rank 0 looks, the
+ * others return 0). */
+static int ckpt_dir_ok_from(const run *r, int64_t start_step)
 {
     if (!r->can_ckpt || !par_is_root()) return 0;
     const int64_t newest = ckpt_newest_step(r->ckpt_dir);
@@ -234,17 +235,14 @@ static int ckpt_dir_ok_from(const run *r, int64_t start_step, const char *why_hi
     }
     if (newest <= start_step) return 0;
     if (ckpt_path(r->ckpt_dir, newest, path, sizeof path) != 0) return -1;
+    char from[64] = "(a fresh one: resume = none)";
+    if (start_step >= 0) snprintf(from, sizeof from, "(from step %" PRId64 ")", start_step);
     gt_error("%s holds checkpoints up to step %" PRId64 " (%s), which this run %s would "
              "overwrite or prune: %s, give another out, or move them away",
-             r->ckpt_dir, newest, path, why_hint,
+             r->ckpt_dir, newest, path, from,
              start_step < 0 ? "set resume = auto to continue that run"
                             : "resume from the newest (resume = auto)");
     return -1;
-}
-
-static int fresh_run_folder_ok(const run *r)
-{
-    return ckpt_dir_ok_from(r, -1, "(a fresh one: resume = none)");
 }
 
 /* What a run must know of its checkpoint before it settles its batch and starts its
@@ -256,10 +254,8 @@ static int read_resume_batch(run *r)
     if (par_is_root()) {
         ckpt_meta meta;
         if (ckpt_read_meta(r->from, &meta) == 0) {
-            char hint[64];
-            snprintf(hint, sizeof hint, "(from step %" PRId64 ")", meta.step);
             /* resume = auto took the newest that verifies: newer ones are damaged */
-            if (strcmp(r->c->resume, "auto") == 0 || ckpt_dir_ok_from(r, meta.step, hint) == 0) {
+            if (strcmp(r->c->resume, "auto") == 0 || ckpt_dir_ok_from(r, meta.step) == 0) {
                 v[0] = (double)meta.global_batch;
                 v[1] = (double)meta.samples;
                 v[2] = meta.world_size;
@@ -294,7 +290,7 @@ int train_find_resume(run *r)
     } else if (!config_is_none(c->resume)) {
         r->from = c->resume;
     }
-    if (!r->from && !par_all_ok(fresh_run_folder_ok(r) == 0)) return -1;
+    if (!r->from && !par_all_ok(ckpt_dir_ok_from(r, -1) == 0)) return -1;
     return r->from ? read_resume_batch(r) : 0;
 }
 
