@@ -259,8 +259,6 @@ static void compat_checks(const char *path, run_state *b)
         {"lr = 0.001", "lr = 0.002", "lr = 0.001 in the checkpoint, 0.002 now"},
         {"seed = 1337", "seed = 1338", "seed = 1337 in the checkpoint, 1338 now"},
         {"n_layer = 2", "n_layer = 3", "n_layer = 2 in the checkpoint, 3 now"},
-        {"data          = data/x.h5", "data          = data/y.h5",
-         "data = data/x.h5 in the checkpoint, data/y.h5 now"},
         {"steps = 2000", "steps = 1000",
          "it is at step 1234, after steps = 1000: nothing left to train"},
         {"threads = 0", "threads = 0\nfancy_new_key = 2",
@@ -288,6 +286,27 @@ static void compat_checks(const char *path, run_state *b)
         else
             TU_CHECK(rc == 0, "allowed: %s -> %s (%s)", bad[i].from, bad[i].to, changes);
     }
+    /* The data's path changed (staged elsewhere): allowed and listed where the checkpoint
+     * records what its data held (compared by the trainer); refused where it does not. */
+    snprintf(other, sizeof other, "%s", cfg);
+    p = strstr(other, "data/x.h5");
+    memcpy(p, "data/y.h5", 9);
+    tu_capture_begin();
+    rc = ckpt_check_compatible(&meta, other, 1, changes, sizeof changes);
+    msg = tu_capture_end();
+    TU_CHECK(meta.data && rc == 0 && msg[0] == '\0' &&
+                 strstr(changes, "data data/x.h5 -> data/y.h5 (its content compared)"),
+             "data path changed, the checkpoint's data recorded: allowed and listed (%s)",
+             changes);
+    char *recorded = meta.data;
+    meta.data = NULL;
+    tu_capture_begin();
+    rc = ckpt_check_compatible(&meta, other, 1, changes, sizeof changes);
+    msg = tu_capture_end();
+    meta.data = recorded;
+    TU_CHECK(rc != 0 && strstr(msg, "data = data/x.h5 in the checkpoint, data/y.h5 now") &&
+                 strstr(msg, "does not record what its data held") && tu_count_lines(msg) == 1,
+             "data path changed, nothing recorded to compare: refused");
     /* A key this check does not know, changed on both sides: refused. */
     char *ck = malloc(strlen(cfg) + 32);
     sprintf(ck, "%sfancy_key = 1\n", cfg);

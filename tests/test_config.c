@@ -479,7 +479,8 @@ static int count_policy(void *ctx, const char *key, const char *value)
     (void)value;
     const int p = config_resume_policy(key);
     n->keys++;
-    if (p == CONFIG_RESUME_MATH || p == CONFIG_RESUME_HARMLESS || p == CONFIG_RESUME_GRID)
+    if (p == CONFIG_RESUME_MATH || p == CONFIG_RESUME_HARMLESS || p == CONFIG_RESUME_GRID ||
+        p == CONFIG_RESUME_PLACE)
         n->with_policy++;
     else
         printf("     key %s: no resume policy (%d)\n", key, p);
@@ -506,6 +507,7 @@ static void test_resume_policy(void)
         {"offload", CONFIG_RESUME_HARMLESS},  {"tp", CONFIG_RESUME_GRID},
         {"pp", CONFIG_RESUME_GRID},           {"micro_batches", CONFIG_RESUME_GRID},
         {"batch_size", CONFIG_RESUME_GRID},   {"global_batch_size", CONFIG_RESUME_GRID},
+        {"data", CONFIG_RESUME_PLACE},        {"train_dataset", CONFIG_RESUME_MATH},
         {"fancy_new_key", -1},
     };
     for (size_t i = 0; i < sizeof want / sizeof want[0]; i++)

@@ -1018,6 +1018,16 @@ static int compare_key(void *ctx, const char *key, const char *value)
     /* The key table says what a change does; a key it does not know (an older or a
      * newer gentrain's) may come or go, not change. */
     const int policy = config_resume_policy(key);
+    /* The data moved (staged to node-local disk, another spelling of its path): the
+     * checkpoint's record of what its data held is compared with what the run opened
+     * (train_check_resume); without that record there is nothing to compare. */
+    if (policy == CONFIG_RESUME_PLACE && !c->meta->data) {
+        gt_error("cannot resume from %s: %s = %.200s in the checkpoint, %.200s now (the "
+                 "checkpoint does not record what its data held, so a moved file cannot be "
+                 "compared; set it back)",
+                 c->meta->path, key, old ? old : "(unset)", now ? now : "(unset)");
+        return -1;
+    }
     if (policy == CONFIG_RESUME_MATH || (policy < 0 && old && now)) {
         gt_error("cannot resume from %s: %s = %.200s in the checkpoint, %.200s now "
                  "(%s; start a new run or set it back)",
@@ -1027,7 +1037,10 @@ static int compare_key(void *ctx, const char *key, const char *value)
         return -1;
     }
     char item[600];
-    if (old && now)
+    if (old && now && policy == CONFIG_RESUME_PLACE)
+        snprintf(item, sizeof item, "%s %.200s -> %.200s (its content compared)", key, old,
+                 now);
+    else if (old && now)
         snprintf(item, sizeof item, "%s %.200s -> %.200s", key, old, now);
     else if (now)
         snprintf(item, sizeof item, "%s = %.200s (not in the checkpoint)", key, now);

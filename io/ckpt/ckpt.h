@@ -143,14 +143,16 @@ int ckpt_read_meta(const char *path, ckpt_meta *meta);
  * the config table gives it (config_resume_policy, config.h):
  *  - refused (-1, one error line naming the key, both values and why): a key that
  *    changes the math, global_batch_size changed between auto and a number, a key
- *    unknown here whose value changed, or steps <= the checkpoint's step (nothing left
- *    to train);
+ *    unknown here whose value changed, steps <= the checkpoint's step (nothing left
+ *    to train), or the data's path where meta records no fingerprint of its data;
  *  - allowed and listed in `changes` ("key old -> new, ..."; "" when none): harmless
  *    keys (steps: later steps follow the new schedule end; threads: last bits may
  *    differ), the grid and batch keys and the number of replicas ("replicas 2 -> 4"),
- *    keys the checkpoint's gentrain did not know. The grid and the batch keys are the
- *    caller's to settle: a resumed run keeps meta->global_batch sequences a step
- *    (ckpt.h's data cursor) unless global_batch_size is set to another number.
+ *    keys the checkpoint's gentrain did not know, the data's path where meta->data
+ *    records what the data held (the caller compares that with the data it opened).
+ *    The grid and the batch keys are the caller's to settle: a resumed run keeps
+ *    meta->global_batch sequences a step (ckpt.h's data cursor) unless
+ *    global_batch_size is set to another number.
  * changes may be NULL. Returns 0 or -1. */
 int ckpt_check_compatible(const ckpt_meta *meta, const char *config_text, int world_size,
                           char *changes, size_t cap);

@@ -52,7 +52,7 @@ typedef struct key_def {
 } key_def;
 
 #define FSIZE(f) sizeof(((gt_config *)0)->f)
-/* r: the key's resume policy, MATH, HARMLESS or GRID (config_resume, config.h). */
+/* r: the key's resume policy, MATH, HARMLESS, GRID or PLACE (config_resume, config.h). */
 #define KEY_(f, t, g, r, d, h) \
     .name = #f, .type = t, .off = offsetof(gt_config, f), .cap = FSIZE(f), .group = g, \
     .resume = CONFIG_RESUME_##r, .def = d, .help = h
@@ -67,7 +67,7 @@ typedef struct key_def {
 #define KEY_CHOICE(f, g, r, d, ch, h) {KEY_(f, T_ENUM, g, r, d, h), .choices = ch}
 
 static const key_def keys[] = {
-    KEY_STR(data, G_DATA, MATH, "",
+    KEY_STR(data, G_DATA, PLACE, "",
             "HDF5 token file (required; 'gentrain prepare' makes one from text), or "
             "several as one dataset: a folder (its *.h5), a glob (shard_*.h5) or a "
             "comma-separated list"),
@@ -1078,6 +1078,7 @@ const char *config_resume_reason(config_resume policy)
     case CONFIG_RESUME_MATH: return "it changes the training math";
     case CONFIG_RESUME_HARMLESS: return "it changes no number of the steps to come";
     case CONFIG_RESUME_GRID: return "the grid and the batch split keep the global batch";
+    case CONFIG_RESUME_PLACE: return "the data is compared by what it holds, not where it lies";
     }
     return "?";
 }

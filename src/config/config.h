@@ -126,6 +126,9 @@ typedef enum {
     CONFIG_RESUME_HARMLESS, /* output, speed, schedules: allowed, listed as a change */
     CONFIG_RESUME_GRID,     /* the grid and the batch split: allowed, settled by the
                              * trainer, which keeps the checkpoint's global batch */
+    CONFIG_RESUME_PLACE,    /* where the data lies (staged to node-local disk, another
+                             * spelling): allowed where the checkpoint records what its
+                             * data held, which the resume then compares */
 } config_resume;
 
 /* The resume policy of `key` (its exact name), or -1 for a key this gentrain does not
