@@ -169,14 +169,19 @@ check "corrupt: continues from step 20" grep -q "resuming from .*ckpt_00000020.h
 check "corrupt: final parameters identical" same_model "$tmp/ref/model.h5" "$tmp/c/model.h5"
 
 # ------------------------------------------------------------- 5. refusals
-timeout 60 "$GENTRAIN" train "${ARGS[@]}" --lr 1e-3 --out "$tmp/e" \
-    --resume "$tmp/ref/$CK20" > "$tmp/e.out" 2>&1
-rc=$?
+# resume20 NAME ARG...: a run with these arguments resumed from the straight run's
+# step-20 checkpoint into $tmp/NAME, its output in $tmp/NAME.out; rc its exit status
+resume20() {
+    local name=$1
+    shift
+    timeout 120 "$GENTRAIN" train "${ARGS[@]}" "$@" --out "$tmp/$name" \
+        --resume "$tmp/ref/$CK20" > "$tmp/$name.out" 2>&1
+    rc=$?
+}
+resume20 e --lr 1e-3
 check "changed lr: refused (rc $rc)" test $rc -ne 0 -a $rc -ne 124
 check "  naming lr" grep -q "error: cannot resume from .*lr = 0.003 in the checkpoint, 0.001 now" "$tmp/e.out"
-timeout 120 "$GENTRAIN" train "${ARGS[@]}" --batch_size 4 --out "$tmp/e4" \
-    --resume "$tmp/ref/$CK20" > "$tmp/e4.out" 2>&1
-rc=$?
+resume20 e4 --batch_size 4
 check "changed batch_size 8 -> 4: allowed (rc $rc)" test $rc -eq 0
 [ $rc -eq 0 ] || show "$tmp/e4.out"
 check "  keeping the global batch in 2 micro-steps, and saying so" grep -q \
@@ -186,9 +191,7 @@ check "  keeping the global batch in 2 micro-steps, and saying so" grep -q \
 # and the run ends like the straight one; another file of the same shape there: refused.
 mkdir -p "$tmp/staged"
 cp "$tmp/d.h5" "$tmp/staged/d.h5"
-timeout 120 "$GENTRAIN" train "${ARGS[@]}" --data "$tmp/staged/d.h5" --out "$tmp/mv" \
-    --resume "$tmp/ref/$CK20" > "$tmp/mv.out" 2>&1
-rc=$?
+resume20 mv --data "$tmp/staged/d.h5"
 check "data moved to another path: allowed (rc $rc)" test $rc -eq 0
 [ $rc -eq 0 ] || show "$tmp/mv.out"
 check "  and said, with its content compared" grep -q \
@@ -198,9 +201,7 @@ check "  final parameters identical to the straight run's" same_model "$tmp/ref/
 tail -c 100000 "$top_srcdir/data/tinyshakespeare.txt" > "$tmp/other.txt"
 timeout 120 "$GENTRAIN" prepare "$tmp/other.txt" -o "$tmp/staged/o.h5" > "$tmp/o.txt" 2>&1 &&
     mv "$tmp/staged/o.h5" "$tmp/staged/d.h5"
-timeout 60 "$GENTRAIN" train "${ARGS[@]}" --data "$tmp/staged/d.h5" --out "$tmp/mv2" \
-    --resume "$tmp/ref/$CK20" > "$tmp/mv2.out" 2>&1
-rc=$?
+resume20 mv2 --data "$tmp/staged/d.h5"
 check "other data at the new path: refused (rc $rc)" test $rc -ne 0 -a $rc -ne 124
 check "  naming what differs" grep -q \
     "error: .*resume: the training data .*/staged/d.h5 is not what checkpoint .* was trained on" \
