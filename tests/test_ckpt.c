@@ -295,7 +295,7 @@ static void compat_checks(const char *path, run_state *b)
     rc = ckpt_check_compatible(&meta, other, 1, changes, sizeof changes);
     msg = tu_capture_end();
     TU_CHECK(meta.data && rc == 0 && msg[0] == '\0' &&
-                 strstr(changes, "data data/x.h5 -> data/y.h5 (its content compared)"),
+                 strstr(changes, "data data/x.h5 -> data/y.h5 (its fingerprint compared)"),
              "data path changed, the checkpoint's data recorded: allowed and listed (%s)",
              changes);
     char *recorded = meta.data;

@@ -10,7 +10,9 @@
 #    GT_ARGS whole, commas and all (with -v GT_ARGS=value a comma ended the value), and
 #    GT_CKPT_EVERY, GT_MARGIN, GT_SCRIPT and GENTRAIN as this job had them;
 #  - the next job, run with the environment qsub would give it, resumes the same run
-#    folder from that checkpoint on the same two files.
+#    folder from that checkpoint on the same two files;
+#  - GT_ARGS is split into words as xargs splits them (quotes honoured, every line,
+#    nothing expanded); a quote left open stops the job with exit 2.
 # Every wait is bounded.
 #
 # Environment: GENTRAIN, top_srcdir, MPIEXEC (skipped without it: the script runs
@@ -130,6 +132,22 @@ mapfile -t next_env < "$tmp/qsub.env"
 # (its printf %q writes the comma as \,)
 check "next job's dry run: the data list whole in its gentrain line" \
     grep -qF -- "--data $tmp/a.h5\\,$tmp/b.h5 --seed 3" "$tmp/dry2.out"
+# GT_ARGS is split into words as xargs splits them, nothing expanded: a quoted value
+# with a space is one word, a glob reaches gentrain as written, a second line counts;
+# a quote left open stops the job (2) in one line
+dry() { # GT_ARGS
+    (cd "$tmp" && env PBS_NODEFILE="$tmp/nodefile" OMP_NUM_THREADS=1 GENTRAIN="$GENTRAIN" \
+        GT_CONFIG="$tmp/job.cfg" GT_ARGS="$1" bash "$top_srcdir/scripts/pbs/train.pbs" --dry-run)
+}
+dry $'--data "my data/x.h5",\'b c.h5\'\n--seed 3 s_*.h5' > "$tmp/dry3.out" 2>&1
+words='--data my\ data/x.h5\,b\ c.h5 --seed 3 s_\*.h5' # (as printf %q writes them)
+check "GT_ARGS with quotes, a glob and two lines: the words as a shell makes them" \
+    grep -qF -- "$words" "$tmp/dry3.out"
+grep -qF -- "$words" "$tmp/dry3.out" || show "$tmp/dry3.out"
+dry '--data "x.h5' > "$tmp/dry4.out" 2>&1
+rc=$?
+check "GT_ARGS with a quote left open: refused (rc $rc), in one line" \
+    test $rc -eq 2 -a "$(grep -c "GT_ARGS=.*a quote is not closed" "$tmp/dry4.out")" -eq 1
 ck=$(ls "$tmp/run/checkpoints/"ckpt_*.h5 2> /dev/null | tail -n 1)
 step=${ck##*ckpt_}
 step=$((10#${step%.h5}))

@@ -16,8 +16,8 @@
 #     that keeps the global batch (4 x 2 micro-steps for 8) is allowed and said;
 #     checkpoint keys without a run folder are refused; a run accumulating gradients
 #     (global_batch_size) resumes exactly too; the data copied to another path resumes
-#     (compared by what it holds) to the same end, another file of its shape there is
-#     refused;
+#     (compared by its fingerprint) to the same end; another file of its shape there is
+#     refused, and so is one of another shape padded to its size (naming the shape);
 #  6. out of space at save time (a file-size limit): one error line, a non-zero exit,
 #     the previous checkpoint intact and no .tmp left; resuming without the limit ends
 #     like the straight run;
@@ -187,15 +187,15 @@ check "changed batch_size 8 -> 4: allowed (rc $rc)" test $rc -eq 0
 check "  keeping the global batch in 2 micro-steps, and saying so" grep -q \
     "^resume: global batch of 8 sequences per step kept (the checkpoint's run had 1 rank): batch_size 4 x 1 rank x 2 micro-steps" \
     "$tmp/e4.out"
-# The data staged to another path (node-local disk): allowed, compared by what it holds,
+# The data staged to another path (node-local disk): allowed, compared by its fingerprint,
 # and the run ends like the straight one; another file of the same shape there: refused.
 mkdir -p "$tmp/staged"
 cp "$tmp/d.h5" "$tmp/staged/d.h5"
 resume20 mv --data "$tmp/staged/d.h5"
 check "data moved to another path: allowed (rc $rc)" test $rc -eq 0
 [ $rc -eq 0 ] || show "$tmp/mv.out"
-check "  and said, with its content compared" grep -q \
-    "^resume: changed since the checkpoint: .*data .*/d.h5 -> .*/staged/d.h5 (its content compared)" \
+check "  and said, with its fingerprint compared" grep -q \
+    "^resume: changed since the checkpoint: .*data .*/d.h5 -> .*/staged/d.h5 (its fingerprint compared)" \
     "$tmp/mv.out"
 check "  final parameters identical to the straight run's" same_model "$tmp/ref/model.h5" "$tmp/mv/model.h5"
 tail -c 100000 "$top_srcdir/data/tinyshakespeare.txt" > "$tmp/other.txt"
@@ -206,6 +206,18 @@ check "other data at the new path: refused (rc $rc)" test $rc -ne 0 -a $rc -ne 1
 check "  naming what differs" grep -q \
     "error: .*resume: the training data .*/staged/d.h5 is not what checkpoint .* was trained on" \
     "$tmp/mv2.out"
+# A file of another length padded to the same size: the field that differs is named
+# whole (shape=[R x L] holds spaces: the message once named "90000] then"), in one line.
+head -c 99998 "$tmp/slice.txt" > "$tmp/short.txt"
+timeout 120 "$GENTRAIN" prepare "$tmp/short.txt" -o "$tmp/staged/s.h5" > "$tmp/o.txt" 2>&1 &&
+    mv "$tmp/staged/s.h5" "$tmp/staged/d.h5"
+size=$(wc -c < "$tmp/d.h5")
+head -c $((size - $(wc -c < "$tmp/staged/d.h5"))) /dev/zero >> "$tmp/staged/d.h5"
+resume20 mv3 --data "$tmp/staged/d.h5"
+check "data of another shape, the same size: refused (rc $rc)" test $rc -ne 0 -a $rc -ne 124
+check "  in one line naming the shape whole" test "$(grep -c \
+    "error: .*(shape=\[1 x 90000\] then, shape=\[1 x 89998\] now)" "$tmp/mv3.out")" -eq 1 \
+    -a "$(grep -c error "$tmp/mv3.out")" -eq 1
 timeout 60 "$GENTRAIN" train "${ARGS[@]}" --out none > "$tmp/n.out" 2>&1
 rc=$?
 check "ckpt_every without out: refused (rc $rc)" test $rc -eq 2

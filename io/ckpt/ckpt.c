@@ -1038,8 +1038,8 @@ static int compare_key(void *ctx, const char *key, const char *value)
     }
     char item[600];
     if (old && now && policy == CONFIG_RESUME_PLACE)
-        snprintf(item, sizeof item, "%s %.200s -> %.200s (its content compared)", key, old,
-                 now);
+        snprintf(item, sizeof item, "%s %.200s -> %.200s (its fingerprint compared)", key,
+                 old, now);
     else if (old && now)
         snprintf(item, sizeof item, "%s %.200s -> %.200s", key, old, now);
     else if (now)
