@@ -221,6 +221,8 @@ script_refused sbatch-outside "not inside a Slurm job" env -u SLURM_JOB_ID bash 
     "$top_srcdir/scripts/slurm/train.sbatch" "$tmp/d.h5"
 script_refused pbs-outside "not inside a PBS job" env -u PBS_NODEFILE -u PBS_JOBID \
     GT_CONFIG="$tmp/d.h5" bash "$top_srcdir/scripts/pbs/train.pbs"
+script_refused pbs-no-config "GT_CONFIG is not set" env -u GT_CONFIG PBS_NODEFILE=/dev/null \
+    PBS_JOBID=1.x bash "$top_srcdir/scripts/pbs/train.pbs"
 script_refused sbatch-ckpt-every "GT_CKPT_EVERY=abc is not a whole number" env GT_CKPT_EVERY=abc \
     bash "$top_srcdir/scripts/slurm/train.sbatch" --dry-run "$tmp/d.h5"
 
