@@ -1078,7 +1078,7 @@ const char *config_resume_reason(config_resume policy)
     case CONFIG_RESUME_MATH: return "it changes the training math";
     case CONFIG_RESUME_HARMLESS: return "it changes no number of the steps to come";
     case CONFIG_RESUME_GRID: return "the grid and the batch split keep the global batch";
-    case CONFIG_RESUME_PLACE: return "the data is compared by what it holds, not where it lies";
+    case CONFIG_RESUME_PLACE: return "the data is compared by its fingerprint, not its path";
     }
     return "?";
 }

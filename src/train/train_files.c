@@ -433,6 +433,8 @@ static int is_field_start(const char *text, const char *p)
     return (p == text || p[-1] == ' ') && p[strcspn(p, "= ")] == '=';
 }
 
+/* The length of the field that starts at f in text: up to the space before the next
+ * field, or to the end */
 static int field_len(const char *text, const char *f)
 {
     const char *e = f;
