@@ -140,6 +140,20 @@ size_t gt_escape_unit(const unsigned char *s, size_t n, char out[8], size_t *use
     return s[0] == '\t' ? 2 : 4;
 }
 
+int gt_word_index(const char *choices, const char *word)
+{
+    const size_t n = strlen(word);
+    int i = 0;
+    for (const char *p = choices; *p; i++) {
+        const char *bar = strchr(p, '|');
+        const size_t len = bar ? (size_t)(bar - p) : strlen(p);
+        if (len == n && strncmp(p, word, n) == 0) return i;
+        if (!bar) break;
+        p = bar + 1;
+    }
+    return -1;
+}
+
 const char *gt_printable(const char *s, char buf[72])
 {
     /* room for 68 bytes of text and "..." when it is cut */

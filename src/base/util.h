@@ -61,6 +61,10 @@ size_t gt_escape_unit(const unsigned char *s, size_t n, char out[8], size_t *use
  * ("..." then). Returns buf. */
 const char *gt_printable(const char *s, char buf[72]);
 
+/* The index of word among the '|'-separated words of choices ("a|b|c"), or -1: the
+ * config table's choice keys and the GENTRAIN_* variables' value lists. */
+int gt_word_index(const char *choices, const char *word);
+
 /* Opens path for reading without ever blocking: a named pipe, device or socket is
  * refused ("<what> <path> is a named pipe (FIFO), not a regular file"), as it could
  * hang the run or feed it an endless stream. Returns the descriptor of a regular file

@@ -35,20 +35,6 @@ static const env_rule rules[] = {
     {"GENTRAIN_TEAM_SCHEDULE", NULL, 1, GT_MAX_THREADS, 1},
 };
 
-/* value is one of the '|'-separated words of choices */
-static int one_of(const char *value, const char *choices)
-{
-    const size_t n = strlen(value);
-    for (const char *p = choices; *p;) {
-        const char *bar = strchr(p, '|');
-        const size_t len = bar ? (size_t)(bar - p) : strlen(p);
-        if (len == n && strncmp(p, value, n) == 0) return 1;
-        if (!bar) break;
-        p = bar + 1;
-    }
-    return 0;
-}
-
 static int whole_in(const char *value, long long lo, long long hi)
 {
     /* digits only where the range has no negatives: "-0" and "+5" are read otherwise
@@ -95,7 +81,7 @@ int env_check(void)
         const env_rule *r = rule_of(*e, len);
         char shown[72];
         if (!r || !*value) continue;
-        if (r->choices ? one_of(value, r->choices)
+        if (r->choices ? gt_word_index(r->choices, value) >= 0
                        : r->list ? list_in(value, r->lo, r->hi) : whole_in(value, r->lo, r->hi))
             continue;
         /* rank 0 says it for the job; another rank only where rank 0's is fine */

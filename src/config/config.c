@@ -415,21 +415,6 @@ static const char *string_problem(const char *v)
     return NULL;
 }
 
-/* The index of v among the '|'-separated words of choices, or -1. */
-static int choice_index(const char *choices, const char *v)
-{
-    size_t n = strlen(v);
-    int i = 0;
-    for (const char *p = choices; *p; i++) {
-        const char *bar = strchr(p, '|');
-        size_t len = bar ? (size_t)(bar - p) : strlen(p);
-        if (len == n && strncmp(p, v, n) == 0) return i;
-        if (!bar) break;
-        p = bar + 1;
-    }
-    return -1;
-}
-
 /* Word i of choices into buf (cap > 0); "?" when there is none. */
 static const char *choice_word(const char *choices, int i, char *buf, size_t cap)
 {
@@ -539,7 +524,7 @@ static int set_real(gt_config *c, const key_def *k, const char *raw, const char 
 static int set_enum(gt_config *c, const key_def *k, const char *raw, const char *shown,
                     const char *origin)
 {
-    const int v = choice_index(k->choices, raw);
+    const int v = gt_word_index(k->choices, raw);
     if (v < 0) {
         gt_error("%s: %s = '%s': must be one of: %s", origin, k->name, shown, k->choices);
         return -1;
