@@ -638,7 +638,7 @@ static void prune_and_find(void)
     fputs("keep me", f);
     fclose(f);
 
-    int n = ckpt_prune(sub, 3);
+    int n = ckpt_prune(sub, 3, INT64_MAX);
     TU_CHECK(n == 3, "prune to 3 deletes 2 checkpoints and the stale .tmp (%d)", n);
     int left[6];
     for (int s = 100; s <= 600; s += 100) {

@@ -489,12 +489,7 @@ fail:
     return rc;
 }
 
-int ckpt_prune(const char *dir, int keep)
-{
-    return ckpt_prune_upto(dir, keep, INT64_MAX);
-}
-
-int ckpt_prune_upto(const char *dir, int keep, int64_t upto)
+int ckpt_prune(const char *dir, int keep, int64_t upto)
 {
     if (keep < 1) keep = 1;
     int removed = remove_stale_tmp(dir);

@@ -98,15 +98,14 @@ int ckpt_save(const char *dir, int64_t step, const ckpt_state *st, const char *c
               int world_size, uint64_t seed, double loss_scale, int64_t loss_scale_clean,
               const char *data, char *out_path, size_t cap);
 
-/* Deletes all but the `keep` (>= 1) highest-step checkpoint files ckpt_<N>.h5 of dir,
- * and every stale ckpt_*.h5.tmp. Returns the number of files deleted, or -1 (reported)
- * when the folder cannot be read or a file cannot be deleted. It does not open the
- * files: a file is complete when its name is final (writes are renamed into place). */
-int ckpt_prune(const char *dir, int keep);
-/* ckpt_prune counting only the files of steps <= upto (the step just saved): a higher
- * one (a damaged checkpoint that resume = auto skipped) stays, and does not take the
- * place of one of the `keep` newest. */
-int ckpt_prune_upto(const char *dir, int keep, int64_t upto);
+/* Deletes all but the `keep` (>= 1) highest-step checkpoint files ckpt_<N>.h5 of dir
+ * among those of steps <= upto (the step just saved; INT64_MAX: all), and every stale
+ * ckpt_*.h5.tmp. A file of a higher step (a damaged checkpoint that resume = auto
+ * skipped) stays, and does not take the place of one of the `keep` newest. Returns the
+ * number of files deleted, or -1 (reported) when the folder cannot be read or a file
+ * cannot be deleted. It does not open the files: a file is complete when its name is
+ * final (writes are renamed into place). */
+int ckpt_prune(const char *dir, int keep, int64_t upto);
 
 /* The highest step among dir's checkpoint file names (ckpt_<N>.h5), the files not
  * opened: -1 when there is none (or dir does not exist), -2 when dir cannot be read

@@ -516,7 +516,7 @@ static int write_checkpoint(run *r, int64_t step, const gpt_model *sm, const ada
                    scaler ? (double)scaler->scale : 1.0,
                    scaler ? (int64_t)scaler->clean_steps : 0,
                    r->data_id[0] ? r->data_id : NULL, r->ckpt_file, sizeof r->ckpt_file) == 0 &&
-         ckpt_prune_upto(r->ckpt_dir, c->keep_ckpts, step) >= 0;
+         ckpt_prune(r->ckpt_dir, c->keep_ckpts, step) >= 0;
     gt_tensor_table_free(&tab);
     if (ok)
         printf("checkpoint: step %lld saved to %s in %.2f s%s\n", (long long)step,
