@@ -409,6 +409,39 @@ void h5set_fingerprint(const h5set *s, char *buf, size_t cap)
              (unsigned long long)h);
 }
 
+/* The fields are "key=value" separated by spaces, and a value may hold spaces
+ * (shape=[R x L]): a field starts at a word that has '=' in it. */
+static int is_field_start(const char *text, const char *p)
+{
+    return (p == text || p[-1] == ' ') && p[strcspn(p, "= ")] == '=';
+}
+
+/* The length of the field that starts at f in text: up to the space before the next
+ * field, or to the end */
+static int field_len(const char *text, const char *f)
+{
+    const char *e = f;
+    if (!*e) return 0;
+    do e += strcspn(e + 1, " ") + 1; /* the next space, or the end */
+    while (*e && !is_field_start(text, e + 1));
+    return (int)(e - f);
+}
+
+void h5set_fingerprint_diff(const char *then, const char *now, char *buf, size_t cap)
+{
+    const char *a = then, *b = now;
+    while (*a && *a == *b) a++, b++;
+    while (a > then && !is_field_start(then, a)) a--, b--;
+    /* several files: one hash covers their names and order too, so renamed or
+     * reordered shards differ there though no token does */
+    const int names = strncmp(a, "sample=", 7) == 0 && strncmp(then, "files=", 6) == 0 &&
+                      strncmp(now, "files=", 6) == 0;
+    snprintf(buf, cap, "%.*s then, %.*s now%s", field_len(then, a), a, field_len(now, b), b,
+             names ? "; the hash of several files covers their names without the folder "
+                     "and their order too"
+                   : "");
+}
+
 uint64_t h5set_names_hash(const h5set *s)
 {
     uint64_t h = GT_FNV_OFFSET;

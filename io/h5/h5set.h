@@ -79,6 +79,11 @@ int h5set_uses_mpi_io(h5set *s);
  * text. Several: "files=N bytes=B tokens=T type=X sample=fnv1a64:H", H covering every
  * file's name (without its folder), size, shape and sample hash. */
 void h5set_fingerprint(const h5set *s, char *buf, size_t cap);
+/* Where two such texts differ, for an error line, into buf: "F then, G now" with F and
+ * G the first field that differs, whole on both sides (shape=[R x L] holds spaces);
+ * for several files whose sample hash differs, a note that it covers their names and
+ * order too. */
+void h5set_fingerprint_diff(const char *then, const char *now, char *buf, size_t cap);
 /* A hash of the full names in order, for ranks to compare their lists. */
 uint64_t h5set_names_hash(const h5set *s);
 

@@ -426,24 +426,6 @@ static int load_checkpoint(run *r, const char *from)
     return rc;
 }
 
-/* A fingerprint's fields are "key=value" separated by spaces, and a value may hold
- * spaces (shape=[R x L]): a field starts at a word that has '=' in it. */
-static int is_field_start(const char *text, const char *p)
-{
-    return (p == text || p[-1] == ' ') && p[strcspn(p, "= ")] == '=';
-}
-
-/* The length of the field that starts at f in text: up to the space before the next
- * field, or to the end */
-static int field_len(const char *text, const char *f)
-{
-    const char *e = f;
-    if (!*e) return 0;
-    do e += strcspn(e + 1, " ") + 1; /* the next space, or the end */
-    while (*e && !is_field_start(text, e + 1));
-    return (int)(e - f);
-}
-
 /* Whether the checkpoint was trained on the data this run has (rank 0): a file replaced
  * between a checkpoint and its resume would continue the run on other tokens. Names
  * the first field that differs. A checkpoint from before fingerprints gets a note. */
@@ -455,19 +437,11 @@ static int same_data(const ckpt_meta *meta, const char *now, const char *path)
         return 1;
     }
     if (strcmp(meta->data, now) == 0) return 1;
-    /* the first field that differs, whole on both sides */
-    const char *a = meta->data, *b = now;
-    while (*a && *a == *b) a++, b++;
-    while (a > meta->data && !is_field_start(meta->data, a)) a--, b--;
-    /* several files: one hash covers their names and order too, so renamed or
-     * reordered shards differ there though no token does */
-    const int names = strncmp(a, "sample=", 7) == 0 && strncmp(now, "files=", 6) == 0 &&
-                      strncmp(meta->data, "files=", 6) == 0;
+    char what[768];
+    h5set_fingerprint_diff(meta->data, now, what, sizeof what);
     gt_error("resume: the training data %s is not what checkpoint %s was trained on "
-             "(%.*s then, %.*s now%s); resume on that data, or start fresh with resume = none",
-             path, meta->path, field_len(meta->data, a), a, field_len(now, b), b,
-             names ? "; the hash of several files covers their names without the folder "
-                     "and their order too" : "");
+             "(%s); resume on that data, or start fresh with resume = none",
+             path, meta->path, what);
     return 0;
 }
 
