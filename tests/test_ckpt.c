@@ -26,6 +26,7 @@
 
 #include <hdf5.h>
 
+#include "config.h" /* config_values_same */
 #include "ckpt.h"
 #include "h5model.h"
 #include "h5util.h"
@@ -307,6 +308,38 @@ static void compat_checks(const char *path, run_state *b)
     TU_CHECK(rc != 0 && strstr(msg, "data = data/x.h5 in the checkpoint, data/y.h5 now") &&
                  strstr(msg, "does not record what its data held") && tu_count_lines(msg) == 1,
              "data path changed, nothing recorded to compare: refused");
+    /* Another spelling of the same dataset inside the file: the same value, not listed;
+     * another dataset: refused (train_dataset) or listed (val_dataset). */
+    struct { const char *to; int ok; } names[] = {
+        {"train_dataset = train/tokens", 1},   {"train_dataset = //train/./tokens/", 1},
+        {"train_dataset = /train/tokens2", 0}, {"train_dataset = /train", 0},
+        {"train_dataset = /train/tokens/x", 0}, {"train_dataset = tokens/train", 0},
+    };
+    for (size_t i = 0; i < sizeof names / sizeof names[0]; i++) {
+        snprintf(other, sizeof other, "%s", cfg);
+        p = strstr(other, "train_dataset = /train/tokens");
+        char tail[2048];
+        snprintf(tail, sizeof tail, "%s", p + strlen("train_dataset = /train/tokens"));
+        snprintf(p, sizeof other - (size_t)(p - other), "%s%s", names[i].to, tail);
+        tu_capture_begin();
+        rc = ckpt_check_compatible(&meta, other, 1, changes, sizeof changes);
+        msg = tu_capture_end();
+        if (names[i].ok)
+            TU_CHECK(rc == 0 && msg[0] == '\0' && !strstr(changes, "train_dataset"),
+                     "%s: the same dataset, allowed and not listed (%s)", names[i].to,
+                     changes);
+        else
+            TU_CHECK(rc != 0 && strstr(msg, "train_dataset = /train/tokens in the checkpoint") &&
+                         tu_count_lines(msg) == 1,
+                     "%s: another dataset, refused", names[i].to);
+    }
+    TU_CHECK(config_values_same("val_dataset", "val/tokens", "/val/tokens") &&
+                 config_values_same("val_dataset", "none", "") &&
+                 !config_values_same("val_dataset", "none", "/none") &&
+                 !config_values_same("val_dataset", "/val/tokens", "/val/token") &&
+                 !config_values_same("data", "data/x.h5", "./data/x.h5") &&
+                 !config_values_same("lr", "0.001", "1e-3"),
+             "config_values_same: dataset names by their parts, other keys as text");
     /* A key this check does not know, changed on both sides: refused. */
     char *ck = malloc(strlen(cfg) + 32);
     sprintf(ck, "%sfancy_key = 1\n", cfg);

@@ -990,7 +990,7 @@ static int compare_key(void *ctx, const char *key, const char *value)
     if (has_old < 0 || has_now < 0) return -1;
     if (c->pass == 1 && has_old) return 0; /* seen in pass 0 */
     const char *old = has_old ? c->old_val : NULL, *now = has_now ? c->now_val : NULL;
-    if (old && now && strcmp(old, now) == 0) return 0;
+    if (old && now && config_values_same(key, old, now)) return 0;
     if (strcmp(key, "steps") == 0 && now) {
         char *end = NULL;
         long long s = strtoll(now, &end, 10);

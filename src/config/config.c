@@ -35,6 +35,9 @@ static const char *const group_title[G_COUNT] = {
 #define R_MAX 4u      /* double: value <= dmax (or < with R_MAX_X); int: imax is a rule */
 #define R_MAX_X 8u
 #define R_AUTO 16u    /* int: the word "auto" is accepted and stored as GT_BATCH_AUTO */
+/* string: names an object inside the data file ("/train/tokens"): two spellings of one
+ * object ("train/tokens", "/train//tokens/") are one value to config_values_same */
+#define K_H5NAME 32u
 
 typedef struct key_def {
     const char *name;
@@ -64,6 +67,7 @@ typedef struct key_def {
 #define KEY_DBL(f, g, r, d, lo, hi, fl, h) \
     {KEY_(f, T_DBL, g, r, d, h), .dmin = lo, .dmax = hi, .flags = fl}
 #define KEY_STR(f, g, r, d, h) {KEY_(f, T_STR, g, r, d, h)}
+#define KEY_H5NAME(f, g, r, d, h) {KEY_(f, T_STR, g, r, d, h), .flags = K_H5NAME}
 #define KEY_CHOICE(f, g, r, d, ch, h) {KEY_(f, T_ENUM, g, r, d, h), .choices = ch}
 
 static const key_def keys[] = {
@@ -74,9 +78,9 @@ static const key_def keys[] = {
     KEY_INT(data_max_open, G_DATA, HARMLESS, "16", 1, 65536, R_MAX,
             "data files each rank keeps open at once per dataset (the least recently "
             "used is closed)"),
-    KEY_STR(train_dataset, G_DATA, MATH, "/train/tokens",
+    KEY_H5NAME(train_dataset, G_DATA, MATH, "/train/tokens",
             "dataset inside the file holding the training tokens"),
-    KEY_STR(val_dataset, G_DATA, HARMLESS, "/val/tokens",
+    KEY_H5NAME(val_dataset, G_DATA, HARMLESS, "/val/tokens",
             "validation dataset; 'none' (or empty) = no evaluation"),
     KEY_CHOICE(data_io, G_DATA, HARMLESS, "auto", "auto|mpi-io|posix",
                "how ranks read the data: mpi-io = parallel HDF5's MPI-IO driver "
@@ -1055,6 +1059,42 @@ int config_resume_policy(const char *key)
     for (int i = 0; i < N_KEYS; i++)
         if (strcmp(keys[i].name, key) == 0) return (int)keys[i].resume;
     return -1;
+}
+
+/* The next part of an HDF5 object path at *p: its length, *p moved to its start past
+ * any '/' and "." parts (the root's own name and "this group"); 0 at the end. */
+static size_t h5name_part(const char **p)
+{
+    for (;;) {
+        while (**p == '/') (*p)++;
+        size_t n = strcspn(*p, "/");
+        if (n == 1 && **p == '.') {
+            (*p)++;
+            continue;
+        }
+        return n;
+    }
+}
+
+static int same_h5name(const char *a, const char *b)
+{
+    for (;;) {
+        const size_t na = h5name_part(&a), nb = h5name_part(&b);
+        if (na != nb || strncmp(a, b, na) != 0) return 0;
+        if (na == 0) return 1;
+        a += na;
+        b += nb;
+    }
+}
+
+int config_values_same(const char *key, const char *a, const char *b)
+{
+    if (strcmp(a, b) == 0) return 1;
+    const int ki = find_key(key);
+    if (ki < 0 || !(keys[ki].flags & K_H5NAME)) return 0;
+    /* "none" and "" turn evaluation off: they are words, not paths */
+    if (config_is_none(a) || config_is_none(b)) return config_is_none(a) && config_is_none(b);
+    return same_h5name(a, b);
 }
 
 const char *config_resume_reason(config_resume policy)

@@ -134,6 +134,11 @@ typedef enum {
 /* The resume policy of `key` (its exact name), or -1 for a key this gentrain does not
  * know (an older or newer one's). */
 int config_resume_policy(const char *key);
+/* 1 when a and b, values of `key` as config texts hold them, set it alike: the same
+ * text, or for a key naming an object inside the data file (train_dataset,
+ * val_dataset) the same object however its path is spelled ("train/tokens" and
+ * "/train//tokens/"; HDF5 reads them from the file's root alike). 0 otherwise. */
+int config_values_same(const char *key, const char *a, const char *b);
 /* Why a key of that policy may or may not change on resume, as a phrase. */
 const char *config_resume_reason(config_resume policy);
 
