@@ -224,7 +224,12 @@ vocabulary\) on its GPU .* in FP16, their tp all-reduces $path; " "$tmp/tpgpu.ou
 # to its exit status.
 stop_after() {
     local steps=$1 log=$2 limit=$3 pid=$4 watchdog i
-    (sleep "$limit" && kill -KILL "$pid") 2> /dev/null &
+    # the watchdog's sleep ends with it (else it would outlive the test by up to LIMIT)
+    (
+        sleep "$limit" &
+        trap 'kill $! 2> /dev/null; exit 0' TERM
+        wait $! && kill -KILL "$pid"
+    ) 2> /dev/null &
     watchdog=$!
     for ((i = 0; i < 6000; i++)); do
         [ "$(grep -c '"step"' "$log" 2> /dev/null)" -ge "$steps" ] 2> /dev/null && break
