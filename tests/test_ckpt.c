@@ -1,4 +1,4 @@
-/* test_ckpt — training checkpoints (io/ckpt/ckpt.c).
+/* test_ckpt — training checkpoints (io/ckpt/ckpt.c) and the resume check (ckpt_compat.c).
  *
  * Save and load back bit for bit (parameters, moments, metadata: the global batch and
  * the data cursor too); an async checkpoint's gradients in flight, flags, sums and

@@ -467,7 +467,7 @@ static void test_round_trip(void)
 }
 
 /* Every key of the table (as config_to_text lists them) declares what changing it on
- * resume does; the policies io/ckpt/ckpt.c enforces, key by key, for the keys whose reason
+ * resume does; the policies io/ckpt/ckpt_compat.c enforces, key by key, for the keys whose reason
  * was once missing (precision, grad_comm) and a few of each kind. */
 typedef struct policy_count {
     int keys, with_policy;
