@@ -53,6 +53,12 @@
 #   predicted speed-up over gentrain fp32 of the same round, and PyTorch's autocast
 #   under the same model (all its model flops taken as dot products at the rate of
 #   gentrain's micro-kernels in the step, the most the model can take off it).
+#   A second such row, "timing twin", is the step of that path run whole with
+#   GENTRAIN_DOT_TIMING=1: each VDPBF16PS replaced by one FP32 multiply-add of the same
+#   registers (its losses mean nothing), so the dot products run at this CPU's FMA
+#   instruction rate, 2x its FMA flops, and the code around them with them: where the
+#   first row takes the micro-kernels as bound by their dot products at any rate, the
+#   twin shows what their loads and stores cost at the faster one.
 #
 # Environment:
 #   GENTRAIN      path to the gentrain binary (part c skipped when unset)
@@ -361,7 +367,9 @@ dot_predict_round() {
     section "round $1 of $BENCH_ROUNDS: the avx512-bf16 path ($STEPS steps) for the" \
         "PREDICTED row of a CPU with faster dot products"
     GENTRAIN_BF16=avx512 clean_run avx512-bf16 "$STEPS" bf16 dot-predicted dotpred "$1" \
-        '(avx512-bf16 path)'
+        '(avx512-bf16 path)' || return 1
+    GENTRAIN_BF16=avx512 GENTRAIN_DOT_TIMING=1 clean_run avx512-timing "$STEPS" bf16 \
+        dot-predicted dottime "$1" 'GENTRAIN_DOT_TIMING=1: each'
 }
 
 # amx_predict_round R: the AMX path's emulated twin for BENCH_AMX_STEPS steps (the AMX
@@ -697,6 +705,28 @@ def dot_predicted_row(log_f, load_f, out_f):
             "max_rss_mb": None, "other_load_cores": other, "dot_model": model}
 
 
+def dot_timing_row(log_f, load_f):
+    """The avx512-bf16 path on a CPU with dots at 2x its FMA flops, measured whole: the
+    timing twin's run (GENTRAIN_DOT_TIMING=1), whose micro-kernels run a multiply-add (32
+    flop) where each dot product (64) was, at this CPU's FMA rate. The timed step of
+    median time"""
+    rows = step_records(log_f, "dot_kernel_ms")
+    timed = rows[2:] if rows else []
+    if not timed:
+        print("bench.sh: %s: no timed step with dot counts" % log_f)
+        return None
+    steps_ = [{"step_s": r["ms"] / 1e3, "pred_s": r["ms"] / 1e3,
+               "kernel_s": max(r["dot_kernel_ms"]) / 1e3, "busiest": max(r["vdpbf16ps"])}
+              for r in timed]
+    med = median_prediction(steps_)
+    pred = med["pred_s"]
+    return {"impl": "prediction", "precision": "bf16",
+            "label": "PREDICTED avx512-bf16, dots at 2x FMA (timing twin)",
+            "tokens_per_s": B * T / pred, "ms": pred * 1e3, "gflops": flops / pred / 1e9,
+            "max_rss_mb": None, "other_load_cores": other_load(load_f),
+            "dot_twin": dict(med, timed_steps=len(steps_))}
+
+
 def torch_row(key, prec, json_f):
     t = load_json(json_f)
     if not t:
@@ -727,6 +757,8 @@ for line in lines:
         r = amx_predicted_row(data, f[4], kind == "amxtime")
     elif kind == "dotpred":
         r = dot_predicted_row(data, f[4], f[5])
+    elif kind == "dottime":
+        r = dot_timing_row(data, f[4])
     else:
         r = torch_row(key, prec, data)
     if r:
@@ -854,6 +886,29 @@ for r in table:
                   " predicted at %.2fx it" % (tb["ms"], flops / 1e9, rate * 1e-9,
                                               t_dots * 1e3, m["here"], m["ratio"],
                                               t_pred * 1e3, m["vs_torch_autocast"]))
+for r in table:
+    m = r.get("dot_twin")
+    if not m:
+        continue
+    model = [x for x in table if x.get("dot_model") and x["round"] == r["round"]]
+    print("%s: a model, not a measurement: the avx512-bf16 path run whole with each"
+          " VDPBF16PS replaced by one FP32 multiply-add of the same registers"
+          " (GENTRAIN_DOT_TIMING=1; its losses mean nothing), so its dot products run at"
+          " this CPU's FMA instruction rate, 2x its FMA flops, with the loads, stores and"
+          " waits around them as they fall then; the median of %d timed steps" % (
+              r["label"], m["timed_steps"]))
+    print("  measured: step %.1f ms, of which the busiest thread's micro-kernels %.1f ms"
+          " (%.1f GFLOP/s a thread as dot products)%s" % (
+              m["step_s"] * 1e3, m["kernel_s"] * 1e3,
+              64 * m["busiest"] / m["kernel_s"] * 1e-9,
+              "; the row above modelled them at %.1f ms" % (
+                  model[0]["dot_model"]["kernel_model_s"] * 1e3) if model else ""))
+    fp = [x for x in table if x["impl"] == "gentrain" and x["precision"] == "fp32"
+          and x["round"] == r["round"]]
+    if fp:
+        m["speedup_over_fp32"] = fp[0]["ms"] / r["ms"]
+        print("  predicted speed-up over gentrain fp32 of the same round: %.2fx"
+              % m["speedup_over_fp32"])
 if any(isinstance(r.get("other_load_cores"), float) and r["other_load_cores"] >= 0.2
        for r in table):
     print("warning: other processes took CPU during the runs (column 'other', in cores);"

@@ -10,6 +10,8 @@
 #    kernel on software tiles) trains to the portable path's losses within 1e-3;
 #  - its timing mode (GENTRAIN_AMX_TIMING=1, the bench's) warns once and counts the same
 #    tile instructions; on another path the variable is ignored, with one warning;
+#    so does the AVX512_BF16 path's (GENTRAIN_DOT_TIMING=1), counting the same dot
+#    products, whose losses leave the real path's;
 #  - GENTRAIN_BF16=amx: on a CPU with AMX-BF16 tiles the amx-bf16 path, within 1e-3 of
 #    the portable one; elsewhere one warning and the best path the CPU has;
 #  - data parallel: 2 ranks with batch 4 take the 1-process run's path and match it
@@ -77,6 +79,19 @@ if grep -q "(avx512-bf16 path)" "$tmp/avx512.out"; then
         -a "$(echo "$dots" | wc -l)" -eq 1 -a "${dots:-0}" -gt 0
     check "portable: no VDPBF16PS counts in the log" \
         test "$(grep -c '"vdpbf16ps":' "$tmp/portable/log.jsonl")" -eq 0
+    # the bench's timing twin: a multiply-add in place of each dot product, counted alike;
+    # its results mean nothing, so its losses leave the real path's
+    GENTRAIN_BF16=avx512 GENTRAIN_DOT_TIMING=1 train dot_timing --batch_size 8 --precision bf16
+    dots_of() { sed -n 's/.*"vdpbf16ps":\[\([0-9,]*\)\].*/\1/p' "$1" | sort -u; }
+    check "GENTRAIN_DOT_TIMING=1: one warning that the results are meaningless" \
+        test "$(grep -c 'GENTRAIN_DOT_TIMING=1: each BF16 dot product runs as one FP32' \
+            "$tmp/dot_timing.err")" -eq 1
+    check "GENTRAIN_DOT_TIMING=1: the avx512-bf16 run's VDPBF16PS counts in every step" \
+        test "$(dots_of "$tmp/dot_timing/log.jsonl")" = "$(dots_of "$tmp/avx512/log.jsonl")" \
+        -a "$(grep -c '"vdpbf16ps":' "$tmp/dot_timing/log.jsonl")" -eq 20
+    check "GENTRAIN_DOT_TIMING=1: the products really changed (step-20 loss $(loss_at \
+        dot_timing 20) against $(loss_at avx512 20))" \
+        test "$(loss_at dot_timing 20)" != "$(loss_at avx512 20)"
     if grep -q "(portable path)" "$tmp/bf16.out"; then
         check "the default passed the dot products over and says why" \
             grep -q "^precision: BF16 dot products measure 0\.[0-9]*x this CPU's FP32 multiply-adds" \
@@ -113,6 +128,11 @@ GENTRAIN_BF16=portable GENTRAIN_AMX_TIMING=1 train timing_portable --steps 3 --b
     --precision bf16
 check "GENTRAIN_AMX_TIMING=1 on another path: one warning that it is ignored" \
     test "$(grep -c 'GENTRAIN_AMX_TIMING=1 ignored' "$tmp/timing_portable.err")" -eq 1
+
+GENTRAIN_BF16=portable GENTRAIN_DOT_TIMING=1 train dot_timing_portable --steps 3 \
+    --batch_size 8 --precision bf16
+check "GENTRAIN_DOT_TIMING=1 on another path: one warning that it is ignored" \
+    test "$(grep -c 'GENTRAIN_DOT_TIMING=1 ignored' "$tmp/dot_timing_portable.err")" -eq 1
 
 GENTRAIN_BF16=amx train amx --batch_size 8 --precision bf16
 if grep -q "(amx-bf16 path)" "$tmp/amx.out"; then

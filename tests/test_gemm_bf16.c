@@ -51,7 +51,9 @@
  *       into BF16 storage) gives the BF16 outputs of the same product that writes C,
  *       on a packed weight copy, past a column block and several depth blocks; the
  *       AMX and AVX512_BF16 paths never write C then;
- *   (p) the AVX512_BF16 path counts the VDPBF16PS its micro-kernel runs, and times it.
+ *   (p) the AVX512_BF16 path counts the VDPBF16PS its micro-kernel runs, and times it;
+ *   (q) in its timing mode (the bench's twin) it runs one FP32 multiply-add of the same
+ *       pair words in place of each, counted alike.
  * Errors are measured against the reference scaled by sum_k |a_k b_k| per element, so
  * they are in units of FP32 rounding of the sums. */
 #include <float.h>
@@ -1026,6 +1028,70 @@ static void check_dot_counts(void)
              "the product's wall time on each thread");
 }
 
+/* (q) the timing twin of (p) (dot_counts_timing_only, GENTRAIN_DOT_TIMING): each
+ * VDPBF16PS replaced by one FP32 multiply-add of the same pair words. Its results are
+ * meaningless but exact: element (i, j) is the chain of fmaf over the depth pairs of A's
+ * row i and B's column j, each pair word (the even depth's BF16 value in the low half,
+ * the odd one's in the high) read as one float, summed here in scalar code. Within one
+ * depth block, alpha 1 and beta 0, as the bench's step runs it; the same VDPBF16PS
+ * counted; and off again, the real products. */
+static float pair_as_float(float even, float odd)
+{
+    const uint32_t w = (uint32_t)bf16_store_one(even) | (uint32_t)bf16_store_one(odd) << 16;
+    float f;
+    memcpy(&f, &w, sizeof f);
+    return f;
+}
+
+static void check_dot_timing(void)
+{
+    static const int shapes[][5] = {{40, 70, 130, 0, 0}, {29, 33, 511, 1, 1}, {1, 1, 1, 0, 1}};
+    int exact = 1, counted = 1;
+    TU_CHECK(dot_counts_timing_only(1) == 0, "the timing twin is off until asked for");
+    for (size_t t = 0; t < sizeof shapes / sizeof shapes[0]; t++) {
+        const int *sh = shapes[t];
+        prob p = make(sh[0], sh[1], sh[2], sh[3], sh[4], 1.0f, 0.0f);
+        dot_counts_timing_only(0);
+        dot_counts_reset();
+        free(run(&p));
+        dot_count per[64];
+        uint64_t real = 0, twin = 0;
+        for (int i = 0, n = dot_counts_read(per, 64); i < n && i < 64; i++) real += per[i].vdpbf16ps;
+        dot_counts_timing_only(1);
+        dot_counts_reset();
+        float *C = run(&p);
+        for (int i = 0, n = dot_counts_read(per, 64); i < n && i < 64; i++) twin += per[i].vdpbf16ps;
+        counted &= twin == real && real > 0;
+#define AT(i, k) (p.ta ? p.A[(size_t)(k) * p.lda + (i)] : p.A[(size_t)(i) * p.lda + (k)])
+#define BT(k, j) (p.tb ? p.B[(size_t)(j) * p.ldb + (k)] : p.B[(size_t)(k) * p.ldb + (j)])
+        for (int i = 0; i < p.M; i++)
+            for (int j = 0; j < p.N; j++) {
+                float acc = 0.0f;
+                for (int k = 0; k < p.K; k += 2) {
+                    const int odd = k + 1 < p.K;
+                    acc = fmaf(pair_as_float(AT(i, k), odd ? AT(i, k + 1) : 0.0f),
+                               pair_as_float(BT(k, j), odd ? BT(k + 1, j) : 0.0f), acc);
+                }
+                exact &= memcmp(&acc, &C[(size_t)i * p.ldc + j], sizeof acc) == 0;
+            }
+#undef AT
+#undef BT
+        free(C);
+        drop(&p);
+    }
+    TU_CHECK(dot_counts_timing_only(0) == 1, "the timing twin turns off");
+    TU_CHECK(exact, "avx512-bf16 timing twin: each dot product ran as one FP32 multiply-add "
+             "of the pair words (the bits of a scalar fmaf chain), odd K and every edge");
+    TU_CHECK(counted, "avx512-bf16 timing twin: the same VDPBF16PS counted as the real run");
+    prob p = make(17, 40, 96, 0, 0, 1.0f, 0.0f);
+    float *C = run(&p);
+    int bad = 0;
+    TU_CHECK(error_of(&p, C, &bad) <= bound_of(p.K) && !bad,
+             "avx512-bf16 after the timing twin: the real products again");
+    free(C);
+    drop(&p);
+}
+
 /* (m) bf16_scale_pow2 on every BF16 value, against the FP32 product by the power of two
  * (a zero of its sign below FP32's normal range; zeros, denormals, infinities and NaNs
  * as they are): the vector loop (from the second value, so its vectors start unaligned
@@ -1134,7 +1200,10 @@ int main(void)
         TU_CHECK(strcmp(gemm_bf16_path_name(), paths[i].name) == 0, "the %s path can be "
                  "forced", paths[i].name);
         check_path(paths[i].name);
-        if (paths[i].path == GEMM_BF16_AVX512) check_dot_counts();
+        if (paths[i].path == GEMM_BF16_AVX512) {
+            check_dot_counts();
+            check_dot_timing();
+        }
         check_nested(paths[i].name);
         check_rounding(paths[i].name);
         check_prepacked(paths[i].path, paths[i].name);

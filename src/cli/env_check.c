@@ -25,6 +25,7 @@ static const env_rule rules[] = {
     {"GENTRAIN_BF16_ACTS", "0|exact|1", 0, 0, 0},
     {"GENTRAIN_BF16_PREPACK", "0|1", 0, 0, 0},
     {"GENTRAIN_AMX_TIMING", "0|1", 0, 0, 0},
+    {"GENTRAIN_DOT_TIMING", "0|1", 0, 0, 0},
     {"GENTRAIN_SIMD", "auto|portable|avx2|avx512", 0, 0, 0},
     {"GENTRAIN_NCCL", "0|1", 0, 0, 0},
     {"GENTRAIN_CUDA_CHECK", "0|1", 0, 0, 0},

@@ -44,7 +44,8 @@ static int round16(int n) { return (n + 15) / 16 * 16; }
  * are not stored; columns past n are masked. */
 static inline __attribute__((always_inline)) void
 tile_nv(const int nv, int m, int n, int k2, float alpha, const uint32_t *a, ptrdiff_t a_rs,
-        ptrdiff_t a_cs, const uint32_t *b, size_t ldb, float *c, size_t ldc, int accumulate)
+        ptrdiff_t a_cs, const uint32_t *b, size_t ldb, float *c, size_t ldc, int accumulate,
+        const int fma_twin)
 {
     __m512 s[PMR][PNV];
     const uint32_t *ar[PMR];
@@ -69,7 +70,9 @@ tile_nv(const int nv, int m, int n, int k2, float alpha, const uint32_t *a, ptrd
             const __m512bh av = (__m512bh)_mm512_set1_epi32((int)ar[i][ap]);
 #pragma GCC unroll 4
             for (int v = 0; v < PNV; v++)
-                if (v < nv) s[i][v] = _mm512_dpbf16_ps(s[i][v], av, bv[v]);
+                if (v < nv) /* fma_twin: dot_counts_timing_only, the bench's twin */
+                    s[i][v] = fma_twin ? _mm512_fmadd_ps((__m512)av, (__m512)bv[v], s[i][v])
+                                       : _mm512_dpbf16_ps(s[i][v], av, bv[v]);
         }
     }
     const __m512 al = _mm512_set1_ps(alpha);
@@ -88,6 +91,27 @@ tile_nv(const int nv, int m, int n, int k2, float alpha, const uint32_t *a, ptrd
     }
 }
 
+/* pairs_tile's micro-tiles, with VDPBF16PS or (fma_twin) the timing twin's FMAs */
+static inline __attribute__((always_inline)) void
+tiles_on(int m, int n, int k2, float alpha, const uint32_t *a, ptrdiff_t a_rs, ptrdiff_t a_cs,
+         const uint32_t *b, size_t ldb, float *c, size_t ldc, int accumulate, const int fma_twin)
+{
+    for (int i = 0; i < m; i += PMR)
+        for (int j = 0; j < n; j += PNV * VL) {
+            const int mm = m - i < PMR ? m - i : PMR;
+            const int nn = n - j < PNV * VL ? n - j : PNV * VL, nv = (nn + VL - 1) / VL;
+            const uint32_t *ai = a + i * a_rs;
+            float *cij = c + (size_t)i * ldc + j;
+            const uint32_t *bj = b + j;
+            switch (nv) {
+            case 1: tile_nv(1, mm, nn, k2, alpha, ai, a_rs, a_cs, bj, ldb, cij, ldc, accumulate, fma_twin); break;
+            case 2: tile_nv(2, mm, nn, k2, alpha, ai, a_rs, a_cs, bj, ldb, cij, ldc, accumulate, fma_twin); break;
+            case 3: tile_nv(3, mm, nn, k2, alpha, ai, a_rs, a_cs, bj, ldb, cij, ldc, accumulate, fma_twin); break;
+            default: tile_nv(4, mm, nn, k2, alpha, ai, a_rs, a_cs, bj, ldb, cij, ldc, accumulate, fma_twin); break;
+            }
+        }
+}
+
 static void pairs_tile(int m, int n, int k2, float alpha, const uint32_t *a, ptrdiff_t a_rs,
                        ptrdiff_t a_cs, const uint32_t *b, size_t ldb, float *c, size_t ldc,
                        int accumulate)
@@ -95,19 +119,10 @@ static void pairs_tile(int m, int n, int k2, float alpha, const uint32_t *a, ptr
     /* a micro-tile runs PMR rows (the last repeated) and its nv vectors */
     dot_counts_add((uint64_t)((m + PMR - 1) / PMR) * PMR * ((n + VL - 1) / VL) * k2);
     const uint64_t t0 = dot_counts_span_begin();
-    for (int i = 0; i < m; i += PMR)
-        for (int j = 0; j < n; j += PNV * VL) {
-            const int mm = m - i < PMR ? m - i : PMR;
-            const int nn = n - j < PNV * VL ? n - j : PNV * VL, nv = (nn + VL - 1) / VL;
-            const uint32_t *ai = a + i * a_rs;
-            float *cij = c + (size_t)i * ldc + j;
-            switch (nv) {
-            case 1: tile_nv(1, mm, nn, k2, alpha, ai, a_rs, a_cs, b + j, ldb, cij, ldc, accumulate); break;
-            case 2: tile_nv(2, mm, nn, k2, alpha, ai, a_rs, a_cs, b + j, ldb, cij, ldc, accumulate); break;
-            case 3: tile_nv(3, mm, nn, k2, alpha, ai, a_rs, a_cs, b + j, ldb, cij, ldc, accumulate); break;
-            default: tile_nv(4, mm, nn, k2, alpha, ai, a_rs, a_cs, b + j, ldb, cij, ldc, accumulate); break;
-            }
-        }
+    if (dot_timing_on)
+        tiles_on(m, n, k2, alpha, a, a_rs, a_cs, b, ldb, c, ldc, accumulate, 1);
+    else
+        tiles_on(m, n, k2, alpha, a, a_rs, a_cs, b, ldb, c, ldc, accumulate, 0);
     dot_counts_span_end(t0);
 }
 

@@ -67,6 +67,15 @@ void dot_counts_span_end(uint64_t t0)
     bump(s, &s->ticks, took);
 }
 
+int dot_timing_on;
+
+int dot_counts_timing_only(int on)
+{
+    const int was = dot_timing_on;
+    dot_timing_on = on != 0;
+    return was;
+}
+
 void dot_counts_reset(void)
 {
     for (int i = 0; i <= DOT_SLOTS; i++) {

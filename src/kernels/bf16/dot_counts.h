@@ -34,4 +34,18 @@ void dot_counts_reset(void);
  * than cap: the rest were left out). Call it between products. */
 int dot_counts_read(dot_count *per_thread, int cap);
 
+/* Timing only (on = 1; GENTRAIN_DOT_TIMING, gemm_bf16.c): the micro-kernels run one
+ * VFMADD231PS on the same registers in place of each VDPBF16PS, each pair word read as
+ * one FP32 value, and count it as before. A multiply-add of 32 flops then stands where
+ * a dot product of 64 was, at this CPU's FMA instruction rate: the dot products run at
+ * 2x its FMA flops, the CPU the bench's prediction models (AMD Zen 4 and 5), with the
+ * loads, stores and code around them running for real, which the prediction's
+ * arithmetic takes as they are at this CPU's slower dot products. Each lane then sums
+ * the products of the pairs' second values (with their first in the low mantissa
+ * bits): results of the data's size that mean nothing. Returns the previous setting;
+ * call it while no product runs. */
+int dot_counts_timing_only(int on);
+/* The setting, read by the micro-kernels once a call */
+extern int dot_timing_on;
+
 #endif

@@ -9,6 +9,7 @@
 #include "amx_emul.h"        /* defines: amx_emul_timing_only */
 #include "amx_emul_counts.h" /* defines: amx_emul_product_begin, amx_emul_product_end */
 #include "cpu_features.h"
+#include "dot_counts.h" /* defines: dot_counts_timing_only */
 #include "gemm_bf16_amx.h" /* defines: gemm_bf16_amx, gemm_bf16_amx_emulated */
 #include "gemm_bf16_portable.h" /* defines: gemm_bf16_portable */
 #include "gemm_bf16_weights.h" /* defines: gemm_bf16_weights_find */
@@ -183,12 +184,35 @@ static void env_timing(enum gemm_bf16_path path)
         gt_warn("GENTRAIN_AMX_TIMING=%.40s not understood (0 or 1); ignored", e);
 }
 
+/* GENTRAIN_DOT_TIMING=1 on the avx512-bf16 path: its micro-kernels in the timing mode
+ * of dot_counts.h (a multiply-add where each dot product was), for the bench's second
+ * prediction of that path; said once, loudly, as env_timing */
+static void env_dot_timing(void)
+{
+    static int said;
+    const char *e = getenv("GENTRAIN_DOT_TIMING");
+    const int on = e && strcmp(e, "1") == 0 && gemm_bf16_path() == GEMM_BF16_AVX512;
+    (void)dot_counts_timing_only(on);
+    if (said || !e || !*e || strcmp(e, "0") == 0) return;
+    said = 1;
+    if (on)
+        gt_warn("GENTRAIN_DOT_TIMING=1: each BF16 dot product runs as one FP32 multiply-add "
+                "(at this CPU's FMA rate), counted and timed: this run's losses and weights "
+                "are meaningless (a timing run for the bench's avx512-bf16 prediction)");
+    else if (strcmp(e, "1") == 0)
+        gt_warn("GENTRAIN_DOT_TIMING=1 ignored: it applies to the avx512-bf16 path only "
+                "(GENTRAIN_BF16=avx512)");
+    else
+        gt_warn("GENTRAIN_DOT_TIMING=%.40s not understood (0 or 1); ignored", e);
+}
+
 int gemm_bf16_init(int threads)
 {
     (void)gemm_bf16_amx_pack_select(1);
     env_path = env_choice();
     active = env_path;
     env_timing(env_path);
+    env_dot_timing();
     int want = omp_get_max_threads();
     if (threads > want) want = threads;
     if (want <= nslots) return 0;
