@@ -14,7 +14,8 @@
 #     safetensors file, a tensor of the wrong shape or of a dtype gentrain does not read
 #     (the line names the tensor), a NaN, an activation or epsilon
 #     gentrain does not have, an untied head, a missing folder; export without
-#     --format hf or an output folder is a usage error (2).
+#     --format hf or an output folder is a usage error (2); an export that fails
+#     (config.json cannot be replaced) leaves the folder's earlier export unchanged.
 #  4. With transformers (and torch) in TORCH_VENV (scripts/hf-venv.sh installs them;
 #     skipped without): a model made by transformers, imported, gives transformers'
 #     logits within 1e-4; fine-tuned and exported, transformers loads it and gives
@@ -172,6 +173,18 @@ refused missing "nope/config.json" train "${TRAIN[@]}" --steps 1 --out none \
 check "export without --format: usage error (exit 2)" test $? -eq 2
 "${G[@]}" export --format onnx --model "$tmp/base" -o "$tmp/x" > /dev/null 2>&1
 check "export --format onnx: usage error (exit 2)" test $? -eq 2
+# A failed export into the folder of an earlier one leaves that export whole: here
+# config.json cannot be replaced (a folder stands there), and model.safetensors, written
+# first, must not have been replaced either (it was: a new model beside an old config).
+bad keep
+rm "$tmp/keep/config.json" && mkdir "$tmp/keep/config.json" || exit 99
+st_sum=$(cksum < "$tmp/keep/model.safetensors")
+refused keep "config.json: it is a folder" export --format hf --model "$tmp/bpe" \
+    -o "$tmp/keep"
+check "failed export: the earlier model.safetensors is unchanged" \
+    test "$(cksum < "$tmp/keep/model.safetensors")" = "$st_sum"
+check "failed export: no temporary file left" \
+    test ! -e "$tmp/keep/model.safetensors.tmp" -a ! -e "$tmp/keep/config.json.tmp"
 
 # ------------------------------------------------------------- 4. transformers
 TORCH_VENV=${TORCH_VENV:-${XDG_CACHE_HOME:-$HOME/.cache}/gentrain/torch-venv}

@@ -304,14 +304,16 @@ int hf_gpt2_load(const char *dir, gpt_shape shape, const gt_tensor_table *tab, f
 }
 
 /* config.json of the whole model `shape`: what GPT2Config needs, dropout off (gentrain
- * trains without it, so a fine-tuning in transformers continues the same network). */
-static int write_config(const char *dir, gpt_shape shape, int64_t step, int64_t eos_id)
+ * trains without it, so a fine-tuning in transformers continues the same network).
+ * Written to <path>.tmp (its name into tmp), not yet put in place: 0, or -1 (reported,
+ * no .tmp left). */
+static int write_config_tmp(const char *path, gpt_shape shape, int64_t step, int64_t eos_id,
+                            char *tmp, size_t cap)
 {
-    char path[4200], tmp[4300], special[24] = "null";
+    char special[24] = "null";
     if (eos_id >= 0 && eos_id < shape.vocab_size)
         snprintf(special, sizeof special, "%lld", (long long)eos_id);
-    if (join(path, sizeof path, dir, "config.json") != 0) return -1;
-    FILE *f = file_begin(path, "config file", tmp, sizeof tmp);
+    FILE *f = file_begin(path, "config file", tmp, cap);
     if (!f) return -1;
     fprintf(f,
             "{\n"
@@ -338,7 +340,37 @@ static int write_config(const char *dir, gpt_shape shape, int64_t step, int64_t 
             "}\n",
             shape.vocab_size, shape.block_size, shape.block_size, shape.n_embd, shape.n_layer,
             shape.n_head, special, special, (long long)step);
-    return file_end(f, tmp, path, "config file");
+    return file_close_tmp(f, tmp, path, "config file");
+}
+
+/* Puts the written model.safetensors and config.json (tmp[i] -> path[i]) in place. Both
+ * destinations are checked before either is renamed: one that cannot be replaced (a
+ * folder, a FIFO) would otherwise fail only after the other had been, and an earlier
+ * export would be left with a new model.safetensors beside its old config.json, a
+ * pair that does not load (or loads as another shape). 0, or -1 (reported; no .tmp
+ * left). */
+static int commit_pair(char *const path[2], char *const tmp[2])
+{
+    char why[200];
+    int done = 0, rc = -1;
+    for (int i = 0; i < 2; i++) {
+        const char *kind = gt_special_kind(path[i]);
+        if (kind) {
+            gt_error("cannot export to %s: it is %s; only a regular file is replaced "
+                     "(nothing in the folder was changed)", path[i], kind);
+            goto done;
+        }
+    }
+    for (; done < 2; done++)
+        if (file_commit(tmp[done], path[done], why, sizeof why) != 0) {
+            gt_error("cannot put %s in place: %s%s", path[done], why,
+                     done ? " (model.safetensors was already replaced)" : "");
+            goto done;
+        }
+    rc = 0;
+done:
+    for (int i = done; i < 2; i++) (void)unlink(tmp[i]);
+    return rc;
 }
 
 int hf_gpt2_export(const char *dir, gpt_shape shape, const gt_tensor_table *tab,
@@ -368,12 +400,20 @@ int hf_gpt2_export(const char *dir, gpt_shape shape, const gt_tensor_table *tab,
         o->dims[1] = rows;
         o->data = copies[i];
     }
-    char path[4200];
-    if (rc == 0 && join(path, sizeof path, dir, "model.safetensors") == 0 &&
-        st_write(path, out, tab->count) == 0)
-        rc = write_config(dir, shape, step, eos_id);
-    else
+    /* both files whole in their .tmp first, then both put in place (commit_pair) */
+    char st_path[4200], cfg_path[4200], st_tmp[4300], cfg_tmp[4300];
+    char *const paths[2] = {st_path, cfg_path}, *const tmps[2] = {st_tmp, cfg_tmp};
+    if (rc == 0 && (join(st_path, sizeof st_path, dir, "model.safetensors") != 0 ||
+                    join(cfg_path, sizeof cfg_path, dir, "config.json") != 0))
         rc = -1;
+    if (rc == 0 && st_write_tmp(st_path, out, tab->count, st_tmp, sizeof st_tmp) != 0)
+        rc = -1;
+    if (rc == 0 &&
+        write_config_tmp(cfg_path, shape, step, eos_id, cfg_tmp, sizeof cfg_tmp) != 0) {
+        (void)unlink(st_tmp);
+        rc = -1;
+    }
+    if (rc == 0) rc = commit_pair(paths, tmps);
     for (int i = 0; copies && i < tab->count; i++) free(copies[i]);
     free(copies);
     free(out);

@@ -44,7 +44,8 @@ int hf_gpt2_load(const char *dir, gpt_shape shape, const gt_tensor_table *tab, f
  * the tokenizer's end-of-text token, config.json's bos_token_id and eos_token_id (as
  * GPT-2's <|endoftext|> is both); -1 when the vocabulary has none (byte-level data):
  * both null, so transformers does not fall back to GPT-2's 50256. 0, or -1 (reported;
- * files already in DIR are replaced only when complete). */
+ * both files are written whole before either replaces the one in DIR, so a failed
+ * export leaves an earlier export there as it was). */
 int hf_gpt2_export(const char *dir, gpt_shape shape, const gt_tensor_table *tab,
                    const float *params, int64_t step, int64_t eos_id);
 

@@ -269,7 +269,22 @@ static char *make_header(const st_tensor *t, int n, size_t *len)
     return h;
 }
 
-int st_write(const char *path, const st_tensor *tensors, int n)
+/* Writes the whole file through f (opened by file_begin); a failed write leaves
+ * ferror(f) set, which file_close_tmp reports. */
+static void write_all(FILE *f, const st_tensor *tensors, int n, const char *header, size_t len)
+{
+    unsigned char len8[8];
+    for (int k = 0; k < 8; k++) len8[k] = (unsigned char)((uint64_t)len >> (8 * k));
+    fwrite(len8, 1, 8, f);
+    fwrite(header, 1, len, f);
+    for (int i = 0; i < n; i++) {
+        size_t numel = 1;
+        for (int k = 0; k < tensors[i].ndim; k++) numel *= (size_t)tensors[i].dims[k];
+        fwrite(tensors[i].data, sizeof(float), numel, f);
+    }
+}
+
+int st_write_tmp(const char *path, const st_tensor *tensors, int n, char *tmp, size_t cap)
 {
     for (int i = 0; i < n; i++)
         if (strlen(tensors[i].name) > 200 || strpbrk(tensors[i].name, "\"\\") ||
@@ -280,21 +295,22 @@ int st_write(const char *path, const st_tensor *tensors, int n)
     size_t len = 0;
     char *header = make_header(tensors, n, &len);
     if (!header) return -1;
-    char tmp[4200];
-    FILE *f = file_begin(path, "safetensors file", tmp, sizeof tmp);
+    FILE *f = file_begin(path, "safetensors file", tmp, cap);
     if (!f) {
         free(header);
         return -1;
     }
-    unsigned char len8[8];
-    for (int k = 0; k < 8; k++) len8[k] = (unsigned char)((uint64_t)len >> (8 * k));
-    fwrite(len8, 1, 8, f);
-    fwrite(header, 1, len, f);
+    write_all(f, tensors, n, header, len);
     free(header);
-    for (int i = 0; i < n; i++) {
-        size_t numel = 1;
-        for (int k = 0; k < tensors[i].ndim; k++) numel *= (size_t)tensors[i].dims[k];
-        fwrite(tensors[i].data, sizeof(float), numel, f);
-    }
-    return file_end(f, tmp, path, "safetensors file");
+    return file_close_tmp(f, tmp, path, "safetensors file");
+}
+
+int st_write(const char *path, const st_tensor *tensors, int n)
+{
+    char tmp[4200], why[200];
+    if (st_write_tmp(path, tensors, n, tmp, sizeof tmp) != 0) return -1;
+    if (file_commit(tmp, path, why, sizeof why) == 0) return 0;
+    gt_error("writing safetensors file %s failed: %s", path, why);
+    (void)unlink(tmp);
+    return -1;
 }

@@ -51,4 +51,9 @@ typedef struct st_tensor {
  * (reported; no partial file left). */
 int st_write(const char *path, const st_tensor *tensors, int n);
 
+/* st_write up to the commit: writes and closes <path>.tmp (its name into tmp, cap >=
+ * strlen(path) + 5) and leaves path as it is, for file_commit (file_commit.h) once the
+ * files that go with it are written too. 0, or -1 (reported; no .tmp left). */
+int st_write_tmp(const char *path, const st_tensor *tensors, int n, char *tmp, size_t cap);
+
 #endif

@@ -89,16 +89,32 @@ FILE *file_begin(const char *path, const char *what, char *tmp, size_t cap)
     return f;
 }
 
-int file_end(FILE *f, const char *tmp, const char *path, const char *what)
+/* Checks the writes and closes f: 0, or -1 with the reason in why. */
+static int close_checked(FILE *f, char *why, size_t cap)
 {
-    char why[200] = "";
     int bad = ferror(f) || fflush(f) != 0;
     int err = errno;
     if (fclose(f) != 0 && !bad) {
         bad = 1;
         err = errno;
     }
-    if (bad) snprintf(why, sizeof why, "%s", err ? file_errno_reason(err) : "write error");
+    if (bad) snprintf(why, cap, "%s", err ? file_errno_reason(err) : "write error");
+    return bad ? -1 : 0;
+}
+
+int file_close_tmp(FILE *f, const char *tmp, const char *path, const char *what)
+{
+    char why[200] = "";
+    if (close_checked(f, why, sizeof why) == 0) return 0;
+    gt_error("writing %s %s failed: %s", what, path, why);
+    (void)unlink(tmp);
+    return -1;
+}
+
+int file_end(FILE *f, const char *tmp, const char *path, const char *what)
+{
+    char why[200] = "";
+    int bad = close_checked(f, why, sizeof why) != 0;
     if (!bad && file_commit(tmp, path, why, sizeof why) != 0) bad = 1;
     if (!bad) return 0;
     gt_error("writing %s %s failed: %s", what, path, why);

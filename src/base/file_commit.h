@@ -22,4 +22,9 @@ int file_commit(const char *tmp, const char *path, char *why, size_t cap);
 FILE *file_begin(const char *path, const char *what, char *tmp, size_t cap);
 int file_end(FILE *f, const char *tmp, const char *path, const char *what);
 
+/* file_end without the commit, for files that are put in place together (file_commit
+ * each once all are written): checks every write and closes; the whole tmp stays. On
+ * failure removes the .tmp and reports one line. 0 or -1. */
+int file_close_tmp(FILE *f, const char *tmp, const char *path, const char *what);
+
 #endif
