@@ -9,6 +9,8 @@
 #  - prepare a.txt -o a.txt, and -o a link to an input: refused, the input unchanged
 #    (checksum) and the link still a link; an input that is the output's (or the saved
 #    tokenizer's) temporary file, prepare x.h5.tmp -o x.h5: refused, the input intact;
+#    -o naming the --tokenizer read or the --save-tokenizer file: refused, the
+#    tokenizer intact;
 #  - --log naming the data file or the config (any file that is not a JSON Lines log):
 #    refused, the file intact (it was truncated);
 #  - a model saved where a FIFO stands (out/model.h5): the save fails clearly, the FIFO
@@ -134,6 +136,19 @@ refused prepare-tok-tmp "the temporary file of --save-tokenizer" "$GENTRAIN" pre
     "$tmp/tok.json.tmp" -o "$tmp/y.h5" --train-tokenizer 300 --save-tokenizer "$tmp/tok.json"
 check "prepare-tok-tmp: the input is unchanged" \
     test "$(cksum < "$tmp/tok.json.tmp")" = "$sum_before"
+# the tokenizer read (--tokenizer) is an input too, and the one saved (--save-tokenizer)
+# is written before the output: -o naming either is refused before anything is written
+# (the tokenizer was overwritten by the data set; the saved one lost, with exit 0)
+run_ok tok-save timeout 60 "$GENTRAIN" prepare "$tmp/slice.txt" -o "$tmp/tok.h5" \
+    --train-tokenizer 300 --save-tokenizer "$tmp/tok.json"
+tok_sum=$(cksum < "$tmp/tok.json")
+refused prepare-out-tokenizer "is the tokenizer" "$GENTRAIN" prepare "$tmp/slice.txt" \
+    -o "$tmp/tok.json" --tokenizer "$tmp/tok.json"
+check "prepare-out-tokenizer: the tokenizer is unchanged" \
+    test "$(cksum < "$tmp/tok.json")" = "$tok_sum"
+refused prepare-out-saved "is the --save-tokenizer file" "$GENTRAIN" prepare \
+    "$tmp/slice.txt" -o "$tmp/both.h5" --train-tokenizer 300 --save-tokenizer "$tmp/both.h5"
+check "prepare-out-saved: nothing written" test ! -e "$tmp/both.h5"
 
 mkdir -p "$tmp/m"
 mkfifo "$tmp/m/model.h5"

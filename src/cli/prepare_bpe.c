@@ -239,6 +239,14 @@ static char *start(job *j, const prepare_options *o, double val_fraction, int64_
     if (o->save_tokenizer &&
         prep_check_writable(j->inputs, j->n_inputs, o->save_tokenizer, "--save-tokenizer") != 0)
         return NULL;
+    /* The tokenizer read is an input too, and the one saved is written before the
+     * output: -o naming either (or the .tmp written first) overwrote it, the saved one
+     * silently, with exit 0. */
+    if (o->tokenizer && prep_check_apart(o->tokenizer, "tokenizer", j->out, "output") != 0)
+        return NULL;
+    if (o->save_tokenizer &&
+        prep_check_apart(o->save_tokenizer, "--save-tokenizer file", j->out, "output") != 0)
+        return NULL;
     *n_val = (int64_t)llround((double)j->total * val_fraction);
     if (*n_val > j->total) *n_val = j->total;
     *n_train = j->total - *n_val;

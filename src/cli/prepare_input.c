@@ -13,11 +13,37 @@
 #include "util.h"
 #include "h5util.h"
 
-int prep_check_writable(const char *const *inputs, int n_inputs, const char *path,
-                        const char *what)
+/* Whether a and b name one file: the same inode where both exist; where neither does
+ * yet (two outputs still to be written), the same name in the same folder. */
+static int same_file(const char *a, const char *b)
 {
-    /* <path>.tmp is written first and removed on failure: it must not be an input
-     * either (prepare x.h5.tmp -o x.h5 deleted its own input) */
+    struct stat sa, sb;
+    const int ha = stat(a, &sa) == 0, hb = stat(b, &sb) == 0;
+    if (ha || hb) return ha && hb && sa.st_dev == sb.st_dev && sa.st_ino == sb.st_ino;
+    const char *const name[2] = {a, b};
+    char *dir[2] = {NULL, NULL};
+    const char *base[2];
+    for (int k = 0; k < 2; k++) {
+        const char *slash = strrchr(name[k], '/');
+        base[k] = slash ? slash + 1 : name[k];
+        char *d = slash ? strndup(name[k], (size_t)(slash - name[k]) + 1) : strdup(".");
+        dir[k] = d ? realpath(d, NULL) : NULL;
+        free(d);
+    }
+    /* a folder that cannot be resolved: compare the names as given */
+    const int same = dir[0] && dir[1]
+                         ? strcmp(dir[0], dir[1]) == 0 && strcmp(base[0], base[1]) == 0
+                         : strcmp(a, b) == 0;
+    free(dir[0]);
+    free(dir[1]);
+    return same;
+}
+
+int prep_check_apart(const char *keep, const char *keep_what, const char *path,
+                     const char *what)
+{
+    /* <path>.tmp is written first and removed on failure: it must not be `keep` either
+     * (prepare x.h5.tmp -o x.h5 deleted its own input) */
     const size_t cap = strlen(path) + 5;
     char *tmp = malloc(cap);
     if (!tmp) {
@@ -25,26 +51,27 @@ int prep_check_writable(const char *const *inputs, int n_inputs, const char *pat
         return -1;
     }
     snprintf(tmp, cap, "%s.tmp", path);
-    const char *const names[2] = {path, tmp};
     int rc = 0;
-    for (int k = 0; k < 2 && rc == 0; k++) {
-        struct stat ps, is;
-        if (stat(names[k], &ps) != 0) continue;
-        for (int i = 0; i < n_inputs && rc == 0; i++) {
-            if (stat(inputs[i], &is) != 0 || is.st_dev != ps.st_dev || is.st_ino != ps.st_ino)
-                continue;
-            if (k == 0)
-                gt_error("%s %s is the input %s (or a link to it): it would be "
-                         "overwritten; write to another file", what, path, inputs[i]);
-            else
-                gt_error("the input %s is %s, the temporary file of %s %s: it would be "
-                         "overwritten and deleted; rename the input or write to another "
-                         "file", inputs[i], tmp, what, path);
-            rc = -1;
-        }
+    if (same_file(keep, path)) {
+        gt_error("%s %s is the %s %s (or a link to it): it would be overwritten; write to "
+                 "another file", what, path, keep_what, keep);
+        rc = -1;
+    } else if (same_file(keep, tmp)) {
+        gt_error("the %s %s is %s, the temporary file of %s %s: it would be overwritten and "
+                 "deleted; rename the %s or write to another file", keep_what, keep, tmp,
+                 what, path, keep_what);
+        rc = -1;
     }
     free(tmp);
     return rc;
+}
+
+int prep_check_writable(const char *const *inputs, int n_inputs, const char *path,
+                        const char *what)
+{
+    for (int i = 0; i < n_inputs; i++)
+        if (prep_check_apart(inputs[i], "input", path, what) != 0) return -1;
+    return 0;
 }
 
 int prep_check_paths(const char *const *inputs, int n_inputs, const char *out, int64_t *sizes,

@@ -29,6 +29,13 @@ int prep_check_paths(const char *const *inputs, int n_inputs, const char *out, i
 int prep_check_writable(const char *const *inputs, int n_inputs, const char *path,
                         const char *what);
 
+/* The same for one file, `keep` (what it is: keep_what, "tokenizer"), that must survive
+ * the writing of path: path is not keep (nor a link to it) and <path>.tmp is not keep;
+ * two names of which neither exists yet are the same file when they name the same
+ * folder and file. 0, or -1 after one error line. */
+int prep_check_apart(const char *keep, const char *keep_what, const char *path,
+                     const char *what);
+
 /* Reads exactly want bytes from the stream into buf (moving to the next input as each
  * one ends). Reports and returns -1 on a read error or an input that changed size. */
 int prep_fill(prep_stream *s, unsigned char *buf, int64_t want);
