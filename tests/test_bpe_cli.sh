@@ -2,7 +2,8 @@
 # BPE tokens end to end, without Python: prepare --train-tokenizer / --tokenizer /
 # --save-tokenizer, the tokenizer stored in the data file and copied into model.h5,
 # sample decoding with it (or --tokenizer), int32 ids past 65536 tokens, and the errors:
-# bad options, unreadable and malformed tokenizers, a damaged stored tokenizer.
+# bad options, unreadable and malformed tokenizers, a damaged stored tokenizer, a
+# tokenizer of more tokens than the model's vocabulary.
 set -u
 : "${GENTRAIN:?}" "${BPETOOL:?}" "${top_srcdir:?}"
 . "$top_srcdir/tests/lib.sh"
@@ -72,6 +73,13 @@ check "no output left behind" test ! -e "$tmp/x.h5" -a ! -e "$tmp/x.h5.tmp"
 expect_fail save-over-input 1 'is the input' "$GENTRAIN" prepare "$tmp/text.txt" -o "$tmp/x.h5" --train-tokenizer 300 --save-tokenizer "$tmp/text.txt"
 "$GENTRAIN" prepare "$tmp/small.txt" -o "$tmp/bytes.h5" > /dev/null 2>&1
 expect_fail no-tokenizer 1 'holds no tokenizer' "$GENTRAIN" sample --model "$tmp/run" --tokenizer "$tmp/bytes.h5"
+# a tokenizer of more tokens than the model's vocabulary is not the model's: refused (it
+# decoded every token wrong, exit 0)
+run_ok prepare-500 "$GENTRAIN" prepare "$tmp/text.txt" -o "$tmp/d500.h5" --val-fraction 0 \
+    --train-tokenizer 500 --save-tokenizer "$tmp/tok500.json"
+expect_fail tokenizer-larger 1 'has 500 tokens, more than the model.s vocabulary of 400' \
+    "$GENTRAIN" sample --model "$tmp/run" --tokenizer "$tmp/tok500.json" --prompt 'ROMEO:' \
+    --tokens 5 --threads 1
 
 # a damaged stored tokenizer: one byte of its text changed
 cp "$tmp/d.h5" "$tmp/bad.h5"

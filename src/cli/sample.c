@@ -202,6 +202,16 @@ int sample_run(const sample_options *o)
         goto done;
     }
     if (load_tokenizer(o->tokenizer, path, &tok) != 0) goto done;
+    /* train sizes a model's vocabulary to its data's tokenizer: one with more tokens is
+     * another tokenizer, whose ids mean other text, and every token would be decoded
+     * wrong without a word said */
+    if (tok && bpe_vocab_size(tok) > shape.vocab_size) {
+        gt_error("the tokenizer %s%s has %lld tokens, more than the model's vocabulary of %d: "
+                 "it is not the tokenizer the model was trained with",
+                 o->tokenizer[0] ? "" : "stored in ", o->tokenizer[0] ? o->tokenizer : path,
+                 (long long)bpe_vocab_size(tok), shape.vocab_size);
+        goto done;
+    }
     const size_t total = plen + 1 + (size_t)o->tokens;
     size_t len;
     ctx = gt_malloc(total * sizeof(int32_t), "sample context");
