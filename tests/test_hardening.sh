@@ -30,6 +30,7 @@
 #  - an out so long that its checkpoints' names would not fit: refused before step 1;
 #  - plan --from-log and sample --tokenizer given a FIFO (or /dev/zero): one line, no
 #    hang; inspect whose output pipe is closed says so, not that the file is damaged;
+#    inspect whose output cannot be written (> /dev/full) fails with one line;
 #  - inspect of a file whose dataset name and attribute hold escape sequences and
 #    control characters prints them as \xNN, never raw (valid UTF-8 stays as it is);
 #  - plan with huge or fractional counts, or an infinite noise scale: exit 2, one line,
@@ -270,6 +271,15 @@ EOF
 check "inspect into a closed pipe: says the output was closed, not that the file is damaged" \
     test -n "$(grep 'gentrain: error: .*output was closed' "$tmp/inspect-closed.err")" -a \
     -z "$(grep damaged "$tmp/inspect-closed.err")"
+# inspect whose output cannot be written (a full disk): one error line, exit 1 (it was
+# exit 0 with nothing written)
+if [ -c /dev/full ]; then
+    timeout 30 "$GENTRAIN" inspect "$tmp/dmg/model.h5" > /dev/full 2> "$tmp/inspect-full.err"
+    rc=$?
+    check "inspect > /dev/full: exit 1 (rc $rc), one error line: no space left" \
+        test $rc -eq 1 -a "$(grep -c '^gentrain: error:' "$tmp/inspect-full.err")" -eq 1 -a \
+        -n "$(grep 'writing the listing of .* failed: no space left' "$tmp/inspect-full.err")"
+fi
 
 : "${MKDATA:?MKDATA must point at tests/mkdata}"
 "$MKDATA" "$tmp/evil.h5" --dataset $'/train/to\e[2Jkens' --dtype uint8 --rank 1 --len 100 \

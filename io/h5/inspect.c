@@ -13,6 +13,7 @@
  * config text. */
 #include "inspect.h"
 
+#include <errno.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
@@ -537,7 +538,14 @@ int inspect_file(const char *path, FILE *out)
         print_attrs(out, o, is_model && i == 0);
         H5Oclose(o);
     }
-    fflush(out);
+    /* the listing is the command's whole product: one that did not reach its file (a
+     * full disk, > /dev/full) is a failure, not exit 0 */
+    const int flushed = fflush(out) == 0;
+    if (!flushed || ferror(out)) {
+        gt_error("writing the listing of %s failed: %s", path,
+                 flushed ? "write error" : h5io_errno_reason(errno));
+        goto done;
+    }
     rc = damaged ? -1 : 0;
 done:
     if (file >= 0) H5Fclose(file);
