@@ -2,7 +2,8 @@
  *
  * Save, load into a fresh model and compare bit for bit; read the metadata back; refuse
  * models of another shape (naming the tensor) and damaged files; pick the newest of
- * several files; a failed save leaves the previous file as it was. */
+ * several files; a failed save leaves the previous file as it was; inspect says which
+ * attributes of a model are missing. */
 #include <errno.h>
 #include <fcntl.h>
 #include <math.h>
@@ -407,6 +408,39 @@ static void integrity(const char *good)
     gpt_free(&m);
 }
 
+/* inspect's header says which attributes a model file lacks or holds as something other
+ * than one integer, instead of showing numbers the file does not hold (step -1,
+ * n_layer 0) */
+static void inspect_missing(const char *good)
+{
+    char path[700], ipath[700];
+    path_in(path, sizeof path, "noattr.h5");
+    copy_file(good, path, file_size(good));
+    hid_t f = H5Fopen(path, H5F_ACC_RDWR, H5P_DEFAULT);
+    int ok = f >= 0 && H5Adelete(f, "step") >= 0 && H5Adelete(f, "n_layer") >= 0;
+    hid_t sp = H5Screate(H5S_SCALAR), a = -1;
+    const double half = 2.5;
+    ok = ok && sp >= 0 && H5Adelete(f, "n_head") >= 0 &&
+         (a = H5Acreate2(f, "n_head", H5T_NATIVE_DOUBLE, sp, H5P_DEFAULT, H5P_DEFAULT)) >= 0 &&
+         H5Awrite(a, H5T_NATIVE_DOUBLE, &half) >= 0;
+    if (a >= 0) H5Aclose(a);
+    if (sp >= 0) H5Sclose(sp);
+    if (f >= 0) H5Fclose(f);
+    TU_CHECK(ok, "removed step and n_layer of %s, n_head made 2.5", path);
+    path_in(ipath, sizeof ipath, "noattr.txt");
+    FILE *io = fopen(ipath, "w");
+    int irc = io ? inspect_file(path, io) : -1;
+    if (io) fclose(io);
+    static char text[65536];
+    FILE *ir = fopen(ipath, "r");
+    size_t n = ir ? fread(text, 1, sizeof text - 1, ir) : 0;
+    text[n] = '\0';
+    if (ir) fclose(ir);
+    TU_CHECK(irc == 0 && strstr(text, "(format_version 1): step (missing),") &&
+                 strstr(text, "n_layer (missing), n_head (unreadable), n_embd 32\n"),
+             "inspect: a missing or non-integer attribute is said so in the header");
+}
+
 static void newest(void)
 {
     char sub[700], p[800], out[1024], want[1600];
@@ -629,6 +663,7 @@ int main(void)
     any_table();
     damaged_files(path);
     integrity(path);
+    inspect_missing(path);
     newest();
     failed_saves();
     absurd_weights();

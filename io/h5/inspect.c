@@ -434,6 +434,19 @@ static void group_digits(int64_t v, char *buf, size_t cap)
     buf[j] = '\0';
 }
 
+/* An integer root attribute as text: a value the file lacks or that cannot be read as
+ * one integer is said so, never shown as a number it does not hold. */
+static void attr_text(hid_t file, const char *key, char *buf, size_t cap)
+{
+    char why[128];
+    int64_t v = 0;
+    const int r = h5io_attr_int(file, key, &v, why, sizeof why);
+    if (r == 1)
+        snprintf(buf, cap, "%lld", (long long)v);
+    else
+        snprintf(buf, cap, "%s", r == 0 ? "(missing)" : "(unreadable)");
+}
+
 /* Returns 1 when the file is a gentrain model (header printed). */
 static int print_model_header(FILE *out, hid_t file)
 {
@@ -443,12 +456,12 @@ static int print_model_header(FILE *out, hid_t file)
     int is_model = r == 1 && strcmp(fmt, "gentrain-model") == 0;
     free(fmt);
     if (!is_model) return 0;
-    int64_t step = -1, ver = -1, v[5] = {0, 0, 0, 0, 0};
+    char step[24], ver[24], v[5][24];
     static const char *keys[5] = {"vocab_size", "block_size", "n_layer", "n_head",
                                   "n_embd"};
-    h5io_attr_int(file, "step", &step, why, sizeof why);
-    h5io_attr_int(file, "format_version", &ver, why, sizeof why);
-    for (int i = 0; i < 5; i++) h5io_attr_int(file, keys[i], &v[i], why, sizeof why);
+    attr_text(file, "step", step, sizeof step);
+    attr_text(file, "format_version", ver, sizeof ver);
+    for (int i = 0; i < 5; i++) attr_text(file, keys[i], v[i], sizeof v[i]);
     int64_t params = 0;
     if (h5io_object_kind(file, "/model") == H5I_GROUP) {
         hid_t g = H5Gopen2(file, "/model", H5P_DEFAULT);
@@ -459,12 +472,10 @@ static int print_model_header(FILE *out, hid_t file)
     }
     char pc[40];
     group_digits(params, pc, sizeof pc);
-    fprintf(out, "gentrain model (format_version %lld): step %lld, %s parameters\n",
-            (long long)ver, (long long)step, pc);
-    fprintf(out, "shape: vocab_size %lld, block_size %lld, n_layer %lld, n_head %lld, "
-                 "n_embd %lld\n",
-            (long long)v[0], (long long)v[1], (long long)v[2], (long long)v[3],
-            (long long)v[4]);
+    fprintf(out, "gentrain model (format_version %s): step %s, %s parameters\n", ver, step,
+            pc);
+    fprintf(out, "shape: vocab_size %s, block_size %s, n_layer %s, n_head %s, n_embd %s\n",
+            v[0], v[1], v[2], v[3], v[4]);
     if (h5io_attr_str(file, "config", &config, why, sizeof why) == 1 && config[0]) {
         fprintf(out, "config:\n");
         print_block(out, config, "    ");
