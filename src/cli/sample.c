@@ -5,6 +5,7 @@
 
 #include "probe.h" /* probe_run */
 
+#include <fcntl.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -153,21 +154,37 @@ static int load_model(const char *path, gpt_model *m)
 }
 
 /* A child's full read of the model file (probe.h): metadata, shape, every tensor with
- * its checksum and finiteness checks. 0 when it would load. */
+ * its checksum and finiteness checks. Quiet, as train's (train_probe.c): it only has to
+ * survive the reading; the parent reads the same file next and says what is wrong with
+ * it, and its warnings, once (the child's were printed too: each warning twice). */
 #define PROBE_SECONDS 600
+typedef struct {
+    const char *path;
+    pid_t parent;
+} check_job;
+
 static int check_model(void *arg)
 {
-    const char *path = arg;
+    const check_job *j = arg;
+    /* In this process (GENTRAIN_PROBE=off, or no fork): nothing to gain, sample_run
+     * reads the file itself next, and the redirection below would silence it. */
+    if (getpid() == j->parent) return 0;
+    const int fd = open("/dev/null", O_WRONLY);
+    if (fd >= 0) {
+        (void)dup2(fd, STDOUT_FILENO);
+        (void)dup2(fd, STDERR_FILENO);
+        close(fd);
+    }
     gpt_shape shape;
     gpt_model m;
-    if (h5model_read_meta(path, &shape, NULL, NULL) != 0 ||
+    if (h5model_read_meta(j->path, &shape, NULL, NULL) != 0 ||
         gpt_create(&m, shape, &backend_cpu, 1) != 0)
         return -1;
-    int rc = load_model(path, &m);
+    int rc = load_model(j->path, &m);
     gpt_free(&m);
     char *json = NULL;
     size_t len;
-    if (rc == 0 && h5tok_read_path(path, &json, &len) < 0) rc = -1;
+    if (rc == 0 && h5tok_read_path(j->path, &json, &len) < 0) rc = -1;
     free(json);
     return rc;
 }
@@ -188,13 +205,24 @@ int sample_run(const sample_options *o)
     if (threads < 0) goto done;
     if (h5model_find_newest(o->checkpoint, path, sizeof path) != 0) goto done;
     /* read it once in a child first: a damaged file that crashes or hangs HDF5 then
-     * costs one error line (probe.h) */
-    if (probe_run("model", path, check_model, path, PROBE_SECONDS) != 0) goto done;
+     * costs one error line (probe.h); one the child merely refuses is refused below,
+     * in this process, which says why */
+    check_job job = {path, getpid()};
+    if (probe_run("model", path, check_model, &job, PROBE_SECONDS) < 0) goto done;
     if (h5model_read_meta(path, &shape, &step, NULL) != 0) goto done;
     if (gpt_create(&m, shape, &backend_cpu, threads) != 0) goto done;
     have_model = 1;
     if (load_model(path, &m) != 0 || gpt_alloc_acts(&m, 1, shape.block_size) != 0)
         goto done;
+    if (o->tokenizer[0]) {
+        /* the file's own tokenizer is not used, but a damaged one is a damaged file, as
+         * the check above finds it (h5tok says so) */
+        char *json = NULL;
+        size_t len;
+        const int got = h5tok_read_path(path, &json, &len);
+        free(json);
+        if (got < 0) goto done;
+    }
 
     const size_t plen = strlen(o->prompt);
     if (plen == 0) {
