@@ -11,6 +11,7 @@
 #    tokenizer's) temporary file, prepare x.h5.tmp -o x.h5: refused, the input intact;
 #    -o naming the --tokenizer read or the --save-tokenizer file: refused, the
 #    tokenizer intact;
+#  - an HDF5 file (a prepared data set) given to prepare as text: refused;
 #  - --log naming the data file or the config (any file that is not a JSON Lines log):
 #    refused, the file intact (it was truncated);
 #  - a model saved where a FIFO stands (out/model.h5): the save fails clearly, the FIFO
@@ -150,6 +151,10 @@ check "prepare-out-tokenizer: the tokenizer is unchanged" \
 refused prepare-out-saved "is the --save-tokenizer file" "$GENTRAIN" prepare \
     "$tmp/slice.txt" -o "$tmp/both.h5" --train-tokenizer 300 --save-tokenizer "$tmp/both.h5"
 check "prepare-out-saved: nothing written" test ! -e "$tmp/both.h5"
+# an HDF5 file (a data set) given to prepare as text: refused (it became a data set of
+# its bytes)
+refused prepare-hdf5 "d\.h5: it is an HDF5 file" "$GENTRAIN" prepare "$tmp/d.h5" -o "$tmp/h.h5"
+check "prepare-hdf5: nothing written" test ! -e "$tmp/h.h5"
 
 mkdir -p "$tmp/m"
 mkfifo "$tmp/m/model.h5"

@@ -97,7 +97,17 @@ int prep_check_paths(const char *const *inputs, int n_inputs, const char *out, i
         }
         int ok = fstat(fd, &st) == 0;
         int err = errno;
+        /* An HDF5 file (the signature at its start) is a data set or a model given by
+         * mistake: prepared as text it made a data set of its bytes, without a word. */
+        unsigned char head[8];
+        const int hdf5 = ok && S_ISREG(st.st_mode) && pread(fd, head, 8, 0) == 8 &&
+                         memcmp(head, "\211HDF\r\n\032\n", 8) == 0;
         close(fd);
+        if (hdf5) {
+            gt_error("cannot read %s: it is an HDF5 file (a data set or a model?), not text; "
+                     "prepare makes a data set from text files", inputs[i]);
+            return -1;
+        }
         if (!ok) {
             gt_error("cannot read %s: %s", inputs[i], h5io_errno_reason(err));
             return -1;
