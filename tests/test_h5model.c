@@ -2,8 +2,9 @@
  *
  * Save, load into a fresh model and compare bit for bit; read the metadata back; refuse
  * models of another shape (naming the tensor) and damaged files; pick the newest of
- * several files; a failed save leaves the previous file as it was; inspect says which
- * attributes of a model are missing. */
+ * several files; a failed save leaves the previous file as it was; tensors whose
+ * storage was never written, or lies in a short external file, are refused; inspect
+ * says which attributes of a model are missing. */
 #include <errno.h>
 #include <fcntl.h>
 #include <math.h>
@@ -408,6 +409,50 @@ static void integrity(const char *good)
     gpt_free(&m);
 }
 
+/* A tensor whose storage was never written (a dataset created without data) or whose
+ * external file is short reads back as fill values or zeros: refused, naming the
+ * tensor, in a file without a checksum too (it loaded as zeros). */
+static void unwritten_tensors(const char *good)
+{
+    static const char *const kinds[2] = {"unwritten", "external"};
+    for (int k = 0; k < 2; k++) {
+        char path[700], raw[700], want[1600];
+        path_in(path, sizeof path, k ? "external.h5" : "unwritten.h5");
+        path_in(raw, sizeof raw, "external.raw");
+        copy_file(good, path, file_size(good));
+        const char *name = "/model/transformer.ln_f.weight";
+        hid_t f = H5Fopen(path, H5F_ACC_RDWR, H5P_DEFAULT);
+        hsize_t dim = 32;
+        hid_t sp = H5Screate_simple(1, &dim, NULL), d = -1;
+        hid_t dcpl = H5Pcreate(H5P_DATASET_CREATE);
+        int ok = f >= 0 && sp >= 0 && dcpl >= 0 && H5Adelete(f, "checksum") >= 0 &&
+                 H5Ldelete(f, name, H5P_DEFAULT) >= 0;
+        if (ok && k == 1) { /* 100 bytes of the 128 it declares */
+            static const unsigned char bytes[100];
+            FILE *r = fopen(raw, "wb");
+            ok = r && fwrite(bytes, 1, sizeof bytes, r) == sizeof bytes && fclose(r) == 0 &&
+                 H5Pset_external(dcpl, raw, 0, 32 * sizeof(float)) >= 0;
+        }
+        ok = ok && (d = H5Dcreate2(f, name, H5T_IEEE_F32LE, sp, H5P_DEFAULT, dcpl,
+                                   H5P_DEFAULT)) >= 0;
+        if (d >= 0) H5Dclose(d);
+        if (dcpl >= 0) H5Pclose(dcpl);
+        if (sp >= 0) H5Sclose(sp);
+        if (f >= 0) H5Fclose(f);
+        TU_CHECK(ok, "%s: ln_f.weight of %s replaced, the checksum removed", kinds[k], path);
+        gpt_model m;
+        make_model(&m, 64, 16, 2, 2, 32);
+        if (k == 0)
+            snprintf(want, sizeof want, "tensor transformer.ln_f.weight: none of its storage "
+                     "was ever written");
+        else
+            snprintf(want, sizeof want, "keeps 128 bytes of weights at offset 0 of the "
+                     "external file %s, which holds only 100 bytes", raw);
+        expect_load_fail(kinds[k], path, &m, want);
+        gpt_free(&m);
+    }
+}
+
 /* inspect's header says which attributes a model file lacks or holds as something other
  * than one integer, instead of showing numbers the file does not hold (step -1,
  * n_layer 0) */
@@ -665,6 +710,7 @@ int main(void)
     any_table();
     damaged_files(path);
     integrity(path);
+    unwritten_tensors(path);
     inspect_missing(path);
     newest();
     failed_saves();

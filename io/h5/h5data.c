@@ -218,57 +218,6 @@ static void free_data(h5data *d)
  *    chunks are smaller than their data, so chunks are counted, not bytes);
  *    contiguous: its storage must be allocated. Virtual datasets are left to their
  *    sources. Returns 0, or -1 (reported). */
-/* A virtual dataset's source files and an external dataset's files must be there, and
- * an external file as long as the part of it the dataset declares: HDF5 reads a
- * missing source as fill values, and a short external file as zeros past its end.
- * Names resolve as HDF5 resolves them by default: as given (from the working folder),
- * and for virtual sources also from the folder of the file that maps them. */
-static int check_linked_files(hid_t dcpl, const char *path, const char *name)
-{
-    char src[4096];
-    size_t count = 0;
-    if (H5Pget_layout(dcpl) == H5D_VIRTUAL && H5Pget_virtual_count(dcpl, &count) >= 0) {
-        for (size_t i = 0; i < count; i++) {
-            ssize_t n = H5Pget_virtual_filename(dcpl, i, src, sizeof src);
-            if (n < 0 || (size_t)n >= sizeof src || strcmp(src, ".") == 0) continue;
-            struct stat st;
-            int found = stat(src, &st) == 0;
-            const char *slash = strrchr(path, '/');
-            if (!found && src[0] != '/' && slash) {
-                char rel[8192];
-                snprintf(rel, sizeof rel, "%.*s/%s", (int)(slash - path), path, src);
-                found = stat(rel, &st) == 0;
-            }
-            if (!found) {
-                gt_error("%s:%s is a virtual dataset whose source file %s is missing (its "
-                         "tokens would read as fill values)", path, name, src);
-                return -1;
-            }
-        }
-    }
-    const int ext = H5Pget_external_count(dcpl);
-    for (int i = 0; i < ext; i++) {
-        off_t off = 0;
-        hsize_t size = 0;
-        if (H5Pget_external(dcpl, (unsigned)i, sizeof src, src, &off, &size) < 0) continue;
-        src[sizeof src - 1] = '\0';
-        struct stat st;
-        if (stat(src, &st) != 0) {
-            gt_error("%s:%s keeps its tokens in the external file %s, which is missing",
-                     path, name, src);
-            return -1;
-        }
-        if (size != H5F_UNLIMITED && (double)st.st_size < (double)off + (double)size) {
-            gt_error("%s:%s keeps %llu bytes of tokens at offset %lld of the external file "
-                     "%s, which holds only %lld bytes (the rest would read as zeros)", path,
-                     name, (unsigned long long)size, (long long)off, src,
-                     (long long)st.st_size);
-            return -1;
-        }
-    }
-    return 0;
-}
-
 /* What the chunk index records of each chunk, its stored size and place (h5chunk.h):
  * at open where that is cheap, else as reads first touch each chunk (read_block). */
 static int check_chunk_index(h5data *d)
@@ -287,7 +236,9 @@ static int check_storage(h5data *d, const char *path, int rank, const hsize_t *d
 {
     hid_t dcpl = H5Dget_create_plist(d->dset);
     if (dcpl < 0) return 0;
-    if (check_linked_files(dcpl, path, d->name) != 0) {
+    char why[8400];
+    if (h5io_check_linked_files(dcpl, path, d->name, "tokens", why, sizeof why) != 0) {
+        gt_error("%s", why);
         H5Pclose(dcpl);
         return -1;
     }

@@ -581,3 +581,51 @@ void h5io_list_datasets(hid_t file, char *buf, size_t cap, int max_list)
     if (c.total > c.shown && c.len < cap)
         snprintf(buf + c.len, cap - c.len, ", ... %d more", c.total - c.shown);
 }
+
+/* h5io_check_linked_files: see h5util.h. */
+int h5io_check_linked_files(hid_t dcpl, const char *path, const char *name, const char *what,
+                            char *why, size_t cap)
+{
+    char src[4096];
+    size_t count = 0;
+    if (H5Pget_layout(dcpl) == H5D_VIRTUAL && H5Pget_virtual_count(dcpl, &count) >= 0) {
+        for (size_t i = 0; i < count; i++) {
+            ssize_t n = H5Pget_virtual_filename(dcpl, i, src, sizeof src);
+            if (n < 0 || (size_t)n >= sizeof src || strcmp(src, ".") == 0) continue;
+            struct stat st;
+            int found = stat(src, &st) == 0;
+            const char *slash = strrchr(path, '/');
+            if (!found && src[0] != '/' && slash) {
+                char rel[8192];
+                snprintf(rel, sizeof rel, "%.*s/%s", (int)(slash - path), path, src);
+                found = stat(rel, &st) == 0;
+            }
+            if (!found) {
+                snprintf(why, cap, "%s:%s is a virtual dataset whose source file %s is "
+                         "missing (its %s would read as fill values)", path, name, src, what);
+                return -1;
+            }
+        }
+    }
+    const int ext = H5Pget_external_count(dcpl);
+    for (int i = 0; i < ext; i++) {
+        off_t off = 0;
+        hsize_t size = 0;
+        if (H5Pget_external(dcpl, (unsigned)i, sizeof src, src, &off, &size) < 0) continue;
+        src[sizeof src - 1] = '\0';
+        struct stat st;
+        if (stat(src, &st) != 0) {
+            snprintf(why, cap, "%s:%s keeps its %s in the external file %s, which is missing",
+                     path, name, what, src);
+            return -1;
+        }
+        if (size != H5F_UNLIMITED && (double)st.st_size < (double)off + (double)size) {
+            snprintf(why, cap, "%s:%s keeps %llu bytes of %s at offset %lld of the external "
+                     "file %s, which holds only %lld bytes (the rest would read as zeros)",
+                     path, name, (unsigned long long)size, what, (long long)off, src,
+                     (long long)st.st_size);
+            return -1;
+        }
+    }
+    return 0;
+}

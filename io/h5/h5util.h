@@ -86,4 +86,14 @@ void h5io_list_datasets(hid_t file, char *buf, size_t cap, int max_list);
  * H5I_BADID when nothing (or a dangling link) is there. */
 H5I_type_t h5io_object_kind(hid_t file, const char *name);
 
+/* A virtual dataset's source files and an external dataset's files must be there, and
+ * an external file as long as the part of it the dataset declares: HDF5 reads a
+ * missing source as fill values, and a short external file as zeros past its end.
+ * Names resolve as HDF5 resolves them by default: as given (from the working folder),
+ * and for virtual sources also from the folder of the file that maps them. `what`
+ * names the values ("tokens", "weights"). 0, or -1 with the whole message, naming
+ * path:name, in why. */
+int h5io_check_linked_files(hid_t dcpl, const char *path, const char *name, const char *what,
+                            char *why, size_t cap);
+
 #endif
