@@ -320,6 +320,20 @@ expect_error "prepare: an output file given twice" "given twice" \
     "$G" prepare "$tmp/input.txt" -o "$tmp/pa.h5" --out "$tmp/pb.h5"
 expect_error "export: an output folder given twice" "given twice" \
     "$G" export --format hf --model "$RUN" -o "$tmp/a" --out "$tmp/b"
+# empty names (an unset shell variable): a usage error naming the option, not "cannot
+# open :" (prepare's after training the tokenizer)
+expect_error "export: an empty output folder" "give the output folder" \
+    "$G" export --format hf --model "$RUN" -o ""
+expect_error "export: an empty --model" "--model is empty" \
+    "$G" export --format hf --model "" -o "$tmp/a"
+expect_error "prepare: an empty --save-tokenizer" "--save-tokenizer is empty" \
+    "$G" prepare "$tmp/input.txt" -o "$tmp/pe.h5" --train-tokenizer 300 --save-tokenizer ""
+expect_error "prepare: an empty --tokenizer" "--tokenizer is empty" \
+    "$G" prepare "$tmp/input.txt" -o "$tmp/pe.h5" --tokenizer=
+expect_error "prepare: --save-tokenizer in a missing folder: the reason said" \
+    "cannot write the tokenizer to .*nodir/t.json: no such file" \
+    "$G" prepare "$tmp/input.txt" -o "$tmp/pe.h5" --train-tokenizer 300 \
+    --save-tokenizer "$tmp/nodir/t.json"
 run "$G" prepare "$tmp/input.txt" --out "$tmp/p_out.h5" --val_fraction 0.25
 check "prepare --out, --val_fraction: exit 0, no note" test "$rc" -eq 0 -a "$(notes)" -eq 0 -a \
     -s "$tmp/p_out.h5"

@@ -129,7 +129,11 @@ int export_command(int argc, char **argv, int first)
             out = a;
         }
     }
-    if (!format || strcmp(format, "hf") != 0 || !out) {
+    if (!model[0]) { /* an unset shell variable: "cannot open :" named nothing */
+        gt_error("export: --model is empty; give a model file or a run folder");
+        return 2;
+    }
+    if (!format || strcmp(format, "hf") != 0 || !out || !out[0]) {
         gt_error("export: %s; see 'gentrain export --help'",
                  !format ? "say --format hf" : strcmp(format, "hf") != 0
                                                    ? "the only format is hf"

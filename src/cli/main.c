@@ -316,7 +316,16 @@ static int prepare_option(prepare_args *p, int argc, char **argv, int *i)
             return -1;
         }
         return 0;
-    case 3: p->bpe.tokenizer = v; return 0;
+    case 3:
+    case 5:
+        /* an empty name (an unset shell variable) failed after minutes of training,
+         * naming no file */
+        if (!v[0]) {
+            gt_error("prepare: %s is empty; give a file name", name);
+            return -1;
+        }
+        *(k == 3 ? &p->bpe.tokenizer : &p->bpe.save_tokenizer) = v;
+        return 0;
     case 4:
         if (opt_int("prepare", "--train-tokenizer", v, BPE_TRAIN_MIN_VOCAB, BPE_MAX_VOCAB,
                     &small) != 0)
@@ -324,7 +333,6 @@ static int prepare_option(prepare_args *p, int argc, char **argv, int *i)
         big = small;
         p->bpe.train_vocab = big;
         return 0;
-    case 5: p->bpe.save_tokenizer = v; return 0;
     default: return opt_int("prepare", "--threads", v, 0, GT_MAX_THREADS, &p->bpe.threads);
     }
 }

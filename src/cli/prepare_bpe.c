@@ -8,6 +8,7 @@
  * character boundary, with a warning. The ids are appended to extendable datasets. */
 #include "prepare.h"
 
+#include <errno.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -100,13 +101,22 @@ static int save_text(job *j, const char *path, const char *text, size_t len)
         return -1;
     size_t n = strlen(path) + 5;
     char *tmp = malloc(n);
+    errno = ENOMEM;
     FILE *f = tmp ? (snprintf(tmp, n, "%s.tmp", path), fopen(tmp, "wb")) : NULL;
     int ok = f && fwrite(text, 1, len, f) == len;
     if (f) ok &= fflush(f) == 0 && fsync(fileno(f)) == 0;
-    if (f) ok &= fclose(f) == 0;
-    if (ok) ok = rename(tmp, path) == 0;
+    int err = errno; /* the first failure's, before fclose and unlink change it */
+    if (f && fclose(f) != 0 && ok) {
+        ok = 0;
+        err = errno;
+    }
+    if (ok && rename(tmp, path) != 0) {
+        ok = 0;
+        err = errno;
+    }
     if (!ok) {
-        gt_error("cannot write the tokenizer to %s", path);
+        /* the reason: a missing folder and a full disk need different fixes */
+        gt_error("cannot write the tokenizer to %s: %s", path, h5io_errno_reason(err));
         if (tmp) unlink(tmp);
     }
     free(tmp);
