@@ -400,6 +400,23 @@ static void integrity(const char *good)
     gpt_shape hs;
     TU_CHECK(h5model_read_meta(path, &hs, NULL, NULL) == 0 && hs.n_layer == 357913942,
              "its metadata reads back (n_layer %d)", hs.n_layer);
+    /* a negative step (sample showed it, export wrote it into config.json) */
+    path_in(path, sizeof path, "negstep.h5");
+    copy_file(good, path, file_size(good));
+    f = H5Fopen(path, H5F_ACC_RDWR, H5P_DEFAULT);
+    hid_t at_s = f >= 0 ? H5Aopen(f, "step", H5P_DEFAULT) : -1;
+    const int64_t neg = -5;
+    ok = at_s >= 0 && H5Awrite(at_s, H5T_NATIVE_INT64, &neg) >= 0;
+    if (at_s >= 0) H5Aclose(at_s);
+    H5Fclose(f);
+    TU_CHECK(ok, "set step = -5 in %s", path);
+    gpt_shape ns;
+    tu_capture_begin();
+    rc = h5model_read_meta(path, &ns, NULL, NULL);
+    msg = tu_capture_end();
+    TU_CHECK(rc != 0 && strstr(msg, "attribute step = -5 is out of range") &&
+                 tu_count_lines(msg) == 1,
+             "a negative step is refused in one line");
     gpt_model big;
     tu_capture_begin();
     rc = gpt_create(&big, hs, &backend_cpu, 1);

@@ -258,6 +258,10 @@ int h5model_read_meta(const char *path, gpt_shape *shape, int64_t *step,
     gpt_shape s;
     int64_t st;
     if (read_shape(file, path, &s) != 0 || need_int(file, path, "step", &st) != 0) goto done;
+    if (st < 0) { /* shown by sample, written into an export's config.json */
+        gt_error("%s: attribute step = %lld is out of range", path, (long long)st);
+        goto done;
+    }
     if (config_text) {
         int r = h5io_attr_str(file, "config", config_text, why, sizeof why);
         if (r < 0) {
