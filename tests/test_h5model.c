@@ -4,7 +4,7 @@
  * models of another shape (naming the tensor) and damaged files; pick the newest of
  * several files; a failed save leaves the previous file as it was; tensors whose
  * storage was never written, or lies in a short external file, are refused; inspect
- * says which attributes of a model are missing. */
+ * says which attributes of a model are missing, and when its listing is incomplete. */
 #include <errno.h>
 #include <fcntl.h>
 #include <math.h>
@@ -503,6 +503,36 @@ static void inspect_missing(const char *good)
              "inspect: a missing or non-integer attribute is said so in the header");
 }
 
+/* A file nested deeper than inspect's walk goes (h5util.h): the listing says it is
+ * incomplete instead of ending as if it were whole. */
+static void inspect_deep(void)
+{
+    char path[700], ipath[700];
+    path_in(path, sizeof path, "deep.h5");
+    hid_t f = H5Fcreate(path, H5F_ACC_TRUNC, H5P_DEFAULT, H5P_DEFAULT), g = f;
+    int ok = f >= 0;
+    for (int i = 0; ok && i < H5IO_WALK_DEPTH + 8; i++) {
+        hid_t sub = H5Gcreate2(g, "g", H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT);
+        ok = sub >= 0;
+        if (g != f) H5Gclose(g);
+        g = sub;
+    }
+    if (g >= 0 && g != f) H5Gclose(g);
+    if (f >= 0) H5Fclose(f);
+    TU_CHECK(ok, "made %s, %d groups deep", path, H5IO_WALK_DEPTH + 8);
+    path_in(ipath, sizeof ipath, "deep.txt");
+    FILE *io = fopen(ipath, "w");
+    int irc = io ? inspect_file(path, io) : -1;
+    if (io) fclose(io);
+    static char text[65536];
+    FILE *ir = fopen(ipath, "r");
+    size_t n = ir ? fread(text, 1, sizeof text - 1, ir) : 0;
+    text[n] = '\0';
+    if (ir) fclose(ir);
+    TU_CHECK(irc == 0 && strstr(text, "(the listing is incomplete: 1 groups or links left out"),
+             "inspect: a file nested deeper than the walk goes says its listing is incomplete");
+}
+
 static void newest(void)
 {
     char sub[700], p[800], out[1024], want[1600];
@@ -729,6 +759,7 @@ int main(void)
     integrity(path);
     unwritten_tensors(path);
     inspect_missing(path);
+    inspect_deep();
     newest();
     failed_saves();
     absurd_weights();

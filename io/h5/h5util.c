@@ -488,17 +488,18 @@ typedef struct {
     char path[1024]; /* the group being listed, relative to the root ("" = root) */
     int depth;
     long links;
+    long cut; /* links not shown and groups not entered because of the bounds */
     haddr_t seen[WALK_SEEN_MAX]; /* groups entered so far */
     int nseen;
 } link_walk;
 
 /* 1 when the group at addr was entered before (else records it); a walk that has
- * seen WALK_SEEN_MAX groups enters no more */
+ * seen WALK_SEEN_MAX groups enters no more (2) */
 static int seen_before(link_walk *w, haddr_t addr)
 {
     for (int i = 0; i < w->nseen; i++)
         if (w->seen[i] == addr) return 1;
-    if (w->nseen == WALK_SEEN_MAX) return 1;
+    if (w->nseen == WALK_SEEN_MAX) return 2;
     w->seen[w->nseen++] = addr;
     return 0;
 }
@@ -506,19 +507,32 @@ static int seen_before(link_walk *w, haddr_t addr)
 static herr_t walk_cb(hid_t g, const char *name, const H5L_info_t *info, void *data)
 {
     link_walk *w = data;
-    if (++w->links > H5IO_WALK_LINKS) return 1; /* the end of a walk this long */
+    if (++w->links > H5IO_WALK_LINKS) { /* the end of a walk this long */
+        w->cut++;
+        return 1;
+    }
     const size_t base = strlen(w->path);
     char full[sizeof w->path];
     int n = snprintf(full, sizeof full, "%s%s%s", w->path, base ? "/" : "", name);
-    if (n < 0 || (size_t)n >= sizeof full) return 0; /* a name too long to show */
+    if (n < 0 || (size_t)n >= sizeof full) { /* a name too long to show */
+        w->cut++;
+        return 0;
+    }
     herr_t r = w->fn(w->root, full, info, w->data);
-    if (r != 0 || info->type != H5L_TYPE_HARD || w->depth >= H5IO_WALK_DEPTH) return r;
+    if (r != 0 || info->type != H5L_TYPE_HARD) return r;
     H5O_info_t oi;
     if (H5Oget_info_by_name2(g, name, &oi, H5O_INFO_BASIC, H5P_DEFAULT) < 0) {
         H5Eclear2(H5E_DEFAULT);
         return 0; /* not an object we can enter; its link was shown */
     }
-    if (oi.type != H5O_TYPE_GROUP || seen_before(w, oi.addr)) return 0;
+    if (oi.type != H5O_TYPE_GROUP) return 0;
+    if (w->depth >= H5IO_WALK_DEPTH) { /* a group too deep to enter: counted */
+        w->cut++;
+        return 0;
+    }
+    const int seen = seen_before(w, oi.addr);
+    if (seen == 2) w->cut++; /* one more group than the walk records: not entered */
+    if (seen) return 0;
     hid_t sub = H5Gopen2(g, name, H5P_DEFAULT);
     if (sub < 0) {
         H5Eclear2(H5E_DEFAULT);
@@ -533,7 +547,7 @@ static herr_t walk_cb(hid_t g, const char *name, const H5L_info_t *info, void *d
     return r;
 }
 
-herr_t h5io_walk_links(hid_t file, H5L_iterate_t fn, void *data)
+herr_t h5io_walk_links(hid_t file, H5L_iterate_t fn, void *data, long *cut)
 {
     link_walk *w = calloc(1, sizeof *w); /* 33 KB of seen groups: not on the stack */
     if (!w) return -1;
@@ -544,6 +558,7 @@ herr_t h5io_walk_links(hid_t file, H5L_iterate_t fn, void *data)
     if (H5Oget_info2(file, &oi, H5O_INFO_BASIC) >= 0) (void)seen_before(w, oi.addr);
     herr_t r = H5Literate(file, H5_INDEX_NAME, H5_ITER_INC, NULL, walk_cb, w);
     const int long_walk = w->links > H5IO_WALK_LINKS; /* ended by the bound, not by fn */
+    if (cut) *cut = w->cut;
     free(w);
     return long_walk ? 0 : r;
 }
@@ -577,7 +592,7 @@ void h5io_list_datasets(hid_t file, char *buf, size_t cap, int max_list)
     struct list_ctx c = {file, buf, cap, 0, 0, 0, max_list};
     if (!cap) return;
     buf[0] = '\0';
-    if (h5io_walk_links(file, list_cb, &c) < 0) H5Eclear2(H5E_DEFAULT);
+    if (h5io_walk_links(file, list_cb, &c, NULL) < 0) H5Eclear2(H5E_DEFAULT);
     if (c.total > c.shown && c.len < cap)
         snprintf(buf + c.len, cap - c.len, ", ... %d more", c.total - c.shown);
 }

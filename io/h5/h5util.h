@@ -74,9 +74,11 @@ int h5io_write_attr_str(hid_t obj, const char *name, const char *s);
  * again, nesting stops at H5IO_WALK_DEPTH levels and the walk at H5IO_WALK_LINKS
  * links (HDF5 1.10 recursed until the stack overflowed on a group that contained
  * itself). Returns what fn returned to stop, 0 at the end, or -1 when a group cannot
- * be read. */
+ * be read. *cut (when cut is not NULL) gets how many links and groups the bounds left
+ * out (groups deeper than the limit, names too long, the rest of a walk too long), so
+ * a listing can say it is incomplete. */
 enum { H5IO_WALK_DEPTH = 32, H5IO_WALK_LINKS = 1 << 20 };
-herr_t h5io_walk_links(hid_t file, H5L_iterate_t fn, void *data);
+herr_t h5io_walk_links(hid_t file, H5L_iterate_t fn, void *data, long *cut);
 
 /* Joins the paths of up to `max_list` datasets of the file into buf as
  * "/a/b, /c" (with ", ... N more" when longer); "" when the file has none. */

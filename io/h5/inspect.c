@@ -489,6 +489,7 @@ static int print_model_header(FILE *out, hid_t file)
 int inspect_file(const char *path, FILE *out)
 {
     char why[160], sz[32];
+    long cut = 0;
     entries es = {NULL, 0, 0, 0};
     int rc = -1, damaged = 0;
     h5lock_acquire();
@@ -504,7 +505,7 @@ int inspect_file(const char *path, FILE *out)
     int is_model = print_model_header(out, file);
 
     if (add_entry(&es, "/", H5L_TYPE_HARD, NULL) != 0 ||
-        h5io_walk_links(file, collect_cb, &es) < 0) {
+        h5io_walk_links(file, collect_cb, &es, &cut) < 0) {
         if (es.oom)
             gt_error("out of memory listing %s", path);
         else
@@ -549,6 +550,11 @@ int inspect_file(const char *path, FILE *out)
         print_attrs(out, o, is_model && i == 0);
         H5Oclose(o);
     }
+    /* the bounds of the walk (h5util.h) must not leave a listing silently short */
+    if (cut > 0)
+        fprintf(out, "(the listing is incomplete: %ld groups or links left out, nested deeper "
+                "than %d levels, past the first %d links, or with names too long)\n", cut,
+                H5IO_WALK_DEPTH, H5IO_WALK_LINKS);
     /* the listing is the command's whole product: one that did not reach its file (a
      * full disk, > /dev/full) is a failure, not exit 0 */
     const int flushed = fflush(out) == 0;
