@@ -32,6 +32,7 @@
 #  - plan --from-log and sample --tokenizer given a FIFO (or /dev/zero): one line, no
 #    hang; inspect whose output pipe is closed says so, not that the file is damaged;
 #    inspect whose output cannot be written (> /dev/full) fails with one line;
+#    sample --tokens 2147483647 runs in 1 GB of address space (it asked for 8 GB);
 #  - inspect of a file whose dataset name and attribute hold escape sequences and
 #    control characters prints them as \xNN, never raw (valid UTF-8 stays as it is);
 #  - plan with huge or fractional counts, or an infinite noise scale: exit 2, one line,
@@ -284,6 +285,20 @@ if [ -c /dev/full ]; then
     check "inspect > /dev/full: exit 1 (rc $rc), one error line: no space left" \
         test $rc -eq 1 -a "$(grep -c '^gentrain: error:' "$tmp/inspect-full.err")" -eq 1 -a \
         -n "$(grep 'writing the listing of .* failed: no space left' "$tmp/inspect-full.err")"
+fi
+# sample --tokens at its largest (2^31 - 1): memory for a window of the model's context,
+# not for every token asked (8 GB, refused as out of memory under a 1 GB address-space
+# limit); it generates until stopped. Skipped where the build cannot run under that
+# limit at all (the sanitizers reserve terabytes of address space).
+if (ulimit -v 1000000 && timeout 60 "$GENTRAIN" sample --model "$tmp/dmg" --tokens 2 \
+        --threads 1) > /dev/null 2>&1; then
+    (ulimit -v 1000000 && exec timeout 5 "$GENTRAIN" sample --model "$tmp/dmg" \
+        --tokens 2147483647 --threads 1) > /dev/null 2> "$tmp/maxtok.err"
+    rc=$?
+    check "sample --tokens 2147483647 in 1 GB: generates until stopped (rc $rc, 124)" \
+        test $rc -eq 124 -a -z "$(grep 'out of memory' "$tmp/maxtok.err")"
+else
+    echo "skip sample --tokens 2147483647 in 1 GB: this build does not run in 1 GB"
 fi
 
 : "${MKDATA:?MKDATA must point at tests/mkdata}"

@@ -240,7 +240,10 @@ int sample_run(const sample_options *o)
                  (long long)bpe_vocab_size(tok), shape.vocab_size);
         goto done;
     }
-    const size_t total = plen + 1 + (size_t)o->tokens;
+    /* Room for the prompt's ids and a window of 2 x block_size new ones: the forward
+     * sees only the last block_size ids, so the window slides instead of growing with
+     * --tokens (2^31 - 1 of them asked for 8 GB here, refused as out of memory). */
+    const size_t total = plen + 1 + 2 * (size_t)shape.block_size;
     size_t len;
     ctx = gt_malloc(total * sizeof(int32_t), "sample context");
     work = gt_malloc((size_t)shape.vocab_size * sizeof(float), "sampling scratch");
@@ -269,6 +272,11 @@ int sample_run(const sample_options *o)
             goto done;
         }
         if (i == 0) fwrite(o->prompt, 1, plen, stdout); /* only once a token is drawn */
+        if (len == total) { /* keep the last block_size - 1: the next forward's context */
+            const size_t keep = (size_t)shape.block_size - 1;
+            memmove(ctx, ctx + len - keep, keep * sizeof *ctx);
+            len = keep;
+        }
         ctx[len++] = id;
         emit(tok, id);
         fflush(stdout);
