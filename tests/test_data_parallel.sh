@@ -255,7 +255,7 @@ rc=$?
 check "dataset too small: non-zero exit, no timeout (rc $rc)" test $rc -ne 0 -a $rc -ne 124
 for r in 0 1; do
     check "dataset too small: rank $r says so" \
-        grep -q "gentrain: error: rank $r: .*tiny.h5:/train/tokens has 2 windows; batch_size x ranks = 2 x 2 = 4 needs at least 4" "$tmp/small.out"
+        grep -q "gentrain: error: rank $r: .*tiny.h5:/train/tokens has 2 windows; batch_size x replicas = 2 x 2 = 4 sequences a step needs at least that many" "$tmp/small.out"
 done
 [ $rc -ne 0 ] && [ $rc -ne 124 ] || show "$tmp/small.out"
 

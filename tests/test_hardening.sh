@@ -39,7 +39,8 @@
 #    no table;
 #  - sizes from input: n_layer 357913942 (which overflowed the tensor table) or a batch
 #    whose activations cannot exist are one error line; 1024 layers (the most) build in
-#    seconds (a quadratic name lookup took minutes);
+#    seconds (a quadratic name lookup took minutes); a batch_size past the training
+#    data is said before the validation windows are read (that took minutes);
 #  - a token dataset declaring more than 2^62 tokens (counts of them overflowed);
 #  - token datasets declaring storage they never wrote (2^40 tokens in a 2.5 KB file,
 #    or chunks past the first never written): refused at once, not trained on as zeros;
@@ -329,8 +330,12 @@ check "plan on a described machine still prints its table" \
 
 refused layers-huge "n_layer = 357913942: too large \\(at most 1024\\)" "$GENTRAIN" train \
     --data "$tmp/d.h5" --n_layer 357913942 --out ""
-refused batch-huge "out of memory|too large" "$GENTRAIN" train --data "$tmp/d.h5" \
+refused batch-huge "out of memory|too large|has [0-9]+ windows" "$GENTRAIN" train --data "$tmp/d.h5" \
     --batch_size 2000000000 --block_size 8 --n_layer 1 --n_embd 8 --n_head 1 --out ""
+# a batch_size past the training data: said at once (it was said only after the
+# validation windows of that batch, a hundred million of them, had been read: minutes)
+refused batch-over-data "has [0-9]+ windows; batch_size x replicas = 100000000 x 1" \
+    "$GENTRAIN" train --data "$tmp/d.h5" "${SMALL[@]}" --batch_size 100000000 --out ""
 run_ok layers-1024 timeout 120 "$GENTRAIN" train --data "$tmp/d.h5" --n_layer 1024 \
     --n_embd 8 --n_head 1 --block_size 8 --batch_size 1 --steps 1 --eval_every 0 \
     --val_dataset none --threads 1 --out ""

@@ -126,13 +126,20 @@ static int read_eval_windows(run *r)
         gt_warn("%s:%s has %lld windows, fewer than eval_batches x the global batch = "
                 "%lld: evaluation repeats windows", c->data, c->val_dataset,
                 (long long)r->val_w.count, (long long)all_windows);
+    /* Past the data's windows the evaluation repeats them (windows_eval_at takes global
+     * window g as g % count), so this rank's window k is its window k % count: only the
+     * first count are read and held. Reading and holding every repeat made a large
+     * eval_batches or batch_size spend minutes (or all of memory) before step 1. */
+    r->eval_stored = r->eval_windows;
+    if (all_windows > r->val_w.count && r->eval_stored > r->val_w.count)
+        r->eval_stored = r->val_w.count;
     /* One error line for the first that fails. */
-    if (!(r->eval_tokens = gt_malloc((size_t)r->eval_windows * (size_t)(T + 1) *
+    if (!(r->eval_tokens = gt_malloc((size_t)r->eval_stored * (size_t)(T + 1) *
                                          sizeof(int32_t), "validation batches")) ||
         !(r->eval_in = gt_malloc((size_t)B * T * sizeof(int32_t), "eval inputs")) ||
         !(r->eval_tg = gt_malloc((size_t)B * T * sizeof(int32_t), "eval targets")))
         return -1;
-    for (int64_t k = 0; k < r->eval_windows; k++) {
+    for (int64_t k = 0; k < r->eval_stored; k++) {
         int file;
         int64_t row, col;
         windows_eval_at(&r->val_w, first + k, all_windows, &file, &row, &col);
@@ -167,9 +174,18 @@ int train_open_data(run *r)
         gt_error("vocab_size %lld is too large", (long long)r->vocab);
         return -1;
     }
-    /* One optimizer step reads B x replicas x accum windows; they must be distinct. */
+    /* One optimizer step reads B x replicas x accum windows; they must be distinct.
+     * Checked here for one micro-step too (the loader checks it again), before the
+     * validation windows are read: those are batch_size x replicas x eval_batches, and
+     * a batch_size past the data took minutes to read before this was said. */
     const int most = r->auto_batch ? r->accum_max : r->accum;
     const int64_t per_step = (int64_t)c->batch_size * r->dp * most;
+    if (most == 1 && r->train_w.count < per_step) {
+        gt_error("%s:%s has %lld windows; batch_size x replicas = %d x %d = %lld sequences "
+                 "a step needs at least that many", c->data, c->train_dataset,
+                 (long long)r->train_w.count, c->batch_size, r->dp, (long long)per_step);
+        return -1;
+    }
     if (most > 1 && r->train_w.count < per_step) {
         gt_error("%s:%s has %lld windows; a global batch of %lld sequences (%s) needs at "
                  "least that many", c->data, c->train_dataset, (long long)r->train_w.count,
@@ -193,7 +209,8 @@ int train_evaluate(run *r, double *val)
     double sum = 0.0;
     for (int64_t batch = 0; batch < batches; batch++) {
         for (int b = 0; b < B; b++) {
-            const int32_t *win = r->eval_tokens + ((int64_t)batch * B + b) * (T + 1);
+            const int64_t k = ((int64_t)batch * B + b) % r->eval_stored;
+            const int32_t *win = r->eval_tokens + k * (T + 1);
             memcpy(r->eval_in + (size_t)b * T, win, (size_t)T * sizeof(int32_t));
             memcpy(r->eval_tg + (size_t)b * T, win + 1, (size_t)T * sizeof(int32_t));
         }

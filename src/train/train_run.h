@@ -77,9 +77,10 @@ typedef struct run {
     h5set *train, *val;     /* the files of each (io/h5/h5set.h) */
     token_windows train_w, val_w;
     int64_t vocab;
-    int32_t *eval_tokens;   /* [eval_windows, T+1] this rank's validation windows */
+    int32_t *eval_tokens;   /* [eval_stored, T+1] this rank's distinct validation windows */
     int32_t *eval_in, *eval_tg; /* [B,T] */
-    int64_t eval_windows;
+    int64_t eval_windows;   /* this rank's evaluation windows; window k is stored at */
+    int64_t eval_stored;    /* k % eval_stored (an eval set larger than the data repeats) */
     char data_id[256];      /* h5set_fingerprint of the training data */
     char *tokenizer;        /* the data's tokenizer.json (rank 0; NULL: bytes), saved */
     size_t tok_len;         /* with the model so that sample decodes its ids */
