@@ -40,7 +40,9 @@
 #  - sizes from input: n_layer 357913942 (which overflowed the tensor table) or a batch
 #    whose activations cannot exist are one error line; 1024 layers (the most) build in
 #    seconds (a quadratic name lookup took minutes); a batch_size past the training
-#    data is said before the validation windows are read (that took minutes);
+#    data is said before the validation windows are read (that took minutes); a model
+#    whose weights and optimizer state pass the machine's memory is refused before they
+#    are touched (the kernel killed the rank);
 #  - a token dataset declaring more than 2^62 tokens (counts of them overflowed);
 #  - token datasets declaring storage they never wrote (2^40 tokens in a 2.5 KB file,
 #    or chunks past the first never written): refused at once, not trained on as zeros;
@@ -336,6 +338,12 @@ refused batch-huge "out of memory|too large|has [0-9]+ windows" "$GENTRAIN" trai
 # validation windows of that batch, a hundred million of them, had been read: minutes)
 refused batch-over-data "has [0-9]+ windows; batch_size x replicas = 100000000 x 1" \
     "$GENTRAIN" train --data "$tmp/d.h5" "${SMALL[@]}" --batch_size 100000000 --out ""
+# a model whose weights, gradient and AdamW moments pass the machine's memory: one line
+# before any of it is touched (the kernel killed the rank, with no line, at
+# vocab_size 134217728); GENTRAIN_TEST_MEMORY stands for the machine's memory
+GENTRAIN_TEST_MEMORY=20000 refused model-over-memory \
+    "parameters on this rank need at least .* more than this machine's" \
+    "$GENTRAIN" train --data "$tmp/d.h5" "${SMALL[@]}" --out ""
 run_ok layers-1024 timeout 120 "$GENTRAIN" train --data "$tmp/d.h5" --n_layer 1024 \
     --n_embd 8 --n_head 1 --block_size 8 --batch_size 1 --steps 1 --eval_every 0 \
     --val_dataset none --threads 1 --out ""

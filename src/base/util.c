@@ -94,6 +94,13 @@ void *gt_calloc(size_t nbytes, const char *what)
     return p;
 }
 
+int64_t gt_physical_memory(void)
+{
+    const long pages = sysconf(_SC_PHYS_PAGES), page = sysconf(_SC_PAGESIZE);
+    if (pages <= 0 || page <= 0 || pages > INT64_MAX / page) return 0;
+    return (int64_t)pages * page;
+}
+
 double gt_now(void)
 {
     struct timespec ts;

@@ -39,6 +39,9 @@ void gt_mute_reports(int on);
 void *gt_malloc(size_t nbytes, const char *what);
 void *gt_calloc(size_t nbytes, const char *what);
 
+/* Bytes of physical memory of this machine, or 0 where the system does not say. */
+int64_t gt_physical_memory(void);
+
 /* Monotonic wall-clock seconds. */
 double gt_now(void);
 

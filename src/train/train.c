@@ -55,6 +55,16 @@ static int check_same_config(const gt_config *c)
     return rc;
 }
 
+/* This machine's memory in bytes (0: unknown). Test hook, for tests/test_hardening.sh
+ * only: GENTRAIN_TEST_MEMORY=BYTES stands for it, so that a test can see a model refused
+ * as too large without allocating one that is. */
+static int64_t machine_memory(void)
+{
+    const char *e = getenv("GENTRAIN_TEST_MEMORY");
+    const long long test = e ? strtoll(e, NULL, 10) : 0;
+    return test > 0 ? (int64_t)test : gt_physical_memory();
+}
+
 /* This rank's part of the model and its optimizer, initialised or loaded from the
  * checkpoint resumed from. */
 static int make_model(run *r)
@@ -67,6 +77,19 @@ static int make_model(run *r)
                          grid_pp_rank(), r->pp) != 0)
         return -1;
     r->have_model = 1;
+    /* Weights, a gradient and AdamW's two moments: 16 bytes a parameter at the least.
+     * Past this machine's memory the allocations still succeed (they are not touched
+     * yet) and the kernel kills the rank later, with no line saying why. */
+    const double need = 16.0 * (double)r->model.n_params;
+    const int64_t have = machine_memory();
+    if (have > 0 && need > (double)have) {
+        gt_error("the model's %.3g parameters on this rank need at least %.1f GiB "
+                 "(weights, gradient and AdamW's two moments), more than this machine's "
+                 "%.1f GiB of memory: lower vocab_size, n_embd or n_layer, or split the "
+                 "model with tp or pp", (double)r->model.n_params, need / 0x1p30,
+                 (double)have / 0x1p30);
+        return -1;
+    }
     r->model.tp_allreduce = grid_tp_allreduce_hook;
     r->model.tp_allreduce_max = grid_tp_allreduce_max_hook;
     if (adamw_init(&r->opt, r->model.n_params) != 0) return -1;
