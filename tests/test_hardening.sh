@@ -23,7 +23,8 @@
 #    resume = auto continues there, and a fresh run starts once they are moved away;
 #    another folder's checkpoint resumed into it: refused too; a damaged checkpoint
 #    above the resumed one does not make keep_ckpts delete what the run saves; a bad
-#    GENTRAIN_* value on rank 1 alone is rank 1's one line; sample of a run folder
+#    GENTRAIN_* value on rank 1 alone is rank 1's one line, and so is another file at
+#    the data's path on rank 1 (not called a change in time); sample of a run folder
 #    with checkpoints and no model.h5 yet says where they are;
 #  - the Slurm and PBS job scripts outside a job, or with GT_CKPT_EVERY=abc: refused;
 #  - a second run into a run folder while one is training there: refused, naming the
@@ -228,6 +229,17 @@ if [ -n "${MPIEXEC:-}" ]; then
         "$GENTRAIN" train --data "$tmp/d.h5" "${CK[@]}" --steps 1 --out "" : -np 1 \
         --bind-to none env GENTRAIN_BF16=bogus "$GENTRAIN" train --data "$tmp/d.h5" \
         "${CK[@]}" --steps 1 --out ""
+    # rank 1 finds another file at the data's path (a node's own copy, staged apart):
+    # said as such, not as a file that changed since the run started
+    mkdir -p "$tmp/node1"
+    tail -c 30000 "$top_srcdir/data/tinyshakespeare.txt" > "$tmp/node1/other.txt"
+    timeout 60 "$GENTRAIN" prepare "$tmp/node1/other.txt" -o "$tmp/node1/d.h5" \
+        > /dev/null 2>&1 || fail "setup: prepare node1's data"
+    IN_DIR=(bash -c 'cd "$1" && shift && exec "$@"' in_dir)
+    refused data-per-node "rank 1: d.h5:/(train|val)/tokens here is not the file another rank read" \
+        "$MPIEXEC" -np 1 --bind-to none "${IN_DIR[@]}" "$tmp" "$GENTRAIN" train --data d.h5 \
+        "${SMALL[@]}" --out "" : -np 1 --bind-to none "${IN_DIR[@]}" "$tmp/node1" \
+        "$GENTRAIN" train --data d.h5 "${SMALL[@]}" --out ""
 fi
 
 # the job scripts outside a job: refused, nothing launched (srun outside a job would

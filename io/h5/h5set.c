@@ -28,6 +28,8 @@ struct h5set {
     int64_t (*meta)[H5SET_META];
     h5data **open;     /* [n]: the open handle of each file, or NULL */
     uint64_t *used;    /* [n]: tick of the last use */
+    unsigned char *seen; /* [n]: 1 once this process has opened the file and found it as
+                          * its meta says (probed it, or checked it at a first open) */
     uint64_t tick;
     int n_open, peak;
     int64_t opens;
@@ -174,7 +176,8 @@ h5set *h5set_create(const char *spec, const char *dataset, int mpi_io, int max_o
     s->meta = calloc((size_t)s->n, sizeof *s->meta);
     s->open = calloc((size_t)s->n, sizeof *s->open);
     s->used = calloc((size_t)s->n, sizeof *s->used);
-    if (!s->meta || !s->open || !s->used) {
+    s->seen = calloc((size_t)s->n, sizeof *s->seen);
+    if (!s->meta || !s->open || !s->used || !s->seen) {
         gt_error("out of memory for %d data files", s->n);
         h5set_close(s);
         return NULL;
@@ -193,6 +196,7 @@ void h5set_close(h5set *s)
     free(s->meta);
     free(s->open);
     free(s->used);
+    free(s->seen);
     free(s->spec);
     free(s->dataset);
     free(s);
@@ -235,11 +239,21 @@ static int same_as_probed(const h5set *s, int i, h5data *d)
     meta_of(d, m);
     m[M_HASH] = s->meta[i][M_HASH];
     if (memcmp(m, s->meta[i], sizeof m) == 0) return 1;
-    gt_error("%s:%s changed since the run started (now %lld bytes, [%lld x %lld]; then "
-             "%lld bytes, [%lld x %lld]); restart on the files as they are", s->names[i],
-             s->dataset, (long long)m[M_BYTES], (long long)m[M_ROWS], (long long)m[M_LEN],
-             (long long)s->meta[i][M_BYTES], (long long)s->meta[i][M_ROWS],
-             (long long)s->meta[i][M_LEN]);
+    /* Meta another rank probed, differing at this rank's first open: most likely not a
+     * change in time but another file at the same path (a node's own copy of the data,
+     * staged to its local disk); saying "changed" sent users looking for a writer. */
+    if (!s->seen[i])
+        gt_error("%s:%s here is not the file another rank read at that path (here %lld "
+                 "bytes, [%lld x %lld]; there %lld bytes, [%lld x %lld]): every rank must "
+                 "read the same data", s->names[i], s->dataset, (long long)m[M_BYTES],
+                 (long long)m[M_ROWS], (long long)m[M_LEN], (long long)s->meta[i][M_BYTES],
+                 (long long)s->meta[i][M_ROWS], (long long)s->meta[i][M_LEN]);
+    else
+        gt_error("%s:%s changed since the run started (now %lld bytes, [%lld x %lld]; then "
+                 "%lld bytes, [%lld x %lld]); restart on the files as they are", s->names[i],
+                 s->dataset, (long long)m[M_BYTES], (long long)m[M_ROWS], (long long)m[M_LEN],
+                 (long long)s->meta[i][M_BYTES], (long long)s->meta[i][M_ROWS],
+                 (long long)s->meta[i][M_LEN]);
     return 0;
 }
 
@@ -260,9 +274,12 @@ static h5data *handle(h5set *s, int i)
     h5data *d = s->mpi_io ? h5data_open_mpi(s->names[i], s->dataset)
                           : h5data_open(s->names[i], s->dataset);
     if (!d) return NULL;
-    if (s->meta[i][M_RANK] != 0 && !same_as_probed(s, i, d)) {
-        h5data_close(d);
-        return NULL;
+    if (s->meta[i][M_RANK] != 0) {
+        if (!same_as_probed(s, i, d)) {
+            h5data_close(d);
+            return NULL;
+        }
+        s->seen[i] = 1;
     }
     s->open[i] = d;
     s->opens++;
@@ -284,6 +301,7 @@ int h5set_probe(h5set *s, int i)
     if (h5data_sample_hash(d, &h) != 0) return -1;
     m[M_HASH] = (int64_t)h;
     memcpy(s->meta[i], m, sizeof m);
+    s->seen[i] = 1;
     return 0;
 }
 
