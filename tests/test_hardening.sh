@@ -23,7 +23,8 @@
 #    resume = auto continues there, and a fresh run starts once they are moved away;
 #    another folder's checkpoint resumed into it: refused too; a damaged checkpoint
 #    above the resumed one does not make keep_ckpts delete what the run saves; a bad
-#    GENTRAIN_* value on rank 1 alone is rank 1's one line, and so is another file at
+#    GENTRAIN_* value on rank 1 alone is rank 1's one line, a bad config value on every
+#    rank is rank 0's one line (rank 1's where only it has it), and so is another file at
 #    the data's path on rank 1 (not called a change in time); sample of a run folder
 #    with checkpoints and no model.h5 yet says where they are;
 #  - the Slurm and PBS job scripts outside a job, or with GT_CKPT_EVERY=abc: refused;
@@ -229,6 +230,13 @@ if [ -n "${MPIEXEC:-}" ]; then
         "$GENTRAIN" train --data "$tmp/d.h5" "${CK[@]}" --steps 1 --out "" : -np 1 \
         --bind-to none env GENTRAIN_BF16=bogus "$GENTRAIN" train --data "$tmp/d.h5" \
         "${CK[@]}" --steps 1 --out ""
+    # a bad value on the command line of every rank: said once, by rank 0 (each rank
+    # said it: hundreds of the same line in a large job); on rank 1's alone: by rank 1
+    refused config-np2 "rank 0: command line: lr = nan" "$MPIEXEC" -np 2 --bind-to none \
+        "$GENTRAIN" train --data "$tmp/d.h5" "${SMALL[@]}" --out "" --lr nan
+    refused config-rank1 "rank 1: command line: lr = nan" "$MPIEXEC" -np 1 --bind-to none \
+        "$GENTRAIN" train --data "$tmp/d.h5" "${SMALL[@]}" --out "" : -np 1 --bind-to none \
+        "$GENTRAIN" train --data "$tmp/d.h5" "${SMALL[@]}" --out "" --lr nan
     # rank 1 finds another file at the data's path (a node's own copy, staged apart):
     # said as such, not as a file that changed since the run started
     mkdir -p "$tmp/node1"

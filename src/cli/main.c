@@ -32,7 +32,7 @@
 #include "export.h"
 #include "signals.h"       /* GT_EXIT_REQUEUE */
 #include "train.h"         /* train_run, TRAIN_STOPPED */
-#include "util.h"          /* gt_error */
+#include "util.h"          /* gt_error, gt_mute_reports */
 
 #ifndef PACKAGE_VERSION
 #define PACKAGE_VERSION "0.1"
@@ -419,16 +419,32 @@ static int cmd_prepare(int argc, char **argv)
 
 /* The train verb after --help: parse, check, train. Under MPI every rank runs it; a rank
  * that fails before training tells the others (par_all_ok), so none waits alone. */
+static int read_train_config(gt_config *c, int argc, char **argv)
+{
+    config_defaults(c);
+    if (config_parse_args(c, argc, argv, 2) != 0 || config_validate(c) != 0)
+        return EXIT_USAGE;
+    if (!strpbrk(c->data, ",*?[") && check_readable(c->data, "data file", 1) != 0)
+        return EXIT_FAIL; /* a file or folder; a set's files are checked as it opens them */
+    return EXIT_OK;
+}
+
 static int train_verb(int argc, char **argv)
 {
     gt_config c;
-    config_defaults(&c);
-    int rc = EXIT_OK;
-    if (config_parse_args(&c, argc, argv, 2) != 0 || config_validate(&c) != 0)
-        rc = EXIT_USAGE;
-    else if (!strpbrk(c.data, ",*?[") && check_readable(c.data, "data file", 1) != 0)
-        rc = EXIT_FAIL; /* a file or folder; a set's files are checked as it opens them */
-    if (!par_all_ok(rc == EXIT_OK)) return rc != EXIT_OK ? rc : EXIT_FAIL;
+    /* Every rank reads the same command line (and, mostly, the same files): rank 0 says
+     * what is wrong with them, once, not once per rank (hundreds of the same line). A
+     * rank that fails where rank 0 did not (its own config file or data path) reads
+     * them again to say its own. Warnings too: the config comparison that follows
+     * names any difference between the ranks. */
+    gt_mute_reports(!par_is_root());
+    int rc = read_train_config(&c, argc, argv);
+    gt_mute_reports(0);
+    if (!par_all_ok(rc == EXIT_OK)) {
+        const int root_ok = par_all_ok(!par_is_root() || rc == EXIT_OK);
+        if (root_ok && rc != EXIT_OK) (void)read_train_config(&c, argc, argv);
+        return rc != EXIT_OK ? rc : EXIT_FAIL;
+    }
     if (par_is_root()) {
         printf("gentrain train: effective config\n");
         config_print(&c, stdout);
