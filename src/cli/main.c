@@ -417,8 +417,8 @@ static int cmd_prepare(int argc, char **argv)
     return rc;
 }
 
-/* The train verb after --help: parse, check, train. Under MPI every rank runs it; a rank
- * that fails before training tells the others (par_all_ok), so none waits alone. */
+/* The train config from the command line (and the files it names), checked: EXIT_OK,
+ * EXIT_USAGE or EXIT_FAIL (reported). */
 static int read_train_config(gt_config *c, int argc, char **argv)
 {
     config_defaults(c);
@@ -429,6 +429,8 @@ static int read_train_config(gt_config *c, int argc, char **argv)
     return EXIT_OK;
 }
 
+/* The train verb after --help: parse, check, train. Under MPI every rank runs it; a rank
+ * that fails before training tells the others (par_all_ok), so none waits alone. */
 static int train_verb(int argc, char **argv)
 {
     gt_config c;
