@@ -470,12 +470,29 @@ static void unwritten_tensors(const char *good)
     }
 }
 
+/* inspect_file's listing of path, written to the file `name` in the test folder and
+ * read back (valid until the next call); its return code in *rc */
+static const char *inspect_text(const char *path, const char *name, int *rc)
+{
+    static char text[65536];
+    char ipath[700];
+    path_in(ipath, sizeof ipath, name);
+    FILE *io = fopen(ipath, "w");
+    *rc = io ? inspect_file(path, io) : -1;
+    if (io) fclose(io);
+    FILE *ir = fopen(ipath, "r");
+    const size_t n = ir ? fread(text, 1, sizeof text - 1, ir) : 0;
+    text[n] = '\0';
+    if (ir) fclose(ir);
+    return text;
+}
+
 /* inspect's header says which attributes a model file lacks or holds as something other
  * than one integer, instead of showing numbers the file does not hold (step -1,
  * n_layer 0) */
 static void inspect_missing(const char *good)
 {
-    char path[700], ipath[700];
+    char path[700];
     path_in(path, sizeof path, "noattr.h5");
     copy_file(good, path, file_size(good));
     hid_t f = H5Fopen(path, H5F_ACC_RDWR, H5P_DEFAULT);
@@ -489,15 +506,8 @@ static void inspect_missing(const char *good)
     if (sp >= 0) H5Sclose(sp);
     if (f >= 0) H5Fclose(f);
     TU_CHECK(ok, "removed step and n_layer of %s, n_head made 2.5", path);
-    path_in(ipath, sizeof ipath, "noattr.txt");
-    FILE *io = fopen(ipath, "w");
-    int irc = io ? inspect_file(path, io) : -1;
-    if (io) fclose(io);
-    static char text[65536];
-    FILE *ir = fopen(ipath, "r");
-    size_t n = ir ? fread(text, 1, sizeof text - 1, ir) : 0;
-    text[n] = '\0';
-    if (ir) fclose(ir);
+    int irc;
+    const char *text = inspect_text(path, "noattr.txt", &irc);
     TU_CHECK(irc == 0 && strstr(text, "(format_version 1): step (missing),") &&
                  strstr(text, "n_layer (missing), n_head (unreadable), n_embd 32\n"),
              "inspect: a missing or non-integer attribute is said so in the header");
@@ -507,7 +517,7 @@ static void inspect_missing(const char *good)
  * incomplete instead of ending as if it were whole. */
 static void inspect_deep(void)
 {
-    char path[700], ipath[700];
+    char path[700];
     path_in(path, sizeof path, "deep.h5");
     hid_t f = H5Fcreate(path, H5F_ACC_TRUNC, H5P_DEFAULT, H5P_DEFAULT), g = f;
     int ok = f >= 0;
@@ -520,15 +530,8 @@ static void inspect_deep(void)
     if (g >= 0 && g != f) H5Gclose(g);
     if (f >= 0) H5Fclose(f);
     TU_CHECK(ok, "made %s, %d groups deep", path, H5IO_WALK_DEPTH + 8);
-    path_in(ipath, sizeof ipath, "deep.txt");
-    FILE *io = fopen(ipath, "w");
-    int irc = io ? inspect_file(path, io) : -1;
-    if (io) fclose(io);
-    static char text[65536];
-    FILE *ir = fopen(ipath, "r");
-    size_t n = ir ? fread(text, 1, sizeof text - 1, ir) : 0;
-    text[n] = '\0';
-    if (ir) fclose(ir);
+    int irc;
+    const char *text = inspect_text(path, "deep.txt", &irc);
     TU_CHECK(irc == 0 && strstr(text, "(the listing is incomplete: 1 groups or links left out"),
              "inspect: a file nested deeper than the walk goes says its listing is incomplete");
 }

@@ -163,47 +163,41 @@ static int reserve_slot(slot *s, int pm)
     return s->apack && s->bpack && s->amx && s->pa && s->pb && s->sums ? 0 : -1;
 }
 
-/* GENTRAIN_AMX_TIMING=1 with GENTRAIN_BF16=amx-emulated: the emulated twin in its
- * timing mode (amx_emul.h), for the bench; said once, loudly, since the run's numbers
- * mean nothing then */
-static void env_timing(enum gemm_bf16_path path)
+/* A timing switch of the bench, `name` = 1 (GENTRAIN_AMX_TIMING, GENTRAIN_DOT_TIMING):
+ * set(1) where it is set and applies to the path in use (`applies`), else set(0). Said
+ * once (*said), loudly, since the run's numbers mean nothing then: `on` says what the
+ * run does instead, `only` the path it applies to where it is ignored. */
+static void timing_switch(const char *name, int applies, int (*set)(int), int *said,
+                          const char *on, const char *only)
 {
-    static int said;
-    const char *e = getenv("GENTRAIN_AMX_TIMING");
-    const int on = e && strcmp(e, "1") == 0 && path == GEMM_BF16_AMX_EMULATED;
-    (void)amx_emul_timing_only(on);
-    if (said || !e || !*e || strcmp(e, "0") == 0) return;
-    said = 1;
-    if (on)
-        gt_warn("GENTRAIN_AMX_TIMING=1: the emulated tile products are counted and timed, "
-                "not computed: this run's losses and weights are meaningless (a timing run "
-                "for the bench's AMX prediction)");
+    const char *e = getenv(name);
+    const int is_on = e && strcmp(e, "1") == 0 && applies;
+    (void)set(is_on);
+    if (*said || !e || !*e || strcmp(e, "0") == 0) return;
+    *said = 1;
+    if (is_on)
+        gt_warn("%s=1: %s: this run's losses and weights are meaningless (a timing run for "
+                "the bench's prediction)", name, on);
     else if (strcmp(e, "1") == 0)
-        gt_warn("GENTRAIN_AMX_TIMING=1 ignored: it applies to GENTRAIN_BF16=amx-emulated only");
+        gt_warn("%s=1 ignored: it applies to %s only", name, only);
     else
-        gt_warn("GENTRAIN_AMX_TIMING=%.40s not understood (0 or 1); ignored", e);
+        gt_warn("%s=%.40s not understood (0 or 1); ignored", name, e);
 }
 
-/* GENTRAIN_DOT_TIMING=1 on the avx512-bf16 path: its micro-kernels in the timing mode
- * of dot_counts.h (a multiply-add where each dot product was), for the bench's second
- * prediction of that path; said once, loudly, as env_timing */
-static void env_dot_timing(void)
+/* GENTRAIN_AMX_TIMING=1 with GENTRAIN_BF16=amx-emulated: the emulated twin in its timing
+ * mode (amx_emul.h); GENTRAIN_DOT_TIMING=1 on the avx512-bf16 path: its micro-kernels in
+ * the timing mode of dot_counts.h (a multiply-add where each dot product was) */
+static void env_timing(enum gemm_bf16_path path)
 {
-    static int said;
-    const char *e = getenv("GENTRAIN_DOT_TIMING");
-    const int on = e && strcmp(e, "1") == 0 && gemm_bf16_path() == GEMM_BF16_AVX512;
-    (void)dot_counts_timing_only(on);
-    if (said || !e || !*e || strcmp(e, "0") == 0) return;
-    said = 1;
-    if (on)
-        gt_warn("GENTRAIN_DOT_TIMING=1: each BF16 dot product runs as one FP32 multiply-add "
-                "(at this CPU's FMA rate), counted and timed: this run's losses and weights "
-                "are meaningless (a timing run for the bench's avx512-bf16 prediction)");
-    else if (strcmp(e, "1") == 0)
-        gt_warn("GENTRAIN_DOT_TIMING=1 ignored: it applies to the avx512-bf16 path only "
-                "(GENTRAIN_BF16=avx512)");
-    else
-        gt_warn("GENTRAIN_DOT_TIMING=%.40s not understood (0 or 1); ignored", e);
+    static int said_amx, said_dot;
+    timing_switch("GENTRAIN_AMX_TIMING", path == GEMM_BF16_AMX_EMULATED, amx_emul_timing_only,
+                  &said_amx, "the emulated tile products are counted and timed, not computed",
+                  "GENTRAIN_BF16=amx-emulated");
+    timing_switch("GENTRAIN_DOT_TIMING", gemm_bf16_path() == GEMM_BF16_AVX512,
+                  dot_counts_timing_only, &said_dot,
+                  "each BF16 dot product runs as one FP32 multiply-add (at this CPU's FMA "
+                  "rate), counted and timed",
+                  "the avx512-bf16 path (GENTRAIN_BF16=avx512)");
 }
 
 int gemm_bf16_init(int threads)
@@ -212,7 +206,6 @@ int gemm_bf16_init(int threads)
     env_path = env_choice();
     active = env_path;
     env_timing(env_path);
-    env_dot_timing();
     int want = omp_get_max_threads();
     if (threads > want) want = threads;
     if (want <= nslots) return 0;
