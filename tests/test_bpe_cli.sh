@@ -70,6 +70,13 @@ expect_fail malformed 1 'not valid JSON: line 1, column 44: expected a string ke
 printf '{"pre_tokenizer": {"type": "Metaspace"}, "model": {"type": "BPE"}}' > "$tmp/meta.json"
 expect_fail not-bytelevel 1 "pre_tokenizer 'Metaspace' is not supported" "$GENTRAIN" prepare "$tmp/text.txt" -o "$tmp/x.h5" --tokenizer "$tmp/meta.json"
 check "no output left behind" test ! -e "$tmp/x.h5" -a ! -e "$tmp/x.h5.tmp"
+# the tokenizer's folder missing: said before the training (it failed only after it)
+expect_fail save-no-folder 1 'cannot write the tokenizer to .*nodir/t.json: no such folder' \
+    "$GENTRAIN" prepare "$tmp/text.txt" -o "$tmp/x.h5" --train-tokenizer 300 \
+    --save-tokenizer "$tmp/nodir/t.json"
+check "save-no-folder: refused before the tokenizer was trained, nothing written" \
+    test -z "$(grep 'training a tokenizer' "$tmp/save-no-folder.out" "$tmp/save-no-folder.err")" \
+    -a ! -e "$tmp/x.h5"
 expect_fail save-over-input 1 'is the input' "$GENTRAIN" prepare "$tmp/text.txt" -o "$tmp/x.h5" --train-tokenizer 300 --save-tokenizer "$tmp/text.txt"
 "$GENTRAIN" prepare "$tmp/small.txt" -o "$tmp/bytes.h5" > /dev/null 2>&1
 expect_fail no-tokenizer 1 'holds no tokenizer' "$GENTRAIN" sample --model "$tmp/run" --tokenizer "$tmp/bytes.h5"

@@ -247,7 +247,8 @@ static char *start(job *j, const prepare_options *o, double val_fraction, int64_
     if (prep_check_paths(j->inputs, j->n_inputs, j->out, j->sizes, &j->total) != 0) return NULL;
     /* the tokenizer's path too, before minutes of training (save_text checks it again) */
     if (o->save_tokenizer &&
-        prep_check_writable(j->inputs, j->n_inputs, o->save_tokenizer, "--save-tokenizer") != 0)
+        (prep_check_writable(j->inputs, j->n_inputs, o->save_tokenizer, "--save-tokenizer") != 0 ||
+         prep_check_folder(o->save_tokenizer, "the tokenizer to") != 0))
         return NULL;
     /* The tokenizer read is an input too, and the one saved is written before the
      * output: -o naming either (or the .tmp written first) overwrote it, the saved one

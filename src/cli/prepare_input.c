@@ -66,6 +66,28 @@ int prep_check_apart(const char *keep, const char *keep_what, const char *path,
     return rc;
 }
 
+int prep_check_folder(const char *path, const char *what)
+{
+    const char *slash = strrchr(path, '/');
+    char *dir = slash ? strndup(path, slash == path ? 1 : (size_t)(slash - path)) : strdup(".");
+    if (!dir) {
+        gt_error("out of memory checking %s", path);
+        return -1;
+    }
+    struct stat st;
+    int rc = 0;
+    if (stat(dir, &st) != 0) {
+        gt_error("cannot write %s %s: %s", what, path,
+                 errno == ENOENT ? "no such folder" : h5io_errno_reason(errno));
+        rc = -1;
+    } else if (!S_ISDIR(st.st_mode)) {
+        gt_error("cannot write %s %s: %s is not a folder", what, path, dir);
+        rc = -1;
+    }
+    free(dir);
+    return rc;
+}
+
 int prep_check_writable(const char *const *inputs, int n_inputs, const char *path,
                         const char *what)
 {

@@ -36,6 +36,11 @@ int prep_check_writable(const char *const *inputs, int n_inputs, const char *pat
 int prep_check_apart(const char *keep, const char *keep_what, const char *path,
                      const char *what);
 
+/* The folder `path` is to be written in exists and is a folder: 0, or -1 (reported,
+ * naming `what` and path). For outputs written only after work that takes minutes (the
+ * tokenizer saved after its training), which the write itself would find out too late. */
+int prep_check_folder(const char *path, const char *what);
+
 /* Reads exactly want bytes from the stream into buf (moving to the next input as each
  * one ends). Reports and returns -1 on a read error or an input that changed size. */
 int prep_fill(prep_stream *s, unsigned char *buf, int64_t want);
