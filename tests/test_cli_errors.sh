@@ -331,7 +331,7 @@ expect_error "prepare: an empty --save-tokenizer" "--save-tokenizer is empty" \
 expect_error "prepare: an empty --tokenizer" "--tokenizer is empty" \
     "$G" prepare "$tmp/input.txt" -o "$tmp/pe.h5" --tokenizer=
 expect_error "prepare: --save-tokenizer in a missing folder: the reason said" \
-    "cannot write the tokenizer to .*nodir/t.json: no such file" \
+    "cannot write the tokenizer to .*nodir/t.json: no such folder" \
     "$G" prepare "$tmp/input.txt" -o "$tmp/pe.h5" --train-tokenizer 300 \
     --save-tokenizer "$tmp/nodir/t.json"
 run "$G" prepare "$tmp/input.txt" --out "$tmp/p_out.h5" --val_fraction 0.25
