@@ -208,16 +208,6 @@ static void free_data(h5data *d)
 }
 
 
-/* What the dataset's storage says about the tokens it declares, checked before any
- * read (the numbers come from the file):
- *  - HDF5 reads a chunk whole, so chunks over H5DATA_MAX_CHUNK_BYTES are refused (a
- *    file claiming gigabyte chunks would make every window read allocate that much);
- *  - storage never written reads back as the fill value: a file declaring tokens it
- *    does not hold would train on zeros, and the range check of 2^40 declared tokens
- *    would read fill values for hours. Chunked: every chunk must exist (compressed
- *    chunks are smaller than their data, so chunks are counted, not bytes);
- *    contiguous: its storage must be allocated. Virtual datasets are left to their
- *    sources. Returns 0, or -1 (reported). */
 /* What the chunk index records of each chunk, its stored size and place (h5chunk.h):
  * at open where that is cheap, else as reads first touch each chunk (read_block). */
 static int check_chunk_index(h5data *d)
@@ -231,6 +221,16 @@ static int check_chunk_index(h5data *d)
     return h5chunk_check_open(&d->chunks, d->dset, h5chunk_open_limit(), 1);
 }
 
+/* What the dataset's storage says about the tokens it declares, checked before any
+ * read (the numbers come from the file):
+ *  - HDF5 reads a chunk whole, so chunks over H5DATA_MAX_CHUNK_BYTES are refused (a
+ *    file claiming gigabyte chunks would make every window read allocate that much);
+ *  - storage never written reads back as the fill value: a file declaring tokens it
+ *    does not hold would train on zeros, and the range check of 2^40 declared tokens
+ *    would read fill values for hours. Chunked: every chunk must exist (compressed
+ *    chunks are smaller than their data, so chunks are counted, not bytes);
+ *    contiguous: its storage must be allocated. Virtual datasets are left to their
+ *    sources. Returns 0, or -1 (reported). */
 static int check_storage(h5data *d, const char *path, int rank, const hsize_t *dims,
                          const char *shape)
 {
@@ -245,30 +245,19 @@ static int check_storage(h5data *d, const char *path, int rank, const hsize_t *d
     const H5D_layout_t layout = H5Pget_layout(dcpl);
     hsize_t cdims[H5S_MAX_RANK];
     const int cr = layout == H5D_CHUNKED ? H5Pget_chunk(dcpl, H5S_MAX_RANK, cdims) : 0;
-    H5Pclose(dcpl);
-    const char *unwritten = NULL;
-    double expected = 1.0; /* chunks the shape needs */
     if (layout == H5D_CHUNKED) {
         double bytes = (double)d->esize;
-        for (int i = 0; i < cr; i++) {
-            bytes *= (double)cdims[i];
-            expected *= cdims[i] ? ceil((double)dims[i] / (double)cdims[i]) : 0.0;
-        }
+        for (int i = 0; i < cr; i++) bytes *= (double)cdims[i];
         if (cr != rank || !(bytes <= (double)H5DATA_MAX_CHUNK_BYTES)) {
             gt_error("%s:%s is stored in chunks of %.0f bytes; gentrain reads chunks of at "
                      "most %d MiB (rewrite it with smaller chunks, e.g. h5repack -l "
                      "CHUNK=1048576)", path, d->name, bytes, H5DATA_MAX_CHUNK_BYTES >> 20);
+            H5Pclose(dcpl);
             return -1;
         }
     }
-    H5D_space_status_t status;
-    if ((layout == H5D_CHUNKED || layout == H5D_CONTIGUOUS) &&
-        H5Dget_space_status(d->dset, &status) >= 0 && status == H5D_SPACE_STATUS_NOT_ALLOCATED)
-        unwritten = "none";
-    hsize_t have = 0;
-    if (!unwritten && layout == H5D_CHUNKED &&
-        H5Dget_num_chunks(d->dset, d->fspace, &have) >= 0 && (double)have < expected)
-        unwritten = have == 0 ? "none" : "only part";
+    const char *unwritten = h5io_unwritten_storage(d->dset, dcpl, d->fspace, rank, dims);
+    H5Pclose(dcpl);
     if (unwritten) {
         gt_error("%s:%s declares %s tokens but %s of its storage was ever written (it "
                  "would read back as fill values, not tokens)", path, d->name, shape,

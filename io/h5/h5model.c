@@ -326,25 +326,13 @@ static int check_tensor(hid_t file, const char *path, const gt_tensor *p, char *
      * out), a short external file or a missing virtual source read back as fill values
      * or zeros: a tensor that nothing but the checksum, which an older file lacks,
      * would notice. */
-    const char *unwritten = NULL;
-    H5D_space_status_t status;
     hid_t dcpl = H5Dget_create_plist(dset);
     if (dcpl >= 0 && h5io_check_linked_files(dcpl, path, name, "weights", why, cap) != 0) {
         H5Pclose(dcpl);
         goto done;
     }
-    if (H5Dget_space_status(dset, &status) >= 0 && status == H5D_SPACE_STATUS_NOT_ALLOCATED)
-        unwritten = "none";
-    if (!unwritten && dcpl >= 0 && H5Pget_layout(dcpl) == H5D_CHUNKED) {
-        hsize_t cdims[H5S_MAX_RANK], have = 0;
-        double expected = 1.0;
-        const int cr = H5Pget_chunk(dcpl, H5S_MAX_RANK, cdims);
-        for (int i = 0; i < cr && i < rank; i++)
-            expected *= cdims[i] ? ceil((double)dims[i] / (double)cdims[i]) : 0.0;
-        if (cr == rank && H5Dget_num_chunks(dset, space, &have) >= 0 &&
-            (double)have < expected)
-            unwritten = have == 0 ? "none" : "only part";
-    }
+    const char *unwritten =
+        dcpl >= 0 ? h5io_unwritten_storage(dset, dcpl, space, rank, dims) : NULL;
     if (dcpl >= 0) H5Pclose(dcpl);
     if (unwritten) {
         snprintf(why, cap, "%s: tensor %s: %s of its storage was ever written (it would "

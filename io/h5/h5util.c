@@ -5,6 +5,7 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -643,4 +644,23 @@ int h5io_check_linked_files(hid_t dcpl, const char *path, const char *name, cons
         }
     }
     return 0;
+}
+
+const char *h5io_unwritten_storage(hid_t dset, hid_t dcpl, hid_t space, int rank,
+                                   const hsize_t *dims)
+{
+    const H5D_layout_t layout = H5Pget_layout(dcpl);
+    if (layout != H5D_CHUNKED && layout != H5D_CONTIGUOUS) return NULL;
+    H5D_space_status_t status;
+    if (H5Dget_space_status(dset, &status) >= 0 && status == H5D_SPACE_STATUS_NOT_ALLOCATED)
+        return "none";
+    if (layout != H5D_CHUNKED) return NULL;
+    hsize_t cdims[H5S_MAX_RANK], have = 0;
+    const int cr = H5Pget_chunk(dcpl, H5S_MAX_RANK, cdims);
+    if (cr != rank) return NULL;
+    double expected = 1.0; /* chunks the shape needs */
+    for (int i = 0; i < cr; i++)
+        expected *= cdims[i] ? ceil((double)dims[i] / (double)cdims[i]) : 0.0;
+    if (H5Dget_num_chunks(dset, space, &have) < 0 || (double)have >= expected) return NULL;
+    return have == 0 ? "none" : "only part";
 }

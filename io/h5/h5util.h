@@ -98,4 +98,12 @@ H5I_type_t h5io_object_kind(hid_t file, const char *name);
 int h5io_check_linked_files(hid_t dcpl, const char *path, const char *name, const char *what,
                             char *why, size_t cap);
 
+/* How much of a dataset's storage (dset, its creation properties dcpl, its dataspace
+ * space of rank dims) was ever written, where HDF5 reads the rest back as the fill
+ * value: NULL for all of it (or a layout that keeps it elsewhere: compact, virtual),
+ * "none" or "only part". Chunked: every chunk the shape needs must exist (counted, not
+ * bytes: compressed chunks are smaller than their data); contiguous: allocated. */
+const char *h5io_unwritten_storage(hid_t dset, hid_t dcpl, hid_t space, int rank,
+                                   const hsize_t *dims);
+
 #endif
