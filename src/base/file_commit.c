@@ -34,17 +34,7 @@ static void set_why(char *why, size_t cap, const char *text)
 static void sync_folder(const char *path)
 {
     char dir[4096];
-    const char *slash = strrchr(path, '/');
-    if (!slash) {
-        strcpy(dir, ".");
-    } else if (slash == path) {
-        strcpy(dir, "/");
-    } else {
-        size_t n = (size_t)(slash - path);
-        if (n >= sizeof dir) return;
-        memcpy(dir, path, n);
-        dir[n] = '\0';
-    }
+    if (gt_folder_of(path, dir, sizeof dir) != 0) return;
     int dfd = open(dir, O_RDONLY | O_DIRECTORY);
     if (dfd >= 0) {
         (void)fsync(dfd);

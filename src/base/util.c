@@ -339,3 +339,13 @@ int gt_grow(void **p, size_t *cap, size_t need, size_t elem)
     *cap = c;
     return 0;
 }
+
+int gt_folder_of(const char *path, char *buf, size_t cap)
+{
+    const char *slash = strrchr(path, '/');
+    const size_t n = !slash ? 1 : slash == path ? 1 : (size_t)(slash - path);
+    if (n >= cap) return -1;
+    memcpy(buf, slash ? path : ".", n); /* "/x": n = 1 keeps the root's '/' */
+    buf[n] = '\0';
+    return 0;
+}

@@ -79,6 +79,10 @@ int gt_open_regular(const char *path, const char *what, int folder_ok, int *is_d
  * gentrain only ever replaces regular files. */
 const char *gt_special_kind(const char *path);
 
+/* The folder holding path, into buf: its text before the last '/', "/" for a name at
+ * the root, "." for a bare name. 0, or -1 when it does not fit in cap. */
+int gt_folder_of(const char *path, char *buf, size_t cap);
+
 /* mkdir -p; reports and returns -1 on failure (names the path). */
 int gt_mkdirs(const char *path);
 

@@ -26,9 +26,9 @@ static int same_file(const char *a, const char *b)
     for (int k = 0; k < 2; k++) {
         const char *slash = strrchr(name[k], '/');
         base[k] = slash ? slash + 1 : name[k];
-        char *d = slash ? strndup(name[k], (size_t)(slash - name[k]) + 1) : strdup(".");
-        dir[k] = d ? realpath(d, NULL) : NULL;
-        free(d);
+        char folder[4096];
+        dir[k] = gt_folder_of(name[k], folder, sizeof folder) == 0 ? realpath(folder, NULL)
+                                                                   : NULL;
     }
     /* a folder that cannot be resolved: compare the names as given */
     const int same = dir[0] && dir[1]
@@ -68,10 +68,9 @@ int prep_check_apart(const char *keep, const char *keep_what, const char *path,
 
 int prep_check_folder(const char *path, const char *what)
 {
-    const char *slash = strrchr(path, '/');
-    char *dir = slash ? strndup(path, slash == path ? 1 : (size_t)(slash - path)) : strdup(".");
-    if (!dir) {
-        gt_error("out of memory checking %s", path);
+    char dir[4096];
+    if (gt_folder_of(path, dir, sizeof dir) != 0) {
+        gt_error("cannot write %s %s: path too long", what, path);
         return -1;
     }
     struct stat st;
@@ -84,7 +83,6 @@ int prep_check_folder(const char *path, const char *what)
         gt_error("cannot write %s %s: %s is not a folder", what, path, dir);
         rc = -1;
     }
-    free(dir);
     return rc;
 }
 
