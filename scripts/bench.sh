@@ -289,8 +289,11 @@ say "gentrain bench: n_layer=$N_LAYER n_head=$N_HEAD n_embd=$N_EMBD" \
 
 # ---- (b) matrix-product ceiling ---------------------------------------------------------
 for prec in $PRECISIONS; do
-    what="OpenBLAS sgemm"
-    [ "$prec" = bf16 ] && what="gentrain's BF16 products (gemm_bf16)"
+    what="OpenBLAS sgemm" operands=""
+    if [ "$prec" = bf16 ]; then # weights packed once, activations in BF16: as in a step
+        what="gentrain's BF16 products (gemm_bf16, operands as a step has them)"
+        operands="--operands step"
+    fi
     section "$what on the step's GEMM shapes ($THREADS threads)"
     if [ -z "$BENCH_SGEMM" ]; then
         say "skipped: BENCH_SGEMM is not set"
@@ -298,7 +301,7 @@ for prec in $PRECISIONS; do
         say "failed: BENCH_SGEMM=$BENCH_SGEMM is not an executable"; fail=1
     elif wait_idle; "$BENCH_SGEMM" --n_embd $N_EMBD --block_size $BLOCK_SIZE \
             --batch_size $BATCH_SIZE --vocab $VOCAB --n_layer $N_LAYER --threads "$THREADS" \
-            --reps "$SGEMM_REPS" --precision "$prec" >"$tmp/gemm-$prec.out" 2>&1; then
+            --reps "$SGEMM_REPS" --precision "$prec" $operands >"$tmp/gemm-$prec.out" 2>&1; then
         grep -v '^{"impl"' "$tmp/gemm-$prec.out"
         [ "$prec" = fp32 ] && grep '^{"impl"' "$tmp/gemm-$prec.out" | tail -n 1 >"$tmp/sgemm.json"
     else

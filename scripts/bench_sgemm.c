@@ -14,7 +14,15 @@
  * once): total flops / total median time. The same numbers go out as one JSON line.
  *
  * Threads: --threads N sets the OpenMP thread count (and OpenBLAS's own, when the
- * library is OpenBLAS); without it the current OpenMP default is used. Build against
+ * library is OpenBLAS); without it the current OpenMP default is used.
+ *
+ * --operands step (with --precision bf16) gives each product its operands as a training
+ * step does: the weights packed once (gemm_bf16_weights.h, outside the timing, as the
+ * optimizer's update does it), the activations in BF16 storage, the output gradients in
+ * FP32 but where the step keeps them in BF16 (the MLP's first Linear layer, from the
+ * GELU backward; the logits, from the loss). Without it every operand is FP32 and is
+ * converted and packed in every call, as for a caller that hands gemm_bf16 plain
+ * floats. Build against
  * the OpenMP build of OpenBLAS so the library and the OpenMP runtime share one pool.
  * The BLAS core is corrected as the trainer corrects it (blas_core.h), so the FP32
  * figures are those of the kernels a training run gets, not of a generic core that an
@@ -22,7 +30,9 @@
 #define _XOPEN_SOURCE 700 /* posix_memalign, getrusage, sysconf */
 #include <cblas.h>   /* defines: cblas_sgemm (+ openblas_* when OPENBLAS_VERSION) */
 #include "blas_core.h" /* defines: blas_core_fixup, blas_core_summary */
-#include "gemm_bf16.h" /* defines: gemm_bf16 (--precision bf16) */
+#include "bf16_store.h"       /* bf16_store: --operands step's BF16 copies */
+#include "gemm_bf16.h"        /* defines: gemm_bf16 (--precision bf16) */
+#include "gemm_bf16_weights.h" /* --operands step: the weights packed once */
 #include <errno.h>
 #include <omp.h>     /* defines: omp_get_max_threads, omp_set_num_threads, omp_get_wtime */
 #include <stdint.h>
@@ -38,13 +48,14 @@ typedef struct {
     int64_t m, n, k;
     int64_t count;         /* times per training step (0 = not part of a step) */
     double med_ms, best_ms;
+    int dout16;            /* --operands step: the step keeps this backward's dout in BF16 */
 } shape;
 
 static void usage(FILE *f) {
     fprintf(f,
             "usage: bench_sgemm [--n_embd C] [--block_size T] [--batch_size B] [--vocab V]\n"
             "                   [--n_layer L] [--threads N] [--reps R] [--square S]\n"
-            "                   [--precision fp32|bf16]\n"
+            "                   [--precision fp32|bf16] [--operands plain|step]\n"
             "defaults: C=384 T=256 B=8 V=256 L=6, N=current OpenMP threads, R=10, S=2048\n");
 }
 
@@ -69,16 +80,50 @@ static int cmp_double(const void *a, const void *b) {
 static double flops_of(const shape *s) { return 2.0 * (double)s->m * s->n * s->k; }
 
 static int use_bf16; /* --precision bf16: gentrain's BF16 products instead of sgemm */
+static int step_operands; /* --operands step: the operands as a training step has them */
+
+static const float *as_floats(const uint16_t *h) { return (const float *)(const void *)h; }
+
+/* One BF16 product with the operands a step gives it (see --operands above): A and B
+ * (FP32) and A16, B16 (their BF16 copies); a forward's B (transposed) and an input
+ * gradient's B (as stored) are the registered weight. */
+static void gemm_step_operands(const shape *s, const float *A, const uint16_t *A16,
+                               const float *B, const uint16_t *B16, float *C, float beta) {
+    const int m = (int)s->m, n = (int)s->n, k = (int)s->k;
+    if (!s->ta && s->tb)        /* forward: inp (BF16) @ w^T */
+        gemm_bf16(GEMM_BF16_STORED, 1, m, n, k, 1.0f, as_floats(A16), k, B, k, beta, C, n);
+    else if (!s->ta)            /* input gradient: dout @ w */
+        gemm_bf16(s->dout16 ? GEMM_BF16_STORED : 0, 0, m, n, k, 1.0f,
+                  s->dout16 ? as_floats(A16) : A, k, B, n, beta, C, n);
+    else                        /* weight gradient: dout^T @ inp (BF16) */
+        gemm_bf16(s->dout16 ? GEMM_BF16_STORED_T : 1, GEMM_BF16_STORED, m, n, k, 1.0f,
+                  s->dout16 ? as_floats(A16) : A, m, as_floats(B16), n, beta, C, n);
+}
+
+/* --operands step: registers the shape's weight (B of a forward or an input gradient)
+ * and packs it, as a step's update has done before its products. 0, or -1 (said). */
+static int register_weight(const shape *s, const float *B) {
+    gemm_bf16_weights_clear();
+    if (s->ta || !step_operands) return 0;
+    const int rows = (int)(s->tb ? s->n : s->k), cols = (int)(s->tb ? s->k : s->n);
+    if (gemm_bf16_weights_add(B, rows, cols) != 0 || gemm_bf16_weights_refresh() != 0) {
+        fprintf(stderr, "bench_sgemm: out of memory for the packed weight of %s\n", s->name);
+        return -1;
+    }
+    return 0;
+}
 
 /* Times C (m,n) = op(A) op(B) (+ C when accumulating) reps times after one warm-up. */
-static void time_shape(shape *s, const float *A, const float *B, float *C, int reps,
-                       double *t) {
+static void time_shape(shape *s, const float *A, const uint16_t *A16, const float *B,
+                       const uint16_t *B16, float *C, int reps, double *t) {
     const int64_t lda = s->ta ? s->m : s->k;   /* A is (m,k), or (k,m) transposed */
     const int64_t ldb = s->tb ? s->k : s->n;   /* B is (k,n), or (n,k) transposed */
     const float beta = s->ta ? 1.0f : 0.0f;    /* weight gradients accumulate */
     for (int r = -1; r < reps; r++) {
         double t0 = omp_get_wtime();
-        if (use_bf16)
+        if (use_bf16 && step_operands)
+            gemm_step_operands(s, A, A16, B, B16, C, beta);
+        else if (use_bf16)
             gemm_bf16(s->ta, s->tb, (int)s->m, (int)s->n, (int)s->k, 1.0f, A, (int)lda, B,
                       (int)ldb, beta, C, (int)s->n);
         else
@@ -141,6 +186,15 @@ int main(int argc, char **argv) {
             use_bf16 = !strcmp(v, "bf16");
             continue;
         }
+        if (!strcmp(a, "--operands") || !strncmp(a, "--operands=", 11)) {
+            const char *v = a[10] == '=' ? a + 11 : (i + 1 < argc ? argv[++i] : "");
+            if (strcmp(v, "plain") && strcmp(v, "step")) {
+                fprintf(stderr, "bench_sgemm: --operands needs plain or step, got '%s'\n", v);
+                return 2;
+            }
+            step_operands = !strcmp(v, "step");
+            continue;
+        }
         const char *eq = strchr(a, '=');
         size_t kl = eq ? (size_t)(eq - a - 2) : strlen(a + 2);
         if (kl >= sizeof key) kl = sizeof key - 1;
@@ -165,6 +219,10 @@ int main(int argc, char **argv) {
         openblas_set_num_threads((int)threads);
 #endif
     }
+    if (step_operands && !use_bf16) {
+        fprintf(stderr, "bench_sgemm: --operands step needs --precision bf16\n");
+        return 2;
+    }
     const int nthr = omp_get_max_threads();
     if (use_bf16 && gemm_bf16_init(nthr) != 0) return 1;
     const char *blas = "unknown CBLAS";
@@ -182,23 +240,23 @@ int main(int argc, char **argv) {
 
     const int64_t N = B * T;
     shape sh[] = {
-        /* name             ta tb  m      n      k      count */
-        {"qkv fwd",          0, 1, N,     3 * C, C,     L, 0, 0},
-        {"qkv bwd dinp",     0, 0, N,     C,     3 * C, L, 0, 0},
-        {"qkv bwd dW",       1, 0, 3 * C, C,     N,     L, 0, 0},
-        {"attn proj fwd",    0, 1, N,     C,     C,     L, 0, 0},
-        {"attn proj dinp",   0, 0, N,     C,     C,     L, 0, 0},
-        {"attn proj dW",     1, 0, C,     C,     N,     L, 0, 0},
-        {"fc fwd",           0, 1, N,     4 * C, C,     L, 0, 0},
-        {"fc bwd dinp",      0, 0, N,     C,     4 * C, L, 0, 0},
-        {"fc bwd dW",        1, 0, 4 * C, C,     N,     L, 0, 0},
-        {"fc proj fwd",      0, 1, N,     C,     4 * C, L, 0, 0},
-        {"fc proj dinp",     0, 0, N,     4 * C, C,     L, 0, 0},
-        {"fc proj dW",       1, 0, C,     4 * C, N,     L, 0, 0},
-        {"logits fwd",       0, 1, N,     V,     C,     1, 0, 0},
-        {"logits dinp",      0, 0, N,     C,     V,     1, 0, 0},
-        {"logits dW",        1, 0, V,     C,     N,     1, 0, 0},
-        {"square",           0, 0, S,     S,     S,     0, 0, 0},
+        /* name             ta tb  m      n      k      count    (ms)  dout16 */
+        {"qkv fwd",          0, 1, N,     3 * C, C,     L, 0, 0, 0},
+        {"qkv bwd dinp",     0, 0, N,     C,     3 * C, L, 0, 0, 0},
+        {"qkv bwd dW",       1, 0, 3 * C, C,     N,     L, 0, 0, 0},
+        {"attn proj fwd",    0, 1, N,     C,     C,     L, 0, 0, 0},
+        {"attn proj dinp",   0, 0, N,     C,     C,     L, 0, 0, 0},
+        {"attn proj dW",     1, 0, C,     C,     N,     L, 0, 0, 0},
+        {"fc fwd",           0, 1, N,     4 * C, C,     L, 0, 0, 0},
+        {"fc bwd dinp",      0, 0, N,     C,     4 * C, L, 0, 0, 1},
+        {"fc bwd dW",        1, 0, 4 * C, C,     N,     L, 0, 0, 1},
+        {"fc proj fwd",      0, 1, N,     C,     4 * C, L, 0, 0, 0},
+        {"fc proj dinp",     0, 0, N,     4 * C, C,     L, 0, 0, 0},
+        {"fc proj dW",       1, 0, C,     4 * C, N,     L, 0, 0, 0},
+        {"logits fwd",       0, 1, N,     V,     C,     1, 0, 0, 0},
+        {"logits dinp",      0, 0, N,     C,     V,     1, 0, 0, 1},
+        {"logits dW",        1, 0, V,     C,     N,     1, 0, 0, 1},
+        {"square",           0, 0, S,     S,     S,     0, 0, 0, 0},
     };
     const int nsh = (int)(sizeof sh / sizeof sh[0]) - (S > 0 ? 0 : 1);
 
@@ -212,17 +270,26 @@ int main(int argc, char **argv) {
     }
     float *A = alloc_filled(na, 1), *Bm = alloc_filled(nb, 2), *Cm = alloc_filled(nc, 3);
     double *t = malloc((size_t)reps * sizeof *t);
-    if (!A || !Bm || !Cm || !t) {
+    uint16_t *A16 = step_operands ? malloc(na * sizeof *A16) : NULL;
+    uint16_t *B16 = step_operands ? malloc(nb * sizeof *B16) : NULL;
+    if (!A || !Bm || !Cm || !t || (step_operands && (!A16 || !B16))) {
         fprintf(stderr, "bench_sgemm: out of memory for %zu+%zu+%zu floats\n", na, nb, nc);
         return 1;
+    }
+    if (step_operands) {
+        bf16_store(A16, A, na);
+        bf16_store(B16, Bm, nb);
     }
 
     printf("bench_sgemm: C=%lld T=%lld B=%lld V=%lld L=%lld (N=B*T=%lld rows), "
            "%d threads, %lld reps\n", (long long)C, (long long)T, (long long)B,
            (long long)V, (long long)L, (long long)N, nthr, (long long)reps);
     if (use_bf16)
-        printf("BF16 products: gentrain's gemm_bf16, %s path (BF16 operands, FP32 sums)\n\n",
-               gemm_bf16_path_name());
+        printf("BF16 products: gentrain's gemm_bf16, %s path (BF16 operands, FP32 sums)\n%s\n",
+               gemm_bf16_path_name(),
+               step_operands ? "operands as a step has them: weights packed once, activations"
+                               " in BF16, dout in FP32 (BF16 for fc bwd and the logits)\n"
+                             : "");
     else
         printf("BLAS: %s (%s, %d threads)\n%s\n\n", blas, par, blas_thr, blas_core_summary());
     printf("%-16s %2s %6s %6s %6s %5s %9s %9s %9s\n", "product", "op", "M", "N", "K",
@@ -232,7 +299,8 @@ int main(int argc, char **argv) {
     const double w0 = omp_get_wtime();
     for (int i = 0; i < nsh; i++) {
         shape *s = &sh[i];
-        time_shape(s, A, Bm, Cm, (int)reps, t);
+        if (use_bf16 && register_weight(s, Bm) != 0) return 1;
+        time_shape(s, A, A16, Bm, B16, Cm, (int)reps, t);
         printf("%-16s %c%c %6lld %6lld %6lld %5lld %9.3f %9.3f %9.1f\n", s->name,
                s->ta ? 'T' : 'N', s->tb ? 'T' : 'N', (long long)s->m, (long long)s->n,
                (long long)s->k, (long long)s->count, s->med_ms, s->best_ms,
@@ -257,10 +325,10 @@ int main(int argc, char **argv) {
     printf("{\"impl\":\"%s\",\"blas\":\"%s\",\"blas_parallel\":\"%s\","
            "\"blas_threads\":%d,\"threads\":%d,\"reps\":%lld,\"n_embd\":%lld,"
            "\"block_size\":%lld,\"batch_size\":%lld,\"vocab\":%lld,\"n_layer\":%lld,"
-           "\"shapes\":[",
+           "\"operands\":\"%s\",\"shapes\":[",
            use_bf16 ? "gemm_bf16" : "sgemm", use_bf16 ? gemm_bf16_path_name() : blas, par,
            blas_thr, nthr, (long long)reps, (long long)C, (long long)T,
-           (long long)B, (long long)V, (long long)L);
+           (long long)B, (long long)V, (long long)L, step_operands ? "step" : "plain");
     for (int i = 0; i < nsh; i++) {
         const shape *s = &sh[i];
         printf("%s{\"name\":\"%s\",\"op\":\"%c%c\",\"m\":%lld,\"n\":%lld,\"k\":%lld,"
@@ -276,6 +344,9 @@ int main(int argc, char **argv) {
         printf(",\"square_gflops\":%.2f", flops_of(&sh[nsh - 1]) / (sh[nsh - 1].med_ms * 1e6));
     printf("}\n");
 
+    if (use_bf16) gemm_bf16_weights_clear();
+    free(A16);
+    free(B16);
     free(A);
     free(Bm);
     free(Cm);

@@ -2,13 +2,13 @@
  * path counts them (amx_emul_counts_*), for the bench's prediction of the real path:
  *   (a) exact for known products. From gemm_bf16_amx_kernel.h: every 32 x 32 block of C
  *       (a row unit of 32 x a column strip of 32, padding included) is summed once per
- *       depth block of KC = 512 by block32: 4 tiles started (TILEZERO; or, for a whole
- *       block after the first depth block, alpha 1, 4 TILELOADD of C), then per 32 of
- *       depth 4 TILELOADD and 4 TDPBF16PS, then 4 TILESTORED. Since MC, NC and KC are
+ *       depth block of KC (GEMM_BF16_AMX_KC) by block32: 4 tiles started (TILEZERO; or,
+ *       for a whole block after the first depth block, alpha 1, 4 TILELOADD of C), then
+ *       per 32 of depth 4 TILELOADD and 4 TDPBF16PS, then 4 TILESTORED. Since MC, NC and KC are
  *       multiples of 32, over the whole product (alpha 1, beta 0)
  *         TDPBF16PS = 4 ceil(M/32) ceil(N/32) ceil(K/32)
- *         TILESTORED = 4 ceil(M/32) ceil(N/32) ceil(K/512)
- *         C loads = 4 floor(M/32) floor(N/32) (ceil(K/512) - 1)
+ *         TILESTORED = 4 ceil(M/32) ceil(N/32) ceil(K/KC)
+ *         C loads = 4 floor(M/32) floor(N/32) (ceil(K/KC) - 1)
  *         TILELOADD = TDPBF16PS + C loads,  TILEZERO = TILESTORED - C loads
  *       whatever the transposes and the thread count (two threads, one, and two
  *       products at once inside a parallel region); the timed tile spans are positive
@@ -24,7 +24,8 @@
 #include "amx_emul_counts.h"
 #include "cpu_features.h"
 #include "gemm_bf16.h"
-#include "util.h" /* gt_now */
+#include "gemm_bf16_amx.h" /* GEMM_BF16_AMX_KC */
+#include "util.h"          /* gt_now */
 #include "testutil.h"
 
 #ifdef _OPENMP
@@ -81,9 +82,10 @@ static void check_product(int M, int N, int K, int ta, int tb, int copies)
     const int threads = totals(&sum);
     const uint64_t blocks = (uint64_t)copies * 4 * ceil_div((uint64_t)M, 32) *
                             ceil_div((uint64_t)N, 32);
-    const uint64_t dp = blocks * ceil_div((uint64_t)K, 32), st = blocks * ceil_div((uint64_t)K, 512);
+    const uint64_t dp = blocks * ceil_div((uint64_t)K, 32),
+                   st = blocks * ceil_div((uint64_t)K, GEMM_BF16_AMX_KC);
     const uint64_t cload = (uint64_t)copies * 4 * (uint64_t)(M / 32) * (uint64_t)(N / 32) *
-                           (ceil_div((uint64_t)K, 512) - 1),
+                           (ceil_div((uint64_t)K, GEMM_BF16_AMX_KC) - 1),
                    ld = dp + cload, zero = st - cload;
     TU_CHECK(sum.dpbf16ps == dp && sum.loadd == ld && sum.stored == st && sum.zero == zero,
              "%d x %d x %d (%c%c, %s): %llu TDPBF16PS, %llu TILELOADD, %llu TILESTORED, "

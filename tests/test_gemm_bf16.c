@@ -13,8 +13,9 @@
  *   (d) the AVX512_BF16 and AMX paths give the same bits on 1, 2 and 3 OpenMP threads;
  *   (e) the emulated AMX path gives exactly the bits of a scalar product summed in the
  *       order the SDM gives TDPBF16PS (pairs in even and odd chains per 32 of depth,
- *       tiles accumulating over a depth block of 512, then alpha and beta): the
- *       kernel's packing and tile sequence put every pair where the hardware wants it;
+ *       tiles accumulating over a depth block of GEMM_BF16_AMX_KC, then alpha and
+ *       beta): the kernel's packing and tile sequence put every pair where the
+ *       hardware wants it;
  *   (f) the paths agree within FP32 summation order;
  *   (g) rounding really is to bfloat16: an operand that bfloat16 cannot hold changes
  *       the product as the reference says (the FP32 product would differ);
@@ -367,7 +368,7 @@ static float awkward(void)
 static void check_packing_sums(void)
 {
     static const int lines[] = {1, 15, 16, 17, 33, 64}, depths[] = {1, 2, 31, 32, 33, 100, 512};
-    const size_t words = (size_t)5 * 16 * GEMM_BF16_AMX_KC / 2;
+    const size_t words = (size_t)5 * 16 * 512 / 2; /* 5 tile rows, the deepest case (512) */
     uint32_t *a = malloc(words * 4), *b = malloc(words * 4);
     float *x = malloc((size_t)600 * 600 * sizeof *x), sums[3][80];
     int same = 1, cases = 0;
@@ -403,7 +404,7 @@ static void check_packing(void)
         return;
     }
     static const int lines[] = {1, 15, 16, 17, 33, 64}, depths[] = {1, 2, 31, 32, 33, 100, 512};
-    const size_t words = (size_t)5 * 16 * GEMM_BF16_AMX_KC / 2; /* 5 tile rows, kc 512 */
+    const size_t words = (size_t)5 * 16 * 512 / 2; /* 5 tile rows, the deepest case (512) */
     uint32_t *a = malloc(words * 4), *b = malloc(words * 4);
     float *x = malloc((size_t)600 * 600 * sizeof *x);
     int same = 1, cases = 0;
@@ -932,11 +933,10 @@ static void check_row_sums(const char *name)
 /* (o) W (R x Q) registered and packed; forward: gelu of A16 (M x Q, BF16 storage) W^T +
  * bias, into BF16 storage with the pre-activation; backward: GELU's backward of dout
  * (M x R) W at a pre-activation in BF16 storage, with its GELU. Each with c_unused 0
- * and 1; C starts as a marker value every time. */
-static void check_c_unused(enum gemm_bf16_path path, const char *name)
+ * and 1; C starts as a marker value every time. Returns whether both gave the same
+ * outputs; *untouched &= whether C kept its marker where it was unused. */
+static int c_unused_case(int M, int R, int Q, int *untouched, const char *name)
 {
-    enum { M = 100, R = 2100, Q = 1100 };
-    const int holds = path != GEMM_BF16_PORTABLE; /* keeps C's pieces in its own buffer */
     float *A = fnew_rand((size_t)M * Q), *W = fnew_rand((size_t)R * Q), *bias = fnew_rand(R),
           *dout = fnew_rand((size_t)M * R), *pre = fnew_rand((size_t)M * Q),
           *C = malloc((size_t)M * R * sizeof *C);
@@ -946,8 +946,8 @@ static void check_c_unused(enum gemm_bf16_path path, const char *name)
         for (int o = 0; o < 2; o++)
             if (!(out[cu][o] = calloc((size_t)M * R, sizeof **out))) exit(99);
     TU_CHECK(gemm_bf16_weights_add(W, R, Q) == 0 && gemm_bf16_weights_refresh() == 0,
-             "%s: (o) the weight is registered and packed", name);
-    int same = 1, untouched = 1;
+             "%s: (o) the weight %d x %d is registered and packed", name, R, Q);
+    int same = 1;
     for (int fwd = 0; fwd < 2; fwd++) {
         const int n = fwd ? R : Q;
         for (int cu = 0; cu < 2; cu++) {
@@ -965,20 +965,32 @@ static void check_c_unused(enum gemm_bf16_path path, const char *name)
                                                .dgelu_gelu16 = out[cu][1], .c_unused = cu};
                 gemm_bf16_fused(0, 0, M, Q, R, 1.0f, dout, R, W, Q, 0.0f, C, Q, &ep);
             }
-            if (cu && holds)
-                for (size_t i = 0; i < (size_t)M * n; i++) untouched &= C[i] == 7.0f;
+            if (cu)
+                for (size_t i = 0; i < (size_t)M * n; i++) *untouched &= C[i] == 7.0f;
         }
         for (int o = 0; o < 2; o++)
             same &= memcmp(out[0][o], out[1][o], (size_t)M * n * sizeof **out) == 0;
     }
     gemm_bf16_weights_clear();
-    TU_CHECK(same, "%s: an epilogue that leaves C unused gives the BF16 outputs of the product "
-             "that writes C (GELU forward and backward, past a column block and a depth "
-             "block, on a packed weight)", name);
-    if (holds) TU_CHECK(untouched, "%s: ... and C is never written", name);
     for (int cu = 0; cu < 2; cu++)
         for (int o = 0; o < 2; o++) free(out[cu][o]);
     free(A), free(W), free(bias), free(dout), free(pre), free(C), free(A16), free(pre16);
+    return same;
+}
+
+/* Two shapes: past a column block and a depth block with A packed (100 rows); and A
+ * read in place by the AMX path with few columns, so that an item takes more rows than
+ * MC (rows_in_place) and C's piece is that many rows of 300 */
+static void check_c_unused(enum gemm_bf16_path path, const char *name)
+{
+    const int holds = path != GEMM_BF16_PORTABLE; /* keeps C's pieces in its own buffer */
+    int untouched = 1;
+    const int same = c_unused_case(100, 2100, 1100, &untouched, name) &
+                     c_unused_case(192, 300, 256, &untouched, name);
+    TU_CHECK(same, "%s: an epilogue that leaves C unused gives the BF16 outputs of the product "
+             "that writes C (GELU forward and backward, past a column block and a depth "
+             "block, on a packed weight; A read in place, 192 rows of 300 columns)", name);
+    if (holds) TU_CHECK(untouched, "%s: ... and C is never written", name);
 }
 
 /* (p) the avx512-bf16 path counts its VDPBF16PS (dot_counts.h, what the bench's

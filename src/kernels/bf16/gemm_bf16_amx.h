@@ -37,12 +37,18 @@
 
 enum {
     GEMM_BF16_AMX_MC = 64,   /* rows of A packed by one thread at a time */
-    GEMM_BF16_AMX_KC = 512,  /* depth of a packed block */
+    GEMM_BF16_AMX_KC = 256,  /* depth of a packed block (see below) */
     GEMM_BF16_AMX_NC = 2048, /* columns of a packed B panel */
     GEMM_BF16_AMX_TILE = 256 /* 32-bit words in a tile (16 x 64 bytes) */
 };
 
-/* Each thread's work area: its packed A block, the four accumulator tiles as stored
+/* KC: on a real AMX Xeon (2 cores) the step's products with their operands as a step has
+ * them (bench_sgemm --operands step) ran in 70 ms at 256 deep against 78 at 512 (the
+ * bench's shape) and a few percent faster at the GPT-2 124M shape; 128 and 384 were
+ * slower again. Likely why: a block32 over 256 of depth reads 32 KB of A and B tiles,
+ * which fit the 48 KB L1 beside the next block's; over 512, 64 KB do not.
+ *
+ * Each thread's work area: its packed A block, the four accumulator tiles as stored
  * for the write to C (4 x 16 x 16 FP32) and its tile configuration (what a panel
  * product needs: GEMM_BF16_AMX_PANEL_WORK); then, for a whole product, a piece of C of
  * MC x NC floats (where the epilogue leaves C unused: gemm_bf16.h's c_unused). */
@@ -51,6 +57,12 @@ enum {
 #define GEMM_BF16_AMX_PANEL_WORK                                                            \
     ((GEMM_BF16_AMX_APANEL + GEMM_BF16_AMX_CTILES + sizeof(amx_tilecfg) + 63) & ~(size_t)63)
 #define GEMM_BF16_AMX_CPIECE ((size_t)GEMM_BF16_AMX_MC * GEMM_BF16_AMX_NC * 4)
+/* The most bytes of C one item of a product with B packed once per update covers (its
+ * rows x columns in FP32): the piece above, which is also what one core's L2 keeps
+ * beside the B block it reads */
+#define GEMM_BF16_AMX_PIECE_BYTES GEMM_BF16_AMX_CPIECE
+/* One core's L2 as the blocking assumes it (the Xeons with AMX have 2 MB) */
+#define GEMM_BF16_AMX_L2_BYTES ((size_t)2 << 20)
 #define GEMM_BF16_AMX_WORK (GEMM_BF16_AMX_PANEL_WORK + GEMM_BF16_AMX_CPIECE)
 /* The shared B panel (in gemm_bf16.h's GEMM_BF16_BPACK buffer) */
 #define GEMM_BF16_AMX_BPANEL ((size_t)GEMM_BF16_AMX_NC * GEMM_BF16_AMX_KC * 2)

@@ -183,7 +183,7 @@ static int a_in_place(const product *g)
  * bias is the exception: it goes first, into the tiles' start (direct blocks) or onto
  * each block as it is written, before the rest of the epilogue sees the piece.
  * piece (or NULL: C itself): where the piece of C lies instead (its element (m0, jc +
- * n_from) first, NC floats a row), when C's values are not wanted (c_unused). */
+ * n_from) first, nc floats a row), when C's values are not wanted (c_unused). */
 static void row_block(const product *g, const uint32_t *bpanel, const uint32_t *ap,
                       float *ct, float *piece, int m0, int mc, int jc, int nc, int n_from,
                       int n_to, int pc, int kc, float beta, int first, int last)
@@ -197,7 +197,7 @@ static void row_block(const product *g, const uint32_t *bpanel, const uint32_t *
                  astride = ap ? ROWB : (size_t)g->lda * 2;
     const float *const bias = first && g->ep ? g->ep->bias : NULL;
     const gemm_bf16_epilogue bias_only = {.bias = bias};
-    const int ldc = piece ? NC : g->ldc;
+    const int ldc = piece ? nc : g->ldc;
     float *const c0 = piece ? piece : g->C + (size_t)m0 * g->ldc + jc + n_from;
     for (int n0 = n_from; n0 < n_to; n0 += 32) {
         const uint32_t *b = bpanel + (size_t)(n0 / 16) * run;
@@ -237,13 +237,31 @@ static void take_a(const product *g, uint32_t *ap, int in_place, int rb, int *pa
     if (sums && !fused) gemm_bf16_row_sums(sums, g->transa, g->A, g->lda, m0, mc, pc, kc);
 }
 
+/* The rows of one item of the product with B packed once per update, where A is read in
+ * place (no A buffer bounds them). Every item reads all of B's depth blocks of its
+ * columns again: where those (K x nc BF16 values) outgrow one core's L2, from L3 or
+ * memory. There an item takes as many rows as keep its piece of C (nc columns of FP32,
+ * loaded and stored once a depth block) within GEMM_BF16_AMX_PIECE_BYTES, at most 512.
+ * Measured on a real AMX Xeon (2 cores, 2 MB L2 each): the logits' input gradient at the
+ * GPT-2 124M shape (768 columns, 50,304 deep: 77 MB of B) read B 64 times with MC rows
+ * an item and 16 times with 160, and ran 20-25% faster; the MLP's 3,072-deep products
+ * gained 5-10%. Where B stays in L2 (the bench's shape) more rows ran 3-10% slower:
+ * each row unit's A tiles, read again for every column strip, no longer stay in L1. */
+static int rows_in_place(int nc, int K)
+{
+    if ((size_t)K * (size_t)nc * 2 <= GEMM_BF16_AMX_L2_BYTES) return MC;
+    const int rows = (int)(GEMM_BF16_AMX_PIECE_BYTES / ((size_t)nc * sizeof(float))) / 32 * 32;
+    return rows < MC ? MC : rows > 512 ? 512 : rows;
+}
+
 /* The product with B's copy packed once per update (g->bpre): no panel to pack and share,
  * so each thread takes an item's depth blocks one after the other, its piece of C (mc
  * rows of the item's columns) in L2 throughout, instead of every depth block of the
  * whole column block in turn, which streamed all of C through memory once a depth
  * block (the MLP projection's 3,072-deep product: six times). Each element still sums
  * the depth blocks in order: the same bits.
- * piece (or NULL): the thread's MC x NC floats that hold each piece instead of C, where
+ * piece (or NULL): the thread's GEMM_BF16_AMX_PIECE_BYTES (an item's rows x nc floats at
+ * most, rows_in_place) that hold each piece instead of C, where
  * the epilogue leaves C unused: C is then never written (the MLP's two products whose
  * FP32 result only its BF16 outputs were made from wrote and evicted 50 MB of C a
  * layer at the GPT-2 124M shape). */
@@ -253,7 +271,9 @@ static void run_items_depth_inside(const product *g, uint32_t *ap, float *ct, fl
     const int munits = (g->M + 31) / 32;
     for (int jc = 0; jc < g->N; jc += NC) {
         const int nc = g->N - jc < NC ? g->N - jc : NC, nstrips = (nc + 31) / 32;
-        const gemm_split sp = gemm_split_for(munits, MC / 32, nstrips, nthreads);
+        const gemm_split sp =
+            gemm_split_for(munits, (in_place ? rows_in_place(nc, g->K) : MC) / 32, nstrips,
+                           nthreads);
         const int items = sp.rblocks * sp.groups;
 #pragma omp for schedule(static) nowait
         for (int it = 0; it < items; it++) {
