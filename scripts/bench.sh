@@ -85,7 +85,9 @@
 #   BENCH_STRICT  1: exit 1 when a target is missed
 #   BENCH_KEEP    1: keep the scratch folder and say where it is
 #   BENCH_AMX_PREDICT  0: no prediction of the AMX path (default 1: on a CPU without
-#                 AMX tiles, with bf16 in PRECISIONS and BENCH_ISA=native)
+#                 AMX tiles, with bf16 in PRECISIONS and BENCH_ISA=native); always: on
+#                 a CPU with AMX tiles too, the prediction beside the real run of the
+#                 same round, which checks the model
 #   BENCH_AMX_STEPS  steps of the emulated run; the first is not timed (default 4)
 #   BENCH_DOT_PREDICT  0: no prediction of the avx512-bf16 path on a faster dot-product
 #                 CPU (default 1: where the CPU has AVX512_BF16 and gentrain passed its
@@ -209,7 +211,7 @@ if ! "$PYTHON" -c 'import json, statistics' 2>/dev/null; then
 fi
 for v in THREADS STEPS TORCH_STEPS TORCH_WARMUP SGEMM_REPS BENCH_WAIT_IDLE BENCH_RETRIES BENCH_ROUNDS \
          N_LAYER N_HEAD N_EMBD BLOCK_SIZE BATCH_SIZE VOCAB BENCH_AMX_STEPS \
-         BENCH_AMX_PREDICT BENCH_DOT_PREDICT; do
+         BENCH_DOT_PREDICT; do
     eval "val=\$$v"
     case $val in
     ''|*[!0-9]*) say "bench.sh: $v=$val is not a whole number" >&2; exit 1;;
@@ -238,11 +240,16 @@ if [ "$STEPS" -lt 3 ]; then
     say "bench.sh: STEPS=$STEPS: need at least 3 (the first 2 are not timed)" >&2
     exit 1
 fi
-# The AMX prediction: only where there is no real AMX figure to take and bf16 runs
+# The AMX prediction: where there is no real AMX figure to take and bf16 runs, or
+# (always) beside the real one
+case $BENCH_AMX_PREDICT in
+0 | 1 | always) ;;
+*) say "bench.sh: BENCH_AMX_PREDICT='$BENCH_AMX_PREDICT': need 0, 1 or always" >&2; exit 1 ;;
+esac
 amx_predict=0
-if [ "$BENCH_AMX_PREDICT" = 1 ] && [ "$BENCH_ISA" = native ] &&
+if [ "$BENCH_AMX_PREDICT" != 0 ] && [ "$BENCH_ISA" = native ] &&
         case " $PRECISIONS " in *" bf16 "*) true;; *) false;; esac &&
-        ! grep -qw amx_bf16 /proc/cpuinfo 2>/dev/null; then
+        { [ "$BENCH_AMX_PREDICT" = always ] || ! grep -qw amx_bf16 /proc/cpuinfo 2>/dev/null; }; then
     amx_predict=1
     if [ "$BENCH_AMX_STEPS" -lt 2 ]; then
         say "bench.sh: BENCH_AMX_STEPS=$BENCH_AMX_STEPS: need at least 2 (the first is" \
