@@ -169,6 +169,24 @@ static float *alloc_filled(size_t n, uint64_t seed) {
     return p;
 }
 
+/* argv[*i] as --NAME WORD or --NAME=WORD, WORD one of a and b: 1 when it is that
+ * option (*is_b = WORD is b; *i past a separate WORD), 0 when it is another, -1 (said)
+ * when WORD is neither */
+static int choice_option(int argc, char **argv, int *i, const char *name, const char *a,
+                         const char *b, int *is_b) {
+    const char *arg = argv[*i];
+    const size_t n = strlen(name);
+    if (strncmp(arg, "--", 2) || strncmp(arg + 2, name, n) || (arg[2 + n] && arg[2 + n] != '='))
+        return 0;
+    const char *v = arg[2 + n] == '=' ? arg + 3 + n : (*i + 1 < argc ? argv[++*i] : "");
+    if (strcmp(v, a) && strcmp(v, b)) {
+        fprintf(stderr, "bench_sgemm: --%s needs %s or %s, got '%s'\n", name, a, b, v);
+        return -1;
+    }
+    *is_b = !strcmp(v, b);
+    return 1;
+}
+
 int main(int argc, char **argv) {
     blas_core_fixup(argv); /* returns only when no restart was needed */
     int64_t C = 384, T = 256, B = 8, V = 256, L = 6, threads = 0, reps = 10, S = 2048;
@@ -177,24 +195,11 @@ int main(int argc, char **argv) {
         char key[64];
         if (!strcmp(a, "-h") || !strcmp(a, "--help")) { usage(stdout); return 0; }
         if (strncmp(a, "--", 2)) { usage(stderr); return 2; }
-        if (!strcmp(a, "--precision") || !strncmp(a, "--precision=", 12)) {
-            const char *v = a[11] == '=' ? a + 12 : (i + 1 < argc ? argv[++i] : "");
-            if (strcmp(v, "fp32") && strcmp(v, "bf16")) {
-                fprintf(stderr, "bench_sgemm: --precision needs fp32 or bf16, got '%s'\n", v);
-                return 2;
-            }
-            use_bf16 = !strcmp(v, "bf16");
-            continue;
-        }
-        if (!strcmp(a, "--operands") || !strncmp(a, "--operands=", 11)) {
-            const char *v = a[10] == '=' ? a + 11 : (i + 1 < argc ? argv[++i] : "");
-            if (strcmp(v, "plain") && strcmp(v, "step")) {
-                fprintf(stderr, "bench_sgemm: --operands needs plain or step, got '%s'\n", v);
-                return 2;
-            }
-            step_operands = !strcmp(v, "step");
-            continue;
-        }
+        const int prec = choice_option(argc, argv, &i, "precision", "fp32", "bf16", &use_bf16);
+        const int ops = prec ? 0 : choice_option(argc, argv, &i, "operands", "plain", "step",
+                                                 &step_operands);
+        if (prec < 0 || ops < 0) return 2;
+        if (prec || ops) continue;
         const char *eq = strchr(a, '=');
         size_t kl = eq ? (size_t)(eq - a - 2) : strlen(a + 2);
         if (kl >= sizeof key) kl = sizeof key - 1;
