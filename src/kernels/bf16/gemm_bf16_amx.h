@@ -45,7 +45,7 @@ enum {
 /* KC: on a real AMX Xeon (2 cores) the step's products with their operands as a step has
  * them (bench_sgemm --operands step) ran in 70 ms at 256 deep against 78 at 512 (the
  * bench's shape) and a few percent faster at the GPT-2 124M shape; 128 and 384 were
- * slower again. Likely why: a block32 over 256 of depth reads 32 KB of A and B tiles,
+ * slower, 192 no faster. Likely why: a block32 over 256 of depth reads 32 KB of A and B tiles,
  * which fit the 48 KB L1 beside the next block's; over 512, 64 KB do not.
  *
  * Each thread's work area: its packed A block, the four accumulator tiles as stored
