@@ -8,17 +8,15 @@
  * character boundary, with a warning. The ids are appended to extendable datasets. */
 #include "prepare.h"
 
-#include <errno.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/stat.h>
-#include <unistd.h>
 
 #include "util.h"
 #include "bpe.h"
 #include "bpe_train.h"
+#include "file_commit.h" /* file_begin, file_end */
 #include "h5lock.h"
 #include "h5tok.h"
 #include "h5util.h"
@@ -89,7 +87,8 @@ done:
     return json;
 }
 
-/* Writes text to path through path.tmp and a rename; never over an input. */
+/* Writes text to path through path.tmp and a rename (file_commit.h: synced, the reason
+ * of a failure said, no .tmp left); never over an input. */
 static int save_text(job *j, const char *path, const char *text, size_t len)
 {
     const char *kind = gt_special_kind(path);
@@ -99,28 +98,20 @@ static int save_text(job *j, const char *path, const char *text, size_t len)
     }
     if (prep_check_writable(j->inputs, j->n_inputs, path, "--save-tokenizer") != 0)
         return -1;
-    size_t n = strlen(path) + 5;
+    const size_t n = strlen(path) + 5;
     char *tmp = malloc(n);
-    errno = ENOMEM;
-    FILE *f = tmp ? (snprintf(tmp, n, "%s.tmp", path), fopen(tmp, "wb")) : NULL;
-    int ok = f && fwrite(text, 1, len, f) == len;
-    if (f) ok &= fflush(f) == 0 && fsync(fileno(f)) == 0;
-    int err = errno; /* the first failure's, before fclose and unlink change it */
-    if (f && fclose(f) != 0 && ok) {
-        ok = 0;
-        err = errno;
+    if (!tmp) {
+        gt_error("out of memory writing the tokenizer to %s", path);
+        return -1;
     }
-    if (ok && rename(tmp, path) != 0) {
-        ok = 0;
-        err = errno;
-    }
-    if (!ok) {
-        /* the reason: a missing folder and a full disk need different fixes */
-        gt_error("cannot write the tokenizer to %s: %s", path, h5io_errno_reason(err));
-        if (tmp) unlink(tmp);
+    FILE *f = file_begin(path, "tokenizer file", tmp, n);
+    int rc = -1;
+    if (f) {
+        (void)fwrite(text, 1, len, f); /* a short write leaves ferror(f), which file_end says */
+        rc = file_end(f, tmp, path, "tokenizer file");
     }
     free(tmp);
-    return ok ? 0 : -1;
+    return rc;
 }
 
 /* The tokenizer: read, or trained on the inputs; loaded into j->t. */
