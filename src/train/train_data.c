@@ -180,16 +180,16 @@ int train_open_data(run *r)
      * a batch_size past the data took minutes to read before this was said. */
     const int most = r->auto_batch ? r->accum_max : r->accum;
     const int64_t per_step = (int64_t)c->batch_size * r->dp * most;
-    if (most == 1 && r->train_w.count < per_step) {
-        gt_error("%s:%s has %lld windows; batch_size x replicas = %d x %d = %lld sequences "
-                 "a step needs at least that many", c->data, c->train_dataset,
-                 (long long)r->train_w.count, c->batch_size, r->dp, (long long)per_step);
-        return -1;
-    }
-    if (most > 1 && r->train_w.count < per_step) {
-        gt_error("%s:%s has %lld windows; a global batch of %lld sequences (%s) needs at "
-                 "least that many", c->data, c->train_dataset, (long long)r->train_w.count,
-                 (long long)per_step, r->auto_batch ? "global_batch_max" : "global_batch_size");
+    if (r->train_w.count < per_step) {
+        if (most == 1)
+            gt_error("%s:%s has %lld windows; batch_size x replicas = %d x %d = %lld "
+                     "sequences a step needs at least that many", c->data, c->train_dataset,
+                     (long long)r->train_w.count, c->batch_size, r->dp, (long long)per_step);
+        else
+            gt_error("%s:%s has %lld windows; a global batch of %lld sequences (%s) needs at "
+                     "least that many", c->data, c->train_dataset, (long long)r->train_w.count,
+                     (long long)per_step,
+                     r->auto_batch ? "global_batch_max" : "global_batch_size");
         return -1;
     }
     if (config_is_none(c->val_dataset)) return 0;
