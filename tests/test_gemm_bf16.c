@@ -22,7 +22,8 @@
  *   (h) GENTRAIN_BF16 picks the path at gemm_bf16_init; a path the CPU lacks falls
  *       back with a warning; amx-emulated is never picked unless asked for;
  *   (i) the AMX path's two packings (AVX512_BF16 and portable) write the same bits,
- *       and the emulated twin meets (e) on both;
+ *       and the emulated twin meets (e) on both; a B panel packed in runs of depth
+ *       pairs holds the bits of the panel packed strip by strip;
  *   (j) so do its two write-backs of the accumulator tiles into C (AVX-512 and
  *       portable), the twin meeting (e) on both;
  *   (k) a weight matrix packed once (gemm_bf16_weights.h) gives the bits of the same
@@ -434,6 +435,54 @@ static void check_packing(void)
     free(a);
     free(b);
     free(x);
+}
+
+/* (i) the B panel packed in runs of depth pairs (gemm_bf16_amx_pack_b_pairs: the
+ * product's own panel of B as stored, FP32 or in BF16 storage) holds the bits of the
+ * panel packed strip by strip with the portable packing, padding included, whichever
+ * packing runs and however the pairs are cut into runs */
+static void check_pair_packing(void)
+{
+    static const int cols[] = {1, 15, 16, 17, 33, 64}, depths[] = {1, 2, 31, 32, 33, 100, 256};
+    enum { LD = 600, T = GEMM_BF16_AMX_TILE };
+    const size_t words = (size_t)4 * 8 * T; /* 2 strips x 2 tiles x 8 depth tiles */
+    uint32_t *ref = malloc(words * 4), *got = malloc(words * 4);
+    float *x = malloc((size_t)LD * 300 * sizeof *x);
+    uint16_t *h = malloc((size_t)LD * 300 * sizeof *h);
+    int same = 1, cases = 0;
+    for (size_t i = 0; x && i < (size_t)LD * 300; i++) x[i] = awkward();
+    if (x && h) bf16_store(h, x, (size_t)LD * 300);
+    for (int ci = 0; ref && got && x && h && ci < 6; ci++)
+        for (int di = 0; di < 7; di++)
+            for (int stored = 0; stored < 2; stored++) {
+                const int nc = cols[ci], kc = depths[di], nq = (kc + 31) / 32;
+                const int strips = (nc + 31) / 32, transb = stored ? GEMM_BF16_STORED : 0;
+                const float *b = stored ? (const float *)(const void *)h : x;
+                const size_t n = (size_t)strips * 2 * nq * T;
+                (void)gemm_bf16_amx_pack_select(0);
+                for (int s = 0; s < strips; s++)
+                    gemm_bf16_amx_pack_b(ref + (size_t)2 * s * nq * T, transb, b, LD, 3 + 32 * s,
+                                         nc - 32 * s < 32 ? nc - 32 * s : 32, 2, 5, kc);
+                for (int v = 0; v < 2; v++)
+                    for (int run = 3; run <= 16 * nq; run += 16 * nq - 3) {
+                        memset(got, 0xab, n * 4);
+                        (void)gemm_bf16_amx_pack_select(v);
+                        for (int p0 = 0; p0 < 16 * nq; p0 += run)
+                            gemm_bf16_amx_pack_b_pairs(got, transb, b, LD, 3, nc, 5, kc, p0,
+                                                       p0 + run < 16 * nq ? p0 + run : 16 * nq);
+                        same &= memcmp(ref, got, n * 4) == 0;
+                        cases++;
+                    }
+            }
+    (void)gemm_bf16_amx_pack_select(1);
+    TU_CHECK(ref && got && x && h && same,
+             "AMX B panel packed in runs of depth pairs: the bits of the strip-by-strip "
+             "portable packing (%d cases: FP32 and BF16 storage, edges of columns and depth, "
+             "both packings, runs of 3 and of the whole depth)", cases);
+    free(ref);
+    free(got);
+    free(x);
+    free(h);
 }
 
 /* (j) the two write-backs of the AMX path's accumulator tiles into C give the same
@@ -1231,6 +1280,7 @@ int main(void)
         check_agree(paths[i].path, paths[i].name);
     }
     check_packing();
+    check_pair_packing();
     check_packing_sums();
     check_write_back();
     check_store_rounding();

@@ -81,6 +81,18 @@ void gemm_bf16_amx_pack_a(uint32_t *ap, int transa, const float *A, int lda, int
 void gemm_bf16_amx_pack_b(uint32_t *bp, int transb, const float *B, int ldb, int n0, int nc,
                           int ntiles, int k0, int kc);
 
+/* Depth pairs p0 .. p1 (pair p: depth 2p, 2p + 1) of the whole B panel of columns n0 ..
+ * n0+nc and depth k0 .. k0+kc, for B as stored ([k][n]: transb 0, or GEMM_BF16_STORED):
+ * what gemm_bf16_amx_pack_b writes there for every strip (ceil(nc / 32) strips of two B
+ * tiles; tile (j, q) at bp + (j nq + q) 256), the columns and depth past nc and kc as
+ * zeros. p1 <= 16 nq. A thread packs a run of pairs, so its reads go along two of B's
+ * rows from start to end (a strip read 64 bytes of each of kc rows a memory page apart,
+ * a stride the prefetchers do not follow). */
+void gemm_bf16_amx_pack_b_pairs(uint32_t *bp, int transb, const float *B, int ldb, int n0,
+                                int nc, int k0, int kc, int p0, int p1);
+void gemm_bf16_amx_pack_b_pairs_avx512(uint32_t *bp, int transb, const float *B, int ldb,
+                                       int n0, int nc, int k0, int kc, int p0, int p1);
+
 /* The same packing with AVX512_BF16 (gemm_bf16_amx_pack_avx512.c), the same bits;
  * only where the CPU has AVX512_BF16. */
 void gemm_bf16_amx_pack_a_avx512(uint32_t *ap, int transa, const float *A, int lda, int m0,

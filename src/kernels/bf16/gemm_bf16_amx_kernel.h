@@ -40,7 +40,8 @@ enum {
     KC = GEMM_BF16_AMX_KC,
     NC = GEMM_BF16_AMX_NC,
     TW = GEMM_BF16_AMX_TILE, /* 32-bit words in a tile */
-    ROWB = AMX_MAX_COLSB     /* bytes in a tile row, the stride of every load and store */
+    ROWB = AMX_MAX_COLSB,    /* bytes in a tile row, the stride of every load and store */
+    PAIR_RUN = 8             /* depth pairs a thread packs at a time of a B panel as stored */
 };
 
 #ifndef AMX_SPAN_BEGIN
@@ -317,6 +318,7 @@ static void run_thread(const product *g, uint8_t *w)
     const int munits = (g->M + 31) / 32; /* rows in whole 32-row units */
     const int in_place = a_in_place(g);
     int panels = 0; /* B panels packed so far: the next goes into the other buffer */
+    const int b_rows = g->transb == 0 || g->transb == GEMM_BF16_STORED;
     amx_tilecfg_uniform(cfg, AMX_TILES, AMX_MAX_ROWS, AMX_MAX_COLSB);
     AMX_CONFIG(cfg);
     if (g->bpre) {
@@ -338,10 +340,20 @@ static void run_thread(const product *g, uint8_t *w)
             /* the other buffer than the last panel's (see the AVX512_BF16 path) */
             uint32_t *const bpanel =
                 g->bp + (size_t)(panels++ & 1) * (GEMM_BF16_BPACK / sizeof *g->bp);
-#pragma omp for schedule(static) /* its barrier: the panel is whole before any use */
-            for (int s = 0; s < nstrips; s++)
-                gemm_bf16_amx_packer.pack_strip(bpanel, s, nc, g->transb, g->B, g->ldb, jc, pc,
-                                                kc);
+            /* its barrier: the panel is whole before any use. B as stored is packed in
+             * runs of depth pairs (gemm_bf16_amx_pack_b_pairs), else strip by strip */
+            if (b_rows) {
+                const int runs = ((kc + 31) / 32 * 16 + PAIR_RUN - 1) / PAIR_RUN;
+#pragma omp for schedule(static)
+                for (int r = 0; r < runs; r++)
+                    gemm_bf16_amx_pack_b_pairs(bpanel, g->transb, g->B, g->ldb, jc, nc, pc, kc,
+                                               r * PAIR_RUN, (r + 1) * PAIR_RUN);
+            } else {
+#pragma omp for schedule(static)
+                for (int s = 0; s < nstrips; s++)
+                    gemm_bf16_amx_packer.pack_strip(bpanel, s, nc, g->transb, g->B, g->ldb, jc,
+                                                    pc, kc);
+            }
             int packed = -1; /* the row block in this thread's A buffer */
 #pragma omp for schedule(static) nowait
             for (int it = 0; it < items; it++) {

@@ -176,6 +176,34 @@ void gemm_bf16_amx_pack_b(uint32_t *bp, int transb, const float *B, int ldb, int
         pack_lines_contiguous(&t, B + (size_t)k0 * ldb + n0, (size_t)ldb, nc, kc, NULL);
 }
 
+void gemm_bf16_amx_pack_b_pairs(uint32_t *bp, int transb, const float *B, int ldb, int n0,
+                                int nc, int k0, int kc, int p0, int p1)
+{
+#if GT_SIMD_X86_BF16
+    if (use_vector) {
+        gemm_bf16_amx_pack_b_pairs_avx512(bp, transb, B, ldb, n0, nc, k0, kc, p0, p1);
+        return;
+    }
+#endif
+    const int nq = (kc + 31) / 32, width = 32 * ((nc + 31) / 32);
+    const layout t = {bp, nq, 1, 16};
+    const uint16_t *const h = (const uint16_t *)(const void *)B;
+    for (int p = p0; p < p1; p++) {
+        const int k = 2 * p, two = k + 1 < kc;
+        const size_t r0 = (size_t)(k0 + k) * ldb + n0, r1 = r0 + (size_t)ldb;
+        for (int n = 0; n < width; n++) {
+            uint32_t v = 0;
+            if (n < nc && k < kc) {
+                if (transb == GEMM_BF16_STORED)
+                    v = h[r0 + n] | (two ? (uint32_t)h[r1 + n] << 16 : 0u);
+                else
+                    v = bf16_pair(B[r0 + n], two ? B[r1 + n] : 0.0f);
+            }
+            *slot_of(&t, n, p) = v;
+        }
+    }
+}
+
 /* gemm_bf16_amx_pack_b, streamed where the vector packing runs (a copy's packing) */
 static void pack_b_copy(uint32_t *bp, int transb, const float *B, int ldb, int n0, int nc,
                         int ntiles, int k0, int kc)

@@ -172,6 +172,35 @@ void gemm_bf16_amx_pack_b_streamed_avx512(uint32_t *bp, int transb, const float 
     pack_b(bp, transb, B, ldb, n0, nc, ntiles, k0, kc, 1);
 }
 
+void gemm_bf16_amx_pack_b_pairs_avx512(uint32_t *bp, int transb, const float *B, int ldb,
+                                       int n0, int nc, int k0, int kc, int p0, int p1)
+{
+    const int nq = (kc + 31) / 32, ntiles = 2 * ((nc + 31) / 32);
+    const __m512i zero = _mm512_setzero_si512();
+    for (int p = p0; p < p1; p++) {
+        const int k = 2 * p;
+        const size_t r0 = (size_t)(k0 + k) * ldb + n0, r1 = r0 + (size_t)ldb;
+        const int two = k + 1 < kc;
+        uint32_t *row = bp + (size_t)(p >> 4) * T + (size_t)(p & 15) * 16; /* tile j = 0 */
+        for (int j = 0; j < ntiles; j++) {
+            const int n = nc - 16 * j;
+            __m512i v = zero;
+            if (n > 0 && k < kc) {
+                if (transb == GEMM_BF16_STORED) {
+                    const uint16_t *h = (const uint16_t *)(const void *)B;
+                    v = bf16_pairs_of_stored(h + r0 + 16 * j, two ? h + r1 + 16 * j : NULL, n);
+                } else {
+                    const __mmask16 m = lanes(n);
+                    v = pairs_of(_mm512_maskz_loadu_ps(m, B + r0 + 16 * j),
+                                 two ? _mm512_maskz_loadu_ps(m, B + r1 + 16 * j)
+                                     : _mm512_setzero_ps());
+                }
+            }
+            _mm512_storeu_si512(row + (size_t)j * nq * T, v);
+        }
+    }
+}
+
 void gemm_bf16_amx_stream_fence(void)
 {
     _mm_sfence(); /* streamed stores are weakly ordered: they land before what follows */
