@@ -50,7 +50,7 @@
  *       block, a depth block and a column block, and past the rows the fused sums
  *       hold (then summed after the product), for A as stored and transposed;
  *   (o) an epilogue that leaves C unused (c_unused: the MLP's GELU forward and backward
- *       into BF16 storage) gives the BF16 outputs of the same product that writes C,
+ *       into BF16 storage, q|k|v into BF16 storage) gives the BF16 outputs of the same product that writes C,
  *       on a packed weight copy, past a column block and several depth blocks; the
  *       AMX and AVX512_BF16 paths never write C then;
  *   (p) the AVX512_BF16 path counts the VDPBF16PS its micro-kernel runs, and times it;
@@ -980,7 +980,8 @@ static void check_row_sums(const char *name)
 }
 
 /* (o) W (R x Q) registered and packed; forward: gelu of A16 (M x Q, BF16 storage) W^T +
- * bias, into BF16 storage with the pre-activation; backward: GELU's backward of dout
+ * bias, into BF16 storage with the pre-activation, and A16 W^T + bias into BF16 storage
+ * alone (the attention's q|k|v); backward: GELU's backward of dout
  * (M x R) W at a pre-activation in BF16 storage, with its GELU. Each with c_unused 0
  * and 1; C starts as a marker value every time. Returns whether both gave the same
  * outputs; *untouched &= whether C kept its marker where it was unused. */
@@ -997,11 +998,16 @@ static int c_unused_case(int M, int R, int Q, int *untouched, const char *name)
     TU_CHECK(gemm_bf16_weights_add(W, R, Q) == 0 && gemm_bf16_weights_refresh() == 0,
              "%s: (o) the weight %d x %d is registered and packed", name, R, Q);
     int same = 1;
-    for (int fwd = 0; fwd < 2; fwd++) {
+    for (int fwd = 0; fwd < 3; fwd++) { /* backward, forward with GELU, forward plain */
         const int n = fwd ? R : Q;
         for (int cu = 0; cu < 2; cu++) {
             for (size_t i = 0; i < (size_t)M * R; i++) C[i] = 7.0f;
-            if (fwd) {
+            if (fwd == 2) {
+                const gemm_bf16_epilogue ep = {.bias = bias, .out_bf16 = out[cu][1],
+                                               .ld_out_bf16 = (size_t)R, .c_unused = cu};
+                gemm_bf16_fused(GEMM_BF16_STORED, 1, M, R, Q, 1.0f,
+                                (const float *)(const void *)A16, Q, W, Q, 0.0f, C, R, &ep);
+            } else if (fwd) {
                 const gemm_bf16_epilogue ep = {.bias = bias, .gelu_out16 = out[cu][0],
                                                .ld_gelu = (size_t)R, .out_bf16 = out[cu][1],
                                                .ld_out_bf16 = (size_t)R, .round_c = 1,
@@ -1037,8 +1043,9 @@ static void check_c_unused(enum gemm_bf16_path path, const char *name)
     const int same = c_unused_case(100, 2100, 1100, &untouched, name) &
                      c_unused_case(192, 300, 256, &untouched, name);
     TU_CHECK(same, "%s: an epilogue that leaves C unused gives the BF16 outputs of the product "
-             "that writes C (GELU forward and backward, past a column block and a depth "
-             "block, on a packed weight; A read in place, 192 rows of 300 columns)", name);
+             "that writes C (GELU forward and backward, a plain forward into BF16 storage, "
+             "past a column block and a depth block, on a packed weight; A read in place, "
+             "192 rows of 300 columns)", name);
     if (holds) TU_CHECK(untouched, "%s: ... and C is never written", name);
 }
 

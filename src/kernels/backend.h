@@ -20,12 +20,13 @@
  * forward and backward, as its BF16 value (as PyTorch's autocast keeps a Linear's
  * output). Every member is required. */
 typedef struct gt_bf16_acts {
-    /* layernorm_forward into out16, the FP32 rows passing through out (N x C scratch,
-     * left holding the FP32 output) */
+    /* layernorm_forward into out16, the FP32 rows passing through out (N x C scratch;
+     * its values afterwards are not the output) */
     void (*layernorm_forward)(uint16_t *out16, float *out, float *mean, float *rstd,
                               const float *inp, const float *w, const float *b, size_t N,
                               int C);
-    /* matmul_forward from inp16; out16 (NULL: none) receives out's BF16 copy too */
+    /* matmul_forward from inp16; out16 (NULL: none) receives out's BF16 copy instead,
+     * out then being scratch whose values afterwards are not the output */
     void (*matmul_forward)(float *out, uint16_t *out16, const uint16_t *inp16,
                            const float *w, const float *bias, size_t N, int C, int OC);
     /* out16 (NULL: none): out rounded to BF16 and stored, and GELU taken of that; the

@@ -274,18 +274,31 @@ static void layernorm_forward_stored(uint16_t *out16, float *out, float *mean, f
                                      const float *inp, const float *w, const float *b,
                                      size_t N, int C)
 {
+    /* Each row passes through a row of scratch of the thread's own (the row's number in
+     * the team: out has N >= team rows), stored while in L1: FP32 rows written at
+     * their own places went out to memory, 4 bytes a value no one reads (backend.h) */
     const simd_kernels *k = simd_kernels_get();
-#pragma omp parallel for schedule(static) if (par_ok(N * (size_t)C))
-    for (size_t n = 0; n < N; n++) { /* each row stored while it is in L1 */
-        k->ln_fwd_row(out + n * C, mean + n, rstd + n, inp + n * C, w, b, C);
-        bf16_store(out16 + n * C, out + n * C, (size_t)C);
+#pragma omp parallel if (par_ok(N * (size_t)C))
+    {
+#ifdef _OPENMP
+        float *const row = out + (size_t)omp_get_thread_num() % N * C;
+#else
+        float *const row = out;
+#endif
+#pragma omp for schedule(static)
+        for (size_t n = 0; n < N; n++) {
+            k->ln_fwd_row(row, mean + n, rstd + n, inp + n * C, w, b, C);
+            bf16_store(out16 + n * C, row, (size_t)C);
+        }
     }
 }
 
 static void matmul_forward_stored(float *out, uint16_t *out16, const uint16_t *inp16,
                                   const float *w, const float *bias, size_t N, int C, int OC)
 {
-    const gemm_bf16_epilogue ep = {.bias = bias, .out_bf16 = out16, .ld_out_bf16 = (size_t)OC};
+    /* with out16, out is scratch (backend.h): the FP32 values need not reach it */
+    const gemm_bf16_epilogue ep = {.bias = bias, .out_bf16 = out16, .ld_out_bf16 = (size_t)OC,
+                                   .c_unused = out16 != NULL};
     gemm_bf16_fused(GEMM_BF16_STORED, 1, (int)N, OC, C, 1.0f, stored(inp16), C, w, C, 0.0f,
                     out, OC, &ep);
 }
