@@ -35,7 +35,9 @@ void gt_set_report_rank(int rank);
 void gt_mute_reports(int on);
 
 /* malloc/calloc that report "out of memory allocating <what> (<n> bytes)" and
- * return NULL on failure. 64-byte aligned (SIMD loads, cache lines); free with free(). */
+ * return NULL on failure. 64-byte aligned (SIMD loads, cache lines); from 8 MB on,
+ * 2 MB aligned with transparent huge pages advised (Linux; where the system allows
+ * them); free with free(). */
 void *gt_malloc(size_t nbytes, const char *what);
 void *gt_calloc(size_t nbytes, const char *what);
 
