@@ -33,6 +33,7 @@
 #include "bf16_store.h"       /* bf16_store: --operands step's BF16 copies */
 #include "gemm_bf16.h"        /* defines: gemm_bf16 (--precision bf16) */
 #include "gemm_bf16_weights.h" /* --operands step: the weights packed once */
+#include "util.h"                /* gt_malloc */
 #include <errno.h>
 #include <omp.h>     /* defines: omp_get_max_threads, omp_set_num_threads, omp_get_wtime */
 #include <stdint.h>
@@ -158,9 +159,10 @@ static void cpu_busy(double *all_s, double *own_s) {
     fclose(f);
 }
 
+/* gt_malloc, as the trainer allocates its arrays (huge pages for the big ones) */
 static float *alloc_filled(size_t n, uint64_t seed) {
-    float *p = NULL;
-    if (posix_memalign((void **)&p, 64, n * sizeof(float) + 64)) return NULL;
+    float *p = gt_malloc(n * sizeof(float) + 64, "bench operands");
+    if (!p) return NULL;
     uint64_t x = seed * 0x9E3779B97F4A7C15ull + 1;
     for (size_t i = 0; i < n; i++) {   /* xorshift, values in [-1, 1) */
         x ^= x << 13; x ^= x >> 7; x ^= x << 17;
@@ -275,8 +277,8 @@ int main(int argc, char **argv) {
     }
     float *A = alloc_filled(na, 1), *Bm = alloc_filled(nb, 2), *Cm = alloc_filled(nc, 3);
     double *t = malloc((size_t)reps * sizeof *t);
-    uint16_t *A16 = step_operands ? malloc(na * sizeof *A16) : NULL;
-    uint16_t *B16 = step_operands ? malloc(nb * sizeof *B16) : NULL;
+    uint16_t *A16 = step_operands ? gt_malloc(na * sizeof *A16, "bench operands") : NULL;
+    uint16_t *B16 = step_operands ? gt_malloc(nb * sizeof *B16, "bench operands") : NULL;
     if (!A || !Bm || !Cm || !t || (step_operands && (!A16 || !B16))) {
         fprintf(stderr, "bench_sgemm: out of memory for %zu+%zu+%zu floats\n", na, nb, nc);
         return 1;
