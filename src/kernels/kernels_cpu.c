@@ -274,19 +274,22 @@ static void layernorm_forward_stored(uint16_t *out16, float *out, float *mean, f
                                      const float *inp, const float *w, const float *b,
                                      size_t N, int C)
 {
-    /* Each row passes through a row of scratch of the thread's own (the row's number in
-     * the team: out has N >= team rows), stored while in L1: FP32 rows written at
-     * their own places went out to memory, 4 bytes a value no one reads (backend.h) */
+    /* Each row passes through a row of scratch of the thread's own (row t of out for
+     * thread t, where out has a row for every thread), stored while in L1: FP32 rows
+     * written at their own places went out to memory, 4 bytes a value no one reads
+     * (backend.h) */
     const simd_kernels *k = simd_kernels_get();
 #pragma omp parallel if (par_ok(N * (size_t)C))
     {
+        size_t t = 0, team = 1;
 #ifdef _OPENMP
-        float *const row = out + (size_t)omp_get_thread_num() % N * C;
-#else
-        float *const row = out;
+        t = (size_t)omp_get_thread_num();
+        team = (size_t)omp_get_num_threads();
 #endif
+        float *const own = team <= N ? out + t * C : NULL; /* else each row its own place */
 #pragma omp for schedule(static)
         for (size_t n = 0; n < N; n++) {
+            float *const row = own ? own : out + n * C;
             k->ln_fwd_row(row, mean + n, rstd + n, inp + n * C, w, b, C);
             bf16_store(out16 + n * C, row, (size_t)C);
         }
