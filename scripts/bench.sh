@@ -91,7 +91,9 @@
 #   BENCH_AMX_STEPS  steps of the emulated run; the first is not timed (default 4)
 #   BENCH_DOT_PREDICT  0: no prediction of the avx512-bf16 path on a faster dot-product
 #                 CPU (default 1: where the CPU has AVX512_BF16 and gentrain passed its
-#                 dot products over)
+#                 dot products over); always: on every CPU with AVX512_BF16, an AMX
+#                 Xeon's too (its bf16 runs the tiles), so that the Zen rows can be
+#                 predicted from the release measured there
 #   BENCH_AMX_GHZ the clock the tiles are predicted at (default: the clock the
 #                 emulated run's measured FMA peak gives, peak / THREADS / 64 flop a
 #                 cycle (two 16-lane FMA units a core): the cores' clock under
@@ -210,8 +212,7 @@ if ! "$PYTHON" -c 'import json, statistics' 2>/dev/null; then
     exit 1
 fi
 for v in THREADS STEPS TORCH_STEPS TORCH_WARMUP SGEMM_REPS BENCH_WAIT_IDLE BENCH_RETRIES BENCH_ROUNDS \
-         N_LAYER N_HEAD N_EMBD BLOCK_SIZE BATCH_SIZE VOCAB BENCH_AMX_STEPS \
-         BENCH_DOT_PREDICT; do
+         N_LAYER N_HEAD N_EMBD BLOCK_SIZE BATCH_SIZE VOCAB BENCH_AMX_STEPS; do
     eval "val=\$$v"
     case $val in
     ''|*[!0-9]*) say "bench.sh: $v=$val is not a whole number" >&2; exit 1;;
@@ -240,6 +241,10 @@ if [ "$STEPS" -lt 3 ]; then
     say "bench.sh: STEPS=$STEPS: need at least 3 (the first 2 are not timed)" >&2
     exit 1
 fi
+case $BENCH_DOT_PREDICT in
+0 | 1 | always) ;;
+*) say "bench.sh: BENCH_DOT_PREDICT='$BENCH_DOT_PREDICT': need 0, 1 or always" >&2; exit 1 ;;
+esac
 # The AMX prediction: where there is no real AMX figure to take and bf16 runs, or
 # (always) beside the real one
 case $BENCH_AMX_PREDICT in
@@ -367,13 +372,19 @@ gentrain_round() {
 }
 
 # dot_predict_round R: where the round's bf16 run passed this CPU's BF16 dot products
-# over (the line saying so), the avx512-bf16 path for STEPS steps, whose log counts its
-# VDPBF16PS; one runs.txt line. Returns 0 when there was nothing to run.
+# over (the line saying so), or (BENCH_DOT_PREDICT=always) wherever the CPU has
+# AVX512_BF16, the avx512-bf16 path for STEPS steps, whose log counts its VDPBF16PS;
+# one runs.txt line. Returns 0 when there was nothing to run.
 dot_predict_round() {
     local out
     out=$(awk -v r="$1" '$1 == "gentrain" && $3 == "bf16" && $7 == r { print $6 }' \
         "$tmp/runs.txt" | tail -n 1)
-    [ -n "$out" ] && grep -q '^precision: BF16 dot products measure.*so FP32' "$out" || return 0
+    if [ "$BENCH_DOT_PREDICT" = always ]; then
+        [ -n "$out" ] && grep -qw avx512_bf16 /proc/cpuinfo 2>/dev/null || return 0
+    else
+        [ -n "$out" ] && grep -q '^precision: BF16 dot products measure.*so FP32' "$out" ||
+            return 0
+    fi
     section "round $1 of $BENCH_ROUNDS: the avx512-bf16 path ($STEPS steps) for the" \
         "PREDICTED row of a CPU with faster dot products"
     GENTRAIN_BF16=avx512 clean_run avx512-bf16 "$STEPS" bf16 dot-predicted dotpred "$1" \
@@ -449,7 +460,7 @@ for round in $(seq 1 "$BENCH_ROUNDS"); do
                 "($BENCH_AMX_STEPS steps, the first untimed) for the PREDICTED amx-bf16 row"
             amx_predict_round "$round"
         fi
-        if [ "$BENCH_DOT_PREDICT" = 1 ] && [ "$BENCH_ISA" = native ]; then
+        if [ "$BENCH_DOT_PREDICT" != 0 ] && [ "$BENCH_ISA" = native ]; then
             dot_predict_round "$round"
         fi
     fi
