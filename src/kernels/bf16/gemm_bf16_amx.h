@@ -90,8 +90,11 @@ void gemm_bf16_amx_pack_b(uint32_t *bp, int transb, const float *B, int ldb, int
  * a stride the prefetchers do not follow). */
 void gemm_bf16_amx_pack_b_pairs(uint32_t *bp, int transb, const float *B, int ldb, int n0,
                                 int nc, int k0, int kc, int p0, int p1);
+/* The same with AVX512_BF16; stream: stored past the caches (bp 64-byte aligned; a
+ * copy's packing, gemm_bf16_amx_stream_fence after) */
 void gemm_bf16_amx_pack_b_pairs_avx512(uint32_t *bp, int transb, const float *B, int ldb,
-                                       int n0, int nc, int k0, int kc, int p0, int p1);
+                                       int n0, int nc, int k0, int kc, int p0, int p1,
+                                       int stream);
 
 /* The same packing with AVX512_BF16 (gemm_bf16_amx_pack_avx512.c), the same bits;
  * only where the CPU has AVX512_BF16. */

@@ -176,14 +176,18 @@ void gemm_bf16_amx_pack_b(uint32_t *bp, int transb, const float *B, int ldb, int
         pack_lines_contiguous(&t, B + (size_t)k0 * ldb + n0, (size_t)ldb, nc, kc, NULL);
 }
 
-void gemm_bf16_amx_pack_b_pairs(uint32_t *bp, int transb, const float *B, int ldb, int n0,
-                                int nc, int k0, int kc, int p0, int p1)
+/* gemm_bf16_amx_pack_b_pairs; stream: a copy's packing, stored past the caches where
+ * the vector packing runs */
+static void pack_pairs(uint32_t *bp, int transb, const float *B, int ldb, int n0, int nc,
+                       int k0, int kc, int p0, int p1, int stream)
 {
 #if GT_SIMD_X86_BF16
     if (use_vector) {
-        gemm_bf16_amx_pack_b_pairs_avx512(bp, transb, B, ldb, n0, nc, k0, kc, p0, p1);
+        gemm_bf16_amx_pack_b_pairs_avx512(bp, transb, B, ldb, n0, nc, k0, kc, p0, p1, stream);
         return;
     }
+#else
+    (void)stream;
 #endif
     const int nq = (kc + 31) / 32, width = 32 * ((nc + 31) / 32);
     const layout t = {bp, nq, 1, 16};
@@ -202,6 +206,12 @@ void gemm_bf16_amx_pack_b_pairs(uint32_t *bp, int transb, const float *B, int ld
             *slot_of(&t, n, p) = v;
         }
     }
+}
+
+void gemm_bf16_amx_pack_b_pairs(uint32_t *bp, int transb, const float *B, int ldb, int n0,
+                                int nc, int k0, int kc, int p0, int p1)
+{
+    pack_pairs(bp, transb, B, ldb, n0, nc, k0, kc, p0, p1, 0);
 }
 
 /* gemm_bf16_amx_pack_b, streamed where the vector packing runs (a copy's packing) */
@@ -252,20 +262,12 @@ static void amx_copy_strip(uint32_t *panel, int s, int nc, int transb, const flo
     stream_fence();
 }
 
-/* A slice 32 deep (a strip) is one tile of depth in each of a strip's two B tiles:
- * each is packed as a strip of one tile, 16 columns wide, would be */
+/* A slice of depth of every strip (d0 a multiple of 32): its pairs, the last chunk's
+ * past the block's depth as zeros */
 static void depth_slice(uint32_t *panel, int nc, const float *B, int ldb, int jc, int pc,
                         int kc, int d0, int dn, int copy)
 {
-    const int nq = (kc + 31) / 32, q0 = d0 / 32;
-    for (int n0 = 0; n0 < 32 * ((nc + 31) / 32); n0 += 16) { /* a B tile's 16 columns */
-        const int nr = nc - n0 < 16 ? (nc > n0 ? nc - n0 : 0) : 16;
-        uint32_t *tile = panel + ((size_t)(n0 / 16) * nq + q0) * T;
-        for (int q = 0; 32 * q < dn; q++)
-            (copy ? pack_b_copy : gemm_bf16_amx_pack_b)(tile + (size_t)q * T, 0, B, ldb,
-                                                        jc + n0, nr, 1, pc + d0 + 32 * q,
-                                                        dn - 32 * q < 32 ? dn - 32 * q : 32);
-    }
+    pack_pairs(panel, 0, B, ldb, jc, nc, pc, kc, d0 / 2, d0 / 2 + 16 * ((dn + 31) / 32), copy);
 }
 
 static void amx_pack_depth(uint32_t *panel, int nc, const float *B, int ldb, int jc, int pc,

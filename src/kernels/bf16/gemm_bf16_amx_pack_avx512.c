@@ -173,7 +173,8 @@ void gemm_bf16_amx_pack_b_streamed_avx512(uint32_t *bp, int transb, const float 
 }
 
 void gemm_bf16_amx_pack_b_pairs_avx512(uint32_t *bp, int transb, const float *B, int ldb,
-                                       int n0, int nc, int k0, int kc, int p0, int p1)
+                                       int n0, int nc, int k0, int kc, int p0, int p1,
+                                       int stream)
 {
     const int nq = (kc + 31) / 32, ntiles = 2 * ((nc + 31) / 32);
     const __m512i zero = _mm512_setzero_si512();
@@ -196,7 +197,10 @@ void gemm_bf16_amx_pack_b_pairs_avx512(uint32_t *bp, int transb, const float *B,
                                      : _mm512_setzero_ps());
                 }
             }
-            _mm512_storeu_si512(row + (size_t)j * nq * T, v);
+            if (stream) /* a copy read a step later (bp 64-byte aligned) */
+                _mm512_stream_si512((void *)(row + (size_t)j * nq * T), v);
+            else
+                _mm512_storeu_si512(row + (size_t)j * nq * T, v);
         }
     }
 }
