@@ -55,7 +55,9 @@
  *       AMX and AVX512_BF16 paths never write C then;
  *   (p) the AVX512_BF16 path counts the VDPBF16PS its micro-kernel runs, and times it;
  *   (q) in its timing mode (the bench's twin) it runs one FP32 multiply-add of the same
- *       pair words in place of each, counted alike.
+ *       pair words in place of each, counted alike;
+ *   (r) a product on a packed weight with C past GEMM_BF16_AMX_STAGE_BYTES (summed
+ *       apart and streamed into C by the AMX path) gives the bits of its two halves.
  * Errors are measured against the reference scaled by sum_k |a_k b_k| per element, so
  * they are in units of FP32 rounding of the sums. */
 #include <float.h>
@@ -916,7 +918,8 @@ static void check_stored_on_packed(const char *name)
 {
     static const int shapes[][4] = {/* M, N, K, lda */
                                     {45, 70, 1100, 1102}, {300, 33, 64, 64}, {14, 40, 2, 2},
-                                    {45, 70, 1100, 1103}, {29, 96, 33, 34}};
+                                    {45, 70, 1100, 1103}, {29, 96, 33, 34},
+                                    {256, 96, 11008, 11008}};
     int same = 1;
     for (size_t si = 0; si < sizeof shapes / sizeof shapes[0]; si++) {
         const int M = shapes[si][0], N = shapes[si][1], K = shapes[si][2], lda = shapes[si][3];
@@ -933,7 +936,43 @@ static void check_stored_on_packed(const char *name)
     }
     TU_CHECK(same, "%s: A in BF16 storage on a packed weight gives the bits of its FP32 "
              "values' product (read in place: whole strips, a short one, three depth "
-             "blocks; packed: an odd row length or depth)", name);
+             "blocks, and 2 MB of B with items of 128 rows; packed: an odd row length or "
+             "depth)", name);
+}
+
+/* (r) a product on a packed weight whose C is just past GEMM_BF16_AMX_STAGE_BYTES (the
+ * AMX path sums its pieces apart and streams them into C) gives the bits of the same
+ * product in two halves of its rows, each under it: with a bias, alpha 1 and rows of
+ * C that start off a 64-byte boundary (ldc odd), and with alpha 1/2 (every block
+ * through the write-back); a ragged last strip; C past its columns untouched */
+static void check_staged(const char *name)
+{
+    const int N = 8200, K = 32, ldc = N + 3;
+    const int M = (int)(GEMM_BF16_AMX_STAGE_BYTES / ((size_t)N * sizeof(float))) / 32 * 32 + 32;
+    float *A = fnew_rand((size_t)M * K), *W = fnew_rand((size_t)N * K), *bias = fnew_rand(N);
+    float *got = malloc((size_t)M * ldc * sizeof *got), *want = malloc((size_t)M * ldc * sizeof *want);
+    if (!got || !want) exit(99);
+    TU_CHECK(gemm_bf16_weights_add(W, N, K) == 0 && gemm_bf16_weights_refresh() == 0,
+             "%s: (r) the weight %d x %d is registered and packed", name, N, K);
+    int same = 1;
+    for (int round = 0; round < 2; round++) {
+        const float alpha = round ? 0.5f : 1.0f;
+        const gemm_bf16_epilogue ep = {.bias = round ? NULL : bias};
+        for (size_t i = 0; i < (size_t)M * ldc; i++) got[i] = want[i] = 7.0f;
+        gemm_bf16_fused(0, 1, M, N, K, alpha, A, K, W, K, 0.0f, got, ldc, &ep);
+        const int h = M / 2;
+        gemm_bf16_fused(0, 1, h, N, K, alpha, A, K, W, K, 0.0f, want, ldc, &ep);
+        gemm_bf16_fused(0, 1, M - h, N, K, alpha, A + (size_t)h * K, K, W, K, 0.0f,
+                        want + (size_t)h * ldc, ldc, &ep);
+        same &= memcmp(got, want, (size_t)M * ldc * sizeof *got) == 0;
+        for (int i = 0; i < M; i++)
+            for (int j = N; j < ldc; j++) same &= got[(size_t)i * ldc + j] == 7.0f;
+    }
+    TU_CHECK(same, "%s: a product whose C (%d x %d, %.1f MB) is past the staging size gives "
+             "the bits of its two halves (bias; alpha 1/2; rows off a 64-byte boundary)", name,
+             M, N, (double)M * N * sizeof(float) / 1e6);
+    gemm_bf16_weights_clear();
+    free(A), free(W), free(bias), free(got), free(want);
 }
 
 /* (n) row sums: from zero in depth order, then added (the reference), against the
@@ -1281,6 +1320,7 @@ int main(void)
         check_row_sums(paths[i].name);
         check_c_unused(paths[i].path, paths[i].name);
         if (paths[i].path == GEMM_BF16_PORTABLE) continue;
+        check_staged(paths[i].name);
         check_threads(paths[i].name);
         if (paths[i].path == GEMM_BF16_AMX_EMULATED) check_sdm_order(paths[i].name, 1);
         if (paths[i].path == GEMM_BF16_AMX) check_sdm_order(paths[i].name, 0);
@@ -1297,6 +1337,7 @@ int main(void)
         printf("     amx-emulated on the portable packing and write-back:\n");
         check_sdm_order("amx-emulated", 1);
         check_stored("amx-emulated, portable packing");
+        check_staged("amx-emulated, portable packing");
         check_prepacked(GEMM_BF16_AMX_EMULATED, "amx-emulated, portable packing");
     }
     (void)gemm_bf16_amx_pack_select(1);

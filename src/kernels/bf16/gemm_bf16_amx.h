@@ -50,16 +50,24 @@ enum {
  *
  * Each thread's work area: its packed A block, the four accumulator tiles as stored
  * for the write to C (4 x 16 x 16 FP32) and its tile configuration (what a panel
- * product needs: GEMM_BF16_AMX_PANEL_WORK); then, for a whole product, a piece of C of
- * MC x NC floats (where the epilogue leaves C unused: gemm_bf16.h's c_unused). */
+ * product needs: GEMM_BF16_AMX_PANEL_WORK); then, for a whole product on a weight
+ * packed once, a piece of C of GEMM_BF16_AMX_CPIECE bytes (where the epilogue leaves C
+ * unused, gemm_bf16.h's c_unused, or C is staged: GEMM_BF16_AMX_STAGE_BYTES). */
 #define GEMM_BF16_AMX_APANEL ((size_t)GEMM_BF16_AMX_MC * GEMM_BF16_AMX_KC * 2)
 #define GEMM_BF16_AMX_CTILES ((size_t)4 * GEMM_BF16_AMX_TILE * 4)
 #define GEMM_BF16_AMX_PANEL_WORK                                                            \
     ((GEMM_BF16_AMX_APANEL + GEMM_BF16_AMX_CTILES + sizeof(amx_tilecfg) + 63) & ~(size_t)63)
-#define GEMM_BF16_AMX_CPIECE ((size_t)GEMM_BF16_AMX_MC * GEMM_BF16_AMX_NC * 4)
-/* The most bytes of C one item of a product with B packed once per update covers (its
- * rows x columns in FP32): the piece above, which is also what one core's L2 keeps
- * beside the B block it reads */
+#define GEMM_BF16_AMX_CPIECE ((size_t)7 << 18) /* 1.75 MB: see rows_in_place */
+/* A product on a weight packed once with beta 0 and more C than this (the logits: 824
+ * MB at the GPT-2 124M shape) is summed into the piece and streamed out to C once an
+ * item is done, instead of C's lines being read for ownership, kept in L2 over the
+ * depth blocks and evicted: on a real AMX Xeon (2 cores) the 124M logits forward took
+ * 170-175 ms against 182-191 (best of 5, alternating runs). Smaller C is left where
+ * the next pass reads it from: in the caches. */
+#define GEMM_BF16_AMX_STAGE_BYTES ((size_t)64 << 20)
+/* The most bytes one item of a product with B packed once per update keeps in L2: its
+ * piece of C (rows x columns in FP32), its A rows and the depth block of B it reads
+ * (rows_in_place); the piece above holds the largest such piece of C */
 #define GEMM_BF16_AMX_PIECE_BYTES GEMM_BF16_AMX_CPIECE
 /* One core's L2 as the blocking assumes it (the Xeons with AMX have 2 MB) */
 #define GEMM_BF16_AMX_L2_BYTES ((size_t)2 << 20)
@@ -109,6 +117,13 @@ void gemm_bf16_amx_pack_b_avx512(uint32_t *bp, int transb, const float *B, int l
 void gemm_bf16_amx_pack_b_streamed_avx512(uint32_t *bp, int transb, const float *B, int ldb,
                                           int n0, int nc, int ntiles, int k0, int kc);
 void gemm_bf16_amx_stream_fence(void);
+/* rows x cols floats from src (lds a row) to dst (ldd a row), stored past the caches
+ * where the vector packing runs (else copied): the staged piece of a product whose C
+ * is far larger than the caches (gemm_bf16_amx_kernel.h). In dst when it returns. */
+void gemm_bf16_amx_stream_rows(const float *src, int lds, float *dst, int ldd, int rows,
+                               int cols);
+void gemm_bf16_amx_stream_rows_avx512(const float *src, int lds, float *dst, int ldd, int rows,
+                                      int cols);
 /* C[mr, nr] = alpha * block + beta * C for one 32 x 32 block of sums in ct (the four
  * accumulator tiles as stored, each 16 x 16 FP32 row-major: rows 0-15 x columns 0-15,
  * rows 0-15 x 16-31, rows 16-31 x 0-15, rows 16-31 x 16-31); mr, nr <= 32; beta = 0:

@@ -242,16 +242,23 @@ static void take_a(const product *g, uint32_t *ap, int in_place, int rb, int *pa
  * place (no A buffer bounds them). Every item reads all of B's depth blocks of its
  * columns again: where those (K x nc BF16 values) outgrow one core's L2, from L3 or
  * memory. There an item takes as many rows as keep its piece of C (nc columns of FP32,
- * loaded and stored once a depth block) within GEMM_BF16_AMX_PIECE_BYTES, at most 512.
+ * loaded and stored once a depth block), its A rows and one depth block of B (KC x nc
+ * BF16) within GEMM_BF16_AMX_PIECE_BYTES, at most 512.
  * Measured on a real AMX Xeon (2 cores, 2 MB L2 each): the logits' input gradient at the
- * GPT-2 124M shape (768 columns, 50,304 deep: 77 MB of B) read B 64 times with MC rows
- * an item and 16 times with 160, and ran 20-25% faster; the MLP's 3,072-deep products
- * gained 5-10%. Where B stays in L2 (the bench's shape) more rows ran 3-10% slower:
- * each row unit's A tiles, read again for every column strip, no longer stay in L1. */
+ * GPT-2 124M shape (768 columns, 50,304 deep: 77 MB of B) ran 20-25% faster with 160
+ * rows an item than with MC (B read 26 times instead of 64), and with 384 rows (1.75
+ * MB kept) 163-171 ms against 190-196 for 160 (best of 5, alternating runs); the MLP's
+ * 3,072-deep products gained 5-10% from 160. Where B stays in L2 (the bench's shape)
+ * more rows ran 3-10% slower: each row unit's A tiles, read again for every column
+ * strip, no longer stay in L1. Where a depth block of B fills the budget alone (2,048
+ * columns: the logits forward), MC. */
 static int rows_in_place(int nc, int K)
 {
     if ((size_t)K * (size_t)nc * 2 <= GEMM_BF16_AMX_L2_BYTES) return MC;
-    const int rows = (int)(GEMM_BF16_AMX_PIECE_BYTES / ((size_t)nc * sizeof(float))) / 32 * 32;
+    const size_t bblock = (size_t)KC * nc * 2, per_row = (size_t)nc * sizeof(float) + KC * 2;
+    const int rows = bblock >= GEMM_BF16_AMX_PIECE_BYTES
+                         ? MC
+                         : (int)((GEMM_BF16_AMX_PIECE_BYTES - bblock) / per_row) / 32 * 32;
     return rows < MC ? MC : rows > 512 ? 512 : rows;
 }
 
@@ -261,13 +268,14 @@ static int rows_in_place(int nc, int K)
  * whole column block in turn, which streamed all of C through memory once a depth
  * block (the MLP projection's 3,072-deep product: six times). Each element still sums
  * the depth blocks in order: the same bits.
- * piece (or NULL): the thread's GEMM_BF16_AMX_PIECE_BYTES (an item's rows x nc floats at
- * most, rows_in_place) that hold each piece instead of C, where
- * the epilogue leaves C unused: C is then never written (the MLP's two products whose
- * FP32 result only its BF16 outputs were made from wrote and evicted 50 MB of C a
- * layer at the GPT-2 124M shape). */
+ * piece (or NULL): the thread's GEMM_BF16_AMX_CPIECE bytes (an item's rows x nc floats at
+ * most, rows_in_place) that hold each piece instead of C, where the epilogue leaves C
+ * unused: C is then never written (the MLP's two products whose FP32 result only its
+ * BF16 outputs were made from wrote and evicted 50 MB of C a layer at the GPT-2 124M
+ * shape); or, staged, where C is past GEMM_BF16_AMX_STAGE_BYTES: each finished piece
+ * (its epilogue run) is then streamed into C, the same values. */
 static void run_items_depth_inside(const product *g, uint32_t *ap, float *ct, float *piece,
-                                   int in_place, int nthreads)
+                                   int in_place, int nthreads, int staged)
 {
     const int munits = (g->M + 31) / 32;
     for (int jc = 0; jc < g->N; jc += NC) {
@@ -291,6 +299,11 @@ static void run_items_depth_inside(const product *g, uint32_t *ap, float *ct, fl
                           in_place ? NULL : ap, ct, piece, m0, mc, jc, nc, 32 * c0,
                           c1 < nstrips ? 32 * c1 : nc, pc, kc, pc == 0 ? g->beta : 1.0f,
                           pc == 0, pc + kc >= g->K);
+            }
+            if (staged) {
+                const int n_from = 32 * c0, n_to = c1 < nstrips ? 32 * c1 : nc;
+                gemm_bf16_amx_stream_rows(piece, nc, g->C + (size_t)m0 * g->ldc + jc + n_from,
+                                          g->ldc, mc, n_to - n_from);
             }
         }
     }
@@ -325,7 +338,11 @@ static void run_thread(const product *g, uint8_t *w)
         float *const piece =
             g->ep && g->ep->c_unused && g->beta == 0.0f ? (float *)(w + GEMM_BF16_AMX_PANEL_WORK)
                                                         : NULL;
-        run_items_depth_inside(g, ap, ct, piece, in_place, nthreads);
+        const int staged = !piece && g->beta == 0.0f &&
+                           (size_t)g->M * (size_t)g->N * sizeof(float) > GEMM_BF16_AMX_STAGE_BYTES;
+        run_items_depth_inside(g, ap, ct,
+                               piece || staged ? (float *)(w + GEMM_BF16_AMX_PANEL_WORK) : NULL,
+                               in_place, nthreads, staged);
         AMX_RELEASE();
         return;
     }

@@ -316,3 +316,17 @@ void gemm_bf16_amx_write_c(const float *ct, float *c, int ldc, int mr, int nr, f
         }
     }
 }
+
+void gemm_bf16_amx_stream_rows(const float *src, int lds, float *dst, int ldd, int rows,
+                               int cols)
+{
+#if GT_SIMD_X86_BF16
+    if (use_vector) {
+        gemm_bf16_amx_stream_rows_avx512(src, lds, dst, ldd, rows, cols);
+        gemm_bf16_amx_stream_fence();
+        return;
+    }
+#endif
+    for (int r = 0; r < rows; r++)
+        memcpy(dst + (size_t)r * ldd, src + (size_t)r * lds, (size_t)cols * sizeof *dst);
+}

@@ -226,5 +226,20 @@ void gemm_bf16_amx_write_c_avx512(const float *ct, float *c, int ldc, int mr, in
     }
 }
 
+void gemm_bf16_amx_stream_rows_avx512(const float *src, int lds, float *dst, int ldd, int rows,
+                                      int cols)
+{
+    for (int r = 0; r < rows; r++) {
+        const float *s = src + (size_t)r * lds;
+        float *d = dst + (size_t)r * ldd;
+        int j = 0;
+        /* up to the first 64-byte boundary plainly, whole lines streamed, the rest plainly */
+        for (; j < cols && ((uintptr_t)(d + j) & 63) != 0; j++) d[j] = s[j];
+        for (; j + 16 <= cols; j += 16) _mm512_stream_ps(d + j, _mm512_loadu_ps(s + j));
+        for (; j < cols; j++) d[j] = s[j];
+    }
+}
+
 #include "bf16_target_end.h"
 #endif /* GT_SIMD_X86_BF16 */
+
