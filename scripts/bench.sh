@@ -22,6 +22,10 @@
 #       when it imports torch. Each over its thread-setting variants; the best counts.
 #       (c) and (d) alternate in BENCH_ROUNDS rounds (gentrain, then PyTorch 2.x), and
 #       each ratio is taken within its round; Debian's PyTorch runs once, after them;
+#   (b') with PyTorch 2.x and bf16: (b)'s BF16 products timed in torch.matmul on BF16
+#       tensors (oneDNN; bench_torch_products.py) beside gentrain's, product by
+#       product, and both step totals as shares of the tile peak that gentrain's first
+#       bf16 run measured: what the vendor's library reaches on this CPU;
 #   (e) a table: ms/step, tokens/s, GFLOP/s, peak memory, the ratio to PyTorch 2.x in
 #       the same precision, and the fraction of the measured peak; one JSON line.
 #   On a CPU without AMX tiles, each round's bf16 run is followed by a short run of the
@@ -471,6 +475,24 @@ for round in $(seq 1 "$BENCH_ROUNDS"); do
         done
     fi
 done
+
+# ---- (b') the BF16 products beside PyTorch 2.x's on the same shapes ---------------------
+if [ "$have_torch2" = 1 ] && [ -s "$tmp/gemm-bf16.out" ]; then
+    section "PyTorch 2.x's BF16 matmuls on (b)'s product shapes ($THREADS threads)"
+    # the tile (or dot-product) peak gentrain's first bf16 run measured, if it said one
+    peak_out=$(awk '$1 == "gentrain" && $3 == "bf16" { print $6; exit }' "$tmp/runs.txt")
+    peak=0
+    if [ -n "$peak_out" ]; then
+        peak=$(sed -n 's/^threads:.* peak \([0-9.]*\) GFLOP\/s (measured.*/\1/p' "$peak_out" | head -n 1)
+        peak=${peak:-0}
+    fi
+    if wait_idle; "$TPY" "$here/bench_torch_products.py" "$tmp/gemm-bf16.out" \
+            --threads "$THREADS" --reps "$SGEMM_REPS" --peak "$peak" >"$tmp/torch-products.out" 2>&1; then
+        grep -v '^{"impl"' "$tmp/torch-products.out"
+    else
+        cat "$tmp/torch-products.out"; say "failed: bench_torch_products.py"; fail=1
+    fi
+fi
 
 section "Debian's PyTorch ($PYTHON; variants $TORCH_VARIANTS; fp32)"
 if ! "$PYTHON" -c 'import torch' 2>/dev/null; then
