@@ -242,4 +242,3 @@ void gemm_bf16_amx_stream_rows_avx512(const float *src, int lds, float *dst, int
 
 #include "bf16_target_end.h"
 #endif /* GT_SIMD_X86_BF16 */
-
