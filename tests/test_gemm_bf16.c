@@ -919,7 +919,7 @@ static void check_stored_on_packed(const char *name)
     static const int shapes[][4] = {/* M, N, K, lda */
                                     {45, 70, 1100, 1102}, {300, 33, 64, 64}, {14, 40, 2, 2},
                                     {45, 70, 1100, 1103}, {29, 96, 33, 34},
-                                    {256, 96, 11008, 11008}};
+                                    {256, 96, 11008, 11008}, {96, 1400, 800, 800}};
     int same = 1;
     for (size_t si = 0; si < sizeof shapes / sizeof shapes[0]; si++) {
         const int M = shapes[si][0], N = shapes[si][1], K = shapes[si][2], lda = shapes[si][3];
@@ -936,8 +936,8 @@ static void check_stored_on_packed(const char *name)
     }
     TU_CHECK(same, "%s: A in BF16 storage on a packed weight gives the bits of its FP32 "
              "values' product (read in place: whole strips, a short one, three depth "
-             "blocks, and 2 MB of B with items of 128 rows; packed: an odd row length or "
-             "depth)", name);
+             "blocks, 2 MB of B with items of 128 rows, and 2.2 MB of B shared by columns "
+             "between two threads; packed: an odd row length or depth)", name);
 }
 
 /* (r) a product on a packed weight whose C is just past GEMM_BF16_AMX_STAGE_BYTES (the
@@ -945,10 +945,9 @@ static void check_stored_on_packed(const char *name)
  * product in two halves of its rows, each under it: with a bias, alpha 1 and rows of
  * C that start off a 64-byte boundary (ldc odd), and with alpha 1/2 (every block
  * through the write-back); a ragged last strip; C past its columns untouched */
-static void check_staged(const char *name)
+static int staged_case(int M, int N, const char *name)
 {
-    const int N = 8200, K = 32, ldc = N + 3;
-    const int M = (int)(GEMM_BF16_AMX_STAGE_BYTES / ((size_t)N * sizeof(float))) / 32 * 32 + 32;
+    const int K = 32, ldc = N + 3;
     float *A = fnew_rand((size_t)M * K), *W = fnew_rand((size_t)N * K), *bias = fnew_rand(N);
     float *got = malloc((size_t)M * ldc * sizeof *got), *want = malloc((size_t)M * ldc * sizeof *want);
     if (!got || !want) exit(99);
@@ -968,11 +967,21 @@ static void check_staged(const char *name)
         for (int i = 0; i < M; i++)
             for (int j = N; j < ldc; j++) same &= got[(size_t)i * ldc + j] == 7.0f;
     }
-    TU_CHECK(same, "%s: a product whose C (%d x %d, %.1f MB) is past the staging size gives "
-             "the bits of its two halves (bias; alpha 1/2; rows off a 64-byte boundary)", name,
-             M, N, (double)M * N * sizeof(float) / 1e6);
     gemm_bf16_weights_clear();
     free(A), free(W), free(bias), free(got), free(want);
+    return same;
+}
+
+/* Two shapes just past the staging size: many rows; and 96 rows, which two threads
+ * share by columns too (the second column group's piece starts off column 0) */
+static void check_staged(const char *name)
+{
+    const size_t past = GEMM_BF16_AMX_STAGE_BYTES / sizeof(float);
+    const int N1 = 8200, M1 = (int)(past / N1) / 32 * 32 + 32, M2 = 96, N2 = (int)(past / M2) + 8;
+    const int same = staged_case(M1, N1, name) & staged_case(M2, N2, name);
+    TU_CHECK(same, "%s: a product whose C is past the staging size (%d x %d, %d x %d) gives "
+             "the bits of its two halves (bias; alpha 1/2; rows off a 64-byte boundary)", name,
+             M1, N1, M2, N2);
 }
 
 /* (n) row sums: from zero in depth order, then added (the reference), against the
@@ -1080,11 +1089,12 @@ static void check_c_unused(enum gemm_bf16_path path, const char *name)
     const int holds = path != GEMM_BF16_PORTABLE; /* keeps C's pieces in its own buffer */
     int untouched = 1;
     const int same = c_unused_case(100, 2100, 1100, &untouched, name) &
-                     c_unused_case(192, 300, 256, &untouched, name);
+                     c_unused_case(192, 300, 256, &untouched, name) &
+                     c_unused_case(96, 1400, 800, &untouched, name);
     TU_CHECK(same, "%s: an epilogue that leaves C unused gives the BF16 outputs of the product "
              "that writes C (GELU forward and backward, a plain forward into BF16 storage, "
              "past a column block and a depth block, on a packed weight; A read in place, "
-             "192 rows of 300 columns)", name);
+             "192 rows of 300 columns, and 96 rows of 1,400 columns 800 deep)", name);
     if (holds) TU_CHECK(untouched, "%s: ... and C is never written", name);
 }
 
