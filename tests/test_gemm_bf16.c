@@ -949,7 +949,8 @@ static int staged_case(int M, int N, const char *name)
 {
     const int K = 32, ldc = N + 3;
     float *A = fnew_rand((size_t)M * K), *W = fnew_rand((size_t)N * K), *bias = fnew_rand(N);
-    float *got = malloc((size_t)M * ldc * sizeof *got), *want = malloc((size_t)M * ldc * sizeof *want);
+    float *got = malloc((size_t)M * ldc * sizeof *got);
+    float *want = malloc((size_t)M * ldc * sizeof *want);
     if (!got || !want) exit(99);
     TU_CHECK(gemm_bf16_weights_add(W, N, K) == 0 && gemm_bf16_weights_refresh() == 0,
              "%s: (r) the weight %d x %d is registered and packed", name, N, K);
@@ -977,7 +978,8 @@ static int staged_case(int M, int N, const char *name)
 static void check_staged(const char *name)
 {
     const size_t past = GEMM_BF16_AMX_STAGE_BYTES / sizeof(float);
-    const int N1 = 8200, M1 = (int)(past / N1) / 32 * 32 + 32, M2 = 96, N2 = (int)(past / M2) + 8;
+    const int N1 = 8200, M1 = (int)(past / N1) / 32 * 32 + 32;
+    const int M2 = 96, N2 = (int)(past / M2) + 8;
     const int same = staged_case(M1, N1, name) & staged_case(M2, N2, name);
     TU_CHECK(same, "%s: a product whose C is past the staging size (%d x %d, %d x %d) gives "
              "the bits of its two halves (bias; alpha 1/2; rows off a 64-byte boundary)", name,
