@@ -323,7 +323,7 @@ void gemm_bf16_amx_stream_rows(const float *src, int lds, float *dst, int ldd, i
 #if GT_SIMD_X86_BF16
     if (use_vector) {
         gemm_bf16_amx_stream_rows_avx512(src, lds, dst, ldd, rows, cols);
-        gemm_bf16_amx_stream_fence();
+        stream_fence();
         return;
     }
 #endif
