@@ -159,6 +159,8 @@ expect_error "n_embd not divisible by n_head" "n_embd 130 is not divisible by n_
     "$G" train --data "$tmp/good.h5" --n_embd 130 --n_head 4
 expect_error "negative lr" "lr = -1: must be > 0" \
     "$G" train --data "$tmp/good.h5" --lr -1
+expect_error "a hexadecimal lr (strtod would read 0x10 as 16)" "lr = '0x10': not a number" \
+    "$G" train --data "$tmp/good.h5" --lr 0x10
 expect_error "a denormal peak_gflops" "peak_gflops = 1e-320 is not a machine's peak" \
     "$G" train --data "$tmp/good.h5" --peak_gflops 1e-320
 expect_error "missing config file" "nope\.cfg" \
@@ -176,6 +178,8 @@ expect_error "sample: missing checkpoint" "nope" \
     "$G" sample --model "$tmp/nope" --tokens 5
 expect_error "sample: bad temperature" "temperature" \
     "$G" sample --model "$tmp/good.h5" --temperature 0
+expect_error "sample: a hexadecimal temperature" "temperature '0x1': not a number" \
+    "$G" sample --model "$tmp/good.h5" --temperature 0x1
 expect_error "inspect: missing file" "nope\.h5" \
     "$G" inspect "$tmp/nope.h5"
 expect_error "unknown verb" "frobnicate.*gentrain --help" \
@@ -207,6 +211,8 @@ PLAN=("$G" plan --n_layer 2 --n_head 2 --n_embd 32 --block_size 16 --vocab_size 
 expect_error "plan: neither --measure nor a machine" "--measure" "${PLAN[@]}"
 expect_error "plan: GPUs without their speed" "--gpu-tflops" "${PLAN[@]}" --gpus-per-node 4
 expect_error "plan: a bad number" "--nodes needs a number" "${PLAN[@]}" --nodes x --measure
+expect_error "plan: a hexadecimal number" "--nodes needs a number.*got '0x2'" "${PLAN[@]}" \
+    --nodes 0x2 --measure
 expect_error "plan: no vocab_size and no data" "vocab_size" \
     "$G" plan --n_layer 2 --n_head 2 --n_embd 32 --block_size 16 --measure
 # And two plans that work: a described GPU cluster, and one measured here (one rank).

@@ -351,6 +351,9 @@ static void test_ranges(void)
     expect_set_error("lr", "inf", "finite");
     expect_set_error("weight_decay", "1e400", "out of range");
     expect_set_error("lr", "1e-3x", "not a number");
+    /* strtod reads hexadecimal; a person who types lr = 0x10 did not mean 16 */
+    expect_set_error("lr", "0x10", "not a number");
+    expect_set_error("weight_decay", "-0X1p-3", "not a number");
     /* Strings. */
     static char longpath[GT_PATH_MAX + 10];
     memset(longpath, 'a', sizeof longpath - 1);

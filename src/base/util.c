@@ -8,6 +8,7 @@
 #include <omp.h>
 #endif
 
+#include <ctype.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <stdarg.h>
@@ -121,6 +122,18 @@ double gt_now(void)
     struct timespec ts;
     clock_gettime(CLOCK_MONOTONIC, &ts);
     return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+double gt_strtod_decimal(const char *s, char **end)
+{
+    const char *p = s;
+    while (isspace((unsigned char)*p)) p++;
+    if (*p == '+' || *p == '-') p++;
+    if (p[0] == '0' && (p[1] == 'x' || p[1] == 'X')) {
+        *end = (char *)s;
+        return 0.0;
+    }
+    return strtod(s, end);
 }
 
 int gt_strlcpy(char *dst, const char *src, size_t cap)

@@ -47,6 +47,11 @@ int64_t gt_physical_memory(void);
 /* Monotonic wall-clock seconds. */
 double gt_now(void);
 
+/* strtod for numbers a person writes: a hexadecimal one ("0x10", "-0X1p3") is not
+ * parsed (*end = s), as a config value or option like "lr = 0x10" is a typo, not 16.
+ * Everything else as strtod, nan and inf included (callers refuse those by name). */
+double gt_strtod_decimal(const char *s, char **end);
+
 /* Copies src into dst[cap]; returns -1 (without printing) if it does not fit. */
 int gt_strlcpy(char *dst, const char *src, size_t cap);
 

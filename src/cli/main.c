@@ -240,7 +240,7 @@ static int opt_double(const char *verb, const char *opt, const char *text, doubl
     const char *t = gt_printable(text, shown);
     char *end = NULL;
     errno = 0;
-    double v = strtod(text, &end);
+    double v = gt_strtod_decimal(text, &end);
     if (!*text || end == text || *end != '\0' || isspace((unsigned char)text[0])) {
         gt_error("%s: %s '%s': not a number; see 'gentrain %s --help'", verb, opt,
                  t, verb);

@@ -59,7 +59,7 @@ static int parse_num(const char *key, const char *v, double lo, double hi, int w
                      double *out)
 {
     char *end = NULL, shown[72];
-    double x = v ? strtod(v, &end) : 0.0;
+    double x = v ? gt_strtod_decimal(v, &end) : 0.0;
     if (!v || end == v || *end != '\0' || !(x >= lo && x <= hi) || (whole && x != floor(x))) {
         gt_error("plan: %s needs a number from %.10g to %.10g%s, got '%s'", key, lo, hi,
                  whole ? " (a whole one)" : "", v ? gt_printable(v, shown) : "");

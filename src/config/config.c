@@ -397,7 +397,7 @@ static int parse_double(const char *s, double *out)
     if (!*s || isspace((unsigned char)*s)) return -1;
     errno = 0;
     char *end = NULL;
-    double v = strtod(s, &end);
+    double v = gt_strtod_decimal(s, &end);
     if (end == s || *end != '\0') return -1;
     if (isnan(v) || isinf(v)) return errno == ERANGE ? -2 : -3;
     *out = v; /* ERANGE with a finite result is underflow: keep the tiny value */
