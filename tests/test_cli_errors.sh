@@ -184,6 +184,25 @@ expect_error "inspect: missing file" "nope\.h5" \
     "$G" inspect "$tmp/nope.h5"
 expect_error "unknown verb" "frobnicate.*gentrain --help" \
     "$G" frobnicate
+# Standard output on a full disk: the run trains and saves its model, but its step lines
+# were lost, so it must not exit 0; one error line says so (the same for inspect).
+if [ -c /dev/full ]; then
+    n=$((n + 1))
+    err="$tmp/err.$n"
+    (cd "$tmp/work" && exec timeout 60 "$G" train --data "$tmp/good.h5" --val_dataset none \
+        "${TINY[@]}" --out "$tmp/run_full" --log "") > /dev/full 2> "$err"
+    rc=$?
+    check "train > /dev/full: exit 1, one error line about standard output, model saved" \
+        test "$rc" -eq 1 -a "$(wc -l < "$err")" -eq 1 -a -s "$tmp/run_full/model.h5" -a \
+        "$(grep -c '^gentrain: error: .*standard output' "$err")" -eq 1
+    [ "$rc" -eq 1 ] || show_err
+    "$G" inspect "$tmp/good.h5" > /dev/full 2> "$err"
+    rc=$?
+    check "inspect > /dev/full: exit 1, one error line" test "$rc" -eq 1 -a \
+        "$(wc -l < "$err")" -eq 1 -a "$(grep -c '^gentrain: error: ' "$err")" -eq 1
+else
+    ok "no /dev/full here: standard output on a full disk not tried"
+fi
 # offload: with no GPU (this machine, CI) the default and offload = blocks say so in one
 # line and train on the CPU; offload = required is an error; offload = none says nothing
 # about it. (Both GPU placements train through a fake GPU: tests/test_offload_fake.sh.)

@@ -659,7 +659,24 @@ static int print_verb_help(const char *verb)
     return EXIT_OK;
 }
 
-int main(int argc, char **argv)
+/* The verb's exit status, made a failure when what it wrote to standard output did not
+ * all arrive: `gentrain ... > file` on a full disk or quota must not exit 0 with the
+ * step lines, a sample's text or an inspect report cut short. The files the verb saved
+ * stay as they are; only the status and one error line tell. A verb that failed has
+ * said why already. */
+static int stdout_checked(int rc)
+{
+    const int flushed = fflush(stdout) == 0;
+    const int e = errno;
+    if ((flushed && !ferror(stdout)) || rc != EXIT_OK) return rc;
+    if (!flushed)
+        gt_error("cannot write standard output: %s", strerror(e));
+    else
+        gt_error("some of the standard output was not written (a write to it failed)");
+    return EXIT_FAIL;
+}
+
+static int run_verb(int argc, char **argv)
 {
     if (argc < 2) {
         gt_error("no verb given (prepare, train, sample, inspect, plan, export, help); "
@@ -702,4 +719,9 @@ int main(int argc, char **argv)
     else
         gt_error("unknown verb '%s'; see 'gentrain --help'", gt_printable(verb, shown));
     return EXIT_USAGE;
+}
+
+int main(int argc, char **argv)
+{
+    return stdout_checked(run_verb(argc, argv));
 }
