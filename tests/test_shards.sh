@@ -119,6 +119,10 @@ refused() {
 }
 refused missing "cannot open data file $tmp/s/shard_9.h5" --data "$list,$tmp/s/shard_9.h5"
 refused nomatch "matches no file" --data "$tmp/s/nope_*.h5"
+# a file listed twice would be trained on twice as often as the others, silently
+refused twice "is listed twice (.*; files 1 and 6 of 6)" --data "$list,$tmp/s/./shard_0.h5"
+refused twice_glob "is listed twice (.*; files 2 and 6 of 6)" \
+    --data "$tmp/s/shard_*.h5,$tmp/s//shard_1.h5"
 mkdir -p "$tmp/mixed"
 cp "$tmp/s/shard_0.h5" "$tmp/s/shard_1.h5" "$tmp/mixed/"
 "$MKDATA" "$tmp/mixed/shard_2.h5" --dataset /train/tokens --dtype int32 --rank 1 \

@@ -137,6 +137,74 @@ static int add_item(h5set *s, const char *item)
     return add_name(s, item); /* opened (and any error named) when probed */
 }
 
+/* name spelt the one way: no "./" segments, no repeated slashes ("data//a.h5",
+ * "./data/./a.h5" and "data/a.h5" are one file). Writes at most strlen(name) + 1 bytes. */
+static void plain_spelling(const char *name, char *out)
+{
+    char *o = out;
+    for (const char *p = name; *p;) {
+        const int at_segment = p == name || p[-1] == '/';
+        if (at_segment && p[0] == '.' && p[1] == '/') {
+            p += 2;
+        } else if (*p == '/' && o > out && o[-1] == '/') {
+            p++;
+        } else {
+            *o++ = *p++;
+        }
+    }
+    *o = '\0';
+}
+
+typedef struct listed_name {
+    char *plain;
+    int index;
+} listed_name;
+
+static int cmp_listed(const void *a, const void *b)
+{
+    const listed_name *x = a, *y = b;
+    const int c = strcmp(x->plain, y->plain);
+    return c ? c : (x->index > y->index) - (x->index < y->index);
+}
+
+/* Each file once: a file listed twice (by name, or by a glob or folder and by name)
+ * would be trained on twice as often as the others, silently. Names are compared as
+ * spelt (after plain_spelling), without touching the file system, so that start-up
+ * stays free of a stat per file on every rank; a link under another name is not seen.
+ * 0, or -1 (reported). */
+static int check_listed_once(h5set *s)
+{
+    if (s->n < 2) return 0;
+    listed_name *l = calloc((size_t)s->n, sizeof *l);
+    int rc = l ? 0 : -1;
+    for (int i = 0; rc == 0 && i < s->n; i++) {
+        if (!(l[i].plain = malloc(strlen(s->names[i]) + 1))) rc = -1;
+        else {
+            plain_spelling(s->names[i], l[i].plain);
+            l[i].index = i;
+        }
+    }
+    if (rc != 0) {
+        gt_error("out of memory listing the data files");
+    } else {
+        qsort(l, (size_t)s->n, sizeof *l, cmp_listed);
+        for (int i = 1; i < s->n; i++) {
+            if (strcmp(l[i - 1].plain, l[i].plain) != 0) continue;
+            char a[72], b[72], c[72];
+            gt_error("data: %s is listed twice (as %s and %s; files %d and %d of %d); "
+                     "list each file once", gt_printable(l[i].plain, a),
+                     gt_printable(s->names[l[i - 1].index], b),
+                     gt_printable(s->names[l[i].index], c),
+                     l[i - 1].index + 1, l[i].index + 1, s->n);
+            rc = -1;
+            break;
+        }
+    }
+    for (int i = 0; l && i < s->n; i++) free(l[i].plain);
+    free(l);
+    return rc;
+}
+
 static int resolve(h5set *s)
 {
     char *list = strdup(s->spec);
@@ -155,7 +223,7 @@ static int resolve(h5set *s)
         p = comma + 1;
     }
     free(list);
-    return rc;
+    return rc == 0 ? check_listed_once(s) : rc;
 }
 
 h5set *h5set_create(const char *spec, const char *dataset, int mpi_io, int max_open)

@@ -4,7 +4,7 @@
  * The data spec names the files: one file (as before; it may be an HDF5 virtual
  * dataset), a folder (its *.h5 files, sorted by name), a glob such as
  * `/data/shard_*.h5` (expanded and sorted by name), or a comma-separated list of any of
- * these (in the order given). Each file holds the same dataset path (e.g.
+ * these (in the order given), each file once. Each file holds the same dataset path (e.g.
  * /train/tokens); together they are one dataset of files x rows.
  *
  * Start-up without reading every file on every rank: h5set_create only resolves the
@@ -34,7 +34,8 @@ enum { H5SET_DEFAULT_OPEN = 16 };
 
 /* Resolves spec into its files (none opened yet). mpi_io: open them through
  * h5data_open_mpi. max_open >= 1. NULL (reported) when a glob or folder names no file,
- * a listed name is empty, or memory runs out. */
+ * a listed name is empty, a file is named twice (compared as spelt, less "./" and
+ * repeated slashes), or memory runs out. */
 h5set *h5set_create(const char *spec, const char *dataset, int mpi_io, int max_open);
 void h5set_close(h5set *s);
 
