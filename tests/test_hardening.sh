@@ -21,6 +21,7 @@
 #    path from a step below the folder's newest: refused, the checkpoints unchanged (it
 #    would overwrite and prune them, and the next resume = auto would mix the runs);
 #    resume = auto continues there, and a fresh run starts once they are moved away;
+#    a fresh run there refused for its input keeps the earlier run's log whole;
 #    another folder's checkpoint resumed into it: refused too; a damaged checkpoint
 #    above the resumed one does not make keep_ckpts delete what the run saves; a bad
 #    GENTRAIN_* value on rank 1 alone is rank 1's one line, a bad config value on every
@@ -186,6 +187,13 @@ check "resume-none: the damaged checkpoint is unchanged" \
 mv "$tmp/dmg/checkpoints" "$tmp/dmg/old-checkpoints"
 run_ok resume-none-moved timeout 60 "$GENTRAIN" train --data "$tmp/d.h5" "${SMALL[@]}" \
     --out "$tmp/dmg" --resume none
+# a fresh run into that folder refused for its input (here a vocab_size its tokens pass)
+# keeps the earlier run's log as it was: the log is emptied only once a run starts
+sum_log=$(cksum < "$tmp/dmg/log.jsonl")
+refused fresh-bad-input "is >= vocab_size 2" "$GENTRAIN" train --data "$tmp/d.h5" \
+    "${SMALL[@]}" --out "$tmp/dmg" --vocab_size 2
+check "fresh-bad-input: the earlier run's log is whole" \
+    test -s "$tmp/dmg/log.jsonl" -a "$(cksum < "$tmp/dmg/log.jsonl")" = "$sum_log"
 CK=(--n_layer 1 --n_head 1 --n_embd 8 --block_size 8 --batch_size 2 --eval_every 0
     --threads 1 --ckpt_every 1)
 run_ok ck-run timeout 60 "$GENTRAIN" train --data "$tmp/d.h5" "${CK[@]}" --steps 3 \

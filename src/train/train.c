@@ -249,7 +249,7 @@ static int setup(run *r)
     if (make_gradients(r) != 0) return LOCAL_FAILURE;
     r->team = team_create(r->threads, c->thread_team == THREAD_TEAM_FIXED ? TEAM_FIXED
                                                                         : TEAM_ADAPTIVE);
-    if (!par_all_ok(r->team != NULL)) return -1;
+    if (!par_all_ok(r->team != NULL) || !par_all_ok(train_start_log(r) == 0)) return -1;
     train_report_setup(r);
     return 0;
 }

@@ -17,12 +17,14 @@
 #include "train_run.h"
 #include "util.h"
 
-/* The JSON Lines log: a regular file is created, truncated or appended to; a terminal,
+/* The JSON Lines log: a regular file is created or appended to, or (fresh) kept as it
+ * is with *to_empty = 1 for train_start_log to empty once the run starts; a terminal,
  * /dev/stdout or another character device is written as it is; a named pipe only when
  * a reader is there already (a plain open would wait for one forever); a folder or a
  * socket is refused. Reports and returns NULL on failure. */
-static FILE *open_log(const char *path, int append)
+static FILE *open_log(const char *path, int append, int *to_empty)
 {
+    *to_empty = 0;
     struct stat st;
     const int exists = stat(path, &st) == 0;
     if (exists && (S_ISDIR(st.st_mode) || S_ISSOCK(st.st_mode) || S_ISBLK(st.st_mode))) {
@@ -52,8 +54,9 @@ static FILE *open_log(const char *path, int append)
         }
     }
     const int special = exists && !S_ISREG(st.st_mode);
+    append = append || is_own; /* the job's output file: never emptied */
     int flags = O_WRONLY | O_CLOEXEC |
-                (special ? O_APPEND | O_NONBLOCK : O_CREAT | (append ? O_APPEND : O_TRUNC));
+                (special ? O_APPEND | O_NONBLOCK : O_CREAT | (append ? O_APPEND : 0));
     int fd = open(path, flags, 0666);
     if (fd < 0) {
         if (errno == ENXIO && special && S_ISFIFO(st.st_mode))
@@ -67,16 +70,33 @@ static FILE *open_log(const char *path, int append)
         int fl = fcntl(fd, F_GETFL);
         if (fl >= 0) (void)fcntl(fd, F_SETFL, fl & ~O_NONBLOCK);
     }
-    FILE *f = fdopen(fd, append || special ? "a" : "w");
+    FILE *f = fdopen(fd, append || special ? "a" : "w"); /* "w" does not truncate an fd */
     if (!f) {
         gt_error("cannot open log file %s for writing: %s", path, strerror(errno));
         close(fd);
+        return NULL;
     }
+    *to_empty = !append && !special;
     return f;
 }
 
+/* A fresh run's log is emptied only now that the run is set up, so that one refused for
+ * its data, its config or its checkpoint leaves the earlier run's log whole. */
+int train_start_log(run *r)
+{
+    if (!r->log || !r->log_to_empty) return 0;
+    r->log_to_empty = 0;
+    if (fflush(r->log) != 0 || ftruncate(fileno(r->log), 0) != 0 ||
+        fseek(r->log, 0, SEEK_SET) != 0) {
+        gt_error("cannot empty the log file %s for this run: %s", r->c->log, strerror(errno));
+        return -1;
+    }
+    return 0;
+}
+
 /* Rank 0 only: the output folder, the checkpoint folder (when the run can checkpoint)
- * and the log file; a resumed run appends to the log. */
+ * and the log file; a resumed run appends to the log, a fresh one replaces it once it
+ * starts (train_start_log). */
 int train_check_output_paths(run *r)
 {
     const gt_config *c = r->c;
@@ -103,7 +123,7 @@ int train_check_output_paths(run *r)
             *slash = '\0';
             if (gt_mkdirs(dir) != 0) return -1;
         }
-        if (!(r->log = open_log(c->log, r->from != NULL))) return -1;
+        if (!(r->log = open_log(c->log, r->from != NULL, &r->log_to_empty))) return -1;
     }
     return 0;
 }

@@ -107,6 +107,9 @@ typedef struct run {
                              * make_gradients puts them into the ring */
     char *saved_text;       /* the effective config saved with checkpoints and the model */
     FILE *log;
+    int log_to_empty;       /* a fresh run's log file, emptied once setup succeeded
+                             * (train_start_log): a run that fails before keeps the
+                             * earlier run's log as it was */
     int out_lock;           /* rank 0: the run folder's locked .gentrain.lock, or -1 */
     char ckpt_file[GT_PATH_MAX + 64]; /* the last checkpoint written */
     /* running totals */
@@ -180,6 +183,7 @@ int train_lock_out(run *r);
 void train_unlock_out(run *r);
 int train_find_resume(run *r);
 int train_check_output_paths(run *r);
+int train_start_log(run *r);
 int train_load_checkpoint(run *r);
 int train_init_from(run *r);
 int train_check_resume(run *r);
