@@ -193,9 +193,10 @@ if [ -c /dev/full ]; then
         "${TINY[@]}" --out "$tmp/run_full" --log "") > /dev/full 2> "$err"
     rc=$?
     check "train > /dev/full: exit 1, one error line about standard output, model saved" \
-        test "$rc" -eq 1 -a "$(wc -l < "$err")" -eq 1 -a -s "$tmp/run_full/model.h5" -a \
+        test "$rc" -eq 1 -a "$(grep -c '^gentrain: error: ' "$err")" -eq 1 -a \
+        -s "$tmp/run_full/model.h5" -a \
         "$(grep -c '^gentrain: error: .*standard output' "$err")" -eq 1
-    [ "$rc" -eq 1 ] || show_err
+    [ "$(grep -c '^gentrain: error: ' "$err")" -eq 1 ] || show_err
     "$G" inspect "$tmp/good.h5" > /dev/full 2> "$err"
     rc=$?
     check "inspect > /dev/full: exit 1, one error line" test "$rc" -eq 1 -a \

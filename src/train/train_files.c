@@ -37,10 +37,15 @@ static FILE *open_log(const char *path, int append, int *to_empty)
      * given as log by mistake) would be truncated or appended to: refused, intact. Our
      * own standard output or error (--log /dev/stdout into a job's file) is fine. */
     struct stat own1, own2;
-    const int is_own = exists && ((fstat(STDOUT_FILENO, &own1) == 0 &&
-                                   own1.st_dev == st.st_dev && own1.st_ino == st.st_ino) ||
-                                  (fstat(STDERR_FILENO, &own2) == 0 &&
-                                   own2.st_dev == st.st_dev && own2.st_ino == st.st_ino));
+    const int own_fd = !exists ? -1
+                       : fstat(STDOUT_FILENO, &own1) == 0 && own1.st_dev == st.st_dev &&
+                               own1.st_ino == st.st_ino
+                           ? STDOUT_FILENO
+                       : fstat(STDERR_FILENO, &own2) == 0 && own2.st_dev == st.st_dev &&
+                               own2.st_ino == st.st_ino
+                           ? STDERR_FILENO
+                           : -1;
+    const int is_own = own_fd >= 0;
     if (exists && S_ISREG(st.st_mode) && st.st_size > 0 && !is_own) {
         unsigned char first = 0;
         const int rfd = open(path, O_RDONLY | O_CLOEXEC);
@@ -54,10 +59,13 @@ static FILE *open_log(const char *path, int append, int *to_empty)
         }
     }
     const int special = exists && !S_ISREG(st.st_mode);
-    append = append || is_own; /* the job's output file: never emptied */
     int flags = O_WRONLY | O_CLOEXEC |
                 (special ? O_APPEND | O_NONBLOCK : O_CREAT | (append ? O_APPEND : 0));
-    int fd = open(path, flags, 0666);
+    /* The job's own output file (--log /dev/stdout into a file): written through the
+     * same open file, so the lines of both land one after the other, none over another
+     * and nothing emptied. */
+    int fd = is_own && !special ? fcntl(own_fd, F_DUPFD_CLOEXEC, 0) : open(path, flags, 0666);
+    if (is_own && !special) append = 1;
     if (fd < 0) {
         if (errno == ENXIO && special && S_ISFIFO(st.st_mode))
             gt_error("log file %s is a named pipe (FIFO) with no reader; start the reader "
