@@ -17,6 +17,18 @@
 #include "train_run.h"
 #include "util.h"
 
+/* STDOUT_FILENO or STDERR_FILENO when that stream is the file st describes, else -1. */
+static int own_stream_fd(const struct stat *st)
+{
+    const int fds[2] = {STDOUT_FILENO, STDERR_FILENO};
+    for (int i = 0; i < 2; i++) {
+        struct stat own;
+        if (fstat(fds[i], &own) == 0 && own.st_dev == st->st_dev && own.st_ino == st->st_ino)
+            return fds[i];
+    }
+    return -1;
+}
+
 /* The JSON Lines log: a regular file is created or appended to, or (fresh) kept as it
  * is with *to_empty = 1 for train_start_log to empty once the run starts; a terminal,
  * /dev/stdout or another character device is written as it is; a named pipe only when
@@ -36,15 +48,7 @@ static FILE *open_log(const char *path, int append, int *to_empty)
     /* A regular file that is not a JSON Lines log (the data file, the config, a model,
      * given as log by mistake) would be truncated or appended to: refused, intact. Our
      * own standard output or error (--log /dev/stdout into a job's file) is fine. */
-    struct stat own1, own2;
-    const int own_fd = !exists ? -1
-                       : fstat(STDOUT_FILENO, &own1) == 0 && own1.st_dev == st.st_dev &&
-                               own1.st_ino == st.st_ino
-                           ? STDOUT_FILENO
-                       : fstat(STDERR_FILENO, &own2) == 0 && own2.st_dev == st.st_dev &&
-                               own2.st_ino == st.st_ino
-                           ? STDERR_FILENO
-                           : -1;
+    const int own_fd = exists ? own_stream_fd(&st) : -1;
     const int is_own = own_fd >= 0;
     if (exists && S_ISREG(st.st_mode) && st.st_size > 0 && !is_own) {
         unsigned char first = 0;
