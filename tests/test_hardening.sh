@@ -11,7 +11,8 @@
 #    tokenizer's) temporary file, prepare x.h5.tmp -o x.h5: refused, the input intact;
 #    -o naming the --tokenizer read or the --save-tokenizer file: refused, the
 #    tokenizer intact;
-#  - an HDF5 file (a prepared data set) given to prepare as text: refused;
+#  - an HDF5 file (a prepared data set) given to prepare as text: refused; so is one
+#    input given twice (by a link the second time);
 #  - --log naming the data file or the config (any file that is not a JSON Lines log):
 #    refused, the file intact (it was truncated);
 #  - a model saved where a FIFO stands (out/model.h5): the save fails clearly, the FIFO
@@ -122,6 +123,11 @@ check "prepare-link: the link is still a link" test -L "$tmp/link.txt"
 cp "$tmp/slice.txt" "$tmp/second.txt"
 refused prepare-second "is the input" "$GENTRAIN" prepare "$tmp/slice.txt" \
     "$tmp/second.txt" -o "$tmp/second.txt"
+# one input given twice (a link to it counts): its text would be in the data set twice,
+# its copies split between training and validation; nothing is written
+refused prepare-twice "inputs 2 \(.*\) and 3 \(.*\) are the same file" \
+    "$GENTRAIN" prepare "$tmp/second.txt" "$tmp/link.txt" "$tmp/slice.txt" -o "$tmp/twice.h5"
+check "prepare-twice: no output" test ! -e "$tmp/twice.h5" -a ! -e "$tmp/twice.h5.tmp"
 # --log naming the data file (or the config) by mistake: refused before it is opened
 # for writing (it was truncated), the file intact
 cp "$tmp/d.h5" "$tmp/dlog.h5"

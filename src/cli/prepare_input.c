@@ -94,19 +94,10 @@ int prep_check_writable(const char *const *inputs, int n_inputs, const char *pat
     return 0;
 }
 
-int prep_check_paths(const char *const *inputs, int n_inputs, const char *out, int64_t *sizes,
-                     int64_t *total)
+/* The inputs' checks of prep_check_paths: sizes[i], *total; seen[i] their stat. */
+static int prep_check_inputs(const char *const *inputs, int n_inputs, int64_t *sizes,
+                             int64_t *total, struct stat *seen)
 {
-    *total = 0;
-    /* An output that can never be written fails before any work is done; only a
-     * regular file is ever replaced, and never one of the inputs (nor a link to one). */
-    const char *kind = gt_special_kind(out);
-    if (kind) {
-        gt_error("cannot write %s: it is %s; gentrain replaces only regular files", out, kind);
-        return -1;
-    }
-
-    /* Every input must be a readable regular file; their sizes fix the split. */
     for (int i = 0; i < n_inputs; i++) {
         /* non-blocking: a named pipe is found out by fstat instead of waited on */
         int fd = open(inputs[i], O_RDONLY | O_NONBLOCK);
@@ -142,11 +133,45 @@ int prep_check_paths(const char *const *inputs, int n_inputs, const char *out, i
                      S_ISFIFO(st.st_mode) ? "a named pipe (FIFO)" : "a device or socket");
             return -1;
         }
+        for (int j = 0; j < i; j++)
+            if (seen[j].st_dev == st.st_dev && seen[j].st_ino == st.st_ino) {
+                char a[72], b[72];
+                gt_error("inputs %d (%s) and %d (%s) are the same file; give each file once",
+                         j + 1, gt_printable(inputs[j], a), i + 1, gt_printable(inputs[i], b));
+                return -1;
+            }
+        seen[i] = st;
         sizes[i] = (int64_t)st.st_size;
         *total += sizes[i];
     }
-    return prep_check_writable(inputs, n_inputs, out, "output");
+    return 0;
 }
+
+int prep_check_paths(const char *const *inputs, int n_inputs, const char *out, int64_t *sizes,
+                     int64_t *total)
+{
+    *total = 0;
+    /* An output that can never be written fails before any work is done; only a
+     * regular file is ever replaced, and never one of the inputs (nor a link to one). */
+    const char *kind = gt_special_kind(out);
+    if (kind) {
+        gt_error("cannot write %s: it is %s; gentrain replaces only regular files", out, kind);
+        return -1;
+    }
+
+    /* Every input must be a readable regular file; their sizes fix the split. Each once:
+     * one given twice (a.txt a.txt, or a glob and a name) would make a data set of
+     * repeated text, its copies split between training and validation. */
+    struct stat *seen = calloc((size_t)(n_inputs > 0 ? n_inputs : 1), sizeof *seen);
+    if (!seen) {
+        gt_error("out of memory checking %d input files", n_inputs);
+        return -1;
+    }
+    int rc = prep_check_inputs(inputs, n_inputs, sizes, total, seen);
+    free(seen);
+    return rc != 0 ? -1 : prep_check_writable(inputs, n_inputs, out, "output");
+}
+
 
 int prep_fill(prep_stream *s, unsigned char *buf, int64_t want)
 {
