@@ -10,7 +10,9 @@
 #    for (a smaller dynamic team hung OpenBLAS the same way);
 #  - `plan --measure`, which sets the thread count for each timing, under the same two
 #    settings: it finishes (it hung), and says when the limit caps its timings;
-#  - more threads than CPUs: the measured peak is the CPUs', not more.
+#  - more threads than CPUs: the measured peak is the CPUs', not more;
+#  - OMP_PROC_BIND=close: as many threads as CPUs (the runtime's binding of the first
+#    thread before main made it one).
 # All runs train to the losses of the 1-thread run (1e-4): the thread count must not
 # change the model.
 set -u
@@ -55,6 +57,18 @@ else
     echo "    (no taskset: the pinned part is skipped)"
 fi
 
+# OpenMP binding (OMP_PROC_BIND): the runtime binds the initial thread to one CPU before
+# main, and gentrain's restart for OpenBLAS's core inherited that one CPU, so the team
+# took 1 thread (or all its threads shared CPU 0: a step 2x slower on 2 cores)
+cpus=$(nproc)
+run bound OMP_PROC_BIND=close --
+check "OMP_PROC_BIND=close, no thread setting: $cpus threads, one per CPU (got $(threads_of bound))" \
+    test "$(threads_of bound)" = "$cpus"
+check "OMP_PROC_BIND=close: the threads line names no narrower mask" \
+    test "$(grep -c '^threads: .*CPUs this process may run on' "$tmp/bound.out")" = 0
+check "OMP_PROC_BIND=close: trains as the 1-thread run" \
+    compare_logs "$tmp/one.jsonl" "$tmp/bound.jsonl" 1e-4 4
+
 run limited OMP_THREAD_LIMIT=1 -- --threads 4
 check "OMP_THREAD_LIMIT=1 with --threads 4: warned" \
     grep -q "4 threads asked for, but OMP_THREAD_LIMIT allows 1: using 1" "$tmp/limited.err"
@@ -89,7 +103,6 @@ check "plan under OMP_THREAD_LIMIT=1: says the timings are capped" \
 
 # The peak: 32 threads on this machine's CPUs against 1 thread. The bound is loose
 # (other tests run meanwhile); summing each thread's best moment read 5-7x.
-cpus=$(nproc)
 run many -- --threads 32
 p1=$(peak_of one) p32=$(peak_of many)
 echo "    measured peak: $p1 GFLOP/s on 1 thread, $p32 with 32 threads on $cpus CPUs"

@@ -204,15 +204,50 @@ const char *cpu_amx_declined(void)
     return NULL;
 }
 
+#ifdef __linux__
+/* With OpenMP binding on (OMP_PROC_BIND, or OMP_PLACES), the runtime binds the initial
+ * thread to the first place as it starts, before main: its affinity mask is then one
+ * place, not what the process was given. The places, made from that given mask, still
+ * hold all of it. Their union into *set: its count, or 0 where binding is off. */
+static int omp_places_union(cpu_set_t *set)
+{
+    CPU_ZERO(set);
+#ifdef _OPENMP
+    if (omp_get_proc_bind() == omp_proc_bind_false) return 0;
+    const int places = omp_get_num_places();
+    for (int p = 0; p < places; p++) {
+        const int n = omp_get_place_num_procs(p);
+        if (n <= 0) continue;
+        int ids[CPU_SETSIZE];
+        if (n > CPU_SETSIZE) return 0;
+        omp_get_place_proc_ids(p, ids);
+        for (int i = 0; i < n; i++)
+            if (ids[i] >= 0 && ids[i] < CPU_SETSIZE) CPU_SET(ids[i], set);
+    }
+#endif
+    return CPU_COUNT(set);
+}
+#endif
+
 int cpu_available_count(void)
 {
 #ifdef __linux__
     cpu_set_t set;
+    const int bound = omp_places_union(&set);
+    if (bound > 0) return bound;
     CPU_ZERO(&set);
     if (sched_getaffinity(0, sizeof set, &set) == 0 && CPU_COUNT(&set) > 0)
         return CPU_COUNT(&set);
 #endif
     return cpu_online_count();
+}
+
+void cpu_unbind_before_exec(void)
+{
+#ifdef __linux__
+    cpu_set_t set;
+    if (omp_places_union(&set) > 0) (void)sched_setaffinity(0, sizeof set, &set);
+#endif
 }
 
 int cpu_online_count(void)

@@ -42,8 +42,15 @@ int cpu_has_amx_bf16(void);
  * lives in a static buffer: call it from one thread at a time. */
 const char *cpu_amx_declined(void);
 /* The CPUs this process may run on: its affinity mask (taskset, mpirun's or srun's
- * binding), else the online CPUs; at least 1. */
+ * binding), else the online CPUs; at least 1. With OpenMP binding on (OMP_PROC_BIND,
+ * OMP_PLACES), the CPUs of all the places: the runtime has bound the initial thread to
+ * the first place alone before main. */
 int cpu_available_count(void);
+/* Before this process executes itself again (blas_core.c): gives the calling thread back
+ * the CPUs of all the OpenMP places where binding had narrowed it to the first, so the
+ * new process starts with the mask this one was given (else it inherits one place and
+ * every thread of its team shares that CPU). No change where binding is off. */
+void cpu_unbind_before_exec(void);
 /* The CPUs online in the machine (>= 1). */
 int cpu_online_count(void);
 /* The CPU's model name from /proc/cpuinfo into buf (or "unknown CPU"); returns buf. */

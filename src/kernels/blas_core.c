@@ -1,6 +1,8 @@
 /* blas_core — see blas_core.h. */
 #include "blas_core.h"
 
+#include "cpu_features.h" /* cpu_unbind_before_exec */
+
 #include <errno.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -187,6 +189,7 @@ void blas_core_fixup(char **argv)
                 self == 0 ? "" : strerror(errno), core, best);
     } else {
         fflush(NULL);
+        cpu_unbind_before_exec();
         execv("/proc/self/exe", argv);
         gt_warn("cannot restart with OPENBLAS_CORETYPE=%s (%s); OpenBLAS stays on its %s "
                 "core", best, strerror(errno), core);
