@@ -7,7 +7,8 @@
 #  - a malformed schedule (exit 2, at start), one past the team's size (exit 1) and a
 #    bad thread_team value (exit 2, as every config error) are one clear error line;
 #  - under a real load (a busy loop pinned to one of the run's 2 CPUs) the adaptive
-#    team leaves the shared core and says so once; a fixed team never changes.
+#    team leaves the shared core and says so once; a fixed team never changes; with
+#    OpenMP binding on and the loop on the first CPU, the thread left is let off it.
 # Whether the team grows back once the core is free depends on what else the machine
 # runs (another test beside this one keeps a core busy too), so it is measured by
 # scripts/bench-load.sh, not asserted here.
@@ -82,6 +83,28 @@ if command -v taskset >/dev/null 2>&1 && [ "$(echo "$cpus" | tr -cd , | wc -c)" 
     check "fixed, the same busy loop: every step on 2 threads, no note" \
         bash -c "! grep -q '\"threads\":1[,}]' '$tmp/loaded_fixed.jsonl' &&
                  ! grep -q 'note: threads' '$tmp/loaded_fixed.err'"
+    # OpenMP binding on (OMP_PROC_BIND=close: the first thread bound to the first CPU),
+    # the busy loop on that first CPU: once the team is down to 1 thread, that thread may
+    # run on both CPUs (bound, it stayed on the busy one: a step 2x slower than unbound)
+    first_cpu=${cpus%,*}
+    taskset -c "$first_cpu" sh -c 'while :; do :; done' &
+    busy=$!
+    sleep 0.3
+    OMP_PROC_BIND=close taskset -c "$cpus" "$GENTRAIN" "${long[@]}" --steps 100000 \
+        --out "" --log "$tmp/bound.jsonl" > "$tmp/bound.out" 2> "$tmp/bound.err" &
+    run=$!
+    allowed=""
+    for _ in $(seq 600); do # up to 60 s for the team to shrink
+        if grep -q '"threads":1[,}]' "$tmp/bound.jsonl" 2>/dev/null; then
+            allowed=$(sed -n 's/^Cpus_allowed_list:[[:space:]]*//p' "/proc/$run/status")
+            break
+        fi
+        sleep 0.1
+    done
+    kill "$run" "$busy" 2>/dev/null
+    wait "$run" "$busy" 2>/dev/null
+    check "bound, a busy loop on CPU $first_cpu: the team of 1 may leave it (CPUs ${allowed:-none seen})" \
+        test -n "$allowed" -a "$allowed" != "$first_cpu"
 else
     echo "    (fewer than 2 CPUs or no taskset: the part under load is skipped)"
 fi

@@ -242,6 +242,26 @@ int cpu_available_count(void)
     return cpu_online_count();
 }
 
+void cpu_thread_binding(int own_place)
+{
+#if defined(__linux__) && defined(_OPENMP)
+    cpu_set_t set;
+    if (omp_places_union(&set) == 0) return; /* binding is off */
+    const int place = omp_get_place_num();
+    const int n = place >= 0 ? omp_get_place_num_procs(place) : 0;
+    if (own_place && n > 0 && n <= CPU_SETSIZE) {
+        int ids[CPU_SETSIZE];
+        omp_get_place_proc_ids(place, ids);
+        CPU_ZERO(&set);
+        for (int i = 0; i < n; i++)
+            if (ids[i] >= 0 && ids[i] < CPU_SETSIZE) CPU_SET(ids[i], &set);
+    }
+    (void)sched_setaffinity(0, sizeof set, &set);
+#else
+    (void)own_place;
+#endif
+}
+
 void cpu_unbind_before_exec(void)
 {
 #ifdef __linux__

@@ -51,6 +51,11 @@ int cpu_available_count(void);
  * new process starts with the mask this one was given (else it inherits one place and
  * every thread of its team shares that CPU). No change where binding is off. */
 void cpu_unbind_before_exec(void);
+/* On the calling thread, with OpenMP binding on: own_place 1 binds it to the CPUs of its
+ * place, as the runtime did; 0 lets it run on any CPU of all the places. The thread
+ * team (team.c) lets a smaller team's threads leave a CPU another process shares: a
+ * thread bound to that CPU would stay on it. No change where binding is off. */
+void cpu_thread_binding(int own_place);
 /* The CPUs online in the machine (>= 1). */
 int cpu_online_count(void);
 /* The CPU's model name from /proc/cpuinfo into buf (or "unknown CPU"); returns buf. */
