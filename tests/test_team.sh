@@ -93,10 +93,13 @@ if command -v taskset >/dev/null 2>&1 && [ "$(echo "$cpus" | tr -cd , | wc -c)" 
     OMP_PROC_BIND=close taskset -c "$cpus" "$GENTRAIN" "${long[@]}" --steps 100000 \
         --out "" --log "$tmp/bound.jsonl" > "$tmp/bound.out" 2> "$tmp/bound.err" &
     run=$!
-    allowed=""
+    allowed="" confined=""
     for _ in $(seq 600); do # up to 60 s for the team to shrink
         if grep -q '"threads":1[,}]' "$tmp/bound.jsonl" 2>/dev/null; then
             allowed=$(sed -n 's/^Cpus_allowed_list:[[:space:]]*//p' "/proc/$run/status")
+            # every thread of the run (the idle team members stay on their own places)
+            confined=$(grep -lx "Cpus_allowed_list:[[:space:]]*$first_cpu" \
+                "/proc/$run"/task/*/status 2>/dev/null | wc -l)
             break
         fi
         sleep 0.1
@@ -105,6 +108,8 @@ if command -v taskset >/dev/null 2>&1 && [ "$(echo "$cpus" | tr -cd , | wc -c)" 
     wait "$run" "$busy" 2>/dev/null
     check "bound, a busy loop on CPU $first_cpu: the team of 1 may leave it (CPUs ${allowed:-none seen})" \
         test -n "$allowed" -a "$allowed" != "$first_cpu"
+    check "bound: no thread of the run left on CPU $first_cpu alone (the loader's neither; ${confined:-?})" \
+        test "$confined" = 0
 else
     echo "    (fewer than 2 CPUs or no taskset: the part under load is skipped)"
 fi

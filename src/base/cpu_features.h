@@ -54,7 +54,9 @@ void cpu_unbind_before_exec(void);
 /* On the calling thread, with OpenMP binding on: own_place 1 binds it to the CPUs of its
  * place, as the runtime did; 0 lets it run on any CPU of all the places. The thread
  * team (team.c) lets a smaller team's threads leave a CPU another process shares: a
- * thread bound to that CPU would stay on it. No change where binding is off. */
+ * thread bound to that CPU would stay on it; the data loader's thread (no member of the
+ * team) takes any CPU of the places rather than the first thread's. No change where
+ * binding is off. */
 void cpu_thread_binding(int own_place);
 /* The CPUs online in the machine (>= 1). */
 int cpu_online_count(void);

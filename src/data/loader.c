@@ -17,6 +17,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "cpu_features.h" /* cpu_thread_binding */
 #include "util.h"
 
 struct loader {
@@ -76,6 +77,10 @@ static int fill_batch(loader *l, int64_t n)
 static void *loader_main(void *arg)
 {
     loader *l = arg;
+    /* Started by the team's first thread, it inherits that thread's binding where OpenMP
+     * binds (OMP_PROC_BIND): one CPU, shared with that thread for every batch it reads.
+     * It is no member of the team: any CPU of the team's places will do. */
+    cpu_thread_binding(0);
     pthread_mutex_lock(&l->mu);
     for (;;) {
         while (!l->stop && l->produced - l->released >= l->depth)
