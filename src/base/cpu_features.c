@@ -256,6 +256,7 @@ void cpu_thread_binding(int own_place)
         for (int i = 0; i < n; i++)
             if (ids[i] >= 0 && ids[i] < CPU_SETSIZE) CPU_SET(ids[i], &set);
     }
+    /* refused (a cgroup narrower than the places): the thread keeps the binding it has */
     (void)sched_setaffinity(0, sizeof set, &set);
 #else
     (void)own_place;
@@ -266,7 +267,8 @@ void cpu_unbind_before_exec(void)
 {
 #ifdef __linux__
     cpu_set_t set;
-    if (omp_places_union(&set) > 0) (void)sched_setaffinity(0, sizeof set, &set);
+    if (omp_places_union(&set) > 0) /* refused: the restart binds as before, slower */
+        (void)sched_setaffinity(0, sizeof set, &set);
 #endif
 }
 

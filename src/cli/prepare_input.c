@@ -172,7 +172,6 @@ int prep_check_paths(const char *const *inputs, int n_inputs, const char *out, i
     return rc != 0 ? -1 : prep_check_writable(inputs, n_inputs, out, "output");
 }
 
-
 int prep_fill(prep_stream *s, unsigned char *buf, int64_t want)
 {
     while (want > 0) {

@@ -1,8 +1,6 @@
 /* blas_core — see blas_core.h. */
 #include "blas_core.h"
 
-#include "cpu_features.h" /* cpu_unbind_before_exec */
-
 #include <errno.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -15,6 +13,7 @@
 
 #include <cblas.h> /* defines: openblas_get_corename (OpenBLAS only) */
 
+#include "cpu_features.h" /* cpu_unbind_before_exec */
 #include "util.h" /* defines: gt_warn */
 
 /* Set by gentrain when it re-executes itself: the core it asked for, and the one the
