@@ -209,21 +209,29 @@ const char *cpu_amx_declined(void)
  * thread to the first place as it starts, before main: its affinity mask is then one
  * place, not what the process was given. The places, made from that given mask, still
  * hold all of it. Their union into *set: its count, or 0 where binding is off. */
+#ifdef _OPENMP
+/* Adds the CPUs of OpenMP place p to *set: 0, or -1 for a place past CPU_SETSIZE. */
+static int add_place(cpu_set_t *set, int p)
+{
+    const int n = omp_get_place_num_procs(p);
+    if (n <= 0) return 0;
+    if (n > CPU_SETSIZE) return -1;
+    int ids[CPU_SETSIZE];
+    omp_get_place_proc_ids(p, ids);
+    for (int i = 0; i < n; i++)
+        if (ids[i] >= 0 && ids[i] < CPU_SETSIZE) CPU_SET(ids[i], set);
+    return 0;
+}
+#endif
+
 static int omp_places_union(cpu_set_t *set)
 {
     CPU_ZERO(set);
 #ifdef _OPENMP
     if (omp_get_proc_bind() == omp_proc_bind_false) return 0;
     const int places = omp_get_num_places();
-    for (int p = 0; p < places; p++) {
-        const int n = omp_get_place_num_procs(p);
-        if (n <= 0) continue;
-        int ids[CPU_SETSIZE];
-        if (n > CPU_SETSIZE) return 0;
-        omp_get_place_proc_ids(p, ids);
-        for (int i = 0; i < n; i++)
-            if (ids[i] >= 0 && ids[i] < CPU_SETSIZE) CPU_SET(ids[i], set);
-    }
+    for (int p = 0; p < places; p++)
+        if (add_place(set, p) != 0) return 0;
 #endif
     return CPU_COUNT(set);
 }
@@ -248,14 +256,10 @@ void cpu_thread_binding(int own_place)
     cpu_set_t set;
     if (omp_places_union(&set) == 0) return; /* binding is off */
     const int place = omp_get_place_num();
-    const int n = place >= 0 ? omp_get_place_num_procs(place) : 0;
-    if (own_place && n > 0 && n <= CPU_SETSIZE) {
-        int ids[CPU_SETSIZE];
-        omp_get_place_proc_ids(place, ids);
-        CPU_ZERO(&set);
-        for (int i = 0; i < n; i++)
-            if (ids[i] >= 0 && ids[i] < CPU_SETSIZE) CPU_SET(ids[i], &set);
-    }
+    cpu_set_t own;
+    CPU_ZERO(&own);
+    if (own_place && place >= 0 && add_place(&own, place) == 0 && CPU_COUNT(&own) > 0)
+        set = own;
     /* refused (a cgroup narrower than the places): the thread keeps the binding it has */
     (void)sched_setaffinity(0, sizeof set, &set);
 #else
