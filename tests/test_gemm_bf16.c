@@ -944,14 +944,20 @@ static void check_stored_on_packed(const char *name)
  * AMX path sums its pieces apart and streams them into C) gives the bits of the same
  * product in two halves of its rows, each under it: with a bias, alpha 1 and rows of
  * C that start off a 64-byte boundary (ldc odd), and with alpha 1/2 (every block
- * through the write-back); a ragged last strip; C past its columns untouched */
-static int staged_case(int M, int N, const char *name)
+ * through the write-back); a ragged last strip; C past its columns untouched.
+ * stored: A in BF16 storage (GEMM_BF16_STORED), which the AMX path reads in place and
+ * walks in column slices when staged (the halves: in whole column blocks) */
+static int staged_case(int M, int N, int stored, const char *name)
 {
-    const int K = 32, ldc = N + 3;
+    const int K = 32, ldc = N + 3, ta = stored ? GEMM_BF16_STORED : 0;
     float *A = fnew_rand((size_t)M * K), *W = fnew_rand((size_t)N * K), *bias = fnew_rand(N);
     float *got = malloc((size_t)M * ldc * sizeof *got);
     float *want = malloc((size_t)M * ldc * sizeof *want);
     if (!got || !want) exit(99);
+    uint16_t *A16 = malloc((size_t)M * K * sizeof *A16);
+    if (!A16) exit(99);
+    bf16_store(A16, A, (size_t)M * K);
+    const float *A1 = stored ? (const float *)(const void *)A16 : A;
     TU_CHECK(gemm_bf16_weights_add(W, N, K) == 0 && gemm_bf16_weights_refresh() == 0,
              "%s: (r) the weight %d x %d is registered and packed", name, N, K);
     int same = 1;
@@ -959,17 +965,19 @@ static int staged_case(int M, int N, const char *name)
         const float alpha = round ? 0.5f : 1.0f;
         const gemm_bf16_epilogue ep = {.bias = round ? NULL : bias};
         for (size_t i = 0; i < (size_t)M * ldc; i++) got[i] = want[i] = 7.0f;
-        gemm_bf16_fused(0, 1, M, N, K, alpha, A, K, W, K, 0.0f, got, ldc, &ep);
+        gemm_bf16_fused(ta, 1, M, N, K, alpha, A1, K, W, K, 0.0f, got, ldc, &ep);
         const int h = M / 2;
-        gemm_bf16_fused(0, 1, h, N, K, alpha, A, K, W, K, 0.0f, want, ldc, &ep);
-        gemm_bf16_fused(0, 1, M - h, N, K, alpha, A + (size_t)h * K, K, W, K, 0.0f,
-                        want + (size_t)h * ldc, ldc, &ep);
+        const float *A2 = stored ? (const float *)(const void *)(A16 + (size_t)h * K)
+                                 : A + (size_t)h * K;
+        gemm_bf16_fused(ta, 1, h, N, K, alpha, A1, K, W, K, 0.0f, want, ldc, &ep);
+        gemm_bf16_fused(ta, 1, M - h, N, K, alpha, A2, K, W, K, 0.0f, want + (size_t)h * ldc,
+                        ldc, &ep);
         same &= memcmp(got, want, (size_t)M * ldc * sizeof *got) == 0;
         for (int i = 0; i < M; i++)
             for (int j = N; j < ldc; j++) same &= got[(size_t)i * ldc + j] == 7.0f;
     }
     gemm_bf16_weights_clear();
-    free(A), free(W), free(bias), free(got), free(want);
+    free(A), free(A16), free(W), free(bias), free(got), free(want);
     return same;
 }
 
@@ -980,10 +988,12 @@ static void check_staged(const char *name)
     const size_t past = GEMM_BF16_AMX_STAGE_BYTES / sizeof(float);
     const int N1 = 8200, M1 = (int)(past / N1) / 32 * 32 + 32;
     const int M2 = 96, N2 = (int)(past / M2) + 8;
-    const int same = staged_case(M1, N1, name) & staged_case(M2, N2, name);
-    TU_CHECK(same, "%s: a product whose C is past the staging size (%d x %d, %d x %d) gives "
-             "the bits of its two halves (bias; alpha 1/2; rows off a 64-byte boundary)", name,
-             M1, N1, M2, N2);
+    for (int stored = 0; stored < 2; stored++) {
+        const int same = staged_case(M1, N1, stored, name) & staged_case(M2, N2, stored, name);
+        TU_CHECK(same, "%s: a product whose C is past the staging size (%d x %d, %d x %d; A %s) "
+                 "gives the bits of its two halves (bias; alpha 1/2; rows off a 64-byte "
+                 "boundary)", name, M1, N1, M2, N2, stored ? "in BF16 storage" : "in FP32");
+    }
 }
 
 /* (n) row sums: from zero in depth order, then added (the reference), against the
