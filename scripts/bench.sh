@@ -67,6 +67,8 @@
 # Environment:
 #   GENTRAIN      path to the gentrain binary (part c skipped when unset)
 #   BENCH_SGEMM   path to the built bench_sgemm (part b skipped when unset)
+#   BENCH_TILES   path to the built bench_tiles (part b'' skipped when unset, and where
+#                 the BF16 products did not take the AMX path)
 #   PYTHON        Python for the JSON arithmetic and Debian's torch (default /usr/bin/python3)
 #   TORCH_VENV    virtual environment with PyTorch 2.x (default
 #                 ${XDG_CACHE_HOME:-$HOME/.cache}/gentrain/torch-venv)
@@ -155,6 +157,7 @@ else
 fi
 GENTRAIN=${GENTRAIN:-}
 BENCH_SGEMM=${BENCH_SGEMM:-}
+BENCH_TILES=${BENCH_TILES:-}
 
 # the config (the targets' unless overridden)
 N_LAYER=${N_LAYER:-6} N_HEAD=${N_HEAD:-6} N_EMBD=${N_EMBD:-384}
@@ -324,6 +327,31 @@ for prec in $PRECISIONS; do
         cat "$tmp/gemm-$prec.out"; say "failed: bench_sgemm --precision $prec"; fail=1
     fi
 done
+
+# ---- (b'') the tile unit's ceilings: (b)'s BF16 products against the tile step fed from
+# L1, L2, L3 and memory (scripts/bench_tiles.c) ------------------------------------------
+if [ -n "$BENCH_TILES" ] && [ -s "$tmp/gemm-bf16.out" ] &&
+        grep -q '"blas":"amx-bf16"' "$tmp/gemm-bf16.out"; then
+    section "the AMX tile step fed from each cache level (bench_tiles, $THREADS threads)"
+    if wait_idle; "$BENCH_TILES" --threads "$THREADS" >"$tmp/tiles.out" 2>&1; then
+        grep -v '^{"threads"' "$tmp/tiles.out"
+        # the step's products as a share of each ceiling
+        "$PYTHON" - "$tmp/gemm-bf16.out" "$tmp/tiles.out" <<'EOF'
+import json, sys
+def last_json(path, key):
+    rows = [l for l in open(path) if l.startswith("{") and key in l]
+    return json.loads(rows[-1]) if rows else None
+g, t = last_json(sys.argv[1], '"impl"'), last_json(sys.argv[2], '"feeds"')
+if g and t:
+    avg = g["step_avg_gflops"]
+    print("the step's BF16 products (b): %.0f GFLOP/s = %s" % (avg, ", ".join(
+        "%.0f%% of %s" % (100 * avg / f["gflops"], f["name"]) for f in t["feeds"]
+        if f["gflops"] > 0 and f["name"] in ("registers (tile peak)", "L1", "A, B L2", "A, B L3"))))
+EOF
+    else
+        cat "$tmp/tiles.out"; say "failed: bench_tiles"; fail=1
+    fi
+fi
 
 # ---- (c, d) gentrain and PyTorch 2.x, in rounds -----------------------------------------
 # This machine's speed can drift by 10-20% over minutes (other guests of the host), so
