@@ -125,9 +125,13 @@ static int parse_threads(int argc, char **argv, int *threads)
             printf("usage: bench_tiles [--threads N]\n");
             exit(0);
         }
-        if (strcmp(argv[i], "--threads") || i + 1 >= argc) {
+        if (strcmp(argv[i], "--threads")) {
             fprintf(stderr, "bench_tiles: unknown argument '%s' (usage: bench_tiles "
                             "[--threads N])\n", argv[i]);
+            return -1;
+        }
+        if (i + 1 >= argc) {
+            fprintf(stderr, "bench_tiles: --threads needs a number of threads\n");
             return -1;
         }
         char *end;
