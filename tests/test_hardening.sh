@@ -23,6 +23,9 @@
 #    would overwrite and prune them, and the next resume = auto would mix the runs);
 #    resume = auto continues there, and a fresh run starts once they are moved away;
 #    a fresh run there refused for its input keeps the earlier run's log whole;
+#    a fresh run into a folder holding an earlier run's model.h5 (no checkpoints), with
+#    resume = none or auto: refused, the model and log unchanged; overwrite = yes
+#    replaces them (a resumed run, ck-auto below, continues its own model unasked);
 #    another folder's checkpoint resumed into it: refused too; a damaged checkpoint
 #    above the resumed one does not make keep_ckpts delete what the run saves; a bad
 #    GENTRAIN_* value on rank 1 alone is rank 1's one line, a bad config value on every
@@ -171,8 +174,10 @@ check "prepare-hdf5: nothing written" test ! -e "$tmp/h.h5"
 
 mkdir -p "$tmp/m"
 mkfifo "$tmp/m/model.h5"
+refused fresh-over-fifo "holds model.h5 from an earlier run" "$GENTRAIN" train \
+    --data "$tmp/d.h5" "${SMALL[@]}" --out "$tmp/m"
 refused save-over-fifo "$FIFO_RE|only a regular file" "$GENTRAIN" train --data "$tmp/d.h5" \
-    "${SMALL[@]}" --out "$tmp/m"
+    "${SMALL[@]}" --out "$tmp/m" --overwrite yes
 check "save-over-fifo: the FIFO is still there" test -p "$tmp/m/model.h5"
 check "save-over-fifo: no temporary file left" test ! -e "$tmp/m/model.h5.tmp"
 
@@ -193,13 +198,30 @@ check "resume-none: the damaged checkpoint is unchanged" \
 mv "$tmp/dmg/checkpoints" "$tmp/dmg/old-checkpoints"
 run_ok resume-none-moved timeout 60 "$GENTRAIN" train --data "$tmp/d.h5" "${SMALL[@]}" \
     --out "$tmp/dmg" --resume none
+# that run's model.h5: a fresh run into the folder would replace it (and empty the
+# log), with resume = none or with resume = auto and no checkpoint: refused, both whole
+sum_log=$(cksum < "$tmp/dmg/log.jsonl")
+sum_model=$(cksum < "$tmp/dmg/model.h5")
+refused fresh-over-model "dmg holds model.h5 from an earlier run.*overwrite = yes" \
+    "$GENTRAIN" train --data "$tmp/d.h5" "${SMALL[@]}" --out "$tmp/dmg" --seed 7
+refused fresh-auto-over-model "dmg holds model.h5 from an earlier run.*found no checkpoint" \
+    "$GENTRAIN" train \
+    --data "$tmp/d.h5" "${SMALL[@]}" --out "$tmp/dmg" --seed 7 --resume auto
+check "fresh-over-model: the earlier run's model and log are whole" \
+    test "$(cksum < "$tmp/dmg/model.h5")" = "$sum_model" -a \
+    "$(cksum < "$tmp/dmg/log.jsonl")" = "$sum_log"
 # a fresh run into that folder refused for its input (here a vocab_size its tokens pass)
 # keeps the earlier run's log as it was: the log is emptied only once a run starts
-sum_log=$(cksum < "$tmp/dmg/log.jsonl")
 refused fresh-bad-input "is >= vocab_size 2" "$GENTRAIN" train --data "$tmp/d.h5" \
-    "${SMALL[@]}" --out "$tmp/dmg" --vocab_size 2
+    "${SMALL[@]}" --out "$tmp/dmg" --vocab_size 2 --overwrite yes
 check "fresh-bad-input: the earlier run's log is whole" \
     test -s "$tmp/dmg/log.jsonl" -a "$(cksum < "$tmp/dmg/log.jsonl")" = "$sum_log"
+# overwrite = yes: the fresh run replaces them
+run_ok fresh-overwrite timeout 60 "$GENTRAIN" train --data "$tmp/d.h5" "${SMALL[@]}" \
+    --out "$tmp/dmg" --seed 7 --overwrite yes
+check "fresh-overwrite: a new model.h5 and log" \
+    test "$(cksum < "$tmp/dmg/model.h5")" != "$sum_model" -a \
+    "$(cksum < "$tmp/dmg/log.jsonl")" != "$sum_log"
 CK=(--n_layer 1 --n_head 1 --n_embd 8 --block_size 8 --batch_size 2 --eval_every 0
     --threads 1 --ckpt_every 1)
 run_ok ck-run timeout 60 "$GENTRAIN" train --data "$tmp/d.h5" "${CK[@]}" --steps 3 \

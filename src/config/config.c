@@ -219,6 +219,9 @@ static const key_def keys[] = {
             "none = start fresh; auto = from the newest valid checkpoint of "
             "<out>/checkpoints if there is one; or the path of a checkpoint file (on any "
             "number of ranks that keeps its global batch)"),
+    KEY_CHOICE(overwrite, G_CKPT, HARMLESS, "no", "no|yes",
+               "yes = a fresh run into a folder that holds an earlier run's model.h5 "
+               "replaces it (and empties its log); no = such a run is refused"),
     KEY_STR(init_from, G_MODEL, HARMLESS, "",
             "a Hugging Face GPT-2 folder (config.json, model.safetensors) a fresh run "
             "starts from; n_layer, n_head and n_embd must be its own, block_size at most "

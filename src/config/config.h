@@ -31,6 +31,7 @@ typedef enum { SYNC_SYNC, SYNC_ASYNC } gt_sync;
 typedef enum { PREDICT_ON, PREDICT_OFF } gt_predict;
 typedef enum { GRAD_COMM_FP32, GRAD_COMM_FP16 } gt_grad_comm;
 typedef enum { LR_RULE_ADASCALE, LR_RULE_SQRT, LR_RULE_LINEAR } gt_lr_rule;
+typedef enum { OVERWRITE_NO, OVERWRITE_YES } gt_overwrite;
 
 /* global_batch_size = auto (the batch follows the gradient noise scale: batch_rule.h) */
 #define GT_BATCH_AUTO (-1)
@@ -84,6 +85,7 @@ typedef struct gt_config {
     double ckpt_minutes;             /* also after this much wall time; 0 = off */
     int keep_ckpts;                  /* newest checkpoints kept, >= 1 */
     char resume[GT_PATH_MAX];        /* "none", "auto" or a checkpoint file */
+    gt_overwrite overwrite;          /* yes: a fresh run may replace <out>/model.h5 */
     char init_from[GT_PATH_MAX];     /* a Hugging Face GPT-2 folder; "" = random init */
 } gt_config;
 

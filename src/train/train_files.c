@@ -106,6 +106,23 @@ int train_start_log(run *r)
     return 0;
 }
 
+/* Whether the run folder holds a model.h5 (said) that a fresh run would replace at its
+ * end: an earlier run's result, which the checkpoint check does not cover where that
+ * run kept no checkpoints (or they were moved away). */
+static int earlier_model(const gt_config *c)
+{
+    char path[GT_PATH_MAX + 16];
+    snprintf(path, sizeof path, "%s/model.h5", c->out);
+    struct stat st;
+    if (lstat(path, &st) != 0) return 0;
+    const int auto_found_none = !strcmp(c->resume, "auto");
+    gt_error("output folder %s holds model.h5 from an earlier run, which this fresh run "
+             "would replace%s: give another out, move model.h5 away%s, or set overwrite = "
+             "yes", c->out, auto_found_none ? " (resume = auto found no checkpoint there)" : "",
+             auto_found_none ? "" : ", continue that run (resume = auto, from its checkpoints)");
+    return 1;
+}
+
 /* Rank 0 only: the output folder, the checkpoint folder (when the run can checkpoint)
  * and the log file; a resumed run appends to the log, a fresh one replaces it once it
  * starts (train_start_log). */
@@ -119,6 +136,7 @@ int train_check_output_paths(run *r)
             gt_error("output folder %s is not writable", c->out);
             return -1;
         }
+        if (!r->from && c->overwrite == OVERWRITE_NO && earlier_model(c)) return -1;
     }
     if (r->can_ckpt) {
         char longest[CKPT_PATH_CAP]; /* a step of 8 digits or the run's last */
