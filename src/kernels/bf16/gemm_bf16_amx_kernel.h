@@ -294,7 +294,8 @@ static void run_items_depth_inside(const product *g, uint32_t *ap, float *ct, fl
         const int slice = staged && in_place ? SLICE : nstrips;
         for (int s0 = 0; s0 < nstrips; s0 += slice) {
             const int sstrips = nstrips - s0 < slice ? nstrips - s0 : slice;
-            const int rows = in_place ? rows_in_place(32 * sstrips, g->K) : MC;
+            const int scols = nc - 32 * s0 < 32 * sstrips ? nc - 32 * s0 : 32 * sstrips;
+            const int rows = in_place ? rows_in_place(scols, g->K) : MC;
             const gemm_split sp = gemm_split_for(munits, rows / 32, sstrips, nthreads);
             const int items = sp.rblocks * sp.groups;
 #pragma omp for schedule(static) nowait
