@@ -22,7 +22,12 @@
  * FP32 but where the step keeps them in BF16 (the MLP's first Linear layer, from the
  * GELU backward; the logits, from the loss). Without it every operand is FP32 and is
  * converted and packed in every call, as for a caller that hands gemm_bf16 plain
- * floats. Build against
+ * floats. --epilogues step (with --operands step) also gives each product the fused
+ * epilogue the step gives it (kernels_cpu.c): the q|k|v and MLP forwards add their bias
+ * and write only BF16 outputs (the MLP's GELU too), the projections add their bias and
+ * the residual, the MLP projection's input gradient runs GELU's backward into BF16,
+ * and the weight gradients sum their bias gradients; the logits take none. The products
+ * then cost what they cost inside a step, epilogues included. Build against
  * the OpenMP build of OpenBLAS so the library and the OpenMP runtime share one pool.
  * The BLAS core is corrected as the trainer corrects it (blas_core.h), so the FP32
  * figures are those of the kernels a training run gets, not of a generic core that an
@@ -50,6 +55,7 @@ typedef struct {
     int64_t count;         /* times per training step (0 = not part of a step) */
     double med_ms, best_ms;
     int dout16;            /* --operands step: the step keeps this backward's dout in BF16 */
+    int epi;               /* --epilogues step: the step's epilogue (epilogue_kind) */
 } shape;
 
 static void usage(FILE *f) {
@@ -57,6 +63,7 @@ static void usage(FILE *f) {
             "usage: bench_sgemm [--n_embd C] [--block_size T] [--batch_size B] [--vocab V]\n"
             "                   [--n_layer L] [--threads N] [--reps R] [--square S]\n"
             "                   [--precision fp32|bf16] [--operands plain|step]\n"
+            "                   [--epilogues none|step]\n"
             "defaults: C=384 T=256 B=8 V=256 L=6, N=current OpenMP threads, R=10, S=2048\n");
 }
 
@@ -82,6 +89,49 @@ static double flops_of(const shape *s) { return 2.0 * (double)s->m * s->n * s->k
 
 static int use_bf16; /* --precision bf16: gentrain's BF16 products instead of sgemm */
 static int step_operands; /* --operands step: the operands as a training step has them */
+static int step_epilogues; /* --epilogues step: and the epilogues a step fuses into them */
+
+/* The epilogues a step fuses into its products (kernels_cpu.c) */
+enum epilogue_kind {
+    EPI_NONE,      /* the logits' three products, the other input gradients */
+    EPI_BIAS_BF16, /* q|k|v forward: bias, BF16 output only (c_unused) */
+    EPI_BIAS_RES,  /* attention and MLP projections' forwards: bias and residual */
+    EPI_BIAS_GELU, /* MLP forward: bias, BF16 pre-activation and GELU (c_unused) */
+    EPI_DGELU,     /* MLP projection's input gradient: GELU's backward into BF16 */
+    EPI_DBIAS      /* weight gradients: the bias gradient as dout^T is packed */
+};
+
+/* The epilogues' operands and outputs, sized for the largest product that has one */
+typedef struct {
+    float *bias, *residual, *row_sums;
+    uint16_t *pre16, *out16, *gelu16;
+} epilogue_buffers;
+
+static gemm_bf16_epilogue epilogue_of(const shape *s, const epilogue_buffers *e) {
+    const size_t n = (size_t)s->n;
+    gemm_bf16_epilogue ep = {0};
+    switch (step_epilogues ? s->epi : EPI_NONE) {
+    case EPI_BIAS_BF16:
+        ep = (gemm_bf16_epilogue){.bias = e->bias, .out_bf16 = e->out16, .ld_out_bf16 = n,
+                                  .c_unused = 1};
+        break;
+    case EPI_BIAS_RES:
+        ep = (gemm_bf16_epilogue){.bias = e->bias, .residual = e->residual, .ld_residual = n};
+        break;
+    case EPI_BIAS_GELU:
+        ep = (gemm_bf16_epilogue){.bias = e->bias, .gelu_out16 = e->gelu16, .ld_gelu = n,
+                                  .out_bf16 = e->out16, .ld_out_bf16 = n, .round_c = 1,
+                                  .c_unused = 1};
+        break;
+    case EPI_DGELU:
+        ep = (gemm_bf16_epilogue){.dgelu_x16 = e->pre16, .dgelu_out16 = e->out16,
+                                  .ld_dgelu = n, .dgelu_gelu16 = e->gelu16, .c_unused = 1};
+        break;
+    case EPI_DBIAS: ep = (gemm_bf16_epilogue){.row_sums = e->row_sums}; break;
+    default: break;
+    }
+    return ep;
+}
 
 static const float *as_floats(const uint16_t *h) { return (const float *)(const void *)h; }
 
@@ -89,16 +139,19 @@ static const float *as_floats(const uint16_t *h) { return (const float *)(const 
  * (FP32) and A16, B16 (their BF16 copies); a forward's B (transposed) and an input
  * gradient's B (as stored) are the registered weight. */
 static void gemm_step_operands(const shape *s, const float *A, const uint16_t *A16,
-                               const float *B, const uint16_t *B16, float *C, float beta) {
+                               const float *B, const uint16_t *B16, float *C, float beta,
+                               const epilogue_buffers *e) {
     const int m = (int)s->m, n = (int)s->n, k = (int)s->k;
+    const gemm_bf16_epilogue ep = epilogue_of(s, e);
     if (!s->ta && s->tb)        /* forward: inp (BF16) @ w^T */
-        gemm_bf16(GEMM_BF16_STORED, 1, m, n, k, 1.0f, as_floats(A16), k, B, k, beta, C, n);
+        gemm_bf16_fused(GEMM_BF16_STORED, 1, m, n, k, 1.0f, as_floats(A16), k, B, k, beta, C,
+                        n, &ep);
     else if (!s->ta)            /* input gradient: dout @ w */
-        gemm_bf16(s->dout16 ? GEMM_BF16_STORED : 0, 0, m, n, k, 1.0f,
-                  s->dout16 ? as_floats(A16) : A, k, B, n, beta, C, n);
+        gemm_bf16_fused(s->dout16 ? GEMM_BF16_STORED : 0, 0, m, n, k, 1.0f,
+                        s->dout16 ? as_floats(A16) : A, k, B, n, beta, C, n, &ep);
     else                        /* weight gradient: dout^T @ inp (BF16) */
-        gemm_bf16(s->dout16 ? GEMM_BF16_STORED_T : 1, GEMM_BF16_STORED, m, n, k, 1.0f,
-                  s->dout16 ? as_floats(A16) : A, m, as_floats(B16), n, beta, C, n);
+        gemm_bf16_fused(s->dout16 ? GEMM_BF16_STORED_T : 1, GEMM_BF16_STORED, m, n, k, 1.0f,
+                        s->dout16 ? as_floats(A16) : A, m, as_floats(B16), n, beta, C, n, &ep);
 }
 
 /* --operands step: registers the shape's weight (B of a forward or an input gradient)
@@ -116,14 +169,15 @@ static int register_weight(const shape *s, const float *B) {
 
 /* Times C (m,n) = op(A) op(B) (+ C when accumulating) reps times after one warm-up. */
 static void time_shape(shape *s, const float *A, const uint16_t *A16, const float *B,
-                       const uint16_t *B16, float *C, int reps, double *t) {
+                       const uint16_t *B16, float *C, int reps, double *t,
+                       const epilogue_buffers *e) {
     const int64_t lda = s->ta ? s->m : s->k;   /* A is (m,k), or (k,m) transposed */
     const int64_t ldb = s->tb ? s->k : s->n;   /* B is (k,n), or (n,k) transposed */
     const float beta = s->ta ? 1.0f : 0.0f;    /* weight gradients accumulate */
     for (int r = -1; r < reps; r++) {
         double t0 = omp_get_wtime();
         if (use_bf16 && step_operands)
-            gemm_step_operands(s, A, A16, B, B16, C, beta);
+            gemm_step_operands(s, A, A16, B, B16, C, beta, e);
         else if (use_bf16)
             gemm_bf16(s->ta, s->tb, (int)s->m, (int)s->n, (int)s->k, 1.0f, A, (int)lda, B,
                       (int)ldb, beta, C, (int)s->n);
@@ -200,8 +254,10 @@ int main(int argc, char **argv) {
         const int prec = choice_option(argc, argv, &i, "precision", "fp32", "bf16", &use_bf16);
         const int ops = prec ? 0 : choice_option(argc, argv, &i, "operands", "plain", "step",
                                                  &step_operands);
-        if (prec < 0 || ops < 0) return 2;
-        if (prec || ops) continue;
+        const int epis = prec || ops ? 0 : choice_option(argc, argv, &i, "epilogues", "none",
+                                                         "step", &step_epilogues);
+        if (prec < 0 || ops < 0 || epis < 0) return 2;
+        if (prec || ops || epis) continue;
         const char *eq = strchr(a, '=');
         size_t kl = eq ? (size_t)(eq - a - 2) : strlen(a + 2);
         if (kl >= sizeof key) kl = sizeof key - 1;
@@ -230,6 +286,10 @@ int main(int argc, char **argv) {
         fprintf(stderr, "bench_sgemm: --operands step needs --precision bf16\n");
         return 2;
     }
+    if (step_epilogues && !step_operands) {
+        fprintf(stderr, "bench_sgemm: --epilogues step needs --operands step\n");
+        return 2;
+    }
     const int nthr = omp_get_max_threads();
     if (use_bf16 && gemm_bf16_init(nthr) != 0) return 1;
     const char *blas = "unknown CBLAS";
@@ -247,23 +307,23 @@ int main(int argc, char **argv) {
 
     const int64_t N = B * T;
     shape sh[] = {
-        /* name             ta tb  m      n      k      count    (ms)  dout16 */
-        {"qkv fwd",          0, 1, N,     3 * C, C,     L, 0, 0, 0},
-        {"qkv bwd dinp",     0, 0, N,     C,     3 * C, L, 0, 0, 0},
-        {"qkv bwd dW",       1, 0, 3 * C, C,     N,     L, 0, 0, 0},
-        {"attn proj fwd",    0, 1, N,     C,     C,     L, 0, 0, 0},
-        {"attn proj dinp",   0, 0, N,     C,     C,     L, 0, 0, 0},
-        {"attn proj dW",     1, 0, C,     C,     N,     L, 0, 0, 0},
-        {"fc fwd",           0, 1, N,     4 * C, C,     L, 0, 0, 0},
-        {"fc bwd dinp",      0, 0, N,     C,     4 * C, L, 0, 0, 1},
-        {"fc bwd dW",        1, 0, 4 * C, C,     N,     L, 0, 0, 1},
-        {"fc proj fwd",      0, 1, N,     C,     4 * C, L, 0, 0, 0},
-        {"fc proj dinp",     0, 0, N,     4 * C, C,     L, 0, 0, 0},
-        {"fc proj dW",       1, 0, C,     4 * C, N,     L, 0, 0, 0},
-        {"logits fwd",       0, 1, N,     V,     C,     1, 0, 0, 0},
-        {"logits dinp",      0, 0, N,     C,     V,     1, 0, 0, 1},
-        {"logits dW",        1, 0, V,     C,     N,     1, 0, 0, 1},
-        {"square",           0, 0, S,     S,     S,     0, 0, 0, 0},
+        /* name             ta tb  m      n      k      count    (ms)  dout16 epilogue */
+        {"qkv fwd",          0, 1, N,     3 * C, C,     L, 0, 0, 0, EPI_BIAS_BF16},
+        {"qkv bwd dinp",     0, 0, N,     C,     3 * C, L, 0, 0, 0, EPI_NONE},
+        {"qkv bwd dW",       1, 0, 3 * C, C,     N,     L, 0, 0, 0, EPI_DBIAS},
+        {"attn proj fwd",    0, 1, N,     C,     C,     L, 0, 0, 0, EPI_BIAS_RES},
+        {"attn proj dinp",   0, 0, N,     C,     C,     L, 0, 0, 0, EPI_NONE},
+        {"attn proj dW",     1, 0, C,     C,     N,     L, 0, 0, 0, EPI_DBIAS},
+        {"fc fwd",           0, 1, N,     4 * C, C,     L, 0, 0, 0, EPI_BIAS_GELU},
+        {"fc bwd dinp",      0, 0, N,     C,     4 * C, L, 0, 0, 1, EPI_NONE},
+        {"fc bwd dW",        1, 0, 4 * C, C,     N,     L, 0, 0, 1, EPI_DBIAS},
+        {"fc proj fwd",      0, 1, N,     C,     4 * C, L, 0, 0, 0, EPI_BIAS_RES},
+        {"fc proj dinp",     0, 0, N,     4 * C, C,     L, 0, 0, 0, EPI_DGELU},
+        {"fc proj dW",       1, 0, C,     4 * C, N,     L, 0, 0, 0, EPI_DBIAS},
+        {"logits fwd",       0, 1, N,     V,     C,     1, 0, 0, 0, EPI_NONE},
+        {"logits dinp",      0, 0, N,     C,     V,     1, 0, 0, 1, EPI_NONE},
+        {"logits dW",        1, 0, V,     C,     N,     1, 0, 0, 1, EPI_NONE},
+        {"square",           0, 0, S,     S,     S,     0, 0, 0, 0, EPI_NONE},
     };
     const int nsh = (int)(sizeof sh / sizeof sh[0]) - (S > 0 ? 0 : 1);
 
@@ -274,6 +334,31 @@ int main(int argc, char **argv) {
         if (a > na) na = a;
         if (b > nb) nb = b;
         if (c > nc) nc = c;
+    }
+    size_t ne = 0, nrow = 0; /* the epilogues' M x N outputs and M or N vectors */
+    for (int i = 0; i < nsh && step_epilogues; i++)
+        if (sh[i].epi != EPI_NONE) {
+            const size_t mn = (size_t)(sh[i].m * sh[i].n);
+            if (mn > ne) ne = mn;
+            if ((size_t)sh[i].m > nrow) nrow = (size_t)sh[i].m;
+            if ((size_t)sh[i].n > nrow) nrow = (size_t)sh[i].n;
+        }
+    epilogue_buffers eb = {0};
+    if (ne) {
+        eb.bias = alloc_filled(nrow, 4);
+        eb.row_sums = alloc_filled(nrow, 5);
+        eb.residual = alloc_filled(ne, 6);
+        float *pre = alloc_filled(ne, 7);
+        eb.pre16 = gt_malloc(ne * sizeof *eb.pre16, "bench epilogues");
+        eb.out16 = gt_malloc(ne * sizeof *eb.out16, "bench epilogues");
+        eb.gelu16 = gt_malloc(ne * sizeof *eb.gelu16, "bench epilogues");
+        if (!eb.bias || !eb.row_sums || !eb.residual || !pre || !eb.pre16 || !eb.out16 ||
+            !eb.gelu16) {
+            fprintf(stderr, "bench_sgemm: out of memory for the epilogues' %zu values\n", ne);
+            return 1;
+        }
+        bf16_store(eb.pre16, pre, ne);
+        free(pre);
     }
     float *A = alloc_filled(na, 1), *Bm = alloc_filled(nb, 2), *Cm = alloc_filled(nc, 3);
     double *t = malloc((size_t)reps * sizeof *t);
@@ -294,8 +379,13 @@ int main(int argc, char **argv) {
     if (use_bf16)
         printf("BF16 products: gentrain's gemm_bf16, %s path (BF16 operands, FP32 sums)\n%s\n",
                gemm_bf16_path_name(),
-               step_operands ? "operands as a step has them: weights packed once, activations"
-                               " in BF16, dout in FP32 (BF16 for fc bwd and the logits)\n"
+               step_operands ? (step_epilogues
+                                    ? "operands as a step has them: weights packed once, "
+                                      "activations in BF16, dout in FP32 (BF16 for fc bwd and "
+                                      "the logits); with the step's fused epilogues\n"
+                                    : "operands as a step has them: weights packed once, "
+                                      "activations in BF16, dout in FP32 (BF16 for fc bwd and "
+                                      "the logits)\n")
                              : "");
     else
         printf("BLAS: %s (%s, %d threads)\n%s\n\n", blas, par, blas_thr, blas_core_summary());
@@ -307,7 +397,7 @@ int main(int argc, char **argv) {
     for (int i = 0; i < nsh; i++) {
         shape *s = &sh[i];
         if (use_bf16 && register_weight(s, Bm) != 0) return 1;
-        time_shape(s, A, A16, Bm, B16, Cm, (int)reps, t);
+        time_shape(s, A, A16, Bm, B16, Cm, (int)reps, t, &eb);
         printf("%-16s %c%c %6lld %6lld %6lld %5lld %9.3f %9.3f %9.1f\n", s->name,
                s->ta ? 'T' : 'N', s->tb ? 'T' : 'N', (long long)s->m, (long long)s->n,
                (long long)s->k, (long long)s->count, s->med_ms, s->best_ms,
@@ -332,10 +422,11 @@ int main(int argc, char **argv) {
     printf("{\"impl\":\"%s\",\"blas\":\"%s\",\"blas_parallel\":\"%s\","
            "\"blas_threads\":%d,\"threads\":%d,\"reps\":%lld,\"n_embd\":%lld,"
            "\"block_size\":%lld,\"batch_size\":%lld,\"vocab\":%lld,\"n_layer\":%lld,"
-           "\"operands\":\"%s\",\"shapes\":[",
+           "\"operands\":\"%s\",\"epilogues\":\"%s\",\"shapes\":[",
            use_bf16 ? "gemm_bf16" : "sgemm", use_bf16 ? gemm_bf16_path_name() : blas, par,
            blas_thr, nthr, (long long)reps, (long long)C, (long long)T,
-           (long long)B, (long long)V, (long long)L, step_operands ? "step" : "plain");
+           (long long)B, (long long)V, (long long)L, step_operands ? "step" : "plain",
+           step_epilogues ? "step" : "none");
     for (int i = 0; i < nsh; i++) {
         const shape *s = &sh[i];
         printf("%s{\"name\":\"%s\",\"op\":\"%c%c\",\"m\":%lld,\"n\":%lld,\"k\":%lld,"
@@ -354,6 +445,8 @@ int main(int argc, char **argv) {
     if (use_bf16) gemm_bf16_weights_clear();
     free(A16);
     free(B16);
+    free(eb.bias), free(eb.row_sums), free(eb.residual);
+    free(eb.pre16), free(eb.out16), free(eb.gelu16);
     free(A);
     free(Bm);
     free(Cm);
