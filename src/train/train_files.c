@@ -115,11 +115,9 @@ static int earlier_model(const gt_config *c)
     snprintf(path, sizeof path, "%s/model.h5", c->out);
     struct stat st;
     if (lstat(path, &st) != 0) return 0;
-    const int auto_found_none = !strcmp(c->resume, "auto");
-    gt_error("output folder %s holds model.h5 from an earlier run, which this fresh run "
-             "would replace%s: give another out, move model.h5 away%s, or set overwrite = "
-             "yes", c->out, auto_found_none ? " (resume = auto found no checkpoint there)" : "",
-             auto_found_none ? "" : ", continue that run (resume = auto, from its checkpoints)");
+    gt_error("output folder %s holds model.h5 from an earlier run, which this fresh run%s "
+             "would replace: give another out, move model.h5 away, or set overwrite = yes",
+             c->out, strcmp(c->resume, "auto") ? "" : " (resume = auto found no checkpoint)");
     return 1;
 }
 
