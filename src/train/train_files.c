@@ -106,13 +106,20 @@ int train_start_log(run *r)
     return 0;
 }
 
+/* <out>/model.h5, where a run saves its model (out fits GT_PATH_MAX, so path does) */
+enum { MODEL_PATH_CAP = GT_PATH_MAX + 16 };
+static void model_path(const char *out, char path[MODEL_PATH_CAP])
+{
+    snprintf(path, MODEL_PATH_CAP, "%s/model.h5", out);
+}
+
 /* Whether the run folder holds a model.h5 (said) that a fresh run would replace at its
  * end: an earlier run's result, which the checkpoint check does not cover where that
  * run kept no checkpoints (or they were moved away). */
 static int earlier_model(const gt_config *c)
 {
-    char path[GT_PATH_MAX + 16];
-    snprintf(path, sizeof path, "%s/model.h5", c->out);
+    char path[MODEL_PATH_CAP];
+    model_path(c->out, path);
     struct stat st;
     if (lstat(path, &st) != 0) return 0;
     gt_error("output folder %s holds model.h5 from an earlier run, which this fresh run%s "
@@ -650,8 +657,8 @@ int train_save_model(run *r)
     int saved = 1;
     if (grid_dp_rank() == 0) saved = gather_whole(r, &whole, NULL, NULL, NULL) == 0;
     if (par_is_root() && saved) {
-        char path[GT_PATH_MAX + 16];
-        snprintf(path, sizeof path, "%s/model.h5", c->out);
+        char path[MODEL_PATH_CAP];
+        model_path(c->out, path);
         const gpt_model *sm = split ? &whole : &r->model;
         gt_tensor_table tab;
         saved = gpt_tensor_table(sm, &tab) == 0 &&
