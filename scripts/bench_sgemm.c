@@ -18,9 +18,9 @@
  *
  * --operands step (with --precision bf16) gives each product its operands as a training
  * step does: the weights packed once (gemm_bf16_weights.h, outside the timing, as the
- * optimizer's update does it), the activations in BF16 storage, the output gradients in
- * FP32 but where the step keeps them in BF16 (the MLP's first Linear layer, from the
- * GELU backward; the logits, from the loss). Without it every operand is FP32 and is
+ * optimizer's update does it), the activations and the output gradients in BF16 storage
+ * (the step keeps a BF16 copy of each gradient a product reads: the residual stream's,
+ * d q|k|v, the GELU backward's, the loss's). Without it every operand is FP32 and is
  * converted and packed in every call, as for a caller that hands gemm_bf16 plain
  * floats. --epilogues step (with --operands step) also gives each product the fused
  * epilogue the step gives it (kernels_cpu.c): the q|k|v and MLP forwards add their bias
@@ -54,7 +54,6 @@ typedef struct {
     int64_t m, n, k;
     int64_t count;         /* times per training step (0 = not part of a step) */
     double med_ms, best_ms;
-    int dout16;            /* --operands step: the step keeps this backward's dout in BF16 */
     int epi;               /* --epilogues step: the step's epilogue (epilogue_kind) */
 } shape;
 
@@ -135,11 +134,12 @@ static gemm_bf16_epilogue epilogue_of(const shape *s, const epilogue_buffers *e)
 
 static const float *as_floats(const uint16_t *h) { return (const float *)(const void *)h; }
 
-/* One BF16 product with the operands a step gives it (see --operands above): A and B
- * (FP32) and A16, B16 (their BF16 copies); a forward's B (transposed) and an input
- * gradient's B (as stored) are the registered weight. */
-static void gemm_step_operands(const shape *s, const float *A, const uint16_t *A16,
-                               const float *B, const uint16_t *B16, float *C, float beta,
+/* One BF16 product with the operands a step gives it (see --operands above): A16, the
+ * BF16 copy of A (an activation or an output gradient), B (FP32) and B16, its BF16 copy;
+ * a forward's B (transposed) and an input gradient's B (as stored) are the registered
+ * weight. */
+static void gemm_step_operands(const shape *s, const uint16_t *A16, const float *B,
+                               const uint16_t *B16, float *C, float beta,
                                const epilogue_buffers *e) {
     const int m = (int)s->m, n = (int)s->n, k = (int)s->k;
     const gemm_bf16_epilogue ep = epilogue_of(s, e);
@@ -147,11 +147,11 @@ static void gemm_step_operands(const shape *s, const float *A, const uint16_t *A
         gemm_bf16_fused(GEMM_BF16_STORED, 1, m, n, k, 1.0f, as_floats(A16), k, B, k, beta, C,
                         n, &ep);
     else if (!s->ta)            /* input gradient: dout @ w */
-        gemm_bf16_fused(s->dout16 ? GEMM_BF16_STORED : 0, 0, m, n, k, 1.0f,
-                        s->dout16 ? as_floats(A16) : A, k, B, n, beta, C, n, &ep);
+        gemm_bf16_fused(GEMM_BF16_STORED, 0, m, n, k, 1.0f, as_floats(A16), k, B, n, beta, C,
+                        n, &ep);
     else                        /* weight gradient: dout^T @ inp (BF16) */
-        gemm_bf16_fused(s->dout16 ? GEMM_BF16_STORED_T : 1, GEMM_BF16_STORED, m, n, k, 1.0f,
-                        s->dout16 ? as_floats(A16) : A, m, as_floats(B16), n, beta, C, n, &ep);
+        gemm_bf16_fused(GEMM_BF16_STORED_T, GEMM_BF16_STORED, m, n, k, 1.0f, as_floats(A16), m,
+                        as_floats(B16), n, beta, C, n, &ep);
 }
 
 /* --operands step: registers the shape's weight (B of a forward or an input gradient)
@@ -177,7 +177,7 @@ static void time_shape(shape *s, const float *A, const uint16_t *A16, const floa
     for (int r = -1; r < reps; r++) {
         double t0 = omp_get_wtime();
         if (use_bf16 && step_operands)
-            gemm_step_operands(s, A, A16, B, B16, C, beta, e);
+            gemm_step_operands(s, A16, B, B16, C, beta, e);
         else if (use_bf16)
             gemm_bf16(s->ta, s->tb, (int)s->m, (int)s->n, (int)s->k, 1.0f, A, (int)lda, B,
                       (int)ldb, beta, C, (int)s->n);
@@ -307,23 +307,23 @@ int main(int argc, char **argv) {
 
     const int64_t N = B * T;
     shape sh[] = {
-        /* name             ta tb  m      n      k      count    (ms)  dout16 epilogue */
-        {"qkv fwd",          0, 1, N,     3 * C, C,     L, 0, 0, 0, EPI_BIAS_BF16},
-        {"qkv bwd dinp",     0, 0, N,     C,     3 * C, L, 0, 0, 0, EPI_NONE},
-        {"qkv bwd dW",       1, 0, 3 * C, C,     N,     L, 0, 0, 0, EPI_DBIAS},
-        {"attn proj fwd",    0, 1, N,     C,     C,     L, 0, 0, 0, EPI_BIAS_RES},
-        {"attn proj dinp",   0, 0, N,     C,     C,     L, 0, 0, 0, EPI_NONE},
-        {"attn proj dW",     1, 0, C,     C,     N,     L, 0, 0, 0, EPI_DBIAS},
-        {"fc fwd",           0, 1, N,     4 * C, C,     L, 0, 0, 0, EPI_BIAS_GELU},
-        {"fc bwd dinp",      0, 0, N,     C,     4 * C, L, 0, 0, 1, EPI_NONE},
-        {"fc bwd dW",        1, 0, 4 * C, C,     N,     L, 0, 0, 1, EPI_DBIAS},
-        {"fc proj fwd",      0, 1, N,     C,     4 * C, L, 0, 0, 0, EPI_BIAS_RES},
-        {"fc proj dinp",     0, 0, N,     4 * C, C,     L, 0, 0, 0, EPI_DGELU},
-        {"fc proj dW",       1, 0, C,     4 * C, N,     L, 0, 0, 0, EPI_DBIAS},
-        {"logits fwd",       0, 1, N,     V,     C,     1, 0, 0, 0, EPI_NONE},
-        {"logits dinp",      0, 0, N,     C,     V,     1, 0, 0, 1, EPI_NONE},
-        {"logits dW",        1, 0, V,     C,     N,     1, 0, 0, 1, EPI_NONE},
-        {"square",           0, 0, S,     S,     S,     0, 0, 0, 0, EPI_NONE},
+        /* name             ta tb  m      n      k      count    (ms)  epilogue */
+        {"qkv fwd",          0, 1, N,     3 * C, C,     L, 0, 0, EPI_BIAS_BF16},
+        {"qkv bwd dinp",     0, 0, N,     C,     3 * C, L, 0, 0, EPI_NONE},
+        {"qkv bwd dW",       1, 0, 3 * C, C,     N,     L, 0, 0, EPI_DBIAS},
+        {"attn proj fwd",    0, 1, N,     C,     C,     L, 0, 0, EPI_BIAS_RES},
+        {"attn proj dinp",   0, 0, N,     C,     C,     L, 0, 0, EPI_NONE},
+        {"attn proj dW",     1, 0, C,     C,     N,     L, 0, 0, EPI_DBIAS},
+        {"fc fwd",           0, 1, N,     4 * C, C,     L, 0, 0, EPI_BIAS_GELU},
+        {"fc bwd dinp",      0, 0, N,     C,     4 * C, L, 0, 0, EPI_NONE},
+        {"fc bwd dW",        1, 0, 4 * C, C,     N,     L, 0, 0, EPI_DBIAS},
+        {"fc proj fwd",      0, 1, N,     C,     4 * C, L, 0, 0, EPI_BIAS_RES},
+        {"fc proj dinp",     0, 0, N,     4 * C, C,     L, 0, 0, EPI_DGELU},
+        {"fc proj dW",       1, 0, C,     4 * C, N,     L, 0, 0, EPI_DBIAS},
+        {"logits fwd",       0, 1, N,     V,     C,     1, 0, 0, EPI_NONE},
+        {"logits dinp",      0, 0, N,     C,     V,     1, 0, 0, EPI_NONE},
+        {"logits dW",        1, 0, V,     C,     N,     1, 0, 0, EPI_NONE},
+        {"square",           0, 0, S,     S,     S,     0, 0, 0, EPI_NONE},
     };
     const int nsh = (int)(sizeof sh / sizeof sh[0]) - (S > 0 ? 0 : 1);
 
@@ -381,11 +381,10 @@ int main(int argc, char **argv) {
                gemm_bf16_path_name(),
                step_operands ? (step_epilogues
                                     ? "operands as a step has them: weights packed once, "
-                                      "activations in BF16, dout in FP32 (BF16 for fc bwd and "
-                                      "the logits); with the step's fused epilogues\n"
+                                      "activations and douts in BF16; with the step's fused "
+                                      "epilogues\n"
                                     : "operands as a step has them: weights packed once, "
-                                      "activations in BF16, dout in FP32 (BF16 for fc bwd and "
-                                      "the logits)\n")
+                                      "activations and douts in BF16\n")
                              : "");
     else
         printf("BLAS: %s (%s, %d threads)\n%s\n\n", blas, par, blas_thr, blas_core_summary());

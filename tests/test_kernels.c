@@ -370,6 +370,30 @@ static void test_layernorm(size_t N, int C, size_t samples)
     check_doubled(name, dw, dw2, C);
     check_doubled(name, db, db2, C);
 
+    /* the BF16 backend's twin with dinp's BF16 copy: the same sums, and the copy is
+     * the summed dinp rounded (dinp starting from R, as the residual stream's does) */
+    {
+        float *dx3 = fnew(n), *dw3 = fnew(C), *db3 = fnew(C), *dx4 = fnew(n), *dw4 = fnew(C),
+              *db4 = fnew(C);
+        uint16_t *d16 = malloc(n * sizeof *d16), *want16 = malloc(n * sizeof *want16);
+        if (!d16 || !want16) exit(99);
+        memcpy(dx3, c.R, n * sizeof *dx3);
+        memcpy(dx4, c.R, n * sizeof *dx4);
+        memset(d16, 0xff, n * sizeof *d16);
+        layernorm_backward(dx3, dw3, db3, c.R, c.x, c.w, mean, rstd, N, C);
+        backend_cpu_bf16.bf16_acts->layernorm_backward(dx4, d16, dw4, db4, c.R, c.x, c.w, mean,
+                                                       rstd, N, C);
+        bf16_store(want16, dx3, n);
+        TU_CHECK(memcmp(dx3, dx4, n * sizeof *dx3) == 0 &&
+                     memcmp(dw3, dw4, C * sizeof *dw3) == 0 &&
+                     memcmp(db3, db4, C * sizeof *db3) == 0 &&
+                     memcmp(d16, want16, n * sizeof *d16) == 0,
+                 "%s: the BF16 backend's backward with dinp's BF16 copy: the same dinp, dw, db "
+                 "bits, and the copy is dinp rounded", name);
+        free(dx3), free(dw3), free(db3), free(dx4), free(dw4), free(db4), free(d16);
+        free(want16);
+    }
+
     check_paths(name, ln_run, &c, nres);
 
     free(res), free(rout), free(rmean), free(rrstd), free(dx2), free(dw2), free(db2);
@@ -738,15 +762,18 @@ static void check_bf16_result(const char *name, const char *what, const float *g
 
 /* The BF16-storage attention (attention_cpu.h's _stored twins) against the _bf16 ones
  * on the stored values: out's BF16 copy, the log-sum-exp and dqkv with the same bits, on
- * the SIMD path in use (the BF16 pairs where the CPU has AVX512_BF16) */
+ * the SIMD path in use (the BF16 pairs where the CPU has AVX512_BF16); dqkv's BF16 copy
+ * (dqkv16) is dqkv rounded, every value of it */
 static void check_attention_stored(att_case *c, const char *name, const char *path)
 {
     const size_t no = (size_t)c->B * c->T * c->C, nq = 3 * no, ns = att_saved(c);
     uint16_t *q16 = malloc(nq * sizeof *q16), *o16 = malloc(no * sizeof *o16),
-             *want16 = malloc(no * sizeof *want16);
+             *want16 = malloc(no * sizeof *want16), *d16 = malloc(nq * sizeof *d16),
+             *dwant16 = malloc(nq * sizeof *dwant16);
     float *q = fnew(nq), *out = fnew(no), *lse = fnew(ns), *lse2 = fnew(ns), *d = fnew(nq),
           *d2 = fnew(nq);
-    if (!q16 || !o16 || !want16) exit(99);
+    if (!q16 || !o16 || !want16 || !d16 || !dwant16) exit(99);
+    memset(d16, 0xff, nq * sizeof *d16); /* NaNs: a value left unwritten shows */
     bf16_store(q16, c->qkv, nq);
     bf16_widen(q, q16, nq);
     attention_forward_bf16(out, lse, q, c->scratch, c->threads, c->B, c->T, c->C, c->NH);
@@ -754,14 +781,17 @@ static void check_attention_stored(att_case *c, const char *name, const char *pa
     attention_forward_stored(o16, lse2, q16, c->scratch, c->threads, c->B, c->T, c->C, c->NH);
     for (size_t i = 0; i < nq; i++) d[i] = d2[i] = NAN; /* the backward writes every value */
     attention_backward_bf16(d, c->R, q, lse, c->scratch, c->threads, c->B, c->T, c->C, c->NH);
-    attention_backward_stored(d2, c->R, q16, lse, c->scratch, c->threads, c->B, c->T, c->C,
-                              c->NH);
+    attention_backward_stored(d2, d16, c->R, q16, lse, c->scratch, c->threads, c->B, c->T,
+                              c->C, c->NH);
     TU_CHECK(memcmp(o16, want16, no * sizeof *o16) == 0 &&
                  memcmp(lse, lse2, ns * sizeof *lse) == 0 && memcmp(d, d2, nq * sizeof *d) == 0,
              "%s, %s: q|k|v and out in BF16 storage give the bits of the FP32 twin on the "
              "stored values (out, log-sum-exp, dqkv)", name, path);
+    bf16_store(dwant16, d2, nq);
+    TU_CHECK(memcmp(d16, dwant16, nq * sizeof *d16) == 0,
+             "%s, %s: the backward's BF16 copy of dqkv is dqkv rounded", name, path);
     free(q16), free(o16), free(want16), free(q), free(out), free(lse), free(lse2), free(d);
-    free(d2);
+    free(d2), free(d16), free(dwant16);
 }
 
 /* The BF16 backend's attention (attention_cpu.c's _bf16 twins): the same saved state,

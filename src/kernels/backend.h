@@ -18,13 +18,23 @@
  * op run on the stored values, in half the memory. Optionally (the GELU ops' out16 and
  * pre16) the MLP's pre-activation too, which is not exact: it then goes through GELU,
  * forward and backward, as its BF16 value (as PyTorch's autocast keeps a Linear's
- * output). Every member is required. */
+ * output); and with it the backward's inexact set: the gradients that products read
+ * (the residual stream's after each LayerNorm's backward, d q|k|v) copied into BF16
+ * storage as they are made (the `dinp16`, `dqkv16` and `dout16` arguments), which the
+ * products read as stored instead of packing them from FP32: the same bits for their
+ * results, but the bias gradients then sum the BF16 values. Every member is required. */
 typedef struct gt_bf16_acts {
     /* layernorm_forward into out16, the FP32 rows passing through out (N x C scratch;
      * its values afterwards are not the output) */
     void (*layernorm_forward)(uint16_t *out16, float *out, float *mean, float *rstd,
                               const float *inp, const float *w, const float *b, size_t N,
                               int C);
+    /* layernorm_backward, and dinp16 (NULL: none) the BF16 copy of dinp as summed: the
+     * residual stream's gradient for the products that read it next (the backward's
+     * inexact set, below) */
+    void (*layernorm_backward)(float *dinp, uint16_t *dinp16, float *dw, float *db,
+                               const float *dout, const float *inp, const float *w,
+                               const float *mean, const float *rstd, size_t N, int C);
     /* matmul_forward from inp16; out16 (NULL: none) receives out's BF16 copy instead,
      * out then being scratch whose values afterwards are not the output */
     void (*matmul_forward)(float *out, uint16_t *out16, const uint16_t *inp16,
@@ -40,10 +50,13 @@ typedef struct gt_bf16_acts {
      * product's input, the weight gradient's operand) it writes into inp16 in BF16
      * storage, the forward's bits, from the pass that takes GELU's backward; dpre into
      * BF16 storage too (dpre16: all its consumer, matmul_backward_dout16, reads);
-     * dinp is scratch, as out of matmul_forward_gelu with out16 */
+     * dinp is scratch, as out of matmul_forward_gelu with out16; dout16 (NULL: none):
+     * dout in BF16 storage, which both products then read instead of dout (as
+     * matmul_backward_dout16, dbias summing its BF16 values) */
     void (*matmul_backward_gelu)(uint16_t *dpre16, float *dinp, float *dw, float *dbias,
-                                 const float *dout, uint16_t *inp16, const float *w,
-                                 const uint16_t *pre16, size_t N, int C, int OC);
+                                 const float *dout, const uint16_t *dout16, uint16_t *inp16,
+                                 const float *w, const uint16_t *pre16, size_t N, int C,
+                                 int OC);
     void (*matmul_forward_residual)(float *out, const float *res, const uint16_t *inp16,
                                     const float *w, const float *bias, size_t N, int C,
                                     int OC);
@@ -64,9 +77,10 @@ typedef struct gt_bf16_acts {
                                             int V, float dloss_scale);
     void (*attention_forward)(uint16_t *out16, float *saved, const uint16_t *qkv16,
                               float *scratch, int threads, int B, int T, int C, int NH);
-    void (*attention_backward)(float *dqkv, const float *dout, const uint16_t *qkv16,
-                               const float *saved, float *scratch, int threads, int B,
-                               int T, int C, int NH);
+    /* dqkv16 (NULL: none): dqkv's BF16 copy too (attention_cpu.h) */
+    void (*attention_backward)(float *dqkv, uint16_t *dqkv16, const float *dout,
+                               const uint16_t *qkv16, const float *saved, float *scratch,
+                               int threads, int B, int T, int C, int NH);
 } gt_bf16_acts;
 
 /* Every member is required but bf16_acts and the fused forward products; shapes as in

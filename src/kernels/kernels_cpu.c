@@ -101,9 +101,11 @@ void layernorm_forward(float *out, float *mean, float *rstd, const float *inp,
         k->ln_fwd_row(out + n * C, mean + n, rstd + n, inp + n * C, w, b, C);
 }
 
-void layernorm_backward(float *dinp, float *dw, float *db, const float *dout,
-                        const float *inp, const float *w, const float *mean,
-                        const float *rstd, size_t N, int C)
+/* layernorm_backward, and dinp16 (NULL: none) its BF16 copy, each row stored as it is
+ * summed (while in cache) */
+static void layernorm_backward_to(float *dinp, uint16_t *dinp16, float *dw, float *db,
+                                  const float *dout, const float *inp, const float *w,
+                                  const float *mean, const float *rstd, size_t N, int C)
 {
     const simd_kernels *k = simd_kernels_get();
     const int nblk = (C + COL_BLOCK - 1) / COL_BLOCK;
@@ -111,8 +113,10 @@ void layernorm_backward(float *dinp, float *dw, float *db, const float *dout,
     {
         /* rows: dinp */
 #pragma omp for schedule(static) nowait
-        for (size_t n = 0; n < N; n++)
+        for (size_t n = 0; n < N; n++) {
             k->ln_bwd_row(dinp + n * C, dout + n * C, inp + n * C, w, mean[n], rstd[n], C);
+            if (dinp16) bf16_store(dinp16 + n * C, dinp + n * C, (size_t)C);
+        }
         /* columns: dw, db (reads only, so no barrier is needed between the loops) */
 #pragma omp for schedule(static)
         for (int blk = 0; blk < nblk; blk++) {
@@ -120,6 +124,13 @@ void layernorm_backward(float *dinp, float *dw, float *db, const float *dout,
             k->ln_wb_cols(dw, db, dout, inp, mean, rstd, N, C, c0, wd);
         }
     }
+}
+
+void layernorm_backward(float *dinp, float *dw, float *db, const float *dout,
+                        const float *inp, const float *w, const float *mean,
+                        const float *rstd, size_t N, int C)
+{
+    layernorm_backward_to(dinp, NULL, dw, db, dout, inp, w, mean, rstd, N, C);
 }
 
 /* ------------------------------------------------------------------------------------ */
@@ -396,20 +407,29 @@ static void crossentropy_forward_backward16(float *losses, float *logits, float 
 }
 
 /* inp16 = gelu(pre16) is written by dinp's epilogue (with GELU's backward, one sigmoid
- * for both, dpre into BF16 storage), then read by the weight gradient */
+ * for both, dpre into BF16 storage), then read by the weight gradient; with dout16 both
+ * products read dout from it, as matmul_backward_dout16 */
 static void matmul_backward_gelu_stored(uint16_t *dpre16, float *dinp, float *dw, float *dbias,
-                                        const float *dout, uint16_t *inp16, const float *w,
+                                        const float *dout, const uint16_t *dout16,
+                                        uint16_t *inp16, const float *w,
                                         const uint16_t *pre16, size_t N, int C, int OC)
 {
     const gemm_bf16_epilogue ep = {.dgelu_x16 = pre16, .dgelu_out16 = dpre16,
                                    .ld_dgelu = (size_t)C, .dgelu_gelu16 = inp16,
                                    .c_unused = 1};
+    if (dout16) {
+        gemm_bf16_fused(GEMM_BF16_STORED, 0, (int)N, C, OC, 1.0f, stored(dout16), OC, w, C,
+                        0.0f, dinp, C, &ep);
+        weight_grad_both_stored(dw, dbias, dout16, (size_t)OC, inp16, N, C, OC);
+        return;
+    }
     gemm_bf16_fused(0, 0, (int)N, C, OC, 1.0f, dout, OC, w, C, 0.0f, dinp, C, &ep);
     weight_grad_stored(dw, dbias, dout, inp16, N, C, OC);
 }
 
 static const gt_bf16_acts cpu_bf16_acts = {
     .layernorm_forward = layernorm_forward_stored,
+    .layernorm_backward = layernorm_backward_to,
     .matmul_forward = matmul_forward_stored,
     .matmul_forward_gelu = matmul_forward_gelu_stored,
     .matmul_backward_gelu = matmul_backward_gelu_stored,

@@ -78,7 +78,10 @@ struct gpt_acts {
     float *dres;            /* [B,T,C] gradient of the residual stream */
     float *dln;             /* [B,T,C] gradient of a LayerNorm output / attention out */
     float *dqkv;            /* [B,T,3Cl] */
-    float *dfch, *dfch_gelu;/* [B,T,4Cl] each (with m->fch16, dfch holds BF16: dfch16) */
+    float *dfch, *dfch_gelu;/* [B,T,4Cl] each (with m->fch16, dfch holds BF16: dfch16,
+                             * and in the attention's backward d q|k|v's copy: dqkv16) */
+    uint16_t *dres16;       /* [B,T,C] with m->fch16: dres's BF16 copy, made by each
+                             * LayerNorm's backward for the products that read it next */
     float *att_scratch;     /* attention_scratch_floats(T, hs, threads), both passes */
     int B, T;               /* shape of the last forward */
     int have_grad;          /* last forward left d loss / d logits in logits */
@@ -424,10 +427,10 @@ static gpt_acts *make_acts(const gpt_model *m, int B, int T)
     };
     const size_t nslots = sizeof sizes / sizeof sizes[0];
     uint16_t **halves[] = {&a->ln1_16, &a->ln2_16, &a->qkv16, &a->atty16, &a->gelu16,
-                           &a->lnf16, &a->fch16};
-    const size_t nhalves = m->acts16 ? (m->fch16 ? 7 : 6) : 0,
+                           &a->lnf16, &a->fch16, &a->dres16};
+    const size_t nhalves = m->acts16 ? (m->fch16 ? 8 : 6) : 0,
                  half_sizes[] = {L * BT * C, L * BT * C, L * BT * 3 * Cl, L * BT * Cl,
-                                 BT * 4 * Cl, head16 ? BT * C : 0, L * BT * 4 * Cl};
+                                 BT * 4 * Cl, head16 ? BT * C : 0, L * BT * 4 * Cl, BT * C};
     /* The same sum in floating point first: batch_size and block_size come from the
      * user, and their products must not wrap around in size_t. */
     const double Ld = (double)L, BTd = (double)B * T;
@@ -697,19 +700,38 @@ void gpt_zero_grad(gpt_model *m)
  * storage too, in dfch's own memory (FP32 scratch of the forward, free in the
  * backward): the MLP's c_fc products read nothing else of it */
 static uint16_t *dfch16(gpt_acts *a) { return (uint16_t *)(void *)a->dfch; }
+/* The attention's backward leaves d q|k|v's BF16 copy (the backward's inexact set,
+ * backend.h) in the same memory, free again between the MLP's c_fc backward and the
+ * next layer's c_proj backward (BT x 3Cl BF16 values in BT x 4Cl floats) */
+static uint16_t *dqkv16(gpt_acts *a) { return (uint16_t *)(void *)a->dfch; }
+
+/* A LayerNorm's backward into dres (+=), and with the backward's inexact set (dres16)
+ * dres's BF16 copy too, which the next products read: returns it, or NULL */
+static const uint16_t *ln_backward(const gpt_model *m, gpt_acts *a, float *dw, float *db,
+                                   const float *inp, const float *w, const float *mean,
+                                   const float *rstd, size_t BT, int C)
+{
+    if (a->dres16) {
+        m->acts16->layernorm_backward(a->dres, a->dres16, dw, db, a->dln, inp, w, mean, rstd,
+                                      BT, C);
+        return a->dres16;
+    }
+    m->be->layernorm_backward(a->dres, dw, db, a->dln, inp, w, mean, rstd, BT, C);
+    return NULL;
+}
 
 /* The MLP's c_proj backward with GELU's: c_proj's input gelu(fch) computed again (the
  * forward's bits) by the backend, then dfch = gelu'(fch) (dres @ w) and c_proj's dw,
  * dbias; from fch, or from its BF16 copy fch16 (m->fch16); where the backend can, GELU
  * comes from the pass that takes its backward, one sigmoid for both. */
 static void gelu_proj_backward(const gpt_model *m, gpt_acts *a, const float *fch,
-                               const uint16_t *fch16, float *dw, float *dbias, const float *w,
-                               size_t BT, int H, int C)
+                               const uint16_t *fch16, const uint16_t *dres16, float *dw,
+                               float *dbias, const float *w, size_t BT, int H, int C)
 {
     const gt_backend *be = m->be;
     if (fch16) { /* gelu16 = gelu(fch16), written by the GELU backward's pass */
-        m->acts16->matmul_backward_gelu(dfch16(a), a->dfch_gelu, dw, dbias, a->dres, a->gelu16,
-                                        w, fch16, BT, H, C);
+        m->acts16->matmul_backward_gelu(dfch16(a), a->dfch_gelu, dw, dbias, a->dres, dres16,
+                                        a->gelu16, w, fch16, BT, H, C);
         return;
     }
     be->matmul_backward_gelu(a->dfch, a->dfch_gelu, dw, dbias, a->dres, a->fch_gelu, w, fch, BT,
@@ -733,6 +755,9 @@ const float *gpt_stage_backward(gpt_model *m, const float *dout)
     const int Cl = C / m->tp_size, NHl = NH / m->tp_size; /* this shard's part */
     const size_t BTCl = BT * (size_t)Cl;
     const size_t att_per_layer = be->attention_saved_floats(B, NHl, T);
+    /* dres's BF16 copy where the last LayerNorm backward made one (NULL: none; the
+     * products then read dres) */
+    const uint16_t *dres16 = NULL;
     if (m->has_head) {
         /* Head: logits already hold d loss / d logits. */
         const int lnf = m->i_lnf;
@@ -741,8 +766,8 @@ const float *gpt_stage_backward(gpt_model *m, const float *dout)
         if (!m->has_embed) grads_ready(m, m->i_wte, m->i_wte);
         zero_floats(a->dres, BTC);
         const float *last = a->residual3 + (size_t)(L - 1) * BTC;
-        be->layernorm_backward(a->dres, grad(m, lnf), grad(m, lnf + 1), a->dln, last,
-                               param(m, lnf), a->lnf_mean, a->lnf_rstd, BT, C);
+        dres16 = ln_backward(m, a, grad(m, lnf), grad(m, lnf + 1), last, param(m, lnf),
+                             a->lnf_mean, a->lnf_rstd, BT, C);
         grads_ready(m, lnf, lnf + 1);
     } else {
         memcpy(a->dres, dout, BTC * sizeof(float));
@@ -765,7 +790,7 @@ const float *gpt_stage_backward(gpt_model *m, const float *dout)
         /* MLP branch: res3 = res2 + fcproj(gelu(fc(ln2(res2)))). With tensor
          * parallelism dres is whole on every shard, so the row-parallel c_proj's bias
          * gradient is too; the column-parallel c_fc's input gradient is a partial sum. */
-        gelu_proj_backward(m, a, fch, fch16, grad(m, layer_idx(m, l, GPT_FCPROJ_W)),
+        gelu_proj_backward(m, a, fch, fch16, dres16, grad(m, layer_idx(m, l, GPT_FCPROJ_W)),
                            grad(m, layer_idx(m, l, GPT_FCPROJ_B)),
                            param(m, layer_idx(m, l, GPT_FCPROJ_W)), BT, 4 * Cl, C);
         grads_ready(m, layer_idx(m, l, GPT_FCPROJ_W), layer_idx(m, l, GPT_FCPROJ_B));
@@ -780,25 +805,41 @@ const float *gpt_stage_backward(gpt_model *m, const float *dout)
                              param(m, layer_idx(m, l, GPT_FC_W)), BT, C, 4 * Cl);
         tp_sum(m, a->dln, BTC);
         grads_ready(m, layer_idx(m, l, GPT_FC_W), layer_idx(m, l, GPT_FC_B));
-        be->layernorm_backward(a->dres, grad(m, layer_idx(m, l, GPT_LN2_W)),
-                               grad(m, layer_idx(m, l, GPT_LN2_B)), a->dln, res2,
-                               param(m, layer_idx(m, l, GPT_LN2_W)), ln2_mean, ln2_rstd, BT, C);
+        dres16 = ln_backward(m, a, grad(m, layer_idx(m, l, GPT_LN2_W)),
+                             grad(m, layer_idx(m, l, GPT_LN2_B)), res2,
+                             param(m, layer_idx(m, l, GPT_LN2_W)), ln2_mean, ln2_rstd, BT, C);
         grads_ready(m, layer_idx(m, l, GPT_LN2_W), layer_idx(m, l, GPT_LN2_B));
         /* Attention branch: res2 = x + attproj(attn(qkv(ln1(x)))). dln doubles as the
          * gradient of the attention output. */
-        product_backward(m, a->dln, grad(m, layer_idx(m, l, GPT_ATTPROJ_W)),
-                         grad(m, layer_idx(m, l, GPT_ATTPROJ_B)), a->dres, atty,
-                         param(m, layer_idx(m, l, GPT_ATTPROJ_W)), BT, Cl, C);
+        if (dres16) /* atty in BF16 storage too: the backward's inexact set needs acts16 */
+            m->acts16->matmul_backward_dout16(a->dln, grad(m, layer_idx(m, l, GPT_ATTPROJ_W)),
+                                              grad(m, layer_idx(m, l, GPT_ATTPROJ_B)), dres16,
+                                              (size_t)C, atty.h,
+                                              param(m, layer_idx(m, l, GPT_ATTPROJ_W)), BT, Cl,
+                                              C);
+        else
+            product_backward(m, a->dln, grad(m, layer_idx(m, l, GPT_ATTPROJ_W)),
+                             grad(m, layer_idx(m, l, GPT_ATTPROJ_B)), a->dres, atty,
+                             param(m, layer_idx(m, l, GPT_ATTPROJ_W)), BT, Cl, C);
         grads_ready(m, layer_idx(m, l, GPT_ATTPROJ_W), layer_idx(m, l, GPT_ATTPROJ_B));
+        /* with the inexact set, d q|k|v's BF16 copy too, which the products read */
+        uint16_t *const dqkv_16 = a->dres16 ? dqkv16(a) : NULL;
         if (qkv.h)
-            m->acts16->attention_backward(a->dqkv, a->dln, qkv.h, att, a->att_scratch,
+            m->acts16->attention_backward(a->dqkv, dqkv_16, a->dln, qkv.h, att, a->att_scratch,
                                           m->threads, B, T, Cl, NHl);
         else
             be->attention_backward(a->dqkv, a->dln, qkv.f, att, a->att_scratch, m->threads, B,
                                    T, Cl, NHl);
-        product_backward(m, a->dln, grad(m, layer_idx(m, l, GPT_QKV_W)),
-                         grad(m, layer_idx(m, l, GPT_QKV_B)), a->dqkv, ln1,
-                         param(m, layer_idx(m, l, GPT_QKV_W)), BT, C, 3 * Cl);
+        if (dqkv_16)
+            m->acts16->matmul_backward_dout16(a->dln, grad(m, layer_idx(m, l, GPT_QKV_W)),
+                                              grad(m, layer_idx(m, l, GPT_QKV_B)), dqkv_16,
+                                              3 * (size_t)Cl, ln1.h,
+                                              param(m, layer_idx(m, l, GPT_QKV_W)), BT, C,
+                                              3 * Cl);
+        else
+            product_backward(m, a->dln, grad(m, layer_idx(m, l, GPT_QKV_W)),
+                             grad(m, layer_idx(m, l, GPT_QKV_B)), a->dqkv, ln1,
+                             param(m, layer_idx(m, l, GPT_QKV_W)), BT, C, 3 * Cl);
         tp_sum(m, a->dln, BTC);
         /* The key bias adds q.b_k to every score of a query's row, and softmax ignores
          * what a row shares: its gradient is exactly zero, and what the sum above left
@@ -807,9 +848,9 @@ const float *gpt_stage_backward(gpt_model *m, const float *dout)
          * models). */
         memset(grad(m, layer_idx(m, l, GPT_QKV_B)) + Cl, 0, Cl * sizeof(float));
         grads_ready(m, layer_idx(m, l, GPT_QKV_W), layer_idx(m, l, GPT_QKV_B));
-        be->layernorm_backward(a->dres, grad(m, layer_idx(m, l, GPT_LN1_W)),
-                               grad(m, layer_idx(m, l, GPT_LN1_B)), a->dln, x,
-                               param(m, layer_idx(m, l, GPT_LN1_W)), ln1_mean, ln1_rstd, BT, C);
+        dres16 = ln_backward(m, a, grad(m, layer_idx(m, l, GPT_LN1_W)),
+                             grad(m, layer_idx(m, l, GPT_LN1_B)), x,
+                             param(m, layer_idx(m, l, GPT_LN1_W)), ln1_mean, ln1_rstd, BT, C);
         grads_ready(m, layer_idx(m, l, GPT_LN1_W), layer_idx(m, l, GPT_LN1_B));
     }
     if (!m->has_embed) return a->dres; /* d loss / d (this stage's input) */

@@ -198,12 +198,12 @@ static int team_size(int threads, int jobs)
 
 /* One pass's arrays: q|k|v as floats (qkv) or in BF16 storage (qkv16); a forward (dqkv
  * NULL) writes out (or out16, with qkv16) and lse_out, a backward writes dqkv from dout
- * and lse_in. */
+ * and lse_in (and, with dqkv16, its BF16 copy). */
 typedef struct {
     const float *qkv;
     const uint16_t *qkv16;
     float *out, *lse_out, *dqkv;
-    uint16_t *out16;
+    uint16_t *out16, *dqkv16;
     const float *dout, *lse_in;
 } pass_io;
 
@@ -271,6 +271,12 @@ static void one_head(const simd_kernels *kr, enum bf16_kind kind, const pass_io 
         bwd_head(kr, dq, dout, q, lse_in, sc, T, C, hs, bf16);
     else
         fwd_head(kr, out, lse_out, q, sc, T, C, hs, bf16);
+    if (dq && io->dqkv16) /* the head's columns of dqkv, while they are in cache */
+        for (int t = 0; t < T; t++)
+            for (int part = 0; part < 3; part++) {
+                const size_t at = qoff + (size_t)t * 3 * C + (size_t)part * C;
+                bf16_store(io->dqkv16 + at, io->dqkv + at, (size_t)hs);
+            }
 }
 
 /* Every (batch, head) of a pass, one per thread at a time */
@@ -296,11 +302,12 @@ void attention_forward_stored(uint16_t *out, float *lse, const uint16_t *qkv, fl
     each_head(&io, scratch, threads, B, T, C, NH, 1);
 }
 
-void attention_backward_stored(float *dqkv, const float *dout, const uint16_t *qkv,
-                               const float *lse, float *scratch, int threads, int B, int T,
-                               int C, int NH)
+void attention_backward_stored(float *dqkv, uint16_t *dqkv16, const float *dout,
+                               const uint16_t *qkv, const float *lse, float *scratch,
+                               int threads, int B, int T, int C, int NH)
 {
-    const pass_io io = {.qkv16 = qkv, .dqkv = dqkv, .dout = dout, .lse_in = lse};
+    const pass_io io = {.qkv16 = qkv, .dqkv = dqkv, .dqkv16 = dqkv16, .dout = dout,
+                        .lse_in = lse};
     each_head(&io, scratch, threads, B, T, C, NH, 1);
 }
 

@@ -50,8 +50,10 @@ void attention_backward_bf16(float *dqkv, const float *dout, const float *qkv,
 
 void attention_forward_stored(uint16_t *out, float *lse, const uint16_t *qkv, float *scratch,
                               int threads, int B, int T, int C, int NH);
-void attention_backward_stored(float *dqkv, const float *dout, const uint16_t *qkv,
-                               const float *lse, float *scratch, int threads, int B, int T,
-                               int C, int NH);
+/* dqkv16 (NULL: none): dqkv's BF16 copy too, each head's columns stored as the head
+ * finishes, while they are in cache (for products that read dqkv in BF16 storage) */
+void attention_backward_stored(float *dqkv, uint16_t *dqkv16, const float *dout,
+                               const uint16_t *qkv, const float *lse, float *scratch,
+                               int threads, int B, int T, int C, int NH);
 
 #endif
