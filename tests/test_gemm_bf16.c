@@ -57,7 +57,10 @@
  *   (q) in its timing mode (the bench's twin) it runs one FP32 multiply-add of the same
  *       pair words in place of each, counted alike;
  *   (r) a product on a packed weight with C past GEMM_BF16_AMX_STAGE_BYTES (summed
- *       apart and streamed into C by the AMX path) gives the bits of its two halves.
+ *       apart and streamed into C by the AMX path) gives the bits of its two halves;
+ *   (s) so does a weight gradient (B an activation as stored) with C past it, which
+ *       the AMX path runs on all of B packed first, its items taller than its A
+ *       buffer: accumulating into C, with its row sums, alpha 1 and 1/2.
  * Errors are measured against the reference scaled by sum_k |a_k b_k| per element, so
  * they are in units of FP32 rounding of the sums. */
 #include <float.h>
@@ -996,6 +999,53 @@ static void check_staged(const char *name)
     }
 }
 
+/* (s) a weight gradient C (M x N, ldc = N + 3) += alpha op(A) B with op(A) = A^T (FP32
+ * stored [k][m], or stored_t: BF16 storage) and B in BF16 storage [k][n], its row sums
+ * too, against the same in two halves of its rows (at a 32-row unit), each with C under
+ * GEMM_BF16_AMX_STAGE_BYTES (packed a panel at a time); the columns past N untouched.
+ * M and N ragged, K not whole chunks. */
+static int whole_b_case(int M, int N, int K, int stored_t, float alpha)
+{
+    /* halves at a whole 32-row unit: with beta 1 a whole 32 x 32 block sums into C in
+     * its tiles, a partial one through the write-back (gemm_bf16_amx_kernel.h's
+     * direct_store), which rounds otherwise */
+    const int ldc = N + 3, ta = stored_t ? GEMM_BF16_STORED_T : 1, h = M / 2 / 32 * 32;
+    float *A = fnew_rand((size_t)K * M), *Bf = fnew_rand((size_t)K * N);
+    float *got = malloc((size_t)M * ldc * sizeof *got);
+    float *want = malloc((size_t)M * ldc * sizeof *want);
+    float *sg = calloc((size_t)M, sizeof *sg), *sw = calloc((size_t)M, sizeof *sw);
+    uint16_t *A16 = malloc((size_t)K * M * sizeof *A16), *B16 = malloc((size_t)K * N * sizeof *B16);
+    if (!got || !want || !sg || !sw || !A16 || !B16) exit(99);
+    bf16_store(A16, A, (size_t)K * M);
+    bf16_store(B16, Bf, (size_t)K * N);
+    for (size_t i = 0; i < (size_t)M * ldc; i++) got[i] = want[i] = (float)(i % 7) - 3.0f;
+    const float *B = (const float *)(const void *)B16;
+    const float *A1 = stored_t ? (const float *)(const void *)A16 : A;
+    const float *A2 = stored_t ? (const float *)(const void *)(A16 + h) : A + h;
+    const gemm_bf16_epilogue eg = {.row_sums = sg}, e1 = {.row_sums = sw},
+                             e2 = {.row_sums = sw + h};
+    gemm_bf16_fused(ta, GEMM_BF16_STORED, M, N, K, alpha, A1, M, B, N, 1.0f, got, ldc, &eg);
+    gemm_bf16_fused(ta, GEMM_BF16_STORED, h, N, K, alpha, A1, M, B, N, 1.0f, want, ldc, &e1);
+    gemm_bf16_fused(ta, GEMM_BF16_STORED, M - h, N, K, alpha, A2, M, B, N, 1.0f,
+                    want + (size_t)h * ldc, ldc, &e2);
+    int same = memcmp(got, want, (size_t)M * ldc * sizeof *got) == 0 &&
+               memcmp(sg, sw, (size_t)M * sizeof *sg) == 0;
+    for (int i = 0; i < M; i++)
+        for (int j = N; j < ldc; j++) same &= got[(size_t)i * ldc + j] == (float)((i * (size_t)ldc + j) % 7) - 3.0f;
+    free(A), free(Bf), free(got), free(want), free(sg), free(sw), free(A16), free(B16);
+    return same;
+}
+
+static void check_whole_b(const char *name)
+{
+    const int N = 200, K = 40;
+    const int M = (int)(GEMM_BF16_AMX_STAGE_BYTES / sizeof(float) / N) + 45;
+    TU_CHECK(whole_b_case(M, N, K, 0, 1.0f) && whole_b_case(M, N, K, 1, 0.5f),
+             "%s: (s) a weight gradient whose C is past the staging size (%d x %d x %d, "
+             "beta 1, row sums; dout^T in FP32 with alpha 1, in BF16 storage with alpha "
+             "1/2) gives the bits of its two halves", name, M, N, K);
+}
+
 /* (n) row sums: from zero in depth order, then added (the reference), against the
  * fused sums; for transa = 1 also the simd column-sum pass the model used */
 static void check_row_sums(const char *name)
@@ -1343,6 +1393,7 @@ int main(void)
         check_c_unused(paths[i].path, paths[i].name);
         if (paths[i].path == GEMM_BF16_PORTABLE) continue;
         check_staged(paths[i].name);
+        check_whole_b(paths[i].name);
         check_threads(paths[i].name);
         if (paths[i].path == GEMM_BF16_AMX_EMULATED) check_sdm_order(paths[i].name, 1);
         if (paths[i].path == GEMM_BF16_AMX) check_sdm_order(paths[i].name, 0);
@@ -1360,6 +1411,7 @@ int main(void)
         check_sdm_order("amx-emulated", 1);
         check_stored("amx-emulated, portable packing");
         check_staged("amx-emulated, portable packing");
+        check_whole_b("amx-emulated, portable packing");
         check_prepacked(GEMM_BF16_AMX_EMULATED, "amx-emulated, portable packing");
     }
     (void)gemm_bf16_amx_pack_select(1);

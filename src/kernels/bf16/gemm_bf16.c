@@ -42,6 +42,12 @@ typedef struct {
 
 static slot *slots;
 static int nslots;
+/* Room for all of a product's B packed, where the AMX paths want it
+ * (gemm_bf16_amx_whole_b_words: the GPT-2 124M logits' weight gradient, 6.3 MB):
+ * grown by the first product that wants more, from outside a parallel region only, and
+ * kept until gemm_bf16_free */
+static void *whole_b;
+static size_t whole_b_words;
 /* The path the products take: chosen by gemm_bf16_init (GENTRAIN_BF16, read there
  * once, before any product runs on several threads) or gemm_bf16_force_path, both
  * called outside parallel regions; GEMM_BF16_AUTO until then. */
@@ -60,6 +66,31 @@ void gemm_bf16_free(void)
     free(slots);
     slots = NULL;
     nslots = 0;
+    free(whole_b);
+    whole_b = NULL;
+    whole_b_words = 0;
+}
+
+/* whole_b with room for `words` (0: NULL), or NULL where that memory is not to be had:
+ * the product then packs B a panel at a time, as it always could (said once) */
+static void *whole_b_room(size_t words)
+{
+    static int said;
+    if (words == 0) return NULL;
+    if (words <= whole_b_words) return whole_b;
+    void *p = NULL;
+    if (posix_memalign(&p, 64, words * sizeof(uint32_t)) != 0 || !p) {
+        if (!said)
+            gt_warn("BF16 products: no memory for a whole packed operand (%zu MB); the "
+                    "large weight gradient packs it a block at a time instead",
+                    words * sizeof(uint32_t) >> 20);
+        said = 1;
+        return NULL;
+    }
+    free(whole_b);
+    whole_b = p;
+    whole_b_words = words;
+    return whole_b;
 }
 
 static const char *name_of(enum gemm_bf16_path p)
@@ -321,17 +352,23 @@ static void run_path(int transa, int transb, int M, int N, int K, float alpha, c
     const int avx = path == GEMM_BF16_AVX512;
     for (int i = 0; i < n; i++) ws[i] = avx ? slots[team ? i : t].apack : slots[team ? i : t].amx;
     void *bp = slots[t].bpack;
+    /* all of B packed first, where the AMX paths want it and the whole team runs the
+     * product (one shared buffer) */
+    void *const bwhole =
+        (path == GEMM_BF16_AMX || path == GEMM_BF16_AMX_EMULATED) && team && !bpre
+            ? whole_b_room(gemm_bf16_amx_whole_b_words(transb, M, N, K))
+            : NULL;
     if (path == GEMM_BF16_AMX_EMULATED) { /* timed whole, for the bench's prediction */
         amx_emul_product_begin(team);
         gemm_bf16_amx_emulated(transa, transb, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc,
-                               bp, ws, team, bpre, ep);
+                               bp, ws, team, bpre, ep, bwhole);
         amx_emul_product_end(team);
         return;
     }
 #if GT_SIMD_X86_AMX
     if (path == GEMM_BF16_AMX) {
         gemm_bf16_amx(transa, transb, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc, bp, ws,
-                      team, bpre, ep);
+                      team, bpre, ep, bwhole);
         return;
     }
 #endif

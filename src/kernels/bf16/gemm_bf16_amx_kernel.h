@@ -160,6 +160,7 @@ typedef struct {
     uint32_t *bp;
     const uint32_t *bpre;
     const gemm_bf16_epilogue *ep; /* or NULL */
+    uint32_t *bwhole; /* room for all of B packed (gemm_bf16_amx_whole_b_words), or NULL */
 } product;
 
 /* Whether the product reads A's tiles where A is stored instead of packing them: A in
@@ -240,12 +241,24 @@ static void take_a(const product *g, uint32_t *ap, int in_place, int rb, int *pa
     if (sums && !fused) gemm_bf16_row_sums(sums, g->transa, g->A, g->lda, m0, mc, pc, kc);
 }
 
+/* The rows an item takes so that its piece of C (nc columns of FP32), its A rows and one
+ * depth block of B stay within GEMM_BF16_AMX_PIECE_BYTES: MC to 512. Also the rows of
+ * an item on all of B packed first (pack_whole_b), whatever B's size: its A is packed
+ * MC rows at a time, so taller items keep A's tiles as close as MC rows do. */
+static int rows_of_piece(int nc)
+{
+    const size_t bblock = (size_t)KC * nc * 2, per_row = (size_t)nc * sizeof(float) + KC * 2;
+    const int rows = bblock >= GEMM_BF16_AMX_PIECE_BYTES
+                         ? MC
+                         : (int)((GEMM_BF16_AMX_PIECE_BYTES - bblock) / per_row) / 32 * 32;
+    return rows < MC ? MC : rows > 512 ? 512 : rows;
+}
+
 /* The rows of one item of the product with B packed once per update, where A is read in
  * place (no A buffer bounds them). Every item reads all of B's depth blocks of its
  * columns again: where those (K x nc BF16 values) outgrow one core's L2, from L3 or
- * memory. There an item takes as many rows as keep its piece of C (nc columns of FP32,
- * loaded and stored once a depth block), its A rows and one depth block of B (KC x nc
- * BF16) within GEMM_BF16_AMX_PIECE_BYTES, at most 512.
+ * memory. There an item takes rows_of_piece's rows (its piece of C loaded and stored
+ * once a depth block, from L2).
  * Measured on a real AMX Xeon (2 cores, 2 MB L2 each): the logits' input gradient at the
  * GPT-2 124M shape (768 columns, 50,304 deep: 77 MB of B) ran 20-25% faster with 160
  * rows an item than with MC (B read 26 times instead of 64), and with 384 rows (1.75
@@ -257,12 +270,9 @@ static void take_a(const product *g, uint32_t *ap, int in_place, int rb, int *pa
 static int rows_in_place(int nc, int K)
 {
     if ((size_t)K * (size_t)nc * 2 <= GEMM_BF16_AMX_L2_BYTES) return MC;
-    const size_t bblock = (size_t)KC * nc * 2, per_row = (size_t)nc * sizeof(float) + KC * 2;
-    const int rows = bblock >= GEMM_BF16_AMX_PIECE_BYTES
-                         ? MC
-                         : (int)((GEMM_BF16_AMX_PIECE_BYTES - bblock) / per_row) / 32 * 32;
-    return rows < MC ? MC : rows > 512 ? 512 : rows;
+    return rows_of_piece(nc);
 }
+
 
 /* The product with B's copy packed once per update (g->bpre): no panel to pack and share,
  * so each thread takes an item's depth blocks one after the other, its piece of C (mc
@@ -286,7 +296,7 @@ static int rows_in_place(int nc, int K)
  * gained nothing from slices, nor from taller items in them. Each element still sums the
  * same depth blocks in the same order: the same bits. */
 static void run_items_depth_inside(const product *g, uint32_t *ap, float *ct, float *piece,
-                                   int in_place, int nthreads, int staged)
+                                   int in_place, int nthreads, int staged, int tall)
 {
     const int munits = (g->M + 31) / 32;
     for (int jc = 0; jc < g->N; jc += NC) {
@@ -295,7 +305,8 @@ static void run_items_depth_inside(const product *g, uint32_t *ap, float *ct, fl
         for (int s0 = 0; s0 < nstrips; s0 += slice) {
             const int sstrips = nstrips - s0 < slice ? nstrips - s0 : slice;
             const int scols = nc - 32 * s0 < 32 * sstrips ? nc - 32 * s0 : 32 * sstrips;
-            const int rows = in_place ? rows_in_place(scols, g->K) : MC;
+            const int rows = tall ? rows_of_piece(scols) : in_place ? rows_in_place(scols, g->K)
+                                                                    : MC;
             const gemm_split sp = gemm_split_for(munits, rows / 32, sstrips, nthreads);
             const int items = sp.rblocks * sp.groups;
 #pragma omp for schedule(static) nowait
@@ -309,14 +320,22 @@ static void run_items_depth_inside(const product *g, uint32_t *ap, float *ct, fl
                 const int n_from = 32 * c0, n_to = c1 < nstrips ? 32 * c1 : nc;
                 for (int pc = 0; pc < g->K; pc += KC) {
                     const int kc = g->K - pc < KC ? g->K - pc : KC;
-                    int packed = -1;
-                    take_a(g, ap, in_place, rb, &packed, m0, mc, jc, c0, pc, kc);
-                    row_block(g,
-                              g->bpre + gemm_bf16_block_offset(&gemm_bf16_amx_packer, g->K,
-                                                               g->N, jc, pc),
-                              in_place ? NULL : ap, ct, piece, m0, mc, jc, nc, n_from, n_to,
-                              pc, kc, pc == 0 ? g->beta : 1.0f, pc == 0, pc + kc >= g->K,
-                              n_to - n_from);
+                    const uint32_t *const bpanel =
+                        g->bpre +
+                        gemm_bf16_block_offset(&gemm_bf16_amx_packer, g->K, g->N, jc, pc);
+                    /* a tall item's rows, MC at a time where the thread packs them (its A
+                     * buffer holds MC), the depth block of B staying in L2 meanwhile */
+                    const int step = in_place ? mc : MC;
+                    for (int r0 = m0; r0 < m0 + mc; r0 += step) {
+                        const int rc = m0 + mc - r0 < step ? m0 + mc - r0 : step;
+                        int packed = -1;
+                        take_a(g, ap, in_place, rb, &packed, r0, rc, jc, c0, pc, kc);
+                        row_block(g, bpanel, in_place ? NULL : ap, ct,
+                                  piece ? piece + (size_t)(r0 - m0) * (n_to - n_from) : NULL,
+                                  r0, rc, jc, nc, n_from, n_to, pc, kc,
+                                  pc == 0 ? g->beta : 1.0f, pc == 0, pc + kc >= g->K,
+                                  n_to - n_from);
+                    }
                 }
                 if (staged)
                     gemm_bf16_amx_stream_rows(piece, n_to - n_from,
@@ -325,6 +344,35 @@ static void run_items_depth_inside(const product *g, uint32_t *ap, float *ct, fl
             }
         }
     }
+}
+
+/* All of B (as stored: [k][n]) into g->bwhole, in the layout of a weight packed once
+ * (gemm_bf16_packer.h's blocks, gemm_bf16_amx_packer's panels), each panel as the
+ * product's own packing writes it, so the items read it as they read a packed weight:
+ * the same bits as packing a panel per depth block. The threads share each panel's
+ * runs of depth pairs; one barrier at the end.
+ * Why (gemm_bf16_amx_whole_b_words): a product whose B is packed per depth block walks
+ * all of C once a depth block; where C is far past the caches (the GPT-2 124M logits'
+ * weight gradient: 155 MB of C, 16 depth blocks of 256) that is 5 GB of C through
+ * memory a step. Packed whole first (6.3 MB there), each item keeps its piece of C in
+ * L2 over the whole depth and reads B's depth blocks again instead: 0.8 GB at items of
+ * 384 rows. */
+static void pack_whole_b(const product *g)
+{
+    for (int jc = 0; jc < g->N; jc += NC) {
+        const int nc = g->N - jc < NC ? g->N - jc : NC;
+        for (int pc = 0; pc < g->K; pc += KC) {
+            const int kc = g->K - pc < KC ? g->K - pc : KC;
+            uint32_t *const panel =
+                g->bwhole + gemm_bf16_block_offset(&gemm_bf16_amx_packer, g->K, g->N, jc, pc);
+            const int runs = ((kc + 31) / 32 * 16 + PAIR_RUN - 1) / PAIR_RUN;
+#pragma omp for schedule(static) nowait
+            for (int r = 0; r < runs; r++)
+                gemm_bf16_amx_pack_b_pairs(panel, g->transb, g->B, g->ldb, jc, nc, pc, kc,
+                                           r * PAIR_RUN, (r + 1) * PAIR_RUN);
+        }
+    }
+#pragma omp barrier
 }
 
 /* What each thread of the team runs (w: its work area). Every thread walks the same
@@ -360,7 +408,15 @@ static void run_thread(const product *g, uint8_t *w)
                            (size_t)g->M * (size_t)g->N * sizeof(float) > GEMM_BF16_AMX_STAGE_BYTES;
         run_items_depth_inside(g, ap, ct,
                                piece || staged ? (float *)(w + GEMM_BF16_AMX_PANEL_WORK) : NULL,
-                               in_place, nthreads, staged);
+                               in_place, nthreads, staged, 0);
+        AMX_RELEASE();
+        return;
+    }
+    if (g->bwhole) { /* all of B packed first, then the items as on a packed weight */
+        pack_whole_b(g);
+        product h = *g;
+        h.bpre = g->bwhole;
+        run_items_depth_inside(&h, ap, ct, NULL, in_place, nthreads, 0, 1);
         AMX_RELEASE();
         return;
     }
@@ -436,10 +492,13 @@ void AMX_PANEL_ENTRY(const uint32_t *ap, size_t a_run, const uint32_t *bp, size_
 void AMX_ENTRY(int transa, int transb, int M, int N, int K, float alpha, const float *A,
                int lda, const float *B, int ldb, float beta, float *C, int ldc,
                void *bpack, void *const *works, int parallel, const void *bpre,
-               const gemm_bf16_epilogue *ep)
+               const gemm_bf16_epilogue *ep, void *bwhole)
 {
-    const product g = {transa, transb, M, N, K,  lda,  ldb,  ldc, alpha, beta,
-                       A,      B,      C, bpack, bpre, ep};
+    const product g = {transa, transb, M, N,     K,    lda, ldb,
+                       ldc,    alpha,  beta, A,  B,    C,   bpack,
+                       bpre,   ep,     bpre || !gemm_bf16_amx_whole_b_words(transb, M, N, K)
+                                           ? NULL
+                                           : bwhole};
 #pragma omp parallel if (parallel && (M > 32 || N > 32))
     {
 #ifdef _OPENMP
