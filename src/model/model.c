@@ -811,7 +811,7 @@ const float *gpt_stage_backward(gpt_model *m, const float *dout)
         grads_ready(m, layer_idx(m, l, GPT_LN2_W), layer_idx(m, l, GPT_LN2_B));
         /* Attention branch: res2 = x + attproj(attn(qkv(ln1(x)))). dln doubles as the
          * gradient of the attention output. */
-        if (dres16) /* atty in BF16 storage too: the backward's inexact set needs acts16 */
+        if (dres16 && atty.h) /* always both: the backward's inexact set needs acts16 */
             m->acts16->matmul_backward_dout16(a->dln, grad(m, layer_idx(m, l, GPT_ATTPROJ_W)),
                                               grad(m, layer_idx(m, l, GPT_ATTPROJ_B)), dres16,
                                               (size_t)C, atty.h,
@@ -823,7 +823,7 @@ const float *gpt_stage_backward(gpt_model *m, const float *dout)
                              param(m, layer_idx(m, l, GPT_ATTPROJ_W)), BT, Cl, C);
         grads_ready(m, layer_idx(m, l, GPT_ATTPROJ_W), layer_idx(m, l, GPT_ATTPROJ_B));
         /* with the inexact set, d q|k|v's BF16 copy too, which the products read */
-        uint16_t *const dqkv_16 = a->dres16 ? dqkv16(a) : NULL;
+        uint16_t *const dqkv_16 = a->dres16 && qkv.h ? dqkv16(a) : NULL;
         if (qkv.h)
             m->acts16->attention_backward(a->dqkv, dqkv_16, a->dln, qkv.h, att, a->att_scratch,
                                           m->threads, B, T, Cl, NHl);

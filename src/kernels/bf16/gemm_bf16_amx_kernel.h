@@ -273,7 +273,6 @@ static int rows_in_place(int nc, int K)
     return rows_of_piece(nc);
 }
 
-
 /* The product with B's copy packed once per update (g->bpre): no panel to pack and share,
  * so each thread takes an item's depth blocks one after the other, its piece of C (mc
  * rows of the item's columns) in L2 throughout, instead of every depth block of the
@@ -494,11 +493,11 @@ void AMX_ENTRY(int transa, int transb, int M, int N, int K, float alpha, const f
                void *bpack, void *const *works, int parallel, const void *bpre,
                const gemm_bf16_epilogue *ep, void *bwhole)
 {
-    const product g = {transa, transb, M, N,     K,    lda, ldb,
-                       ldc,    alpha,  beta, A,  B,    C,   bpack,
-                       bpre,   ep,     bpre || !gemm_bf16_amx_whole_b_words(transb, M, N, K)
-                                           ? NULL
-                                           : bwhole};
+    /* all of B packed first only where the product packs B and wants that */
+    uint32_t *const whole =
+        bpre || !gemm_bf16_amx_whole_b_words(transb, M, N, K) ? NULL : (uint32_t *)bwhole;
+    const product g = {transa, transb, M, N, K, lda, ldb, ldc, alpha, beta,
+                       A,      B,      C, bpack, bpre, ep, whole};
 #pragma omp parallel if (parallel && (M > 32 || N > 32))
     {
 #ifdef _OPENMP
