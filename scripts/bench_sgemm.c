@@ -377,14 +377,12 @@ int main(int argc, char **argv) {
            "%d threads, %lld reps\n", (long long)C, (long long)T, (long long)B,
            (long long)V, (long long)L, (long long)N, nthr, (long long)reps);
     if (use_bf16)
-        printf("BF16 products: gentrain's gemm_bf16, %s path (BF16 operands, FP32 sums)\n%s\n",
+        printf("BF16 products: gentrain's gemm_bf16, %s path (BF16 operands, FP32 sums)\n%s%s\n",
                gemm_bf16_path_name(),
-               step_operands ? (step_epilogues
-                                    ? "operands as a step has them: weights packed once, "
-                                      "activations and douts in BF16; with the step's fused "
-                                      "epilogues\n"
-                                    : "operands as a step has them: weights packed once, "
-                                      "activations and douts in BF16\n")
+               step_operands ? "operands as a step has them: weights packed once, "
+                               "activations and douts in BF16"
+                             : "",
+               step_operands ? (step_epilogues ? "; with the step's fused epilogues\n" : "\n")
                              : "");
     else
         printf("BLAS: %s (%s, %d threads)\n%s\n\n", blas, par, blas_thr, blas_core_summary());

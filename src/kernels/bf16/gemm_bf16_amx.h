@@ -160,9 +160,9 @@ static inline size_t gemm_bf16_amx_whole_b_words(int transb, int M, int N, int K
  * areas of GEMM_BF16_AMX_WORK bytes (one per OpenMP thread when parallel, else
  * works[0] for the calling thread); bpre: B's copy packed once per update
  * (gemm_bf16_packer.h, the AMX packer), or NULL to pack B in the product; ep: the
- * epilogue (gemm_bf16.h), or NULL; bwhole: NULL, or (parallel only, bpre NULL)
- * gemm_bf16_amx_whole_b_words words (64-byte aligned) where the product packs all of B
- * first when it wants to: the same bits as without. */
+ * epilogue (gemm_bf16.h), or NULL; bwhole: NULL, or (parallel only, bpre NULL, where
+ * gemm_bf16_amx_whole_b_words is not 0) room of that many words, 64-byte aligned,
+ * where the product packs all of B first: the same bits as without. */
 void gemm_bf16_amx(int transa, int transb, int M, int N, int K, float alpha, const float *A,
                    int lda, const float *B, int ldb, float beta, float *C, int ldc,
                    void *bpack, void *const *works, int parallel, const void *bpre,

@@ -160,7 +160,7 @@ typedef struct {
     uint32_t *bp;
     const uint32_t *bpre;
     const gemm_bf16_epilogue *ep; /* or NULL */
-    uint32_t *bwhole; /* room for all of B packed (gemm_bf16_amx_whole_b_words), or NULL */
+    uint32_t *bwhole; /* where to pack all of B first (gemm_bf16_amx's bwhole), or NULL */
 } product;
 
 /* Whether the product reads A's tiles where A is stored instead of packing them: A in
@@ -493,11 +493,8 @@ void AMX_ENTRY(int transa, int transb, int M, int N, int K, float alpha, const f
                void *bpack, void *const *works, int parallel, const void *bpre,
                const gemm_bf16_epilogue *ep, void *bwhole)
 {
-    /* all of B packed first only where the product packs B and wants that */
-    uint32_t *const whole =
-        bpre || !gemm_bf16_amx_whole_b_words(transb, M, N, K) ? NULL : (uint32_t *)bwhole;
     const product g = {transa, transb, M, N, K, lda, ldb, ldc, alpha, beta,
-                       A,      B,      C, bpack, bpre, ep, whole};
+                       A,      B,      C, bpack, bpre, ep, bwhole};
 #pragma omp parallel if (parallel && (M > 32 || N > 32))
     {
 #ifdef _OPENMP
