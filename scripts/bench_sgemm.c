@@ -31,7 +31,11 @@
  * the OpenMP build of OpenBLAS so the library and the OpenMP runtime share one pool.
  * The BLAS core is corrected as the trainer corrects it (blas_core.h), so the FP32
  * figures are those of the kernels a training run gets, not of a generic core that an
- * OpenBLAS older than the CPU falls back to. */
+ * OpenBLAS older than the CPU falls back to.
+ *
+ * --only NAME times only the products whose names contain NAME ("fc bwd", "logits",
+ * "dW"), the step average over those: one product alone, to profile it or to compare
+ * two builds on it without the other products' minutes. */
 #define _XOPEN_SOURCE 700 /* posix_memalign, getrusage, sysconf */
 #include <cblas.h>   /* defines: cblas_sgemm (+ openblas_* when OPENBLAS_VERSION) */
 #include "blas_core.h" /* defines: blas_core_fixup, blas_core_summary */
@@ -62,7 +66,7 @@ static void usage(FILE *f) {
             "usage: bench_sgemm [--n_embd C] [--block_size T] [--batch_size B] [--vocab V]\n"
             "                   [--n_layer L] [--threads N] [--reps R] [--square S]\n"
             "                   [--precision fp32|bf16] [--operands plain|step]\n"
-            "                   [--epilogues none|step]\n"
+            "                   [--epilogues none|step] [--only NAME]\n"
             "defaults: C=384 T=256 B=8 V=256 L=6, N=current OpenMP threads, R=10, S=2048\n");
 }
 
@@ -246,6 +250,7 @@ static int choice_option(int argc, char **argv, int *i, const char *name, const 
 int main(int argc, char **argv) {
     blas_core_fixup(argv); /* returns only when no restart was needed */
     int64_t C = 384, T = 256, B = 8, V = 256, L = 6, threads = 0, reps = 10, S = 2048;
+    const char *only = NULL; /* --only: the products whose names contain it */
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i], *val = NULL;
         char key[64];
@@ -264,6 +269,14 @@ int main(int argc, char **argv) {
         memcpy(key, a + 2, kl);
         key[kl] = 0;
         val = eq ? eq + 1 : (i + 1 < argc ? argv[++i] : NULL);
+        if (!strcmp(key, "only")) {
+            if (!val || !*val) {
+                fprintf(stderr, "bench_sgemm: --only needs part of a product's name\n");
+                return 2;
+            }
+            only = val;
+            continue;
+        }
         int64_t *dst = !strcmp(key, "n_embd") ? &C : !strcmp(key, "block_size") ? &T
                      : !strcmp(key, "batch_size") ? &B : !strcmp(key, "vocab") ? &V
                      : !strcmp(key, "vocab_size") ? &V : !strcmp(key, "n_layer") ? &L
@@ -325,7 +338,19 @@ int main(int argc, char **argv) {
         {"logits dW",        1, 0, V,     C,     N,     1, 0, 0, EPI_NONE},
         {"square",           0, 0, S,     S,     S,     0, 0, 0, EPI_NONE},
     };
-    const int nsh = (int)(sizeof sh / sizeof sh[0]) - (S > 0 ? 0 : 1);
+    int nsh = (int)(sizeof sh / sizeof sh[0]) - (S > 0 ? 0 : 1);
+    if (only) { /* keep the products named, in their order */
+        int kept = 0;
+        for (int i = 0; i < nsh; i++)
+            if (strstr(sh[i].name, only)) sh[kept++] = sh[i];
+        if (!kept) {
+            fprintf(stderr, "bench_sgemm: --only '%s' names no product (names: qkv fwd, "
+                            "fc bwd dW, logits dinp, square, ...)\n", only);
+            return 2;
+        }
+        nsh = kept;
+    }
+    const int have_square = !strcmp(sh[nsh - 1].name, "square");
 
     size_t na = 0, nb = 0, nc = 0;
     for (int i = 0; i < nsh; i++) {
@@ -409,9 +434,10 @@ int main(int argc, char **argv) {
         other = ((all1 - all0) - (own1 - own0)) / wall;
         if (other < 0) other = 0;
     }
-    const double avg = step_flops / step_s / 1e9;
-    printf("\nstep GEMMs: %.2f GFLOP in %.1f ms -> %.1f GFLOP/s (flop-weighted average)\n",
-           step_flops / 1e9, step_s * 1e3, avg);
+    const double avg = step_s > 0 ? step_flops / step_s / 1e9 : 0.0; /* 0: no step product */
+    if (step_s > 0)
+        printf("\nstep GEMMs%s: %.2f GFLOP in %.1f ms -> %.1f GFLOP/s (flop-weighted "
+               "average)\n", only ? " (--only these)" : "", step_flops / 1e9, step_s * 1e3, avg);
     if (other >= 0.2)
         printf("warning: other processes used %.1f cores meanwhile; not a clean figure\n",
                other);
@@ -435,7 +461,8 @@ int main(int argc, char **argv) {
     printf("],\"step_gflop\":%.4f,\"step_gemm_ms\":%.3f,\"step_avg_gflops\":%.2f",
            step_flops / 1e9, step_s * 1e3, avg);
     if (other >= 0) printf(",\"other_load_cores\":%.2f", other);
-    if (S > 0)
+    if (only) printf(",\"only\":\"%s\"", only);
+    if (have_square)
         printf(",\"square_gflops\":%.2f", flops_of(&sh[nsh - 1]) / (sh[nsh - 1].med_ms * 1e6));
     printf("}\n");
 

@@ -19,6 +19,10 @@
  *   A, B L3            both walk 8 MB
  *   A, B memory        both walk 64 MB
  *
+ * Each feed runs twice: with C's tiles loaded and stored every block, as the kernel
+ * does, and held over 3 blocks (a 768-deep product's whole depth, the GPT-2 124M
+ * forward's): the difference is what C's tile traffic costs at that feed.
+ *
  * Packed tiles (64-byte rows one after the other), as the kernel's packed operands.
  * Every thread runs the same case on its own buffers at once; a case's figure is all
  * their flops over one window from the first start to the last end, the best of 3
@@ -47,6 +51,7 @@
 
 enum {
     CHUNKS = 8,          /* depth chunks of 32 a block: the kernel's 256-deep block */
+    HELD = 3,            /* blocks C's tiles are held over in the second column */
     TILE_BYTES = 1024,   /* 16 rows x 64 bytes */
     OPERAND_BLOCK = 2 * CHUNKS * TILE_BYTES, /* one operand's tiles for a block: 16 KB */
     ROUNDS = 3
@@ -71,11 +76,12 @@ static const feed feeds[] = {
 #define REGION_MAX ((size_t)64 << 20)
 
 #ifdef BENCH_TILES_AMX
-/* `blocks` blocks of the kernel's 2 x 2 tile step over feed f; the flops done. */
+/* `blocks` blocks of the kernel's 2 x 2 tile step over feed f, C's tiles loaded and
+ * stored every `hold` blocks (1: every block, as the kernel); the flops done. */
 __attribute__((target("amx-tile,amx-bf16"))) static double run_blocks(const feed *f,
                                                                      const uint8_t *A,
                                                                      const uint8_t *B, float *C,
-                                                                     long blocks)
+                                                                     long blocks, int hold)
 {
     _Alignas(64) amx_tilecfg cfg;
     amx_tilecfg_uniform(&cfg, AMX_TILES, AMX_MAX_ROWS, AMX_MAX_COLSB);
@@ -91,8 +97,10 @@ __attribute__((target("amx-tile,amx-bf16"))) static double run_blocks(const feed
         const uint8_t *a = A + ia * OPERAND_BLOCK, *b = B + ib * OPERAND_BLOCK;
         ia = ia + 1 == na ? 0 : ia + 1;
         ib = ib + 1 == nb ? 0 : ib + 1;
-        _tile_loadd(0, C, cstride); _tile_loadd(1, C + 16, cstride);
-        _tile_loadd(2, C + 512, cstride); _tile_loadd(3, C + 528, cstride);
+        if (blk % hold == 0) {
+            _tile_loadd(0, C, cstride); _tile_loadd(1, C + 16, cstride);
+            _tile_loadd(2, C + 512, cstride); _tile_loadd(3, C + 528, cstride);
+        }
         for (int q = 0; q < CHUNKS; q++) {
             _tile_loadd(4, a + q * TILE_BYTES, 64);
             _tile_loadd(5, a + (CHUNKS + q) * TILE_BYTES, 64);
@@ -101,8 +109,10 @@ __attribute__((target("amx-tile,amx-bf16"))) static double run_blocks(const feed
             _tile_dpbf16ps(0, 4, 6); _tile_dpbf16ps(1, 4, 7);
             _tile_dpbf16ps(2, 5, 6); _tile_dpbf16ps(3, 5, 7);
         }
-        _tile_stored(0, C, cstride); _tile_stored(1, C + 16, cstride);
-        _tile_stored(2, C + 512, cstride); _tile_stored(3, C + 528, cstride);
+        if (blk % hold == hold - 1) {
+            _tile_stored(0, C, cstride); _tile_stored(1, C + 16, cstride);
+            _tile_stored(2, C + 512, cstride); _tile_stored(3, C + 528, cstride);
+        }
     }
     _tile_stored(0, C, cstride);
     _tile_release();
@@ -175,9 +185,11 @@ int main(int argc, char **argv)
         return 1;
     }
     printf("bench_tiles: the AMX kernel's 2 x 2 tile step (TDPBF16PS), %d threads; C's four "
-           "tiles loaded and stored every %d depth chunks, as the products do\n\n",
-           threads, CHUNKS);
-    printf("%-22s %10s %10s\n", "operands from", "GFLOP/s", "of peak");
+           "tiles loaded and stored every %d depth chunks, as the products do, or held over "
+           "%d x %d\n\n",
+           threads, CHUNKS, HELD, CHUNKS);
+    printf("%-22s %10s %10s %12s %10s\n", "operands from", "GFLOP/s", "of peak", "C held",
+           "of peak");
     static const char peak_name[] = "registers (tile peak)";
     const double peak = cpu_bf16_peak_gflops(threads, 1);
     printf("%-22s %10.0f %9.0f%%\n", peak_name, peak, 100.0);
@@ -188,32 +200,38 @@ int main(int argc, char **argv)
         memset(b[t], 0x3a, REGION_MAX);
         memset(c[t], 0, 32 * 32 * sizeof(float));
     }
-    double rate[NFEEDS];
+    double rate[NFEEDS][2];
     for (size_t fi = 0; fi < NFEEDS; fi++) {
         const feed *f = &feeds[fi];
-        /* about 0.1 s a thread at 3 TFLOP/s */
-        const long blocks = (long)(3e11 / (CHUNKS * 4 * FLOPS_PER_DP));
-        double best = 0.0;
-        for (int round = 0; round <= ROUNDS; round++) { /* round 0 warms up */
-            double flops = 0.0, first = 1e300, last = -1e300;
+        for (int held = 0; held < 2; held++) {
+            /* about 0.1 s a thread at 3 TFLOP/s, whole groups of HELD blocks */
+            const long blocks = (long)(3e11 / (CHUNKS * 4 * FLOPS_PER_DP)) / HELD * HELD;
+            double best = 0.0;
+            for (int round = 0; round <= ROUNDS; round++) { /* round 0 warms up */
+                double flops = 0.0, first = 1e300, last = -1e300;
 #pragma omp parallel num_threads(threads) reduction(+ : flops) reduction(min : first)      \
     reduction(max : last)
-            {
-                const int t = omp_get_thread_num();
-                first = omp_get_wtime();
-                flops += run_blocks(f, a[t], b[t], c[t], round ? blocks : blocks / 10);
-                last = omp_get_wtime();
+                {
+                    const int t = omp_get_thread_num();
+                    first = omp_get_wtime();
+                    flops += run_blocks(f, a[t], b[t], c[t],
+                                        round ? blocks : blocks / 10 / HELD * HELD,
+                                        held ? HELD : 1);
+                    last = omp_get_wtime();
+                }
+                const double r = last > first ? flops / (last - first) * 1e-9 : 0.0;
+                if (round > 0 && r > best) best = r;
             }
-            const double r = last > first ? flops / (last - first) * 1e-9 : 0.0;
-            if (round > 0 && r > best) best = r;
+            rate[fi][held] = best;
         }
-        rate[fi] = best;
-        printf("%-22s %10.0f %9.0f%%\n", f->name, best, 100.0 * best / peak);
+        printf("%-22s %10.0f %9.0f%% %12.0f %9.0f%%\n", f->name, rate[fi][0],
+               100.0 * rate[fi][0] / peak, rate[fi][1], 100.0 * rate[fi][1] / peak);
     }
-    printf("{\"threads\":%d,\"chunks_per_block\":%d,\"feeds\":[{\"name\":\"%s\","
-           "\"gflops\":%.1f}", threads, CHUNKS, peak_name, peak);
+    printf("{\"threads\":%d,\"chunks_per_block\":%d,\"held_blocks\":%d,\"feeds\":[{\"name\":"
+           "\"%s\",\"gflops\":%.1f}", threads, CHUNKS, HELD, peak_name, peak);
     for (size_t fi = 0; fi < NFEEDS; fi++)
-        printf(",{\"name\":\"%s\",\"gflops\":%.1f}", feeds[fi].name, rate[fi]);
+        printf(",{\"name\":\"%s\",\"gflops\":%.1f,\"held_gflops\":%.1f}", feeds[fi].name,
+               rate[fi][0], rate[fi][1]);
     printf("]}\n");
     for (int t = 0; t < threads; t++) free(a[t]), free(b[t]), free(c[t]);
     free(a), free(b), free(c);
