@@ -60,7 +60,12 @@
  *       apart and streamed into C by the AMX path) gives the bits of its two halves;
  *   (s) so does a weight gradient (B an activation as stored) with C past it, which
  *       the AMX path runs on all of B packed first, its items taller than its A
- *       buffer: accumulating into C, with its row sums, alpha 1 and 1/2.
+ *       buffer: accumulating into C, with its row sums, alpha 1 and 1/2;
+ *   (t) a product with A read in place on a packed weight whose column block's B
+ *       outgrows L2, which the AMX path walks in column slices (of 16 strips at 800
+ *       deep, of 7 at 2,336 deep, a ragged last one, a column block past them), gives
+ *       the bits of the same product on A's FP32 values (packed, never in slices):
+ *       plain, with a bias into BF16 storage alone, with a bias and GELU into BF16.
  * Errors are measured against the reference scaled by sum_k |a_k b_k| per element, so
  * they are in units of FP32 rounding of the sums. */
 #include <float.h>
@@ -948,8 +953,8 @@ static void check_stored_on_packed(const char *name)
  * product in two halves of its rows, each under it: with a bias, alpha 1 and rows of
  * C that start off a 64-byte boundary (ldc odd), and with alpha 1/2 (every block
  * through the write-back); a ragged last strip; C past its columns untouched.
- * stored: A in BF16 storage (GEMM_BF16_STORED), which the AMX path reads in place and
- * walks in column slices when staged (the halves: in whole column blocks) */
+ * stored: A in BF16 storage (GEMM_BF16_STORED), which the AMX path reads in place (its
+ * column slices: check_slices) */
 static int staged_case(int M, int N, int stored, const char *name)
 {
     const int K = 32, ldc = N + 3, ta = stored ? GEMM_BF16_STORED : 0;
@@ -997,6 +1002,49 @@ static void check_staged(const char *name)
                  "gives the bits of its two halves (bias; alpha 1/2; rows off a 64-byte "
                  "boundary)", name, M1, N1, M2, N2, stored ? "in BF16 storage" : "in FP32");
     }
+}
+
+/* (t) see the list at the top: slices against the unsliced product, three epilogues */
+static void check_slices(const char *name)
+{
+    static const int shapes[][3] = {{96, 1400, 800}, {64, 2100, 2336}}; /* M, N, K */
+    int same = 1;
+    for (size_t si = 0; si < sizeof shapes / sizeof shapes[0]; si++) {
+        const int M = shapes[si][0], N = shapes[si][1], K = shapes[si][2];
+        const size_t mn = (size_t)M * N;
+        float *A = fnew_rand((size_t)M * K), *W = fnew_rand((size_t)N * K), *bias = fnew_rand(N);
+        float *want = malloc(mn * sizeof *want), *got = malloc(mn * sizeof *got);
+        uint16_t *A16 = stored_copy(A, M, K), *h[2][2];
+        if (!want || !got) exit(99);
+        for (int v = 0; v < 2; v++)
+            for (int o = 0; o < 2; o++)
+                if (!(h[v][o] = calloc(mn, sizeof **h))) exit(99);
+        TU_CHECK(gemm_bf16_weights_add(W, N, K) == 0 && gemm_bf16_weights_refresh() == 0,
+                 "%s: (t) the weight %d x %d is registered and packed", name, N, K);
+        for (int e = 0; e < 3; e++) { /* plain; bias into BF16 alone; bias and GELU */
+            for (int v = 0; v < 2; v++) { /* 0: A in FP32, packed; 1: A read in place */
+                const gemm_bf16_epilogue ep[3] = {
+                    {0},
+                    {.bias = bias, .out_bf16 = h[v][0], .ld_out_bf16 = (size_t)N, .c_unused = 1},
+                    {.bias = bias, .gelu_out16 = h[v][1], .ld_gelu = (size_t)N,
+                     .out_bf16 = h[v][0], .ld_out_bf16 = (size_t)N, .round_c = 1,
+                     .c_unused = 1}};
+                float *C = v ? got : want;
+                for (size_t i = 0; i < mn; i++) C[i] = 7.0f;
+                if (v) forward_stored(A16, K, W, K, M, N, K, C, &ep[e]);
+                else gemm_bf16_fused(0, 1, M, N, K, 1.0f, A, K, W, K, 0.0f, C, N, &ep[e]);
+            }
+            if (e == 0) same &= memcmp(got, want, mn * sizeof *got) == 0;
+            for (int o = 0; o < e; o++)
+                same &= memcmp(h[0][o], h[1][o], mn * sizeof **h) == 0;
+        }
+        gemm_bf16_weights_clear();
+        for (int v = 0; v < 2; v++) free(h[v][0]), free(h[v][1]);
+        free(A), free(W), free(bias), free(want), free(got), free(A16);
+    }
+    TU_CHECK(same, "%s: A read in place on a packed weight past L2 (column slices: 96 x 1,400 "
+             "x 800, 64 x 2,100 x 2,336) gives the bits of the product on A's FP32 values: "
+             "plain, a bias into BF16 storage, a bias and GELU into BF16", name);
 }
 
 /* (s) a weight gradient C (M x N, ldc = N + 3) += alpha op(A) B with op(A) = A^T (FP32
@@ -1394,6 +1442,7 @@ int main(void)
         if (paths[i].path == GEMM_BF16_PORTABLE) continue;
         check_staged(paths[i].name);
         check_whole_b(paths[i].name);
+        check_slices(paths[i].name);
         check_threads(paths[i].name);
         if (paths[i].path == GEMM_BF16_AMX_EMULATED) check_sdm_order(paths[i].name, 1);
         if (paths[i].path == GEMM_BF16_AMX) check_sdm_order(paths[i].name, 0);

@@ -42,7 +42,9 @@ enum {
     TW = GEMM_BF16_AMX_TILE, /* 32-bit words in a tile */
     ROWB = AMX_MAX_COLSB,    /* bytes in a tile row, the stride of every load and store */
     PAIR_RUN = 8,            /* depth pairs a thread packs at a time of a B panel as stored */
-    SLICE = 16               /* column strips of a slice of a staged product (see below) */
+    SLICE = 16,              /* column strips of a slice at most (slice_strips) */
+    SLICE_MIN = 4,           /* ... and at least */
+    SLICE_BYTES = 1 << 20    /* B's BF16 values in a slice at most: half a core's L2 */
 };
 
 #ifndef AMX_SPAN_BEGIN
@@ -273,6 +275,32 @@ static int rows_in_place(int nc, int K)
     return rows_of_piece(nc);
 }
 
+/* The column strips of each slice of a column block nc wide, or 0: the block in one go.
+ * Slices where A is read in place (a_in_place) and the block's B (K x nc BF16) outgrows
+ * one core's L2: a slice's B (at most SLICE_BYTES) then stays in L2 while a thread's rows
+ * go by, instead of every item of 64 rows reading all of the block's B from L3 or memory
+ * again; A's rows are read once a slice instead (A in place has no buffer to keep).
+ * Measured on a real AMX Xeon (2 cores, 2 MB L2 each, memory at 8-9 GB/s for 2 threads),
+ * GPT-2 124M shape, bench_sgemm --operands step --epilogues step, 3 alternating runs: the
+ * q|k|v forward 6.5-7.2 ms against 8.0-8.5, its input gradient (2,304 deep, slices of 7)
+ * 6.2-6.3 against 6.9-7.4, the MLP forward 12.8-13.5 against 15.0-15.5, the MLP's input
+ * gradient (3,072 deep, slices of 5) 9.5-10.2 against 10.3-11.5; all the step's products
+ * 1,742-1,798 ms against 1,794-1,872 (a release before, the logits forward alone, slices
+ * of 16: 2,107-2,138 GFLOP/s against 1,660-1,758). Not where the epilogue reads rows of
+ * its own (a residual, GELU's input): those reads, a slice's width of a row at a time,
+ * cost more than the slices save (the MLP projection's input gradient with GELU's
+ * backward, slices of 16: 24-36 ms against 18-19). Not past 4,096 deep, where no slice
+ * of 4 strips fits (the logits' input gradient, 50,304 deep, slices of 16: 201-206 ms
+ * against 169-171). */
+static int slice_strips(const product *g, int in_place, int nc)
+{
+    if (!in_place || (size_t)g->K * (size_t)nc * 2 <= GEMM_BF16_AMX_L2_BYTES) return 0;
+    if (g->ep && (g->ep->residual || g->ep->dgelu_x || g->ep->dgelu_x16)) return 0;
+    const size_t strips = SLICE_BYTES / ((size_t)g->K * 32 * 2);
+    if (strips < SLICE_MIN) return 0;
+    return strips < SLICE ? (int)strips : SLICE;
+}
+
 /* The product with B's copy packed once per update (g->bpre): no panel to pack and share,
  * so each thread takes an item's depth blocks one after the other, its piece of C (mc
  * rows of the item's columns) in L2 throughout, instead of every depth block of the
@@ -285,22 +313,17 @@ static int rows_in_place(int nc, int K)
  * BF16 outputs were made from wrote and evicted 50 MB of C a layer at the GPT-2 124M
  * shape); or, staged, where C is past GEMM_BF16_AMX_STAGE_BYTES: each finished piece
  * (its epilogue run) is then streamed into C, the same values.
- * A staged product with A in place walks each column block in slices of SLICE strips
- * (512 columns), the threads' items over all rows inside a slice, so the slice of B
- * (K x 512 BF16: 768 KB at the GPT-2 124M shape) stays in L2 while a thread's rows go
- * by, where each item of 64 rows read the whole 2,048 columns of B (3 MB) from memory
- * again. Measured on a real AMX Xeon (2 cores, 2 MB L2 each), the 124M logits forward
- * (4,096 x 50,304 x 768): 2,107-2,138 GFLOP/s against 1,660-1,758 (3 alternating runs
- * of bench_sgemm --operands step). The unstaged forward products (C written in place)
- * gained nothing from slices, nor from taller items in them. Each element still sums the
- * same depth blocks in the same order: the same bits. */
+ * Where A is read in place a column block may be walked in slices (slice_strips), the
+ * threads' items over all rows inside a slice. Each element still sums the same depth
+ * blocks in the same order: the same bits. */
 static void run_items_depth_inside(const product *g, uint32_t *ap, float *ct, float *piece,
                                    int in_place, int nthreads, int staged, int tall)
 {
     const int munits = (g->M + 31) / 32;
     for (int jc = 0; jc < g->N; jc += NC) {
         const int nc = g->N - jc < NC ? g->N - jc : NC, nstrips = (nc + 31) / 32;
-        const int slice = staged && in_place ? SLICE : nstrips;
+        const int per_slice = slice_strips(g, in_place, nc);
+        const int slice = per_slice ? per_slice : nstrips;
         for (int s0 = 0; s0 < nstrips; s0 += slice) {
             const int sstrips = nstrips - s0 < slice ? nstrips - s0 : slice;
             const int scols = nc - 32 * s0 < 32 * sstrips ? nc - 32 * s0 : 32 * sstrips;
