@@ -142,11 +142,17 @@ static void product_to(const gpt_model *m, act out, float *scratch, act inp, con
     else m->be->matmul_forward(out.f, inp.f, w, bias, N, C, OC);
 }
 
-/* dinp = dout @ w (written), dw, dbias += (backend.h) */
+/* dinp = dout @ w (written), dw, dbias += (backend.h); from dout16 instead (NULL: none),
+ * dout's copy in BF16 storage (OC apart), where inp is in BF16 storage too: both
+ * products then read it as stored */
 static void product_backward(const gpt_model *m, float *dinp, float *dw, float *dbias,
-                             const float *dout, act inp, const float *w, size_t N, int C, int OC)
+                             const float *dout, const uint16_t *dout16, act inp, const float *w,
+                             size_t N, int C, int OC)
 {
-    if (inp.h) m->acts16->matmul_backward(dinp, dw, dbias, dout, inp.h, w, N, C, OC);
+    if (dout16 && inp.h)
+        m->acts16->matmul_backward_dout16(dinp, dw, dbias, dout16, (size_t)OC, inp.h, w, N, C,
+                                          OC);
+    else if (inp.h) m->acts16->matmul_backward(dinp, dw, dbias, dout, inp.h, w, N, C, OC);
     else m->be->matmul_backward(dinp, dw, dbias, dout, inp.f, w, N, C, OC);
 }
 
@@ -794,15 +800,10 @@ const float *gpt_stage_backward(gpt_model *m, const float *dout)
                            grad(m, layer_idx(m, l, GPT_FCPROJ_B)),
                            param(m, layer_idx(m, l, GPT_FCPROJ_W)), BT, 4 * Cl, C);
         grads_ready(m, layer_idx(m, l, GPT_FCPROJ_W), layer_idx(m, l, GPT_FCPROJ_B));
-        if (fch16) /* gelu_proj_backward left dfch in BF16 storage */
-            m->acts16->matmul_backward_dout16(a->dln, grad(m, layer_idx(m, l, GPT_FC_W)),
-                                              grad(m, layer_idx(m, l, GPT_FC_B)), dfch16(a),
-                                              4 * (size_t)Cl, ln2.h,
-                                              param(m, layer_idx(m, l, GPT_FC_W)), BT, C, 4 * Cl);
-        else
-            product_backward(m, a->dln, grad(m, layer_idx(m, l, GPT_FC_W)),
-                             grad(m, layer_idx(m, l, GPT_FC_B)), a->dfch, ln2,
-                             param(m, layer_idx(m, l, GPT_FC_W)), BT, C, 4 * Cl);
+        /* with fch16, gelu_proj_backward left dfch in BF16 storage only */
+        product_backward(m, a->dln, grad(m, layer_idx(m, l, GPT_FC_W)),
+                         grad(m, layer_idx(m, l, GPT_FC_B)), a->dfch, fch16 ? dfch16(a) : NULL,
+                         ln2, param(m, layer_idx(m, l, GPT_FC_W)), BT, C, 4 * Cl);
         tp_sum(m, a->dln, BTC);
         grads_ready(m, layer_idx(m, l, GPT_FC_W), layer_idx(m, l, GPT_FC_B));
         dres16 = ln_backward(m, a, grad(m, layer_idx(m, l, GPT_LN2_W)),
@@ -811,16 +812,9 @@ const float *gpt_stage_backward(gpt_model *m, const float *dout)
         grads_ready(m, layer_idx(m, l, GPT_LN2_W), layer_idx(m, l, GPT_LN2_B));
         /* Attention branch: res2 = x + attproj(attn(qkv(ln1(x)))). dln doubles as the
          * gradient of the attention output. */
-        if (dres16 && atty.h) /* always both: the backward's inexact set needs acts16 */
-            m->acts16->matmul_backward_dout16(a->dln, grad(m, layer_idx(m, l, GPT_ATTPROJ_W)),
-                                              grad(m, layer_idx(m, l, GPT_ATTPROJ_B)), dres16,
-                                              (size_t)C, atty.h,
-                                              param(m, layer_idx(m, l, GPT_ATTPROJ_W)), BT, Cl,
-                                              C);
-        else
-            product_backward(m, a->dln, grad(m, layer_idx(m, l, GPT_ATTPROJ_W)),
-                             grad(m, layer_idx(m, l, GPT_ATTPROJ_B)), a->dres, atty,
-                             param(m, layer_idx(m, l, GPT_ATTPROJ_W)), BT, Cl, C);
+        product_backward(m, a->dln, grad(m, layer_idx(m, l, GPT_ATTPROJ_W)),
+                         grad(m, layer_idx(m, l, GPT_ATTPROJ_B)), a->dres, dres16, atty,
+                         param(m, layer_idx(m, l, GPT_ATTPROJ_W)), BT, Cl, C);
         grads_ready(m, layer_idx(m, l, GPT_ATTPROJ_W), layer_idx(m, l, GPT_ATTPROJ_B));
         /* with the inexact set, d q|k|v's BF16 copy too, which the products read */
         uint16_t *const dqkv_16 = a->dres16 && qkv.h ? dqkv16(a) : NULL;
@@ -830,16 +824,9 @@ const float *gpt_stage_backward(gpt_model *m, const float *dout)
         else
             be->attention_backward(a->dqkv, a->dln, qkv.f, att, a->att_scratch, m->threads, B,
                                    T, Cl, NHl);
-        if (dqkv_16)
-            m->acts16->matmul_backward_dout16(a->dln, grad(m, layer_idx(m, l, GPT_QKV_W)),
-                                              grad(m, layer_idx(m, l, GPT_QKV_B)), dqkv_16,
-                                              3 * (size_t)Cl, ln1.h,
-                                              param(m, layer_idx(m, l, GPT_QKV_W)), BT, C,
-                                              3 * Cl);
-        else
-            product_backward(m, a->dln, grad(m, layer_idx(m, l, GPT_QKV_W)),
-                             grad(m, layer_idx(m, l, GPT_QKV_B)), a->dqkv, ln1,
-                             param(m, layer_idx(m, l, GPT_QKV_W)), BT, C, 3 * Cl);
+        product_backward(m, a->dln, grad(m, layer_idx(m, l, GPT_QKV_W)),
+                         grad(m, layer_idx(m, l, GPT_QKV_B)), a->dqkv, dqkv_16, ln1,
+                         param(m, layer_idx(m, l, GPT_QKV_W)), BT, C, 3 * Cl);
         tp_sum(m, a->dln, BTC);
         /* The key bias adds q.b_k to every score of a query's row, and softmax ignores
          * what a row shares: its gradient is exactly zero, and what the sum above left

@@ -11,6 +11,7 @@
 #include "cpu_features.h"
 #include "dot_counts.h" /* defines: dot_counts_timing_only */
 #include "gemm_bf16_amx.h" /* defines: gemm_bf16_amx, gemm_bf16_amx_emulated */
+#include "gemm_bf16_packer.h" /* defines: gemm_bf16_block_offset, gemm_bf16_amx_packer */
 #include "gemm_bf16_portable.h" /* defines: gemm_bf16_portable */
 #include "gemm_bf16_weights.h" /* defines: gemm_bf16_weights_find */
 #include "simd.h"          /* defines: GT_SIMD_X86_BF16, GT_SIMD_X86_AMX */
@@ -43,7 +44,7 @@ typedef struct {
 static slot *slots;
 static int nslots;
 /* Room for all of a product's B packed, where the AMX paths want it
- * (gemm_bf16_amx_whole_b_words: the GPT-2 124M logits' weight gradient, 6.3 MB):
+ * (gemm_bf16_amx_wants_whole_b: the GPT-2 124M logits' weight gradient, 6.3 MB):
  * grown by the first product that wants more, from outside a parallel region only, and
  * kept until gemm_bf16_free */
 static void *whole_b;
@@ -355,8 +356,9 @@ static void run_path(int transa, int transb, int M, int N, int K, float alpha, c
     /* all of B packed first, where the AMX paths want it and the whole team runs the
      * product (one shared buffer) */
     void *const bwhole =
-        (path == GEMM_BF16_AMX || path == GEMM_BF16_AMX_EMULATED) && team && !bpre
-            ? whole_b_room(gemm_bf16_amx_whole_b_words(transb, M, N, K))
+        (path == GEMM_BF16_AMX || path == GEMM_BF16_AMX_EMULATED) && team && !bpre &&
+                gemm_bf16_amx_wants_whole_b(transb, M, N, K)
+            ? whole_b_room(gemm_bf16_block_offset(&gemm_bf16_amx_packer, K, N, N, 0))
             : NULL;
     if (path == GEMM_BF16_AMX_EMULATED) { /* timed whole, for the bench's prediction */
         amx_emul_product_begin(team);

@@ -141,19 +141,15 @@ void gemm_bf16_amx_write_c_avx512(const float *ct, float *c, int ldc, int mr, in
  * during. */
 int gemm_bf16_amx_pack_select(int vector);
 
-/* The 32-bit words of room for all of B packed that a product without a copy packed
- * once wants (gemm_bf16_amx's bwhole), or 0 where it packs B a panel at a time: B as
- * stored ([k][n]: a weight gradient's activation) and C past GEMM_BF16_AMX_STAGE_BYTES
- * (the GPT-2 124M logits' weight gradient; see the kernel's pack_whole_b) */
-static inline size_t gemm_bf16_amx_whole_b_words(int transb, int M, int N, int K)
+/* Whether a product without a copy packed once wants all of B packed first
+ * (gemm_bf16_amx's bwhole, as much room as the AMX packer's whole copy of B), else packs
+ * B a panel at a time: B as stored ([k][n]: a weight gradient's activation) and C past
+ * GEMM_BF16_AMX_STAGE_BYTES (the GPT-2 124M logits' weight gradient; see the kernel's
+ * pack_whole_b) */
+static inline int gemm_bf16_amx_wants_whole_b(int transb, int M, int N, int K)
 {
-    if (M <= 0 || N <= 0 || K <= 0 || (transb != 0 && transb != GEMM_BF16_STORED) ||
-        (size_t)M * (size_t)N * sizeof(float) <= GEMM_BF16_AMX_STAGE_BYTES)
-        return 0;
-    /* each panel of NC columns (the last ceil(n / 32) strips of two tiles) and KC depth
-     * (the last ceil(k / 32) chunks), as gemm_bf16_amx_packer lays them */
-    const size_t strips = ((size_t)N + 31) / 32, chunks = ((size_t)K + 31) / 32;
-    return strips * 2 * chunks * GEMM_BF16_AMX_TILE;
+    return M > 0 && N > 0 && K > 0 && (transb == 0 || transb == GEMM_BF16_STORED) &&
+           (size_t)M * (size_t)N * sizeof(float) > GEMM_BF16_AMX_STAGE_BYTES;
 }
 
 /* C = alpha op(A) op(B) + beta C. bpack: GEMM_BF16_BPACKS bytes; works: per-thread
@@ -161,8 +157,8 @@ static inline size_t gemm_bf16_amx_whole_b_words(int transb, int M, int N, int K
  * works[0] for the calling thread); bpre: B's copy packed once per update
  * (gemm_bf16_packer.h, the AMX packer), or NULL to pack B in the product; ep: the
  * epilogue (gemm_bf16.h), or NULL; bwhole: NULL, or (parallel only, bpre NULL, where
- * gemm_bf16_amx_whole_b_words is not 0) room of that many words, 64-byte aligned,
- * where the product packs all of B first: the same bits as without. */
+ * gemm_bf16_amx_wants_whole_b) room for the AMX packer's whole copy of B, 64-byte
+ * aligned, where the product packs all of B first: the same bits as without. */
 void gemm_bf16_amx(int transa, int transb, int M, int N, int K, float alpha, const float *A,
                    int lda, const float *B, int ldb, float beta, float *C, int ldc,
                    void *bpack, void *const *works, int parallel, const void *bpre,

@@ -373,7 +373,7 @@ static void run_items_depth_inside(const product *g, uint32_t *ap, float *ct, fl
  * product's own packing writes it, so the items read it as they read a packed weight:
  * the same bits as packing a panel per depth block. The threads share each panel's
  * runs of depth pairs; one barrier at the end.
- * Why (gemm_bf16_amx_whole_b_words): a product whose B is packed per depth block walks
+ * Why (gemm_bf16_amx_wants_whole_b): a product whose B is packed per depth block walks
  * all of C once a depth block; where C is far past the caches (the GPT-2 124M logits'
  * weight gradient: 155 MB of C, 16 depth blocks of 256) that is 5 GB of C through
  * memory a step. Packed whole first (6.3 MB there), each item keeps its piece of C in
