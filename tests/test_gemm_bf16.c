@@ -56,9 +56,11 @@
  *   (p) the AVX512_BF16 path counts the VDPBF16PS its micro-kernel runs, and times it;
  *   (q) in its timing mode (the bench's twin) it runs one FP32 multiply-add of the same
  *       pair words in place of each, counted alike;
- *   (r) a product on a packed weight with C past GEMM_BF16_AMX_STAGE_BYTES (summed
- *       apart and streamed into C by the AMX path) gives the bits of its two halves;
- *   (s) so does a weight gradient (B an activation as stored) with C past it, which
+ *   (r) a product on a packed weight with C past GEMM_BF16_AMX_STAGE_BYTES and the
+ *       weight past L2 (summed apart and streamed into C by the AMX path) gives the
+ *       bits of its two halves;
+ *   (s) so does a weight gradient (B an activation as stored) with C past
+ *       GEMM_BF16_AMX_WHOLE_B_BYTES, which
  *       the AMX path runs on all of B packed first, its items taller than its A
  *       buffer: accumulating into C, with its row sums, alpha 1 and 1/2;
  *   (t) a product with A read in place on a packed weight whose column block's B
@@ -948,8 +950,9 @@ static void check_stored_on_packed(const char *name)
              "between two threads; packed: an odd row length or depth)", name);
 }
 
-/* (r) a product on a packed weight whose C is just past GEMM_BF16_AMX_STAGE_BYTES (the
- * AMX path sums its pieces apart and streams them into C) gives the bits of the same
+/* (r) a product on a packed weight whose C is just past GEMM_BF16_AMX_STAGE_BYTES, the
+ * weight (K x N BF16 values) past one core's L2 (the AMX path sums its pieces apart and
+ * streams them into C: its stages_c) gives the bits of the same
  * product in two halves of its rows, each under it: with a bias, alpha 1 and rows of
  * C that start off a 64-byte boundary (ldc odd), and with alpha 1/2 (every block
  * through the write-back); a ragged last strip; C past its columns untouched.
@@ -957,7 +960,11 @@ static void check_stored_on_packed(const char *name)
  * column slices: check_slices) */
 static int staged_case(int M, int N, int stored, const char *name)
 {
-    const int K = 32, ldc = N + 3, ta = stored ? GEMM_BF16_STORED : 0;
+    const int K = 160, ldc = N + 3, ta = stored ? GEMM_BF16_STORED : 0;
+    if ((size_t)K * N * 2 <= GEMM_BF16_AMX_L2_BYTES) {
+        fprintf(stderr, "staged_case: the weight %d x %d fits L2: not staged\n", N, K);
+        exit(99);
+    }
     float *A = fnew_rand((size_t)M * K), *W = fnew_rand((size_t)N * K), *bias = fnew_rand(N);
     float *got = malloc((size_t)M * ldc * sizeof *got);
     float *want = malloc((size_t)M * ldc * sizeof *want);
@@ -974,7 +981,10 @@ static int staged_case(int M, int N, int stored, const char *name)
         const gemm_bf16_epilogue ep = {.bias = round ? NULL : bias};
         for (size_t i = 0; i < (size_t)M * ldc; i++) got[i] = want[i] = 7.0f;
         gemm_bf16_fused(ta, 1, M, N, K, alpha, A1, K, W, K, 0.0f, got, ldc, &ep);
-        const int h = M / 2;
+        /* halves at a whole 32-row unit: a partial unit's block adds the bias after its
+         * sums instead of starting from it (gemm_bf16_amx_kernel.h's direct_store),
+         * which rounds otherwise past one depth chunk */
+        const int h = M / 2 / 32 * 32;
         const float *A2 = stored ? (const float *)(const void *)(A16 + (size_t)h * K)
                                  : A + (size_t)h * K;
         gemm_bf16_fused(ta, 1, h, N, K, alpha, A1, K, W, K, 0.0f, want, ldc, &ep);
@@ -1087,9 +1097,10 @@ static int whole_b_case(int M, int N, int K, int stored_t, float alpha)
 static void check_whole_b(const char *name)
 {
     const int N = 200, K = 40;
-    const int M = (int)(GEMM_BF16_AMX_STAGE_BYTES / sizeof(float) / N) + 45;
+    const int M = (int)(GEMM_BF16_AMX_WHOLE_B_BYTES / sizeof(float) / N) + 45;
     TU_CHECK(whole_b_case(M, N, K, 0, 1.0f) && whole_b_case(M, N, K, 1, 0.5f),
-             "%s: (s) a weight gradient whose C is past the staging size (%d x %d x %d, "
+             "%s: (s) a weight gradient whose C is past the size that packs all of B "
+             "first (%d x %d x %d, "
              "beta 1, row sums; dout^T in FP32 with alpha 1, in BF16 storage with alpha "
              "1/2) gives the bits of its two halves", name, M, N, K);
 }

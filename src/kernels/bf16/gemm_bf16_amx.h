@@ -58,13 +58,22 @@ enum {
 #define GEMM_BF16_AMX_PANEL_WORK                                                            \
     ((GEMM_BF16_AMX_APANEL + GEMM_BF16_AMX_CTILES + sizeof(amx_tilecfg) + 63) & ~(size_t)63)
 #define GEMM_BF16_AMX_CPIECE ((size_t)7 << 18) /* 1.75 MB: see rows_in_place */
-/* A product on a weight packed once with beta 0 and more C than this (the logits: 824
- * MB at the GPT-2 124M shape) is summed into the piece and streamed out to C once an
- * item is done, instead of C's lines being read for ownership, kept in L2 over the
- * depth blocks and evicted: on a real AMX Xeon (2 cores) the 124M logits forward took
- * 170-175 ms against 182-191 (best of 5, alternating runs). Smaller C is left where
- * the next pass reads it from: in the caches. */
-#define GEMM_BF16_AMX_STAGE_BYTES ((size_t)64 << 20)
+/* A product on a weight packed once with beta 0, more C than this and a weight past one
+ * core's L2 (the kernel's stages_c) is summed into the piece and streamed out to C once
+ * an item is done, instead of C's lines being read for ownership, kept in L2 over the
+ * depth blocks and evicted. On a real AMX Xeon (2 cores): the 124M logits forward
+ * (824 MB of C) took 170-175 ms against 182-191 (best of 5, alternating runs). Past 8
+ * MB, not 64 as before, where streaming stores wrote 44-47 GB/s to memory against 17
+ * for plain ones: the 124M MLP forward (50 MB of C) 9.7-10.9 ms against 11.4-14.0,
+ * the q|k|v forward (38 MB) 6.9-8.8 against 8.1-10.4, the MLP's input gradients (13
+ * and 50 MB) 9.4-10.7 against 11.9-15.4 (3 alternating runs). Not where the weight
+ * stays in L2 (the attention projection's 13 MB: 2.5-2.7 ms against 2.2-2.3), whose
+ * short items stream too little at a time. Smaller C is left where the next pass
+ * reads it from: in the caches. */
+#define GEMM_BF16_AMX_STAGE_BYTES ((size_t)8 << 20)
+/* A product without a packed copy of B whose C is past this packs all of B first
+ * (gemm_bf16_amx_wants_whole_b) */
+#define GEMM_BF16_AMX_WHOLE_B_BYTES ((size_t)64 << 20)
 /* The most bytes one item of a product with B packed once per update keeps in L2: its
  * piece of C (rows x columns in FP32), its A rows and the depth block of B it reads
  * (rows_in_place); the piece above holds the largest such piece of C */
@@ -144,12 +153,12 @@ int gemm_bf16_amx_pack_select(int vector);
 /* Whether a product without a copy packed once wants all of B packed first
  * (gemm_bf16_amx's bwhole, as much room as the AMX packer's whole copy of B), else packs
  * B a panel at a time: B as stored ([k][n]: a weight gradient's activation) and C past
- * GEMM_BF16_AMX_STAGE_BYTES (the GPT-2 124M logits' weight gradient; see the kernel's
+ * GEMM_BF16_AMX_WHOLE_B_BYTES (the GPT-2 124M logits' weight gradient; see the kernel's
  * pack_whole_b) */
 static inline int gemm_bf16_amx_wants_whole_b(int transb, int M, int N, int K)
 {
     return M > 0 && N > 0 && K > 0 && (transb == 0 || transb == GEMM_BF16_STORED) &&
-           (size_t)M * (size_t)N * sizeof(float) > GEMM_BF16_AMX_STAGE_BYTES;
+           (size_t)M * (size_t)N * sizeof(float) > GEMM_BF16_AMX_WHOLE_B_BYTES;
 }
 
 /* C = alpha op(A) op(B) + beta C. bpack: GEMM_BF16_BPACKS bytes; works: per-thread

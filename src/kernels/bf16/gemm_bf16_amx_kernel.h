@@ -311,7 +311,7 @@ static int slice_strips(const product *g, int in_place, int nc)
  * most, rows_in_place) that hold each piece instead of C, where the epilogue leaves C
  * unused: C is then never written (the MLP's two products whose FP32 result only its
  * BF16 outputs were made from wrote and evicted 50 MB of C a layer at the GPT-2 124M
- * shape); or, staged, where C is past GEMM_BF16_AMX_STAGE_BYTES: each finished piece
+ * shape); or, staged (stages_c): each finished piece
  * (its epilogue run) is then streamed into C, the same values.
  * Where A is read in place a column block may be walked in slices (slice_strips), the
  * threads' items over all rows inside a slice. Each element still sums the same depth
@@ -366,6 +366,17 @@ static void run_items_depth_inside(const product *g, uint32_t *ap, float *ct, fl
             }
         }
     }
+}
+
+/* Whether a product on a packed weight (beta 0) sums each item's piece apart and streams
+ * it into C once done (run_items_depth_inside's staged): C past GEMM_BF16_AMX_STAGE_BYTES
+ * and the weight (K x N BF16 values) past one core's L2, where items are tall
+ * (rows_in_place) and stream many rows at a time; measured there (gemm_bf16_amx.h). */
+static int stages_c(const product *g)
+{
+    return g->beta == 0.0f &&
+           (size_t)g->M * (size_t)g->N * sizeof(float) > GEMM_BF16_AMX_STAGE_BYTES &&
+           (size_t)g->K * (size_t)g->N * 2 > GEMM_BF16_AMX_L2_BYTES;
 }
 
 /* All of B (as stored: [k][n]) into g->bwhole, in the layout of a weight packed once
@@ -426,8 +437,7 @@ static void run_thread(const product *g, uint8_t *w)
         float *const piece =
             g->ep && g->ep->c_unused && g->beta == 0.0f ? (float *)(w + GEMM_BF16_AMX_PANEL_WORK)
                                                         : NULL;
-        const int staged = !piece && g->beta == 0.0f &&
-                           (size_t)g->M * (size_t)g->N * sizeof(float) > GEMM_BF16_AMX_STAGE_BYTES;
+        const int staged = !piece && stages_c(g);
         run_items_depth_inside(g, ap, ct,
                                piece || staged ? (float *)(w + GEMM_BF16_AMX_PANEL_WORK) : NULL,
                                in_place, nthreads, staged, 0);
