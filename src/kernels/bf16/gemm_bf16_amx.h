@@ -66,10 +66,10 @@ enum {
  * MB, not 64 as before, where streaming stores wrote 44-47 GB/s to memory against 17
  * for plain ones: the 124M MLP forward (50 MB of C) 9.7-10.9 ms against 11.4-14.0,
  * the q|k|v forward (38 MB) 6.9-8.8 against 8.1-10.4, the MLP's input gradients (13
- * and 50 MB) 9.4-10.7 against 11.9-15.4 (3 alternating runs). Not where the weight
- * stays in L2 (the attention projection's 13 MB: 2.5-2.7 ms against 2.2-2.3), whose
- * short items stream too little at a time. Smaller C is left where the next pass
- * reads it from: in the caches. */
+ * and 50 MB) 9.4-10.7 against 11.5-15.4 (3 alternating runs). Not where the weight
+ * stays in L2 (the attention projection's 13 MB of C: its input gradient took 2.5-2.7
+ * ms streamed against 2.2-2.3), whose short items stream too little at a time. Smaller
+ * C is left where the next pass reads it from: in the caches. */
 #define GEMM_BF16_AMX_STAGE_BYTES ((size_t)8 << 20)
 /* A product without a packed copy of B whose C is past this packs all of B first
  * (gemm_bf16_amx_wants_whole_b) */
