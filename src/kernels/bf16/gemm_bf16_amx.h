@@ -68,8 +68,9 @@ enum {
  * the q|k|v forward (38 MB) 6.9-8.8 against 8.1-10.4, the MLP's input gradients (13
  * and 50 MB) 9.4-10.7 against 11.5-15.4 (3 alternating runs). Not where the weight
  * stays in L2 (the attention projection's 13 MB of C: its input gradient took 2.5-2.7
- * ms streamed against 2.2-2.3), whose short items stream too little at a time. Smaller
- * C is left where the next pass reads it from: in the caches. */
+ * ms streamed against 2.2-2.3; why is not pinned down: the q|k|v forward's items are as
+ * short and gained). Smaller C is left where the next pass reads it from: in the
+ * caches. */
 #define GEMM_BF16_AMX_STAGE_BYTES ((size_t)8 << 20)
 /* A product without a packed copy of B whose C is past this packs all of B first
  * (gemm_bf16_amx_wants_whole_b) */

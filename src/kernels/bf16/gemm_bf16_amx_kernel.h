@@ -370,8 +370,8 @@ static void run_items_depth_inside(const product *g, uint32_t *ap, float *ct, fl
 
 /* Whether a product on a packed weight (beta 0) sums each item's piece apart and streams
  * it into C once done (run_items_depth_inside's staged): C past GEMM_BF16_AMX_STAGE_BYTES
- * and the weight (K x N BF16 values) past one core's L2, where items are tall
- * (rows_in_place) and stream many rows at a time; measured there (gemm_bf16_amx.h). */
+ * and the weight (K x N BF16 values) past one core's L2, the products that measured
+ * faster streamed; the one whose weight fits L2 measured slower (gemm_bf16_amx.h). */
 static int stages_c(const product *g)
 {
     return g->beta == 0.0f &&
