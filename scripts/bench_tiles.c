@@ -18,6 +18,8 @@
  *   A L3, B L1         A walks 16 MB, past L2 (where the L3 holds it), B stays
  *   A, B L3            both walk 8 MB
  *   A, B memory        both walk 64 MB
+ *   L1, C rows 2 KB apart   as L1, C's rows 2 KB apart (a piece of C 512 floats wide, had
+ *                      its rows no padding: the kernel's piece_ld), not 128 bytes
  *
  * Each feed runs twice: with C's tiles loaded and stored every block, as the kernel
  * does, and held over 3 blocks (a 768-deep product's whole depth, the GPT-2 124M
@@ -61,16 +63,19 @@ enum {
 typedef struct {
     const char *name;
     size_t a_bytes, b_bytes; /* regions the blocks walk through */
+    size_t c_stride;         /* bytes between C's rows (0: 32 floats, one block's row) */
 } feed;
 
+enum { C_STRIDE_MAX = 2048 };
 static const feed feeds[] = {
-    {"L1", OPERAND_BLOCK, OPERAND_BLOCK},
-    {"A L2, B L1", (size_t)1 << 20, OPERAND_BLOCK},
-    {"A L1, B L2", 2 * OPERAND_BLOCK, (size_t)1 << 20},
-    {"A, B L2", (size_t)512 << 10, (size_t)512 << 10},
-    {"A L3, B L1", (size_t)16 << 20, OPERAND_BLOCK},
-    {"A, B L3", (size_t)8 << 20, (size_t)8 << 20},
-    {"A, B memory", (size_t)64 << 20, (size_t)64 << 20},
+    {"L1", OPERAND_BLOCK, OPERAND_BLOCK, 0},
+    {"A L2, B L1", (size_t)1 << 20, OPERAND_BLOCK, 0},
+    {"A L1, B L2", 2 * OPERAND_BLOCK, (size_t)1 << 20, 0},
+    {"A, B L2", (size_t)512 << 10, (size_t)512 << 10, 0},
+    {"A L3, B L1", (size_t)16 << 20, OPERAND_BLOCK, 0},
+    {"A, B L3", (size_t)8 << 20, (size_t)8 << 20, 0},
+    {"A, B memory", (size_t)64 << 20, (size_t)64 << 20, 0},
+    {"L1, C rows 2 KB apart", OPERAND_BLOCK, OPERAND_BLOCK, C_STRIDE_MAX},
 };
 #define NFEEDS (sizeof feeds / sizeof feeds[0])
 #define REGION_MAX ((size_t)64 << 20)
@@ -91,7 +96,9 @@ __attribute__((target("amx-tile,amx-bf16"))) static double run_blocks(const feed
     _tile_loadd(4, A, 64); _tile_loadd(5, A + TILE_BYTES, 64);
     _tile_loadd(6, B, 64); _tile_loadd(7, B + TILE_BYTES, 64);
     const size_t na = f->a_bytes / OPERAND_BLOCK, nb = f->b_bytes / OPERAND_BLOCK;
-    const size_t cstride = 32 * sizeof(float); /* C: one 32 x 32 block, 32 floats a row */
+    /* C: one 32 x 32 block, 32 floats a row unless the feed spreads its rows */
+    const size_t cstride = f->c_stride ? f->c_stride : 32 * sizeof(float);
+    const size_t chalf = 16 * cstride / sizeof(float); /* C's rows 16-31, in floats */
     size_t ia = 0, ib = 0;
     for (long blk = 0; blk < blocks; blk++) {
         const uint8_t *a = A + ia * OPERAND_BLOCK, *b = B + ib * OPERAND_BLOCK;
@@ -99,19 +106,26 @@ __attribute__((target("amx-tile,amx-bf16"))) static double run_blocks(const feed
         ib = ib + 1 == nb ? 0 : ib + 1;
         if (blk % hold == 0) {
             _tile_loadd(0, C, cstride); _tile_loadd(1, C + 16, cstride);
-            _tile_loadd(2, C + 512, cstride); _tile_loadd(3, C + 528, cstride);
+            _tile_loadd(2, C + chalf, cstride); _tile_loadd(3, C + chalf + 16, cstride);
         }
-        for (int q = 0; q < CHUNKS; q++) {
-            _tile_loadd(4, a + q * TILE_BYTES, 64);
-            _tile_loadd(5, a + (CHUNKS + q) * TILE_BYTES, 64);
-            _tile_loadd(6, b + q * TILE_BYTES, 64);
-            _tile_loadd(7, b + (CHUNKS + q) * TILE_BYTES, 64);
+        /* the kernel's order (block32): each operand tile loaded right after the
+         * products that read the tile it replaces */
+        _tile_loadd(4, a, 64); _tile_loadd(5, a + CHUNKS * TILE_BYTES, 64);
+        _tile_loadd(6, b, 64); _tile_loadd(7, b + CHUNKS * TILE_BYTES, 64);
+        for (int q = 1; q < CHUNKS; q++) {
             _tile_dpbf16ps(0, 4, 6); _tile_dpbf16ps(1, 4, 7);
-            _tile_dpbf16ps(2, 5, 6); _tile_dpbf16ps(3, 5, 7);
+            _tile_loadd(4, a + q * TILE_BYTES, 64);
+            _tile_dpbf16ps(2, 5, 6);
+            _tile_loadd(6, b + q * TILE_BYTES, 64);
+            _tile_dpbf16ps(3, 5, 7);
+            _tile_loadd(5, a + (CHUNKS + q) * TILE_BYTES, 64);
+            _tile_loadd(7, b + (CHUNKS + q) * TILE_BYTES, 64);
         }
+        _tile_dpbf16ps(0, 4, 6); _tile_dpbf16ps(1, 4, 7);
+        _tile_dpbf16ps(2, 5, 6); _tile_dpbf16ps(3, 5, 7);
         if (blk % hold == hold - 1) {
             _tile_stored(0, C, cstride); _tile_stored(1, C + 16, cstride);
-            _tile_stored(2, C + 512, cstride); _tile_stored(3, C + 528, cstride);
+            _tile_stored(2, C + chalf, cstride); _tile_stored(3, C + chalf + 16, cstride);
         }
     }
     _tile_stored(0, C, cstride);
@@ -177,7 +191,7 @@ int main(int argc, char **argv)
     for (int t = 0; t < threads && !failed; t++) {
         a[t] = gt_malloc(REGION_MAX, "bench_tiles A");
         b[t] = gt_malloc(REGION_MAX, "bench_tiles B");
-        c[t] = gt_malloc(32 * 32 * sizeof(float), "bench_tiles C");
+        c[t] = gt_malloc(32 * C_STRIDE_MAX, "bench_tiles C");
         failed = !a[t] || !b[t] || !c[t];
     }
     if (failed) {
@@ -198,7 +212,7 @@ int main(int argc, char **argv)
         const int t = omp_get_thread_num();
         memset(a[t], 0x3a, REGION_MAX);
         memset(b[t], 0x3a, REGION_MAX);
-        memset(c[t], 0, 32 * 32 * sizeof(float));
+        memset(c[t], 0, 32 * C_STRIDE_MAX);
     }
     double rate[NFEEDS][2];
     for (size_t fi = 0; fi < NFEEDS; fi++) {

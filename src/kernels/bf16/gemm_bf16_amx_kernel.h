@@ -44,7 +44,8 @@ enum {
     PAIR_RUN = 8,            /* depth pairs a thread packs at a time of a B panel as stored */
     SLICE = 16,              /* column strips of a slice at most (slice_strips) */
     SLICE_MIN = 4,           /* ... and at least */
-    SLICE_BYTES = 1 << 20    /* B's BF16 values in a slice at most: half a core's L2 */
+    SLICE_BYTES = 1 << 20,   /* B's BF16 values in a slice at most: half a core's L2 */
+    UNITS_OUTER_STRIPS = 8   /* row_block goes unit by unit from this many strips on */
 };
 
 #ifndef AMX_SPAN_BEGIN
@@ -89,12 +90,27 @@ static void block32(const uint8_t *a0, const uint8_t *a1, size_t astep, size_t a
         AMX_ZERO(2);
         AMX_ZERO(3);
     }
-    for (int q = 0; q < nq; q++) {
-        const size_t o = (size_t)q * TW, oa = (size_t)q * astep;
-        AMX_LOAD(4, a0 + oa, astride);
-        AMX_LOAD(5, a1 + oa, astride);
-        AMX_LOAD(6, b0 + o, ROWB);
-        AMX_LOAD(7, b1 + o, ROWB);
+    /* Each chunk's operand tile is loaded as soon as the products before it have read
+     * the tile it replaces, not all four ahead of the chunk's products. Why: a tile
+     * load waits for the products that read its tile before (8 tiles, none to spare
+     * for double buffering), so four loads issued together all waited for the chunk's
+     * last product. The products run in the same order: the same bits. */
+    if (nq > 0) {
+        AMX_LOAD(4, a0, astride);
+        AMX_LOAD(5, a1, astride);
+        AMX_LOAD(6, b0, ROWB);
+        AMX_LOAD(7, b1, ROWB);
+        for (int q = 1; q < nq; q++) {
+            const size_t o = (size_t)q * TW, oa = (size_t)q * astep;
+            AMX_DP(0, 4, 6);
+            AMX_DP(1, 4, 7);
+            AMX_LOAD(4, a0 + oa, astride);
+            AMX_DP(2, 5, 6);
+            AMX_LOAD(6, b0 + o, ROWB);
+            AMX_DP(3, 5, 7);
+            AMX_LOAD(5, a1 + oa, astride);
+            AMX_LOAD(7, b1 + o, ROWB);
+        }
         AMX_DP(0, 4, 6);
         AMX_DP(1, 4, 7);
         AMX_DP(2, 5, 6);
@@ -189,7 +205,17 @@ static int a_in_place(const product *g)
  * each block as it is written, before the rest of the epilogue sees the piece.
  * piece (or NULL: C itself): where the piece of C lies instead (its element (m0, jc +
  * n_from) first, pld floats a row), when C's values are not wanted (c_unused) or C is
- * staged. */
+ * staged.
+ * The blocks go row unit by row unit, each unit against all the piece's column strips,
+ * where it has UNITS_OUTER_STRIPS strips or more; else strip by strip, each strip against
+ * all its units. Why: an item of 64 rows reads 32 KB of A tiles over a depth block and
+ * a strip 16 KB of B tiles, together the whole 48 KB L1, so strip by strip both came
+ * from L2 again; unit by unit one unit's 16 KB of A stays in L1 while the strips come
+ * from L2. Measured on a real AMX Xeon (2 cores), GPT-2 124M shape, 5 alternating runs:
+ * the q|k|v forward 6.5-6.6 ms against 6.9-7.2, the MLP forward 9.0-9.2 against
+ * 9.7-10.1, the logits forward 148-151 against 156-163; the 2,304- and 3,072-deep
+ * products walk slices of 5 and 7 strips, and those ran 2-4% slower unit by unit. The
+ * order of the blocks changes no element's sums: the same bits. */
 static void row_block(const product *g, const uint32_t *bpanel, const uint32_t *ap,
                       float *ct, float *piece, int m0, int mc, int jc, int nc, int n_from,
                       int n_to, int pc, int kc, float beta, int first, int last, int pld)
@@ -205,10 +231,14 @@ static void row_block(const product *g, const uint32_t *bpanel, const uint32_t *
     const gemm_bf16_epilogue bias_only = {.bias = bias};
     const int ldc = piece ? pld : g->ldc;
     float *const c0 = piece ? piece : g->C + (size_t)m0 * g->ldc + jc + n_from;
-    for (int n0 = n_from; n0 < n_to; n0 += 32) {
-        const uint32_t *b = bpanel + (size_t)(n0 / 16) * run;
-        const int nr = nc - n0 < 32 ? nc - n0 : 32;
-        for (int i = 0; i < mc; i += 32) {
+    const int units = (mc + 31) / 32, strips = (n_to - n_from + 31) / 32;
+    const int units_outer = strips >= UNITS_OUTER_STRIPS;
+    for (int outer = 0; outer < (units_outer ? units : strips); outer++) {
+        for (int inner = 0; inner < (units_outer ? strips : units); inner++) {
+            const int i = 32 * (units_outer ? outer : inner);
+            const int n0 = n_from + 32 * (units_outer ? inner : outer);
+            const uint32_t *b = bpanel + (size_t)(n0 / 16) * run;
+            const int nr = nc - n0 < 32 ? nc - n0 : 32;
             const uint8_t *a =
                 ap ? (const uint8_t *)(ap + (size_t)(i / 16) * run)
                    : a_stored + ((size_t)(m0 + i) * g->lda + pc) * 2;
@@ -307,8 +337,8 @@ static int slice_strips(const product *g, int in_place, int nc)
  * whole column block in turn, which streamed all of C through memory once a depth
  * block (the MLP projection's 3,072-deep product: six times). Each element still sums
  * the depth blocks in order: the same bits.
- * piece (or NULL): the thread's GEMM_BF16_AMX_CPIECE bytes (an item's rows x nc floats at
- * most, rows_in_place) that hold each piece instead of C, where the epilogue leaves C
+ * piece (or NULL): the thread's GEMM_BF16_AMX_CPIECE bytes (an item's rows, rows_in_place,
+ * of piece_ld floats) that hold each piece instead of C, where the epilogue leaves C
  * unused: C is then never written (the MLP's two products whose FP32 result only its
  * BF16 outputs were made from wrote and evicted 50 MB of C a layer at the GPT-2 124M
  * shape); or, staged (stages_c): each finished piece
@@ -316,6 +346,22 @@ static int slice_strips(const product *g, int in_place, int nc)
  * Where A is read in place a column block may be walked in slices (slice_strips), the
  * threads' items over all rows inside a slice. Each element still sums the same depth
  * blocks in the same order: the same bits. */
+/* The row stride, in floats, of a thread's piece of C that is `width` floats wide: an
+ * odd number of 64-byte lines, so the 16 rows of a tile stored or loaded there fall in
+ * 16 different sets of the L1 (64 sets of 12 ways). Why: a slice of 16 strips is 512
+ * floats wide, which put a block's rows 2 KB apart and its 64 lines in 4 sets, more
+ * than their ways hold, so its tiles' stores and loads missed L1 every depth block
+ * (bench_tiles: "C rows 2 KB apart"). The piece holds the padding: an item's rows are
+ * MC, or as many as rows_of_piece allows, which counts KC * 2 bytes a row besides C's. */
+static int piece_ld(int width)
+{
+    const int lines = (width + 15) / 16;
+    return 16 * (lines % 2 ? lines : lines + 1);
+}
+_Static_assert((size_t)MC * (NC + 31) * sizeof(float) <= GEMM_BF16_AMX_CPIECE,
+               "a piece of MC rows, padded, fits the thread's piece");
+_Static_assert(KC * 2 >= 31 * sizeof(float), "rows_of_piece's rows leave room for the padding");
+
 static void run_items_depth_inside(const product *g, uint32_t *ap, float *ct, float *piece,
                                    int in_place, int nthreads, int staged, int tall)
 {
@@ -340,6 +386,7 @@ static void run_items_depth_inside(const product *g, uint32_t *ap, float *ct, fl
                 c1 += s0;
                 const int m0 = 32 * u0, mc = (32 * u1 < g->M ? 32 * u1 : g->M) - m0;
                 const int n_from = 32 * c0, n_to = c1 < nstrips ? 32 * c1 : nc;
+                const int pld = piece_ld(n_to - n_from);
                 for (int pc = 0; pc < g->K; pc += KC) {
                     const int kc = g->K - pc < KC ? g->K - pc : KC;
                     const uint32_t *const bpanel =
@@ -353,14 +400,13 @@ static void run_items_depth_inside(const product *g, uint32_t *ap, float *ct, fl
                         int packed = -1;
                         take_a(g, ap, in_place, rb, &packed, r0, rc, jc, c0, pc, kc);
                         row_block(g, bpanel, in_place ? NULL : ap, ct,
-                                  piece ? piece + (size_t)(r0 - m0) * (n_to - n_from) : NULL,
-                                  r0, rc, jc, nc, n_from, n_to, pc, kc,
-                                  pc == 0 ? g->beta : 1.0f, pc == 0, pc + kc >= g->K,
-                                  n_to - n_from);
+                                  piece ? piece + (size_t)(r0 - m0) * pld : NULL, r0, rc,
+                                  jc, nc, n_from, n_to, pc, kc, pc == 0 ? g->beta : 1.0f,
+                                  pc == 0, pc + kc >= g->K, pld);
                     }
                 }
                 if (staged)
-                    gemm_bf16_amx_stream_rows(piece, n_to - n_from,
+                    gemm_bf16_amx_stream_rows(piece, pld,
                                               g->C + (size_t)m0 * g->ldc + jc + n_from, g->ldc,
                                               mc, n_to - n_from);
             }
