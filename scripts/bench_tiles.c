@@ -18,8 +18,8 @@
  *   A L3, B L1         A walks 16 MB, past L2 (where the L3 holds it), B stays
  *   A, B L3            both walk 8 MB
  *   A, B memory        both walk 64 MB
- *   L1, C rows 2 KB apart   as L1, C's rows 2 KB apart (a piece of C 512 floats wide, had
- *                      its rows no padding: the kernel's piece_ld), not 128 bytes
+ *   L1, C rows 2 KB apart   as L1 with C's rows 2 KB apart, not 128 bytes: a piece of
+ *                      C 512 floats wide without the kernel's padding (piece_ld)
  *
  * Each feed runs twice: with C's tiles loaded and stored every block, as the kernel
  * does, and held over 3 blocks (a 768-deep product's whole depth, the GPT-2 124M
