@@ -60,9 +60,9 @@
  *       weight past L2 (summed apart and streamed into C by the AMX path) gives the
  *       bits of its two halves;
  *   (s) so does a weight gradient (B an activation as stored) with C past
- *       GEMM_BF16_AMX_WHOLE_B_BYTES, which
- *       the AMX path runs on all of B packed first, its items taller than its A
- *       buffer: accumulating into C, with its row sums, alpha 1 and 1/2;
+ *       GEMM_BF16_AMX_WHOLE_B_BYTES, which the AMX path runs on all of B packed first,
+ *       its items taller than its A buffer: accumulating into C, with its row sums,
+ *       alpha 1 and 1/2;
  *   (t) a product with A read in place on a packed weight whose column block's B
  *       outgrows L2, which the AMX path walks in column slices (of 16 strips at 800
  *       deep, of 7 at 2,336 deep, a ragged last one, a column block past them), gives
@@ -1100,8 +1100,7 @@ static void check_whole_b(const char *name)
     const int M = (int)(GEMM_BF16_AMX_WHOLE_B_BYTES / sizeof(float) / N) + 45;
     TU_CHECK(whole_b_case(M, N, K, 0, 1.0f) && whole_b_case(M, N, K, 1, 0.5f),
              "%s: (s) a weight gradient whose C is past the size that packs all of B "
-             "first (%d x %d x %d, "
-             "beta 1, row sums; dout^T in FP32 with alpha 1, in BF16 storage with alpha "
+             "first (%d x %d x %d, beta 1, row sums; dout^T in FP32 with alpha 1, in BF16 storage with alpha "
              "1/2) gives the bits of its two halves", name, M, N, K);
 }
 

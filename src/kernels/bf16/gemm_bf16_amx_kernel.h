@@ -288,6 +288,14 @@ static int rows_of_piece(int nc)
     return rows < MC ? MC : rows > 512 ? 512 : rows;
 }
 
+/* Whether `cols` columns of B over depth K (BF16 values) outgrow one core's L2: what
+ * rows_in_place, slice_strips and stages_c each decide on (of a column block, a slice's
+ * block, the whole weight) */
+static int past_l2(int K, int cols)
+{
+    return (size_t)K * (size_t)cols * 2 > GEMM_BF16_AMX_L2_BYTES;
+}
+
 /* The rows of one item of the product with B packed once per update, where A is read in
  * place (no A buffer bounds them). Every item reads all of B's depth blocks of its
  * columns again: where those (K x nc BF16 values) outgrow one core's L2, from L3 or
@@ -303,7 +311,7 @@ static int rows_of_piece(int nc)
  * columns: the logits forward), MC. */
 static int rows_in_place(int nc, int K)
 {
-    if ((size_t)K * (size_t)nc * 2 <= GEMM_BF16_AMX_L2_BYTES) return MC;
+    if (!past_l2(K, nc)) return MC;
     return rows_of_piece(nc);
 }
 
@@ -326,7 +334,7 @@ static int rows_in_place(int nc, int K)
  * against 169-171). */
 static int slice_strips(const product *g, int in_place, int nc)
 {
-    if (!in_place || (size_t)g->K * (size_t)nc * 2 <= GEMM_BF16_AMX_L2_BYTES) return 0;
+    if (!in_place || !past_l2(g->K, nc)) return 0;
     if (g->ep && (g->ep->residual || g->ep->dgelu_x || g->ep->dgelu_x16)) return 0;
     const size_t strips = SLICE_BYTES / ((size_t)g->K * 32 * 2);
     if (strips < SLICE_MIN) return 0;
@@ -424,7 +432,7 @@ static int stages_c(const product *g)
 {
     return g->beta == 0.0f &&
            (size_t)g->M * (size_t)g->N * sizeof(float) > GEMM_BF16_AMX_STAGE_BYTES &&
-           (size_t)g->K * (size_t)g->N * 2 > GEMM_BF16_AMX_L2_BYTES;
+           past_l2(g->K, g->N);
 }
 
 /* All of B (as stored: [k][n]) into g->bwhole, in the layout of a weight packed once
