@@ -1100,8 +1100,8 @@ static void check_whole_b(const char *name)
     const int M = (int)(GEMM_BF16_AMX_WHOLE_B_BYTES / sizeof(float) / N) + 45;
     TU_CHECK(whole_b_case(M, N, K, 0, 1.0f) && whole_b_case(M, N, K, 1, 0.5f),
              "%s: (s) a weight gradient whose C is past the size that packs all of B "
-             "first (%d x %d x %d, beta 1, row sums; dout^T in FP32 with alpha 1, in BF16 storage with alpha "
-             "1/2) gives the bits of its two halves", name, M, N, K);
+             "first (%d x %d x %d, beta 1, row sums; dout^T in FP32 with alpha 1, in BF16 "
+             "storage with alpha 1/2) gives the bits of its two halves", name, M, N, K);
 }
 
 /* (n) row sums: from zero in depth order, then added (the reference), against the
