@@ -12,7 +12,7 @@
 #include <unistd.h>
 
 #include "cpu_features.h" /* cpu_thread_binding */
-#include "util.h" /* defines: gt_now, gt_set_threads, gt_warn, gt_note, gt_calloc */
+#include "util.h" /* defines: gt_now, gt_set_team_threads, gt_warn, gt_note, gt_calloc */
 
 #ifdef _OPENMP
 #include <omp.h>
@@ -53,7 +53,7 @@ static double run_delay(long long tid)
     return (double)waited * 1e-9;
 }
 
-/* The OS thread of each of the n members of the next team (n set by gt_set_threads):
+/* The OS thread of each of the n members of the next team (n set by gt_set_team_threads):
  * libgomp keeps a team's threads across regions while its size stays. */
 static void collect_tids(team *t, int n)
 {
@@ -96,7 +96,7 @@ static void set_binding(int n, int whole)
 
 static void set_size(team *t, int n, long long step, const char *why)
 {
-    t->n = gt_set_threads(n);
+    t->n = gt_set_team_threads(n);
     set_binding(t->n, t->n == t->max);
     t->changes++;
     if (t->changes <= TEAM_MAX_NOTES)
@@ -143,7 +143,7 @@ team *team_create(int threads, team_policy policy)
         return NULL;
     }
     if (t->n_schedule > 0) {
-        t->n = gt_set_threads(t->schedule[0]);
+        t->n = gt_set_team_threads(t->schedule[0]);
         return t;
     }
     if (t->policy == TEAM_ADAPTIVE && t->max > 1) {
@@ -169,7 +169,7 @@ void team_free(team *t)
 /* A spin of TEAM_PROBE_S on n threads: 1 when none of them waited for a CPU. */
 static int probe(team *t, int n)
 {
-    gt_set_threads(n);
+    gt_set_team_threads(n);
     collect_tids(t, n);
     for (int i = 0; i < n; i++) t->delay0[i] = run_delay(t->tid[i]);
     const double t0 = gt_now();
@@ -186,7 +186,7 @@ int team_after_step(team *t, long long next_step)
 {
     if (t->n_schedule > 0) {
         const int want = t->schedule[next_step % t->n_schedule];
-        if (want != t->n) t->n = gt_set_threads(want);
+        if (want != t->n) t->n = gt_set_team_threads(want);
         return t->n;
     }
     if (t->policy != TEAM_ADAPTIVE || t->max <= 1) return t->n;
@@ -201,7 +201,7 @@ int team_after_step(team *t, long long next_step)
             set_size(t, t->n + 1, next_step, "a core is free again");
             t->backoff = TEAM_BACKOFF_MIN_S;
         } else {
-            gt_set_threads(t->n);
+            gt_set_team_threads(t->n);
             t->backoff = t->backoff * 2 > TEAM_BACKOFF_MAX_S ? TEAM_BACKOFF_MAX_S
                                                              : t->backoff * 2;
         }

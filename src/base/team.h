@@ -13,7 +13,8 @@
  * more of a window of at least TEAM_WINDOW_S shrinks the team by one. A smaller team
  * probes, every backoff seconds, a short spin of one thread more; when no thread of the
  * probe waited it grows by one, else the backoff doubles (TEAM_BACKOFF_MIN_S to _MAX_S).
- * The kernels give the same bits on any number of threads, so a change of team size never
+ * The kernels give the same bits on a team of any size (the matrix products are cut for
+ * the thread count the run was given, sgemm_parts.h), so a change of team size never
  * changes a result, only the time. Where schedstat cannot be read the team stays fixed,
  * said once. */
 #ifndef GT_TEAM_H
@@ -36,7 +37,7 @@ team *team_create(int threads, team_policy policy);
 void team_free(team *t);
 
 /* Call between steps, outside any parallel region: measures, and may change the thread
- * count (gt_set_threads). Returns the size of the team for the next step. */
+ * count (gt_set_team_threads). Returns the size of the team for the next step. */
 int team_after_step(team *t, long long next_step);
 
 /* The team's size now */

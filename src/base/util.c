@@ -317,20 +317,43 @@ int gt_resolve_threads(int requested)
     return applied;
 }
 
-int gt_set_threads(int n)
+/* 0 until gt_set_threads: then the products are cut for OpenMP's current maximum */
+static int product_parts;
+
+int gt_set_team_threads(int n)
 {
     if (n < 1) n = 1;
+    /* OpenBLAS's own threads would cut C where their count says, and its AVX2 cores
+     * give an element other bits in another cut: gentrain cuts the products itself and
+     * runs each piece on one thread (sgemm_parts.h). First: OpenBLAS's OpenMP build
+     * passes its count on to omp_set_num_threads (and follows OpenMP's count again at
+     * its next call made outside a parallel region, which sgemm_parts never makes with
+     * more than one thread). */
+    openblas_set_num_threads(1);
 #ifdef _OPENMP
-    /* Every team must have exactly n threads: OpenBLAS, told n, waits for ever on a
-     * team that OMP_DYNAMIC or OMP_THREAD_LIMIT made smaller. */
+    /* Every team must have exactly n threads: the products' pieces are dealt out
+     * statically, for the team asked for. */
     omp_set_dynamic(0);
     const int limit = omp_get_thread_limit();
     if (limit > 0 && n > limit) n = limit;
     omp_set_num_threads(n);
 #endif
-    /* The OpenMP build of OpenBLAS sizes its work from this, not from OpenMP's setting. */
-    openblas_set_num_threads(n);
     return n;
+}
+
+int gt_set_threads(int n)
+{
+    n = gt_set_team_threads(n);
+    product_parts = n;
+    return n;
+}
+
+int gt_product_parts(void)
+{
+#ifdef _OPENMP
+    if (product_parts < 1) return omp_get_max_threads();
+#endif
+    return product_parts > 0 ? product_parts : 1;
 }
 
 uint64_t gt_fnv1a(uint64_t h, const void *bytes, size_t n)

@@ -112,9 +112,20 @@ int gt_grow(void **p, size_t *cap, size_t need, size_t elem);
 int gt_resolve_threads(int requested);
 
 /* Applies n threads (at least 1, at most OMP_THREAD_LIMIT) to OpenMP, with dynamic teams
- * off, and to OpenBLAS, silently; returns the count applied. For code that changes the
- * thread count after gt_resolve_threads (the planner's timings). */
+ * off, silently, and makes n the count the matrix products are cut for
+ * (gt_product_parts); OpenBLAS runs on one thread, the products' pieces on the team
+ * (sgemm_parts.h). Returns the count applied. For code that changes the thread count
+ * after gt_resolve_threads (the planner's timings). */
 int gt_set_threads(int n);
+
+/* The thread team's own changes (team.h): applies n threads to OpenMP as gt_set_threads
+ * does, but the products stay cut for the count gt_set_threads applied, so a team of
+ * any size computes the same bits. Returns the count applied. */
+int gt_set_team_threads(int n);
+
+/* How many pieces the matrix products are cut into: the count gt_set_threads applied
+ * last; before any call, OpenMP's maximum team size at the time of asking. */
+int gt_product_parts(void);
 
 /* 64-bit FNV-1a (cheap; for "is it the same everywhere" checks and file checksums).
  * gt_fnv1a continues hash h over n more bytes (start from GT_FNV_OFFSET); gt_hash64 is

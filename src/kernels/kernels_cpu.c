@@ -9,7 +9,8 @@
  * written by exactly one thread. Reductions across rows (LayerNorm dweight/dbias,
  * matmul dbias, encoder dwte/dwpe) are split over COLUMNS, each column summed over the
  * rows in ascending order, so they do not even depend on the thread count. Matrix
- * products are OpenBLAS sgemm, which does not split the inner dimension over threads.
+ * products are OpenBLAS sgemm on one thread per piece, cut by sgemm_parts.h for the
+ * thread count the run was given: the same bits on a team of any size.
  *
  * Attention is attention_cpu.c (both precisions), which uses no BLAS. */
 #include "kernels_cpu.h"
@@ -18,7 +19,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include <cblas.h> /* defines: cblas_sgemm (+ openblas_* with OpenBLAS) */
 #ifdef _OPENMP
 #include <omp.h>
 #endif
@@ -27,6 +27,7 @@
 #include "backend.h"
 #include "bf16_store.h" /* defines: bf16_store */
 #include "gemm_bf16.h" /* defines: gemm_bf16 */
+#include "sgemm_parts.h" /* defines: sgemm_parts */
 #include "simd.h" /* defines: simd_kernels_get and the inner loops of every path */
 
 /* Below this many floats of work a kernel stays on one thread (fork/join costs more). */
@@ -140,8 +141,7 @@ void layernorm_backward(float *dinp, float *dw, float *db, const float *dout,
 static void mm(int ta, int tb, int M, int N, int K, float alpha, const float *A, int lda,
                const float *B, int ldb, float beta, float *C, int ldc)
 {
-    cblas_sgemm(CblasRowMajor, ta ? CblasTrans : CblasNoTrans, tb ? CblasTrans : CblasNoTrans,
-                M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
+    sgemm_parts(ta, tb, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
 }
 
 void matmul_forward(float *out, const float *inp, const float *w, const float *bias,

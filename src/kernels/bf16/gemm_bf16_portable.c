@@ -6,10 +6,10 @@
 
 #include <string.h>
 
-#include <cblas.h>
 
 #include "bf16_store.h" /* defines: bf16_widen */
 #include "gemm_bf16_packer.h"
+#include "sgemm_parts.h" /* defines: sgemm_parts */
 #include "simd.h" /* defines: simd_kernels_get (bf16_round(_to), bf16_from/to_float, transpose) */
 
 #ifdef _OPENMP
@@ -206,11 +206,11 @@ void gemm_bf16_portable(float *pa, int pm, float *pb, int transa, int transb, in
                 /* op(A) = A^T stays as stored, for sgemm to transpose as it packs:
                  * transposing it here cost a twentieth of a small model's step */
                 if (as_stored)
-                    cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, mc, nc, kc, alpha,
-                                pa, mc, pb, nc, bet, C + (size_t)ic * ldc + jc, ldc);
+                    sgemm_parts(1, 0, mc, nc, kc, alpha, pa, mc, pb, nc, bet,
+                                C + (size_t)ic * ldc + jc, ldc);
                 else
-                    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, mc, nc, kc, alpha,
-                                pa, kc, pb, nc, bet, C + (size_t)ic * ldc + jc, ldc);
+                    sgemm_parts(0, 0, mc, nc, kc, alpha, pa, kc, pb, nc, bet,
+                                C + (size_t)ic * ldc + jc, ldc);
                 if (!gemm_bf16_epilogue_acts(ep, pc == 0, pc + kc >= K)) continue;
                 const int chunks = (mc + CHUNK - 1) / CHUNK;
 #pragma omp parallel for schedule(static) if (par)
