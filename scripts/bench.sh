@@ -90,10 +90,14 @@
 #                 is taken within a round; the targets are judged on the median ratio
 #   BENCH_STRICT  1: exit 1 when a target is missed
 #   BENCH_KEEP    1: keep the scratch folder and say where it is
-#   BENCH_AMX_PREDICT  0: no prediction of the AMX path (default 1: on a CPU without
-#                 AMX tiles, with bf16 in PRECISIONS and BENCH_ISA=native); always: on
-#                 a CPU with AMX tiles too, the prediction beside the real run of the
-#                 same round, which checks the model
+#   BENCH_AMX_PREDICT  0: no prediction of the AMX path (default 1: on a CPU with
+#                 AVX-512 and without AMX tiles, with bf16 in PRECISIONS and
+#                 BENCH_ISA=native; on an AVX2 CPU the twin's tiles are emulated in
+#                 scalar code, about 145 s a step at the default config on a Zen 3, and
+#                 it packs with the portable twin of the AMX path's AVX-512 packing, so
+#                 its rest models no AMX CPU); always: on a CPU with AMX tiles too, the
+#                 prediction beside the real run of the same round, which checks the
+#                 model (and on an AVX2 CPU, however long it takes)
 #   BENCH_AMX_STEPS  steps of the emulated run; the first is not timed (default 4)
 #   BENCH_DOT_PREDICT  0: no prediction of the avx512-bf16 path on a faster dot-product
 #                 CPU (default 1: where the CPU has AVX512_BF16 and gentrain passed its
@@ -259,7 +263,13 @@ case $BENCH_AMX_PREDICT in
 *) say "bench.sh: BENCH_AMX_PREDICT='$BENCH_AMX_PREDICT': need 0, 1 or always" >&2; exit 1 ;;
 esac
 amx_predict=0
-if [ "$BENCH_AMX_PREDICT" != 0 ] && [ "$BENCH_ISA" = native ] &&
+if [ "$BENCH_AMX_PREDICT" = 1 ] && [ "$BENCH_ISA" = native ] &&
+        case " $PRECISIONS " in *" bf16 "*) true;; *) false;; esac &&
+        ! grep -qw avx512f /proc/cpuinfo 2>/dev/null; then
+    say "no PREDICTED amx-bf16 row: this CPU has no AVX-512, so the AMX path's twin would" \
+        "emulate its tiles in scalar code (minutes a step) and pack without the AMX" \
+        "path's AVX-512 code (BENCH_AMX_PREDICT=always runs it anyway)"
+elif [ "$BENCH_AMX_PREDICT" != 0 ] && [ "$BENCH_ISA" = native ] &&
         case " $PRECISIONS " in *" bf16 "*) true;; *) false;; esac &&
         { [ "$BENCH_AMX_PREDICT" = always ] || ! grep -qw amx_bf16 /proc/cpuinfo 2>/dev/null; }; then
     amx_predict=1
@@ -505,7 +515,13 @@ for round in $(seq 1 "$BENCH_ROUNDS"); do
 done
 
 # ---- (b') the BF16 products beside PyTorch 2.x's on the same shapes ---------------------
-if [ "$have_torch2" = 1 ] && [ -s "$tmp/gemm-bf16.out" ]; then
+# (only where the CPU has BF16 instructions: without, PyTorch's BF16 matmuls run about
+# 30x slower than its FP32 ones, minutes for one pass over a step's shapes, to show
+# nothing about a matrix unit)
+if [ "$have_torch2" = 1 ] && [ -s "$tmp/gemm-bf16.out" ] &&
+        ! grep -qw -e avx512_bf16 -e amx_bf16 /proc/cpuinfo 2>/dev/null; then
+    section "PyTorch 2.x's BF16 matmuls on (b)'s product shapes: skipped, this CPU has no BF16 instructions"
+elif [ "$have_torch2" = 1 ] && [ -s "$tmp/gemm-bf16.out" ]; then
     section "PyTorch 2.x's BF16 matmuls on (b)'s product shapes ($THREADS threads)"
     # the tile (or dot-product) peak gentrain's first bf16 run measured, if it said one
     peak_out=$(awk '$1 == "gentrain" && $3 == "bf16" { print $6; exit }' "$tmp/runs.txt")

@@ -97,11 +97,17 @@ if grep -q "(avx512-bf16 path)" "$tmp/avx512.out"; then
             grep -q "^precision: BF16 dot products measure 0\.[0-9]*x this CPU's FP32 multiply-adds" \
             "$tmp/bf16.out"
     fi
+    check "a CPU with BF16 instructions is not told it has none" \
+        test "$(grep -c 'has no BF16 instructions' "$tmp/bf16.out" "$tmp/portable.out" |
+            awk -F: '{ s += $2 } END { print s }')" -eq 0
 else
     dot=default
     check "GENTRAIN_BF16=avx512 without AVX512_BF16: one warning, then the portable path" \
         test "$(grep -c 'the avx512-bf16 BF16 products need a CPU' "$tmp/avx512.err")" -eq 1 \
         -a -n "$(grep '(portable path)' "$tmp/avx512.out")"
+    check "no BF16 instructions: the run says fp32 trains faster here, once" \
+        test "$(grep -c '^precision: this CPU has no BF16 instructions.*fp32 trains faster' \
+            "$tmp/bf16.out")" -eq 1
 fi
 
 GENTRAIN_BF16=amx-emulated train emulated --batch_size 8 --precision bf16

@@ -255,6 +255,11 @@ int train_report_compute(run *r)
                        "multiply-adds, so FP32 multiply-adds over BF16-rounded operands "
                        "run the products (GENTRAIN_BF16=avx512 asks for the dot products)\n",
                        dot);
+        else if (gemm_bf16_path() == GEMM_BF16_PORTABLE && dot <= 0.0)
+            /* no AVX512_BF16 (and so no AMX): nothing multiplies BF16 faster than FP32 */
+            par_printf("precision: this CPU has no BF16 instructions, so the products "
+                       "multiply BF16-rounded operands in FP32: slower than fp32 by the "
+                       "rounding (precision = fp32 trains faster here)\n");
         else if (gemm_bf16_path() == GEMM_BF16_AVX512) /* what they run at (the bench's
                                                            prediction reads it) */
             par_printf("precision: BF16 dot products measure %.2fx this CPU's FP32 "
