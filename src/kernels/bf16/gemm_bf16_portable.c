@@ -6,7 +6,6 @@
 
 #include <string.h>
 
-
 #include "bf16_store.h" /* defines: bf16_widen */
 #include "gemm_bf16_packer.h"
 #include "sgemm_parts.h" /* defines: sgemm_parts */
