@@ -135,14 +135,8 @@ void layernorm_backward(float *dinp, float *dw, float *db, const float *dout,
 }
 
 /* ------------------------------------------------------------------------------------ */
-/* Matrix products: FP32 (OpenBLAS sgemm, row-major arguments, ta / tb: 1 = transposed)
+/* Matrix products: FP32 (sgemm_parts, row-major arguments, ta / tb: 1 = transposed)
  * here; the BF16 twins (gemm_bf16.h) below */
-
-static void mm(int ta, int tb, int M, int N, int K, float alpha, const float *A, int lda,
-               const float *B, int ldb, float beta, float *C, int ldc)
-{
-    sgemm_parts(ta, tb, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
-}
 
 void matmul_forward(float *out, const float *inp, const float *w, const float *bias,
                     size_t N, int C, int OC)
@@ -155,7 +149,7 @@ void matmul_forward(float *out, const float *inp, const float *w, const float *b
         for (size_t n = 0; n < N; n++) memcpy(out + n * OC, bias, (size_t)OC * sizeof *out);
         beta = 1.0f;
     }
-    mm(0, 1, (int)N, OC, C, 1.0f, inp, C, w, C, beta, out, OC);
+    sgemm_parts(0, 1, (int)N, OC, C, 1.0f, inp, C, w, C, beta, out, OC);
 }
 
 /* dbias[OC] += the column sums of dout[N,OC], each column summed in row order */
@@ -174,7 +168,7 @@ static void bias_grad(float *dbias, const float *dout, size_t N, int OC)
 static void weight_grad(float *dw, float *dbias, const float *dout, const float *inp, size_t N,
                         int C, int OC)
 {
-    mm(1, 0, OC, C, (int)N, 1.0f, dout, OC, inp, C, 1.0f, dw, C);
+    sgemm_parts(1, 0, OC, C, (int)N, 1.0f, dout, OC, inp, C, 1.0f, dw, C);
     if (dbias) bias_grad(dbias, dout, N, OC);
 }
 
@@ -183,7 +177,7 @@ void matmul_backward(float *dinp, float *dw, float *dbias, const float *dout,
 {
     /* dinp[N,C] = dout[N,OC] @ w[OC,C]: beta = 0, so neither a zeroing pass before nor
      * a read of dinp in the product */
-    if (dinp) mm(0, 0, (int)N, C, OC, 1.0f, dout, OC, w, C, 0.0f, dinp, C);
+    if (dinp) sgemm_parts(0, 0, (int)N, C, OC, 1.0f, dout, OC, w, C, 0.0f, dinp, C);
     weight_grad(dw, dbias, dout, inp, N, C, OC);
 }
 
@@ -191,7 +185,7 @@ void matmul_backward_gelu(float *dpre, float *dinp, float *dw, float *dbias,
                           const float *dout, float *inp, const float *w, const float *pre,
                           size_t N, int C, int OC)
 {
-    mm(0, 0, (int)N, C, OC, 1.0f, dout, OC, w, C, 0.0f, dinp, C);
+    sgemm_parts(0, 0, (int)N, C, OC, 1.0f, dout, OC, w, C, 0.0f, dinp, C);
     /* dpre = gelu'(pre) dinp a chunk at a time: zeroed and accumulated into while the
      * chunk is in L1, the bits of a zeroing pass and gelu_backward over the whole; and
      * inp = gelu(pre), the weight gradient's operand, from the same sigmoid (the bits

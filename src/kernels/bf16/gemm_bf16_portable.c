@@ -204,12 +204,8 @@ void gemm_bf16_portable(float *pa, int pm, float *pb, int transa, int transb, in
                 }
                 /* op(A) = A^T stays as stored, for sgemm to transpose as it packs:
                  * transposing it here cost a twentieth of a small model's step */
-                if (as_stored)
-                    sgemm_parts(1, 0, mc, nc, kc, alpha, pa, mc, pb, nc, bet,
-                                C + (size_t)ic * ldc + jc, ldc);
-                else
-                    sgemm_parts(0, 0, mc, nc, kc, alpha, pa, kc, pb, nc, bet,
-                                C + (size_t)ic * ldc + jc, ldc);
+                sgemm_parts(as_stored, 0, mc, nc, kc, alpha, pa, as_stored ? mc : kc, pb, nc,
+                            bet, C + (size_t)ic * ldc + jc, ldc);
                 if (!gemm_bf16_epilogue_acts(ep, pc == 0, pc + kc >= K)) continue;
                 const int chunks = (mc + CHUNK - 1) / CHUNK;
 #pragma omp parallel for schedule(static) if (par)
