@@ -4,10 +4,12 @@
 #  1. offload/tests/emu/test_ops under CUDA_EMU_ORDER=all: every launch of every kernel
 #     run forward, reverse and in a seeded shuffle from the same device memory: passes,
 #     the emulation's summary counts the launches (at least 50) and finds no difference.
+#     This is the only run of test_ops in `make check`.
 #  2. offload/tests/emu/gpu_train test under CUDA_EMU_ORDER=shuffle:7: passes (the whole
-#     step, its reductions and atomics, in another order; `make check` runs it forward
-#     already, and part 1 runs every kernel reversed too: one order more here keeps CI's
-#     time).
+#     step, its reductions and atomics, in another order than the forward one that
+#     tests/test_gpu_check_emu.sh's gpu_train runs take; part 1 runs every kernel
+#     reversed too). The only run of `gpu_train test` in `make check`: one order keeps
+#     CI's time.
 #  3. test_emu_orders barrier (a block sum through static shared memory with its
 #     __syncthreads) under all: passes. test_emu_orders racy (the same kernel without
 #     the barrier) under all: the emulation stops and names block_sum and the orders

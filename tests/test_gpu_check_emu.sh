@@ -3,7 +3,7 @@
 # offload/tests/emu of a --with-cuda build tree), so that its runs, its time budget, its
 # table and the figures it reads from the programs' RESULT lines are known to work
 # before a GPU's scarce minutes are spent on them. test_ops and `gpu_train test` run on
-# the emulation as tests of their own, so this runs the three others:
+# the emulation in tests/test_emu_orders.sh, so this runs the three others:
 #  1. GPU_CHECK_ONLY="grads bench shakespeare" GPU_CHECK_SMALL=1 (the --small shape):
 #     exit 0; all three "passed" in the table (grads: one step's gradients, every tensor
 #     within its tolerance of the CPU's in double, and that reference against finite

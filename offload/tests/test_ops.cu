@@ -128,19 +128,26 @@ static void test_matmul(cublasHandle_t h, int N, int C, int OC, int with_bias, i
             for (int c = 0; c < C; c++) s += (double)x[(size_t)r * C + c] * w[(size_t)o * C + c];
             ro[(size_t)r * OC + o] = s;
         }
-    for (int r = 0; r < N; r++)
-        for (int c = 0; c < C; c++) {
-            double s = accumulate ? din0[(size_t)r * C + c] : 0.0;
-            for (int o = 0; o < OC; o++) s += (double)dy[(size_t)r * OC + o] * w[(size_t)o * C + c];
-            rd[(size_t)r * C + c] = s;
+    // The two gradients sum over o and over r in ascending order, as written, with the
+    // element being summed innermost-but-one: its row stays in cache while the other
+    // operand streams (the textbook loop order strides both operands by a row per term).
+    for (int r = 0; r < N; r++) {
+        double *d = &rd[(size_t)r * C];
+        for (int c = 0; c < C; c++) d[c] = accumulate ? din0[(size_t)r * C + c] : 0.0;
+        for (int o = 0; o < OC; o++) {
+            const double g = dy[(size_t)r * OC + o];
+            const float *wo = &w[(size_t)o * C];
+            for (int c = 0; c < C; c++) d[c] += g * wo[c];
         }
+    }
     for (int o = 0; o < OC; o++) {
-        for (int c = 0; c < C; c++) {
-            double s = 0.0;
-            for (int r = 0; r < N; r++) s += (double)dy[(size_t)r * OC + o] * x[(size_t)r * C + c];
-            rw[(size_t)o * C + c] = s;
+        double *gw_o = &rw[(size_t)o * C];
+        for (int r = 0; r < N; r++) {
+            const double g = dy[(size_t)r * OC + o];
+            const float *xr = &x[(size_t)r * C];
+            for (int c = 0; c < C; c++) gw_o[c] += g * xr[c];
+            rb[o] += g;
         }
-        for (int r = 0; r < N; r++) rb[o] += dy[(size_t)r * OC + o];
     }
     char name[96];
     snprintf(name, sizeof name, "matmul N=%d C=%d OC=%d%s", N, C, OC, with_bias ? " +bias" : "");
