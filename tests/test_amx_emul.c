@@ -4,9 +4,10 @@
  *       zero, then their sum, then into the destination (values chosen so the naive
  *       order, pair after pair into the destination, gives another answer);
  *   (b) denormal BF16 inputs count as zero and denormal results are flushed (DAZ, FTZ);
- *   (d) the vector loop of TDPBF16PS (amx_emul_avx512.c, where the CPU has AVX-512)
- *       leaves the same bits as the scalar model, on tiles of every shape with
- *       normals, denormals, zeros of both signs, infinities, ties and NaNs;
+ *   (d) the vector loops of TDPBF16PS (amx_emul_avx512.c where the CPU has AVX-512,
+ *       amx_emul_avx2.c where it has AVX2) leave the same bits as the scalar model, on
+ *       tiles of every shape with normals, denormals, zeros of both signs, infinities,
+ *       ties and NaNs;
  *   (e) the counts: each instruction once, in the slot of the thread that ran it;
  *   (c) what the hardware faults on aborts here with the exception it would raise:
  *       bad configurations (#GP) and tile use without a configuration, on an
@@ -121,7 +122,7 @@ static uint16_t some_bf16(int nan)
 /* dst = tile 0 (M x N FP32), A = tile 4 (M x K pairs), B = tile 6 (K x N pairs), filled
  * at random, then TDPBF16PS twice (the second adds to the first's sums); the bytes of
  * tile 0 after it into out */
-static void dp_once(int M, int N, int K, int nan, uint32_t seed, int vector,
+static void dp_once(int M, int N, int K, int nan, uint32_t seed, int loop,
                     uint8_t out[AMX_MAX_ROWS * AMX_MAX_COLSB])
 {
     static uint16_t a[AMX_MAX_ROWS * 32], b[AMX_MAX_ROWS * 32];
@@ -143,7 +144,7 @@ static void dp_once(int M, int N, int K, int nan, uint32_t seed, int vector,
     cfg.colsb[4] = (uint16_t)(4 * K);
     cfg.rows[6] = (uint8_t)K;
     cfg.colsb[6] = (uint16_t)(4 * N);
-    const int was = amx_emul_vector(vector);
+    const int was = amx_emul_vector(loop);
     amx_emul_loadconfig(&cfg);
     amx_emul_loadd(0, c, 64);
     amx_emul_loadd(4, a, 64);
@@ -157,25 +158,27 @@ static void dp_once(int M, int N, int K, int nan, uint32_t seed, int vector,
     (void)amx_emul_vector(was);
 }
 
-static void check_vector(void)
+/* loop: AMX_EMUL_BEST or AMX_EMUL_AVX2, against AMX_EMUL_SCALAR */
+static void check_vector(int loop, const char *name, int runs)
 {
     static const int shapes[][3] = {{16, 16, 16}, {1, 1, 1}, {3, 16, 5}, {16, 7, 16},
-                                    {9, 13, 11}, {12, 2, 16}, {5, 16, 1}};
+                                    {9, 13, 11}, {12, 2, 16}, {5, 16, 1}, {16, 8, 8},
+                                    {7, 9, 9}, {4, 15, 16}};
+    const int nshapes = (int)(sizeof shapes / sizeof shapes[0]);
     int same = 0, tried = 0;
     for (int nan = 0; nan < 2; nan++)
-        for (size_t i = 0; i < sizeof shapes / sizeof shapes[0]; i++)
+        for (int i = 0; i < nshapes; i++)
             for (uint32_t seed = 1; seed <= 50; seed++) {
                 uint8_t vec[AMX_MAX_ROWS * AMX_MAX_COLSB], ref[AMX_MAX_ROWS * AMX_MAX_COLSB];
                 const int M = shapes[i][0], N = shapes[i][1], K = shapes[i][2];
-                dp_once(M, N, K, nan, seed * 7919u + (uint32_t)i, 1, vec);
-                dp_once(M, N, K, nan, seed * 7919u + (uint32_t)i, 0, ref);
+                dp_once(M, N, K, nan, seed * 7919u + (uint32_t)i, loop, vec);
+                dp_once(M, N, K, nan, seed * 7919u + (uint32_t)i, AMX_EMUL_SCALAR, ref);
                 tried++;
                 same += memcmp(vec, ref, sizeof vec) == 0;
             }
-    TU_CHECK(same == tried, "TDPBF16PS: the vector loop%s leaves the scalar model's bits: "
-             "%d of %d tiles (7 shapes, denormals, infinities, NaNs)",
-             cpu_isa_level() >= CPU_ISA_AVX512 ? "" : " (not on this CPU: scalar twice)",
-             same, tried);
+    TU_CHECK(same == tried, "TDPBF16PS: the %s loop%s leaves the scalar model's bits: "
+             "%d of %d tiles (%d shapes, denormals, infinities, NaNs)", name,
+             runs ? "" : " (not on this CPU: scalar twice)", same, tried, nshapes);
 }
 
 /* (e) counts */
@@ -336,7 +339,9 @@ static void check_fault(const char *what, void (*fn)(void), const char *want)
 int main(void)
 {
     check_arithmetic();
-    check_vector();
+    check_vector(AMX_EMUL_BEST, cpu_isa_level() >= CPU_ISA_AVX512 ? "AVX-512" : "widest vector",
+                 cpu_isa_level() >= CPU_ISA_AVX2);
+    check_vector(AMX_EMUL_AVX2, "AVX2", cpu_isa_level() >= CPU_ISA_AVX2);
     check_counts();
     check_fault("16 x 64 tiles, one of 17 rows", rows17, "LDTILECFG would raise #GP");
     check_fault("a tile of 68 bytes a row", colsb68, "LDTILECFG would raise #GP");

@@ -153,8 +153,8 @@ static void check_dp(int d, int a, int b)
               "rows", a, c->colsb[a] / 4, b, c->rows[b]);
 }
 
-/* The SDM's arithmetic, one element at a time (the reference; amx_emul_avx512.c
- * computes the same bits 16 columns at a time) */
+/* The SDM's arithmetic, one element at a time (the reference; amx_emul_avx512.c and
+ * amx_emul_avx2.c compute the same bits 16 and 8 columns at a time) */
 static void dp_scalar(int d, int a, int b, int M, int N, int K)
 {
     for (int m = 0; m < M; m++) {
@@ -179,9 +179,13 @@ static void dp_scalar(int d, int a, int b, int M, int N, int K)
     }
 }
 
-static atomic_int vector_on = 1;
+static atomic_int vector_on = AMX_EMUL_BEST;
 
-int amx_emul_vector(int on) { return atomic_exchange(&vector_on, on != 0); }
+int amx_emul_vector(int loop)
+{
+    const int known = loop == AMX_EMUL_SCALAR || loop == AMX_EMUL_BEST || loop == AMX_EMUL_AVX2;
+    return atomic_exchange(&vector_on, known ? loop : AMX_EMUL_BEST);
+}
 
 static atomic_int timing_on;
 
@@ -192,9 +196,11 @@ static int dp_vector(int d, int a, int b, int M, int N, int K)
 {
 #if GT_SIMD_X86
     typedef const uint8_t(*crows)[AMX_MAX_COLSB];
-    if (atomic_load_explicit(&vector_on, memory_order_relaxed) &&
-        cpu_isa_level() >= CPU_ISA_AVX512)
+    const int loop = atomic_load_explicit(&vector_on, memory_order_relaxed);
+    if (loop == AMX_EMUL_BEST && cpu_isa_level() >= CPU_ISA_AVX512)
         return amx_emul_dp_avx512(st.data[d], (crows)st.data[a], (crows)st.data[b], M, N, K);
+    if (loop != AMX_EMUL_SCALAR && cpu_isa_level() >= CPU_ISA_AVX2)
+        return amx_emul_dp_avx2(st.data[d], (crows)st.data[a], (crows)st.data[b], M, N, K);
 #else
     (void)d, (void)a, (void)b, (void)M, (void)N, (void)K;
 #endif

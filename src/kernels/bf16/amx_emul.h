@@ -52,10 +52,17 @@ void amx_emul_dpbf16ps(int dst, int src1, int src2);
  * then runs). Only where the CPU has AVX-512 and GT_SIMD_X86. */
 int amx_emul_dp_avx512(uint8_t (*d)[AMX_MAX_COLSB], const uint8_t (*a)[AMX_MAX_COLSB],
                        const uint8_t (*b)[AMX_MAX_COLSB], int M, int N, int K);
-/* Whether amx_emul_dpbf16ps may use that vector loop where the CPU has AVX-512 (on by
- * default; tests turn it off to compare). Returns the previous setting. Call it while
+/* The same with AVX2 and FMA (amx_emul_avx2.c), for CPUs without AVX-512. Only where
+ * the CPU has AVX2 and FMA and GT_SIMD_X86. */
+int amx_emul_dp_avx2(uint8_t (*d)[AMX_MAX_COLSB], const uint8_t (*a)[AMX_MAX_COLSB],
+                     const uint8_t (*b)[AMX_MAX_COLSB], int M, int N, int K);
+/* Which loop amx_emul_dpbf16ps computes with: AMX_EMUL_BEST (the default) the widest
+ * vector loop the CPU runs (AVX-512, else AVX2, else the scalar one); AMX_EMUL_AVX2 the
+ * AVX2 loop even where AVX-512 is (the scalar one without AVX2); AMX_EMUL_SCALAR the
+ * scalar model. Tests pick one to compare. Returns the previous setting. Call it while
  * no thread runs tile instructions. */
-int amx_emul_vector(int on);
+enum { AMX_EMUL_SCALAR = 0, AMX_EMUL_BEST = 1, AMX_EMUL_AVX2 = 2 };
+int amx_emul_vector(int loop);
 /* Timing only (on = 1): amx_emul_dpbf16ps checks and counts, and computes nothing (its
  * destination keeps what it held); loads, stores and zeroing still move the data.
  * For the bench's prediction of the real path (GENTRAIN_AMX_TIMING, gemm_bf16.c): with
