@@ -92,10 +92,10 @@
 #   BENCH_KEEP    1: keep the scratch folder and say where it is
 #   BENCH_AMX_PREDICT  0: no prediction of the AMX path (default 1: on a CPU with
 #                 AVX-512 and without AMX tiles, with bf16 in PRECISIONS and
-#                 BENCH_ISA=native; on an AVX2 CPU the twin's tiles are emulated in
-#                 scalar code, about 145 s a step at the default config on a Zen 3, and
-#                 it packs with the portable twin of the AMX path's AVX-512 packing, so
-#                 its rest models no AMX CPU); always: on a CPU with AMX tiles too, the
+#                 BENCH_ISA=native; on an AVX2 CPU the twin packs with the portable twin
+#                 of the AMX path's AVX-512 packing, so its rest models no AMX CPU, and
+#                 its tiles take about 6 s a step at the default config on a Zen 3 with
+#                 AVX2 (145 s in scalar code)); always: on a CPU with AMX tiles too, the
 #                 prediction beside the real run of the same round, which checks the
 #                 model (and on an AVX2 CPU, however long it takes)
 #   BENCH_AMX_STEPS  steps of the emulated run; the first is not timed (default 4)
@@ -267,8 +267,8 @@ if [ "$BENCH_AMX_PREDICT" = 1 ] && [ "$BENCH_ISA" = native ] &&
         case " $PRECISIONS " in *" bf16 "*) true;; *) false;; esac &&
         ! grep -qw avx512f /proc/cpuinfo 2>/dev/null; then
     say "no PREDICTED amx-bf16 row: this CPU has no AVX-512, so the AMX path's twin would" \
-        "emulate its tiles in scalar code (minutes a step) and pack without the AMX" \
-        "path's AVX-512 code (BENCH_AMX_PREDICT=always runs it anyway)"
+        "pack without the AMX path's AVX-512 code and model no AMX CPU" \
+        "(BENCH_AMX_PREDICT=always runs it anyway)"
 elif [ "$BENCH_AMX_PREDICT" != 0 ] && [ "$BENCH_ISA" = native ] &&
         case " $PRECISIONS " in *" bf16 "*) true;; *) false;; esac &&
         { [ "$BENCH_AMX_PREDICT" = always ] || ! grep -qw amx_bf16 /proc/cpuinfo 2>/dev/null; }; then
