@@ -31,7 +31,7 @@
 #                  regression inputs, since mutated HDF5 files reach known crashes and
 #                  hangs inside HDF5 1.10 itself (tests/fuzz/README.md); built at -O0,
 #                  which builds in a quarter of -O1's time and still runs thousands of
-#                  inputs a target (fuzzing proper stays at -O1, which runs more a second)
+#                  inputs a target (fuzzing proper stays at -O1: more inputs a second)
 # The HDF5 targets (fuzz_tokens, fuzz_model, fuzz_ckpt) fuzz in libFuzzer's fork mode
 # and go on after a crash, a hang or a memory blow-up: HDF5 1.10.8 has those of its own
 # and they would end the run in its first minute. Afterwards every input that stopped a
