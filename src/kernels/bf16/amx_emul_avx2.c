@@ -57,14 +57,15 @@ static inline int split8(const uint8_t *row, __m256i use, __m256 *even, __m256 *
 int amx_emul_dp_avx2(uint8_t (*d)[AMX_MAX_COLSB], const uint8_t (*a)[AMX_MAX_COLSB],
                      const uint8_t (*b)[AMX_MAX_COLSB], int M, int N, int K)
 {
-    /* A's pairs as FP32 by row; B's rows as two halves of eight columns each */
+    /* A's pairs as FP32 by row; B's rows as halves of eight columns (the second only
+     * where N > 8) */
     float ae[AMX_MAX_ROWS][16], ao[AMX_MAX_ROWS][16];
     __m256 be[AMX_MAX_ROWS][2], bo[AMX_MAX_ROWS][2];
     const __m256i cols[2] = {lanes_below(N), lanes_below(N - 8)};
     const int halves = N > 8 ? 2 : 1;
     int nan = 0;
     for (int k = 0; k < K; k++)
-        for (int h = 0; h < 2; h++)
+        for (int h = 0; h < halves; h++)
             nan |= split8(b[k] + 32 * h, cols[h], &be[k][h], &bo[k][h]);
     const __m256i pairs[2] = {lanes_below(K), lanes_below(K - 8)};
     for (int m = 0; m < M; m++) {
@@ -89,7 +90,8 @@ int amx_emul_dp_avx2(uint8_t (*d)[AMX_MAX_COLSB], const uint8_t (*a)[AMX_MAX_COL
             for (int j = 0; j < R; j++) e[j] = o[j] = _mm256_setzero_ps();
             for (int k = 0; k < K; k++)
                 for (int j = 0; j < rows; j++) {
-                    const __m256 x = _mm256_set1_ps(ae[m0 + j][k]), y = _mm256_set1_ps(ao[m0 + j][k]);
+                    const __m256 x = _mm256_set1_ps(ae[m0 + j][k]);
+                    const __m256 y = _mm256_set1_ps(ao[m0 + j][k]);
                     e[j] = flush8(_mm256_fmadd_ps(x, be[k][h], e[j]));
                     o[j] = flush8(_mm256_fmadd_ps(y, bo[k][h], o[j]));
                 }
