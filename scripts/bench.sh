@@ -97,7 +97,7 @@
 #                 its tiles take about 6 s a step at the default config on a Zen 3 with
 #                 AVX2 (145 s in scalar code)); always: on a CPU with AMX tiles too, the
 #                 prediction beside the real run of the same round, which checks the
-#                 model (and on an AVX2 CPU, however long it takes)
+#                 model (and on an AVX2 CPU too)
 #   BENCH_AMX_STEPS  steps of the emulated run; the first is not timed (default 4)
 #   BENCH_DOT_PREDICT  0: no prediction of the avx512-bf16 path on a faster dot-product
 #                 CPU (default 1: where the CPU has AVX512_BF16 and gentrain passed its
