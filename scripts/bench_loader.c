@@ -9,7 +9,9 @@
  *   bench_loader read SPEC SECONDS [BLOCK [BATCH [MAX_OPEN]]]
  *       opens SPEC (a file, folder, glob or list: io/h5/h5set.h) as train does, starts the
  *       loader thread (src/data/loader.h) and takes batches for SECONDS: prints the open
- *       time, loader tokens/s, the files opened and the most open at once.
+ *       time, loader tokens/s, the seconds the taker waited for batches (with no step
+ *       between takes, about all of SECONDS when the loader is the limit), the files
+ *       opened and the most open at once.
  * Prints one "key value" per line. */
 #include <stdint.h>
 #include <stdio.h>
@@ -124,9 +126,9 @@ static int bench_read(const char *spec, double seconds, int T, int B, int max_op
     const double dt = gt_now() - t0;
     loader_stop(l);
     printf("files %d\ntokens %lld\nopen_s %.3f\ncheck_s %.3f\nbatches %lld\n"
-           "loader_tokens_per_s %.0f\nfiles_opened %lld\npeak_open %d\n",
+           "loader_tokens_per_s %.0f\nwait_s %.3f\nfiles_opened %lld\npeak_open %d\n",
            h5set_files(s), (long long)h5set_total_tokens(s), t_open, t_check,
-           (long long)batches, (double)batches * B * T / dt, (long long)h5set_opens(s),
+           (long long)batches, (double)batches * B * T / dt, wait, (long long)h5set_opens(s),
            h5set_peak_open(s));
     windows_free(&w);
     h5set_close(s);

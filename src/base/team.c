@@ -177,6 +177,7 @@ static int probe(team *t, int n)
     {
         volatile double sink = 0.0;
         while (gt_now() - t0 < TEAM_PROBE_S) sink += 1.0;
+        (void)sink;
     }
     const double w = worst_wait(t, n, gt_now() - t0);
     return w >= 0.0 && w < TEAM_SHARED / 2;

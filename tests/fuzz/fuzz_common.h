@@ -19,7 +19,7 @@
 #include "h5util.h"
 
 /* Once per process: HDF5 quiet. */
-static void fuzz_setup(void)
+static inline void fuzz_setup(void)
 {
     static int done;
     if (done) return;
@@ -28,7 +28,7 @@ static void fuzz_setup(void)
 }
 
 /* After each input: no HDF5 file, group, dataset, datatype or attribute open. */
-static void fuzz_done(void)
+static inline void fuzz_done(void)
 {
     const ssize_t open_ids = H5Fget_obj_count(H5F_OBJ_ALL, H5F_OBJ_ALL);
     if (open_ids != 0) {
