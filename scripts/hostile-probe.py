@@ -16,9 +16,14 @@ Outcomes:
   accepted  exit 0: for config and data a working run (the damage hit token values or
             unused bytes); for model and ckpt only when the output is the undamaged
             file's own (the damage hit bytes no reader uses), otherwise it is BAD
-  BAD       a signal, a hang (the timeout), a sanitizer report, an exit 1/2 without
-            exactly one error line, or a damaged model/checkpoint giving other output
-            with exit 0.
+  HDF5      (sanitizer builds) a sanitizer report whose top frame is inside libhdf5,
+            from the child that reads the file first (src/base/probe.h), after which the
+            command ended with exit 1 and its one line "reading it crashed the HDF5
+            library" or "... ended the reading process early": HDF5's own fault on the
+            damaged file, contained as in a plain build (where the child takes a signal)
+  BAD       a signal, a hang (the timeout), any other sanitizer report, an exit 1/2
+            without exactly one error line, or a damaged model/checkpoint giving other
+            output with exit 0.
 Every BAD case is listed with its command, so it can be replayed.
 
 usage: scripts/hostile-probe.py --gentrain build/gentrain [--per-kind N] [--seed S]
@@ -80,6 +85,10 @@ class Probe:
         if rc < 0 or rc > 128:
             return self.record(kind, "BAD", what, "ended by signal (rc %d)" % rc)
         if sanitizer:
+            contained = re.search(r"^gentrain: error: .*: reading it (crashed the HDF5 "
+                                  r"library|ended the reading process early)", err, re.M)
+            if (top_frame_in_hdf5(err) and contained and rc == 1 and errors == 1):
+                return self.record(kind, "HDF5", what)
             return self.record(kind, "BAD", what, "sanitizer report")
         if rc in (1, 2):
             if errors == 1 or (inspect and errors >= 1):
@@ -92,6 +101,18 @@ class Probe:
                                    "the undamaged file's")
             return self.record(kind, "accepted", what)
         return self.record(kind, "BAD", what, "exit %d" % rc)
+
+
+def top_frame_in_hdf5(err):
+    """Whether the first stack of a sanitizer report starts inside libhdf5: its
+    first frame past the sanitizer's own interceptors."""
+    for m in re.finditer(r"^\s*#(\d+) 0x[0-9a-f]+ (?:in (\S+) )?(.*)$", err, re.M):
+        func, where = m.group(2) or "", m.group(3)
+        if func.startswith(("__interceptor_", "__asan", "__sanitizer")) or \
+                "libsanitizer" in where or "libasan" in where or "libubsan" in where:
+            continue
+        return "libhdf5" in where
+    return False
 
 
 def damage(src, dst, rng):
@@ -206,9 +227,10 @@ def main():
     total = sum(probe.counts.values())
     print("hostile-probe: %d runs" % total)
     for kind in sorted({k for k, _ in probe.counts}):
-        row = {o: probe.counts.get((kind, o), 0) for o in ("refused", "accepted", "BAD")}
-        print("  %-14s refused %4d  accepted %4d  BAD %3d" %
-              (kind, row["refused"], row["accepted"], row["BAD"]))
+        row = {o: probe.counts.get((kind, o), 0)
+               for o in ("refused", "accepted", "HDF5", "BAD")}
+        print("  %-14s refused %4d  accepted %4d  HDF5 %3d  BAD %3d" %
+              (kind, row["refused"], row["accepted"], row["HDF5"], row["BAD"]))
     for kind, what, detail in probe.bad:
         print("BAD %s: %s\n    %s" % (kind, detail, what))
     if not a.keep:

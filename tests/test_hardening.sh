@@ -63,7 +63,8 @@
 #  - a file on which HDF5 1.10.8 itself loops (tests/fuzz/hdf5-known): inspect and
 #    sample read it in a child first and end with one error line; so does train (before
 #    MPI starts) given it as data, as a checkpoint to resume or found by resume = auto,
-#    and under mpirun -np 2 still one line;
+#    and under mpirun -np 2 still one line; one on which HDF5 crashes: one line from
+#    inspect and from a resume (under the sanitizers too, whose report ends the child);
 #  - the data file truncated while training: the run stops with one error line instead
 #    of training on the zeros read past the new end;
 #  - a resume on a data file replaced since the checkpoint (same path, other tokens):
@@ -497,6 +498,16 @@ refused inspect-hdf5-hang "did not finish in 5 s" \
 refused sample-hdf5-hang "did not finish in 5 s" \
     env GENTRAIN_PROBE_SECONDS=5 "$GENTRAIN" sample --model \
     "$known/model-hang-H5HG_read.h5" --tokens 4
+# a checkpoint on which HDF5 1.10.8 crashes (a variable-length string read past its
+# global heap): one line from inspect and from a resume, which trains nothing. Under
+# AddressSanitizer the reading child ends by exit 1 instead of the signal: a crash too.
+crash_re="reading it (crashed the HDF5 library \\(signal [0-9]+\\)|ended the reading process early)"
+refused inspect-hdf5-crash "file .*ckpt-segv-H5HG_read.h5: $crash_re" \
+    "$GENTRAIN" inspect "$known/ckpt-segv-H5HG_read.h5"
+refused train-crash-resume "checkpoint .*ckpt-segv-H5HG_read.h5: $crash_re" \
+    "$GENTRAIN" train --data "$tmp/d.h5" "${SMALL[@]}" --out "$tmp/crash" \
+    --resume "$known/ckpt-segv-H5HG_read.h5"
+check "train-crash-resume: nothing trained" test ! -e "$tmp/crash/model.h5"
 refused train-shape-overflow "declares shape .* over 2\^62 tokens" "$GENTRAIN" train \
     --data "$top_srcdir/tests/fuzz/regress/fuzz_tokens/shape-past-2-62-tokens.h5" \
     --steps 1 --out ""

@@ -45,7 +45,7 @@ int probe_child(int (*fn)(void *), void *arg, int seconds)
         alarm((unsigned)seconds);
         int rc = fn(arg);
         fflush(NULL);
-        _exit(rc == 0 ? 0 : 1);
+        _exit(rc == 0 ? 0 : PROBE_EXIT_REFUSED);
     }
     int status = 0;
     while (waitpid(pid, &status, 0) < 0) {
@@ -55,7 +55,14 @@ int probe_child(int (*fn)(void *), void *arg, int seconds)
             return -SIGKILL;
         }
     }
-    if (WIFEXITED(status)) return WEXITSTATUS(status) == 0 ? 0 : 1;
+    if (WIFEXITED(status)) {
+        const int code = WEXITSTATUS(status);
+        /* Any other status is no verdict of fn's: something in the child ended it
+         * (a sanitizer's report on a fault inside HDF5 exits 1, a library may call
+         * exit()), so the file is as much to blame as for a signal. */
+        if (code == 0 || code == PROBE_EXIT_REFUSED) return code == 0 ? 0 : 1;
+        return -(PROBE_EXITED + code);
+    }
     return WIFSIGNALED(status) ? -WTERMSIG(status) : -SIGKILL;
 }
 
@@ -65,6 +72,9 @@ void probe_report(const char *what, const char *path, int rc, int seconds)
         gt_error("%s %s: reading it did not finish in %d s (the HDF5 library loops on "
                  "some damaged files): the file is damaged", what,
                  path, probe_seconds(seconds));
+    else if (rc <= -PROBE_EXITED)
+        gt_error("%s %s: reading it ended the reading process early (exit status %d): the "
+                 "file is damaged", what, path, -rc - PROBE_EXITED);
     else if (rc == -SIGPIPE)
         /* the child's own output met a closed pipe (`gentrain inspect F | head`): the
          * file is not to blame */
