@@ -131,7 +131,10 @@ NOT_THE_CAUSE='libclang_rt|compiler-rt|/fuzzer/|fuzzer::|sanitizer|asan_|__inter
 
 # where_stopped INPUT TARGET: "hdf5 FUNCTION" when the first frame of the report's
 # stack (a leak's: where it was allocated) that is none of the above is inside libhdf5;
-# "gentrain FRAME" when it is elsewhere; "clean" when the input runs clean again
+# "gentrain FRAME" when it is elsewhere; "clean" when the input runs clean again.
+# An out-of-memory stop with no stack is run once more with the RSS watch raised: when
+# one huge malloc comes just as the RSS passes the limit, libFuzzer's RSS thread ends
+# the run before its malloc hook prints where the malloc was; alone, the hook does.
 where_stopped() {
     local report frame
     report=$(ASAN_OPTIONS=symbolize=1 UBSAN_OPTIONS=print_stacktrace=1 \
@@ -142,6 +145,12 @@ where_stopped() {
         return
     fi
     frame=$(echo "$report" | grep -E '^ +#[0-9]+ 0x' | grep -v -E "$NOT_THE_CAUSE" | head -n 1)
+    if [ -z "$frame" ] && echo "$report" | grep -q 'out-of-memory (malloc('; then
+        report=$(ASAN_OPTIONS=symbolize=1 timeout 60 "$FUZZ_DIR/$2" -timeout=10 \
+            -rss_limit_mb=8192 -malloc_limit_mb=2048 -close_fd_mask=2 "$1" 2>&1)
+        frame=$(echo "$report" | grep -E '^ +#[0-9]+ 0x' | grep -v -E "$NOT_THE_CAUSE" |
+            head -n 1)
+    fi
     if echo "$frame" | grep -q -E 'libhdf5|in H5[A-Za-z0-9_]+'; then
         frame=$(echo "$frame" | sed -n 's/.* in \([A-Za-z0-9_]*\) .*/\1/p')
         echo "hdf5 ${frame:-(unnamed)}"
