@@ -19,7 +19,7 @@
  * probe_report(what, path, rc, seconds) prints the one line for a child that ended
  * early, rc < 0: "gentrain: error: <what> <path>: reading it crashed the HDF5 library
  * (signal 11): the file is damaged", "... did not finish in N s ..." or "... ended the
- * reading process (exit status N) ...".
+ * reading process early (exit status N) ...".
  *
  * probe_run(what, path, fn, arg, seconds) is the two together for one file: 0 when fn
  * returned 0, 1 when it returned non-zero (it reported why), -1 after probe_report. */
