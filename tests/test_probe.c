@@ -5,7 +5,8 @@
  *  - a signal ends it (SIGUSR1: a sanitizer would turn a SIGSEGV into an exit);
  *  - it exits with a status of its own, as AddressSanitizer does (exit 1) after a
  *    fault inside HDF5: a crash too, never taken for the reader's verdict;
- *  - it loops past its time (SIGALRM);
+ *  - it loops past its time (SIGALRM), also where this process ignores and blocks
+ *    SIGALRM (a launcher's leftovers, which the child inherits);
  *  - GENTRAIN_PROBE=off: the reader runs in this process.
  * Every error line is captured from stderr: one per run, the reader's or probe_report's. */
 #include <signal.h>
@@ -102,6 +103,21 @@ int main(void)
     rc = run_capturing("f.h5", loops, NULL, &err);
     TU_CHECK(rc == -1 && tu_count_lines(err) == 1 && strstr(err, "did not finish in 1 s"),
              "a reader that loops: stopped after 1 s, one line");
+    /* a launcher may start gentrain with SIGALRM ignored or blocked: the child's alarm
+     * must still end it */
+    sigset_t alrm, old_mask;
+    sigemptyset(&alrm);
+    sigaddset(&alrm, SIGALRM);
+    sigprocmask(SIG_BLOCK, &alrm, &old_mask);
+    void (*old_handler)(int) = signal(SIGALRM, SIG_IGN);
+    const double t0 = gt_now();
+    rc = probe_child(loops, NULL, 1);
+    const double waited = gt_now() - t0;
+    signal(SIGALRM, old_handler);
+    sigprocmask(SIG_SETMASK, &old_mask, NULL);
+    TU_CHECK(rc == -SIGALRM && waited < 30,
+             "SIGALRM ignored and blocked here: the child's alarm still ends it (%d after "
+             "%.1f s)", rc, waited);
 
     setenv("GENTRAIN_PROBE", "off", 1);
     pid_t self = getpid();

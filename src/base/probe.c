@@ -41,7 +41,13 @@ int probe_child(int (*fn)(void *), void *arg, int seconds)
         (void)prctl(PR_SET_PDEATHSIG, SIGKILL);
 #endif
         if (getppid() != parent) _exit(1);
+        /* the alarm must end the child even where the launcher left SIGALRM ignored
+         * or blocked (both are inherited) */
         signal(SIGALRM, SIG_DFL);
+        sigset_t alrm;
+        sigemptyset(&alrm);
+        sigaddset(&alrm, SIGALRM);
+        (void)sigprocmask(SIG_UNBLOCK, &alrm, NULL);
         alarm((unsigned)seconds);
         int rc = fn(arg);
         fflush(NULL);
