@@ -179,12 +179,12 @@ static void dp_scalar(int d, int a, int b, int M, int N, int K)
     }
 }
 
-static atomic_int vector_on = AMX_EMUL_BEST;
+static atomic_int emul_loop = AMX_EMUL_BEST; /* amx_emul_vector's choice */
 
 int amx_emul_vector(int loop)
 {
     const int known = loop == AMX_EMUL_SCALAR || loop == AMX_EMUL_BEST || loop == AMX_EMUL_AVX2;
-    return atomic_exchange(&vector_on, known ? loop : AMX_EMUL_BEST);
+    return atomic_exchange(&emul_loop, known ? loop : AMX_EMUL_BEST);
 }
 
 static atomic_int timing_on;
@@ -196,7 +196,7 @@ static int dp_vector(int d, int a, int b, int M, int N, int K)
 {
 #if GT_SIMD_X86
     typedef const uint8_t(*crows)[AMX_MAX_COLSB];
-    const int loop = atomic_load_explicit(&vector_on, memory_order_relaxed);
+    const int loop = atomic_load_explicit(&emul_loop, memory_order_relaxed);
     if (loop == AMX_EMUL_BEST && cpu_isa_level() >= CPU_ISA_AVX512)
         return amx_emul_dp_avx512(st.data[d], (crows)st.data[a], (crows)st.data[b], M, N, K);
     if (loop != AMX_EMUL_SCALAR && cpu_isa_level() >= CPU_ISA_AVX2)
