@@ -16,8 +16,9 @@
  * library's dlclose is used. In a build with it, dlclose(handle) returns 0 and does
  * nothing; no gentrain code depends on an object being unloaded (the one caller, the
  * CUDA driver probe of offload/cuda_presence.h, only releases its handle). Linked into
- * each gentrain program (Makefile.am), not into the library, so that it cannot be
- * left out. */
+ * each gentrain program (Makefile.am), not put in the library: the linker takes an
+ * archive's member only for a symbol an object already asks for, and a program need
+ * not ask for dlclose. */
 #include <dlfcn.h>
 
 /* gcc says -fsanitize=address with __SANITIZE_ADDRESS__, clang with __has_feature. */
