@@ -129,6 +129,11 @@ is_hdf5_target() { case $1 in fuzz_tokens|fuzz_model|fuzz_ckpt) return 0;; esac;
 # library's, and the allocation and copy functions everyone calls
 NOT_THE_CAUSE='libclang_rt|compiler-rt|/fuzzer/|fuzzer::|sanitizer|asan_|__interceptor|libc\.so|libpthread|libstdc\+\+|sysdeps/|libio/|stdio-common/|string/| in (malloc|calloc|realloc|free|strdup|strndup|memcpy|memmove|memset|v?s?n?printf|main) '
 
+# first_cause_frame < REPORT: the report's first stack frame that is none of the above
+first_cause_frame() {
+    grep -E '^ +#[0-9]+ 0x' | grep -v -E "$NOT_THE_CAUSE" | head -n 1
+}
+
 # where_stopped INPUT TARGET: "hdf5 FUNCTION" when the first frame of the report's
 # stack (a leak's: where it was allocated) that is none of the above is inside libhdf5;
 # "gentrain FRAME" when it is elsewhere; "clean" when the input runs clean again.
@@ -144,12 +149,11 @@ where_stopped() {
         echo clean
         return
     fi
-    frame=$(echo "$report" | grep -E '^ +#[0-9]+ 0x' | grep -v -E "$NOT_THE_CAUSE" | head -n 1)
+    frame=$(echo "$report" | first_cause_frame)
     if [ -z "$frame" ] && echo "$report" | grep -q 'out-of-memory (malloc('; then
         report=$(ASAN_OPTIONS=symbolize=1 timeout 60 "$FUZZ_DIR/$2" -timeout=10 \
             -rss_limit_mb=8192 -malloc_limit_mb=2048 -close_fd_mask=2 "$1" 2>&1)
-        frame=$(echo "$report" | grep -E '^ +#[0-9]+ 0x' | grep -v -E "$NOT_THE_CAUSE" |
-            head -n 1)
+        frame=$(echo "$report" | first_cause_frame)
     fi
     if echo "$frame" | grep -q -E 'libhdf5|in H5[A-Za-z0-9_]+'; then
         frame=$(echo "$frame" | sed -n 's/.* in \([A-Za-z0-9_]*\) .*/\1/p')

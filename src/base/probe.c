@@ -63,10 +63,11 @@ int probe_child(int (*fn)(void *), void *arg, int seconds)
     }
     if (WIFEXITED(status)) {
         const int code = WEXITSTATUS(status);
+        if (code == 0) return 0;
+        if (code == PROBE_EXIT_REFUSED) return 1;
         /* Any other status is no verdict of fn's: something in the child ended it
          * (a sanitizer's report on a fault inside HDF5 exits 1, a library may call
          * exit()), so the file is as much to blame as for a signal. */
-        if (code == 0 || code == PROBE_EXIT_REFUSED) return code == 0 ? 0 : 1;
         return -(PROBE_EXITED + code);
     }
     return WIFSIGNALED(status) ? -WTERMSIG(status) : -SIGKILL;
