@@ -13,22 +13,33 @@
 #include "model.h"
 #include "fuzz_common.h"
 
-static char dir[64], weights[128];
+static char dir[4096], config[4200], weights[4200];
 
-/* A folder of this process with the config, once. */
+/* At exit (libFuzzer ends a run through exit): the folder goes, so that runs do not
+ * pile folders up under TMPDIR. A crash leaves it, beside the crash's input. */
+static void remove_folder(void)
+{
+    unlink(weights);
+    unlink(config);
+    rmdir(dir);
+}
+
+/* A folder of this process with the config, once, under TMPDIR (else /tmp). */
 static void make_folder(void)
 {
-    snprintf(dir, sizeof dir, "/tmp/fuzz_hf.XXXXXX");
+    const char *tmp = getenv("TMPDIR");
+    if (!tmp || !*tmp) tmp = "/tmp";
+    if ((size_t)snprintf(dir, sizeof dir, "%s/fuzz_hf.XXXXXX", tmp) >= sizeof dir) abort();
     if (!mkdtemp(dir)) abort();
-    char path[128];
-    snprintf(path, sizeof path, "%s/config.json", dir);
-    FILE *f = fopen(path, "w");
+    snprintf(config, sizeof config, "%s/config.json", dir);
+    snprintf(weights, sizeof weights, "%s/model.safetensors", dir);
+    if (atexit(remove_folder) != 0) abort();
+    FILE *f = fopen(config, "w");
     if (!f) abort();
     fputs("{\"model_type\": \"gpt2\", \"vocab_size\": 256, \"n_positions\": 8, "
           "\"n_embd\": 8, \"n_layer\": 1, \"n_head\": 1, \"activation_function\": "
           "\"gelu_new\", \"layer_norm_epsilon\": 1e-05, \"tie_word_embeddings\": true}\n", f);
     if (fclose(f) != 0) abort();
-    snprintf(weights, sizeof weights, "%s/model.safetensors", dir);
 }
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
