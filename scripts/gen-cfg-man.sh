@@ -3,7 +3,7 @@
 # TEMPLATE (man/gentrain.cfg.5.in) with its @KEYS@ line replaced by the key table
 # of `GENTRAIN train --help` (group, name, default, meaning, range), and @VERSION@ by
 # `GENTRAIN --version`. The program prints that table from the same rows its parser
-# reads (src/config/config.c), so the page cannot drift from the keys the program takes.
+# reads (src/config/config_keys.c), so the page cannot drift from the keys the program takes.
 #
 #   scripts/gen-cfg-man.sh path/to/gentrain man/gentrain.cfg.5.in > gentrain.cfg.5
 set -u

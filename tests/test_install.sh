@@ -2,8 +2,9 @@
 # make install into a scratch DESTDIR, then make installcheck there (a few training
 # steps with the installed files only); the man pages against the program: a page for
 # every verb of `gentrain --help`, every option of a verb's --help in its page, and
-# gentrain.cfg(5) listing exactly the keys of the config table (src/config/config.c); the job
-# scripts carry the installed program's path; make uninstall leaves no file behind.
+# gentrain.cfg(5) listing exactly the keys of the config table
+# (src/config/config_keys.c); the job scripts carry the installed program's path; make
+# uninstall leaves no file behind.
 set -u
 : "${GENTRAIN:?}" "${top_srcdir:?}" "${top_builddir:?}" "${VERSION:?}"
 . "$top_srcdir/tests/lib.sh"
@@ -33,8 +34,8 @@ for v in $verbs; do
     check "gentrain(1) names gentrain-$v(1)" grep -q "gentrain\\\\-$v (1)" "$man1/gentrain.1"
 done
 
-# gentrain.cfg(5): exactly the keys of the table in src/config/config.c.
-table=$(sed -n '/^static const key_def keys\[\] = {/,/^};/p' "$top_srcdir/src/config/config.c" |
+# gentrain.cfg(5): exactly the keys of the table in src/config/config_keys.c.
+table=$(sed -n '/^const key_def config_keys\[\] = {/,/^};/p' "$top_srcdir/src/config/config_keys.c" |
     grep -o 'KEY_[A-Z0-9]*([a-z_0-9]*' | sed 's/.*(//' | sort)
 inpage=$(sed -n '/^\.SH KEYS/,/^\.SH /p' "$man5/gentrain.cfg.5" |
     sed -n 's/^\.BR \([^ ]*\) .*/\1/p' | sed 's/\\//g' | sort)

@@ -2,9 +2,9 @@
  *
  * Sources, later ones winning: built-in defaults, `--config FILE` (lines `key = value`,
  * `#` starts a comment, blank lines ignored), then `--key value` / `--key=value` on the
- * command line. Every key is declared once in the key table in config.c (name, type,
- * default, allowed range, one-line help); parsing, validation, --help and printing are
- * all driven by that table, so a new key is one table row.
+ * command line. Every key is declared once in the key table in config_keys.c (name,
+ * type, default, allowed range, one-line help); parsing, validation, --help and
+ * printing are all driven by that table, so a new key is one table row.
  *
  * Errors: an unknown key, a value that does not parse or is out of range, or an
  * inconsistent combination (n_embd % n_head != 0, min_lr > lr, ...) is reported as one
@@ -21,7 +21,8 @@
 #define GT_NAME_MAX 256
 
 /* The enumerated keys, parsed once from their words (the order of each list is the
- * order of the words in the key table of config.c; config_enum_word names a value). */
+ * order of the words in the key table of config_keys.c; config_enum_word names a
+ * value). */
 typedef enum { PRECISION_FP32, PRECISION_BF16 } gt_precision;
 typedef enum { THREAD_TEAM_ADAPTIVE, THREAD_TEAM_FIXED } gt_thread_team;
 typedef enum { OFFLOAD_ALL, OFFLOAD_BLOCKS, OFFLOAD_NONE, OFFLOAD_REQUIRED } gt_offload;
