@@ -1,4 +1,5 @@
-/* ckpt — see ckpt.h.
+/* ckpt — see ckpt.h: one checkpoint file, saved, read and verified (the folder of them,
+ * by name, is ckpt_dir.c's).
  *
  * The /model group is written and read by the model file's own code (h5model_io.h), so
  * a checkpoint's parameters are exactly a model file's. Loading reads the whole file
@@ -6,8 +7,8 @@
  * caller's buffers: a damaged file changes nothing. */
 #define GT_MODEL_FILE_MODULE /* may include h5model_io.h */
 #include "ckpt.h"
+#include "ckpt_internal.h"
 
-#include <dirent.h>
 #include <errno.h>
 #include <inttypes.h>
 #include <limits.h>
@@ -16,7 +17,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/stat.h>
 #include <unistd.h>
 
 #include <hdf5.h>
@@ -27,7 +27,6 @@
 #include "h5model_io.h"
 #include "h5util.h"
 
-#define WHY_CAP 6000 /* room for a path of GT_PATH_MAX and the reason */
 
 /* ---- checksum ------------------------------------------------------------------- */
 
@@ -196,122 +195,6 @@ static int read_flat(hid_t file, const char *name, float *out, size_t n, char *w
     return read_vec(file, name, H5T_NATIVE_FLOAT, H5T_FLOAT, "float32", out, n, why, cap);
 }
 
-/* ---- names in the folder ---------------------------------------------------------- */
-
-/* Step of a name "ckpt_<digits>.h5" (suffix ".h5.tmp" when tmp): 0 with *step, or -1. */
-static int parse_name(const char *name, int tmp, int64_t *step)
-{
-    if (strncmp(name, "ckpt_", 5) != 0) return -1;
-    const char *p = name + 5, *q = p;
-    int64_t v = 0;
-    for (; *q >= '0' && *q <= '9'; q++) {
-        if (v > (INT64_MAX - 9) / 10) return -1;
-        v = v * 10 + (*q - '0');
-    }
-    if (q == p || strcmp(q, tmp ? ".h5.tmp" : ".h5") != 0) return -1;
-    *step = v;
-    return 0;
-}
-
-typedef struct entry {
-    int64_t step;
-    char *name;
-} entry;
-
-static int by_step_desc(const void *a, const void *b)
-{
-    const entry *x = a, *y = b;
-    if (x->step != y->step) return x->step < y->step ? 1 : -1;
-    return strcmp(y->name, x->name);
-}
-
-static void free_entries(entry *e, size_t n)
-{
-    for (size_t i = 0; i < n; i++) free(e[i].name);
-    free(e);
-}
-
-/* The checkpoint files (tmp = 0) or stale temporaries (tmp = 1) of dir, highest step
- * first. Returns 0 (*out may be NULL when none), 1 when dir does not exist, -1
- * (reported). */
-static int list_dir(const char *dir, int tmp, entry **out, size_t *count)
-{
-    *out = NULL;
-    *count = 0;
-    DIR *d = opendir(dir);
-    if (!d) {
-        if (errno == ENOENT) return 1;
-        gt_error("cannot read checkpoint folder %s: %s", dir, h5io_errno_reason(errno));
-        return -1;
-    }
-    entry *v = NULL;
-    size_t n = 0, cap = 0;
-    for (struct dirent *e; (e = readdir(d)) != NULL;) {
-        int64_t step;
-        if (parse_name(e->d_name, tmp, &step) != 0) continue;
-        if (n == cap) {
-            cap = cap ? 2 * cap : 16;
-            entry *nv = realloc(v, cap * sizeof *v);
-            if (!nv) goto oom;
-            v = nv;
-        }
-        if (!(v[n].name = strdup(e->d_name))) goto oom;
-        v[n++].step = step;
-    }
-    closedir(d);
-    if (n) qsort(v, n, sizeof *v, by_step_desc);
-    *out = v;
-    *count = n;
-    return 0;
-oom:
-    closedir(d);
-    free_entries(v, n);
-    gt_error("out of memory listing %s", dir);
-    return -1;
-}
-
-static char *join(const char *dir, const char *name)
-{
-    size_t n = strlen(dir) + strlen(name) + 2;
-    char *s = malloc(n);
-    if (s) snprintf(s, n, "%s%s%s", dir, dir[0] && dir[strlen(dir) - 1] == '/' ? "" : "/",
-                    name);
-    return s;
-}
-
-/* Deletes stale ckpt_*.h5.tmp files; returns how many, or -1 (reported). */
-static int remove_stale_tmp(const char *dir)
-{
-    entry *e;
-    size_t n;
-    int r = list_dir(dir, 1, &e, &n);
-    if (r != 0) return r < 0 ? -1 : 0;
-    int removed = 0, rc = 0;
-    for (size_t i = 0; i < n; i++) {
-        char *p = join(dir, e[i].name);
-        if (p && unlink(p) == 0) {
-            removed++;
-        } else if (p && errno != ENOENT) {
-            gt_error("cannot delete the unfinished checkpoint %s: %s", p,
-                     h5io_errno_reason(errno));
-            rc = -1;
-        }
-        free(p);
-    }
-    free_entries(e, n);
-    return rc ? -1 : removed;
-}
-
-int ckpt_path(const char *dir, int64_t step, char *buf, size_t cap)
-{
-    const char *sep = dir[0] && dir[strlen(dir) - 1] == '/' ? "" : "/";
-    int n = snprintf(buf, cap, "%s%sckpt_%08" PRId64 ".h5", dir, sep, step);
-    if (n < 0 || (size_t)n >= cap) {
-        gt_error("checkpoint path too long in %s", dir);
-        return -1;
-    }
-    return 0;
-}
 
 void ckpt_meta_free(ckpt_meta *meta)
 {
@@ -436,7 +319,7 @@ int ckpt_save(const char *dir, int64_t step, const ckpt_state *st, const char *c
         gt_error("cannot save checkpoint %s: %s", path, bad_state);
         return -1;
     }
-    if (remove_stale_tmp(dir) < 0) return -1;
+    if (ckpt_remove_stale_tmp(dir) < 0) return -1;
 
     const size_t n = st->table->total;
     const int in_flight = st->async ? st->async->n : 0;
@@ -489,34 +372,6 @@ fail:
     return rc;
 }
 
-int ckpt_prune(const char *dir, int keep, int64_t upto)
-{
-    if (keep < 1) keep = 1;
-    int removed = remove_stale_tmp(dir);
-    if (removed < 0) return -1;
-    entry *e;
-    size_t n;
-    int r = list_dir(dir, 0, &e, &n);
-    if (r != 0) return r < 0 ? -1 : removed;
-    int rc = 0;
-    /* names above upto (a damaged checkpoint resume = auto skipped, a folder) are
-     * neither counted nor deleted: they would push out the files just written */
-    size_t first = 0;
-    while (first < n && e[first].step > upto) first++;
-    for (size_t i = first + (size_t)keep; i < n; i++) {
-        char *p = join(dir, e[i].name);
-        if (!p || unlink(p) != 0) {
-            gt_error("cannot delete old checkpoint %s/%s: %s", dir, e[i].name,
-                     p ? h5io_errno_reason(errno) : "out of memory");
-            rc = -1;
-        } else {
-            removed++;
-        }
-        free(p);
-    }
-    free_entries(e, n);
-    return rc ? -1 : removed;
-}
 
 /* ---- reading ---------------------------------------------------------------------- */
 
@@ -904,57 +759,12 @@ int ckpt_read_meta(const char *path, ckpt_meta *meta)
     return rc;
 }
 
-int64_t ckpt_newest_step(const char *dir)
+int ckpt_verify(const char *path, ckpt_meta *meta, char *why, size_t cap)
 {
-    entry *e;
-    size_t n;
-    const int r = list_dir(dir, 0, &e, &n);
-    if (r != 0) return r < 0 ? -2 : -1;
-    const int64_t step = n ? e[0].step : -1; /* highest first */
-    free_entries(e, n);
-    return step;
-}
-
-int ckpt_find_latest(const char *dir, char *out, size_t cap)
-{
-    entry *e;
-    size_t n;
-    int r = list_dir(dir, 0, &e, &n);
-    if (r != 0) return r < 0 ? -1 : 0;
-    int rc = 0;
-    char why[WHY_CAP];
-    for (size_t i = 0; i < n && rc == 0; i++) {
-        char *p = join(dir, e[i].name);
-        if (!p) {
-            gt_error("out of memory scanning %s", dir);
-            rc = -1;
-            break;
-        }
-        ckpt_meta meta;
-        loaded got;
-        h5lock_acquire();
-        int ok = read_ckpt(p, NULL, 1, &meta, &got, why, sizeof why) == 0;
-        h5lock_release();
-        if (ok) {
-            ckpt_meta_free(&meta);
-            loaded_free(&got);
-            if (meta.step != e[i].step) {
-                gt_warn("skipping checkpoint %s: it holds step %" PRId64
-                        ", not the step of its name",
-                        p, meta.step);
-            } else if (gt_strlcpy(out, p, cap) != 0) {
-                gt_error("checkpoint path too long: %s", p);
-                rc = -1;
-            } else {
-                rc = 1;
-            }
-        } else {
-            gt_warn("skipping checkpoint %s: %s", p, why);
-        }
-        free(p);
-    }
-    free_entries(e, n);
-    /* checkpoint files, and not one of them usable: not the same as none at all */
-    if (rc == 0 && n > 0) rc = 2;
+    loaded got;
+    h5lock_acquire();
+    const int rc = read_ckpt(path, NULL, 1, meta, &got, why, cap);
+    h5lock_release();
+    if (rc == 0) loaded_free(&got);
     return rc;
 }
