@@ -3,10 +3,29 @@
 # Each check prints one line (ok/FAIL), so a failing log says which one.
 
 # Makes $tmp (removed when the script exits) under TEST_TMPDIR (the build's test
-# folder, so `make distcheck` finds nothing left in the source tree).
+# folder, so `make distcheck` finds nothing left in the source tree). Open MPI's own
+# files of the test's runs go in a folder of the test too, $mpi_tmp in /dev/shm (its
+# shared-memory segments and its session folder): a rank that a test kills on purpose
+# cannot remove its segment, and mpirun leaves such a job's session behind, so
+# without it every `make check` left files in /dev/shm and TMPDIR. The folder is in
+# /dev/shm, not in $tmp: the session holds sockets, whose paths must stay short, and
+# the segments stay in memory. Where /dev/shm is not writable, Open MPI's defaults.
 test_tmpdir() {
     tmp=$(mktemp -d "${TEST_TMPDIR:-${TMPDIR:-/tmp}}/$1.XXXXXX") || exit 99
-    trap 'rm -rf "$tmp"' EXIT
+    mpi_tmp=""
+    if [ -d /dev/shm ] && [ -w /dev/shm ]; then
+        mpi_tmp=$(mktemp -d "/dev/shm/gentrain-test.$1.XXXXXX" 2> /dev/null) || mpi_tmp=""
+    fi
+    if [ -n "$mpi_tmp" ]; then
+        export OMPI_MCA_btl_vader_backing_directory=$mpi_tmp OMPI_MCA_orte_tmpdir_base=$mpi_tmp
+    fi
+    trap test_cleanup EXIT
+}
+
+# Removes what test_tmpdir made; a test that sets its own EXIT trap calls it last.
+test_cleanup() {
+    rm -rf "$tmp"
+    [ -z "${mpi_tmp:-}" ] || rm -rf "$mpi_tmp"
 }
 
 # Skips the test (exit 77) when configure found no mpirun: for tests that are all MPI.

@@ -592,7 +592,7 @@ refused full-prepare "disk full" "${SMALL_FS[@]}" "$GENTRAIN" prepare \
 check "full-prepare: the older file of that name is intact, no .tmp" \
     test "$(cksum < "$tmp/old.h5")" = "$sum_old" -a ! -e "$tmp/old.h5.tmp"
 if [ "$(id -u)" = 0 ] && mkdir -p "$tmp/mnt" && mount -t tmpfs -o size=1m tmpfs "$tmp/mnt" 2> /dev/null; then
-    trap 'umount "$tmp/mnt" 2> /dev/null; rm -rf "$tmp"' EXIT
+    trap 'umount "$tmp/mnt" 2> /dev/null; test_cleanup' EXIT
     refused tmpfs-full "disk full" "$GENTRAIN" train "${TRAIN_ARGS[@]}" --out "$tmp/mnt/run" \
         --ckpt_every 1
     check "tmpfs-full: no partial checkpoint" test -z "$(ls "$tmp/mnt/run/checkpoints")"

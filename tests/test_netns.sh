@@ -30,7 +30,7 @@ skip() { echo "skip: $*"; exit 77; }
 NH_HOSTS=2
 nh_usable || skip "$NH_WHY"
 test_tmpdir netns
-trap 'nh_down; rm -rf "$tmp"' EXIT
+trap 'nh_down; test_cleanup' EXIT
 trap 'exit 129' HUP
 trap 'exit 130' INT
 trap 'exit 143' TERM

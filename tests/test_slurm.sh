@@ -58,7 +58,7 @@ stop_daemons() {
         done
         kill -KILL "$pid" 2> /dev/null
     done
-    rm -rf "$tmp"
+    test_cleanup
 }
 trap stop_daemons EXIT
 
