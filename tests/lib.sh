@@ -17,7 +17,8 @@ test_tmpdir() {
         mpi_tmp=$(mktemp -d "/dev/shm/gentrain-test.$1.XXXXXX" 2> /dev/null) || mpi_tmp=""
     fi
     if [ -n "$mpi_tmp" ]; then
-        export OMPI_MCA_btl_vader_backing_directory=$mpi_tmp OMPI_MCA_orte_tmpdir_base=$mpi_tmp
+        export OMPI_MCA_btl_vader_backing_directory=$mpi_tmp
+        export OMPI_MCA_orte_tmpdir_base=$mpi_tmp
     fi
     trap test_cleanup EXIT
 }

@@ -233,7 +233,8 @@ void config_defaults(gt_config *c)
     for (int i = 0; i < config_key_count; i++) {
         /* The defaults are checked by the same code as user values; a failure here is
          * a bug in the table, reported by set_key. */
-        if (set_key(c, config_keys[i].name, config_keys[i].def, "built-in default", NULL) != 0) abort();
+        const key_def *k = &config_keys[i];
+        if (set_key(c, k->name, k->def, "built-in default", NULL) != 0) abort();
     }
 }
 

@@ -276,7 +276,6 @@ static void sorted_words(const char *s, char *out, size_t cap)
     }
 }
 
-/* The known key closest to an unknown one, or NULL if none is close. */
 const char *config_key_suggest(const char *name)
 {
     char lower[64], sw[64], kw[64];
@@ -302,7 +301,6 @@ const char *config_key_suggest(const char *name)
     return (best && best_d <= limit) ? best : NULL;
 }
 
-/* Text such as ">= 1", "> 0", ">= 0 and < 1" or ">= 0 and <= 2147483647". */
 void config_key_range(const key_def *k, char *buf, size_t cap)
 {
     if (k->type == T_DBL) {
@@ -323,7 +321,6 @@ void config_key_range(const key_def *k, char *buf, size_t cap)
     }
 }
 
-/* Word i of choices into buf (cap > 0); "?" when there is none. */
 const char *config_choice_word(const char *choices, int i, char *buf, size_t cap)
 {
     const char *p = choices;
@@ -341,7 +338,8 @@ const char *config_choice_word(const char *choices, int i, char *buf, size_t cap
 
 const char *config_enum_word(const char *key, int v)
 {
-    static _Thread_local char words[CONFIG_KEY_MAX][32]; /* per key, so two results can coexist */
+    /* per key, so that two results can coexist */
+    static _Thread_local char words[CONFIG_KEY_MAX][32];
     const int ki = config_key_index(key);
     if (ki < 0 || config_keys[ki].type != T_ENUM) return "?";
     return config_choice_word(config_keys[ki].choices, v, words[ki], sizeof words[ki]);

@@ -53,7 +53,10 @@ extern const int config_key_count;
 extern const char *const config_group_title[G_COUNT];
 
 /* The field of gt_config that row k names. */
-static inline void *config_field(gt_config *c, const key_def *k) { return (char *)c + k->off; }
+static inline void *config_field(gt_config *c, const key_def *k)
+{
+    return (char *)c + k->off;
+}
 static inline const void *config_cfield(const gt_config *c, const key_def *k)
 {
     return (const char *)c + k->off;

@@ -9,7 +9,6 @@
 
 #include "util.h"
 
-/* Shortest %g text that reads back as exactly v. */
 void config_format_double(double v, char *buf, size_t cap)
 {
     for (int prec = 1; prec <= 17; prec++) {
