@@ -27,7 +27,6 @@
 #include "h5model_io.h"
 #include "h5util.h"
 
-
 /* ---- checksum ------------------------------------------------------------------- */
 
 /* The fields of the checksum line a version 3 file adds (ckpt.h): the global batch,
