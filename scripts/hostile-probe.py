@@ -6,6 +6,13 @@ run before a release and after any change to a reader.
 Cases, all made here from a tiny run of its own (no file of the user is touched):
   config    every key of `gentrain train --help` set to each of a list of odd values
             (negative, zero, huge, fractional, NaN, infinite, empty, text, overflowing);
+  options   every option of the other verbs' --help (prepare, sample, plan, export)
+            that takes a value set to the same odd values, and those that name a file
+            to odd paths (missing, a folder, a device, a text file where HDF5 is read,
+            a data file where a model is, a path of 5,000 characters);
+  env       every GENTRAIN_* variable the program checks (the table of
+            src/cli/env_check.c), and the OpenMP, OpenBLAS, Slurm and MPI launcher
+            variables gentrain reads, set to the odd values for a short training run;
   data      the token file damaged: bytes flipped in its metadata or anywhere, 4 or 8
             bytes set to 0 or 0xff (the size fields), cut short, junk appended; trained on;
   model     model.h5 damaged the same ways; `sample` from it and `inspect` it;
@@ -13,8 +20,9 @@ Cases, all made here from a tiny run of its own (no file of the user is touched)
             and inspected.
 Outcomes:
   refused   exit 1 or 2 with exactly one "gentrain: error:" line (inspect: at least one)
-  accepted  exit 0: for config and data a working run (the damage hit token values or
-            unused bytes); for model and ckpt only when the output is the undamaged
+  accepted  exit 0: for config, options, env and data a working run (the damage hit
+            token values or unused bytes), or one still printing at the timeout (a long
+            run asked for); for model and ckpt only when the output is the undamaged
             file's own (the damage hit bytes no reader uses), otherwise it is BAD
   HDF5      (sanitizer builds) a sanitizer report whose top frame is inside libhdf5,
             from the child that reads the file first (src/base/probe.h), after which the
@@ -27,7 +35,8 @@ Outcomes:
 Every BAD case is listed with its command, so it can be replayed.
 
 usage: scripts/hostile-probe.py --gentrain build/gentrain [--per-kind N] [--seed S]
-                                [--timeout S] [--keep DIR]
+                                [--timeout S] [--keep DIR] [--skip-config]
+                                [--skip-options] [--skip-env]
 """
 import argparse
 import os
@@ -176,6 +185,91 @@ def config_cases(probe):
           flush=True)
 
 
+# Output options: where a verb writes (odd places to write; never a device, which a
+# root run's commit would be refused on anyway).
+OUTPUT_OPTIONS = {"-o", "--out", "--output", "--save-tokenizer"}
+ODD_INPUTS = ["", "/nonexistent/x", ".", "/dev/null", "slice.txt", "d.h5",
+              os.path.join("seed", "model.h5"), "x" * 5000]
+ODD_OUTPUTS = ["", "/nonexistent/x", ".", "afolder", "x" * 5000]
+
+
+def verb_options(probe, verb):
+    """The options of `gentrain VERB --help` that take a value (written `--opt VALUE`,
+    `--opt [VALUE]` or `--opt=VALUE` anywhere in it, the usage lines too), and whether
+    the value names a file: [(option, is_path)], in the order of the help."""
+    rc, out, err = probe.run([verb, "--help"])
+    found = {}
+    for m in re.finditer(r"(--[a-z][a-z-]*)[ =]\[?([A-Z][A-Za-z0-9_.]*)", out):
+        opt, value = m.group(1), m.group(2)
+        is_path = opt in OUTPUT_OPTIONS or bool(re.search(r"FILE|PATH|DIR|OUT|LOG", value))
+        found.setdefault(opt, is_path)
+    if verb == "export":
+        found.setdefault("--format", False)  # takes a word (hf), not a placeholder
+    return list(found.items())
+
+
+def option_cases(probe):
+    os.makedirs(os.path.join(probe.work, "afolder"), exist_ok=True)
+    bases = {"prepare": ["prepare", "slice.txt", "-o", "p.h5"],
+             "sample": ["sample", "--model", os.path.join("seed", "model.h5"),
+                        "--tokens", "8", "--seed", "1"],
+             "plan": ["plan", "--n_layer", "1", "--n_head", "2", "--n_embd", "16",
+                      "--block_size", "16", "--batch_size", "2", "--vocab_size", "256",
+                      "--core-gflops", "10"],
+             "export": ["export", "--format", "hf", "--model",
+                        os.path.join("seed", "model.h5"), "-o", "hf"]}
+    count = 0
+    for verb, base in bases.items():
+        for opt, is_path in verb_options(probe, verb):
+            if opt == "--measure":
+                continue  # a timing run, not a reader
+            values = ODD_VALUES + ((ODD_OUTPUTS if opt in OUTPUT_OPTIONS else ODD_INPUTS)
+                                   if is_path else [])
+            for value in values:
+                args = base + [opt, value]
+                rc, out, err = probe.run(args)
+                what = "gentrain " + " ".join(repr(a) if a in ("", " ") else a[:80]
+                                              for a in args)
+                count += 1
+                if rc == "timeout" and out.strip():
+                    probe.record("options", "accepted", what)  # a long but working run
+                    continue
+                probe.judge("options", what, rc, err)
+    print("hostile-probe: options: %d runs of prepare, sample, plan and export done" % count,
+          flush=True)
+
+
+# Variables gentrain reads besides its own GENTRAIN_* (the threads, the BLAS core, the
+# launcher's world).
+OTHER_ENV = ["OMP_NUM_THREADS", "OMP_PROC_BIND", "OMP_PLACES", "OPENBLAS_NUM_THREADS",
+             "OPENBLAS_CORETYPE", "SLURM_CPUS_PER_TASK", "SLURM_PROCID",
+             "SLURM_STEP_NUM_TASKS", "OMPI_COMM_WORLD_SIZE", "OMPI_COMM_WORLD_RANK",
+             "PMI_SIZE", "PMIX_RANK"]
+
+
+def env_cases(probe):
+    table = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "src", "cli",
+                         "env_check.c")
+    try:
+        own = sorted(set(re.findall(r'\{"(GENTRAIN_[A-Z0-9_]+)"', open(table).read())))
+    except OSError as e:
+        sys.exit("hostile-probe: cannot read the variables' table %s: %s" % (table, e))
+    if not own:
+        sys.exit("hostile-probe: no GENTRAIN_* variable found in %s" % table)
+    base = ["train", "--data", "d.h5"] + TINY + ["--steps", "2", "--out", ""]
+    for name in own + OTHER_ENV:
+        for value in ODD_VALUES:
+            rc, out, err = probe.run(base, env={name: value})
+            what = "%s=%r gentrain %s" % (name, value, " ".join(repr(a) if a == "" else a
+                                                                for a in base))
+            if rc == "timeout" and re.search(r"^step ", out, re.M):
+                probe.record("env", "accepted", what)
+                continue
+            probe.judge("env", what, rc, err)
+    print("hostile-probe: env: %d variables x %d values done" %
+          (len(own) + len(OTHER_ENV), len(ODD_VALUES)), flush=True)
+
+
 def file_cases(probe, rng, per_kind, ckpt):
     sample = ["sample", "--model", "CASE", "--tokens", "8", "--seed", "1",
               "--prompt", "ROMEO:"]
@@ -216,6 +310,8 @@ def main():
     ap.add_argument("--timeout", type=int, default=60)
     ap.add_argument("--keep", help="work in this folder and keep it")
     ap.add_argument("--skip-config", action="store_true")
+    ap.add_argument("--skip-options", action="store_true")
+    ap.add_argument("--skip-env", action="store_true")
     a = ap.parse_args()
     work = a.keep or tempfile.mkdtemp(prefix="gentrain-probe.")
     os.makedirs(work, exist_ok=True)
@@ -223,6 +319,10 @@ def main():
     ckpt = make_seeds(probe, os.path.abspath(a.corpus))
     if not a.skip_config:
         config_cases(probe)
+    if not a.skip_options:
+        option_cases(probe)
+    if not a.skip_env:
+        env_cases(probe)
     file_cases(probe, random.Random(a.seed), a.per_kind, ckpt)
     total = sum(probe.counts.values())
     print("hostile-probe: %d runs" % total)
