@@ -4,29 +4,30 @@
 
 # Makes $tmp (removed when the script exits) under TEST_TMPDIR (the build's test
 # folder, so `make distcheck` finds nothing left in the source tree). Open MPI's own
-# files of the test's runs go in a folder of the test too, $mpi_tmp in /dev/shm (its
-# shared-memory segments and its session folder): a rank that a test kills on purpose
-# cannot remove its segment, and mpirun leaves such a job's session behind, so
-# without it every `make check` left files in /dev/shm and TMPDIR. The folder is in
-# /dev/shm, not in $tmp: the session holds sockets, whose paths must stay short, and
-# the segments stay in memory. Where /dev/shm is not writable, Open MPI's defaults.
+# files of the test's runs go in folders of the test too, removed with it: a rank that
+# a test kills on purpose cannot remove its shared-memory segment, and mpirun leaves
+# such a job's session folder behind, so without them every `make check` left files in
+# /dev/shm and TMPDIR. The segments go in $mpi_shm, in /dev/shm where they were (in
+# memory); the session in $mpi_session, in TMPDIR where it was (its sockets' paths
+# must stay short, which $tmp's need not be). Where a folder cannot be made, Open
+# MPI's default place.
 test_tmpdir() {
     tmp=$(mktemp -d "${TEST_TMPDIR:-${TMPDIR:-/tmp}}/$1.XXXXXX") || exit 99
-    mpi_tmp=""
+    mpi_shm="" mpi_session=""
     if [ -d /dev/shm ] && [ -w /dev/shm ]; then
-        mpi_tmp=$(mktemp -d "/dev/shm/gentrain-test.$1.XXXXXX" 2> /dev/null) || mpi_tmp=""
+        mpi_shm=$(mktemp -d "/dev/shm/gentrain-test.$1.XXXXXX" 2> /dev/null) || mpi_shm=""
     fi
-    if [ -n "$mpi_tmp" ]; then
-        export OMPI_MCA_btl_vader_backing_directory=$mpi_tmp
-        export OMPI_MCA_orte_tmpdir_base=$mpi_tmp
-    fi
+    [ -z "$mpi_shm" ] || export OMPI_MCA_btl_vader_backing_directory=$mpi_shm
+    mpi_session=$(mktemp -d "${TMPDIR:-/tmp}/gt-mpi.XXXXXX" 2> /dev/null) || mpi_session=""
+    [ -z "$mpi_session" ] || export OMPI_MCA_orte_tmpdir_base=$mpi_session
     trap test_cleanup EXIT
 }
 
 # Removes what test_tmpdir made; a test that sets its own EXIT trap calls it last.
 test_cleanup() {
     rm -rf "$tmp"
-    [ -z "${mpi_tmp:-}" ] || rm -rf "$mpi_tmp"
+    [ -z "${mpi_shm:-}" ] || rm -rf "$mpi_shm"
+    [ -z "${mpi_session:-}" ] || rm -rf "$mpi_session"
 }
 
 # Skips the test (exit 77) when configure found no mpirun: for tests that are all MPI.
