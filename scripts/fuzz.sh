@@ -61,6 +61,24 @@ if ! command -v "$FUZZ_CC" > /dev/null 2>&1 ||
     exit 77
 fi
 
+# LLVM's OpenMP runtime (the targets are built with -fopenmp) registers each process in
+# /dev/shm/__KMP_REGISTERED_LIB_<pid>_<uid> and removes that file when the process
+# exits normally; the children that crash, leak or time out (libFuzzer's fork mode
+# runs many) leave theirs. At the end, the files made during this run by processes
+# that are gone are removed.
+kmp_mark=$(mktemp "${TMPDIR:-/tmp}/fuzz-start.XXXXXX") || exit 1
+remove_stale_kmp() {
+    local f pid
+    for f in /dev/shm/__KMP_REGISTERED_LIB_*_"$(id -u)"; do
+        [ -f "$f" ] && [ "$f" -nt "$kmp_mark" ] || continue
+        pid=${f#/dev/shm/__KMP_REGISTERED_LIB_}
+        pid=${pid%_*}
+        kill -0 "$pid" 2> /dev/null || rm -f "$f"
+    done
+    rm -f "$kmp_mark"
+}
+trap remove_stale_kmp EXIT
+
 OPT=-O1
 [ "$FUZZ_SMOKE" = 1 ] && OPT=-O0
 OBJ_DIR=$FUZZ_DIR/obj$OPT # one per level: a smoke never leaves -O0 objects to fuzzing
