@@ -29,9 +29,10 @@ Outcomes:
             command ended with exit 1 and its one line "reading it crashed the HDF5
             library" or "... ended the reading process early": HDF5's own fault on the
             damaged file, contained as in a plain build (where the child takes a signal)
-  BAD       a signal, a hang (the timeout), any other sanitizer report, an exit 1/2
-            without exactly one error line, or a damaged model/checkpoint giving other
-            output with exit 0.
+  BAD       a signal, a hang (the timeout), any other sanitizer report (leaks judged
+            with tests/lsan.supp, as in `make check`, unless LSAN_OPTIONS is set), an
+            exit 1/2 without exactly one error line, or a damaged model/checkpoint
+            giving other output with exit 0.
 Every BAD case is listed with its command, so it can be replayed.
 
 usage: scripts/hostile-probe.py --gentrain build/gentrain [--per-kind N] [--seed S]
@@ -50,6 +51,9 @@ import tempfile
 TINY = ["--n_layer", "1", "--n_head", "2", "--n_embd", "16", "--block_size", "16",
         "--batch_size", "2", "--eval_every", "0", "--threads", "1"]
 
+LSAN_SUPPRESSIONS = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "tests",
+                                 "lsan.supp")
+
 ODD_VALUES = ["-1", "0", "1", "2147483648", "99999999999999999999", "1e308", "-1e308",
               "nan", "inf", "-inf", "0.5", "", " ", "abc", "0x10", "1e-320",
               "357913942", "none"]
@@ -66,6 +70,11 @@ class Probe:
     def run(self, args, env=None):
         full_env = dict(os.environ)
         full_env.pop("OPENBLAS_CORETYPE", None)
+        # In a sanitizer build, the leaks of Open MPI's own start-up (a case that makes
+        # gentrain start MPI) are told from gentrain's as in `make check`
+        if "LSAN_OPTIONS" not in full_env and os.path.exists(LSAN_SUPPRESSIONS):
+            full_env["LSAN_OPTIONS"] = "suppressions=%s:print_suppressions=0" % \
+                LSAN_SUPPRESSIONS
         # gentrain's reader processes give up on a file after this (a damaged file
         # on which HDF5 loops), well inside the timeout here
         full_env["GENTRAIN_PROBE_SECONDS"] = str(max(1, self.timeout // 4))
