@@ -194,8 +194,8 @@ def config_cases(probe):
           flush=True)
 
 
-# Output options: where a verb writes (odd places to write; never a device, which a
-# root run's commit would be refused on anyway).
+# Output options: where a verb writes. Their odd paths name no device: a run as root
+# would write its .tmp beside it, in /dev.
 OUTPUT_OPTIONS = {"-o", "--out", "--output", "--save-tokenizer"}
 ODD_INPUTS = ["", "/nonexistent/x", ".", "/dev/null", "slice.txt", "d.h5",
               os.path.join("seed", "model.h5"), "x" * 5000]
