@@ -95,9 +95,13 @@ class Probe:
         if outcome == "BAD":
             self.bad.append((kind, what, detail))
 
-    def judge(self, kind, what, rc, err, inspect=False, same_as=None, out=""):
+    def judge(self, kind, what, rc, err, inspect=False, same_as=None, out="", working=None):
+        """working: a pattern of out that tells a long but working run (it still
+        printed it when the timeout came): accepted, not a hang."""
         sanitizer = "AddressSanitizer" in err or "runtime error:" in err
         errors = len(re.findall(r"^gentrain: error:", err, re.M))
+        if rc == "timeout" and working and re.search(working, out, re.M):
+            return self.record(kind, "accepted", what)
         if rc == "timeout":
             return self.record(kind, "BAD", what, "no end within %d s" % self.timeout)
         if rc < 0 or rc > 128:
@@ -186,10 +190,7 @@ def config_cases(probe):
                                                        "--" + key, value]
             rc, out, err = probe.run(args)
             what = "gentrain " + " ".join(repr(a) if a in ("", " ") else a for a in args)
-            if rc == "timeout" and re.search(r"^step ", out, re.M):
-                probe.record("config", "accepted", what)  # a long but working run
-                continue
-            probe.judge("config", what, rc, err)
+            probe.judge("config", what, rc, err, out=out, working=r"^step ")
     print("hostile-probe: config: %d keys x %d values done" % (len(keys), len(ODD_VALUES)),
           flush=True)
 
@@ -240,10 +241,7 @@ def option_cases(probe):
                 what = "gentrain " + " ".join(repr(a) if a in ("", " ") else a[:80]
                                               for a in args)
                 count += 1
-                if rc == "timeout" and out.strip():
-                    probe.record("options", "accepted", what)  # a long but working run
-                    continue
-                probe.judge("options", what, rc, err)
+                probe.judge("options", what, rc, err, out=out, working=r"\S")
     print("hostile-probe: options: %d runs of prepare, sample, plan and export done" % count,
           flush=True)
 
@@ -271,10 +269,7 @@ def env_cases(probe):
             rc, out, err = probe.run(base, env={name: value})
             what = "%s=%r gentrain %s" % (name, value, " ".join(repr(a) if a == "" else a
                                                                 for a in base))
-            if rc == "timeout" and re.search(r"^step ", out, re.M):
-                probe.record("env", "accepted", what)
-                continue
-            probe.judge("env", what, rc, err)
+            probe.judge("env", what, rc, err, out=out, working=r"^step ")
     print("hostile-probe: env: %d variables x %d values done" %
           (len(own) + len(OTHER_ENV), len(ODD_VALUES)), flush=True)
 

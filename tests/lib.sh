@@ -13,10 +13,7 @@
 # MPI's default place.
 test_tmpdir() {
     tmp=$(mktemp -d "${TEST_TMPDIR:-${TMPDIR:-/tmp}}/$1.XXXXXX") || exit 99
-    mpi_shm="" mpi_session=""
-    if [ -d /dev/shm ] && [ -w /dev/shm ]; then
-        mpi_shm=$(mktemp -d "/dev/shm/gentrain-test.$1.XXXXXX" 2> /dev/null) || mpi_shm=""
-    fi
+    mpi_shm=$(mktemp -d "/dev/shm/gentrain-test.$1.XXXXXX" 2> /dev/null) || mpi_shm=""
     [ -z "$mpi_shm" ] || export OMPI_MCA_btl_vader_backing_directory=$mpi_shm
     mpi_session=$(mktemp -d "${TMPDIR:-/tmp}/gt-mpi.XXXXXX" 2> /dev/null) || mpi_session=""
     [ -z "$mpi_session" ] || export OMPI_MCA_orte_tmpdir_base=$mpi_session
