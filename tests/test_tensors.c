@@ -1,5 +1,6 @@
 /* test_tensors — the table of named tensors (src/layout/tensors.c) and the model's description
- * of its parameters as one (gpt_tensor_table, gpt_shape_tensor_table in src/model/model.c).
+ * of its parameters as one (gpt_tensor_table in src/model/model_build.c,
+ * gpt_shape_tensor_table in src/layout/layout.c).
  *
  * Tensors tile the buffer in table order; bad names, ranks, dimensions and sizes are
  * refused in one error line, the table unchanged; the table grows past its first room;

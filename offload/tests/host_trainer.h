@@ -101,7 +101,7 @@ static inline Layout make_layout(const gpu_model_shape &s)
     return L;
 }
 
-// GPT-2 initialisation (src/model/model.c's gpt_init_weights, with driver_util.h's Rng):
+// GPT-2 initialisation (src/model/model_build.c's gpt_init_weights, with driver_util.h's Rng):
 // N(0, 0.02), the residual projections N(0, 0.02/sqrt(2L)), biases 0, LayerNorm
 // weights 1. Each 64 Ki-element chunk has its own stream: the same weights for any
 // thread count.

@@ -2,7 +2,8 @@
  *
  * What the file formats (io/h5/h5model.h, io/ckpt/ckpt.h) take instead of a model: each
  * tensor's name, shape and place in the buffer. The model describes its parameters as
- * such a table (gpt_tensor_table, model.h), so only src/model/model.c knows its layout.
+ * such a table (gpt_tensor_table, model.h), so only the model (src/model/, with
+ * src/layout/) knows its layout.
  *
  * The contract of a table (gt_tensor_table_add keeps it; nothing else writes one):
  *  - the tensors tile the buffer in table order: tensor 0 starts at offset 0, each

@@ -21,7 +21,7 @@
 #include "layout.h" /* defines: gpt_shape, gpt_param_info, GPT_MAX_* */
 #include "tensors.h"
 
-typedef struct gpt_acts gpt_acts; /* activation buffers for one (B,T), model.c */
+typedef struct gpt_acts gpt_acts; /* activation buffers for one (B,T): model_internal.h */
 
 typedef struct gpt_model {
     gpt_shape shape;
@@ -149,7 +149,7 @@ void gpt_backward(gpt_model *m);
 
 /* Floating point operations of one training step (forward + backward) on B x T
  * tokens: the matrix products, and attention's over the full T x T, as MFU is usually
- * counted (model.c says how that differs from what the kernels compute). */
+ * counted (model_build.c says how that differs from what the kernels compute). */
 double gpt_flops_per_step(const gpt_shape *s, int B, int T);
 /* The tensors this model (shard, stage) uses as matrices of its products, as table
  * indices: each layer's c_attn, attn.c_proj, mlp.c_fc and mlp.c_proj weights and, on

@@ -26,7 +26,7 @@ double plan_param_floats(const gpt_shape *s, int tp, int pp, int stage)
 double plan_act_floats(const gpt_shape *s, int tp, int pp, int stage, int Bm, int T,
                        int att_matrix)
 {
-    /* The buffers of model.c's activation slot, for this stage's blocks: attention
+    /* The buffers of model_acts.c's activation slot, for this stage's blocks: attention
      * keeps the T x T probabilities (the GPU's) or one log-sum-exp per row (the CPU's,
      * attention_cpu.h). */
     const double L = stage_layers(s, pp, stage), C = s->n_embd, Cl = C / tp,

@@ -4,8 +4,9 @@
  *   train_setup.c  the grid, the device, the batch split (a resumed run keeps its
  *                  checkpoint's global batch), the compute report
  *   train_data.c   the token datasets, the validation batches, evaluation
- *   train_files.c  output folder, log, checkpoints (save, load, find; async's gradients
- *                  in flight with them), the model file
+ *   train_outdir.c the run folder: its lock, the log, nothing of an earlier run lost
+ *   train_files.c  checkpoints (save, load, find; async's gradients in flight with
+ *                  them), the model file, init_from
  *   train_report.c the step line, the JSON Lines record, the summary
  *   train_noise.c  the gradient noise scale (noise_scale.h) every noise_every steps
  *   train_batch.c  each step's global batch and lr (global_batch_size = auto), the
@@ -178,12 +179,17 @@ int train_evaluate(run *r, double *val);
 void train_dataset_identity(const run *r, char *buf, size_t cap);
 int train_is_eval_step(const run *r, int64_t step);
 
-/* train_files.c */
+/* train_outdir.c */
 int train_lock_out(run *r);
 void train_unlock_out(run *r);
-int train_find_resume(run *r);
 int train_check_output_paths(run *r);
 int train_start_log(run *r);
+
+/* train_files.c */
+/* <out>/model.h5, where a run saves its model (out fits GT_PATH_MAX, so path does) */
+enum { TRAIN_MODEL_PATH_CAP = GT_PATH_MAX + 16 };
+void train_model_path(const char *out, char path[TRAIN_MODEL_PATH_CAP]);
+int train_find_resume(run *r);
 int train_load_checkpoint(run *r);
 int train_init_from(run *r);
 int train_check_resume(run *r);
