@@ -425,6 +425,48 @@ static int noise_from_log(plan_opts *o)
     return 0;
 }
 
+static const char plan_help[] =
+    "usage: gentrain plan [--config FILE] [--KEY VALUE]... (--measure | MACHINE)\n"
+    "                     [--noise-scale TOKENS | --from-log LOG.jsonl] [--json]\n"
+    "\n"
+    "Projects, for the model and batch of a training config, every grid of dp replicas\n"
+    "x pp pipeline stages x tp tensor-parallel shards that fits the machine: step time\n"
+    "(compute, pipeline bubble, tensor- and pipeline-parallel communication, exposed\n"
+    "data-parallel all-reduce, optimizer), memory per rank, and, with the gradient\n"
+    "noise scale, the steps and time to reach what the config's `steps` reach with one\n"
+    "replica's batch: S(B) = S_min (1 + B_noise / B). Prints them fastest first and\n"
+    "recommends one.\n"
+    "\n"
+    "options:\n"
+    "  --measure             time the parts on this machine with gentrain's kernels;\n"
+    "                        under mpirun -np 2+ also the MPI links\n"
+    "  --nodes N             nodes (default 1)\n"
+    "  --cores-per-node C    CPU cores a node gives (default: this machine's)\n"
+    "  --core-gflops F       a described CPU core's peak GFLOP/s (instead of --measure)\n"
+    "  --gpus-per-node G     a GPU cluster instead: one rank per GPU\n"
+    "  --gpu-tflops F        a GPU's peak TFLOP/s (FP16 dense)\n"
+    "  --efficiency E        share of the peak kernels reach (default 0.5)\n"
+    "  --intra-gbs X         link GB/s inside a node (default 10; measured with --measure)\n"
+    "  --inter-gbs X         link GB/s between nodes (default 1)\n"
+    "  --latency-us L        per-message latency (default 5)\n"
+    "  --pcie-gbs X          GPUs: GB/s between a GPU and its host (default 25)\n"
+    "  --tp-host             GPUs: the shards' all-reduces through host memory (a build\n"
+    "                        without NCCL, GENTRAIN_NCCL=0) instead of over NCCL\n"
+    "  --noise-scale TOKENS  gradient noise scale (the trainer logs it); default: none\n"
+    "  --from-log LOG.jsonl  the noise scale a past run logged: the mean of its\n"
+    "                        estimates over the run's tokens (docs/adaptive-batch.md)\n"
+    "  --reps N              timing repetitions with --measure (default 5)\n"
+    "  --json                one JSON object per grid instead of the table\n"
+    "\n"
+    "examples:\n"
+    "  mpirun -np 2 gentrain plan --config my.cfg --measure --noise-scale 5000\n"
+    "  gentrain plan --config my.cfg --measure --from-log runs/my/log.jsonl\n"
+    "  gentrain plan --n_layer 12 --n_head 12 --n_embd 768 --block_size 1024 \\\n"
+    "      --vocab_size 50304 --batch_size 8 --nodes 64 --gpus-per-node 4 \\\n"
+    "      --gpu-tflops 312 --intra-gbs 300 --inter-gbs 25 --noise-scale 2e6\n";
+
+void plan_print_help(FILE *f) { fputs(plan_help, f); }
+
 int plan_command(int argc, char **argv, int first)
 {
     plan_opts o = {.nodes = 1, .reps = 5, .efficiency = 0.5, .latency_us = 5.0,
