@@ -1,6 +1,7 @@
-// gpu_model_impl — internal to offload/: what gpu_model.cu (the model's resources and
-// the C API of gpu_model.h) and gpu_model_passes.cu (the forward and backward pieces)
-// share. Nothing outside those two files includes it; src/ sees only gpu_model.h.
+// gpu_model_impl — internal to offload/: what gpu_model_make.cu (making and freeing a
+// model), gpu_model.cu (the rest of the C API of gpu_model.h) and gpu_model_passes.cu
+// (the forward and backward pieces) share. Nothing outside those files includes it;
+// src/ sees only gpu_model.h.
 //
 // It holds the definition of struct gpu_model, the per-layer offsets (layer_offsets)
 // and activations (layer_acts), the error helpers (say, blas_name and the CU / BL
@@ -196,6 +197,9 @@ constexpr int kEndEmbed = 1, kEndHead = 2;
 // gpu_model.cu: records a profiling mark (see struct profiler). Returns 0, or -1 with
 // `why` set.
 int prof_mark(gpu_model *g, int phase, char *why, size_t cap);
+// gpu_model.cu: frees g's profiler (its events), if any; for profiling's end and for
+// gpu_model_free (gpu_model_make.cu).
+void free_profiler(gpu_model *g);
 
 // gpu_model_passes.cu: the FP32 <-> FP16 conversions of n elements, queued on `stream`
 // (the caller checks the launch with cudaGetLastError).

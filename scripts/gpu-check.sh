@@ -22,7 +22,7 @@
 #                                  communicator's all-reduce leaves FP16 values exactly as
 #                                  they were (where the build found NCCL; else skipped)
 #   offload/tests/gpu_train test   the whole GPU training step (offload/gpu_model.cu,
-#                                  gpu_model_passes.cu)
+#                                  gpu_model_make.cu, gpu_model_passes.cu)
 #                                  against a CPU reference in double: loss, gradients by
 #                                  directional derivatives, full mixed-precision steps,
 #                                  loss scaling (overflow skip, growth), gradient
