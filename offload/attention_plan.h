@@ -1,5 +1,5 @@
 /* attention_plan — which batched matrix products causal attention runs, as data: the
- * FP16 kernels of ops.cu execute a plan with cuBLAS, and tests/test_attention_plan.c
+ * FP16 kernels of ops_attention.cu execute a plan with cuBLAS, and tests/test_attention_plan.c
  * executes the same plan with a plain CPU product, so the leading dimensions, offsets
  * and strides are checked in `make check` on machines without a GPU.
  *
@@ -38,7 +38,7 @@
 
 #include <math.h>
 
-/* The operands' roles (ops.cu maps them to device pointers). */
+/* The operands' roles (ops_attention.cu maps them to device pointers). */
 typedef enum att_role {
     ATT_Q, ATT_K, ATT_V, /* [T,hs] per head */
     ATT_P,               /* [T,T] scores, then probabilities */
