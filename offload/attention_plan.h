@@ -1,7 +1,8 @@
 /* attention_plan — which batched matrix products causal attention runs, as data: the
- * FP16 kernels of ops_attention.cu execute a plan with cuBLAS, and tests/test_attention_plan.c
- * executes the same plan with a plain CPU product, so the leading dimensions, offsets
- * and strides are checked in `make check` on machines without a GPU.
+ * FP16 kernels of ops_attention.cu execute a plan with cuBLAS, and
+ * tests/test_attention_plan.c executes the same plan with a plain CPU product, so the
+ * leading dimensions, offsets and strides are checked in `make check` on machines
+ * without a GPU.
  *
  * Why row blocks: under the causal mask, query t only needs keys 0..t, yet one T x T
  * product per head computes (and the softmax then reads and writes) the whole square.
