@@ -33,7 +33,6 @@ static float gpt_head_loss(const gpt_model *m, gpt_acts *a, const int32_t *targe
 static void gpt_head_backward(const gpt_model *m, const gpt_acts *a, float *dlnf, float *dwte,
                               const float *wte, size_t BT);
 
-
 /* The buffers the passes use: the bound ones (gpt_bind), else the model's own. */
 static const float *param(const gpt_model *m, int idx)
 {
@@ -44,6 +43,11 @@ static float *grad(const gpt_model *m, int idx)
     return (m->bound_grads ? m->bound_grads : m->grads) + m->info[idx].offset;
 }
 
+void gpt_bind(gpt_model *m, const float *params, float *grads)
+{
+    m->bound_params = params;
+    m->bound_grads = grads;
+}
 
 /* An activation that only products and attention read, one layer's: FP32 (f), or BF16
  * storage (h, when m->acts16). */

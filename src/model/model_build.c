@@ -12,12 +12,6 @@
 #include "rng.h"
 #include "util.h"
 
-void gpt_bind(gpt_model *m, const float *params, float *grads)
-{
-    m->bound_params = params;
-    m->bound_grads = grads;
-}
-
 int gpt_create(gpt_model *m, gpt_shape s, const gt_backend *be, int threads)
 {
     return gpt_create_tp(m, s, be, threads, 1, 0);
@@ -211,7 +205,6 @@ int gpt_alloc_grads(gpt_model *m)
     m->grads = gt_calloc(m->n_params * sizeof(float), "parameter gradients");
     return m->grads ? 0 : -1;
 }
-
 
 void gpt_free(gpt_model *m)
 {

@@ -102,7 +102,6 @@ int train_start_log(run *r)
     return 0;
 }
 
-
 /* Whether the run folder holds a model.h5 (said) that a fresh run would replace at its
  * end: an earlier run's result, which the checkpoint check does not cover where that
  * run kept no checkpoints (or they were moved away). */
