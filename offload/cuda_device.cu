@@ -3,10 +3,18 @@
 
 #include "cuda_presence.h" // defines: cuda_driver_present
 
+#include <cublas_api.h> // defines: CUBLAS_VER_*
 #include <cuda_runtime.h>
 #include <stdio.h>
 
 extern "C" int offload_built(void) { return 1; }
+
+extern "C" void offload_build(char *buf, size_t cap)
+{
+    snprintf(buf, cap, "built with CUDA %d.%d, cuBLAS %d.%d.%d", CUDART_VERSION / 1000,
+             CUDART_VERSION % 1000 / 10, CUBLAS_VER_MAJOR, CUBLAS_VER_MINOR,
+             CUBLAS_VER_PATCH);
+}
 
 extern "C" int offload_device_count(char *why, size_t cap)
 {

@@ -19,6 +19,10 @@ extern "C" {
 /* 1 when this gentrain was built with CUDA. */
 int offload_built(void);
 
+/* What this gentrain's GPU side was built with (the CUDA and cuBLAS versions of its
+ * headers), or that it was built without CUDA: one line, into buf. */
+void offload_build(char *buf, size_t cap);
+
 /* Number of usable GPUs; 0 with `why` set to the reason when there is none (built
  * without CUDA, no NVIDIA driver, no device); -1 with `why` set (the runtime's message)
  * when a driver or a device is there but CUDA cannot start (an old driver, a missing

@@ -9,6 +9,11 @@
 
 int offload_built(void) { return 0; }
 
+void offload_build(char *buf, size_t cap)
+{
+    snprintf(buf, cap, "not built (configure --with-cuda)");
+}
+
 int offload_device_count(char *why, size_t cap)
 {
     snprintf(why, cap, NO_CUDA);

@@ -160,6 +160,8 @@ static int overflow_here(long call)
 
 int offload_built(void) { return 1; }
 
+void offload_build(char *buf, size_t cap) { snprintf(buf, cap, "the tests' fake GPU"); }
+
 int offload_device_count(char *why, size_t cap)
 {
     if (cap) why[0] = '\0';

@@ -56,6 +56,23 @@ int h5io_have_mpi_io(void)
 #endif
 }
 
+void h5io_library(char *buf, size_t cap)
+{
+    unsigned major = 0, minor = 0, release = 0;
+    if (H5get_libversion(&major, &minor, &release) < 0) {
+        snprintf(buf, cap, "version unknown");
+        return;
+    }
+    const int same = major == H5_VERS_MAJOR && minor == H5_VERS_MINOR &&
+                     release == H5_VERS_RELEASE;
+    char built[64] = "";
+    if (!same)
+        snprintf(built, sizeof built, " (built against %d.%d.%d)", H5_VERS_MAJOR,
+                 H5_VERS_MINOR, H5_VERS_RELEASE);
+    snprintf(buf, cap, "%u.%u.%u%s, parallel (MPI-IO driver): %s", major, minor,
+             release, built, h5io_have_mpi_io() ? "yes" : "no");
+}
+
 /* The MPI-IO driver over this process alone, or -1 (why set). */
 static hid_t make_mpi_fapl(char *why, size_t cap)
 {

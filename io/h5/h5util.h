@@ -44,6 +44,11 @@ void h5io_close_write(hid_t file);
  * MPI_Finalize, so the process must end without them (main: _exit after the error). */
 int h5io_unusable(void);
 
+/* The version of the HDF5 library this process runs ("1.10.10, ..."), the headers' where
+ * it differs, and whether it was built parallel (the MPI-IO driver): one line, into
+ * buf. */
+void h5io_library(char *buf, size_t cap);
+
 /* A short reason for an errno value: "no such file", "permission denied", ... */
 const char *h5io_errno_reason(int err);
 

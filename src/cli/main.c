@@ -12,6 +12,7 @@
 
 #include "inspect.h"       /* inspect_file */
 #include "blas_core.h"     /* blas_core_fixup */
+#include "build_info.h"    /* build_info_print */
 #include "cli_args.h"      /* exit statuses, --help, input checks, a verb's end */
 #include "config.h"        /* gt_config, config_* */
 #include "env_check.h"     /* env_check: the GENTRAIN_* variables, once */
@@ -45,7 +46,8 @@ static const char main_help[] =
     "  help      show the help of a verb: gentrain help train\n"
     "\n"
     "'gentrain VERB --help' lists the options of a verb; 'gentrain --version' prints\n"
-    "the version.\n"
+    "the version, 'gentrain --build-info' what this gentrain was built with (compiler,\n"
+    "MPI, HDF5, BLAS, CUDA) and the GPUs, CPU and kernels it finds here.\n"
     "\n"
     "example:\n"
     "  gentrain prepare data/tinyshakespeare.txt -o shakespeare.h5\n"
@@ -261,6 +263,13 @@ static int run_verb(int argc, char **argv)
     if (strcmp(verb, "--version") == 0 || strcmp(verb, "-V") == 0) {
         printf("gentrain %s\n", PACKAGE_VERSION);
         return EXIT_OK;
+    }
+    if (strcmp(verb, "--build-info") == 0) {
+        if (argc > 2) {
+            gt_error("--build-info takes no arguments; see 'gentrain --help'");
+            return EXIT_USAGE;
+        }
+        return build_info_print(stdout, PACKAGE_VERSION) == 0 ? EXIT_OK : EXIT_FAIL;
     }
     if (strcmp(verb, "help") != 0 && env_check() != 0) return EXIT_USAGE;
     if (strcmp(verb, "prepare") == 0) return prepare_command(argc, argv);

@@ -28,6 +28,18 @@ int par_launched(void)
     return 0;
 }
 
+void par_library_version(char *buf, size_t cap)
+{
+    char text[MPI_MAX_LIBRARY_VERSION_STRING] = "";
+    int len = 0, major = 0, minor = 0;
+    if (MPI_Get_library_version(text, &len) != MPI_SUCCESS) strcpy(text, "unknown MPI");
+    text[strcspn(text, "\r\n")] = '\0'; /* some libraries describe themselves in lines */
+    if (MPI_Get_version(&major, &minor) == MPI_SUCCESS)
+        snprintf(buf, cap, "%s (MPI %d.%d)", text, major, minor);
+    else
+        snprintf(buf, cap, "%s", text);
+}
+
 int par_launcher_rank(void)
 {
     static const char *const vars[] = {"OMPI_COMM_WORLD_RANK", "PMIX_RANK", "PMI_RANK",

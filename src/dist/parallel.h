@@ -22,6 +22,10 @@
 
 /* 1 when a launcher (mpirun, srun, ...) started this process. Makes no MPI call. */
 int par_launched(void);
+/* The first line of the MPI library's own description of itself (its name and
+ * version: MPI_Get_library_version, which MPI allows before it starts), and the MPI
+ * standard it implements, into buf. Starts nothing. */
+void par_library_version(char *buf, size_t cap);
 /* This process's rank as the launcher announced it (OMPI_COMM_WORLD_RANK, PMIX_RANK,
  * PMI_RANK, SLURM_PROCID), before MPI starts; -1 when none says. */
 int par_launcher_rank(void);

@@ -66,8 +66,14 @@ const char *blas_core_name(void)
     const char *n = openblas_get_corename();
     return n && *n ? n : "unknown";
 }
+const char *blas_build_config(void)
+{
+    const char *c = openblas_get_config();
+    return c && *c ? c : "unknown";
+}
 #else
 const char *blas_core_name(void) { return "unknown"; }
+const char *blas_build_config(void) { return "unknown"; }
 #endif
 
 static char summary[320];

@@ -37,6 +37,9 @@ const char *blas_core_for_level(enum cpu_isa level);
 void blas_core_fixup(char **argv);
 /* e.g. "OpenBLAS core Cooperlake (AVX-512+BF16; chosen by OpenBLAS; CPU: AVX-512+BF16)" */
 const char *blas_core_summary(void);
+/* How the BLAS library was built: OpenBLAS's own line (version, DYNAMIC_ARCH, the
+ * threading, MAX_THREADS), or "unknown". */
+const char *blas_build_config(void);
 /* The core OpenBLAS runs now ("unknown" without OpenBLAS). */
 const char *blas_core_name(void);
 
