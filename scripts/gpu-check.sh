@@ -170,6 +170,10 @@ have_test_ops=1 have_gpu_train=1 have_test_nccl=0
 if [ -x "$bin/test_nccl" ]; then cp "$bin/test_nccl" "$out/test_nccl" && have_test_nccl=1; fi
 nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader 2>/dev/null |
     sed 's/^/gpu: /'
+# what the gentrain of the grids was built with and finds here, for the figures' record
+if [ -x "${GPU_CHECK_GENTRAIN:-}" ]; then
+    "$GPU_CHECK_GENTRAIN" --build-info 2>&1 | sed 's/^/gentrain: /'
+fi
 
 # ---------------------------------------------------------------- run
 names=() results=() secs=()

@@ -7,7 +7,8 @@
 #    the MPI-IO driver the build requires; BLAS: the core a training run reports;
 #  - CUDA: "built with CUDA" exactly where the build compiled the CUDA side
 #    (offload/cuda_device.o), else "not built"; NCCL likewise (GENTRAIN_TEST_NCCL);
-#  - GPUs: none here with the reason; the tests' fake GPU build shows its one GPU;
+#  - GPUs: as many as nvidia-smi lists where the build has CUDA, else none with the
+#    reason; the tests' fake GPU build shows its one GPU;
 #  - CPU: taskset to one CPU gives "1 of N CPUs"; kernels: GENTRAIN_SIMD=portable gives
 #    portable, as a training run's threads line does;
 #  - it starts no MPI: no Open MPI session folder appears; an extra argument is a
@@ -61,7 +62,20 @@ if [ "${GENTRAIN_TEST_NCCL:-no}" = yes ]; then
 else
     check "NCCL: not built" test "$(val NCCL)" = "not built"
 fi
-check "GPUs: none here, with the reason" grep -q '^GPUs: none (..*)$' "$out"
+# GPUs: what nvidia-smi lists (all of the node's; CUDA_VISIBLE_DEVICES may show fewer)
+n_gpus=0
+if command -v nvidia-smi > /dev/null; then
+    n_gpus=$(nvidia-smi -L 2> /dev/null | grep -c '^GPU [0-9]')
+fi
+if [ "$n_gpus" -gt 0 ] && [ -e "$top_builddir/offload/cuda_device.o" ]; then
+    if [ -z "${CUDA_VISIBLE_DEVICES+set}" ]; then
+        check "GPUs: $n_gpus, as nvidia-smi -L lists" grep -q "^GPUs: $n_gpus: 0: " "$out"
+    else
+        check "GPUs: some listed (CUDA_VISIBLE_DEVICES is set)" grep -q '^GPUs: [0-9]' "$out"
+    fi
+else
+    check "GPUs: none here, with the reason" grep -q '^GPUs: none (..*)$' "$out"
+fi
 if [ -x "${GENTRAIN_FAKEGPU:-}" ]; then
     run_ok fake "$GENTRAIN_FAKEGPU" --build-info
     check "fake GPU build: CUDA names it" grep -q "^CUDA: the tests' fake GPU$" "$tmp/fake.out"
