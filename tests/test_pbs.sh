@@ -111,6 +111,8 @@ check "first job: stopped on SIGUSR1 with a checkpoint, resubmitted itself (rc $
     test $rc -eq 0
 check "  gentrain said it stopped after a checkpoint" \
     grep -q "stopped by signal at step [0-9]*; checkpoint .*; exit 75" "$tmp/job1.out"
+check "  the job recorded the build first (gentrain --build-info)" \
+    grep -q '^gentrain job: HDF5: [0-9]' "$tmp/job1.out"
 check "  qsub got the settings by name, after this job" grep -qx \
     "GT_CONFIG,GT_ARGS,GT_CKPT_EVERY,GT_MARGIN,GT_SCRIPT,GENTRAIN" "$tmp/qsub.args"
 check "  and the dependency on this job" grep -qx "depend=afterany:1.fake" "$tmp/qsub.args"

@@ -272,6 +272,8 @@ check "  and requeued itself" grep -q "gentrain job: stopped after a checkpoint;
 check "  the second run resumed from it" grep -q "resuming from .*ckpt_[0-9]*.h5 at step" "$joblog"
 check "  the first start on 2 ranks" grep -q "^gentrain job [0-9]*: 2 ranks on 1 nodes, .* restart 0," "$joblog"
 check "  restart 1 logged, on 1 rank" grep -q "^gentrain job [0-9]*: 1 ranks on 1 nodes, .* restart 1," "$joblog"
+check "  each start recorded the build (gentrain --build-info: 2 MPI lines)" \
+    test "$(grep -c '^gentrain job: MPI: ' "$joblog")" -eq 2
 check "  keeping the global batch in 2 micro-steps" grep -q \
     "^resume: global batch of 16 sequences per step kept (the checkpoint's run had 2 ranks): batch_size 8 x 1 rank x 2 micro-steps$" \
     "$joblog"
