@@ -14,6 +14,7 @@
 #include "blas_core.h"     /* blas_core_fixup */
 #include "build_info.h"    /* build_info_print */
 #include "cli_args.h"      /* exit statuses, --help, input checks, a verb's end */
+#include "cli_names.h"     /* cli_canonical */
 #include "config.h"        /* gt_config, config_* */
 #include "env_check.h"     /* env_check: the GENTRAIN_* variables, once */
 #include "parallel.h"      /* par_init, par_all_ok, par_is_root */
@@ -59,7 +60,7 @@ static const char main_help[] =
     "'-' and '_' are alike in option names, and --name=VALUE works everywhere.\n";
 
 static const char train_usage[] =
-    "usage: gentrain train [--config FILE] [--KEY VALUE | --KEY=VALUE]...\n"
+    "usage: gentrain train [--config FILE] [--KEY VALUE | --KEY=VALUE]... [--dry-run]\n"
     "\n"
     "Trains a GPT model on an HDF5 token dataset and saves it as <out>/model.h5.\n"
     "Settings: the built-in defaults, then the --config FILE (applied first wherever it\n"
@@ -69,6 +70,9 @@ static const char train_usage[] =
     "Started by mpirun or srun with N ranks, it trains one model data-parallel: each\n"
     "rank takes batch_size sequences of a global batch of batch_size x N per step\n"
     "(or of global_batch_size, by accumulating gradients over micro-steps).\n"
+    "--dry-run sets the run up as it would start (the grid, the data, the run folder,\n"
+    "the checkpoint to resume, the model and its buffers), says what it would train,\n"
+    "and stops before the first step: no checkpoint, model file or log line written.\n"
     "\n";
 
 static const char train_examples[] =
@@ -108,9 +112,34 @@ static int read_train_config(gt_config *c, int argc, char **argv)
     return EXIT_OK;
 }
 
-/* The train verb after --help: parse, check, train. Under MPI every rank runs it; a rank
- * that fails before training tells the others (par_all_ok), so none waits alone. */
-static int train_verb(int argc, char **argv)
+/* Takes train's --dry-run (or --dry_run) out of argv[2..*argc), so that the config
+ * parser sees only keys: 1 when it was there, 0 when not, -1 when it was given a value
+ * (reported). */
+static int take_dry_run(int *argc, char **argv)
+{
+    int found = 0, out = 2;
+    for (int i = 2; i < *argc; i++) {
+        char name[64];
+        cli_canonical("train", argv[i], name, sizeof name);
+        if (strcmp(name, "--dry-run") != 0) {
+            argv[out++] = argv[i];
+            continue;
+        }
+        if (strchr(argv[i], '=')) {
+            gt_error("train: --dry-run takes no value; see 'gentrain train --help'");
+            return -1;
+        }
+        found = 1;
+    }
+    *argc = out;
+    argv[out] = NULL;
+    return found;
+}
+
+/* The train verb after --help: parse, check, train (or with dry_run set up, report and
+ * stop). Under MPI every rank runs it; a rank that fails before training tells the
+ * others (par_all_ok), so none waits alone. */
+static int train_verb(int argc, char **argv, int dry_run)
 {
     gt_config c;
     /* Every rank reads the same command line (and, mostly, the same files): rank 0 says
@@ -131,7 +160,7 @@ static int train_verb(int argc, char **argv)
         config_print(&c, stdout);
         fflush(stdout);
     }
-    const int trc = train_run(&c);
+    const int trc = dry_run ? train_dry_run(&c) : train_run(&c);
     return trc == 0 ? EXIT_OK : trc == TRAIN_STOPPED ? GT_EXIT_REQUEUE : EXIT_FAIL;
 }
 
@@ -141,12 +170,14 @@ static int cmd_train(int argc, char **argv)
         print_train_help(stdout);
         return EXIT_OK;
     }
+    const int dry_run = take_dry_run(&argc, argv);
+    if (dry_run < 0) return EXIT_USAGE;
     /* Damaged HDF5 files can crash or hang the library: read them once in a child
      * first, while there is no MPI to take down (train_probe.h). */
     if (train_probe_inputs(argc, argv) != 0) return EXIT_FAIL;
     /* MPI only when a launcher started us: a plain `gentrain train` stays MPI-free. */
     par_init(&argc, &argv);
-    return cli_finish_verb(train_verb(argc, argv));
+    return cli_finish_verb(train_verb(argc, argv, dry_run));
 }
 
 static int cmd_plan(int argc, char **argv)

@@ -249,7 +249,10 @@ static int setup(run *r)
     if (make_gradients(r) != 0) return LOCAL_FAILURE;
     r->team = team_create(r->threads, c->thread_team == THREAD_TEAM_FIXED ? TEAM_FIXED
                                                                         : TEAM_ADAPTIVE);
-    if (!par_all_ok(r->team != NULL) || !par_all_ok(train_start_log(r) == 0)) return -1;
+    /* a dry run leaves an earlier run's log as it is */
+    if (!par_all_ok(r->team != NULL) ||
+        !par_all_ok(r->dry_run || train_start_log(r) == 0))
+        return -1;
     train_report_setup(r);
     return 0;
 }
@@ -583,18 +586,25 @@ static void cleanup(run *r)
     signals_uninstall();
 }
 
-int train_run(const gt_config *c)
+/* A run, or with dry_run its set-up and the report of what it would do. */
+static int run_training(const gt_config *c, int dry_run)
 {
     run r;
     memset(&r, 0, sizeof r);
     r.c = c;
+    r.dry_run = dry_run;
     r.out_lock = -1;
     int rc = setup(&r);
-    if (rc == 0) rc = train_loop(&r);
-    if (rc == 0) rc = finish(&r);
+    if (rc == 0 && dry_run) train_report_dry_run(&r);
+    if (rc == 0 && !dry_run) rc = train_loop(&r);
+    if (rc == 0 && !dry_run) rc = finish(&r);
     /* Only this rank failed (already reported) and the others may be waiting for it in
      * a collective: end the whole job. */
     if (rc == LOCAL_FAILURE && par_world() > 1) par_abort_reported();
     cleanup(&r);
     return rc == LOCAL_FAILURE ? -1 : rc;
 }
+
+int train_run(const gt_config *c) { return run_training(c, 0); }
+
+int train_dry_run(const gt_config *c) { return run_training(c, 1); }

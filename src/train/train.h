@@ -48,4 +48,13 @@
  * instead of returning. */
 int train_run(const gt_config *c);
 
+/* `gentrain train --dry-run`: everything train_run does before its first step (the
+ * grid, the device, the data opened and checked, the run folder and its lock, the
+ * checkpoint to resume and its compatibility, the model, optimizer and buffers made),
+ * then a report of what the run would do, and no step. It writes no checkpoint, model
+ * or log line and empties no log; it makes the run folder (with its lock, checkpoints
+ * folder and log file where they are missing), as a run's start does. Returns 0, or -1
+ * on an error (reported): the error the run would have met before its first step. */
+int train_dry_run(const gt_config *c);
+
 #endif

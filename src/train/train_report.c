@@ -291,3 +291,29 @@ void train_report_done(const run *r)
                    r->noise_seconds * 1e3 / (double)r->noise_estimates,
                    100.0 * r->noise_seconds / r->t_compute);
 }
+
+void train_report_dry_run(const run *r)
+{
+    const gt_config *c = r->c;
+    par_printf("dry run: set up without a step: the config, the data, the run folder%s, "
+               "the grid (%d rank%s: dp %d x tp %d x pp %d) and the model and its "
+               "buffers on %s\n", r->from ? ", the checkpoint" : "", r->world,
+               r->world == 1 ? "" : "s", r->dp, r->tp, r->pp,
+               r->device == DEVICE_CPU ? "the CPU" : "the GPU");
+    const char *start = r->from ? "on from its checkpoint"
+                        : c->init_from[0] ? "from init_from's weights"
+                                          : "from scratch";
+    if (r->auto_batch)
+        par_printf("dry run: it would train %lld more sequences of %d tokens %s, in global "
+                   "batches of %lld to %lld sequences (global_batch_size = auto)\n",
+                   (long long)(r->budget - r->samples), c->block_size, start,
+                   (long long)r->batch_unit, (long long)r->batch_hi);
+    else if (r->first_step >= c->steps)
+        par_printf("dry run: it would train no step: the checkpoint is at step %lld of "
+                   "%lld\n", (long long)r->first_step, (long long)c->steps);
+    else
+        par_printf("dry run: it would train steps %lld to %lld %s, %lld sequences of %d "
+                   "tokens a step\n", (long long)r->first_step + 1, (long long)c->steps,
+                   start, (long long)r->global_batch, c->block_size);
+    par_printf("dry run: nothing trained; no checkpoint, model file or log line written\n");
+}

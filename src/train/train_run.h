@@ -52,6 +52,7 @@ typedef enum { DEVICE_CPU, DEVICE_GPU_ALL, DEVICE_GPU_STAGE } train_device;
 
 typedef struct run {
     const gt_config *c;
+    int dry_run;            /* train_dry_run: set up, report, no step */
     /* the grid and the batch: world = dp x tp x pp ranks (grid.h) */
     int world, dp, tp, pp;
     int accum;              /* micro-steps per optimizer step (global_batch_size) */
@@ -223,5 +224,6 @@ void train_report_step(const run *r, const step_result *s);
 int train_log_step(const run *r, const step_result *s);
 void train_report_eval(const run *r, const step_result *s, double seconds);
 void train_report_done(const run *r);
+void train_report_dry_run(const run *r);
 
 #endif
