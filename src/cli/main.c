@@ -25,7 +25,7 @@
 #include "sample_cli.h"    /* sample_command */
 #include "export.h"
 #include "signals.h"       /* GT_EXIT_REQUEUE */
-#include "train.h"         /* train_run, TRAIN_STOPPED */
+#include "train.h"         /* train_run, train_dry_run, TRAIN_STOPPED */
 #include "util.h"          /* gt_error, gt_mute_reports */
 
 #ifndef PACKAGE_VERSION
