@@ -12,7 +12,9 @@ Cases, all made here from a tiny run of its own (no file of the user is touched)
             a data file where a model is, a path of 5,000 characters);
   env       every GENTRAIN_* variable the program checks (the table of
             src/cli/env_check.c), and the OpenMP, OpenBLAS, Slurm and MPI launcher
-            variables gentrain reads, set to the odd values for a short training run;
+            variables gentrain reads, set to the odd values for a short training run
+            and for `gentrain --build-info` (which must print every one of its lines
+            when it exits 0);
   data      the token file damaged: bytes flipped in its metadata or anywhere, 4 or 8
             bytes set to 0 or 0xff (the size fields), cut short, junk appended; trained on;
   model     model.h5 damaged the same ways; `sample` from it and `inspect` it;
@@ -246,6 +248,10 @@ def option_cases(probe):
           flush=True)
 
 
+# The keys of `gentrain --build-info`'s lines, each of which it prints when it exits 0.
+BUILD_INFO_KEYS = ["compiler", "MPI", "HDF5", "BLAS", "CUDA", "NCCL", "GPUs", "CPU",
+                   "kernels", "bf16 products"]
+
 # Variables gentrain reads besides its own GENTRAIN_* (the threads, the BLAS core, the
 # launcher's world).
 OTHER_ENV = ["OMP_NUM_THREADS", "OMP_PROC_BIND", "OMP_PLACES", "OPENBLAS_NUM_THREADS",
@@ -270,8 +276,17 @@ def env_cases(probe):
             what = "%s=%r gentrain %s" % (name, value, " ".join(repr(a) if a == "" else a
                                                                 for a in base))
             probe.judge("env", what, rc, err, out=out, working=r"^step ")
-    print("hostile-probe: env: %d variables x %d values done" %
-          (len(own) + len(OTHER_ENV), len(ODD_VALUES)), flush=True)
+            rc, out, err = probe.run(["--build-info"], env={name: value})
+            what = "%s=%r gentrain --build-info" % (name, value)
+            missing = [k for k in BUILD_INFO_KEYS if not re.search("^%s: " % k, out, re.M)]
+            if rc == 0 and missing:
+                probe.record("env-build-info", "BAD", what,
+                             "exit 0 without the line%s %s" % ("s" if len(missing) > 1 else "",
+                                                              ", ".join(missing)))
+            else:
+                probe.judge("env-build-info", what, rc, err, out=out)
+    print("hostile-probe: env: %d variables x %d values done, each for a training run and "
+          "for --build-info" % (len(own) + len(OTHER_ENV), len(ODD_VALUES)), flush=True)
 
 
 def file_cases(probe, rng, per_kind, ckpt):
