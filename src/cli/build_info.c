@@ -5,11 +5,13 @@
 #include <string.h>
 
 #include "blas_core.h"    /* blas_build_config, blas_core_name */
-#include "cpu_features.h" /* cpu_isa_level, cpu_has_amx_bf16, cpu_model_name */
+#include "cpu_features.h" /* cpu_isa_level, cpu_model_name */
+#include "gemm_bf16.h"    /* gemm_bf16_path_built, gemm_bf16_cpu_runs, gemm_bf16_name_of */
 #include "h5util.h"       /* h5io_library */
 #include "kernels_cpu.h"  /* kernels_simd_name */
 #include "offload.h"      /* offload_build, offload_device_count, offload_use_device */
 #include "parallel.h"     /* par_library_version */
+#include "simd.h"         /* simd_kernels_of */
 #include "tp_comm.h"      /* tp_comm_built, tp_comm_describe */
 
 /* The OpenMP version this was compiled for, from its _OPENMP date. */
@@ -40,7 +42,10 @@ static void print_compiler(FILE *f)
 #endif
     fprintf(f, ", C%ld", (long)(__STDC_VERSION__ / 100 % 100));
     const char *omp = openmp_version();
-    fprintf(f, omp ? ", OpenMP %s" : ", no OpenMP", omp);
+    if (omp)
+        fprintf(f, ", OpenMP %s", omp);
+    else
+        fputs(", no OpenMP", f);
 #if defined(__SANITIZE_ADDRESS__)
     fprintf(f, ", AddressSanitizer");
 #elif defined(__has_feature)
@@ -75,24 +80,40 @@ static void print_gpus(FILE *f)
     fputc('\n', f);
 }
 
-/* The CPU, the kernels it gets, and the BF16 product paths it can run (of those built:
- * every path is built everywhere; `train` picks among the ones the CPU can run by their
- * measured rates, docs/cpu-speed.md). */
+/* The CPU, the kernels it gets, and the BF16 product paths it can run, each beside the
+ * paths this build has (the compiler's; `train` picks among the BF16 paths the CPU can
+ * run by their measured rates, docs/cpu-speed.md). */
 static void print_cpu(FILE *f)
 {
     char model[160];
-    const enum cpu_isa level = cpu_isa_level();
     fprintf(f, "CPU: %s, %s; %d of %d CPUs available to this process\n",
-            cpu_model_name(model, sizeof model), cpu_isa_name(level), cpu_available_count(),
-            cpu_online_count());
-    fprintf(f, "kernels: %s (built: portable, avx2, avx512)\n", kernels_simd_name());
-    fprintf(f, "bf16 products: this CPU can run %s%sportable (built: amx-bf16 and its "
-            "emulated twin, avx512-bf16, portable)\n",
-            cpu_has_amx_bf16() ? "amx-bf16, " : "",
-            level >= CPU_ISA_AVX512_BF16 ? "avx512-bf16, " : "");
+            cpu_model_name(model, sizeof model), cpu_isa_name(cpu_isa_level()),
+            cpu_available_count(), cpu_online_count());
+    /* a vector path this build lacks has the portable table (simd.h) */
+    fprintf(f, "kernels: %s (built: portable", kernels_simd_name());
+    for (enum simd_path p = SIMD_AVX2; p <= SIMD_AVX512; p++)
+        if (simd_kernels_of(p) != simd_kernels_of(SIMD_PORTABLE))
+            fprintf(f, ", %s", simd_kernels_of(p)->name);
+    fputs(")\n", f);
+    /* widest first; the emulated twin of the tiles runs anywhere */
+    const enum gemm_bf16_path paths[] = {GEMM_BF16_AMX, GEMM_BF16_AVX512, GEMM_BF16_PORTABLE};
+    fputs("bf16 products: this CPU can run", f);
+    const char *sep = " ";
+    for (size_t i = 0; i < sizeof paths / sizeof paths[0]; i++)
+        if (gemm_bf16_cpu_runs(paths[i])) {
+            fprintf(f, "%s%s", sep, gemm_bf16_name_of(paths[i]));
+            sep = ", ";
+        }
+    fputs(" (built: ", f);
+    fputs(gemm_bf16_path_built(GEMM_BF16_AMX) ? "amx-bf16 and its emulated twin"
+                                               : gemm_bf16_name_of(GEMM_BF16_AMX_EMULATED),
+          f);
+    for (size_t i = 1; i < sizeof paths / sizeof paths[0]; i++)
+        if (gemm_bf16_path_built(paths[i])) fprintf(f, ", %s", gemm_bf16_name_of(paths[i]));
+    fputs(")\n", f);
 }
 
-int build_info_print(FILE *f, const char *version)
+void build_info_print(FILE *f, const char *version)
 {
     char line[512];
     fprintf(f, "gentrain %s\n", version);
@@ -112,5 +133,4 @@ int build_info_print(FILE *f, const char *version)
     fprintf(f, "NCCL: %s\n", strncmp(line, "NCCL ", 5) == 0 ? line + 5 : line);
     print_gpus(f);
     print_cpu(f);
-    return 0;
 }

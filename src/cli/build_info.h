@@ -8,7 +8,7 @@
 
 #include <stdio.h>
 
-/* Prints the lines to f. Returns 0 (the caller checks f's writes). */
-int build_info_print(FILE *f, const char *version);
+/* Prints the lines to f (the caller checks that its writes arrived). */
+void build_info_print(FILE *f, const char *version);
 
 #endif

@@ -249,10 +249,7 @@ static int setup(run *r)
     if (make_gradients(r) != 0) return LOCAL_FAILURE;
     r->team = team_create(r->threads, c->thread_team == THREAD_TEAM_FIXED ? TEAM_FIXED
                                                                         : TEAM_ADAPTIVE);
-    /* a dry run leaves an earlier run's log as it is */
-    if (!par_all_ok(r->team != NULL) ||
-        !par_all_ok(r->dry_run || train_start_log(r) == 0))
-        return -1;
+    if (!par_all_ok(r->team != NULL)) return -1;
     train_report_setup(r);
     return 0;
 }
@@ -586,16 +583,17 @@ static void cleanup(run *r)
     signals_uninstall();
 }
 
-/* A run, or with dry_run its set-up and the report of what it would do. */
+/* A run, or with dry_run its set-up and the report of what it would do (the log of an
+ * earlier run then stays as it is: only a run that starts empties it). */
 static int run_training(const gt_config *c, int dry_run)
 {
     run r;
     memset(&r, 0, sizeof r);
     r.c = c;
-    r.dry_run = dry_run;
     r.out_lock = -1;
     int rc = setup(&r);
     if (rc == 0 && dry_run) train_report_dry_run(&r);
+    if (rc == 0 && !dry_run && !par_all_ok(train_start_log(&r) == 0)) rc = -1;
     if (rc == 0 && !dry_run) rc = train_loop(&r);
     if (rc == 0 && !dry_run) rc = finish(&r);
     /* Only this rank failed (already reported) and the others may be waiting for it in

@@ -52,7 +52,6 @@ typedef enum { DEVICE_CPU, DEVICE_GPU_ALL, DEVICE_GPU_STAGE } train_device;
 
 typedef struct run {
     const gt_config *c;
-    int dry_run;            /* train_dry_run: set up, report, no step */
     /* the grid and the batch: world = dp x tp x pp ranks (grid.h) */
     int world, dp, tp, pp;
     int accum;              /* micro-steps per optimizer step (global_batch_size) */

@@ -94,7 +94,7 @@ static void *whole_b_room(size_t words)
     return whole_b;
 }
 
-static const char *name_of(enum gemm_bf16_path p)
+const char *gemm_bf16_name_of(enum gemm_bf16_path p)
 {
     switch (p) {
     case GEMM_BF16_AMX: return "amx-bf16";
@@ -106,15 +106,26 @@ static const char *name_of(enum gemm_bf16_path p)
     return "portable";
 }
 
-/* 1 when this CPU (and build) can run path p */
-static int cpu_runs(enum gemm_bf16_path p)
+int gemm_bf16_path_built(enum gemm_bf16_path p)
 {
-    const int bf16 = GT_SIMD_X86_BF16 && cpu_isa_level() >= CPU_ISA_AVX512_BF16;
     switch (p) {
     case GEMM_BF16_PORTABLE:
     case GEMM_BF16_AMX_EMULATED: return 1;
-    case GEMM_BF16_AVX512: return bf16;
-    case GEMM_BF16_AMX: return GT_SIMD_X86_AMX && bf16 && cpu_has_amx_bf16();
+    case GEMM_BF16_AVX512: return GT_SIMD_X86_BF16;
+    case GEMM_BF16_AMX: return GT_SIMD_X86_AMX;
+    case GEMM_BF16_AUTO: break;
+    }
+    return 0;
+}
+
+int gemm_bf16_cpu_runs(enum gemm_bf16_path p)
+{
+    const int bf16 = cpu_isa_level() >= CPU_ISA_AVX512_BF16;
+    switch (p) {
+    case GEMM_BF16_PORTABLE:
+    case GEMM_BF16_AMX_EMULATED: return 1;
+    case GEMM_BF16_AVX512: return gemm_bf16_path_built(p) && bf16;
+    case GEMM_BF16_AMX: return gemm_bf16_path_built(p) && bf16 && cpu_has_amx_bf16();
     case GEMM_BF16_AUTO: break;
     }
     return 0;
@@ -133,12 +144,12 @@ static int cpu_runs(enum gemm_bf16_path p)
 
 int gemm_bf16_dot_products_pay(void)
 {
-    return cpu_runs(GEMM_BF16_AVX512) && cpu_bf16_dot_over_fma() >= DOT_PAYS;
+    return gemm_bf16_cpu_runs(GEMM_BF16_AVX512) && cpu_bf16_dot_over_fma() >= DOT_PAYS;
 }
 
 static enum gemm_bf16_path best_path(void)
 {
-    return cpu_runs(GEMM_BF16_AMX)        ? GEMM_BF16_AMX
+    return gemm_bf16_cpu_runs(GEMM_BF16_AMX)        ? GEMM_BF16_AMX
            : gemm_bf16_dot_products_pay() ? GEMM_BF16_AVX512
                                           : GEMM_BF16_PORTABLE;
 }
@@ -147,18 +158,18 @@ static enum gemm_bf16_path best_path(void)
 static enum gemm_bf16_path resolve(enum gemm_bf16_path want, int warn)
 {
     if (want == GEMM_BF16_AUTO) return best_path();
-    if (cpu_runs(want)) return want;
+    if (gemm_bf16_cpu_runs(want)) return want;
     const enum gemm_bf16_path best = best_path();
     if (warn) {
         const char *declined = want == GEMM_BF16_AMX ? cpu_amx_declined() : NULL;
         if (declined)
-            gt_warn("the %s BF16 products cannot run: %s; using %s", name_of(want), declined,
-                    name_of(best));
+            gt_warn("the %s BF16 products cannot run: %s; using %s", gemm_bf16_name_of(want),
+                    declined, gemm_bf16_name_of(best));
         else
             gt_warn("the %s BF16 products need a CPU this one is not (%s%s); using %s",
-                    name_of(want), cpu_isa_name(cpu_isa_level()),
+                    gemm_bf16_name_of(want), cpu_isa_name(cpu_isa_level()),
                     cpu_has_amx_bf16() ? ", AMX-BF16" : ", no AMX-BF16 tiles",
-                    name_of(best));
+                    gemm_bf16_name_of(best));
     }
     return best;
 }
@@ -261,7 +272,7 @@ enum gemm_bf16_path gemm_bf16_force_path(enum gemm_bf16_path want)
 
 enum gemm_bf16_path gemm_bf16_path(void) { return active != GEMM_BF16_AUTO ? active : best_path(); }
 
-const char *gemm_bf16_path_name(void) { return name_of(gemm_bf16_path()); }
+const char *gemm_bf16_path_name(void) { return gemm_bf16_name_of(gemm_bf16_path()); }
 
 static void run_path(int transa, int transb, int M, int N, int K, float alpha,
                      const float *A, int lda, const float *B, int ldb, float beta, float *C,

@@ -140,6 +140,11 @@ enum gemm_bf16_path gemm_bf16_force_path(enum gemm_bf16_path want);
  * "amx-emulated". */
 enum gemm_bf16_path gemm_bf16_path(void);
 const char *gemm_bf16_path_name(void);
+/* Path p's name (as above); whether this build has its code (the compiler knew its
+ * instructions); whether this CPU can run it too (AUTO: 0 for both). */
+const char *gemm_bf16_name_of(enum gemm_bf16_path p);
+int gemm_bf16_path_built(enum gemm_bf16_path p);
+int gemm_bf16_cpu_runs(enum gemm_bf16_path p);
 
 /* The AVX512_BF16 path (gemm_bf16_avx512.c), for the dispatcher: packs into the
  * caller's buffers apack (GEMM_BF16_APACK bytes: an A panel, then a piece of C for an
