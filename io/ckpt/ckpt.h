@@ -112,6 +112,10 @@ int ckpt_prune(const char *dir, int keep, int64_t upto);
  * (reported). What a run about to write its checkpoints there would overwrite or prune. */
 int64_t ckpt_newest_step(const char *dir);
 
+/* The steps of dir's checkpoint file names (ckpt_<N>.h5), highest first, the files not
+ * opened, into *steps (malloc'd, free it; NULL when none) and *n. 0; 1 when dir does
+ * not exist; -1 when it cannot be read (reported). */
+int ckpt_list_steps(const char *dir, int64_t **steps, size_t *n);
 /* Finds the highest-step checkpoint of dir that opens and verifies (format, version,
  * shapes, checksum; the whole file is read, each by the whole-model table of its own
  * shape, gpt_shape_tensor_table). Each file that does not is skipped with

@@ -171,6 +171,25 @@ int64_t ckpt_newest_step(const char *dir)
     return step;
 }
 
+int ckpt_list_steps(const char *dir, int64_t **steps, size_t *n)
+{
+    *steps = NULL;
+    *n = 0;
+    entry *e;
+    size_t count;
+    const int r = list_dir(dir, 0, &e, &count);
+    if (r != 0) return r;
+    if (count && !(*steps = malloc(count * sizeof **steps))) {
+        free_entries(e, count);
+        gt_error("out of memory listing %s", dir);
+        return -1;
+    }
+    for (size_t i = 0; i < count; i++) (*steps)[i] = e[i].step;
+    *n = count;
+    free_entries(e, count);
+    return 0;
+}
+
 int ckpt_find_latest(const char *dir, char *out, size_t cap)
 {
     entry *e;

@@ -38,20 +38,6 @@ typedef struct {
     int oom;
 } entries;
 
-static void human_bytes(double b, char *buf, size_t cap)
-{
-    static const char *unit[] = {"bytes", "KiB", "MiB", "GiB", "TiB"};
-    int u = 0;
-    while (b >= 1024 && u < 4) {
-        b /= 1024;
-        u++;
-    }
-    if (u == 0)
-        snprintf(buf, cap, "%.0f bytes", b);
-    else
-        snprintf(buf, cap, "%.1f %s", b, unit[u]);
-}
-
 static int add_entry(entries *es, const char *name, int type, const char *target)
 {
     if (es->n == es->cap) {
@@ -395,7 +381,7 @@ static void print_dataset(FILE *out, hid_t dset)
             fputs("  virtual", out);
         }
     }
-    human_bytes((double)H5Dget_storage_size(dset), sz, sizeof sz);
+    gt_human_bytes((double)H5Dget_storage_size(dset), sz, sizeof sz);
     fprintf(out, "  %s stored\n", sz);
     if (dcpl >= 0) H5Pclose(dcpl);
     if (space >= 0) H5Sclose(space);
@@ -420,18 +406,6 @@ static herr_t count_cb(hid_t g, const char *name, const H5L_info_t *info, void *
     }
     H5Dclose(d);
     return 0;
-}
-
-static void group_digits(int64_t v, char *buf, size_t cap)
-{
-    char raw[32];
-    snprintf(raw, sizeof raw, "%lld", (long long)v);
-    size_t n = strlen(raw), j = 0;
-    for (size_t i = 0; i < n && j + 2 < cap; i++) {
-        if (i && (n - i) % 3 == 0) buf[j++] = ',';
-        buf[j++] = raw[i];
-    }
-    buf[j] = '\0';
 }
 
 /* An integer root attribute as text: a value the file lacks or that cannot be read as
@@ -471,7 +445,7 @@ static int print_model_header(FILE *out, hid_t file)
         }
     }
     char pc[40];
-    group_digits(params, pc, sizeof pc);
+    gt_group_digits(params, pc, sizeof pc);
     fprintf(out, "gentrain model (format_version %s): step %s, %s parameters\n", ver, step,
             pc);
     fprintf(out, "shape: vocab_size %s, block_size %s, n_layer %s, n_head %s, n_embd %s\n",
@@ -499,7 +473,7 @@ int inspect_file(const char *path, FILE *out)
         goto done;
     }
     struct stat st;
-    human_bytes(stat(path, &st) == 0 ? (double)st.st_size : 0.0, sz, sizeof sz);
+    gt_human_bytes(stat(path, &st) == 0 ? (double)st.st_size : 0.0, sz, sizeof sz);
     put_safe_str(out, path);
     fprintf(out, ": HDF5 file, %s\n", sz);
     int is_model = print_model_header(out, file);

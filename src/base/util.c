@@ -175,6 +175,33 @@ size_t gt_escape_unit(const unsigned char *s, size_t n, char out[8], size_t *use
     return s[0] == '\t' ? 2 : 4;
 }
 
+void gt_group_digits(int64_t v, char *buf, size_t cap)
+{
+    char raw[32];
+    snprintf(raw, sizeof raw, "%lld", (long long)v);
+    const size_t n = strlen(raw), lead = raw[0] == '-';
+    size_t j = 0;
+    for (size_t i = 0; i < n && j + 2 < cap; i++) {
+        if (i > lead && (n - i) % 3 == 0) buf[j++] = ',';
+        buf[j++] = raw[i];
+    }
+    if (cap) buf[j < cap ? j : cap - 1] = '\0';
+}
+
+void gt_human_bytes(double bytes, char *buf, size_t cap)
+{
+    static const char *unit[] = {"bytes", "KiB", "MiB", "GiB", "TiB"};
+    int u = 0;
+    while (bytes >= 1024 && u < 4) {
+        bytes /= 1024;
+        u++;
+    }
+    if (u == 0)
+        snprintf(buf, cap, "%.0f bytes", bytes);
+    else
+        snprintf(buf, cap, "%.1f %s", bytes, unit[u]);
+}
+
 int gt_word_index(const char *choices, const char *word)
 {
     const size_t n = strlen(word);

@@ -71,6 +71,11 @@ size_t gt_escape_unit(const unsigned char *s, size_t n, char out[8], size_t *use
  * ("..." then). Returns buf. */
 const char *gt_printable(const char *s, char buf[72]);
 
+/* Numbers for people: v with its thousands grouped ("1,234,567"), and a size in bytes
+ * ("834 bytes", "10.0 MiB"), into buf. */
+void gt_group_digits(int64_t v, char *buf, size_t cap);
+void gt_human_bytes(double bytes, char *buf, size_t cap);
+
 /* The index of word among the '|'-separated words of choices ("a|b|c"), or -1: the
  * config table's choice keys and the GENTRAIN_* variables' value lists. */
 int gt_word_index(const char *choices, const char *word);

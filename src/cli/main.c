@@ -9,8 +9,10 @@
 #include <errno.h>
 #include <stdio.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "inspect.h"       /* inspect_file */
+#include "inspect_run.h"   /* inspect_run_folder */
 #include "blas_core.h"     /* blas_core_fixup */
 #include "build_info.h"    /* build_info_print */
 #include "cli_args.h"      /* exit statuses, --help, input checks, a verb's end */
@@ -41,7 +43,7 @@ static const char main_help[] =
     "  prepare   turn text files into a token dataset (HDF5): bytes or BPE\n"
     "  train     train a model on an HDF5 token dataset\n"
     "  sample    generate text with a trained model\n"
-    "  inspect   show what an HDF5 file (dataset or model) holds\n"
+    "  inspect   show what an HDF5 file (dataset or model) holds, or where a run stands\n"
     "  plan      project which dp x pp x tp grid trains a config fastest\n"
     "  export    write a trained model for other tools (Hugging Face GPT-2)\n"
     "  help      show the help of a verb: gentrain help train\n"
@@ -84,12 +86,21 @@ static const char train_examples[] =
 
 static const char inspect_help[] =
     "usage: gentrain inspect FILE.h5\n"
+    "       gentrain inspect RUN_FOLDER\n"
     "\n"
     "Prints every group, dataset (shape, type) and attribute of an HDF5 file, and for a\n"
     "gentrain model its config, step and parameter count.\n"
     "\n"
-    "example:\n"
-    "  gentrain inspect runs/shakespeare/model.h5\n";
+    "Given a run folder (the config key out), says where that run stands: whether a run\n"
+    "is writing it now (which process, on which host), its checkpoints and the one\n"
+    "resume = auto would take (each verified as a resume would), the log's last step\n"
+    "and validation loss, the time left of a run in progress, and the model file. It\n"
+    "only reads: a run writing the folder is not disturbed. Exit 1 when something\n"
+    "there is damaged (named on stderr).\n"
+    "\n"
+    "examples:\n"
+    "  gentrain inspect runs/shakespeare/model.h5\n"
+    "  gentrain inspect runs/shakespeare\n";
 
 static void print_train_help(FILE *f)
 {
@@ -190,17 +201,20 @@ static int cmd_plan(int argc, char **argv)
     return cli_finish_verb(plan_command(argc, argv, 2));
 }
 
-/* What `inspect` runs in its child (probe.h): metadata only, seconds even for the
- * largest files. */
+/* What `inspect` runs in its child (probe.h): a file's metadata only, seconds even for
+ * the largest files; a run folder's checkpoints are verified, every byte read, as a
+ * resume would. */
 #define INSPECT_SECONDS 60
+#define INSPECT_FOLDER_SECONDS 900
 typedef struct {
     const char *path;
+    int is_dir;
 } inspect_job;
 
 static int run_inspect(void *arg)
 {
     const inspect_job *j = arg;
-    return inspect_file(j->path, stdout);
+    return j->is_dir ? inspect_run_folder(j->path, stdout) : inspect_file(j->path, stdout);
 }
 
 static int cmd_inspect(int argc, char **argv)
@@ -225,15 +239,19 @@ static int cmd_inspect(int argc, char **argv)
         path = argv[i];
     }
     if (!path) {
-        gt_error("inspect: no file given (usage: gentrain inspect FILE.h5)");
+        gt_error("inspect: no file given (usage: gentrain inspect FILE.h5 | RUN_FOLDER)");
         return EXIT_USAGE;
     }
-    if (cli_check_readable(path, "file", 0) != 0) return EXIT_FAIL;
+    int is_dir = 0;
+    const int fd = gt_open_regular(path, "file", 1, &is_dir);
+    if (fd < 0) return EXIT_FAIL;
+    close(fd);
     /* the whole inspection in a child: a damaged file that crashes or hangs HDF5 then
      * costs one error line (probe.h) */
-    inspect_job job = {path};
-    return probe_run("file", path, run_inspect, &job, INSPECT_SECONDS) == 0 ? EXIT_OK
-                                                                            : EXIT_FAIL;
+    inspect_job job = {path, is_dir};
+    return probe_run(is_dir ? "run folder" : "file", path, run_inspect, &job,
+                     is_dir ? INSPECT_FOLDER_SECONDS : INSPECT_SECONDS) == 0 ? EXIT_OK
+                                                                          : EXIT_FAIL;
 }
 
 static int print_verb_help(const char *verb)

@@ -36,6 +36,7 @@
 #include "grid.h"
 #include "signals.h"
 #include "team.h"
+#include "run_folder.h" /* RUN_FOLDER_CKPTS */
 #include "train_run.h"
 #include "util.h"
 
@@ -233,7 +234,7 @@ static int setup(run *r)
     /* Checkpoints need a run folder (config_validate refuses the checkpoint keys
      * otherwise; a stop signal then ends the run without one). */
     r->can_ckpt = c->out[0] && strcmp(c->out, "none") != 0;
-    if (r->can_ckpt) snprintf(r->ckpt_dir, sizeof r->ckpt_dir, "%s/checkpoints", c->out);
+    if (r->can_ckpt) snprintf(r->ckpt_dir, sizeof r->ckpt_dir, "%s/" RUN_FOLDER_CKPTS, c->out);
     /* The run folder's lock first (no other run may be writing it). Then the
      * checkpoint: the global batch it trained decides the micro-steps. Then
      * the output folder and log (rank 0), and the data (a collective: the ranks share

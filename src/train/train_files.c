@@ -12,12 +12,13 @@
 #include "h5model.h"
 #include "hf_gpt2.h"
 #include "grid.h"
+#include "run_folder.h" /* RUN_FOLDER_MODEL */
 #include "train_run.h"
 #include "util.h"
 
 void train_model_path(const char *out, char path[TRAIN_MODEL_PATH_CAP])
 {
-    snprintf(path, TRAIN_MODEL_PATH_CAP, "%s/model.h5", out);
+    snprintf(path, TRAIN_MODEL_PATH_CAP, "%s/" RUN_FOLDER_MODEL, out);
 }
 
 /* resume = auto: the step of the newest checkpoint of dir that verifies, found by rank

@@ -10,6 +10,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "run_folder.h"
 #include "train_run.h"
 #include "util.h"
 
@@ -154,18 +155,18 @@ int train_check_output_paths(run *r)
 
 /* Two runs writing one run folder at once (a job array given one out, a job submitted
  * twice) would interleave their checkpoints, prune each other's and truncate each
- * other's log. So rank 0 holds a POSIX write lock on <out>/.gentrain.lock for the whole
- * run: the system drops it when the process ends, so a killed run leaves no stale lock,
- * and fcntl locks reach across nodes on NFS (lockd) and Lustre (mounted with flock).
- * Where the file system has no locks, one warning and the run goes on. Before anything
- * reads or writes the folder: 0, or -1 (reported). */
+ * other's log. So rank 0 holds a POSIX write lock on <out>/.gentrain.lock (run_folder.h)
+ * for the whole run: the system drops it when the process ends, so a killed run leaves
+ * no stale lock, and fcntl locks reach across nodes on NFS (lockd) and Lustre (mounted
+ * with flock). Where the file system has no locks, one warning and the run goes on.
+ * Before anything reads or writes the folder: 0, or -1 (reported). */
 int train_lock_out(run *r)
 {
     const gt_config *c = r->c;
     r->out_lock = -1;
     if (!par_is_root() || config_is_none(c->out)) return 0;
     char path[GT_PATH_MAX + 32];
-    if (snprintf(path, sizeof path, "%s/.gentrain.lock", c->out) >= (int)sizeof path) {
+    if (snprintf(path, sizeof path, "%s/" RUN_FOLDER_LOCK, c->out) >= (int)sizeof path) {
         gt_error("output folder path too long: %.64s...", c->out);
         return -1;
     }
@@ -182,14 +183,11 @@ int train_lock_out(run *r)
     if (fcntl(fd, F_SETLK, &lk) != 0) {
         const int e = errno;
         if (e == EACCES || e == EAGAIN) {
-            char who[160] = "";
-            const ssize_t n = pread(fd, who, sizeof who - 1, 0);
-            who[n > 0 ? n : 0] = '\0';
-            who[strcspn(who, "\n")] = '\0';
-            char shown[72];
+            char who[80];
+            run_folder_lock_text(fd, who, sizeof who);
             gt_error("another gentrain run is writing to %s (%s): two runs in one folder "
                      "would mix their checkpoints and log; wait for it to end, or give "
-                     "another out", c->out, who[0] ? gt_printable(who, shown) : "its pid unknown");
+                     "another out", c->out, who[0] ? who : "its pid unknown");
             close(fd);
             return -1;
         }

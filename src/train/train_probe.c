@@ -17,6 +17,7 @@
 #include "config.h"
 #include "parallel.h" /* par_launcher_rank */
 #include "probe.h"
+#include "run_folder.h" /* RUN_FOLDER_CKPTS */
 #include "util.h" /* GT_PATH_MAX */
 
 enum { FILE_SECONDS = 300 };
@@ -86,7 +87,7 @@ static void probe_checkpoints(const gt_config *c, probe_where *w, FILE *devnull)
     }
     if (c->out[0] == '\0') return;
     char dir[GT_PATH_MAX + 16], path[2 * GT_PATH_MAX];
-    snprintf(dir, sizeof dir, "%s/checkpoints", c->out);
+    snprintf(dir, sizeof dir, "%s/" RUN_FOLDER_CKPTS, c->out);
     DIR *d = opendir(dir);
     if (!d) return;
     struct dirent *e;

@@ -1,0 +1,180 @@
+#!/usr/bin/env bash
+# `gentrain inspect RUN_FOLDER`: where a run stands, read from its folder:
+#  - a finished run with checkpoints: exit 0; not running, the last run's pid and host;
+#    the checkpoints' steps; resume = auto's checkpoint and that it has all the steps;
+#    the log's record count, the last step's loss and lr as the log has them; the
+#    model's step and shape; the same after the folder is moved (the log found under
+#    its new place, also a log the config put in a subfolder of out);
+#  - a run in progress: running, its own pid and this host, the time left; stopped by
+#    SIGUSR1, not running again; inspecting it did not disturb it (exit 75, the
+#    checkpoint of the step it stopped at);
+#  - damage, each exit 1 with the rest still shown: the newest checkpoint damaged
+#    (resume falls back to the one before, named in a warning), all of them damaged,
+#    a log line that is not a record (its line number named), a model file that is
+#    not one; a last log line without its newline is a note, exit 0;
+#  - a folder that holds no run, and one named with an escape character: one error
+#    line, and the name escaped on stdout;
+#  - inspect on a file still lists the file.
+set -u
+: "${GENTRAIN:?GENTRAIN must point at the gentrain binary}"
+: "${top_srcdir:?top_srcdir must point at the source tree}"
+. "$top_srcdir/tests/lib.sh"
+test_tmpdir inspect_run
+
+prepare_slice
+tiny_gpt_args
+ARGS=("${TINY[@]}" "${CONST[@]}" --val_dataset none)
+
+# inspect NAME DIR: stdout and stderr to $tmp/NAME.out/.err, status in $rc
+inspect() {
+    timeout 120 "$GENTRAIN" inspect "$2" > "$tmp/$1.out" 2> "$tmp/$1.err"
+    rc=$?
+}
+# has NAME REGEX: a line of NAME.out matches
+has() { grep -Eq -- "$2" "$tmp/$1.out"; }
+# the last record's member KEY of log LOG, as %.4f or %.2e (FMT)
+last_member() {
+    sed -n '$s/.*"'"$2"'":\([^,}]*\).*/\1/p' "$1" | xargs printf "$3"
+}
+
+# ---------------------------------------------------------------- a finished run
+timeout 120 "$GENTRAIN" train "${ARGS[@]}" --steps 6 --ckpt_every 2 --out "$tmp/run" \
+    > "$tmp/run.train" 2>&1
+rc=$?
+check "a run of 6 steps with checkpoints: exit 0 (rc $rc)" test $rc -eq 0
+[ $rc -eq 0 ] || show "$tmp/run.train"
+inspect done "$tmp/run"
+check "finished: exit 0 (rc $rc)" test $rc -eq 0
+[ $rc -eq 0 ] || show "$tmp/done.err"
+check "finished: nothing on stderr" test ! -s "$tmp/done.err"
+check "finished: not running, the last run's pid on this host" \
+    has done "^state: not running \(no process holds the folder's lock; the last run here: pid [0-9]+ on $(hostname), started "
+check "finished: three checkpoints, steps 2, 4 and 6" \
+    has done '^checkpoints: 3 in checkpoints/ \(steps 2, 4, 6\); the newest [0-9.]+ (bytes|KiB|MiB), written '
+check "finished: resume = auto takes step 6" \
+    has done '^resume: resume = auto continues at step 6 from checkpoints/ckpt_00000006.h5 \(it verifies\)$'
+check "finished: that checkpoint has all 6 steps" \
+    has done '^resume: that checkpoint has all 6 steps of its run'
+check "finished: the log's 6 records" has done '^log: log.jsonl: 6 step records, written '
+loss=$(last_member "$tmp/run/log.jsonl" loss %.4f)
+lr=$(last_member "$tmp/run/log.jsonl" lr %.2e)
+check "finished: the last step's loss ($loss) and lr ($lr) as logged" \
+    has done "^last step: 6 of 6: loss $loss, lr $lr, [0-9,]+ tokens/s, 384 tokens trained on$"
+check "finished: the model's step and shape" \
+    has done '^model: model.h5: step 6, n_layer 2, n_head 2, n_embd 32, block_size 16, vocab_size [0-9]+; written '
+check "finished: no time left shown" test "$(grep -c '^time left' "$tmp/done.out")" -eq 0
+
+# the folder moved: the log found where the folder is now
+mv "$tmp/run" "$tmp/moved"
+inspect moved "$tmp/moved"
+check "moved: exit 0 and the log's 6 records (rc $rc)" \
+    eval '[ $rc -eq 0 ] && has moved "^log: log.jsonl: 6 step records"'
+# a log in a subfolder of out, the folder moved
+timeout 120 "$GENTRAIN" train "${ARGS[@]}" --steps 3 --out "$tmp/sub" \
+    --log "$tmp/sub/metrics/train.jsonl" > "$tmp/sub.train" 2>&1 || show "$tmp/sub.train"
+mv "$tmp/sub" "$tmp/sub2"
+inspect sub "$tmp/sub2"
+check "log in a subfolder, folder moved: found, 3 records (rc $rc)" \
+    eval '[ $rc -eq 0 ] && has sub "^log: metrics/train.jsonl: 3 step records"'
+check "no checkpoints: said so" \
+    eval 'has sub "^checkpoints: none$" && has sub "^resume: nothing to resume from$"'
+
+# ---------------------------------------------------------------- a run in progress
+"$GENTRAIN" train "${ARGS[@]}" --steps 1000000 --ckpt_every 20 --out "$tmp/live" \
+    > "$tmp/live.train" 2>&1 &
+pid=$!
+( sleep 300 && kill -KILL $pid ) 2> /dev/null & # a watchdog: never a hung test
+watchdog=$!
+for ((i = 0; i < 3000; i++)); do
+    [ "$(grep -c '"step"' "$tmp/live/log.jsonl" 2> /dev/null)" -ge 60 ] 2> /dev/null && break
+    kill -0 $pid 2> /dev/null || break
+    sleep 0.02
+done
+inspect live "$tmp/live"
+check "running: exit 0 (rc $rc)" test $rc -eq 0
+[ $rc -eq 0 ] || show "$tmp/live.err"
+check "running: its own pid on this host holds the lock" \
+    has live "^state: running: pid $pid on $(hostname) holds the folder's lock \(started "
+check "running: the time left to step 1000000" \
+    has live '^time left: about [0-9]+:[0-9]{2}:[0-9]{2} to step 1000000 at the pace of the last [0-9]+ steps'
+check "running: the last step of 1000000" has live '^last step: [0-9]+ of 1000000: loss '
+kill -USR1 $pid
+wait $pid
+stop_rc=$?
+kill $watchdog 2> /dev/null
+wait $watchdog 2> /dev/null
+check "running: stopped by SIGUSR1 as usual (exit 75, rc $stop_rc)" test $stop_rc -eq 75
+step=$(stopped_step "$tmp/live.train")
+inspect stopped "$tmp/live"
+check "stopped: not running, pid $pid was the last" \
+    has stopped "^state: not running \(no process holds the folder's lock; the last run here: pid $pid on "
+check "stopped: resume takes the checkpoint of step ${step:-?}" \
+    has stopped "^resume: resume = auto continues at step ${step:-x} from "
+check "stopped: no time left shown (it is not running)" \
+    test "$(grep -c '^time left' "$tmp/stopped.out")" -eq 0
+
+# ---------------------------------------------------------------- damage
+# past the first 64 kB: the tensors (the header alone would fail to open instead)
+damage() { printf 'damage!' | dd of="$1" bs=1 seek=70000 conv=notrunc 2> /dev/null; }
+cp -r "$tmp/moved" "$tmp/bad1"
+damage "$tmp/bad1/checkpoints/ckpt_00000006.h5"
+inspect bad1 "$tmp/bad1"
+check "newest checkpoint damaged: exit 1 (rc $rc)" test $rc -eq 1
+check "newest checkpoint damaged: a warning names it" \
+    grep -q '^gentrain: warning: skipping checkpoint .*ckpt_00000006.h5: ' "$tmp/bad1.err"
+check "newest checkpoint damaged: resume falls back to step 4" \
+    has bad1 '^resume: resume = auto continues at step 4 from checkpoints/ckpt_00000004.h5'
+check "newest checkpoint damaged: the log and model still shown" \
+    eval 'has bad1 "^last step: 6 of 6" && has bad1 "^model: model.h5: step 6"'
+damage "$tmp/bad1/checkpoints/ckpt_00000004.h5"
+damage "$tmp/bad1/checkpoints/ckpt_00000002.h5"
+inspect bad2 "$tmp/bad1"
+check "every checkpoint damaged: exit 1 (rc $rc)" test $rc -eq 1
+check "every checkpoint damaged: resume would refuse" \
+    has bad2 '^resume: none of them verifies: resume = auto would refuse to start$'
+check "every checkpoint damaged: one error line" \
+    test "$(grep -c '^gentrain: error: ' "$tmp/bad2.err")" -eq 1
+
+cp -r "$tmp/moved" "$tmp/badlog"
+sed -i '3s/.*/{"step": oops/' "$tmp/badlog/log.jsonl"
+inspect badlog "$tmp/badlog"
+check "a log line not a record: exit 1 (rc $rc)" test $rc -eq 1
+check "a log line not a record: its line number named" \
+    grep -q '^gentrain: error: inspect: .*log.jsonl: 1 line is not a step record (the first: line 3)$' \
+    "$tmp/badlog.err"
+check "a log line not a record: the other 5 counted, the last step shown" \
+    eval 'has badlog "^log: log.jsonl: 5 step records" && has badlog "^last step: 6 of 6"'
+
+cp -r "$tmp/moved" "$tmp/cut"
+printf '{"step":7,"loss":1.2' >> "$tmp/cut/log.jsonl"
+inspect cut "$tmp/cut"
+check "a last log line without its newline: exit 0 (rc $rc)" test $rc -eq 0
+check "a last log line without its newline: a note, step 6 still the last" \
+    eval 'has cut "^log: its last line ends without a newline" && has cut "^last step: 6 of 6"'
+
+cp -r "$tmp/moved" "$tmp/badmodel"
+echo "not a model" > "$tmp/badmodel/model.h5"
+inspect badmodel "$tmp/badmodel"
+check "model.h5 not a model: exit 1 (rc $rc)" test $rc -eq 1
+check "model.h5 not a model: said so, the rest shown" \
+    eval 'has badmodel "^model: model.h5 does not read" && has badmodel "^last step: 6 of 6"'
+
+# ---------------------------------------------------------------- not a run folder
+mkdir -p "$tmp/empty"
+inspect empty "$tmp/empty"
+check "a folder with no run: exit 1, one error line, nothing on stdout (rc $rc)" \
+    eval '[ $rc -eq 1 ] && [ ! -s "$tmp/empty.out" ] &&
+          [ "$(grep -c "^gentrain: error: inspect: .* holds no gentrain run" "$tmp/empty.err")" -eq 1 ]'
+odd="$tmp/odd$(printf '\033')[31mname"
+cp -r "$tmp/moved" "$odd"
+inspect odd "$odd"
+check "a folder named with an escape: exit 0, the name escaped (rc $rc)" \
+    eval '[ $rc -eq 0 ] && has odd "^run folder: .*odd\\\\x1b\\[31mname$" &&
+          ! grep -q "$(printf "\033")" "$tmp/odd.out"'
+
+# ---------------------------------------------------------------- a file
+inspect file "$tmp/moved/model.h5"
+check "a file: listed as before (rc $rc)" \
+    eval '[ $rc -eq 0 ] && has file "^gentrain model \(format_version [0-9]+\): step 6, "'
+
+[ "$fails" -eq 0 ]
