@@ -19,13 +19,17 @@ Cases, all made here from a tiny run of its own (no file of the user is touched)
             bytes set to 0 or 0xff (the size fields), cut short, junk appended; trained on;
   model     model.h5 damaged the same ways; `sample` from it and `inspect` it;
   ckpt      a checkpoint damaged the same ways; resumed from (`train --resume FILE`)
-            and inspected.
+            and inspected;
+  folder    a copy of a run folder with its model.h5, its newest checkpoint or its
+            log.jsonl damaged the same ways; `inspect FOLDER`.
 Outcomes:
   refused   exit 1 or 2 with exactly one "gentrain: error:" line (inspect: at least one)
   accepted  exit 0: for config, options, env and data a working run (the damage hit
             token values or unused bytes), or one still printing at the timeout (a long
             run asked for); for model and ckpt only when the output is the undamaged
-            file's own (the damage hit bytes no reader uses), otherwise it is BAD
+            file's own (the damage hit bytes no reader uses), otherwise it is BAD;
+            for folder the same, the times of its lines aside (a damaged log may
+            say other numbers: they are its records)
   HDF5      (sanitizer builds) a sanitizer report whose top frame is inside libhdf5,
             from the child that reads the file first (src/base/probe.h), after which the
             command ended with exit 1 and its one line "reading it crashed the HDF5
@@ -319,6 +323,27 @@ def file_cases(probe, rng, per_kind, ckpt):
         print("hostile-probe: %s: %d files done" % (kind, per_kind), flush=True)
 
 
+def folder_cases(probe, rng, per_kind):
+    """Copies of the seed run folder, each with one of its files damaged, inspected."""
+    def shown(out):  # the folder's name and the times of its files move between cases
+        return re.sub(r"(written|started) [^;)\n]*", r"\1 T", out.split("\n", 1)[-1])
+    base = shown(probe.run(["inspect", "seed"])[1])
+    newest = max(os.listdir(os.path.join(probe.work, "seed", "checkpoints")))
+    targets = ["model.h5", "log.jsonl", os.path.join("checkpoints", newest)]
+    for i in range(per_kind):
+        case = "folder-%04d" % i
+        dst = os.path.join(probe.work, case)
+        shutil.copytree(os.path.join(probe.work, "seed"), dst)
+        target = rng.choice(targets)
+        how = damage(os.path.join(probe.work, "seed", target), os.path.join(dst, target), rng)
+        rc, out, err = probe.run(["inspect", case])
+        probe.judge("folder-inspect", "%s (%s of %s): gentrain inspect %s" %
+                    (case, how, target, case), rc, err, inspect=True,
+                    same_as=None if target == "log.jsonl" else base, out=shown(out))
+        shutil.rmtree(dst)
+    print("hostile-probe: folder: %d run folders done" % per_kind, flush=True)
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--gentrain", required=True)
@@ -343,6 +368,7 @@ def main():
     if not a.skip_env:
         env_cases(probe)
     file_cases(probe, random.Random(a.seed), a.per_kind, ckpt)
+    folder_cases(probe, random.Random(a.seed + 1), a.per_kind)
     total = sum(probe.counts.values())
     print("hostile-probe: %d runs" % total)
     for kind in sorted({k for k, _ in probe.counts}):

@@ -218,14 +218,19 @@ int gt_word_index(const char *choices, const char *word)
 
 const char *gt_printable(const char *s, char buf[72])
 {
-    /* room for 68 bytes of text and "..." when it is cut */
+    return gt_printable_cap(s, buf, 72);
+}
+
+const char *gt_printable_cap(const char *s, char *buf, size_t cap)
+{
+    /* room for cap - 4 bytes of text and "..." when it is cut */
     const unsigned char *p = (const unsigned char *)s;
     const size_t n = strlen(s);
     size_t in = 0, out = 0;
     while (in < n) {
         char unit[8];
         size_t used = 0, w = gt_escape_unit(p + in, n - in, unit, &used);
-        if (out + w > 68) {
+        if (out + w > cap - 4) {
             memcpy(buf + out, "...", 3);
             out += 3;
             break;

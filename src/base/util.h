@@ -70,6 +70,9 @@ size_t gt_escape_unit(const unsigned char *s, size_t n, char out[8], size_t *use
  * error stays one line and cannot steer the terminal), cut to about 64 characters
  * ("..." then). Returns buf. */
 const char *gt_printable(const char *s, char buf[72]);
+/* The same, whole where it fits in cap bytes (at least 4; "..." past that): a path
+ * shown on standard output. */
+const char *gt_printable_cap(const char *s, char *buf, size_t cap);
 
 /* Numbers for people: v with its thousands grouped ("1,234,567"), and a size in bytes
  * ("834 bytes", "10.0 MiB"), into buf. */

@@ -34,7 +34,7 @@ typedef struct log_summary {
     int64_t first_bad;   /* the line number of the first of them */
     int cut_tail;        /* the file ends inside a line (being written, or cut short) */
     /* the last record: NAN where it lacks the member */
-    double step, loss, lr, tokens_per_s, tokens, elapsed_s;
+    double step, loss, lr, tokens_per_s, tokens;
     double val_step, val_loss;   /* the last validation; NAN: none */
     double best_step, best_val;  /* the lowest val_loss */
     /* (step, elapsed_s) of the last records of this process's stretch of the log: a
@@ -48,30 +48,6 @@ static double member(const json_value *obj, const char *key)
 {
     const json_value *v = json_get(obj, key);
     return v && v->type == JSON_NUMBER ? v->u.number : NAN;
-}
-
-/* s for a terminal (a folder's name, a path from a file): control characters and
- * broken UTF-8 as \xNN (gt_escape_unit), cut with "..." where it does not fit in cap
- * (at least 4). Returns buf. */
-static const char *esc(const char *s, char *buf, size_t cap)
-{
-    const size_t n = strlen(s);
-    size_t j = 0;
-    for (size_t i = 0; i < n;) {
-        char unit[8];
-        size_t used;
-        const size_t k = gt_escape_unit((const unsigned char *)s + i, n - i, unit, &used);
-        if (j + k + 4 > cap) {
-            memcpy(buf + j, "...", 3);
-            j += 3;
-            break;
-        }
-        memcpy(buf + j, unit, k);
-        j += k;
-        i += used;
-    }
-    buf[j] = '\0';
-    return buf;
 }
 
 /* The next line of f into buf (cap bytes), without its newline: its length, or -1 at
@@ -122,7 +98,6 @@ static void take_record(const json_value *rec, log_summary *s)
     s->lr = member(rec, "lr");
     s->tokens_per_s = member(rec, "tokens_per_s");
     s->tokens = member(rec, "tokens");
-    s->elapsed_s = elapsed;
     const double val = member(rec, "val_loss");
     if (isfinite(val)) {
         s->val_step = step;
@@ -145,7 +120,8 @@ static int read_log(const char *path, log_summary *s)
     FILE *f = fdopen(fd, "r");
     char *buf = f ? gt_malloc(MAX_RECORD + 2, "log line") : NULL;
     if (!f || !buf) {
-        if (!f) gt_error("inspect: cannot read %s", path);
+        char shown[72];
+        if (!f) gt_error("inspect: cannot read %s", gt_printable(path, shown));
         free(buf);
         if (f) fclose(f);
         else close(fd);
@@ -172,7 +148,8 @@ static int read_log(const char *path, log_summary *s)
         if (!ok && s->bad++ == 0) s->first_bad = lineno;
     }
     const int failed = ferror(f);
-    if (failed) gt_error("inspect: reading %s failed", path);
+    char shown[72];
+    if (failed) gt_error("inspect: reading %s failed", gt_printable(path, shown));
     free(buf);
     fclose(f);
     return failed ? -1 : 0;
@@ -234,10 +211,10 @@ static int log_path(const char *dir, const char *config, char *path, size_t cap,
                          ? strlen(outv) : 0;
     if (n && strncmp(logv, outv, n) == 0 && logv[n] == '/') {
         snprintf(path, cap, "%s%s", dir, logv + n);
-        esc(logv + n + 1, name, name_cap);
+        gt_printable_cap(logv + n + 1, name, name_cap);
     } else {
         snprintf(path, cap, "%s", logv);
-        esc(logv, name, name_cap);
+        gt_printable_cap(logv, name, name_cap);
     }
     return 0;
 }
@@ -263,7 +240,7 @@ static run_lock_state print_state(FILE *out, const char *dir)
         break;
     case RUN_LOCK_UNKNOWN: {
         char shown[256];
-        fprintf(out, "state: unknown (%s)\n", esc(why, shown, sizeof shown));
+        fprintf(out, "state: unknown (%s)\n", gt_printable_cap(why, shown, sizeof shown));
         break;
     }
     }
@@ -379,10 +356,9 @@ static int print_checkpoints(FILE *out, const char *dir, ckpt_meta *meta)
         meta->step = -1;
         return -1;
     }
-    const char *base = strrchr(path, '/');
+    const char *base = strrchr(path, '/'); /* ckpt_<digits>.h5: printable */
     fprintf(out, "resume: resume = auto continues at step %" PRId64 " from " RUN_FOLDER_CKPTS
-                 "/%s (it verifies)\n", meta->step, esc(base ? base + 1 : path, shown,
-                                                        sizeof shown));
+                 "/%s (it verifies)\n", meta->step, base ? base + 1 : path);
     const int64_t run_steps = config_int(meta->config_text, "steps");
     if (run_steps > 0 && meta->step >= run_steps)
         fprintf(out, "resume: that checkpoint has all %" PRId64 " steps of its run: a resume "
@@ -417,7 +393,7 @@ int inspect_run_folder(const char *dir, FILE *out)
                  "config key out) or an HDF5 file", gt_printable(dir, name));
         return -1;
     }
-    fprintf(out, "run folder: %s\n", esc(dir, shown, sizeof shown));
+    fprintf(out, "run folder: %s\n", gt_printable_cap(dir, shown, sizeof shown));
     const int running = print_state(out, dir) == RUN_LOCK_HELD;
 
     int rc = 0;
