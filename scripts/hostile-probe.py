@@ -325,8 +325,10 @@ def file_cases(probe, rng, per_kind, ckpt):
 
 def folder_cases(probe, rng, per_kind):
     """Copies of the seed run folder, each with one of its files damaged, inspected."""
-    def shown(out):  # the folder's name and the times of its files move between cases
-        return re.sub(r"(written|started) [^;)\n]*", r"\1 T", out.split("\n", 1)[-1])
+    def shown(out):  # the folder's name, its files' times and sizes (junk appended to a
+        # checkpoint is bytes no reader uses) move between cases
+        out = re.sub(r"(written|started) [^;)\n]*", r"\1 T", out.split("\n", 1)[-1])
+        return re.sub(r"the newest [0-9.]+ \w+,", "the newest N,", out)
     base = shown(probe.run(["inspect", "seed"])[1])
     newest = max(os.listdir(os.path.join(probe.work, "seed", "checkpoints")))
     targets = ["model.h5", "log.jsonl", os.path.join("checkpoints", newest)]
