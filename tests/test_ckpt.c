@@ -695,7 +695,7 @@ static void prune_and_find(void)
     fclose(f);
 
     tu_capture_begin();
-    int rc = ckpt_find_latest(sub, out, sizeof out);
+    int rc = ckpt_find_latest(sub, 1, out, sizeof out);
     const char *msg = tu_capture_end();
     snprintf(want, sizeof want, "%s/ckpt_00000300.h5", sub);
     TU_CHECK(rc == 1 && strcmp(out, want) == 0, "find_latest picks ckpt_00000300.h5 (%s)",
@@ -725,12 +725,12 @@ static void prune_and_find(void)
 
     snprintf(p, sizeof p, "%s/none_here", dir);
     tu_capture_begin();
-    rc = ckpt_find_latest(p, out, sizeof out);
+    rc = ckpt_find_latest(p, 1, out, sizeof out);
     msg = tu_capture_end();
     TU_CHECK(rc == 0 && msg[0] == '\0', "missing folder: no checkpoint, no message");
     snprintf(p, sizeof p, "%s/empty", dir);
     mkdir(p, 0755);
-    TU_CHECK(ckpt_find_latest(p, out, sizeof out) == 0, "empty folder: no checkpoint");
+    TU_CHECK(ckpt_find_latest(p, 1, out, sizeof out) == 0, "empty folder: no checkpoint");
     /* only damaged checkpoints: 2, so resume = auto stops instead of starting fresh */
     snprintf(p, sizeof p, "%s/empty/ckpt_00000007.h5", dir);
     f = fopen(p, "w");
@@ -738,7 +738,7 @@ static void prune_and_find(void)
     fclose(f);
     snprintf(p, sizeof p, "%s/empty", dir);
     tu_capture_begin();
-    rc = ckpt_find_latest(p, out, sizeof out);
+    rc = ckpt_find_latest(p, 1, out, sizeof out);
     msg = tu_capture_end();
     TU_CHECK(rc == 2 && strstr(msg, "skipping checkpoint") && tu_count_lines(msg) == 1,
              "only a damaged checkpoint: 2, with one warning naming it");
@@ -814,7 +814,7 @@ static void failed_saves(void)
     TU_CHECK(!exists(p) && no_tmp_in(sub) && tu_files_equal(prev, copy),
              "out of space: no new file, no .tmp, previous intact");
     char out[1024];
-    TU_CHECK(ckpt_find_latest(sub, out, sizeof out) == 1 && strcmp(out, prev) == 0,
+    TU_CHECK(ckpt_find_latest(sub, 1, out, sizeof out) == 1 && strcmp(out, prev) == 0,
              "the previous checkpoint is still the latest");
 
     if (geteuid() != 0) {

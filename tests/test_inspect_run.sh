@@ -8,13 +8,17 @@
 #  - a run in progress: running, its own pid and this host, the time left; stopped by
 #    SIGUSR1, not running again; inspecting it did not disturb it (exit 75, the
 #    checkpoint of the step it stopped at);
+#  - --verify reads the checkpoints whole, as a resume: with it, exit 0 and "it
+#    verifies"; without it, a damaged tensor passes (the metadata reads), a checkpoint
+#    cut short does not (exit 1, the one before taken);
 #  - damage, each exit 1 with the rest still shown: the newest checkpoint damaged
-#    (resume falls back to the one before, named in a warning), all of them damaged,
+#    (--verify: resume falls back to the one before, named in a warning), all damaged,
 #    a log line that is not a record (its line number named), a model file that is
 #    not one; a last log line without its newline is a note, exit 0;
 #  - a folder that holds no run, and one named with an escape character: one error
 #    line, and the name escaped on stdout;
-#  - inspect on a file still lists the file.
+#  - inspect on a file still lists the file; --verify with a file or a value: usage
+#    errors.
 set -u
 : "${GENTRAIN:?GENTRAIN must point at the gentrain binary}"
 : "${top_srcdir:?top_srcdir must point at the source tree}"
@@ -25,9 +29,11 @@ prepare_slice
 tiny_gpt_args
 ARGS=("${TINY[@]}" "${CONST[@]}" --val_dataset none)
 
-# inspect NAME DIR: stdout and stderr to $tmp/NAME.out/.err, status in $rc
+# inspect NAME [--verify] DIR: stdout and stderr to $tmp/NAME.out/.err, status in $rc
 inspect() {
-    timeout 120 "$GENTRAIN" inspect "$2" > "$tmp/$1.out" 2> "$tmp/$1.err"
+    local name=$1
+    shift
+    timeout 120 "$GENTRAIN" inspect "$@" > "$tmp/$name.out" 2> "$tmp/$name.err"
     rc=$?
 }
 # has NAME REGEX: a line of NAME.out matches
@@ -51,8 +57,8 @@ check "finished: not running, the last run's pid on this host" \
     has done "^state: not running \(no process holds the folder's lock; the last run here: pid [0-9]+ on $(hostname), started "
 check "finished: three checkpoints, steps 2, 4 and 6" \
     has done '^checkpoints: 3 in checkpoints/ \(steps 2, 4, 6\); the newest [0-9.]+ (bytes|KiB|MiB), written '
-check "finished: resume = auto takes step 6" \
-    has done '^resume: resume = auto continues at step 6 from checkpoints/ckpt_00000006.h5 \(it verifies\)$'
+check "finished: resume = auto would take step 6 (its metadata read)" \
+    has done '^resume: resume = auto would continue at step 6 from checkpoints/ckpt_00000006.h5 \(its metadata reads; '
 check "finished: that checkpoint has all 6 steps" \
     has done '^resume: that checkpoint has all 6 steps of its run'
 check "finished: the log's 6 records" has done '^log: log.jsonl: 6 step records, written '
@@ -63,6 +69,9 @@ check "finished: the last step's loss ($loss) and lr ($lr) as logged" \
 check "finished: the model's step and shape" \
     has done '^model: model.h5: step 6, n_layer 2, n_head 2, n_embd 32, block_size 16, vocab_size [0-9]+; written '
 check "finished: no time left shown" test "$(grep -c '^time left' "$tmp/done.out")" -eq 0
+inspect verified --verify "$tmp/run"
+check "finished, --verify: exit 0, resume = auto takes step 6, it verifies (rc $rc)" \
+    eval '[ $rc -eq 0 ] && has verified "^resume: resume = auto continues at step 6 from checkpoints/ckpt_00000006.h5 \(it verifies\)$"'
 
 # the folder moved: the log found where the folder is now
 mv "$tmp/run" "$tmp/moved"
@@ -109,7 +118,7 @@ inspect stopped "$tmp/live"
 check "stopped: not running, pid $pid was the last" \
     has stopped "^state: not running \(no process holds the folder's lock; the last run here: pid $pid on "
 check "stopped: resume takes the checkpoint of step ${step:-?}" \
-    has stopped "^resume: resume = auto continues at step ${step:-x} from "
+    has stopped "^resume: resume = auto would continue at step ${step:-x} from "
 check "stopped: no time left shown (it is not running)" \
     test "$(grep -c '^time left' "$tmp/stopped.out")" -eq 0
 
@@ -118,7 +127,10 @@ check "stopped: no time left shown (it is not running)" \
 damage() { printf 'damage!' | dd of="$1" bs=1 seek=70000 conv=notrunc 2> /dev/null; }
 cp -r "$tmp/moved" "$tmp/bad1"
 damage "$tmp/bad1/checkpoints/ckpt_00000006.h5"
-inspect bad1 "$tmp/bad1"
+inspect quick "$tmp/bad1"
+check "newest checkpoint's tensors damaged, no --verify: its metadata reads, exit 0 (rc $rc)" \
+    eval '[ $rc -eq 0 ] && has quick "^resume: resume = auto would continue at step 6 "'
+inspect bad1 --verify "$tmp/bad1"
 check "newest checkpoint damaged: exit 1 (rc $rc)" test $rc -eq 1
 check "newest checkpoint damaged: a warning names it" \
     grep -q '^gentrain: warning: skipping checkpoint .*ckpt_00000006.h5: ' "$tmp/bad1.err"
@@ -128,12 +140,19 @@ check "newest checkpoint damaged: the log and model still shown" \
     eval 'has bad1 "^last step: 6 of 6" && has bad1 "^model: model.h5: step 6"'
 damage "$tmp/bad1/checkpoints/ckpt_00000004.h5"
 damage "$tmp/bad1/checkpoints/ckpt_00000002.h5"
-inspect bad2 "$tmp/bad1"
+inspect bad2 --verify "$tmp/bad1"
 check "every checkpoint damaged: exit 1 (rc $rc)" test $rc -eq 1
 check "every checkpoint damaged: resume would refuse" \
     has bad2 '^resume: none of them verifies: resume = auto would refuse to start$'
 check "every checkpoint damaged: one error line" \
     test "$(grep -c '^gentrain: error: ' "$tmp/bad2.err")" -eq 1
+
+cp -r "$tmp/moved" "$tmp/cuthead"
+truncate -s 1000 "$tmp/cuthead/checkpoints/ckpt_00000006.h5"
+inspect cuthead "$tmp/cuthead"
+check "newest checkpoint cut short, no --verify: exit 1, falls back to step 4 (rc $rc)" \
+    eval '[ $rc -eq 1 ] && has cuthead "^resume: resume = auto would continue at step 4 " &&
+          grep -q "^gentrain: warning: skipping checkpoint .*ckpt_00000006.h5: " "$tmp/cuthead.err"'
 
 cp -r "$tmp/moved" "$tmp/badlog"
 sed -i '3s/.*/{"step": oops/' "$tmp/badlog/log.jsonl"
@@ -172,9 +191,15 @@ check "a folder named with an escape: exit 0, the name escaped (rc $rc)" \
     eval '[ $rc -eq 0 ] && has odd "^run folder: .*odd\\\\x1b\\[31mname$" &&
           ! grep -q "$(printf "\033")" "$tmp/odd.out"'
 
-# ---------------------------------------------------------------- a file
+# ---------------------------------------------------------------- a file; usage
 inspect file "$tmp/moved/model.h5"
 check "a file: listed as before (rc $rc)" \
     eval '[ $rc -eq 0 ] && has file "^gentrain model \(format_version [0-9]+\): step 6, "'
+inspect vfile --verify "$tmp/moved/model.h5"
+check "--verify with a file: a usage error, one line (rc $rc)" \
+    eval '[ $rc -eq 2 ] && [ "$(grep -c "^gentrain: error: " "$tmp/vfile.err")" -eq 1 ]'
+inspect vvalue --verify=yes "$tmp/moved"
+check "--verify=yes: a usage error, one line (rc $rc)" \
+    eval '[ $rc -eq 2 ] && [ "$(grep -c "^gentrain: error: " "$tmp/vvalue.err")" -eq 1 ]'
 
 [ "$fails" -eq 0 ]

@@ -758,11 +758,11 @@ int ckpt_read_meta(const char *path, ckpt_meta *meta)
     return rc;
 }
 
-int ckpt_verify(const char *path, ckpt_meta *meta, char *why, size_t cap)
+int ckpt_verify(const char *path, int whole, ckpt_meta *meta, char *why, size_t cap)
 {
     loaded got;
     h5lock_acquire();
-    const int rc = read_ckpt(path, NULL, 1, meta, &got, why, cap);
+    const int rc = read_ckpt(path, NULL, whole, meta, &got, why, cap);
     h5lock_release();
     if (rc == 0) loaded_free(&got);
     return rc;

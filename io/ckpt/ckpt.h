@@ -117,14 +117,15 @@ int64_t ckpt_newest_step(const char *dir);
  * not exist; -1 when it cannot be read (reported). */
 int ckpt_list_steps(const char *dir, int64_t **steps, size_t *n);
 /* Finds the highest-step checkpoint of dir that opens and verifies (format, version,
- * shapes, checksum; the whole file is read, each by the whole-model table of its own
- * shape, gpt_shape_tensor_table). Each file that does not is skipped with
- * one warning line, "gentrain: warning: skipping checkpoint <file>: <why>".
+ * shapes, checksum; whole = 1: the whole file is read, each by the whole-model table
+ * of its own shape, gpt_shape_tensor_table, as a resume needs; whole = 0: its metadata
+ * alone, a quick look that a damaged tensor passes). Each file that does not is
+ * skipped with one warning line, "gentrain: warning: skipping checkpoint <file>: <why>".
  * Returns 1 with out set; 0 when dir holds no checkpoint file (or does not exist: a
  * fresh run); 2 when it holds checkpoint files and none of them verifies (each named
  * in a warning; a run must not start fresh over them); -1 on an error (reported: dir
  * unreadable, out too small). */
-int ckpt_find_latest(const char *dir, char *out, size_t cap);
+int ckpt_find_latest(const char *dir, int whole, char *out, size_t cap);
 
 /* Loads a checkpoint into st's buffers (params, m, v: st->table->total floats each):
  * checks format, version, that the file's shape equals st->shape (naming the first

@@ -190,7 +190,7 @@ int ckpt_list_steps(const char *dir, int64_t **steps, size_t *n)
     return 0;
 }
 
-int ckpt_find_latest(const char *dir, char *out, size_t cap)
+int ckpt_find_latest(const char *dir, int whole, char *out, size_t cap)
 {
     entry *e;
     size_t n;
@@ -206,7 +206,7 @@ int ckpt_find_latest(const char *dir, char *out, size_t cap)
             break;
         }
         ckpt_meta meta;
-        if (ckpt_verify(p, &meta, why, sizeof why) == 0) {
+        if (ckpt_verify(p, whole, &meta, why, sizeof why) == 0) {
             ckpt_meta_free(&meta);
             if (meta.step != e[i].step) {
                 gt_warn("skipping checkpoint %s: it holds step %" PRId64

@@ -13,9 +13,10 @@
  * when dir does not exist, or -1 (reported). */
 int ckpt_remove_stale_tmp(const char *dir);
 
-/* Reads and verifies the whole checkpoint at path, each tensor by the table of its own
- * shape (as ckpt_find_latest needs): 0 with meta filled (ckpt_meta_free it), or -1
- * with why (not naming the file; meta then needs no freeing). Takes the HDF5 lock. */
-int ckpt_verify(const char *path, ckpt_meta *meta, char *why, size_t cap);
+/* Reads and verifies the checkpoint at path, whole (whole = 1: each tensor by the table
+ * of its own shape, against the checksum) or its metadata alone (whole = 0), as
+ * ckpt_find_latest needs: 0 with meta filled (ckpt_meta_free it), or -1 with why (not
+ * naming the file; meta then needs no freeing). Takes the HDF5 lock. */
+int ckpt_verify(const char *path, int whole, ckpt_meta *meta, char *why, size_t cap);
 
 #endif

@@ -306,9 +306,10 @@ static int print_log(FILE *out, const char *path, const char *name, int64_t step
 }
 
 /* The checkpoints' line and resume's. *meta gets the checkpoint resume = auto would
- * take (meta->step -1: none). 0, or -1 when no checkpoint verifies, a newer one than
- * that does not, or the folder cannot be read (reported). */
-static int print_checkpoints(FILE *out, const char *dir, ckpt_meta *meta)
+ * take (meta->step -1: none), found as a resume finds it (verify: every byte against
+ * its checksum) or by its metadata alone. 0, or -1 when no checkpoint verifies (reads),
+ * a newer one than that does not, or the folder cannot be read (reported). */
+static int print_checkpoints(FILE *out, const char *dir, int verify, ckpt_meta *meta)
 {
     memset(meta, 0, sizeof *meta);
     meta->step = -1;
@@ -343,13 +344,15 @@ static int print_checkpoints(FILE *out, const char *dir, ckpt_meta *meta)
     fflush(out); /* before the warnings of checkpoints that do not verify, on stderr */
     /* as resume = auto chooses: the highest step that verifies (the others skipped with
      * a warning each) */
-    const int found = ckpt_find_latest(cdir, path, sizeof path);
+    const int found = ckpt_find_latest(cdir, verify, path, sizeof path);
+    const char *verifies = verify ? "verifies" : "reads";
     if (found < 0) return -1;
     if (found != 1) {
-        fprintf(out, "resume: none of them verifies: resume = auto would refuse to start\n");
+        fprintf(out, "resume: none of them %s: resume = auto would refuse to start\n",
+                verifies);
         fflush(out);
-        gt_error("inspect: no checkpoint in %s verifies (see the warnings above): resume = "
-                 "auto would refuse to start", gt_printable(cdir, shown));
+        gt_error("inspect: no checkpoint in %s %s (see the warnings above): resume = auto "
+                 "would refuse to start", gt_printable(cdir, shown), verifies);
         return -1;
     }
     if (ckpt_read_meta(path, meta) != 0) {
@@ -357,21 +360,27 @@ static int print_checkpoints(FILE *out, const char *dir, ckpt_meta *meta)
         return -1;
     }
     const char *base = strrchr(path, '/'); /* ckpt_<digits>.h5: printable */
-    fprintf(out, "resume: resume = auto continues at step %" PRId64 " from " RUN_FOLDER_CKPTS
-                 "/%s (it verifies)\n", meta->step, base ? base + 1 : path);
+    if (verify)
+        fprintf(out, "resume: resume = auto continues at step %" PRId64 " from "
+                     RUN_FOLDER_CKPTS "/%s (it verifies)\n", meta->step, base ? base + 1 : path);
+    else
+        fprintf(out, "resume: resume = auto would continue at step %" PRId64 " from "
+                     RUN_FOLDER_CKPTS "/%s (its metadata reads; --verify checks every byte "
+                     "as a resume does)\n", meta->step, base ? base + 1 : path);
     const int64_t run_steps = config_int(meta->config_text, "steps");
     if (run_steps > 0 && meta->step >= run_steps)
         fprintf(out, "resume: that checkpoint has all %" PRId64 " steps of its run: a resume "
                      "needs a larger steps\n", run_steps);
     if (meta->step < highest) {
-        gt_error("inspect: the checkpoints of %s past step %" PRId64 " do not verify (see the "
-                 "warnings above)", gt_printable(cdir, shown), meta->step);
+        gt_error("inspect: the checkpoints of %s past step %" PRId64 " do not %s (see the "
+                 "warnings above)", gt_printable(cdir, shown), meta->step,
+                 verify ? "verify" : "read");
         return -1;
     }
     return 0;
 }
 
-int inspect_run_folder(const char *dir, FILE *out)
+int inspect_run_folder(const char *dir, int verify, FILE *out)
 {
     char model[GT_PATH_MAX + 32], logp[GT_PATH_MAX + 32], part[GT_PATH_MAX + 32];
     char shown[1024], log_name[1024];
@@ -398,7 +407,7 @@ int inspect_run_folder(const char *dir, FILE *out)
 
     int rc = 0;
     ckpt_meta meta;
-    if (print_checkpoints(out, dir, &meta) != 0) rc = -1;
+    if (print_checkpoints(out, dir, verify, &meta) != 0) rc = -1;
     fflush(out);
 
     snprintf(model, sizeof model, "%s/" RUN_FOLDER_MODEL, dir);

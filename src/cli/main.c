@@ -86,17 +86,19 @@ static const char train_examples[] =
 
 static const char inspect_help[] =
     "usage: gentrain inspect FILE.h5\n"
-    "       gentrain inspect RUN_FOLDER\n"
+    "       gentrain inspect [--verify] RUN_FOLDER\n"
     "\n"
     "Prints every group, dataset (shape, type) and attribute of an HDF5 file, and for a\n"
     "gentrain model its config, step and parameter count.\n"
     "\n"
     "Given a run folder (the config key out), says where that run stands: whether a run\n"
     "is writing it now (which process, on which host), its checkpoints and the one\n"
-    "resume = auto would take (each verified as a resume would), the log's last step\n"
-    "and validation loss, the time left of a run in progress, and the model file. It\n"
-    "only reads: a run writing the folder is not disturbed. Exit 1 when something\n"
-    "there is damaged (named on stderr).\n"
+    "resume = auto would take, the log's last step and validation loss, the time left\n"
+    "of a run in progress, and the model file. It only reads: a run writing the folder\n"
+    "is not disturbed. Exit 1 when something there is damaged (named on stderr).\n"
+    "\n"
+    "  --verify   read the checkpoints whole, every byte against its checksum, as a\n"
+    "             resume does (else their metadata alone: quick on any file system)\n"
     "\n"
     "examples:\n"
     "  gentrain inspect runs/shakespeare/model.h5\n"
@@ -208,13 +210,14 @@ static int cmd_plan(int argc, char **argv)
 #define INSPECT_FOLDER_SECONDS 900
 typedef struct {
     const char *path;
-    int is_dir;
+    int is_dir, verify;
 } inspect_job;
 
 static int run_inspect(void *arg)
 {
     const inspect_job *j = arg;
-    return j->is_dir ? inspect_run_folder(j->path, stdout) : inspect_file(j->path, stdout);
+    return j->is_dir ? inspect_run_folder(j->path, j->verify, stdout)
+                     : inspect_file(j->path, stdout);
 }
 
 static int cmd_inspect(int argc, char **argv)
@@ -225,8 +228,19 @@ static int cmd_inspect(int argc, char **argv)
     }
     const char *path = NULL;
     char shown[72], shown2[72];
+    int verify = 0;
     for (int i = 2; i < argc; i++) {
         if (argv[i][0] == '-' && argv[i][1] != '\0') {
+            char name[32];
+            if (strcmp(cli_canonical("inspect", argv[i], name, sizeof name), "--verify") == 0) {
+                if (strchr(argv[i], '=')) {
+                    gt_error("inspect: --verify takes no value (got '%s')",
+                             gt_printable(argv[i], shown));
+                    return EXIT_USAGE;
+                }
+                verify = 1;
+                continue;
+            }
             gt_error("inspect: unknown option '%s'; see 'gentrain inspect --help'",
                      gt_printable(argv[i], shown));
             return EXIT_USAGE;
@@ -246,9 +260,14 @@ static int cmd_inspect(int argc, char **argv)
     const int fd = gt_open_regular(path, "file", 1, &is_dir);
     if (fd < 0) return EXIT_FAIL;
     close(fd);
+    if (verify && !is_dir) {
+        gt_error("inspect: --verify is for a run folder's checkpoints; %s is a file",
+                 gt_printable(path, shown));
+        return EXIT_USAGE;
+    }
     /* the whole inspection in a child: a damaged file that crashes or hangs HDF5 then
      * costs one error line (probe.h) */
-    inspect_job job = {path, is_dir};
+    inspect_job job = {path, is_dir, verify};
     return probe_run(is_dir ? "run folder" : "file", path, run_inspect, &job,
                      is_dir ? INSPECT_FOLDER_SECONDS : INSPECT_SECONDS) == 0 ? EXIT_OK
                                                                           : EXIT_FAIL;

@@ -30,7 +30,7 @@ static int64_t find_resume_step(const char *dir)
     double found = -2.0;
     if (par_is_root()) {
         char path[GT_PATH_MAX + 64];
-        int k = ckpt_find_latest(dir, path, sizeof path);
+        int k = ckpt_find_latest(dir, 1, path, sizeof path);
         if (k == 0) found = -1.0;
         if (k == 2)
             gt_error("resume = auto: no checkpoint in %s verifies (see the warnings above); "
