@@ -21,7 +21,8 @@ Cases, all made here from a tiny run of its own (no file of the user is touched)
   ckpt      a checkpoint damaged the same ways; resumed from (`train --resume FILE`)
             and inspected;
   folder    a copy of a run folder with its model.h5, its newest checkpoint or its
-            log.jsonl damaged the same ways; `inspect FOLDER`.
+            log.jsonl damaged the same ways; `inspect FOLDER` and `inspect --verify
+            FOLDER`.
 Outcomes:
   refused   exit 1 or 2 with exactly one "gentrain: error:" line (inspect: at least one)
   accepted  exit 0: for config, options, env and data a working run (the damage hit
@@ -29,7 +30,8 @@ Outcomes:
             run asked for); for model and ckpt only when the output is the undamaged
             file's own (the damage hit bytes no reader uses), otherwise it is BAD;
             for folder the same, the times of its lines aside (a damaged log may
-            say other numbers: they are its records)
+            say other numbers: they are its records; so may a checkpoint's config
+            text without --verify, which alone reads the checksum that covers it)
   HDF5      (sanitizer builds) a sanitizer report whose top frame is inside libhdf5,
             from the child that reads the file first (src/base/probe.h), after which the
             command ended with exit 1 and its one line "reading it crashed the HDF5
@@ -329,7 +331,8 @@ def folder_cases(probe, rng, per_kind):
         # checkpoint is bytes no reader uses) move between cases
         out = re.sub(r"(written|started) [^;)\n]*", r"\1 T", out.split("\n", 1)[-1])
         return re.sub(r"the newest [0-9.]+ \w+,", "the newest N,", out)
-    base = shown(probe.run(["inspect", "seed"])[1])
+    bases = {v: shown(probe.run(["inspect"] + v.split() + ["seed"])[1])
+             for v in ("", "--verify")}
     newest = max(os.listdir(os.path.join(probe.work, "seed", "checkpoints")))
     targets = ["model.h5", "log.jsonl", os.path.join("checkpoints", newest)]
     for i in range(per_kind):
@@ -338,10 +341,15 @@ def folder_cases(probe, rng, per_kind):
         shutil.copytree(os.path.join(probe.work, "seed"), dst)
         target = rng.choice(targets)
         how = damage(os.path.join(probe.work, "seed", target), os.path.join(dst, target), rng)
-        rc, out, err = probe.run(["inspect", case])
-        probe.judge("folder-inspect", "%s (%s of %s): gentrain inspect %s" %
-                    (case, how, target, case), rc, err, inspect=True,
-                    same_as=None if target == "log.jsonl" else base, out=shown(out))
+        for v, base in bases.items():
+            rc, out, err = probe.run(["inspect"] + v.split() + [case])
+            what = "%s (%s of %s): gentrain inspect %s" % (case, how, target,
+                                                           " ".join(v.split() + [case]))
+            # without --verify a checkpoint's damaged config text passes as its tensors
+            # do (one checksum covers them all): its numbers may change, as a log's
+            loose = target == "log.jsonl" or (not v and target.startswith("checkpoints"))
+            probe.judge("folder" + (v[1:] if v else "-inspect"), what, rc, err,
+                        inspect=True, same_as=None if loose else base, out=shown(out))
         shutil.rmtree(dst)
     print("hostile-probe: folder: %d run folders done" % per_kind, flush=True)
 
