@@ -1,4 +1,9 @@
-/* h5util — helpers the io/ files share (not an API for the rest of gentrain).
+/* h5util — helpers the io/ files share (not an API for the rest of gentrain):
+ *   h5util.c     opening, creating and finishing files; reasons; names of types and
+ *                shapes
+ *   h5attr.c     attributes, read checked and written
+ *   h5objects.c  what a file holds and what its datasets refer to: object kinds, a
+ *                bounded walk over the links, linked files, unwritten storage
  *
  * Callers hold h5lock. None of these print: failures fill `why` (a short reason such
  * as "no such file" or "permission denied") so the caller can name the file, dataset
