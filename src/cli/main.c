@@ -205,8 +205,8 @@ static int cmd_plan(int argc, char **argv)
 }
 
 /* What `inspect` runs in its child (probe.h): a file's metadata only, seconds even for
- * the largest files; a run folder's checkpoints are verified, every byte read, as a
- * resume would. */
+ * the largest files; a run folder's checkpoints with --verify every byte, as a resume
+ * reads them (minutes for the largest on a slow file system). */
 #define INSPECT_SECONDS 60
 #define INSPECT_FOLDER_SECONDS 900
 typedef struct {
