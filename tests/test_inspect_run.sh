@@ -17,8 +17,9 @@
 #    not one; a last log line without its newline is a note, exit 0;
 #  - a folder that holds no run, and one named with an escape character: one error
 #    line, and the name escaped on stdout;
-#  - inspect on a file still lists the file; --verify with a file or a value: usage
-#    errors.
+#  - inspect on a file still lists the file; with --verify a model or checkpoint is
+#    read whole against its checksum (a damaged one: exit 1, one error line), anything
+#    else refused; --verify=VALUE: a usage error.
 set -u
 : "${GENTRAIN:?GENTRAIN must point at the gentrain binary}"
 : "${top_srcdir:?top_srcdir must point at the source tree}"
@@ -195,9 +196,27 @@ check "a folder named with an escape: exit 0, the name escaped (rc $rc)" \
 inspect file "$tmp/moved/model.h5"
 check "a file: listed as before (rc $rc)" \
     eval '[ $rc -eq 0 ] && has file "^gentrain model \(format_version [0-9]+\): step 6, "'
-inspect vfile --verify "$tmp/moved/model.h5"
-check "--verify with a file: a usage error, one line (rc $rc)" \
-    eval '[ $rc -eq 2 ] && [ "$(grep -c "^gentrain: error: " "$tmp/vfile.err")" -eq 1 ]'
+inspect vmodel --verify "$tmp/moved/model.h5"
+check "--verify a model: listed, then verified (rc $rc)" \
+    eval '[ $rc -eq 0 ] && has vmodel "^gentrain model " &&
+          has vmodel "^verify: the model of step 6 verifies: its [0-9,]+ parameters match its checksum and are finite$"'
+inspect vckpt --verify "$tmp/moved/checkpoints/ckpt_00000004.h5"
+check "--verify a checkpoint: verified (rc $rc)" \
+    eval '[ $rc -eq 0 ] && has vckpt "^verify: the checkpoint of step 4 verifies: "'
+inspect vbadckpt --verify "$tmp/bad1/checkpoints/ckpt_00000006.h5"
+check "--verify a damaged checkpoint: exit 1, one error line naming it (rc $rc)" \
+    eval '[ $rc -eq 1 ] && [ "$(grep -c "^gentrain: error: checkpoint .*ckpt_00000006.h5 does not verify: " "$tmp/vbadckpt.err")" -eq 1 ] &&
+          [ "$(grep -c "^gentrain: error: " "$tmp/vbadckpt.err")" -eq 1 ]'
+cp "$tmp/moved/model.h5" "$tmp/badweights.h5"
+damage "$tmp/badweights.h5"
+inspect vbadmodel --verify "$tmp/badweights.h5"
+check "--verify a model with a damaged tensor: exit 1, one error line (rc $rc)" \
+    eval '[ $rc -eq 1 ] && [ "$(grep -c "^gentrain: error: " "$tmp/vbadmodel.err")" -eq 1 ] &&
+          ! has vbadmodel "^verify: "'
+inspect vdata --verify "$tmp/d.h5"
+check "--verify a token dataset: exit 1, neither a model nor a checkpoint (rc $rc)" \
+    grep -q "^gentrain: error: inspect: --verify checks gentrain models and checkpoints; .* is neither" \
+    "$tmp/vdata.err"
 inspect vvalue --verify=yes "$tmp/moved"
 check "--verify=yes: a usage error, one line (rc $rc)" \
     eval '[ $rc -eq 2 ] && [ "$(grep -c "^gentrain: error: " "$tmp/vvalue.err")" -eq 1 ]'

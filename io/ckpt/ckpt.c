@@ -758,6 +758,14 @@ int ckpt_read_meta(const char *path, ckpt_meta *meta)
     return rc;
 }
 
+int ckpt_verify_file(const char *path, ckpt_meta *meta)
+{
+    char why[WHY_CAP];
+    if (ckpt_verify(path, 1, meta, why, sizeof why) == 0) return 0;
+    gt_error("checkpoint %s does not verify: %s", path, why);
+    return -1;
+}
+
 int ckpt_verify(const char *path, int whole, ckpt_meta *meta, char *why, size_t cap)
 {
     loaded got;

@@ -127,6 +127,12 @@ int ckpt_list_steps(const char *dir, int64_t **steps, size_t *n);
  * unreadable, out too small). */
 int ckpt_find_latest(const char *dir, int whole, char *out, size_t cap);
 
+/* Reads the whole checkpoint at path and verifies it (format, version, shapes, every
+ * tensor and the metadata against the checksum), as resume = auto does each file it
+ * tries: 0 with meta filled (ckpt_meta_free it), or -1 after one error line naming the
+ * file and why. */
+int ckpt_verify_file(const char *path, ckpt_meta *meta);
+
 /* Loads a checkpoint into st's buffers (params, m, v: st->table->total floats each):
  * checks format, version, that the file's shape equals st->shape (naming the first
  * differing key), that /model holds exactly the tensors of st->table (each name, type

@@ -23,7 +23,6 @@
 #include "h5tok.h"
 #include "h5util.h"
 
-#define FORMAT_NAME "gentrain-model"
 #define FORMAT_VERSION 1
 
 static const char *const shape_keys[5] = {"vocab_size", "block_size", "n_layer", "n_head",
@@ -94,7 +93,7 @@ static void model_checksum(gpt_shape s, int64_t step, const char *config_text,
 {
     char head[160];
     int len = snprintf(head, sizeof head, "%s %d step=%lld shape=%d,%d,%d,%d,%d\n",
-                       FORMAT_NAME, FORMAT_VERSION, (long long)step, s.vocab_size,
+                       H5MODEL_FORMAT_NAME, FORMAT_VERSION, (long long)step, s.vocab_size,
                        s.block_size, s.n_layer, s.n_head, s.n_embd);
     uint64_t h = gt_fnv1a(GT_FNV_OFFSET, head, (size_t)len);
     const char *cfg = config_text ? config_text : "";
@@ -129,7 +128,7 @@ int h5model_save_tok(const char *path, gpt_shape shape, const gt_tensor_table *t
         goto fail;
     }
     made_tmp = 1;
-    if (h5model_write_layout(file, FORMAT_NAME, FORMAT_VERSION, shape, tab, params,
+    if (h5model_write_layout(file, H5MODEL_FORMAT_NAME, FORMAT_VERSION, shape, tab, params,
                              config_text, step, tmp) != 0)
         goto fail;
     char sum[32];
@@ -170,7 +169,7 @@ static int check_format(hid_t file, const char *path, int report)
     char *fmt = NULL;
     int64_t ver = 0;
     int rc = h5io_attr_str(file, "format", &fmt, why, sizeof why);
-    if (rc <= 0 || strcmp(fmt, FORMAT_NAME) != 0) {
+    if (rc <= 0 || strcmp(fmt, H5MODEL_FORMAT_NAME) != 0) {
         if (report) {
             if (rc < 0)
                 gt_error("%s is not a gentrain model file (attribute format %s)", path, why);
@@ -244,6 +243,26 @@ static hid_t open_model(const char *path)
         return -1;
     }
     return file;
+}
+
+int h5model_format_of(const char *path, char *fmt, size_t cap)
+{
+    char why[160];
+    char *text = NULL;
+    int rc = -1;
+    h5lock_acquire();
+    const hid_t file = h5io_open_read(path, why, sizeof why);
+    if (file < 0) {
+        gt_error("cannot open %s: %s", path, why);
+    } else {
+        rc = h5io_attr_str(file, "format", &text, why, sizeof why);
+        if (rc < 0) gt_error("%s: attribute format %s", path, why);
+        if (rc == 1) snprintf(fmt, cap, "%s", text);
+        free(text);
+        H5Fclose(file);
+    }
+    h5lock_release();
+    return rc;
 }
 
 int h5model_read_meta(const char *path, gpt_shape *shape, int64_t *step,

@@ -38,6 +38,8 @@
 #include "layout.h" /* defines: gpt_shape, GPT_MAX_*, gpt_shape_tensor_table */
 #include "tensors.h"
 
+#define H5MODEL_FORMAT_NAME "gentrain-model" /* the root attribute format */
+
 /* Saves the tensors of tab from params (tab->total floats) with the shape, step and
  * config text (NULL: "") as the file's metadata. 0, or -1 (reported; an earlier file at
  * path is left as it was). */
@@ -61,6 +63,11 @@ int h5model_read_meta(const char *path, gpt_shape *shape, int64_t *step,
  * is written only when everything holds. 0, or -1 (reported, one line). */
 int h5model_load_params(const char *path, gpt_shape shape, const gt_tensor_table *tab,
                         float *params);
+
+/* The root attribute `format` of the HDF5 file at path ("gentrain-model",
+ * "gentrain-checkpoint", ...), into fmt: 1; 0 when the file has none; -1 when the file
+ * does not open as HDF5 or the attribute is not a string (reported). */
+int h5model_format_of(const char *path, char *fmt, size_t cap);
 
 /* If `path` is a file, copies it to out; if it is a folder, picks the model file in it
  * with the highest step (ties: newest modification time). Error if none. */

@@ -22,6 +22,7 @@
 #include "util.h"
 #include "h5chunk.h"
 #include "h5lock.h"
+#include "h5model.h" /* H5MODEL_FORMAT_NAME */
 #include "h5util.h"
 
 #define ARRAY_SHOWN 8 /* values shown of an attribute array */
@@ -427,7 +428,7 @@ static int print_model_header(FILE *out, hid_t file)
     char why[128];
     char *fmt = NULL, *config = NULL;
     int r = h5io_attr_str(file, "format", &fmt, why, sizeof why);
-    int is_model = r == 1 && strcmp(fmt, "gentrain-model") == 0;
+    int is_model = r == 1 && strcmp(fmt, H5MODEL_FORMAT_NAME) == 0;
     free(fmt);
     if (!is_model) return 0;
     char step[24], ver[24], v[5][24];

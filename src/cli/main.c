@@ -13,6 +13,7 @@
 
 #include "inspect.h"       /* inspect_file */
 #include "inspect_run.h"   /* inspect_run_folder */
+#include "inspect_verify.h" /* inspect_verify_file */
 #include "blas_core.h"     /* blas_core_fixup */
 #include "build_info.h"    /* build_info_print */
 #include "cli_args.h"      /* exit statuses, --help, input checks, a verb's end */
@@ -85,7 +86,7 @@ static const char train_examples[] =
     "  gentrain train --config my.cfg --lr=3e-4 --threads 8\n";
 
 static const char inspect_help[] =
-    "usage: gentrain inspect FILE.h5\n"
+    "usage: gentrain inspect [--verify] FILE.h5\n"
     "       gentrain inspect [--verify] RUN_FOLDER\n"
     "\n"
     "Prints every group, dataset (shape, type) and attribute of an HDF5 file, and for a\n"
@@ -97,9 +98,10 @@ static const char inspect_help[] =
     "of a run in progress, and the model file. It only reads: a run writing the folder\n"
     "is not disturbed. Exit 1 when something there is damaged (named on stderr).\n"
     "\n"
-    "  --verify   read the checkpoints whole, every byte against its checksum, as a\n"
-    "             resume does (else their metadata alone, unchecked: quick on any\n"
-    "             file system)\n"
+    "  --verify   a model or checkpoint file: read it whole and check it against its\n"
+    "             checksum, as sample and a resume do (a copy between clusters, a file\n"
+    "             on scratch). A run folder: read its checkpoints whole so (else\n"
+    "             their metadata alone, unchecked: quick on any file system)\n"
     "\n"
     "examples:\n"
     "  gentrain inspect runs/shakespeare/model.h5\n"
@@ -205,10 +207,10 @@ static int cmd_plan(int argc, char **argv)
 }
 
 /* What `inspect` runs in its child (probe.h): a file's metadata only, seconds even for
- * the largest files; a run folder's checkpoints with --verify every byte, as a resume
- * reads them (minutes for the largest on a slow file system). */
+ * the largest files; with --verify (a file, or a run folder's checkpoints) every byte,
+ * as a resume reads them (minutes for the largest on a slow file system). */
 #define INSPECT_SECONDS 60
-#define INSPECT_FOLDER_SECONDS 900
+#define INSPECT_VERIFY_SECONDS 900
 typedef struct {
     const char *path;
     int is_dir, verify;
@@ -217,8 +219,11 @@ typedef struct {
 static int run_inspect(void *arg)
 {
     const inspect_job *j = arg;
-    return j->is_dir ? inspect_run_folder(j->path, j->verify, stdout)
-                     : inspect_file(j->path, stdout);
+    if (j->is_dir) return inspect_run_folder(j->path, j->verify, stdout);
+    const int listed = inspect_file(j->path, stdout);
+    if (!j->verify) return listed;
+    fflush(stdout); /* the listing before a verification's error line */
+    return inspect_verify_file(j->path, stdout) == 0 ? listed : -1;
 }
 
 static int cmd_inspect(int argc, char **argv)
@@ -261,17 +266,13 @@ static int cmd_inspect(int argc, char **argv)
     const int fd = gt_open_regular(path, "file", 1, &is_dir);
     if (fd < 0) return EXIT_FAIL;
     close(fd);
-    if (verify && !is_dir) {
-        gt_error("inspect: --verify is for a run folder's checkpoints; %s is a file",
-                 gt_printable(path, shown));
-        return EXIT_USAGE;
-    }
     /* the whole inspection in a child: a damaged file that crashes or hangs HDF5 then
      * costs one error line (probe.h) */
     inspect_job job = {path, is_dir, verify};
     return probe_run(is_dir ? "run folder" : "file", path, run_inspect, &job,
-                     is_dir ? INSPECT_FOLDER_SECONDS : INSPECT_SECONDS) == 0 ? EXIT_OK
-                                                                          : EXIT_FAIL;
+                     verify ? INSPECT_VERIFY_SECONDS : INSPECT_SECONDS) == 0
+               ? EXIT_OK
+               : EXIT_FAIL;
 }
 
 static int print_verb_help(const char *verb)
