@@ -9,7 +9,8 @@ Cases, all made here from a tiny run of its own (no file of the user is touched)
   options   every option of the other verbs' --help (prepare, sample, plan, export)
             that takes a value set to the same odd values, and those that name a file
             to odd paths (missing, a folder, a device, a text file where HDF5 is read,
-            a data file where a model is, a path of 5,000 characters);
+            a data file where a model is, a path of 5,000 characters); inspect's
+            argument set to those paths and to folders, with and without --verify;
   env       every GENTRAIN_* variable the program checks (the table of
             src/cli/env_check.c), and the OpenMP, OpenBLAS, Slurm and MPI launcher
             variables gentrain reads, set to the odd values for a short training run
@@ -250,8 +251,16 @@ def option_cases(probe):
                                               for a in args)
                 count += 1
                 probe.judge("options", what, rc, err, out=out, working=r"\S")
-    print("hostile-probe: options: %d runs of prepare, sample, plan and export done" % count,
-          flush=True)
+    # inspect's one argument, a file or a run folder, with and without --verify
+    for value in ODD_INPUTS + ["seed", "afolder", os.path.join("seed", "checkpoints")]:
+        for flags in ([], ["--verify"]):
+            args = ["inspect"] + flags + [value]
+            rc, out, err = probe.run(args)
+            what = "gentrain " + " ".join(repr(a) if a in ("", " ") else a[:80] for a in args)
+            count += 1
+            probe.judge("options", what, rc, err, inspect=True, out=out)
+    print("hostile-probe: options: %d runs of prepare, sample, plan, export and inspect done"
+          % count, flush=True)
 
 
 # The keys of `gentrain --build-info`'s lines, each of which it prints when it exits 0.

@@ -93,7 +93,12 @@ check "no checkpoints: said so" \
 "$GENTRAIN" train "${ARGS[@]}" --steps 1000000 --ckpt_every 20 --out "$tmp/live" \
     > "$tmp/live.train" 2>&1 &
 pid=$!
-( sleep 300 && kill -KILL $pid ) 2> /dev/null & # a watchdog: never a hung test
+# a watchdog, never a hung test; its sleep ends with it and holds no output open
+(
+    sleep 300 &
+    trap 'kill $! 2> /dev/null; exit 0' TERM
+    wait $! && kill -KILL $pid
+) > /dev/null 2>&1 &
 watchdog=$!
 for ((i = 0; i < 3000; i++)); do
     [ "$(grep -c '"step"' "$tmp/live/log.jsonl" 2> /dev/null)" -ge 60 ] 2> /dev/null && break

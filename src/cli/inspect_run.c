@@ -27,6 +27,9 @@ enum { MAX_RECORD = 1 << 20 };
 enum { PACE_RECORDS = 50 };
 /* Checkpoint steps listed by name before "...". */
 enum { STEPS_SHOWN = 8 };
+/* The room for a path shown whole (escaped) on either stream: error lines name the
+ * folder's files in full, as the listing does, not cut to gt_printable's 64. */
+enum { PATH_SHOWN = 1024 };
 
 typedef struct log_summary {
     int64_t records;     /* step records read */
@@ -120,8 +123,9 @@ static int read_log(const char *path, log_summary *s)
     FILE *f = fdopen(fd, "r");
     char *buf = f ? gt_malloc(MAX_RECORD + 2, "log line") : NULL;
     if (!f || !buf) {
-        char shown[72];
-        if (!f) gt_error("inspect: cannot read %s", gt_printable(path, shown));
+        char shown[PATH_SHOWN];
+        if (!f)
+            gt_error("inspect: cannot read %s", gt_printable_cap(path, shown, sizeof shown));
         free(buf);
         if (f) fclose(f);
         else close(fd);
@@ -148,8 +152,9 @@ static int read_log(const char *path, log_summary *s)
         if (!ok && s->bad++ == 0) s->first_bad = lineno;
     }
     const int failed = ferror(f);
-    char shown[72];
-    if (failed) gt_error("inspect: reading %s failed", gt_printable(path, shown));
+    char shown[PATH_SHOWN];
+    if (failed)
+        gt_error("inspect: reading %s failed", gt_printable_cap(path, shown, sizeof shown));
     free(buf);
     fclose(f);
     return failed ? -1 : 0;
@@ -239,7 +244,7 @@ static run_lock_state print_state(FILE *out, const char *dir)
                 who[0] ? who : "a process", when);
         break;
     case RUN_LOCK_UNKNOWN: {
-        char shown[256];
+        char shown[PATH_SHOWN];
         fprintf(out, "state: unknown (%s)\n", gt_printable_cap(why, shown, sizeof shown));
         break;
     }
@@ -281,10 +286,10 @@ static int print_log(FILE *out, const char *path, const char *name, int64_t step
             when);
     int rc = 0;
     if (s.bad) {
-        char shown[72];
+        char shown[PATH_SHOWN];
         gt_error("inspect: %s: %lld line%s not a step record (the first: line %lld)",
-                 gt_printable(path, shown), (long long)s.bad, s.bad == 1 ? " is" : "s are",
-                 (long long)s.first_bad);
+                 gt_printable_cap(path, shown, sizeof shown), (long long)s.bad,
+                 s.bad == 1 ? " is" : "s are", (long long)s.first_bad);
         rc = -1;
     }
     if (s.cut_tail && !running)
@@ -313,7 +318,7 @@ static int print_checkpoints(FILE *out, const char *dir, int verify, ckpt_meta *
 {
     memset(meta, 0, sizeof *meta);
     meta->step = -1;
-    char cdir[GT_PATH_MAX + 32], path[GT_PATH_MAX + 64], shown[72];
+    char cdir[GT_PATH_MAX + 32], path[GT_PATH_MAX + 64], shown[PATH_SHOWN];
     snprintf(cdir, sizeof cdir, "%s/" RUN_FOLDER_CKPTS, dir);
     int64_t *steps = NULL;
     size_t n = 0;
@@ -352,7 +357,8 @@ static int print_checkpoints(FILE *out, const char *dir, int verify, ckpt_meta *
                 verifies);
         fflush(out);
         gt_error("inspect: no checkpoint in %s %s (see the warnings above): resume = auto "
-                 "would refuse to start", gt_printable(cdir, shown), verifies);
+                 "would refuse to start", gt_printable_cap(cdir, shown, sizeof shown),
+                 verifies);
         return -1;
     }
     if (ckpt_read_meta(path, meta) != 0) {
@@ -373,7 +379,7 @@ static int print_checkpoints(FILE *out, const char *dir, int verify, ckpt_meta *
                      "needs a larger steps\n", run_steps);
     if (meta->step < highest) {
         gt_error("inspect: the checkpoints of %s past step %" PRId64 " do not %s (see the "
-                 "warnings above)", gt_printable(cdir, shown), meta->step,
+                 "warnings above)", gt_printable_cap(cdir, shown, sizeof shown), meta->step,
                  verify ? "verify" : "read");
         return -1;
     }
@@ -383,7 +389,7 @@ static int print_checkpoints(FILE *out, const char *dir, int verify, ckpt_meta *
 int inspect_run_folder(const char *dir, int verify, FILE *out)
 {
     char model[GT_PATH_MAX + 32], logp[GT_PATH_MAX + 32], part[GT_PATH_MAX + 32];
-    char shown[1024], log_name[1024];
+    char shown[PATH_SHOWN], log_name[PATH_SHOWN];
     static const char *const parts[] = {RUN_FOLDER_MODEL, RUN_FOLDER_LOG, RUN_FOLDER_CKPTS,
                                         RUN_FOLDER_LOCK};
     int any = 0;
@@ -396,10 +402,10 @@ int inspect_run_folder(const char *dir, int verify, FILE *out)
         any |= lstat(part, &st) == 0;
     }
     if (!any) {
-        char name[72];
+        char name[PATH_SHOWN];
         gt_error("inspect: %s holds no gentrain run (no " RUN_FOLDER_MODEL ", " RUN_FOLDER_LOG
                  ", " RUN_FOLDER_CKPTS "/ or " RUN_FOLDER_LOCK "): give a run folder (the "
-                 "config key out) or an HDF5 file", gt_printable(dir, name));
+                 "config key out) or an HDF5 file", gt_printable_cap(dir, name, sizeof name));
         return -1;
     }
     fprintf(out, "run folder: %s\n", gt_printable_cap(dir, shown, sizeof shown));
