@@ -7,7 +7,9 @@
 #    its new place, also a log the config put in a subfolder of out);
 #  - a run in progress: running, its own pid and this host, the time left; stopped by
 #    SIGUSR1, not running again; inspecting it did not disturb it (exit 75, the
-#    checkpoint of the step it stopped at);
+#    checkpoint of the step it stopped at); its lock then held by another process,
+#    running as the lock file names it; a log's numbers no run writes (1e300 tokens,
+#    a clock at 1e300 s): shown as they are, nothing overflows;
 #  - --verify reads the checkpoints whole, as a resume: with it, exit 0 and "it
 #    verifies"; without it, a damaged tensor passes (the metadata reads), a checkpoint
 #    cut short does not (exit 1, the one before taken);
@@ -127,6 +129,39 @@ check "stopped: resume takes the checkpoint of step ${step:-?}" \
     has stopped "^resume: resume = auto would continue at step ${step:-x} from "
 check "stopped: no time left shown (it is not running)" \
     test "$(grep -c '^time left' "$tmp/stopped.out")" -eq 0
+
+# ------------------------------------------- another process holds the lock; odd numbers
+# the stopped run's folder, its lock taken by a process that is not gentrain (as a run
+# on another node would hold it over NFS), its log ending in records with numbers no
+# run writes: shown as they are, nothing overflows
+cp -r "$tmp/live" "$tmp/held"
+printf 'pid 12345 on elsewhere\n' > "$tmp/held/.gentrain.lock"
+printf '%s\n' '{"step":100000,"loss":1e308,"lr":-1,"tokens":5,"tokens_per_s":5,"elapsed_s":10000,"val_loss":-5}' \
+    '{"step":100001,"loss":2,"lr":0,"tokens":1e300,"tokens_per_s":-1e300,"elapsed_s":1e300}' \
+    >> "$tmp/held/log.jsonl"
+python3 -c 'import fcntl, sys, time
+f = open(sys.argv[1], "r+")
+fcntl.lockf(f, fcntl.LOCK_EX)
+print("locked", flush=True)
+time.sleep(60)' "$tmp/held/.gentrain.lock" > "$tmp/holder.out" 2>&1 &
+holder=$!
+for ((i = 0; i < 500; i++)); do
+    grep -q locked "$tmp/holder.out" 2> /dev/null && break
+    sleep 0.02
+done
+inspect held "$tmp/held"
+kill $holder 2> /dev/null
+wait $holder 2> /dev/null
+check "another holder: exit 0 (rc $rc)" test $rc -eq 0
+[ $rc -eq 0 ] || show "$tmp/held.err"
+check "another holder: running, as its lock file names it" \
+    has held "^state: running: pid 12345 on elsewhere holds the folder's lock"
+check "odd numbers: the last step shown short, the tokens in %g" \
+    has held '^last step: 100001 of 1000000: loss 2.0000, lr 0.00e\+00, -1e\+300 tokens/s, 1e\+300 tokens trained on$'
+check "odd numbers: the validation as logged" \
+    has held '^validation: val_loss -5.0000 at step 100000 \(the lowest: -5.0000 at step 100000\)$'
+check "odd numbers: a time left past any run's, in seconds" \
+    has held '^time left: about [0-9.]+e\+[0-9]+ s to step 1000000 '
 
 # ---------------------------------------------------------------- damage
 # past the first 64 kB: the tensors (the header alone would fail to open instead)

@@ -181,11 +181,28 @@ static void when_text(time_t t, char *buf, size_t cap)
     snprintf(buf, cap, "%s, %s", date, age);
 }
 
-/* "1:02:03" */
+/* "1:02:03"; a time past any run's (a log's numbers are the file's, whatever they
+ * are) in seconds instead. */
 static void hms_text(double s, char *buf, size_t cap)
 {
+    if (!(s >= 0 && s < 1e9)) {
+        snprintf(buf, cap, "%.3g s", s);
+        return;
+    }
     const long long t = (long long)(s + 0.5);
     snprintf(buf, cap, "%lld:%02lld:%02lld", t / 3600, t / 60 % 60, t % 60);
+}
+
+/* A count from the log, its thousands grouped, into buf: "?" when absent, and one past
+ * what an int64 holds (a log's numbers are the file's) in %g. */
+static void count_text(double v, char *buf, size_t cap)
+{
+    if (!isfinite(v))
+        snprintf(buf, cap, "?");
+    else if (fabs(v) < 9e15)
+        gt_group_digits((int64_t)llround(v), buf, cap);
+    else
+        snprintf(buf, cap, "%.3g", v);
 }
 
 /* The config key `key` of text as an integer, or -1 when absent or not one. */
@@ -296,15 +313,15 @@ static int print_log(FILE *out, const char *path, const char *name, int64_t step
         fprintf(out, "log: its last line ends without a newline: a record cut short (the "
                      "run ended while writing it)\n");
     if (!isfinite(s.step)) return rc;
-    char of[40] = "", tok[32] = "?", speed[32] = "?";
+    char of[40] = "", tok[32], speed[32];
     if (steps > 0) snprintf(of, sizeof of, " of %" PRId64, steps);
-    if (isfinite(s.tokens)) gt_group_digits((int64_t)s.tokens, tok, sizeof tok);
-    if (isfinite(s.tokens_per_s))
-        gt_group_digits((int64_t)llround(s.tokens_per_s), speed, sizeof speed);
-    fprintf(out, "last step: %.0f%s: loss %.4f, lr %.2e, %s tokens/s, %s tokens trained on\n",
+    count_text(s.tokens, tok, sizeof tok);
+    count_text(s.tokens_per_s, speed, sizeof speed);
+    /* %.15g: a step as the integer it is, one past 15 digits (a damaged log) short */
+    fprintf(out, "last step: %.15g%s: loss %.4f, lr %.2e, %s tokens/s, %s tokens trained on\n",
             s.step, of, s.loss, s.lr, speed, tok);
     if (isfinite(s.val_loss))
-        fprintf(out, "validation: val_loss %.4f at step %.0f (the lowest: %.4f at step %.0f)\n",
+        fprintf(out, "validation: val_loss %.4f at step %.15g (the lowest: %.4f at step %.15g)\n",
                 s.val_loss, s.val_step, s.best_val, s.best_step);
     if (running && steps > 0) print_time_left(out, &s, steps);
     return rc;
