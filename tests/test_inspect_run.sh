@@ -39,6 +39,12 @@ inspect() {
     timeout 120 "$GENTRAIN" inspect "$@" > "$tmp/$name.out" 2> "$tmp/$name.err"
     rc=$?
 }
+# inspect_ok NAME [--verify] DIR: the same, checked to exit 0 (its errors shown if not)
+inspect_ok() {
+    inspect "$@"
+    check "$1: exit 0 (rc $rc)" test $rc -eq 0
+    [ $rc -eq 0 ] || show "$tmp/$1.err"
+}
 # has NAME REGEX: a line of NAME.out matches
 has() { grep -Eq -- "$2" "$tmp/$1.out"; }
 # the last record's member KEY of log LOG, as %.4f or %.2e (FMT)
@@ -52,9 +58,7 @@ timeout 120 "$GENTRAIN" train "${ARGS[@]}" --steps 6 --ckpt_every 2 --out "$tmp/
 rc=$?
 check "a run of 6 steps with checkpoints: exit 0 (rc $rc)" test $rc -eq 0
 [ $rc -eq 0 ] || show "$tmp/run.train"
-inspect done "$tmp/run"
-check "finished: exit 0 (rc $rc)" test $rc -eq 0
-[ $rc -eq 0 ] || show "$tmp/done.err"
+inspect_ok done "$tmp/run"
 check "finished: nothing on stderr" test ! -s "$tmp/done.err"
 check "finished: not running, the last run's pid on this host" \
     has done "^state: not running \(no process holds the folder's lock; the last run here: pid [0-9]+ on $(hostname), started "
@@ -107,9 +111,7 @@ for ((i = 0; i < 3000; i++)); do
     kill -0 $pid 2> /dev/null || break
     sleep 0.02
 done
-inspect live "$tmp/live"
-check "running: exit 0 (rc $rc)" test $rc -eq 0
-[ $rc -eq 0 ] || show "$tmp/live.err"
+inspect_ok live "$tmp/live"
 check "running: its own pid on this host holds the lock" \
     has live "^state: running: pid $pid on $(hostname) holds the folder's lock \(started "
 check "running: the time left to step 1000000" \
@@ -149,11 +151,9 @@ for ((i = 0; i < 500; i++)); do
     grep -q locked "$tmp/holder.out" 2> /dev/null && break
     sleep 0.02
 done
-inspect held "$tmp/held"
+inspect_ok held "$tmp/held"
 kill $holder 2> /dev/null
 wait $holder 2> /dev/null
-check "another holder: exit 0 (rc $rc)" test $rc -eq 0
-[ $rc -eq 0 ] || show "$tmp/held.err"
 check "another holder: running, as its lock file names it" \
     has held "^state: running: pid 12345 on elsewhere holds the folder's lock"
 check "odd numbers: the last step shown short, the tokens in %g" \
