@@ -253,6 +253,9 @@ inspect vbadmodel --verify "$tmp/badweights.h5"
 check "--verify a model with a damaged tensor: exit 1, one error line (rc $rc)" \
     eval '[ $rc -eq 1 ] && [ "$(grep -c "^gentrain: error: " "$tmp/vbadmodel.err")" -eq 1 ] &&
           ! has vbadmodel "^verify: "'
+inspect vtext --verify "$tmp/slice.txt"
+check "--verify a text file: exit 1, one error line (rc $rc)" \
+    eval '[ $rc -eq 1 ] && [ "$(grep -c "^gentrain: error: " "$tmp/vtext.err")" -eq 1 ]'
 inspect vdata --verify "$tmp/d.h5"
 check "--verify a token dataset: exit 1, neither a model nor a checkpoint (rc $rc)" \
     grep -q "^gentrain: error: inspect: --verify checks gentrain models and checkpoints; .* is neither" \

@@ -221,9 +221,9 @@ static int run_inspect(void *arg)
     const inspect_job *j = arg;
     if (j->is_dir) return inspect_run_folder(j->path, j->verify, stdout);
     const int listed = inspect_file(j->path, stdout);
-    if (!j->verify) return listed;
+    if (!j->verify || listed != 0) return listed; /* a file that does not list: one error */
     fflush(stdout); /* the listing before a verification's error line */
-    return inspect_verify_file(j->path, stdout) == 0 ? listed : -1;
+    return inspect_verify_file(j->path, stdout);
 }
 
 static int cmd_inspect(int argc, char **argv)
