@@ -414,6 +414,12 @@ const json_value *json_get(const json_value *obj, const char *key)
     return NULL;
 }
 
+double json_number(const json_value *obj, const char *key)
+{
+    const json_value *v = json_get(obj, key);
+    return v && v->type == JSON_NUMBER ? v->u.number : NAN;
+}
+
 int json_int(const json_value *v, int64_t lo, int64_t hi, int64_t *out)
 {
     if (!v || v->type != JSON_NUMBER) return 0;

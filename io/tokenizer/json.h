@@ -60,6 +60,9 @@ void json_free(json_doc *doc);
 /* The value of the last member named key of an object, or NULL (also when obj is not
  * an object). */
 const json_value *json_get(const json_value *obj, const char *key);
+/* The number of obj's member key (json_get), or NAN when it is absent or not a number
+ * (the JSON Lines logs' fields). */
+double json_number(const json_value *obj, const char *key);
 /* 1 when v is a number holding an integer in [lo, hi] (stored in *out), else 0. */
 int json_int(const json_value *v, int64_t lo, int64_t hi, int64_t *out);
 /* "null", "a boolean", "a number", "a string", "an array", "an object". */

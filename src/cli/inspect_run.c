@@ -46,13 +46,6 @@ typedef struct log_summary {
     int pace_n, pace_next;
 } log_summary;
 
-/* The numeric member key of a record, or NAN when absent or not a number. */
-static double member(const json_value *obj, const char *key)
-{
-    const json_value *v = json_get(obj, key);
-    return v && v->type == JSON_NUMBER ? v->u.number : NAN;
-}
-
 /* The next line of f into buf (cap bytes), without its newline: its length, or -1 at
  * the end of the file. *cut = 1 when the line did not fit (the rest is skipped; a NUL
  * byte inside a line counts so too); *ended = 0 when the file ended before its
@@ -82,7 +75,7 @@ static long next_line(FILE *f, char *buf, size_t cap, int *cut, int *ended)
 static void take_record(const json_value *rec, log_summary *s)
 {
     s->records++;
-    const double step = member(rec, "step"), elapsed = member(rec, "elapsed_s");
+    const double step = json_number(rec, "step"), elapsed = json_number(rec, "elapsed_s");
     /* a stretch ends where steps or the clock go back: a resume */
     if (s->pace_n > 0) {
         const int last = (s->pace_next + PACE_RECORDS - 1) % PACE_RECORDS;
@@ -97,11 +90,11 @@ static void take_record(const json_value *rec, log_summary *s)
         s->pace_n = 0;
     }
     s->step = step;
-    s->loss = member(rec, "loss");
-    s->lr = member(rec, "lr");
-    s->tokens_per_s = member(rec, "tokens_per_s");
-    s->tokens = member(rec, "tokens");
-    const double val = member(rec, "val_loss");
+    s->loss = json_number(rec, "loss");
+    s->lr = json_number(rec, "lr");
+    s->tokens_per_s = json_number(rec, "tokens_per_s");
+    s->tokens = json_number(rec, "tokens");
+    const double val = json_number(rec, "val_loss");
     if (isfinite(val)) {
         s->val_step = step;
         s->val_loss = val;
@@ -145,7 +138,7 @@ static int read_log(const char *path, log_summary *s)
         char err[160];
         int ok = !cut && json_parse(buf, (size_t)len, &doc, err, sizeof err) == 0;
         if (ok) {
-            ok = doc.root.type == JSON_OBJECT && isfinite(member(&doc.root, "step"));
+            ok = doc.root.type == JSON_OBJECT && isfinite(json_number(&doc.root, "step"));
             if (ok) take_record(&doc.root, s);
             json_free(&doc);
         }

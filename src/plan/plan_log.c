@@ -8,39 +8,32 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "json.h" /* defines: json_parse, json_get */
+#include "json.h" /* defines: json_parse, json_get, json_number */
 #include "util.h"
 
 /* A log line longer than this is not one gentrain wrote (its records are < 4 kB; the
  * emulated-AMX arrays make them longer, far below this). */
 enum { MAX_LINE = 1 << 20 };
 
-/* The numeric member key of a record, or NAN when absent or not a number. */
-static double member(const json_value *obj, const char *key)
-{
-    const json_value *v = json_get(obj, key);
-    return v && v->type == JSON_NUMBER ? v->u.number : NAN;
-}
-
 /* One record into out; *prev_x is the x of the last estimate. 0, or -1 with why. */
 static int take_record(const json_value *rec, plan_log_noise *out, double *prev_x,
                        char *why, size_t cap)
 {
-    if (rec->type != JSON_OBJECT || isnan(member(rec, "step"))) {
+    if (rec->type != JSON_OBJECT || isnan(json_number(rec, "step"))) {
         snprintf(why, cap, "not a JSON object with a numeric \"step\"");
         return -1;
     }
     out->records++;
     const json_value *nv = json_get(rec, "noise_scale");
     if (!nv || nv->type == JSON_NULL) return 0;
-    const double noise = member(rec, "noise_scale");
-    const double tokens = member(rec, "tokens");
+    const double noise = json_number(rec, "noise_scale");
+    const double tokens = json_number(rec, "tokens");
     if (!(isfinite(noise) && noise > 0)) {
         snprintf(why, cap, "noise_scale is not a positive number");
         return -1;
     }
     if (out->estimates == 0) out->by_steps = isnan(tokens);
-    const double x = out->by_steps ? member(rec, "step") : tokens;
+    const double x = out->by_steps ? json_number(rec, "step") : tokens;
     if (!(isfinite(x) && x >= *prev_x)) {
         snprintf(why, cap, "%s is not a number at or past the last record's",
                  out->by_steps ? "step" : "tokens");
