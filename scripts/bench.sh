@@ -27,7 +27,12 @@
 #       product, and both step totals as shares of the tile peak that gentrain's first
 #       bf16 run measured: what the vendor's library reaches on this CPU;
 #   (e) a table: ms/step, tokens/s, GFLOP/s, peak memory, the ratio to PyTorch 2.x in
-#       the same precision, and the fraction of the measured peak; one JSON line.
+#       the same precision, and the fraction of the measured peak; one JSON line. Where
+#       bf16 ran the avx512-bf16 path, whose micro-kernels count their VDPBF16PS and
+#       time themselves, a line per run splits its step (of median time) into the
+#       busiest thread's micro-kernels, at their share of the measured dot-product peak
+#       a thread, and the rest: whether the products' arithmetic or what surrounds it
+#       sets the step on this CPU.
 #   On a CPU without AMX tiles, each round's bf16 run is followed by a short run of the
 #   AMX path's emulated twin (GENTRAIN_BF16=amx-emulated, BENCH_AMX_STEPS steps) and
 #   the table gets a row PREDICTED for the real AMX path beside the measured ones:
@@ -625,7 +630,27 @@ def gentrain_row(prec, log_f, load_f, out_f):
             "tokens_per_s": tps, "ms": B * T / tps * 1e3,
             "gflops": flops * tps / (B * T) / 1e9, "peak_gflops": peak,
             "max_rss_mb": rss, "other_load_cores": other,
-            "blas": blas.group(1) if blas else None, "peak_kind": kind, "bf16_path": path}
+            "blas": blas.group(1) if blas else None, "peak_kind": kind, "bf16_path": path,
+            "dot_split": dot_split(timed, peak if kind == "BF16 dot-product" else None)}
+
+
+def dot_split(timed, peak):
+    """Where a real avx512-bf16 step goes, from the counts its micro-kernels log: the
+    timed step of median time, its busiest thread's micro-kernel time and VDPBF16PS, and
+    their rate against the measured dot-product peak a thread (peak: all threads'
+    GFLOP/s, or None). None where the log has no counts (other paths)"""
+    counted = [r for r in timed if r.get("dot_kernel_ms") and r.get("vdpbf16ps")]
+    if not counted:
+        return None
+    r = sorted(counted, key=lambda r: r["ms"])[(len(counted) - 1) // 2]
+    kernel_s = max(r["dot_kernel_ms"]) / 1e3
+    if kernel_s <= 0:
+        return None
+    busiest = max(r["vdpbf16ps"])
+    gflops = 64 * busiest / kernel_s * 1e-9  # a thread, in its micro-kernels
+    return {"step_s": r["ms"] / 1e3, "kernel_s": kernel_s, "busiest": busiest,
+            "kernel_gflops": gflops,
+            "of_thread_peak": gflops / (peak / threads) if peak else None}
 
 
 # The tile unit of the AMX prediction, in cycles per instruction, run one after the
@@ -898,6 +923,16 @@ for r in table:
             print("%s: measured peak %.1f GFLOP/s (%s%s)" % (
                 r["label"], r["peak_gflops"], r.get("peak_kind") or "?",
                 "; %s path" % r["bf16_path"] if r.get("bf16_path") else ""))
+        d = r.get("dot_split")
+        if d:
+            print("%s: the busiest thread's dot-product micro-kernels %.1f ms of a %.1f ms"
+                  " step (%.3f G VDPBF16PS at %.1f GFLOP/s%s); the rest %.1f ms (packing,"
+                  " epilogues, attention's softmax, LayerNorm, AdamW, waits)" % (
+                      r["label"], d["kernel_s"] * 1e3, d["step_s"] * 1e3,
+                      d["busiest"] * 1e-9, d["kernel_gflops"],
+                      ", %.0f%% of the measured dot-product peak a thread"
+                      % (100 * d["of_thread_peak"]) if d["of_thread_peak"] else "",
+                      (d["step_s"] - d["kernel_s"]) * 1e3))
 for r in table:
     m = r.get("amx_model")
     if not m:
