@@ -9,6 +9,7 @@
 #   fuzz_ckpt     the checkpoint reader (everything, before anything is taken)
 #   fuzz_tokenizer the tokenizer.json loader (JSON and BPE), then encoding and decoding
 #   fuzz_safetensors the Hugging Face GPT-2 import of a model.safetensors file
+#   fuzz_runlog   a run's log.jsonl, read by `inspect RUN_FOLDER` and `plan --from-log`
 #
 # Per target it prints the executions, their rate and the coverage libFuzzer reports
 # (edges "cov" and features "ft"), and keeps the grown corpus in FUZZ_DIR/corpus/NAME.
@@ -25,9 +26,10 @@
 #   FUZZ_CC        the compiler (default clang)
 #   FUZZ_SECONDS   seconds per target (default 60)
 #   FUZZ_DIR       build and work folder (default ./fuzz)
-#   FUZZ_TARGETS   which targets (default all six)
+#   FUZZ_TARGETS   which targets (default all seven)
 #   FUZZ_SMOKE     1: the quick check CI runs (tests/test_fuzz_smoke.sh): fuzz_config,
-#                  fuzz_tokenizer and fuzz_safetensors fuzz for FUZZ_SECONDS; the HDF5 targets only run their seeds and
+#                  fuzz_tokenizer, fuzz_safetensors and fuzz_runlog fuzz for FUZZ_SECONDS;
+#                  the HDF5 targets only run their seeds and
 #                  regression inputs, since mutated HDF5 files reach known crashes and
 #                  hangs inside HDF5 1.10 itself (tests/fuzz/README.md); built at -O0,
 #                  which builds in a quarter of -O1's time and still runs thousands of
@@ -48,7 +50,7 @@ top_srcdir=${top_srcdir:-$(cd "$(dirname "$0")/.." && pwd)}
 FUZZ_CC=${FUZZ_CC:-clang}
 FUZZ_SECONDS=${FUZZ_SECONDS:-60}
 FUZZ_DIR=${FUZZ_DIR:-fuzz}
-FUZZ_TARGETS=${FUZZ_TARGETS:-fuzz_config fuzz_tokens fuzz_model fuzz_ckpt fuzz_tokenizer fuzz_safetensors}
+FUZZ_TARGETS=${FUZZ_TARGETS:-fuzz_config fuzz_tokens fuzz_model fuzz_ckpt fuzz_tokenizer fuzz_safetensors fuzz_runlog}
 FUZZ_SMOKE=${FUZZ_SMOKE:-0}
 FUZZ_CFLAGS=${FUZZ_CFLAGS:-}
 FUZZ_LIBS=${FUZZ_LIBS:-}
@@ -107,7 +109,7 @@ done
 
 # ---- seeds: small valid files of each kind, made by the real tools
 seeds=$FUZZ_DIR/seeds
-rm -rf "$seeds" && mkdir -p "$seeds"/{fuzz_config,fuzz_tokens,fuzz_model,fuzz_ckpt,fuzz_tokenizer,fuzz_safetensors} || exit 1
+rm -rf "$seeds" && mkdir -p "$seeds"/{fuzz_config,fuzz_tokens,fuzz_model,fuzz_ckpt,fuzz_tokenizer,fuzz_safetensors,fuzz_runlog} || exit 1
 cp "$top_srcdir"/data/*.cfg "$seeds/fuzz_config/"
 printf 'n_layer = 2\nn_head = 2\nlr = 3e-4 # a comment\nsync = async\nstaleness = 2\n' \
     > "$seeds/fuzz_config/small.cfg"
@@ -137,6 +139,17 @@ printf '%s' '{"added_tokens": [{"id": 3, "content": "<x>", "special": true, "lst
 cp "$seeds/run/checkpoints/"*.h5 "$seeds/fuzz_ckpt/"
 "$GENTRAIN" export --format hf --model "$seeds/run" -o "$seeds/hf" > /dev/null || exit 1
 cp "$seeds/hf/model.safetensors" "$seeds/fuzz_safetensors/"
+# logs: the seed run's own, and records as a run with 2 micro-steps writes them (with
+# the gradient noise scale that plan --from-log reads), one of them by steps alone
+cp "$seeds/run/log.jsonl" "$seeds/fuzz_runlog/run.jsonl"
+printf '%s\n' \
+    '{"step":1,"loss":5.5,"lr":1e-3,"ms":12.5,"tokens_per_s":8000,"tokens":1024,"elapsed_s":0.1}' \
+    '{"step":2,"loss":5.1,"lr":1e-3,"ms":12.0,"tokens_per_s":8100,"tokens":2048,"noise_scale":310.5,"elapsed_s":0.2}' \
+    '{"step":2,"val_loss":5.0,"tokens":2048}' \
+    '{"step":4,"loss":4.8,"lr":9e-4,"ms":11.9,"tokens_per_s":8200,"tokens":4096,"noise_scale":402.0,"elapsed_s":0.3}' \
+    > "$seeds/fuzz_runlog/noise.jsonl"
+printf '%s\n' '{"step":10,"noise_scale":12.5}' '{"step":20,"noise_scale":30}' \
+    > "$seeds/fuzz_runlog/by-steps.jsonl"
 
 # ---- regression inputs first, then fuzzing
 fail=0
@@ -223,9 +236,7 @@ for t in $FUZZ_TARGETS; do
     fi
     mkdir -p "$FUZZ_DIR/corpus/$t"
     budget=(-max_total_time="$FUZZ_SECONDS")
-    [ "$FUZZ_SMOKE" = 1 ] && [ "$t" != fuzz_config ] && [ "$t" != fuzz_tokenizer ] &&
-        [ "$t" != fuzz_safetensors ] &&
-        budget=(-runs=0)
+    [ "$FUZZ_SMOKE" = 1 ] && is_hdf5_target "$t" && budget=(-runs=0)
     if is_hdf5_target "$t" && [ "${budget[0]}" != -runs=0 ]; then
         fuzz_forked "$t"
         continue

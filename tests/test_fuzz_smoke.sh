@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # A short run of the fuzz targets (scripts/fuzz.sh, FUZZ_SMOKE=1): they build with clang
-# and the sanitizers, fuzz_config, fuzz_tokenizer and fuzz_safetensors fuzz for 12 s each, the HDF5 targets run their seed
+# and the sanitizers, fuzz_config, fuzz_tokenizer, fuzz_safetensors and fuzz_runlog fuzz for 12 s each, the HDF5 targets run their seed
 # corpora and regression inputs (tests/fuzz/README.md says why not more). The targets'
 # own folders under TMPDIR are gone afterwards. Skipped (77) where clang with libFuzzer
 # is missing.
@@ -16,7 +16,7 @@ rc=$?
 cat "$tmp/fuzz.out"
 [ $rc -eq 77 ] && exit 77
 check "fuzz smoke: every target builds and runs clean (rc $rc)" test $rc -eq 0
-for t in fuzz_config fuzz_tokenizer fuzz_safetensors; do
+for t in fuzz_config fuzz_tokenizer fuzz_safetensors fuzz_runlog; do
     check "fuzz smoke: $t ran thousands of inputs" \
         grep -qE "^fuzz: $t: [0-9]{4,} executions" "$tmp/fuzz.out"
 done

@@ -6,8 +6,9 @@
 #    table is the one --noise-scale 300 gives; a 4x growth points to auto;
 #  - a log written by a run (one rank, 2 micro-steps) plans too;
 #  - errors, one line each: a missing file (exit 1), a log without noise_scale (1), a
-#    malformed line named by its number (1), --from-log with --noise-scale (2); a FIFO or
-#    a device as the log: tests/test_hardening.sh.
+#    malformed line named by its number (1), --from-log with --noise-scale (2), a noise
+#    scale or a position past any run (1); a FIFO or a device as the log:
+#    tests/test_hardening.sh.
 set -u
 : "${GENTRAIN:?GENTRAIN must point at the gentrain binary}"
 : "${top_srcdir:?top_srcdir must point at the source tree}"
@@ -62,5 +63,14 @@ refused nonoise 1 "has no noise_scale in its 2 records" --from-log "$tmp/none.js
 refused malformed 1 "broken.jsonl:2: not JSON" --from-log "$tmp/broken.jsonl"
 refused both 2 "--from-log and --noise-scale both" --from-log "$tmp/log.jsonl" \
     --noise-scale 50
+# figures past any run (found by tests/fuzz/fuzz_runlog.c): a noise scale past the
+# 1e18 tokens --noise-scale takes, a position past 1e19 tokens; they made the mean
+# inf (1e300 x 1e300) and the planner took it
+echo '{"step":1,"tokens":1000,"noise_scale":1e300}' > "$tmp/hugenoise.jsonl"
+refused hugenoise 1 "hugenoise.jsonl:1: noise_scale is not a positive number up to 1e+18 tokens" \
+    --from-log "$tmp/hugenoise.jsonl"
+echo '{"step":1,"tokens":1e300,"noise_scale":100}' > "$tmp/hugetokens.jsonl"
+refused hugetokens 1 "hugetokens.jsonl:1: tokens is not a number at or past the last record's, up to 1e+19" \
+    --from-log "$tmp/hugetokens.jsonl"
 [ "$fails" -eq 0 ] || { echo "$fails check(s) failed"; exit 1; }
 echo "all checks passed"

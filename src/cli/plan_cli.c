@@ -95,7 +95,7 @@ static int parse_opts(int *argc, char **argv, int first, plan_opts *o)
         {"--inter-gbs", DBL, offsetof(plan_opts, inter_gbs), 1e-9, 1e9},
         {"--latency-us", DBL, offsetof(plan_opts, latency_us), 0, 1e9},
         {"--pcie-gbs", DBL, offsetof(plan_opts, pcie_gbs), 1e-9, 1e9},
-        {"--noise-scale", DBL, offsetof(plan_opts, noise), 0, 1e18},
+        {"--noise-scale", DBL, offsetof(plan_opts, noise), 0, PLAN_NOISE_MAX},
         {"--from-log", STR, offsetof(plan_opts, from_log), 0, 0},
     };
     int out = first;

@@ -28,22 +28,24 @@ static int take_record(const json_value *rec, plan_log_noise *out, double *prev_
     if (!nv || nv->type == JSON_NULL) return 0;
     const double noise = json_number(rec, "noise_scale");
     const double tokens = json_number(rec, "tokens");
-    if (!(isfinite(noise) && noise > 0)) {
-        snprintf(why, cap, "noise_scale is not a positive number");
+    if (!(noise > 0 && noise <= PLAN_NOISE_MAX)) { /* NaN fails too */
+        snprintf(why, cap, "noise_scale is not a positive number up to %g tokens",
+                 PLAN_NOISE_MAX);
         return -1;
     }
     if (out->estimates == 0) out->by_steps = isnan(tokens);
     const double x = out->by_steps ? json_number(rec, "step") : tokens;
-    if (!(isfinite(x) && x >= *prev_x)) {
-        snprintf(why, cap, "%s is not a number at or past the last record's",
-                 out->by_steps ? "step" : "tokens");
+    if (!(x >= *prev_x && x <= PLAN_LOG_MAX_POSITION)) { /* NaN fails too */
+        snprintf(why, cap, "%s is not a number at or past the last record's, up to %g",
+                 out->by_steps ? "step" : "tokens", PLAN_LOG_MAX_POSITION);
         return -1;
     }
     if (out->estimates == 0) out->first = out->min = out->max = noise;
     out->min = noise < out->min ? noise : out->min;
     out->max = noise > out->max ? noise : out->max;
     out->last = noise;
-    out->mean += noise * (x - *prev_x); /* divided by the span at the end */
+    /* divided by the span at the end; with both bounds no sum of products overflows */
+    out->mean += noise * (x - *prev_x);
     out->span = x;
     *prev_x = x;
     out->estimates++;

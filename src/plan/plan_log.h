@@ -23,9 +23,17 @@ typedef struct plan_log_noise {
     int by_steps;        /* 1: the log had no tokens field: weighted by steps */
 } plan_log_noise;
 
+/* The largest noise scale the planner takes (tokens), from a log or --noise-scale: a
+ * batch of 10^18 tokens is past any run; a figure above it is a damaged log. */
+#define PLAN_NOISE_MAX 1e18
+/* The largest tokens (or step) a log's estimate is placed at: past 2^63 tokens no run
+ * has counted. With PLAN_NOISE_MAX it bounds the weighted sum (1e37). */
+#define PLAN_LOG_MAX_POSITION 1e19
+
 /* Reads path. 0 with out filled; -1 after one error line: the file cannot be read, a
- * line is not a JSON object with a numeric step, a noise_scale or tokens is not a
- * finite number (or not positive), or the log holds no noise_scale at all. */
+ * line is not a JSON object with a numeric step, a noise_scale is not a number in
+ * (0, PLAN_NOISE_MAX], tokens (or step) is not a number from the last estimate's up
+ * to PLAN_LOG_MAX_POSITION, or the log holds no noise_scale at all. */
 int plan_log_read_noise(const char *path, plan_log_noise *out);
 
 #endif

@@ -1,0 +1,73 @@
+/* fuzz_runlog — the two readers of a run's JSON Lines log on arbitrary bytes: `gentrain
+ * inspect RUN_FOLDER` (src/cli/inspect_run.c: the input is the folder's log.jsonl, alone
+ * in it) and `gentrain plan --from-log` (src/plan/plan_log.c). A log is a file that a
+ * killed run leaves half-written, that a disk-full truncates and that users edit, so
+ * neither may crash, read out of bounds or hang on it. Beyond that, what plan_log
+ * accepts must make sense to the planner: at least one estimate, every figure finite
+ * and positive, and the token-weighted mean between the smallest and the largest
+ * estimate (a weighted mean cannot leave them). */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "inspect_run.h"
+#include "plan_log.h"
+#include "fuzz_common.h"
+
+static char dir[4096], log_file[4200];
+static FILE *sink; /* inspect's report: only that it is written matters */
+
+/* At exit (libFuzzer ends a run through exit): the folder goes. A crash leaves it,
+ * beside the crash's input. */
+static void remove_folder(void)
+{
+    unlink(log_file);
+    rmdir(dir);
+}
+
+/* A run folder of this process under TMPDIR (else /tmp), once. */
+static void make_folder(void)
+{
+    const char *tmp = getenv("TMPDIR");
+    if (!tmp || !*tmp) tmp = "/tmp";
+    if ((size_t)snprintf(dir, sizeof dir, "%s/fuzz_runlog.XXXXXX", tmp) >= sizeof dir) abort();
+    if (!mkdtemp(dir)) abort();
+    snprintf(log_file, sizeof log_file, "%s/log.jsonl", dir);
+    if (atexit(remove_folder) != 0) abort();
+    if (!(sink = fopen("/dev/null", "w"))) abort();
+}
+
+/* What the planner is handed must be a number it can use */
+static void check_noise(const plan_log_noise *n)
+{
+    if (n->estimates < 1 || n->records < n->estimates) abort();
+    const double v[] = {n->first, n->last, n->min, n->max, n->mean};
+    for (size_t i = 0; i < sizeof v / sizeof v[0]; i++)
+        if (!isfinite(v[i]) || !(v[i] > 0)) abort();
+    if (!(n->min <= n->first && n->first <= n->max && n->min <= n->last && n->last <= n->max))
+        abort();
+    /* a weighted mean lies between its extremes, up to its rounding */
+    const double slack = 1e-12 * n->max;
+    if (n->mean < n->min - slack || n->mean > n->max + slack) abort();
+    if (!isfinite(n->span) || n->span < 0) abort();
+}
+
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
+{
+    fuzz_setup();
+    if (!sink) make_folder();
+    FILE *f = fopen(log_file, "wb");
+    if (!f) abort();
+    if (size && fwrite(data, 1, size, f) != size) abort();
+    if (fclose(f) != 0) abort();
+
+    const int rc = inspect_run_folder(dir, 0, sink);
+    if (rc != 0 && rc != -1) abort();
+    if (fflush(sink) != 0) abort();
+
+    plan_log_noise n;
+    if (plan_log_read_noise(log_file, &n) == 0) check_noise(&n);
+    return 0;
+}
