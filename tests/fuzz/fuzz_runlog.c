@@ -9,33 +9,18 @@
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
-#include <string.h>
-#include <unistd.h>
 
 #include "inspect_run.h"
 #include "plan_log.h"
 #include "fuzz_common.h"
 
-static char dir[4096], log_file[4200];
+static char log_file[4200];
 static FILE *sink; /* inspect's report: only that it is written matters */
 
-/* At exit (libFuzzer ends a run through exit): the folder goes. A crash leaves it,
- * beside the crash's input. */
-static void remove_folder(void)
-{
-    unlink(log_file);
-    rmdir(dir);
-}
-
-/* A run folder of this process under TMPDIR (else /tmp), once. */
+/* The run folder (fuzz_folder) and the report's sink, once. */
 static void make_folder(void)
 {
-    const char *tmp = getenv("TMPDIR");
-    if (!tmp || !*tmp) tmp = "/tmp";
-    if ((size_t)snprintf(dir, sizeof dir, "%s/fuzz_runlog.XXXXXX", tmp) >= sizeof dir) abort();
-    if (!mkdtemp(dir)) abort();
-    snprintf(log_file, sizeof log_file, "%s/log.jsonl", dir);
-    if (atexit(remove_folder) != 0) abort();
+    snprintf(log_file, sizeof log_file, "%s/log.jsonl", fuzz_folder("fuzz_runlog"));
     if (!(sink = fopen("/dev/null", "w"))) abort();
 }
 
@@ -63,7 +48,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     if (size && fwrite(data, 1, size, f) != size) abort();
     if (fclose(f) != 0) abort();
 
-    const int rc = inspect_run_folder(dir, 0, sink);
+    const int rc = inspect_run_folder(fuzz_folder_path, 0, sink);
     if (rc != 0 && rc != -1) abort();
     if (fflush(sink) != 0) abort();
 

@@ -13,27 +13,14 @@
 #include "model.h"
 #include "fuzz_common.h"
 
-static char dir[4096], config[4200], weights[4200];
+static char config[4200], weights[4200];
 
-/* At exit (libFuzzer ends a run through exit): the folder goes, so that runs do not
- * pile folders up under TMPDIR. A crash leaves it, beside the crash's input. */
-static void remove_folder(void)
-{
-    unlink(weights);
-    unlink(config);
-    rmdir(dir);
-}
-
-/* A folder of this process with the config, once, under TMPDIR (else /tmp). */
+/* The folder (fuzz_folder) with the config, once. */
 static void make_folder(void)
 {
-    const char *tmp = getenv("TMPDIR");
-    if (!tmp || !*tmp) tmp = "/tmp";
-    if ((size_t)snprintf(dir, sizeof dir, "%s/fuzz_hf.XXXXXX", tmp) >= sizeof dir) abort();
-    if (!mkdtemp(dir)) abort();
+    const char *dir = fuzz_folder("fuzz_hf");
     snprintf(config, sizeof config, "%s/config.json", dir);
     snprintf(weights, sizeof weights, "%s/model.safetensors", dir);
-    if (atexit(remove_folder) != 0) abort();
     FILE *f = fopen(config, "w");
     if (!f) abort();
     fputs("{\"model_type\": \"gpt2\", \"vocab_size\": 256, \"n_positions\": 8, "
@@ -59,6 +46,6 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     if (!f) abort();
     if (size && fwrite(data, 1, size, f) != size) abort();
     if (fclose(f) != 0) abort();
-    (void)hf_gpt2_load(dir, m.shape, &tab, m.params, NULL);
+    (void)hf_gpt2_load(fuzz_folder_path, m.shape, &tab, m.params, NULL);
     return 0;
 }
