@@ -39,6 +39,24 @@ fail:
     return -1;
 }
 
+/* Whether an opened attribute holds one value of class cls (noun: "integer", with its
+ * article: "an integer"); 0, or -1 with why */
+static int attr_is_one(hid_t type, hssize_t np, H5T_class_t cls, const char *article_noun,
+                       const char *noun, char *why, size_t cap)
+{
+    if (H5Tget_class(type) != cls) {
+        char tn[64];
+        h5io_type_name(type, tn, sizeof tn);
+        snprintf(why, cap, "has type %s; it must be %s", tn, article_noun);
+        return -1;
+    }
+    if (np != 1) {
+        snprintf(why, cap, "holds %lld values; it must hold one %s", (long long)np, noun);
+        return -1;
+    }
+    return 0;
+}
+
 int h5io_attr_int(hid_t obj, const char *name, int64_t *out, char *why, size_t cap)
 {
     hid_t attr, type;
@@ -46,16 +64,7 @@ int h5io_attr_int(hid_t obj, const char *name, int64_t *out, char *why, size_t c
     int rc = attr_open(obj, name, &attr, &type, &np, why, cap);
     if (rc <= 0) return rc;
     rc = -1;
-    char tn[64];
-    if (H5Tget_class(type) != H5T_INTEGER) {
-        h5io_type_name(type, tn, sizeof tn);
-        snprintf(why, cap, "has type %s; it must be an integer", tn);
-        goto done;
-    }
-    if (np != 1) {
-        snprintf(why, cap, "holds %lld values; it must hold one integer", (long long)np);
-        goto done;
-    }
+    if (attr_is_one(type, np, H5T_INTEGER, "an integer", "integer", why, cap) != 0) goto done;
     if (H5Tget_sign(type) == H5T_SGN_NONE && H5Tget_size(type) >= 8) {
         uint64_t u = 0;
         if (H5Aread(attr, H5T_NATIVE_UINT64, &u) < 0) {
@@ -90,16 +99,7 @@ int h5io_attr_str(hid_t obj, const char *name, char **out, char *why, size_t cap
     int rc = attr_open(obj, name, &attr, &type, &np, why, cap);
     if (rc <= 0) return rc;
     rc = -1;
-    char tn[64];
-    if (H5Tget_class(type) != H5T_STRING) {
-        h5io_type_name(type, tn, sizeof tn);
-        snprintf(why, cap, "has type %s; it must be a string", tn);
-        goto done;
-    }
-    if (np != 1) {
-        snprintf(why, cap, "holds %lld values; it must hold one string", (long long)np);
-        goto done;
-    }
+    if (attr_is_one(type, np, H5T_STRING, "a string", "string", why, cap) != 0) goto done;
     if ((mem = H5Tcopy(H5T_C_S1)) < 0) goto read_fail;
     if (H5Tis_variable_str(type) > 0) {
         char *s = NULL;
