@@ -1259,8 +1259,33 @@ static void check_dot_counts(void)
         }
         drop(&p);
     }
+    /* a weight packed once and A read in place (the products a step runs most): 47
+     * rows, the last 5 a packed strip; 2,100 columns, past a column block; 1,100 deep */
+    {
+        const int M = 47, N = 2100, K = 1100;
+        float *A = fnew_rand((size_t)M * K), *W = fnew_rand((size_t)N * K);
+        float *C = fnew_rand((size_t)M * N);
+        uint16_t *A16 = stored_copy(A, M, K);
+        TU_CHECK(gemm_bf16_weights_add(W, N, K) == 0 && gemm_bf16_weights_refresh() == 0,
+                 "a weight registered and packed for the count");
+        dot_counts_reset();
+        forward_stored(A16, K, W, K, M, N, K, C, NULL);
+        gemm_bf16_weights_clear();
+        dot_count per[64];
+        uint64_t sum = 0;
+        for (int i = 0, n = dot_counts_read(per, 64); i < n && i < 64; i++) sum += per[i].vdpbf16ps;
+        const uint64_t want = (uint64_t)((M + 13) / 14) * (2048 / 32 + (N - 2048 + 31) / 32) *
+                              14 * 2 * (uint64_t)((K + 1) / 2);
+        if (sum != want) {
+            printf("     packed weight, A in place: %llu VDPBF16PS counted, %llu run\n",
+                   (unsigned long long)sum, (unsigned long long)want);
+            right = 0;
+        }
+        free(A), free(W), free(C), free(A16);
+    }
     TU_CHECK(right, "avx512-bf16: the VDPBF16PS counted are those the micro-kernel runs "
-             "(edges, odd K past a depth block, N past a column block)");
+             "(edges, odd K past a depth block, N past a column block; a packed weight "
+             "with A read in place)");
     TU_CHECK(timed, "avx512-bf16: ... and the time in its micro-kernels is counted, within "
              "the product's wall time on each thread");
 }

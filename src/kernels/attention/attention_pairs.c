@@ -116,14 +116,13 @@ static void pairs_tile(int m, int n, int k2, float alpha, const uint32_t *a, ptr
                        ptrdiff_t a_cs, const uint32_t *b, size_t ldb, float *c, size_t ldc,
                        int accumulate)
 {
-    /* a micro-tile runs PMR rows (the last repeated) and its nv vectors */
-    dot_counts_add((uint64_t)((m + PMR - 1) / PMR) * PMR * ((n + VL - 1) / VL) * k2);
     const uint64_t t0 = dot_counts_span_begin();
     if (dot_timing_on)
         tiles_on(m, n, k2, alpha, a, a_rs, a_cs, b, ldb, c, ldc, accumulate, 1);
     else
         tiles_on(m, n, k2, alpha, a, a_rs, a_cs, b, ldb, c, ldc, accumulate, 0);
-    dot_counts_span_end(t0);
+    /* a micro-tile runs PMR rows (the last repeated) and its nv vectors */
+    dot_counts_span_end(t0, (uint64_t)((m + PMR - 1) / PMR) * PMR * ((n + VL - 1) / VL) * k2);
 }
 
 /* rows r < rows of src (lds apart), cols values each -> (cols + 1) / 2 words at

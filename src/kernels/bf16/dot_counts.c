@@ -52,19 +52,14 @@ static void bump(const dot_slot *s, _Atomic uint64_t *v, uint64_t n)
     thread_slot_add(v, n, s == &slots[DOT_SLOTS]);
 }
 
-void dot_counts_add(uint64_t n)
-{
-    dot_slot *s = my_slot();
-    bump(s, &s->n, n);
-}
-
 uint64_t dot_counts_span_begin(void) { return ticks(); }
 
-void dot_counts_span_end(uint64_t t0)
+void dot_counts_span_end(uint64_t t0, uint64_t n)
 {
     const uint64_t took = ticks() - t0;
     dot_slot *s = my_slot();
     bump(s, &s->ticks, took);
+    bump(s, &s->n, n);
 }
 
 int dot_timing_on;

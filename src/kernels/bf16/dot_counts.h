@@ -3,12 +3,13 @@
  * prediction of that path on CPUs whose dot products run faster than this one's
  * (scripts/bench.sh; gentrain's step log).
  *
- * The micro-kernels (gemm_bf16_avx512.c, attention_pairs.c) add what each call ran,
- * and mark the runs of micro-kernel calls between their packing and epilogues as
- * spans (two reads of the time-stamp counter, about 16 ns; clock_gettime's, at 25 ns
- * each, came to 0.4% of a step at the bench's shape): cheap enough to stay on. A
- * thread bumps only its own slot (a cache line of its own, relaxed loads and stores),
- * and the reader gets one record per thread, so a model can take the busiest thread. */
+ * The micro-kernels' callers (gemm_bf16_avx512.c, attention_pairs.c) mark the runs of
+ * micro-kernel calls between their packing and epilogues as spans (two reads of the
+ * time-stamp counter, about 16 ns; clock_gettime's, at 25 ns each, came to 0.4% of a
+ * step at the bench's shape) and add, as a span ends, the instructions its calls ran:
+ * cheap enough to stay on. A thread bumps only its own slot (a cache line of its own,
+ * relaxed loads and stores), and the reader gets one record per thread, so a model can
+ * take the busiest thread. */
 #ifndef GT_DOT_COUNTS_H
 #define GT_DOT_COUNTS_H
 
@@ -20,12 +21,11 @@ typedef struct {
     double kernel_s;    /* wall seconds inside marked spans of micro-kernel calls */
 } dot_count;
 
-/* The calling thread ran n more VDPBF16PS */
-void dot_counts_add(uint64_t n);
 /* A span of micro-kernel calls on this thread: t0 = dot_counts_span_begin() before
- * them, dot_counts_span_end(t0) after. Spans do not nest. */
+ * them, dot_counts_span_end(t0, n) after, n the VDPBF16PS they ran. Spans do not
+ * nest. */
 uint64_t dot_counts_span_begin(void);
-void dot_counts_span_end(uint64_t t0);
+void dot_counts_span_end(uint64_t t0, uint64_t n);
 /* Zeroes every thread's counts. Call it between products; the times read are right
  * from the first reset on. */
 void dot_counts_reset(void);
