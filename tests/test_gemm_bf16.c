@@ -839,6 +839,26 @@ static void check_stored(const char *name)
         forward_stored(A16, lda, W, ldw, M, N, K, got, &ep_gelu);
         simd_kernels_get()->gelu_fwd(got, want, mn);
         for (size_t i = 0; i < mn; i++) gelu_same &= C16[i] == bf16_store_one(got[i]);
+        /* the MLP's c_fc as a step runs it: a bias, the pre-activation into BF16
+         * storage and C rounded to it (round_c), GELU of that into BF16 storage:
+         * bf16_store of C with its bias as the bias alone gives it, C that value
+         * widened, bf16_store of gelu_fwd of it */
+        {
+            float *bias = fnew_rand(N), *cb = fnew_rand(mn), *gx = fnew_rand(mn);
+            uint16_t *pre16 = malloc(mn * sizeof *pre16), *g16 = malloc(mn * sizeof *g16);
+            if (!pre16 || !g16) exit(99);
+            forward_stored(A16, lda, W, ldw, M, N, K, cb, &(gemm_bf16_epilogue){.bias = bias});
+            forward_stored(A16, lda, W, ldw, M, N, K, got,
+                           &(gemm_bf16_epilogue){.bias = bias, .out_bf16 = pre16,
+                                                 .ld_out_bf16 = (size_t)N, .round_c = 1,
+                                                 .gelu_out16 = g16, .ld_gelu = (size_t)N});
+            for (size_t i = 0; i < mn; i++) cb[i] = bf16_widen_one(bf16_store_one(cb[i]));
+            simd_kernels_get()->gelu_fwd(gx, cb, mn);
+            for (size_t i = 0; i < mn; i++)
+                gelu_same &= pre16[i] == bf16_store_one(cb[i]) && memcmp(got + i, cb + i, 4) == 0 &&
+                             g16[i] == bf16_store_one(gx[i]);
+            free(bias), free(cb), free(gx), free(pre16), free(g16);
+        }
         /* GELU's backward from a BF16 pre-activation (the MLP's c_proj), and GELU of it
          * into BF16 storage from the same pass: the backward's bits unchanged, the GELU
          * bf16_store of gelu_fwd of the widened pre-activation */
@@ -914,8 +934,8 @@ static void check_stored(const char *name)
     TU_CHECK(at_same, "%s: A^T in BF16 storage (GEMM_BF16_STORED_T) gives the bits of its "
              "widened values' product, and its row sums theirs, summed in depth order", name);
     TU_CHECK(copy_same, "%s: the epilogue's BF16 copy of C is bf16_store of C", name);
-    TU_CHECK(gelu_same, "%s: the epilogue's GELU in BF16 storage is bf16_store of GELU of C; "
-             "GELU's backward from BF16 storage gives the same bits with the GELU of its "
+    TU_CHECK(gelu_same, "%s: the epilogue's GELU in BF16 storage is bf16_store of GELU of C "
+             "(also after a bias and C's own rounding to BF16, as c_fc's); GELU's backward from BF16 storage gives the same bits with the GELU of its "
              "pre-activation stored from the same pass, which is bf16_store of GELU; into "
              "BF16 storage it is bf16_store of those bits", name);
 }
