@@ -32,7 +32,10 @@
 #       time themselves, a line per run splits its step (of median time) into the
 #       busiest thread's micro-kernels, at their share of the measured dot-product peak
 #       a thread, and the rest: whether the products' arithmetic or what surrounds it
-#       sets the step on this CPU.
+#       sets the step on this CPU. Where such a bf16 target is missed, a "ceiling"
+#       line bounds it: each round's step with those instructions all at the peak and
+#       the rest as measured, its ratio to the round's PyTorch, and the rest that the
+#       target would then leave room for (a bound from the run's figures, no run).
 #   On a CPU without AMX tiles, each round's bf16 run is followed by a short run of the
 #   AMX path's emulated twin (GENTRAIN_BF16=amx-emulated, BENCH_AMX_STEPS steps) and
 #   the table gets a row PREDICTED for the real AMX path beside the measured ones:
@@ -1036,6 +1039,33 @@ if any(isinstance(r.get("other_load_cores"), float) and r["other_load_cores"] >=
     print("warning: other processes took CPU during the runs (column 'other', in cores);"
           " those figures are not clean, rerun on an idle machine")
 
+def dot_ceiling(prec, want):
+    """For a missed target on the avx512-bf16 path: how fast each round's step could be
+    with its micro-kernels' VDPBF16PS (the busiest thread's) all at the measured
+    dot-product peak a thread and the rest as measured, its ratio to that round's
+    PyTorch, and the rest that the target would then leave room for: whether the
+    target is in reach of faster micro-kernels alone at this shape"""
+    rows = [r for r in table if r["impl"] == "gentrain" and r["precision"] == prec
+            and r.get("dot_split") and r["dot_split"].get("of_thread_peak")
+            and r.get("ratio_vs_torch2")]
+    if not rows:
+        return
+    parts, best = [], []
+    for r in rows:
+        d = r["dot_split"]
+        at_peak = d["kernel_s"] * d["of_thread_peak"]  # the same instructions at the peak
+        rest = d["step_s"] - d["kernel_s"]
+        torch_s = r["ratio_vs_torch2"] * r["ms"] / 1e3
+        best.append(torch_s / (at_peak + rest))
+        parts.append("r%s %.1f + %.1f ms = %.2fx (a rest of %.1f ms or less for %.1fx)"
+                     % (r["round"], at_peak * 1e3, rest * 1e3, best[-1],
+                        max(0.0, torch_s / want - at_peak) * 1e3, want))
+    print("ceiling %s: the busiest thread's VDPBF16PS all at the measured dot-product peak"
+          " a thread, plus the rest as measured: %s; median %.2fx PyTorch 2.x (a bound"
+          " from this run's figures, not a measurement)"
+          % (prec, "; ".join(parts), statistics.median(best)))
+
+
 missed, ratios = [], {}
 for r in table:
     if r["impl"] == "gentrain" and r["ratio_vs_torch2"]:
@@ -1057,6 +1087,7 @@ for prec, rs in ratios.items():
              "median " if len(rs) > 1 else "", med, per_round))
     if not met:
         missed.append(prec)
+        dot_ceiling(prec, want)
 out = {"bench": "gentrain-vs-pytorch", "isa": os.environ.get("BENCH_ISA", "native"),
        "n_layer": L, "n_head": nh, "n_embd": C,
        "block_size": T, "batch_size": B, "vocab": V, "threads": threads, "rounds": rounds,
