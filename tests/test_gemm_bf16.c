@@ -855,7 +855,8 @@ static void check_stored(const char *name)
             for (size_t i = 0; i < mn; i++) cb[i] = bf16_widen_one(bf16_store_one(cb[i]));
             simd_kernels_get()->gelu_fwd(gx, cb, mn);
             for (size_t i = 0; i < mn; i++)
-                gelu_same &= pre16[i] == bf16_store_one(cb[i]) && memcmp(got + i, cb + i, 4) == 0 &&
+                gelu_same &= pre16[i] == bf16_store_one(cb[i]) &&
+                             memcmp(got + i, cb + i, sizeof *got) == 0 &&
                              g16[i] == bf16_store_one(gx[i]);
             free(bias), free(cb), free(gx), free(pre16), free(g16);
         }
@@ -935,9 +936,10 @@ static void check_stored(const char *name)
              "widened values' product, and its row sums theirs, summed in depth order", name);
     TU_CHECK(copy_same, "%s: the epilogue's BF16 copy of C is bf16_store of C", name);
     TU_CHECK(gelu_same, "%s: the epilogue's GELU in BF16 storage is bf16_store of GELU of C "
-             "(also after a bias and C's own rounding to BF16, as c_fc's); GELU's backward from BF16 storage gives the same bits with the GELU of its "
-             "pre-activation stored from the same pass, which is bf16_store of GELU; into "
-             "BF16 storage it is bf16_store of those bits", name);
+             "(also after a bias and C's own rounding to BF16, as c_fc's); GELU's backward "
+             "from BF16 storage gives the same bits with the GELU of its pre-activation "
+             "stored from the same pass, which is bf16_store of GELU; into BF16 storage it "
+             "is bf16_store of those bits", name);
 }
 
 /* (m) on a weight packed once per update (the forward's products): A in BF16 storage
@@ -1293,7 +1295,8 @@ static void check_dot_counts(void)
         gemm_bf16_weights_clear();
         dot_count per[64];
         uint64_t sum = 0;
-        for (int i = 0, n = dot_counts_read(per, 64); i < n && i < 64; i++) sum += per[i].vdpbf16ps;
+        for (int i = 0, n = dot_counts_read(per, 64); i < n && i < 64; i++)
+            sum += per[i].vdpbf16ps;
         const uint64_t want = (uint64_t)((M + 13) / 14) * (2048 / 32 + (N - 2048 + 31) / 32) *
                               14 * 2 * (uint64_t)((K + 1) / 2);
         if (sum != want) {

@@ -200,7 +200,7 @@ kernel_on(int kc2, const pair_word *ap, size_t acs, size_t ars, const uint32_t *
 /* The VDPBF16PS that the micro-kernels run on `strips` column strips of mc rows at
  * depth kc2 pairs: every row of a strip of MR and both vectors, whatever they store.
  * Counted once a span, not once a call: a count per call (a slot looked up, a load and
- * a store) cost about 1% of a bench step on a Zen 4. */
+ * a store) cost 1-3% of a bench step on a Zen 4. */
 static uint64_t kernel_dots(int strips, int mc, int kc2)
 {
     return (uint64_t)strips * (uint64_t)((mc + MR - 1) / MR) * (uint64_t)kc2 * MR * 2;
