@@ -29,9 +29,9 @@
 #   FUZZ_TARGETS   which targets (default all seven)
 #   FUZZ_SMOKE     1: the quick check CI runs (tests/test_fuzz_smoke.sh): fuzz_config,
 #                  fuzz_tokenizer, fuzz_safetensors and fuzz_runlog fuzz for FUZZ_SECONDS;
-#                  the HDF5 targets only run their seeds and
-#                  regression inputs, since mutated HDF5 files reach known crashes and
-#                  hangs inside HDF5 1.10 itself (tests/fuzz/README.md); built at -O0,
+#                  the HDF5 targets only run their seeds and regression inputs, since
+#                  mutated HDF5 files reach known crashes and hangs inside HDF5 1.10
+#                  itself (tests/fuzz/README.md); built at -O0,
 #                  which builds in a quarter of -O1's time and still runs thousands of
 #                  inputs a target (fuzzing proper stays at -O1: more inputs a second)
 # The HDF5 targets (fuzz_tokens, fuzz_model, fuzz_ckpt) fuzz in libFuzzer's fork mode

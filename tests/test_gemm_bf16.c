@@ -1243,6 +1243,32 @@ static void check_c_unused(enum gemm_bf16_path path, const char *name)
 /* (p) the avx512-bf16 path counts its VDPBF16PS (dot_counts.h, what the bench's
  * prediction for faster dot products reads): a 14 x 32 micro-tile a strip of each,
  * every row and both vectors over each pair of depth, summed over the threads */
+/* The VDPBF16PS the avx512-bf16 path runs on an M x N x K product: each strip of 14
+ * rows by each strip of 32 columns (column blocks of 2048 hold whole strips), both
+ * vectors, each pair of depth */
+static uint64_t dots_run(int M, int N, int K)
+{
+    uint64_t strips_n = 0;
+    for (int j = 0; j < N; j += 2048)
+        strips_n += (uint64_t)((N - j < 2048 ? N - j : 2048) + 31) / 32;
+    return (uint64_t)((M + 13) / 14) * strips_n * 14 * 2 * (uint64_t)((K + 1) / 2);
+}
+
+/* The VDPBF16PS counted since the reset, all threads; their micro-kernel seconds into
+ * *took and the thread count into *threads where not NULL */
+static uint64_t dots_counted(double *took, int *threads)
+{
+    dot_count per[64];
+    uint64_t sum = 0;
+    const int n = dot_counts_read(per, 64);
+    for (int i = 0; i < n && i < 64; i++) {
+        sum += per[i].vdpbf16ps;
+        if (took) *took += per[i].kernel_s;
+    }
+    if (threads) *threads = n;
+    return sum;
+}
+
 static void check_dot_counts(void)
 {
     static const int shapes[][5] = {{300, 200, 600, 0, 0}, {20, 33, 1025, 1, 0},
@@ -1257,23 +1283,11 @@ static void check_dot_counts(void)
         free(run(&p));
         clock_gettime(CLOCK_MONOTONIC, &w1);
         const double wall = (double)(w1.tv_sec - w0.tv_sec) + (w1.tv_nsec - w0.tv_nsec) * 1e-9;
-        dot_count per[64];
-        uint64_t sum = 0;
         double took = 0.0;
-        const int n = dot_counts_read(per, 64);
-        for (int i = 0; i < n && i < 64; i++) {
-            sum += per[i].vdpbf16ps;
-            took += per[i].kernel_s;
-        }
+        int n = 0;
+        const uint64_t sum = dots_counted(&took, &n), want = dots_run(p.M, p.N, p.K);
         /* inside the product, on at most its threads (ticks converted to seconds) */
         timed &= took > 0.0 && took <= wall * (n > 0 ? n : 1) * 1.01 + 1e-6;
-        uint64_t strips_n = 0; /* the column blocks of 2048 hold whole strips of 32 */
-        for (int j = 0; j < p.N; j += 2048) {
-            const int nc = p.N - j < 2048 ? p.N - j : 2048;
-            strips_n += (uint64_t)(nc + 31) / 32;
-        }
-        const uint64_t want = (uint64_t)((p.M + 13) / 14) * strips_n * 14 * 2 *
-                              (uint64_t)((p.K + 1) / 2);
         if (sum != want) {
             printf("     %d x %d x %d: %llu VDPBF16PS counted, %llu run\n", p.M, p.N, p.K,
                    (unsigned long long)sum, (unsigned long long)want);
@@ -1293,12 +1307,7 @@ static void check_dot_counts(void)
         dot_counts_reset();
         forward_stored(A16, K, W, K, M, N, K, C, NULL);
         gemm_bf16_weights_clear();
-        dot_count per[64];
-        uint64_t sum = 0;
-        for (int i = 0, n = dot_counts_read(per, 64); i < n && i < 64; i++)
-            sum += per[i].vdpbf16ps;
-        const uint64_t want = (uint64_t)((M + 13) / 14) * (2048 / 32 + (N - 2048 + 31) / 32) *
-                              14 * 2 * (uint64_t)((K + 1) / 2);
+        const uint64_t sum = dots_counted(NULL, NULL), want = dots_run(M, N, K);
         if (sum != want) {
             printf("     packed weight, A in place: %llu VDPBF16PS counted, %llu run\n",
                    (unsigned long long)sum, (unsigned long long)want);
@@ -1339,13 +1348,11 @@ static void check_dot_timing(void)
         dot_counts_timing_only(0);
         dot_counts_reset();
         free(run(&p));
-        dot_count per[64];
-        uint64_t real = 0, twin = 0;
-        for (int i = 0, n = dot_counts_read(per, 64); i < n && i < 64; i++) real += per[i].vdpbf16ps;
+        const uint64_t real = dots_counted(NULL, NULL);
         dot_counts_timing_only(1);
         dot_counts_reset();
         float *C = run(&p);
-        for (int i = 0, n = dot_counts_read(per, 64); i < n && i < 64; i++) twin += per[i].vdpbf16ps;
+        const uint64_t twin = dots_counted(NULL, NULL);
         counted &= twin == real && real > 0;
 #define AT(i, k) (p.ta ? p.A[(size_t)(k) * p.lda + (i)] : p.A[(size_t)(i) * p.lda + (k)])
 #define BT(k, j) (p.tb ? p.B[(size_t)(j) * p.ldb + (k)] : p.B[(size_t)(k) * p.ldb + (j)])
