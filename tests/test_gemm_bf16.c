@@ -264,16 +264,18 @@ static void check_nested(const char *path)
                  "products outside it", path);
 }
 
-/* (d) the same products on 1, 2 and 3 threads (gemm_split.h: 300 rows are blocks of
- * rows split unevenly over 3 threads; 60 and 20 rows are too few for the threads, so
- * the columns are split too, into 2 or 3 groups; 600 deep: 2 depth blocks) */
+/* (d) the same products on 1, 2 and 3 threads (gemm_split.h: 300 rows are parts of rows
+ * split unevenly over 3 threads; 60 and 20 rows are too few for the threads, so the
+ * columns are split too, into 2 or 3 groups, or on the avx512-bf16 path a thread's own
+ * columns; 40 rows of 2,100 columns: own columns past a column block; 600 deep: 2 depth
+ * blocks) */
 static void check_threads(const char *path)
 {
 #ifdef _OPENMP
-    static const int rows[] = {300, 60, 20};
+    static const int rows[] = {300, 60, 20, 40}, cols[] = {200, 200, 200, 2100};
     int same = 1;
-    for (int t = 0; t < 12; t++) {
-        prob p = make(rows[t / 4], 200 + t, 600, t & 1, (t >> 1) & 1, 1.0f,
+    for (int t = 0; t < 16; t++) {
+        prob p = make(rows[t / 4], cols[t / 4] + t, 600, t & 1, (t >> 1) & 1, 1.0f,
                       t % 4 == 0 ? 0.0f : 0.5f);
         omp_set_num_threads(1);
         float *one = run(&p);
@@ -288,7 +290,8 @@ static void check_threads(const char *path)
     }
     omp_set_num_threads(2);
     TU_CHECK(same, "%s: 1, 2 and 3 OpenMP threads give the same bits (300, 60 and 20 x "
-             "200 x 600, all four transpositions; rows and columns split)", path);
+             "200 x 600 and 40 x 2,100 x 600, all four transpositions; rows and columns "
+             "split)", path);
 #else
     printf("     %s: one thread only (no OpenMP)\n", path);
 #endif
@@ -1241,17 +1244,38 @@ static void check_c_unused(enum gemm_bf16_path path, const char *name)
 }
 
 /* (p) the avx512-bf16 path counts its VDPBF16PS (dot_counts.h, what the bench's
- * prediction for faster dot products reads): a 14 x 32 micro-tile a strip of each,
- * every row and both vectors over each pair of depth, summed over the threads */
-/* The VDPBF16PS the avx512-bf16 path runs on an M x N x K product: each strip of 14
- * rows by each strip of 32 columns (column blocks of 2048 hold whole strips), both
- * vectors, each pair of depth */
-static uint64_t dots_run(int M, int N, int K)
+ * prediction for faster dot products reads): a 14 x 32 micro-tile a strip of each, a
+ * short strip's rows rounded up to even, both vectors over each pair of depth, summed
+ * over the threads */
+/* The rows of A the avx512-bf16 path runs on `threads` threads (gemm_split.h's row
+ * split): one near-equal part of the M rows a thread where they give each thread two
+ * strips of 14 or more, else one part; each part in strips of 14 from its first row, its
+ * short last strip's rows rounded up to even */
+static uint64_t rows_run(int M, int threads)
+{
+    const int parts = (M + 13) / 14 >= 2 * threads ? threads : 1;
+    uint64_t rows = 0;
+    for (int i = 0; i < parts; i++) {
+        const int n = (int)((long long)(i + 1) * M / parts - (long long)i * M / parts);
+        const int tail = n % 14;
+        rows += (uint64_t)(n - tail + tail + (tail & 1));
+    }
+    return rows;
+}
+
+/* The VDPBF16PS the avx512-bf16 path runs on an M x N x K product on `threads` threads,
+ * B packed by the product or (packed) a weight packed once: the rows run by each strip
+ * of 32 columns (column blocks of 2048 hold whole strips), both vectors, each pair of
+ * depth. The rows: rows_run's, or all M on one thread's own columns where the product
+ * packs B, the columns are as many as the rows and give every thread a strip */
+static uint64_t dots_run(int M, int N, int K, int threads, int packed)
 {
     uint64_t strips_n = 0;
     for (int j = 0; j < N; j += 2048)
         strips_n += (uint64_t)((N - j < 2048 ? N - j : 2048) + 31) / 32;
-    return (uint64_t)((M + 13) / 14) * strips_n * 14 * 2 * (uint64_t)((K + 1) / 2);
+    const int own_columns =
+        !packed && threads > 1 && M <= N && (N < 2048 ? N : 2048) >= 32 * threads;
+    return rows_run(M, own_columns ? 1 : threads) * strips_n * 2 * (uint64_t)((K + 1) / 2);
 }
 
 /* The VDPBF16PS counted since the reset, all threads; their micro-kernel seconds into
@@ -1269,10 +1293,11 @@ static uint64_t dots_counted(double *took, int *threads)
     return sum;
 }
 
-static void check_dot_counts(void)
+static void check_dot_counts_on(int threads)
 {
     static const int shapes[][5] = {{300, 200, 600, 0, 0}, {20, 33, 1025, 1, 0},
-                                    {45, 2100, 70, 0, 1}, {1, 1, 1, 1, 1}};
+                                    {45, 2100, 70, 0, 1},   {1, 1, 1, 1, 1},
+                                    {58, 40, 64, 1, 0}};
     int right = 1, timed = 1;
     for (size_t t = 0; t < sizeof shapes / sizeof shapes[0]; t++) {
         const int *sh = shapes[t];
@@ -1285,12 +1310,12 @@ static void check_dot_counts(void)
         const double wall = (double)(w1.tv_sec - w0.tv_sec) + (w1.tv_nsec - w0.tv_nsec) * 1e-9;
         double took = 0.0;
         int n = 0;
-        const uint64_t sum = dots_counted(&took, &n), want = dots_run(p.M, p.N, p.K);
+        const uint64_t sum = dots_counted(&took, &n), want = dots_run(p.M, p.N, p.K, threads, 0);
         /* inside the product, on at most its threads (ticks converted to seconds) */
         timed &= took > 0.0 && took <= wall * (n > 0 ? n : 1) * 1.01 + 1e-6;
         if (sum != want) {
-            printf("     %d x %d x %d: %llu VDPBF16PS counted, %llu run\n", p.M, p.N, p.K,
-                   (unsigned long long)sum, (unsigned long long)want);
+            printf("     %d x %d x %d, %d thread(s): %llu VDPBF16PS counted, %llu run\n", p.M,
+                   p.N, p.K, threads, (unsigned long long)sum, (unsigned long long)want);
             right = 0;
         }
         drop(&p);
@@ -1307,19 +1332,55 @@ static void check_dot_counts(void)
         dot_counts_reset();
         forward_stored(A16, K, W, K, M, N, K, C, NULL);
         gemm_bf16_weights_clear();
-        const uint64_t sum = dots_counted(NULL, NULL), want = dots_run(M, N, K);
+        const uint64_t sum = dots_counted(NULL, NULL), want = dots_run(M, N, K, threads, 1);
         if (sum != want) {
-            printf("     packed weight, A in place: %llu VDPBF16PS counted, %llu run\n",
-                   (unsigned long long)sum, (unsigned long long)want);
+            printf("     packed weight, A in place, %d thread(s): %llu VDPBF16PS counted, "
+                   "%llu run\n", threads, (unsigned long long)sum, (unsigned long long)want);
             right = 0;
         }
         free(A), free(W), free(C), free(A16);
     }
-    TU_CHECK(right, "avx512-bf16: the VDPBF16PS counted are those the micro-kernel runs "
-             "(edges, odd K past a depth block, N past a column block; a packed weight "
-             "with A read in place)");
-    TU_CHECK(timed, "avx512-bf16: ... and the time in its micro-kernels is counted, within "
-             "the product's wall time on each thread");
+    /* 60 rows on 2 threads: 30 each, two strips of 14 and one of 2, not one thread's
+     * two strips of 14 against the other's three (the last of 4 rows) */
+    if (threads == 2) {
+        prob p = make(60, 40, 64, 0, 0, 1.0f, 0.0f);
+        dot_counts_reset();
+        free(run(&p));
+        dot_count per[2];
+        const int n = dot_counts_read(per, 2);
+        TU_CHECK(n == 2 && per[0].vdpbf16ps == per[1].vdpbf16ps &&
+                     per[0].vdpbf16ps == (uint64_t)30 * 2 * 2 * 32,
+                 "avx512-bf16 on 2 threads: 60 rows are 30 a thread, the same VDPBF16PS on "
+                 "each (%llu and %llu)", n > 0 ? (unsigned long long)per[0].vdpbf16ps : 0ULL,
+                 n > 1 ? (unsigned long long)per[1].vdpbf16ps : 0ULL);
+        drop(&p);
+    }
+    TU_CHECK(right, "avx512-bf16 on %d thread%s: the VDPBF16PS counted are those the "
+             "micro-kernels run (edges, odd K past a depth block, N past a column block; a "
+             "packed weight with A read in place)", threads, threads > 1 ? "s" : "");
+    TU_CHECK(timed, "avx512-bf16 on %d thread%s: ... and the time in its micro-kernels is "
+             "counted, within the product's wall time on each thread", threads,
+             threads > 1 ? "s" : "");
+}
+
+
+/* The counts on 1, 2 and 3 threads (one thread where there is no OpenMP) */
+static void check_dot_counts(void)
+{
+#ifdef _OPENMP
+    enum { MOST_THREADS = 3 };
+#else
+    enum { MOST_THREADS = 1 };
+#endif
+    for (int threads = 1; threads <= MOST_THREADS; threads++) {
+#ifdef _OPENMP
+        omp_set_num_threads(threads);
+#endif
+        check_dot_counts_on(threads);
+    }
+#ifdef _OPENMP
+    omp_set_num_threads(2);
+#endif
 }
 
 /* (q) the timing twin of (p) (dot_counts_timing_only, GENTRAIN_DOT_TIMING): each

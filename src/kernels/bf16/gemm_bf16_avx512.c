@@ -2,9 +2,10 @@
  *
  * The classic blocked product (as BLIS and OpenBLAS cut it): for each block of NC
  * columns and KC depth, B is packed once into strips of NR = 32 columns, then each
- * thread takes its items (gemm_split.h: blocks of up to MC rows, and of columns too
- * where the rows are few for the threads), packs their rows into strips of MR = 14
- * rows, and runs the micro-kernel on every (row strip, column strip) pair. Packing
+ * thread takes its items (gemm_split.h's row split: its own part of the rows in blocks
+ * of up to MC rows, or blocks of rows and columns where the rows are few for the
+ * threads), packs their rows into strips of MR = 14 rows, and runs the micro-kernel on
+ * every (row strip, column strip) pair, a short strip only on the rows it has. Packing
  * rounds FP32 to BF16 and lays pairs of consecutive k side by side in one 32-bit word,
  * the operand layout of VDPBF16PS:
  * lane i of acc += a[2i] b[2i] + a[2i+1] b[2i+1].
@@ -154,25 +155,27 @@ const gemm_bf16_packer gemm_bf16_avx512_packer = {.kc = KC,
                                                   .pack_strip = pack_strip,
                                                   .pack_depth = pack_depth};
 
-/* C[mr, nr] = alpha * (A strip @ B strip) + beta * C (beta = 0: C is not read). The
- * strip's pair j of row r is the word ap[j * acs + r * ars]: packed (acs = MR, ars = 1),
- * or read where A is stored as BF16 (acs = 1, ars = the row's length in words; see
- * a_in_place). Inlined into the two kernels below, each with its own strides. */
+/* C[mr, nr] = alpha * (A strip @ B strip) + beta * C (beta = 0: C is not read), on the
+ * strip's first `rows` rows (a constant, mr <= rows <= MR: a short strip runs only the
+ * rows it has, rounded up to even). The strip's pair j of row r is the word
+ * ap[j * acs + r * ars]: packed (acs = MR, ars = 1), or read where A is stored as BF16
+ * (acs = 1, ars = the row's length in words; see a_in_place). Inlined into the kernels
+ * below, each with its own strides and rows. */
 typedef uint32_t __attribute__((may_alias)) pair_word; /* a pair of BF16 storage's values */
 
 static inline __attribute__((always_inline)) void
 kernel_on(int kc2, const pair_word *ap, size_t acs, size_t ars, const uint32_t *bp, float *c,
-          int ldc, int mr, int nr, float alpha, float beta, const int fma_twin)
+          int ldc, int mr, int nr, float alpha, float beta, const int rows, const int fma_twin)
 {
     __m512 acc[MR][2];
 #pragma GCC unroll 14
-    for (int r = 0; r < MR; r++) acc[r][0] = acc[r][1] = _mm512_setzero_ps();
+    for (int r = 0; r < rows; r++) acc[r][0] = acc[r][1] = _mm512_setzero_ps();
     for (int j = 0; j < kc2; j++) {
         const __m512bh b0 = (__m512bh)_mm512_loadu_si512(bp + (size_t)j * NR);
         const __m512bh b1 = (__m512bh)_mm512_loadu_si512(bp + (size_t)j * NR + 16);
         const pair_word *a = ap + (size_t)j * acs;
 #pragma GCC unroll 14
-        for (int r = 0; r < MR; r++) {
+        for (int r = 0; r < rows; r++) {
             const __m512bh av = (__m512bh)_mm512_set1_epi32((int)a[(size_t)r * ars]);
             if (fma_twin) { /* dot_counts_timing_only: the bench's timing twin */
                 acc[r][0] = _mm512_fmadd_ps((__m512)av, (__m512)b0, acc[r][0]);
@@ -183,12 +186,21 @@ kernel_on(int kc2, const pair_word *ap, size_t acs, size_t ars, const uint32_t *
             }
         }
     }
+    /* alpha = 1 (a step's products) skips the multiply and beta = 1 adds: the same
+     * bits (1 x is x; 1 C + v is C + v in one rounding either way), and neither takes
+     * the pipes the dot products run on (Zen 4 multiplies and fuses there; it adds on
+     * two others) */
     const __mmask16 m0 = lanes(nr), m1 = lanes(nr > 16 ? nr - 16 : 0);
     const __m512 va = _mm512_set1_ps(alpha), vb = _mm512_set1_ps(beta);
+    const int scaled = alpha != 1.0f;
     for (int r = 0; r < mr; r++) {
         float *cr = c + (size_t)r * ldc;
-        __m512 v0 = _mm512_mul_ps(va, acc[r][0]), v1 = _mm512_mul_ps(va, acc[r][1]);
-        if (beta != 0.0f) {
+        __m512 v0 = acc[r][0], v1 = acc[r][1];
+        if (scaled) v0 = _mm512_mul_ps(va, v0), v1 = _mm512_mul_ps(va, v1);
+        if (beta == 1.0f) {
+            v0 = _mm512_add_ps(_mm512_maskz_loadu_ps(m0, cr), v0);
+            v1 = _mm512_add_ps(_mm512_maskz_loadu_ps(m1, cr + 16), v1);
+        } else if (beta != 0.0f) {
             v0 = _mm512_fmadd_ps(vb, _mm512_maskz_loadu_ps(m0, cr), v0);
             v1 = _mm512_fmadd_ps(vb, _mm512_maskz_loadu_ps(m1, cr + 16), v1);
         }
@@ -197,22 +209,50 @@ kernel_on(int kc2, const pair_word *ap, size_t acs, size_t ars, const uint32_t *
     }
 }
 
+/* The rows a strip of mr rows runs: all MR of a whole strip, a short one's rounded up
+ * to even */
+static int rows_run(int mr)
+{
+    return mr >= MR ? MR : mr + (mr & 1);
+}
+
 /* The VDPBF16PS that the micro-kernels run on `strips` column strips of mc rows at
- * depth kc2 pairs: every row of a strip of MR and both vectors, whatever they store.
- * Counted once a span, not once a call: a count per call (a slot looked up, a load and
- * a store) cost 1-3% of a bench step on a Zen 4. */
+ * depth kc2 pairs: each strip of MR rows and the short one's rows run (rows_run), both
+ * vectors, whatever they store. Counted once a span, not once a call: a count per call
+ * (a slot looked up, a load and a store) cost 1-3% of a bench step on a Zen 4. */
 static uint64_t kernel_dots(int strips, int mc, int kc2)
 {
-    return (uint64_t)strips * (uint64_t)((mc + MR - 1) / MR) * (uint64_t)kc2 * MR * 2;
+    const int rows = mc / MR * MR + (mc % MR ? rows_run(mc % MR) : 0);
+    return (uint64_t)strips * (uint64_t)rows * (uint64_t)kc2 * 2;
 }
+
+/* A packed strip's kernel, one for each even count of rows run */
+typedef void (*packed_kernel)(int kc2, const uint32_t *ap, const uint32_t *bp, float *c,
+                              int ldc, int mr, int nr, float alpha, float beta);
+#define PACKED_KERNEL(R)                                                                    \
+    static void kernel_##R(int kc2, const uint32_t *ap, const uint32_t *bp, float *c,       \
+                           int ldc, int mr, int nr, float alpha, float beta)                \
+    {                                                                                       \
+        if (dot_timing_on)                                                                  \
+            kernel_on(kc2, ap, MR, 1, bp, c, ldc, mr, nr, alpha, beta, R, 1);               \
+        else                                                                                \
+            kernel_on(kc2, ap, MR, 1, bp, c, ldc, mr, nr, alpha, beta, R, 0);               \
+    }
+PACKED_KERNEL(2)
+PACKED_KERNEL(4)
+PACKED_KERNEL(6)
+PACKED_KERNEL(8)
+PACKED_KERNEL(10)
+PACKED_KERNEL(12)
+PACKED_KERNEL(14)
+_Static_assert(MR == 14, "a kernel for each even count of rows up to MR");
 
 static void kernel(int kc2, const uint32_t *ap, const uint32_t *bp, float *c, int ldc, int mr,
                    int nr, float alpha, float beta)
 {
-    if (dot_timing_on)
-        kernel_on(kc2, ap, MR, 1, bp, c, ldc, mr, nr, alpha, beta, 1);
-    else
-        kernel_on(kc2, ap, MR, 1, bp, c, ldc, mr, nr, alpha, beta, 0);
+    static const packed_kernel by_rows[] = {kernel_2,  kernel_4,  kernel_6, kernel_8,
+                                            kernel_10, kernel_12, kernel_14};
+    by_rows[rows_run(mr) / 2 - 1](kc2, ap, bp, c, ldc, mr, nr, alpha, beta);
 }
 
 /* The strip's 14 rows of A read where they are stored: a is row 0's value at the
@@ -222,9 +262,9 @@ static void kernel_in_place(int kc2, const uint16_t *a, int lda, const uint32_t 
 {
     const pair_word *ap = (const pair_word *)(const void *)a;
     if (dot_timing_on)
-        kernel_on(kc2, ap, 1, (size_t)lda / 2, bp, c, ldc, MR, nr, alpha, beta, 1);
+        kernel_on(kc2, ap, 1, (size_t)lda / 2, bp, c, ldc, MR, nr, alpha, beta, MR, 1);
     else
-        kernel_on(kc2, ap, 1, (size_t)lda / 2, bp, c, ldc, MR, nr, alpha, beta, 0);
+        kernel_on(kc2, ap, 1, (size_t)lda / 2, bp, c, ldc, MR, nr, alpha, beta, MR, 0);
 }
 
 /* Whether a product's A strips are read where A is stored rather than packed: A in BF16
@@ -248,19 +288,18 @@ static void depth_inside(uint32_t *ap, float *piece, int transa, int M, int N, i
                          float alpha, const float *A, int lda, float beta, float *C, int ldc,
                          const void *bpre, const gemm_bf16_epilogue *ep, int nthreads)
 {
-    const int mstrips = (M + MR - 1) / MR;
     const int sums_fused = transa == 1 || transa == GEMM_BF16_STORED_T;
     const int in_place = a_in_place(transa, A, lda, K);
     const uint16_t *const a16 = (const uint16_t *)(const void *)A;
     for (int jc = 0; jc < N; jc += NC) {
         const int nc = N - jc < NC ? N - jc : NC, nstrips = (nc + NR - 1) / NR;
-        const gemm_split sp = gemm_split_for(mstrips, MC / MR, nstrips, nthreads);
-        const int items = sp.rblocks * sp.groups;
+        const gemm_row_split sp = gemm_row_split_for(M, MR, MC / MR, nstrips, nthreads);
+        const int items = gemm_row_split_items(sp);
 #pragma omp for schedule(static) nowait
         for (int it = 0; it < items; it++) {
-            int rb, s0, s1, c0, c1;
-            if (!gemm_split_item(sp, it, mstrips, nstrips, &rb, &s0, &s1, &c0, &c1)) continue;
-            const int m0 = s0 * MR, mc = (s1 * MR < M ? s1 * MR : M) - m0;
+            int rb, m0, m1, c0, c1;
+            if (!gemm_row_split_item(sp, it, M, MR, nstrips, &rb, &m0, &m1, &c0, &c1)) continue;
+            const int mc = m1 - m0;
             const int n_from = c0 * NR, n_to = c1 * NR < nc ? c1 * NR : nc;
             float *const cp = piece ? piece : C + (size_t)m0 * ldc + jc + n_from;
             const int ldp = piece ? NC : ldc;
@@ -298,6 +337,73 @@ static void depth_inside(uint32_t *ap, float *piece, int transa, int M, int N, i
     }
 }
 
+/* Whether a product whose B is packed per call gives each thread its own column strips
+ * of every panel (columns_own) rather than its own rows of the whole panel: when the
+ * columns are at least as many as the rows, and a strip for every thread. Each thread
+ * then packs the strips it reads and reads no other, so no barrier waits for the panel
+ * and no strip crosses from the other core's cache; the price is every thread packing
+ * all of A. The weight gradients with few rows gain (a Zen 4, 2 threads: 384 x 1536 x
+ * 2048 7.25 -> 6.2 ms, 384 x 384 x 2048 1.77 -> 1.53, 256 x 384 x 2048 1.28 -> 1.04);
+ * those with more rows than columns (1536 x 384 x 2048) lose 2-3%, so keep rows. */
+_Static_assert((size_t)2 * NC / NR * KC2 * NR * 4 <= GEMM_BF16_BPACKS,
+               "columns_own's parts fit both panel buffers");
+static int columns_owned(int M, int N, int nthreads)
+{
+    return nthreads > 1 && M <= N && (N < NC ? N : NC) >= nthreads * NR;
+}
+
+/* The product with each thread on its own column strips of every column block (strips
+ * split as gemm_split_part does), all rows, B packed by that thread alone into its own
+ * part of both panel buffers (bp: GEMM_BF16_BPACKS bytes, 2 NC / NR strips of KC2
+ * pairs; a thread's part holds its strips of any column block, columns_owned asking
+ * for a strip a thread), so a thread packing its next depth block or column block never
+ * writes where another still reads. */
+static void columns_own(uint32_t *ap, uint32_t *bp, int transa, int transb, int M, int N,
+                        int K, float alpha, const float *A, int lda, const float *B, int ldb,
+                        float beta, float *C, int ldc, const gemm_bf16_epilogue *ep, int thread,
+                        int nthreads)
+{
+    const int sums_fused = transa == 1 || transa == GEMM_BF16_STORED_T;
+    uint32_t *const mine = bp + (size_t)thread * (2 * NC / NR / nthreads) * KC2 * NR;
+    for (int jc = 0; jc < N; jc += NC) {
+        const int nc = N - jc < NC ? N - jc : NC, nstrips = (nc + NR - 1) / NR;
+        int c0, c1;
+        gemm_split_part(thread, nthreads, nstrips, &c0, &c1);
+        const int n_to = c1 * NR < nc ? c1 * NR : nc;
+        /* the row sums by the thread with the first columns, once a row and depth */
+        float *const sums = ep && ep->row_sums && jc == 0 && c0 == 0 ? ep->row_sums : NULL;
+        for (int pc = 0; pc < K && c0 < c1; pc += KC) {
+            const int kc = K - pc < KC ? K - pc : KC, kc2 = (kc + 1) / 2;
+            const float bet = pc == 0 ? beta : 1.0f;
+            for (int s = c0; s < c1; s++) {
+                const int n0 = s * NR;
+                pack_b(mine + (size_t)(s - c0) * KC2 * NR, transb, B, ldb, jc + n0,
+                       nc - n0 < NR ? nc - n0 : NR, pc, kc);
+            }
+            for (int m0 = 0; m0 < M; m0 += MC) {
+                const int mc = M - m0 < MC ? M - m0 : MC;
+                for (int i = 0; i < mc; i += MR)
+                    pack_a(ap + (size_t)(i / MR) * kc2 * MR, transa, A, lda, m0 + i,
+                           mc - i < MR ? mc - i : MR, pc, kc, sums_fused ? sums : NULL);
+                if (sums && !sums_fused) gemm_bf16_row_sums(sums, transa, A, lda, m0, mc, pc, kc);
+                const uint64_t t0 = dot_counts_span_begin();
+                for (int s = c0; s < c1; s++) {
+                    const int n0 = s * NR, nr = nc - n0 < NR ? nc - n0 : NR;
+                    for (int i = 0; i < mc; i += MR)
+                        kernel(kc2, ap + (size_t)(i / MR) * kc2 * MR,
+                               mine + (size_t)(s - c0) * KC2 * NR,
+                               C + (size_t)(m0 + i) * ldc + jc + n0, ldc,
+                               mc - i < MR ? mc - i : MR, nr, alpha, bet);
+                }
+                dot_counts_span_end(t0, kernel_dots(c1 - c0, mc, kc2));
+                if (gemm_bf16_epilogue_acts(ep, pc == 0, pc + kc >= K))
+                    gemm_bf16_epilogue_block(ep, C, ldc, m0, jc + c0 * NR, mc, n_to - c0 * NR,
+                                             pc == 0, pc + kc >= K);
+            }
+        }
+    }
+}
+
 void gemm_bf16_avx512(int transa, int transb, int M, int N, int K, float alpha,
                       const float *A, int lda, const float *B, int ldb, float beta, float *C,
                       int ldc, void *bpack, void *const *apacks, int parallel,
@@ -322,7 +428,16 @@ void gemm_bf16_avx512(int transa, int transb, int M, int N, int K, float alpha,
          * own sums, an item's depth blocks one after the other with its piece of C in
          * L2 (as the AMX path: gemm_bf16_amx_kernel.h), held in the thread's own buffer
          * where the epilogue leaves C unused. */
-        if (bpre) {
+        const int owned = !bpre && columns_owned(M, N, nthreads);
+        if (owned) {
+#ifdef _OPENMP
+            const int thread = omp_get_thread_num();
+#else
+            const int thread = 0;
+#endif
+            columns_own(ap, bbuf, transa, transb, M, N, K, alpha, A, lda, B, ldb, beta, C,
+                        ldc, ep, thread, nthreads);
+        } else if (bpre) {
             float *const piece = ep && ep->c_unused && beta == 0.0f
                                      ? (float *)(ap + GEMM_BF16_APACK_PANEL / sizeof *ap)
                                      : NULL;
@@ -330,11 +445,11 @@ void gemm_bf16_avx512(int transa, int transb, int M, int N, int K, float alpha,
                          nthreads);
         }
         int panels = 0; /* B panels packed so far: the next goes into the other buffer */
-        for (int jc = 0; jc < N && !bpre; jc += NC) { /* (with a copy, depth_inside did it) */
+        for (int jc = 0; jc < N && !bpre && !owned; jc += NC) { /* (with a copy, depth_inside did it) */
             const int nc = N - jc < NC ? N - jc : NC, nstrips = (nc + NR - 1) / NR;
-            /* (row block, column group) items, an equal share for every thread */
-            const gemm_split sp = gemm_split_for(mstrips, MC / MR, nstrips, nthreads);
-            const int items = sp.rblocks * sp.groups;
+            /* (part, row block, column group) items, an equal share for every thread */
+            const gemm_row_split sp = gemm_row_split_for(M, MR, MC / MR, nstrips, nthreads);
+            const int items = gemm_row_split_items(sp);
             for (int pc = 0; pc < K; pc += KC) {
                 const int kc = K - pc < KC ? K - pc : KC, kc2 = (kc + 1) / 2;
                 const float bet = pc == 0 ? beta : 1.0f;
@@ -350,10 +465,10 @@ void gemm_bf16_avx512(int transa, int transb, int M, int N, int K, float alpha,
                 const int sums_fused = transa == 1 || transa == GEMM_BF16_STORED_T;
 #pragma omp for schedule(static) nowait
                 for (int it = 0; it < items; it++) {
-                    int rb, s0, s1, c0, c1;
-                    if (!gemm_split_item(sp, it, mstrips, nstrips, &rb, &s0, &s1, &c0, &c1))
+                    int rb, m0, m1, c0, c1;
+                    if (!gemm_row_split_item(sp, it, M, MR, nstrips, &rb, &m0, &m1, &c0, &c1))
                         continue;
-                    const int m0 = s0 * MR, mc = (s1 * MR < M ? s1 * MR : M) - m0;
+                    const int mc = m1 - m0;
                     if (rb != packed) { /* a thread's items run in order: pack once */
                         /* the row sums once a row block and depth block: as A^T is
                          * packed, else right after, while in cache */
