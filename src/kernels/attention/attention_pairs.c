@@ -27,7 +27,6 @@
 #include <math.h>
 #include <stdint.h>
 
-#include "bf16_store.h" /* bf16_store: a stored output */
 #include "bf16_x86.h" /* lanes, bf16_pairs_along_k, bf16_pairs_across_k (and _stored) */
 #include "dot_counts.h" /* the bench's count of VDPBF16PS and kernel time */
 
@@ -112,17 +111,29 @@ tiles_on(int m, int n, int k2, float alpha, const uint32_t *a, ptrdiff_t a_rs, p
         }
 }
 
+/* The micro-tiles of one product, returning the VDPBF16PS they ran (a micro-tile runs
+ * PMR rows, the last repeated, and its nv vectors) for the caller's span
+ * (dot_counts.h): a span a call cost about 0.4% of a bench step (two time-stamp reads
+ * each, 80,000 calls a thread), so two products run back to back share one. */
+static uint64_t pairs_tile_run(int m, int n, int k2, float alpha, const uint32_t *a,
+                               ptrdiff_t a_rs, ptrdiff_t a_cs, const uint32_t *b, size_t ldb,
+                               float *c, size_t ldc, int accumulate)
+{
+    if (dot_timing_on)
+        tiles_on(m, n, k2, alpha, a, a_rs, a_cs, b, ldb, c, ldc, accumulate, 1);
+    else
+        tiles_on(m, n, k2, alpha, a, a_rs, a_cs, b, ldb, c, ldc, accumulate, 0);
+    return (uint64_t)((m + PMR - 1) / PMR) * PMR * ((n + VL - 1) / VL) * k2;
+}
+
+/* One product in a span of its own */
 static void pairs_tile(int m, int n, int k2, float alpha, const uint32_t *a, ptrdiff_t a_rs,
                        ptrdiff_t a_cs, const uint32_t *b, size_t ldb, float *c, size_t ldc,
                        int accumulate)
 {
     const uint64_t t0 = dot_counts_span_begin();
-    if (dot_timing_on)
-        tiles_on(m, n, k2, alpha, a, a_rs, a_cs, b, ldb, c, ldc, accumulate, 1);
-    else
-        tiles_on(m, n, k2, alpha, a, a_rs, a_cs, b, ldb, c, ldc, accumulate, 0);
-    /* a micro-tile runs PMR rows (the last repeated) and its nv vectors */
-    dot_counts_span_end(t0, (uint64_t)((m + PMR - 1) / PMR) * PMR * ((n + VL - 1) / VL) * k2);
+    dot_counts_span_end(t0, pairs_tile_run(m, n, k2, alpha, a, a_rs, a_cs, b, ldb, c, ldc,
+                                           accumulate));
 }
 
 /* rows r < rows of src (lds apart), cols values each -> (cols + 1) / 2 words at
@@ -159,6 +170,19 @@ static void across(uint32_t *dst, size_t ldd, const float *src, size_t lds, int 
         bf16_pairs_across_k(dst + (size_t)(r / 2) * ldd, round16(cols) / 16,
                             src + (size_t)r * lds, r + 1 < rows ? src + (size_t)(r + 1) * lds : NULL,
                             cols);
+}
+
+/* rows r < rows of src (lds apart), cols values each, rounded to BF16 storage at
+ * dst + r ldd: bf16_store's bits (VCVTNEPS2BF16, bf16_store.h) without a call a row of
+ * one head's width */
+static void store_rows16(uint16_t *dst, size_t ldd, const float *src, size_t lds, int rows,
+                         int cols)
+{
+    for (int r = 0; r < rows; r++)
+        for (int j = 0; j < cols; j += 16)
+            _mm256_mask_storeu_epi16(dst + (size_t)r * ldd + j, lanes(cols - j),
+                                     (__m256i)_mm512_cvtneps_pbh(_mm512_maskz_loadu_ps(
+                                         lanes(cols - j), src + (size_t)r * lds + j)));
 }
 
 /* A head's q|k|v: FP32 (f) or BF16 storage (h, bf16_store.h), one of the two; element
@@ -278,8 +302,7 @@ static void fwd_head(float *out, uint16_t *out16, float *lse, qkv_src q, float *
             continue;
         }
         pairs_tile(m, hs, (keys + 1) / 2, 1.0f, pp, d.T2, 1, va, d.hsp, ot, (size_t)hs, 0);
-        for (int i = 0; i < m; i++)
-            bf16_store(out16 + (size_t)(i0 + i) * C, ot + (size_t)i * hs, (size_t)hs);
+        store_rows16(out16 + (size_t)i0 * C, (size_t)C, ot, (size_t)hs, m, hs);
     }
 }
 
@@ -342,10 +365,12 @@ static void bwd_head(float *dq, const float *dout, qkv_src q, const float *lse, 
         for (int i0 = r0; i0 < r1; i0 += PMR) {
             const int m = r1 - i0 < PMR ? r1 - i0 : PMR, keys = i0 + m;
             float *pb = b.p + (size_t)(i0 - r0) * T, *db = b.d + (size_t)(i0 - r0) * T;
-            pairs_tile(m, keys, d.hs2, scale, b.qp + (size_t)i0 * d.hs2, d.hs2, 1, b.kt, d.Tp,
-                       pb, (size_t)T, 0);
-            pairs_tile(m, keys, d.hs2, 1.0f, b.op + (size_t)i0 * d.hs2, d.hs2, 1, b.vt, d.Tp,
-                       db, (size_t)T, 0);
+            const uint64_t t0 = dot_counts_span_begin(); /* S and dP: one span */
+            uint64_t dots = pairs_tile_run(m, keys, d.hs2, scale, b.qp + (size_t)i0 * d.hs2,
+                                           d.hs2, 1, b.kt, d.Tp, pb, (size_t)T, 0);
+            dots += pairs_tile_run(m, keys, d.hs2, 1.0f, b.op + (size_t)i0 * d.hs2, d.hs2, 1,
+                                   b.vt, d.Tp, db, (size_t)T, 0);
+            dot_counts_span_end(t0, dots);
             for (int i = 0; i < m; i++) { /* rows zeroed up to r1, as attention_cpu.c */
                 float *pr = pb + (size_t)i * T, *dr = db + (size_t)i * T;
                 kr->softmax_row_lse(pr, i0 + i + 1, r1, lse[i0 + i]);
@@ -363,10 +388,14 @@ static void bwd_head(float *dq, const float *dout, qkv_src q, const float *lse, 
             const int pairs = (r1 - q0 + 1) / 2;
             const size_t at = (size_t)((q0 - r0) / 2) * d.Tp + (size_t)j0;
             const int add = j0 < r0; /* keys from r0 on meet their first queries here */
-            pairs_tile(m, hs, pairs, 1.0f, b.xp + at, 1, d.Tp, b.oa + (size_t)(q0 / 2) * d.hsp,
-                       d.hsp, dv + (size_t)j0 * ld, ld, add);
-            pairs_tile(m, hs, pairs, scale, b.xd + at, 1, d.Tp, b.qa + (size_t)(q0 / 2) * d.hsp,
-                       d.hsp, dk + (size_t)j0 * ld, ld, add);
+            const uint64_t t0 = dot_counts_span_begin(); /* dV and dK: one span */
+            uint64_t dots = pairs_tile_run(m, hs, pairs, 1.0f, b.xp + at, 1, d.Tp,
+                                           b.oa + (size_t)(q0 / 2) * d.hsp, d.hsp,
+                                           dv + (size_t)j0 * ld, ld, add);
+            dots += pairs_tile_run(m, hs, pairs, scale, b.xd + at, 1, d.Tp,
+                                   b.qa + (size_t)(q0 / 2) * d.hsp, d.hsp,
+                                   dk + (size_t)j0 * ld, ld, add);
+            dot_counts_span_end(t0, dots);
         }
     }
 }
