@@ -369,6 +369,24 @@ static void test_layernorm(size_t N, int C, size_t samples)
     check_doubled(name, dx, dx2, n);
     check_doubled(name, dw, dw2, C);
     check_doubled(name, db, db2, C);
+#ifdef _OPENMP
+    /* the same bits on 1 and 3 threads (dw, db: fixed chunks of rows, then the chunks in
+     * order, whatever the team) */
+    {
+        const int team = omp_get_max_threads();
+        int same = 1;
+        for (int t = 1; t <= 3; t += 2) {
+            float *dx5 = fnew(n), *dw5 = fnew(C), *db5 = fnew(C);
+            omp_set_num_threads(t);
+            layernorm_backward(dx5, dw5, db5, c.R, c.x, c.w, mean, rstd, N, C);
+            omp_set_num_threads(team);
+            same &= memcmp(dx5, dx, n * sizeof *dx) == 0 && memcmp(dw5, dw, C * sizeof *dw) == 0 &&
+                    memcmp(db5, db, C * sizeof *db) == 0;
+            free(dx5), free(dw5), free(db5);
+        }
+        TU_CHECK(same, "%s: the backward on 1, %d and 3 threads gives the same bits", name, team);
+    }
+#endif
 
     /* the BF16 backend's twin with dinp's BF16 copy: the same sums, and the copy is
      * the summed dinp rounded (dinp starting from R, as the residual stream's does) */
