@@ -112,9 +112,10 @@ enum { LN_SUM_ROWS = 32 };
  * summed (while in cache). dw and db: the thread that has just made a chunk of
  * LN_SUM_ROWS rows' dinp sums the chunk's columns (each in row order, ln_wb_cols) into
  * the chunk's own partial sums while its rows are in that thread's cache; then each
- * column adds its chunks' sums in chunk order (colsum). A pass of its own over all rows,
- * each thread on its columns, read half of them back from the other core's cache or
- * L3: 60% of the backward's time at the bench shape (a Zen 4, 2 threads). */
+ * column adds its chunks' sums in chunk order (colsum). The sums used to be a pass of
+ * their own over all rows, each thread on its columns, which read half the rows back
+ * from the other core's cache or L3: 60% of the backward's time at the bench shape (a
+ * Zen 4, 2 threads). */
 static void layernorm_backward_to(float *dinp, uint16_t *dinp16, float *dw, float *db,
                                   const float *dout, const float *inp, const float *w,
                                   const float *mean, const float *rstd, size_t N, int C)

@@ -342,9 +342,10 @@ static void depth_inside(uint32_t *ap, float *piece, int transa, int M, int N, i
  * columns are at least as many as the rows, and a strip for every thread. Each thread
  * then packs the strips it reads and reads no other, so no barrier waits for the panel
  * and no strip crosses from the other core's cache; the price is every thread packing
- * all of A. The weight gradients with few rows gain (a Zen 4, 2 threads: 384 x 1536 x
- * 2048 7.25 -> 6.2 ms, 384 x 384 x 2048 1.77 -> 1.53, 256 x 384 x 2048 1.28 -> 1.04);
- * those with more rows than columns (1536 x 384 x 2048) lose 2-3%, so keep rows. */
+ * all of A. The weight gradients with few rows gain (a Zen 4, 2 threads, in an hour
+ * when the host kept L3 busy: 384 x 1536 x 2048 7.25 -> 6.2 ms, 384 x 384 x 2048 1.77
+ * -> 1.53, 256 x 384 x 2048 1.28 -> 1.04; in a quiet hour 1-9% and never slower);
+ * those with more rows than columns (1536 x 384 x 2048) lost 2-3%, so keep rows. */
 _Static_assert((size_t)2 * NC / NR * KC2 * NR * 4 <= GEMM_BF16_BPACKS,
                "columns_own's parts fit both panel buffers");
 static int columns_owned(int M, int N, int nthreads)
@@ -427,7 +428,8 @@ void gemm_bf16_avx512(int transa, int transb, int M, int N, int K, float alpha,
          * items are the same C blocks at every depth block, so it alone follows up its
          * own sums, an item's depth blocks one after the other with its piece of C in
          * L2 (as the AMX path: gemm_bf16_amx_kernel.h), held in the thread's own buffer
-         * where the epilogue leaves C unused. */
+         * where the epilogue leaves C unused. Nor does a product whose threads each own
+         * their columns (columns_owned): each packs and reads only its own strips. */
         const int owned = !bpre && columns_owned(M, N, nthreads);
         if (owned) {
 #ifdef _OPENMP
@@ -445,7 +447,8 @@ void gemm_bf16_avx512(int transa, int transb, int M, int N, int K, float alpha,
                          nthreads);
         }
         int panels = 0; /* B panels packed so far: the next goes into the other buffer */
-        for (int jc = 0; jc < N && !bpre && !owned; jc += NC) { /* (with a copy, depth_inside did it) */
+        /* (with a copy depth_inside did it, with own columns columns_own) */
+        for (int jc = 0; jc < N && !bpre && !owned; jc += NC) {
             const int nc = N - jc < NC ? N - jc : NC, nstrips = (nc + NR - 1) / NR;
             /* (part, row block, column group) items, an equal share for every thread */
             const gemm_row_split sp = gemm_row_split_for(M, MR, MC / MR, nstrips, nthreads);
