@@ -97,6 +97,22 @@ static void pack_a(uint32_t *ap, int trans, const float *A, int lda, int m0, int
     if (sums) _mm512_mask_storeu_ps(sums + m0, m, sum);
 }
 
+/* Rows m0 .. m0+mc of op(A) at depth k0 .. k0+kc into strips of MR at ap (kc2 x MR
+ * words apart), or with in_place only a short last strip (the others are read where
+ * they are stored); sums (or NULL) += the rows' values, added as they are packed where
+ * the layout runs along the rows' depth, else right after, while in cache (in place,
+ * A is stored as rows: right after) */
+static void pack_a_block(uint32_t *ap, int transa, const float *A, int lda, int m0, int mc,
+                         int k0, int kc, float *sums, int in_place)
+{
+    const int kc2 = (kc + 1) / 2, fused = transa == 1 || transa == GEMM_BF16_STORED_T;
+    for (int i = 0; i < mc; i += MR)
+        if (!in_place || mc - i < MR)
+            pack_a(ap + (size_t)(i / MR) * kc2 * MR, transa, A, lda, m0 + i,
+                   mc - i < MR ? mc - i : MR, k0, kc, fused ? sums : NULL);
+    if (sums && !fused) gemm_bf16_row_sums(sums, transa, A, lda, m0, mc, k0, kc);
+}
+
 /* B strip: columns n0 .. n0+nr of op(B), depth k0 .. k0+kc, into bp[kc2][NR] */
 static void pack_b(uint32_t *bp, int trans, const float *B, int ldb, int n0, int nr, int k0,
                    int kc)
@@ -288,7 +304,6 @@ static void depth_inside(uint32_t *ap, float *piece, int transa, int M, int N, i
                          float alpha, const float *A, int lda, float beta, float *C, int ldc,
                          const void *bpre, const gemm_bf16_epilogue *ep, int nthreads)
 {
-    const int sums_fused = transa == 1 || transa == GEMM_BF16_STORED_T;
     const int in_place = a_in_place(transa, A, lda, K);
     const uint16_t *const a16 = (const uint16_t *)(const void *)A;
     for (int jc = 0; jc < N; jc += NC) {
@@ -308,11 +323,7 @@ static void depth_inside(uint32_t *ap, float *piece, int transa, int M, int N, i
                 const uint32_t *bp = (const uint32_t *)bpre +
                                      gemm_bf16_block_offset(&gemm_bf16_avx512_packer, K, N, jc, pc);
                 float *const sums = ep && ep->row_sums && jc == 0 && c0 == 0 ? ep->row_sums : NULL;
-                for (int i = 0; i < mc; i += MR)
-                    if (!in_place || mc - i < MR)
-                        pack_a(ap + (size_t)(i / MR) * kc2 * MR, transa, A, lda, m0 + i,
-                               mc - i < MR ? mc - i : MR, pc, kc, sums_fused ? sums : NULL);
-                if (sums && !sums_fused) gemm_bf16_row_sums(sums, transa, A, lda, m0, mc, pc, kc);
+                pack_a_block(ap, transa, A, lda, m0, mc, pc, kc, sums, in_place);
                 const uint64_t t0 = dot_counts_span_begin();
                 for (int s = c0; s < c1; s++) {
                     const int n0 = s * NR, nr = nc - n0 < NR ? nc - n0 : NR;
@@ -364,7 +375,6 @@ static void columns_own(uint32_t *ap, uint32_t *bp, int transa, int transb, int 
                         float beta, float *C, int ldc, const gemm_bf16_epilogue *ep, int thread,
                         int nthreads)
 {
-    const int sums_fused = transa == 1 || transa == GEMM_BF16_STORED_T;
     uint32_t *const mine = bp + (size_t)thread * (2 * NC / NR / nthreads) * KC2 * NR;
     for (int jc = 0; jc < N; jc += NC) {
         const int nc = N - jc < NC ? N - jc : NC, nstrips = (nc + NR - 1) / NR;
@@ -383,10 +393,7 @@ static void columns_own(uint32_t *ap, uint32_t *bp, int transa, int transb, int 
             }
             for (int m0 = 0; m0 < M; m0 += MC) {
                 const int mc = M - m0 < MC ? M - m0 : MC;
-                for (int i = 0; i < mc; i += MR)
-                    pack_a(ap + (size_t)(i / MR) * kc2 * MR, transa, A, lda, m0 + i,
-                           mc - i < MR ? mc - i : MR, pc, kc, sums_fused ? sums : NULL);
-                if (sums && !sums_fused) gemm_bf16_row_sums(sums, transa, A, lda, m0, mc, pc, kc);
+                pack_a_block(ap, transa, A, lda, m0, mc, pc, kc, sums, 0);
                 const uint64_t t0 = dot_counts_span_begin();
                 for (int s = c0; s < c1; s++) {
                     const int n0 = s * NR, nr = nc - n0 < NR ? nc - n0 : NR;
@@ -465,7 +472,6 @@ void gemm_bf16_avx512(int transa, int transb, int M, int N, int K, float alpha,
                 for (int s = 0; s < nstrips; s++)
                     pack_strip(bp, s, nc, transb, B, ldb, jc, pc, kc);
                 int packed = -1; /* the row block in this thread's A buffer */
-                const int sums_fused = transa == 1 || transa == GEMM_BF16_STORED_T;
 #pragma omp for schedule(static) nowait
                 for (int it = 0; it < items; it++) {
                     int rb, m0, m1, c0, c1;
@@ -477,12 +483,8 @@ void gemm_bf16_avx512(int transa, int transb, int M, int N, int K, float alpha,
                          * packed, else right after, while in cache */
                         float *const sums =
                             ep && ep->row_sums && jc == 0 && c0 == 0 ? ep->row_sums : NULL;
-                        for (int i = 0; i < mc; i += MR)
-                            pack_a(ap + (size_t)(i / MR) * kc2 * MR, transa, A, lda, m0 + i,
-                                   mc - i < MR ? mc - i : MR, pc, kc, sums_fused ? sums : NULL);
+                        pack_a_block(ap, transa, A, lda, m0, mc, pc, kc, sums, 0);
                         packed = rb;
-                        if (sums && !sums_fused)
-                            gemm_bf16_row_sums(sums, transa, A, lda, m0, mc, pc, kc);
                     }
                     const uint64_t t0 = dot_counts_span_begin();
                     for (int s = c0; s < c1; s++) {
