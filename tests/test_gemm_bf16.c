@@ -1257,8 +1257,7 @@ static uint64_t rows_run(int M, int threads)
     uint64_t rows = 0;
     for (int i = 0; i < parts; i++) {
         const int n = (int)((long long)(i + 1) * M / parts - (long long)i * M / parts);
-        const int tail = n % 14;
-        rows += (uint64_t)(n - tail + tail + (tail & 1));
+        rows += (uint64_t)(n + ((n % 14) & 1)); /* an odd short strip runs one row more */
     }
     return rows;
 }
