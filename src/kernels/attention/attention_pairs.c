@@ -27,6 +27,7 @@
 #include <math.h>
 #include <stdint.h>
 
+#include "bf16_store.h" /* bf16_store_rows: a stored output */
 #include "bf16_x86.h" /* lanes, bf16_pairs_along_k, bf16_pairs_across_k (and _stored) */
 #include "dot_counts.h" /* the bench's count of VDPBF16PS and kernel time */
 
@@ -172,19 +173,6 @@ static void across(uint32_t *dst, size_t ldd, const float *src, size_t lds, int 
                             cols);
 }
 
-/* rows r < rows of src (lds apart), cols values each, rounded to BF16 storage at
- * dst + r ldd: bf16_store's bits (VCVTNEPS2BF16, bf16_store.h) without a call a row of
- * one head's width */
-static void store_rows16(uint16_t *dst, size_t ldd, const float *src, size_t lds, int rows,
-                         int cols)
-{
-    for (int r = 0; r < rows; r++)
-        for (int j = 0; j < cols; j += 16)
-            _mm256_mask_storeu_epi16(dst + (size_t)r * ldd + j, lanes(cols - j),
-                                     (__m256i)_mm512_cvtneps_pbh(_mm512_maskz_loadu_ps(
-                                         lanes(cols - j), src + (size_t)r * lds + j)));
-}
-
 /* A head's q|k|v: FP32 (f) or BF16 storage (h, bf16_store.h), one of the two; element
  * `at` on. The stored values are already the pairs' bits, so their loaders convert
  * nothing. */
@@ -302,7 +290,8 @@ static void fwd_head(float *out, uint16_t *out16, float *lse, qkv_src q, float *
             continue;
         }
         pairs_tile(m, hs, (keys + 1) / 2, 1.0f, pp, d.T2, 1, va, d.hsp, ot, (size_t)hs, 0);
-        store_rows16(out16 + (size_t)i0 * C, (size_t)C, ot, (size_t)hs, m, hs);
+        bf16_store_rows(out16 + (size_t)i0 * C, (size_t)C, ot, (size_t)hs, (size_t)m,
+                        (size_t)hs);
     }
 }
 

@@ -71,13 +71,26 @@ static size_t scale_pow2_avx512(uint16_t *h, size_t n, int shift)
 static int vector_ok(void) { return cpu_isa_level() >= CPU_ISA_AVX512_BF16; }
 #endif
 
+void bf16_store_rows(uint16_t *dst, size_t ldd, const float *src, size_t lds, size_t rows,
+                     size_t cols)
+{
+#if GT_SIMD_X86_BF16
+    const int vector = vector_ok();
+#endif
+    for (size_t r = 0; r < rows; r++) {
+        uint16_t *const d = dst + r * ldd;
+        const float *const x = src + r * lds;
+        size_t i = 0;
+#if GT_SIMD_X86_BF16
+        if (vector) i = store_avx512(d, x, cols);
+#endif
+        for (; i < cols; i++) d[i] = bf16_store_one(x[i]);
+    }
+}
+
 void bf16_store(uint16_t *dst, const float *src, size_t n)
 {
-    size_t i = 0;
-#if GT_SIMD_X86_BF16
-    if (vector_ok()) i = store_avx512(dst, src, n);
-#endif
-    for (; i < n; i++) dst[i] = bf16_store_one(src[i]);
+    bf16_store_rows(dst, n, src, n, 1, n);
 }
 
 void bf16_scale_pow2(uint16_t *h, size_t n, int shift)

@@ -15,6 +15,10 @@
 
 /* dst[i] = x rounded to BF16, i < n */
 void bf16_store(uint16_t *dst, const float *src, size_t n);
+/* The same on rows r < rows of cols values, src's lds and dst's ldd apart: one call for a
+ * tile whose rows are short (attention's output, a head's width a row) */
+void bf16_store_rows(uint16_t *dst, size_t ldd, const float *src, size_t lds, size_t rows,
+                     size_t cols);
 /* dst[i] = the FP32 value of src[i] (exact), i < n */
 void bf16_widen(float *dst, const uint16_t *src, size_t n);
 /* h[i] = h[i] x 2^shift for i < n (shift < 0), exactly: the exponent moved; zeros,
