@@ -11,13 +11,16 @@
  *   (c) the BF16 conversion is checked against its definition too (nearest even of
  *       the top 16 bits), not only against the portable loop;
  *   (d) attention's pieces (small products, transpose, softmax's log-sum-exp) against
- *       plain definitions on every path, the portable one included.
+ *       plain definitions on every path, the portable one included;
+ *   (e) the one-pass BF16 GELU epilogues (simd_gelu_bf16), where the CPU has them,
+ *       give the bits of the passes they replace, special values and tails included.
  * Paths the CPU cannot run are named and skipped: their code is still compiled. */
 #include <math.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "bf16_store.h"
 #include "half.h"
 #include "simd.h"
 #include "testutil.h"
@@ -418,6 +421,67 @@ static void test_attention_pieces(const simd_kernels *k)
              k->name, e_back);
 }
 
+/* a value for (e): mostly ordinary, one in eight special (zeros, infinities, NaN, a
+ * denormal, GELU's cut near -7.35, a huge one), either sign */
+static float gelu_input(void)
+{
+    static const float special[] = {0.0f, INFINITY, NAN, 1e-40f, 7.3f, 7.4f, 3e38f, 1e-3f};
+    const float sign = (rnd32() & 1) ? -1.0f : 1.0f;
+    if (rnd32() % 8) return runif(-9.0f, 9.0f);
+    return sign * special[rnd32() % (sizeof special / sizeof special[0])];
+}
+
+/* (e) against the passes of gemm_bf16_epilogue.c on this path: acc of the bias,
+ * bf16_store, the widening, gelu_fwd and bf16_store; gelu_bwd_fwd into zeros and
+ * bf16_store of both */
+static void test_gelu_bf16(void)
+{
+    const simd_gelu_bf16 *g = simd_gelu_bf16_get();
+    if (!g) {
+        printf("     one-pass BF16 GELU epilogues: not on this CPU or path (compiled only)\n");
+        return;
+    }
+    const simd_kernels *k = simd_kernels_get();
+    int fwd_same = 1, bwd_same = 1;
+    for (int n = 1; n <= 3 * 16 + 5; n++) {
+        const size_t un = (size_t)n;
+        float *c = malloc(un * sizeof *c), *bias = malloc(un * sizeof *bias),
+              *ref = malloc(un * sizeof *ref), *gx = malloc(un * sizeof *gx),
+              *d = calloc(un, sizeof *d), *dout = malloc(un * sizeof *dout);
+        uint16_t *pre = malloc(un * 2), *gel = malloc(un * 2), *pre_r = malloc(un * 2),
+                 *gel_r = malloc(un * 2), *x16 = malloc(un * 2);
+        if (!c || !bias || !ref || !gx || !d || !dout || !pre || !gel || !pre_r || !gel_r ||
+            !x16)
+            exit(99);
+        for (int i = 0; i < n; i++) {
+            c[i] = gelu_input(), bias[i] = gelu_input(), dout[i] = gelu_input();
+            x16[i] = bf16_store_one(gelu_input());
+        }
+        for (int with_bias = 0; with_bias < 2; with_bias++) {
+            memcpy(ref, c, un * sizeof *ref);
+            if (with_bias) k->acc(ref, bias, un);
+            bf16_store(pre_r, ref, un);
+            bf16_widen(ref, pre_r, un);
+            k->gelu_fwd(gx, ref, un);
+            bf16_store(gel_r, gx, un);
+            g->fwd(pre, gel, c, with_bias ? bias : NULL, un);
+            fwd_same &= memcmp(pre, pre_r, un * 2) == 0 && memcmp(gel, gel_r, un * 2) == 0;
+        }
+        bf16_widen(ref, x16, un);
+        k->gelu_bwd_fwd(d, gx, ref, dout, un);
+        bf16_store(pre_r, d, un);
+        bf16_store(gel_r, gx, un);
+        g->bwd(pre, gel, x16, dout, un);
+        bwd_same &= memcmp(pre, pre_r, un * 2) == 0 && memcmp(gel, gel_r, un * 2) == 0;
+        free(c), free(bias), free(ref), free(gx), free(d), free(dout);
+        free(pre), free(gel), free(pre_r), free(gel_r), free(x16);
+    }
+    TU_CHECK(fwd_same, "%s: the one-pass BF16 GELU forward gives the bits of the bias add, "
+             "bf16_store, gelu_fwd and bf16_store (lengths 1 .. 53, special values)", k->name);
+    TU_CHECK(bwd_same, "%s: the one-pass BF16 GELU backward gives the bits of gelu_bwd_fwd "
+             "and bf16_store of both (lengths 1 .. 53, special values)", k->name);
+}
+
 int main(void)
 {
     const enum simd_path best = simd_best_path();
@@ -434,6 +498,10 @@ int main(void)
         test_rows(k);
         test_attention_pieces(k);
     }
+    test_gelu_bf16();
+    TU_CHECK(simd_set_path(SIMD_PORTABLE) == SIMD_PORTABLE && !simd_gelu_bf16_get(),
+             "no one-pass BF16 GELU epilogue on the portable path");
+    simd_set_path(SIMD_AUTO);
     test_attention_pieces(&simd_kernels_portable);
     /* the portable path itself: bf16 against its definition */
     test_conversions(&simd_kernels_portable);

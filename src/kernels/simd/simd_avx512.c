@@ -117,6 +117,94 @@ typedef __mmask16 vlanes;
 
 #include "simd_x86.h"
 
+/* simd.h's one-pass MLP epilogues: this path's GELU with VCVTNEPS2BF16's rounding, so
+ * only for a CPU with AVX512_BF16 (simd_gelu_bf16_get). A piece's tail goes through one
+ * masked vector, its lanes computed as every other's. */
+#if GT_SIMD_X86_BF16
+#if defined(__clang__)
+#pragma clang attribute push(__attribute__((target("avx512bf16"))), apply_to = function)
+#else
+#pragma GCC push_options
+#pragma GCC target("avx512bf16")
+#endif
+
+static inline __m256i bf16_rne_avx512(vf v) { return (__m256i)_mm512_cvtneps_pbh(v); }
+
+static inline vf bf16_exact_avx512(__m256i h)
+{
+    return _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(h), 16));
+}
+
+static inline __m256i gelu_fwd_bf16_one(vf c, __m256i *g16)
+{
+    const __m256i h = bf16_rne_avx512(c);
+    const vf x = bf16_exact_avx512(h);
+    vf x2;
+    *g16 = bf16_rne_avx512(vmul(x, gelu_s_avx512(x, &x2)));
+    return h;
+}
+
+static void gelu_fwd_bf16_avx512(uint16_t *pre16, uint16_t *gelu16, const float *c,
+                                 const float *bias, size_t n)
+{
+    size_t i = 0;
+    __m256i g;
+    for (; i + VL <= n; i += VL) {
+        vf v = vload(c + i);
+        if (bias) v = vadd(v, vload(bias + i));
+        _mm256_storeu_si256((__m256i *)(pre16 + i), gelu_fwd_bf16_one(v, &g));
+        _mm256_storeu_si256((__m256i *)(gelu16 + i), g);
+    }
+    if (i < n) {
+        const __mmask16 m = (__mmask16)((1u << (n - i)) - 1u);
+        vf v = _mm512_maskz_loadu_ps(m, c + i);
+        if (bias) v = vadd(v, _mm512_maskz_loadu_ps(m, bias + i));
+        _mm256_mask_storeu_epi16(pre16 + i, m, gelu_fwd_bf16_one(v, &g));
+        _mm256_mask_storeu_epi16(gelu16 + i, m, g);
+    }
+}
+
+/* gelu_bwd_fwd's expressions on dinp = 0 */
+static inline __m256i gelu_bwd_bf16_one(__m256i x16, vf dout, __m256i *g16)
+{
+    const vf x = bf16_exact_avx512(x16);
+    vf d = vzero(), o;
+    gelu_both_avx512(x, dout, &d, &o);
+    *g16 = bf16_rne_avx512(o);
+    return bf16_rne_avx512(d);
+}
+
+static void gelu_bwd_bf16_avx512(uint16_t *dpre16, uint16_t *gelu16, const uint16_t *x16,
+                                 const float *dout, size_t n)
+{
+    size_t i = 0;
+    __m256i g;
+    for (; i + VL <= n; i += VL) {
+        const __m256i x = _mm256_loadu_si256((const __m256i *)(x16 + i));
+        _mm256_storeu_si256((__m256i *)(dpre16 + i), gelu_bwd_bf16_one(x, vload(dout + i), &g));
+        _mm256_storeu_si256((__m256i *)(gelu16 + i), g);
+    }
+    if (i < n) {
+        const __mmask16 m = (__mmask16)((1u << (n - i)) - 1u);
+        const __m256i x = _mm256_maskz_loadu_epi16(m, x16 + i);
+        _mm256_mask_storeu_epi16(dpre16 + i, m,
+                                 gelu_bwd_bf16_one(x, _mm512_maskz_loadu_ps(m, dout + i), &g));
+        _mm256_mask_storeu_epi16(gelu16 + i, m, g);
+    }
+}
+
+const simd_gelu_bf16 simd_gelu_bf16_avx512 = {
+    .fwd = gelu_fwd_bf16_avx512,
+    .bwd = gelu_bwd_bf16_avx512,
+};
+
+#if defined(__clang__)
+#pragma clang attribute pop
+#else
+#pragma GCC pop_options
+#endif
+#endif /* GT_SIMD_X86_BF16 */
+
 #if defined(__clang__)
 #pragma clang attribute pop
 #else
