@@ -12,8 +12,9 @@
  *       the top 16 bits), not only against the portable loop;
  *   (d) attention's pieces (small products, transpose, softmax's log-sum-exp) against
  *       plain definitions on every path, the portable one included;
- *   (e) the one-pass BF16 GELU epilogues (simd_gelu_bf16), where the CPU has them,
- *       give the bits of the passes they replace, special values and tails included.
+ *   (e) the one-pass epilogues of the BF16 products (simd_epilogues_bf16), where the
+ *       CPU has them, give the bits of the passes they replace, special values and
+ *       tails included.
  * Paths the CPU cannot run are named and skipped: their code is still compiled. */
 #include <math.h>
 #include <stdint.h>
@@ -434,15 +435,15 @@ static float gelu_input(void)
 /* (e) against the passes of gemm_bf16_epilogue.c on this path: acc of the bias,
  * bf16_store, the widening, gelu_fwd and bf16_store; gelu_bwd_fwd into zeros and
  * bf16_store of both */
-static void test_gelu_bf16(void)
+static void test_epilogues_bf16(void)
 {
-    const simd_gelu_bf16 *g = simd_gelu_bf16_get();
+    const simd_epilogues_bf16 *g = simd_epilogues_bf16_get();
     if (!g) {
-        printf("     one-pass BF16 GELU epilogues: not on this CPU or path (compiled only)\n");
+        printf("     one-pass BF16 epilogues: not on this CPU or path (compiled only)\n");
         return;
     }
     const simd_kernels *k = simd_kernels_get();
-    int fwd_same = 1, bwd_same = 1;
+    int fwd_same = 1, bwd_same = 1, plain_same = 1;
     for (int n = 1; n <= 3 * 16 + 5; n++) {
         const size_t un = (size_t)n;
         float *c = malloc(un * sizeof *c), *bias = malloc(un * sizeof *bias),
@@ -464,14 +465,25 @@ static void test_gelu_bf16(void)
             bf16_widen(ref, pre_r, un);
             k->gelu_fwd(gx, ref, un);
             bf16_store(gel_r, gx, un);
-            g->fwd(pre, gel, c, with_bias ? bias : NULL, un);
+            g->gelu_fwd(pre, gel, c, with_bias ? bias : NULL, un);
             fwd_same &= memcmp(pre, pre_r, un * 2) == 0 && memcmp(gel, gel_r, un * 2) == 0;
+        }
+        for (int with_bias = 0; with_bias < 2; with_bias++) { /* the plain ones */
+            memcpy(ref, c, un * sizeof *ref);
+            if (with_bias) k->acc(ref, bias, un);
+            bf16_store(pre_r, ref, un);
+            g->bias_store(pre, c, with_bias ? bias : NULL, un);
+            plain_same &= memcmp(pre, pre_r, un * 2) == 0;
+            k->acc(ref, dout, un); /* dout stands in for the residual */
+            memcpy(gx, c, un * sizeof *gx);
+            g->bias_residual(gx, with_bias ? bias : NULL, dout, un);
+            plain_same &= memcmp(gx, ref, un * sizeof *gx) == 0;
         }
         bf16_widen(ref, x16, un);
         k->gelu_bwd_fwd(d, gx, ref, dout, un);
         bf16_store(pre_r, d, un);
         bf16_store(gel_r, gx, un);
-        g->bwd(pre, gel, x16, dout, un);
+        g->gelu_bwd(pre, gel, x16, dout, un);
         bwd_same &= memcmp(pre, pre_r, un * 2) == 0 && memcmp(gel, gel_r, un * 2) == 0;
         free(c), free(bias), free(ref), free(gx), free(d), free(dout);
         free(pre), free(gel), free(pre_r), free(gel_r), free(x16);
@@ -480,6 +492,9 @@ static void test_gelu_bf16(void)
              "bf16_store, gelu_fwd and bf16_store (lengths 1 .. 53, special values)", k->name);
     TU_CHECK(bwd_same, "%s: the one-pass BF16 GELU backward gives the bits of gelu_bwd_fwd "
              "and bf16_store of both (lengths 1 .. 53, special values)", k->name);
+    TU_CHECK(plain_same, "%s: the one-pass bias add into BF16 storage and bias-and-residual "
+             "add give the bits of acc and bf16_store, and of two accs (lengths 1 .. 53, "
+             "special values)", k->name);
 }
 
 int main(void)
@@ -498,9 +513,9 @@ int main(void)
         test_rows(k);
         test_attention_pieces(k);
     }
-    test_gelu_bf16();
-    TU_CHECK(simd_set_path(SIMD_PORTABLE) == SIMD_PORTABLE && !simd_gelu_bf16_get(),
-             "no one-pass BF16 GELU epilogue on the portable path");
+    test_epilogues_bf16();
+    TU_CHECK(simd_set_path(SIMD_PORTABLE) == SIMD_PORTABLE && !simd_epilogues_bf16_get(),
+             "no one-pass BF16 epilogues on the portable path");
     simd_set_path(SIMD_AUTO);
     test_attention_pieces(&simd_kernels_portable);
     /* the portable path itself: bf16 against its definition */

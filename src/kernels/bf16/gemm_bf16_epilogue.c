@@ -3,10 +3,10 @@
  * path's elementwise kernels: acc (x += y) is one rounded add per element, as the
  * unfused bias-then-beta = 1 product and residual_forward make it, and gelu_fwd /
  * gelu_bwd compute each element the same way wherever the element falls in a vector, so
- * the fused product's bits are the unfused sequence's. The MLP's two epilogues as a step
- * runs them take one pass a row where the SIMD path has it (simd.h's simd_gelu_bf16,
- * the same bits): on a Zen 4 the step ran 2.3% faster than with their three to five
- * passes, which each sent the row through memory again. */
+ * the fused product's bits are the unfused sequence's. The epilogues as a step runs them
+ * take one pass a row where the SIMD path has it (simd.h's simd_epilogues_bf16, the
+ * same bits): on a Zen 4 the MLP's two alone made the step 2.3% faster than with their
+ * three to five passes, which each sent the row through memory again. */
 #include "gemm_bf16.h"
 
 #include <string.h>
@@ -83,40 +83,49 @@ void gemm_bf16_epilogue_block(const gemm_bf16_epilogue *ep, float *C, int ldc, i
     gemm_bf16_epilogue_piece(ep, C + (size_t)i0 * ldc + j0, ldc, i0, j0, mr, nr, first, last);
 }
 
-/* The MLP's two epilogues as a step runs them, in one pass a row (simd.h's
- * simd_gelu_bf16) where the SIMD path has it: 1 when done. The forward: the bias (on
- * the first depth block), the pre-activation into BF16 storage with C rounded to it but
- * unused, GELU of it into BF16 storage. The backward: GELU's backward from a BF16
- * pre-activation into BF16 storage, with GELU of it. */
-static int mlp_piece_one_pass(const gemm_bf16_epilogue *ep, const float *piece, int ldc,
-                              int i0, int j0, int mr, int nr, int first)
+/* The epilogues as a step runs them, in one pass a row (simd.h's simd_epilogues_bf16)
+ * where the SIMD path has it, on the last depth block (the bias with it when that is
+ * also the first): 1 when done. Those that leave C unused: the MLP's forward (the
+ * pre-activation into BF16 storage, GELU of it too), GELU's backward from a BF16
+ * pre-activation into BF16 storage with GELU of it, a plain forward into BF16 storage;
+ * and the residual add into C. */
+static int piece_one_pass(const gemm_bf16_epilogue *ep, float *piece, int ldc, int i0,
+                          int j0, int mr, int nr, int first)
 {
-    const simd_gelu_bf16 *g = simd_gelu_bf16_get();
-    if (!g || ep->residual || ep->gelu_out || ep->dgelu_out || ep->dgelu_x) return 0;
-    if (ep->gelu_out16 && ep->out_bf16 && ep->round_c && ep->c_unused && !ep->dgelu_out16) {
-        const float *bias = first && ep->bias ? ep->bias + j0 : NULL;
-        for (int r = 0; r < mr; r++)
-            g->fwd(ep->out_bf16 + (size_t)(i0 + r) * ep->ld_out_bf16 + j0,
-                   ep->gelu_out16 + (size_t)(i0 + r) * ep->ld_gelu + j0,
-                   piece + (size_t)r * ldc, bias, (size_t)nr);
-        return 1;
+    const simd_epilogues_bf16 *e = simd_epilogues_bf16_get();
+    if (!e || ep->gelu_out || ep->dgelu_out || ep->dgelu_x) return 0;
+    const float *const bias = first && ep->bias ? ep->bias + j0 : NULL;
+    const int gelu = ep->gelu_out16 != NULL,
+              dgelu = ep->dgelu_out16 || ep->dgelu_x16 || ep->dgelu_gelu16,
+              to16 = ep->out_bf16 != NULL, plain = !gelu && !dgelu;
+    const int gelu_fwd = !ep->residual && gelu && !dgelu && to16 && ep->round_c && ep->c_unused,
+              gelu_bwd = !ep->residual && !gelu && ep->dgelu_out16 && ep->dgelu_x16 &&
+                         ep->dgelu_gelu16 && !bias && !to16,
+              bias_store = !ep->residual && plain && to16 && !ep->round_c && ep->c_unused,
+              bias_residual = ep->residual && plain && !to16;
+    if (!gelu_fwd && !gelu_bwd && !bias_store && !bias_residual) return 0;
+    for (int r = 0; r < mr; r++) {
+        float *const c = piece + (size_t)r * ldc;
+        const size_t row = (size_t)(i0 + r), n = (size_t)nr;
+        if (gelu_fwd)
+            e->gelu_fwd(ep->out_bf16 + row * ep->ld_out_bf16 + j0,
+                        ep->gelu_out16 + row * ep->ld_gelu + j0, c, bias, n);
+        else if (gelu_bwd)
+            e->gelu_bwd(ep->dgelu_out16 + row * ep->ld_dgelu + j0,
+                        ep->dgelu_gelu16 + row * ep->ld_dgelu + j0,
+                        ep->dgelu_x16 + row * ep->ld_dgelu + j0, c, n);
+        else if (bias_store)
+            e->bias_store(ep->out_bf16 + row * ep->ld_out_bf16 + j0, c, bias, n);
+        else
+            e->bias_residual(c, bias, ep->residual + row * ep->ld_residual + j0, n);
     }
-    if (ep->dgelu_out16 && ep->dgelu_x16 && ep->dgelu_gelu16 && !ep->bias && !ep->out_bf16 &&
-        !ep->gelu_out16) {
-        for (int r = 0; r < mr; r++) {
-            const size_t at = (size_t)(i0 + r) * ep->ld_dgelu + j0;
-            g->bwd(ep->dgelu_out16 + at, ep->dgelu_gelu16 + at, ep->dgelu_x16 + at,
-                   piece + (size_t)r * ldc, (size_t)nr);
-        }
-        return 1;
-    }
-    return 0;
+    return 1;
 }
 
 void gemm_bf16_epilogue_piece(const gemm_bf16_epilogue *ep, float *piece, int ldc, int i0,
                               int j0, int mr, int nr, int first, int last)
 {
-    if (last && mlp_piece_one_pass(ep, piece, ldc, i0, j0, mr, nr, first)) return;
+    if (last && piece_one_pass(ep, piece, ldc, i0, j0, mr, nr, first)) return;
     const simd_kernels *k = simd_kernels_get();
     for (int r = 0; r < mr; r++) {
         float *c = piece + (size_t)r * ldc;

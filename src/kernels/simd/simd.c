@@ -85,11 +85,11 @@ const simd_kernels *simd_kernels_of(enum simd_path path)
 
 const simd_kernels *simd_kernels_get(void) { return simd_kernels_of(simd_get_path()); }
 
-const simd_gelu_bf16 *simd_gelu_bf16_get(void)
+const simd_epilogues_bf16 *simd_epilogues_bf16_get(void)
 {
 #if GT_SIMD_X86_BF16
     if (simd_get_path() == SIMD_AVX512 && cpu_isa_level() >= CPU_ISA_AVX512_BF16)
-        return &simd_gelu_bf16_avx512;
+        return &simd_epilogues_bf16_avx512;
 #endif
     return NULL;
 }

@@ -134,31 +134,36 @@ typedef struct simd_kernels {
 #define GT_SIMD_X86_AMX 0
 #endif
 
-/* The MLP's two BF16 epilogues (gemm_bf16_epilogue.c) in one pass over a row piece,
- * where acc, bf16_store, bf16_widen, gelu_fwd and gelu_bwd_fwd take three to five passes
- * and their trips through memory; the values rounded to BF16 as bf16_store.h rounds
- * (VCVTNEPS2BF16), GELU this path's: the very bits of the passes.
- *   fwd: pre16 = bf16(c + bias) (c alone with bias NULL), gelu16 = bf16(gelu(pre16))
- *   bwd: dpre16 = bf16(0 + gelu'(x) dout), gelu16 = bf16(gelu(x)), x = x16 widened
+/* The BF16 products' epilogues as a step runs them (gemm_bf16_epilogue.c), each in one
+ * pass over a row piece where the passes of acc, bf16_store, bf16_widen, gelu_fwd and
+ * gelu_bwd_fwd take two to five, each sending the row through memory again; the values
+ * rounded to BF16 as bf16_store.h rounds (VCVTNEPS2BF16), GELU this path's, the sums in
+ * the passes' order: the very bits of the passes. bias may be NULL (nothing added).
+ *   gelu_fwd:      pre16 = bf16(c + bias), gelu16 = bf16(gelu(pre16))
+ *   gelu_bwd:      dpre16 = bf16(0 + gelu'(x) dout), gelu16 = bf16(gelu(x)), x = x16
+ *   bias_store:    out16 = bf16(c + bias)
+ *   bias_residual: c = (c + bias) + residual
  * (gelu of a BF16 value is of its widened, exact FP32 value). */
-typedef struct simd_gelu_bf16 {
-    void (*fwd)(uint16_t *pre16, uint16_t *gelu16, const float *c, const float *bias,
-                size_t n);
-    void (*bwd)(uint16_t *dpre16, uint16_t *gelu16, const uint16_t *x16, const float *dout,
-                size_t n);
-} simd_gelu_bf16;
+typedef struct simd_epilogues_bf16 {
+    void (*gelu_fwd)(uint16_t *pre16, uint16_t *gelu16, const float *c, const float *bias,
+                     size_t n);
+    void (*gelu_bwd)(uint16_t *dpre16, uint16_t *gelu16, const uint16_t *x16,
+                     const float *dout, size_t n);
+    void (*bias_store)(uint16_t *out16, const float *c, const float *bias, size_t n);
+    void (*bias_residual)(float *c, const float *bias, const float *residual, size_t n);
+} simd_epilogues_bf16;
 extern const simd_kernels simd_kernels_portable;
 #if GT_SIMD_X86
 extern const simd_kernels simd_kernels_avx2;   /* needs CPU_ISA_AVX2 */
 extern const simd_kernels simd_kernels_avx512; /* needs CPU_ISA_AVX512 */
 #endif
 #if GT_SIMD_X86_BF16
-extern const simd_gelu_bf16 simd_gelu_bf16_avx512; /* needs CPU_ISA_AVX512_BF16 */
+extern const simd_epilogues_bf16 simd_epilogues_bf16_avx512; /* needs CPU_ISA_AVX512_BF16 */
 #endif
 
 /* The one-pass epilogues where the path in use is avx512 and the CPU has AVX512_BF16
  * (its rounding instruction); NULL elsewhere, where the caller runs the passes. */
-const simd_gelu_bf16 *simd_gelu_bf16_get(void);
+const simd_epilogues_bf16 *simd_epilogues_bf16_get(void);
 /* The table in use (chosen at the first call: GENTRAIN_SIMD, else the widest). */
 const simd_kernels *simd_kernels_get(void);
 /* Forces a path; returns the one now in use. */

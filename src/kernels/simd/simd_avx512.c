@@ -117,8 +117,8 @@ typedef __mmask16 vlanes;
 
 #include "simd_x86.h"
 
-/* simd.h's one-pass MLP epilogues: this path's GELU with VCVTNEPS2BF16's rounding, so
- * only for a CPU with AVX512_BF16 (simd_gelu_bf16_get). A piece's tail goes through one
+/* simd.h's one-pass epilogues of the BF16 products: this path's GELU with
+ * VCVTNEPS2BF16's rounding, so only for a CPU with AVX512_BF16 (simd_epilogues_bf16_get). A piece's tail goes through one
  * masked vector, its lanes computed as every other's. */
 #if GT_SIMD_X86_BF16
 #if defined(__clang__)
@@ -193,9 +193,44 @@ static void gelu_bwd_bf16_avx512(uint16_t *dpre16, uint16_t *gelu16, const uint1
     }
 }
 
-const simd_gelu_bf16 simd_gelu_bf16_avx512 = {
-    .fwd = gelu_fwd_bf16_avx512,
-    .bwd = gelu_bwd_bf16_avx512,
+static void bias_store_bf16_avx512(uint16_t *out16, const float *c, const float *bias,
+                                   size_t n)
+{
+    size_t i = 0;
+    for (; i + VL <= n; i += VL) {
+        vf v = vload(c + i);
+        if (bias) v = vadd(v, vload(bias + i));
+        _mm256_storeu_si256((__m256i *)(out16 + i), bf16_rne_avx512(v));
+    }
+    if (i < n) {
+        const __mmask16 m = (__mmask16)((1u << (n - i)) - 1u);
+        vf v = _mm512_maskz_loadu_ps(m, c + i);
+        if (bias) v = vadd(v, _mm512_maskz_loadu_ps(m, bias + i));
+        _mm256_mask_storeu_epi16(out16 + i, m, bf16_rne_avx512(v));
+    }
+}
+
+static void bias_residual_avx512(float *c, const float *bias, const float *residual, size_t n)
+{
+    size_t i = 0;
+    for (; i + VL <= n; i += VL) {
+        vf v = vload(c + i);
+        if (bias) v = vadd(v, vload(bias + i));
+        vstore(c + i, vadd(v, vload(residual + i)));
+    }
+    if (i < n) {
+        const __mmask16 m = (__mmask16)((1u << (n - i)) - 1u);
+        vf v = _mm512_maskz_loadu_ps(m, c + i);
+        if (bias) v = vadd(v, _mm512_maskz_loadu_ps(m, bias + i));
+        _mm512_mask_storeu_ps(c + i, m, vadd(v, _mm512_maskz_loadu_ps(m, residual + i)));
+    }
+}
+
+const simd_epilogues_bf16 simd_epilogues_bf16_avx512 = {
+    .gelu_fwd = gelu_fwd_bf16_avx512,
+    .gelu_bwd = gelu_bwd_bf16_avx512,
+    .bias_store = bias_store_bf16_avx512,
+    .bias_residual = bias_residual_avx512,
 };
 
 #if defined(__clang__)
