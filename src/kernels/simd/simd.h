@@ -12,7 +12,8 @@
  * Files: simd_portable.c (plain C, every CPU); simd_x86.h, one source for the vector
  * paths written against a few vector macros (with simd_tile_x86.h, the small-product
  * micro-kernel), compiled for 8 lanes by simd_avx2.c (AVX2 + FMA + F16C) and for 16
- * lanes by simd_avx512.c (AVX-512 F/BW/DQ/VL).
+ * lanes by simd_avx512.c (AVX-512 F/BW/DQ/VL), which also holds the BF16 products'
+ * one-pass epilogues (simd_epilogues_bf16, for a CPU with AVX512_BF16 too).
  *
  * Contract:
  *  - Every path computes the same function. Exactly the same bits for the elementwise

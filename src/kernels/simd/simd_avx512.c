@@ -1,5 +1,6 @@
 /* simd_avx512 — simd_x86.h compiled for 16 lanes: AVX-512 F, BW, DQ and VL
- * (CPU_ISA_AVX512). */
+ * (CPU_ISA_AVX512); and at its end simd.h's one-pass epilogues of the BF16 products,
+ * which take AVX512_BF16 too. */
 #define GT_SIMD_MODULE /* may include simd_x86.h */
 #include "simd.h"
 
@@ -118,8 +119,8 @@ typedef __mmask16 vlanes;
 #include "simd_x86.h"
 
 /* simd.h's one-pass epilogues of the BF16 products: this path's GELU with
- * VCVTNEPS2BF16's rounding, so only for a CPU with AVX512_BF16 (simd_epilogues_bf16_get). A piece's tail goes through one
- * masked vector, its lanes computed as every other's. */
+ * VCVTNEPS2BF16's rounding, so only for a CPU with AVX512_BF16 (simd_epilogues_bf16_get).
+ * A piece's tail goes through one masked vector, its lanes computed as every other's. */
 #if GT_SIMD_X86_BF16
 #if defined(__clang__)
 #pragma clang attribute push(__attribute__((target("avx512bf16"))), apply_to = function)
