@@ -118,15 +118,23 @@ typedef __mmask16 vlanes;
 
 #include "simd_x86.h"
 
+#if defined(__clang__)
+#pragma clang attribute pop
+#else
+#pragma GCC pop_options
+#endif
+
 /* simd.h's one-pass epilogues of the BF16 products: this path's GELU with
  * VCVTNEPS2BF16's rounding, so only for a CPU with AVX512_BF16 (simd_epilogues_bf16_get).
- * A piece's tail goes through one masked vector, its lanes computed as every other's. */
+ * A piece's tail goes through one masked vector, its lanes computed as every other's.
+ * Its own target region after the path's (clang does not add a nested region's target
+ * to the outer one's). */
 #if GT_SIMD_X86_BF16
 #if defined(__clang__)
-#pragma clang attribute push(__attribute__((target("avx512bf16"))), apply_to = function)
+#pragma clang attribute push(__attribute__((target("avx512f,avx512bw,avx512dq,avx512vl,fma,f16c,avx512bf16"))), apply_to = function)
 #else
 #pragma GCC push_options
-#pragma GCC target("avx512bf16")
+#pragma GCC target("avx512f,avx512bw,avx512dq,avx512vl,fma,f16c,avx512bf16")
 #endif
 
 static inline __m256i bf16_rne_avx512(vf v) { return (__m256i)_mm512_cvtneps_pbh(v); }
@@ -240,10 +248,4 @@ const simd_epilogues_bf16 simd_epilogues_bf16_avx512 = {
 #pragma GCC pop_options
 #endif
 #endif /* GT_SIMD_X86_BF16 */
-
-#if defined(__clang__)
-#pragma clang attribute pop
-#else
-#pragma GCC pop_options
-#endif
 #endif /* GT_SIMD_X86 */
