@@ -77,7 +77,8 @@ typedef struct gt_bf16_acts {
                                             int V, float dloss_scale);
     void (*attention_forward)(uint16_t *out16, float *saved, const uint16_t *qkv16,
                               float *scratch, int threads, int B, int T, int C, int NH);
-    /* dqkv16 (NULL: none): dqkv's BF16 copy too (attention_cpu.h) */
+    /* dqkv16 (NULL: none): the gradient in BF16 storage instead, dqkv left unwritten
+     * (attention_cpu.h) */
     void (*attention_backward)(float *dqkv, uint16_t *dqkv16, const float *dout,
                                const uint16_t *qkv16, const float *saved, float *scratch,
                                int threads, int B, int T, int C, int NH);

@@ -320,7 +320,7 @@ void gpt_zero_grad(gpt_model *m)
  * storage too, in dfch's own memory (FP32 scratch of the forward, free in the
  * backward): the MLP's c_fc products read nothing else of it */
 static uint16_t *dfch16(gpt_acts *a) { return (uint16_t *)(void *)a->dfch; }
-/* The attention's backward leaves d q|k|v's BF16 copy (the backward's inexact set,
+/* The attention's backward leaves d q|k|v in BF16 storage (the backward's inexact set,
  * backend.h) in the same memory, free again between the MLP's c_fc backward and the
  * next layer's c_proj backward (BT x 3Cl BF16 values in BT x 4Cl floats) */
 static uint16_t *dqkv16(gpt_acts *a) { return (uint16_t *)(void *)a->dfch; }
@@ -430,8 +430,9 @@ const float *gpt_stage_backward(gpt_model *m, const float *dout)
                          grad(m, layer_idx(m, l, GPT_ATTPROJ_B)), a->dres, dres16, atty,
                          param(m, layer_idx(m, l, GPT_ATTPROJ_W)), BT, Cl, C);
         grads_ready(m, layer_idx(m, l, GPT_ATTPROJ_W), layer_idx(m, l, GPT_ATTPROJ_B));
-        /* with the inexact set, d q|k|v's BF16 copy too, which the products read */
-        uint16_t *const dqkv_16 = a->dres16 && qkv.h ? dqkv16(a) : NULL;
+        /* with the inexact set, d q|k|v in BF16 storage alone (dqkv is then not
+         * written), which the products below read as they read ln1 in BF16 storage */
+        uint16_t *const dqkv_16 = a->dres16 && qkv.h && ln1.h ? dqkv16(a) : NULL;
         if (qkv.h)
             m->acts16->attention_backward(a->dqkv, dqkv_16, a->dln, qkv.h, att, a->att_scratch,
                                           m->threads, B, T, Cl, NHl);

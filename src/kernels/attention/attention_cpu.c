@@ -198,7 +198,8 @@ static int team_size(int threads, int jobs)
 
 /* One pass's arrays: q|k|v as floats (qkv) or in BF16 storage (qkv16); a forward (dqkv
  * NULL) writes out (or out16, with qkv16) and lse_out, a backward writes dqkv from dout
- * and lse_in (and, with dqkv16, its BF16 copy). */
+ * and lse_in, or with dqkv16 that gradient in BF16 storage alone (dqkv then only says
+ * that this is a backward: not written). */
 typedef struct {
     const float *qkv;
     const uint16_t *qkv16;
@@ -207,10 +208,22 @@ typedef struct {
     const float *dout, *lse_in;
 } pass_io;
 
+/* A head's gradient dh (rows of 3 hs: dq, dk, dv) rounded into its columns of dqkv16
+ * (at the head's first value, rows 3C apart; its dk and dv C and 2C on) */
+static void head_grad_to16(uint16_t *dqkv16, const float *dh, int T, int C, int hs)
+{
+    const size_t ld3 = 3 * (size_t)hs;
+    for (int t = 0; t < T; t++)
+        for (int part = 0; part < 3; part++)
+            bf16_store(dqkv16 + (size_t)t * 3 * C + (size_t)part * C,
+                       dh + t * ld3 + (size_t)part * hs, (size_t)hs);
+}
+
 /* The FP32 twin on q|k|v in BF16 storage: a head's rows widened into FP32 rows of 3 hs
  * (its output, its gradients, in rows of hs), so its kernels run unchanged with C = hs
  * on values that are already BF16 (their rounding then changes nothing: the bits of the
- * FP32-stored run); the backward writes the head's gradient into dqkv once, at the end. */
+ * FP32-stored run); the backward writes the head's gradient into dqkv (or its BF16 copy
+ * into dqkv16) once, at the end. */
 static void stored_twin_head(const simd_kernels *kr, const pass_io *io, int j, float *sc,
                              int T, int C, int NH)
 {
@@ -232,6 +245,10 @@ static void stored_twin_head(const simd_kernels *kr, const pass_io *io, int j, f
     for (int t = 0; t < T; t++)
         memcpy(o + (size_t)t * hs, io->dout + ooff + (size_t)t * C, (size_t)hs * sizeof *o);
     bwd_head(kr, dq, o, q, io->lse_in + (size_t)j * T, sc, T, hs, hs, 1);
+    if (io->dqkv16) {
+        head_grad_to16(io->dqkv16 + qoff, dq, T, C, hs);
+        return;
+    }
     for (int t = 0; t < T; t++)
         for (int part = 0; part < 3; part++)
             memcpy(io->dqkv + qoff + (size_t)t * 3 * C + (size_t)part * C,
@@ -253,30 +270,33 @@ static void one_head(const simd_kernels *kr, enum bf16_kind kind, const pass_io 
     float *lse_out = io->dqkv ? NULL : io->lse_out + (size_t)j * T;
     float *out = io->out ? io->out + ooff : NULL;
     uint16_t *out16 = io->out16 ? io->out16 + ooff : NULL;
+    /* With dqkv16 the tiles and the pairs write the head's gradient into the scratch's
+     * part past their own (rows of 3 hs), and it goes from there, while in cache, into
+     * dqkv16 alone: dqkv in FP32 (9 MB a layer at the bench's shape) is neither written
+     * nor read back */
+    const int to16 = dq && io->dqkv16;
+    float *const dh = to16 ? sc + kernel_floats(T, hs) : dq;
+    const int dh_C = to16 ? hs : C;
     if (kind == TILES && dq) /* the tiles and the pairs read stored values as they are */
-        attention_tiles_bwd_head(dq, dout, q, q16, lse_in, sc, T, C, hs);
+        attention_tiles_bwd_head(dh, dh_C, dout, q, q16, lse_in, sc, T, C, hs);
     else if (kind == TILES)
         attention_tiles_fwd_head(out, out16, lse_out, q, q16, sc, T, C, hs);
     else if (kind == PAIRS && dq && q16)
-        attention_pairs_bwd_head_stored(dq, dout, q16, lse_in, sc, T, C, hs);
+        attention_pairs_bwd_head_stored(dh, dh_C, dout, q16, lse_in, sc, T, C, hs);
     else if (kind == PAIRS && dq)
         attention_pairs_bwd_head(dq, dout, q, lse_in, sc, T, C, hs);
     else if (kind == PAIRS && q16)
         attention_pairs_fwd_head_stored(out16, lse_out, q16, sc, T, C, hs);
     else if (kind == PAIRS)
         attention_pairs_fwd_head(out, lse_out, q, sc, T, C, hs);
-    else if (q16)
+    else if (q16) { /* its own scratch layout, and its own stores */
         stored_twin_head(kr, io, j, sc, T, C, NH);
-    else if (dq)
+        return;
+    } else if (dq)
         bwd_head(kr, dq, dout, q, lse_in, sc, T, C, hs, bf16);
     else
         fwd_head(kr, out, lse_out, q, sc, T, C, hs, bf16);
-    if (dq && io->dqkv16) /* the head's columns of dqkv, while they are in cache */
-        for (int t = 0; t < T; t++)
-            for (int part = 0; part < 3; part++) {
-                const size_t at = qoff + (size_t)t * 3 * C + (size_t)part * C;
-                bf16_store(io->dqkv16 + at, io->dqkv + at, (size_t)hs);
-            }
+    if (to16) head_grad_to16(io->dqkv16 + qoff, dh, T, C, hs);
 }
 
 /* Every (batch, head) of a pass, one per thread at a time */

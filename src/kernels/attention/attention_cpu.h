@@ -22,10 +22,10 @@
  *    which then run on at most `threads` OpenMP threads (a caller sized for fewer than
  *    the runtime has gets fewer); nothing in it survives a call.
  *
- * Contract: the backward WRITES every value of dqkv (unlike the other kernels'
- * backwards, which accumulate: only attention's d q|k|v has a single source, and
- * writing it spares the model a pass that zeroes it); results do not depend on the thread
- * count; every SIMD path (simd.h) gives the portable path's results within float
+ * Contract: the backward WRITES every value of dqkv (or of dqkv16, below), unlike the
+ * other kernels' backwards, which accumulate: only attention's d q|k|v has a single
+ * source, and writing it spares the model a pass that zeroes it. Results do not depend
+ * on the thread count; every SIMD path (simd.h) gives the portable path's results within float
  * rounding. Kernels cannot fail and never allocate. */
 #ifndef GT_ATTENTION_CPU_H
 #define GT_ATTENTION_CPU_H
@@ -50,8 +50,10 @@ void attention_backward_bf16(float *dqkv, const float *dout, const float *qkv,
 
 void attention_forward_stored(uint16_t *out, float *lse, const uint16_t *qkv, float *scratch,
                               int threads, int B, int T, int C, int NH);
-/* dqkv16 (NULL: none): dqkv's BF16 copy too, each head's columns stored as the head
- * finishes, while they are in cache (for products that read dqkv in BF16 storage) */
+/* dqkv16 (NULL: none): the gradient in BF16 storage instead of dqkv, for products that
+ * read it so: each head's gradient rounded into its columns as the head finishes, while
+ * in cache; dqkv is then not written (not NULL all the same: it marks a backward).
+ * dqkv16's values are those of dqkv, rounded to nearest even. */
 void attention_backward_stored(float *dqkv, uint16_t *dqkv16, const float *dout,
                                const uint16_t *qkv, const float *lse, float *scratch,
                                int threads, int B, int T, int C, int NH);

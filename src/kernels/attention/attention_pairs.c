@@ -332,13 +332,13 @@ static bwd_parts bwd_layout(float *scratch, int T, dims d)
 }
 
 /* The backward of one head from q|k|v in FP32 or BF16 storage */
-static void bwd_head(float *dq, const float *dout, qkv_src q, const float *lse, float *scratch,
-                     int T, int C, int hs)
+static void bwd_head(float *dq, int dq_C, const float *dout, qkv_src q, const float *lse,
+                     float *scratch, int T, int C, int hs)
 {
     const simd_kernels *kr = simd_kernels_get();
     const qkv_src k = src_at(q, (size_t)C), v = src_at(q, 2 * (size_t)C);
-    float *dk = dq + C, *dv = dq + 2 * C;
-    const size_t ld = 3 * (size_t)C;
+    float *dk = dq + dq_C, *dv = dq + 2 * dq_C;
+    const size_t ld = 3 * (size_t)C, ldd = 3 * (size_t)dq_C;
     const dims d = dims_of(T, hs);
     const float scale = 1.0f / sqrtf((float)hs);
     const bwd_parts b = bwd_layout(scratch, T, d);
@@ -367,7 +367,7 @@ static void bwd_head(float *dq, const float *dout, qkv_src q, const float *lse, 
             }
             along(b.dsp, d.T2, db, (size_t)T, m, keys);
             pairs_tile(m, hs, (keys + 1) / 2, scale, b.dsp, d.T2, 1, b.ka, d.hsp,
-                       dq + (size_t)i0 * ld, ld, 0);
+                       dq + (size_t)i0 * ldd, ldd, 0);
         }
         /* the block's P and dS, paired across its queries: P^T and dS^T as A */
         across(b.xp, d.Tp, b.p, (size_t)T, r1 - r0, r1);
@@ -380,10 +380,10 @@ static void bwd_head(float *dq, const float *dout, qkv_src q, const float *lse, 
             const uint64_t t0 = dot_counts_span_begin(); /* dV and dK: one span */
             uint64_t dots = pairs_tile_run(m, hs, pairs, 1.0f, b.xp + at, 1, d.Tp,
                                            b.oa + (size_t)(q0 / 2) * d.hsp, d.hsp,
-                                           dv + (size_t)j0 * ld, ld, add);
+                                           dv + (size_t)j0 * ldd, ldd, add);
             dots += pairs_tile_run(m, hs, pairs, scale, b.xd + at, 1, d.Tp,
                                    b.qa + (size_t)(q0 / 2) * d.hsp, d.hsp,
-                                   dk + (size_t)j0 * ld, ld, add);
+                                   dk + (size_t)j0 * ldd, ldd, add);
             dot_counts_span_end(t0, dots);
         }
     }
@@ -392,13 +392,14 @@ static void bwd_head(float *dq, const float *dout, qkv_src q, const float *lse, 
 void attention_pairs_bwd_head(float *dq, const float *dout, const float *q,
                               const float *lse, float *scratch, int T, int C, int hs)
 {
-    bwd_head(dq, dout, (qkv_src){q, NULL}, lse, scratch, T, C, hs);
+    bwd_head(dq, C, dout, (qkv_src){q, NULL}, lse, scratch, T, C, hs);
 }
 
-void attention_pairs_bwd_head_stored(float *dq, const float *dout, const uint16_t *q,
-                                     const float *lse, float *scratch, int T, int C, int hs)
+void attention_pairs_bwd_head_stored(float *dq, int dq_C, const float *dout,
+                                     const uint16_t *q, const float *lse, float *scratch, int T,
+                                     int C, int hs)
 {
-    bwd_head(dq, dout, (qkv_src){NULL, q}, lse, scratch, T, C, hs);
+    bwd_head(dq, dq_C, dout, (qkv_src){NULL, q}, lse, scratch, T, C, hs);
 }
 
 #include "bf16_target_end.h"
@@ -437,10 +438,11 @@ void attention_pairs_fwd_head_stored(uint16_t *out, float *lse, const uint16_t *
     (void)out, (void)lse, (void)q, (void)scratch, (void)T, (void)C, (void)hs;
     not_built();
 }
-void attention_pairs_bwd_head_stored(float *dq, const float *dout, const uint16_t *q,
-                                     const float *lse, float *scratch, int T, int C, int hs)
+void attention_pairs_bwd_head_stored(float *dq, int dq_C, const float *dout,
+                                     const uint16_t *q, const float *lse, float *scratch, int T,
+                                     int C, int hs)
 {
-    (void)dq, (void)dout, (void)q, (void)lse, (void)scratch, (void)T, (void)C, (void)hs;
+    (void)dq, (void)dq_C, (void)dout, (void)q, (void)lse, (void)scratch, (void)T, (void)C, (void)hs;
     not_built();
 }
 #endif

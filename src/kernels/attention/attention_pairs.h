@@ -30,10 +30,13 @@ void attention_pairs_bwd_head(float *dq, const float *dout, const float *q,
                               const float *lse, float *scratch, int T, int C, int hs);
 
 /* The same with q|k|v (and the forward's out) in BF16 storage (bf16_store.h): the
- * bits of the FP32 calls on the stored values */
+ * bits of the FP32 calls on the stored values. The backward's dq has its own layout:
+ * rows 3 dq_C apart, dk and dv at + dq_C, + 2 dq_C (C: in dqkv itself; hs: a head's
+ * gradient in a buffer of its own, its rows 3 hs floats). */
 void attention_pairs_fwd_head_stored(uint16_t *out, float *lse, const uint16_t *q,
                                      float *scratch, int T, int C, int hs);
-void attention_pairs_bwd_head_stored(float *dq, const float *dout, const uint16_t *q,
-                                     const float *lse, float *scratch, int T, int C, int hs);
+void attention_pairs_bwd_head_stored(float *dq, int dq_C, const float *dout,
+                                     const uint16_t *q, const float *lse, float *scratch, int T,
+                                     int C, int hs);
 
 #endif

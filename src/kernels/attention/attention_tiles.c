@@ -194,19 +194,20 @@ void attention_tiles_fwd_head(float *out, uint16_t *out16, float *lse, const flo
  * backward writes dqkv, attention_cpu.h, and a written tile starts from TILEZERO
  * rather than loading C) */
 static void keys_panel(const head *h, const uint32_t *ta, const uint32_t *b, int r0, int keys,
-                       int hs, float alpha, float *d, void *work)
+                       int hs, float alpha, float *d, int ldd, void *work)
 {
-    if (r0 > 0) h->panel(ta, TW, b, h->trun, r0, hs, 1, alpha, 1, d, h->ld, work);
+    if (r0 > 0) h->panel(ta, TW, b, h->trun, r0, hs, 1, alpha, 1, d, ldd, work);
     h->panel(ta + (size_t)(r0 / 16) * TW, TW, b, h->trun, keys - r0, hs, 1, alpha, 0,
-             d + (size_t)r0 * h->ld, h->ld, work);
+             d + (size_t)r0 * ldd, ldd, work);
 }
 
-void attention_tiles_bwd_head(float *dq, const float *dout, const float *q,
+void attention_tiles_bwd_head(float *dq, int dq_C, const float *dout, const float *q,
                               const uint16_t *q16, const float *lse, float *scratch, int T,
                               int C, int hs)
 {
     const simd_kernels *kr = simd_kernels_get();
-    float *dk = dq + C, *dv = dq + 2 * C;
+    float *dk = dq + dq_C, *dv = dq + 2 * dq_C;
+    const int ldd = 3 * dq_C;
     float *p = scratch;
     void *work = take(&p, WORK_WORDS);
     const head h = head_begin(&p, work, q, q16, T, C, hs);
@@ -243,14 +244,14 @@ void attention_tiles_bwd_head(float *dq, const float *dout, const float *q,
         }
         gemm_bf16_amx_pack_a(dsa, 0, dr, T, 0, m, 2, 0, keys, NULL);
         h.panel(dsa, (size_t)nqk * TW, kB, h.trun, m, hs, nqk, ds_alpha, 0,
-                dq + (size_t)r0 * h.ld, h.ld, work);
+                dq + (size_t)r0 * ldd, ldd, work);
         /* the block's 32 queries as the depth: dS^T and P^T against its chunk of Q, dO */
         const int mtk = 2 * up32(keys);
         const size_t chunk = (size_t)(r0 / 32) * TW;
         gemm_bf16_amx_pack_a(ta, 1, dr, T, 0, keys, mtk, 0, m, NULL);
-        keys_panel(&h, ta, qB + chunk, r0, keys, hs, ds_alpha, dk, work);
+        keys_panel(&h, ta, qB + chunk, r0, keys, hs, ds_alpha, dk, ldd, work);
         gemm_bf16_amx_pack_a(ta, 1, pr, T, 0, keys, mtk, 0, m, NULL);
-        keys_panel(&h, ta, oB + chunk, r0, keys, hs, 1.0f, dv, work);
+        keys_panel(&h, ta, oB + chunk, r0, keys, hs, 1.0f, dv, ldd, work);
     }
     head_end(&h);
 }

@@ -24,10 +24,11 @@ int attention_tiles_ready(int hs);
 size_t attention_tiles_scratch_floats(int T, int hs);
 /* One (batch, head), as attention_pairs.h's: q|k|v rows 3C apart (FP32 q, or q16 in
  * BF16 storage: one of the two), out rows C apart (FP32 out, or out16 in BF16 storage),
- * lse[T]; the backward writes dq (dk, dv at + C, + 2C). */
+ * lse[T]; the backward writes dq in the layout attention_pairs.h's _stored backward
+ * describes (rows 3 dq_C apart, dk, dv at + dq_C, + 2 dq_C). */
 void attention_tiles_fwd_head(float *out, uint16_t *out16, float *lse, const float *q,
                               const uint16_t *q16, float *scratch, int T, int C, int hs);
-void attention_tiles_bwd_head(float *dq, const float *dout, const float *q,
+void attention_tiles_bwd_head(float *dq, int dq_C, const float *dout, const float *q,
                               const uint16_t *q16, const float *lse, float *scratch, int T,
                               int C, int hs);
 /* The emulated twin's accounting (amx_emul_counts.h) around one pass over the heads, so
