@@ -182,8 +182,8 @@ void attention_tiles_fwd_head(float *out, uint16_t *out16, float *lse, const flo
             continue;
         }
         h.panel(pa, (size_t)nqk * TW, vb, h.trun, m, hs, nqk, 1.0f, 0, ot, hs, work);
-        for (int i = 0; i < m; i++)
-            bf16_store(out16 + (size_t)(i0 + i) * C, ot + (size_t)i * hs, (size_t)hs);
+        bf16_store_rows(out16 + (size_t)i0 * C, (size_t)C, ot, (size_t)hs, (size_t)m,
+                        (size_t)hs);
     }
     head_end(&h);
 }
