@@ -818,8 +818,9 @@ static void check_stored(const char *name)
     static const struct {
         int M, N, K;
     } shapes[] = {{1, 1, 1},     {45, 70, 101}, {33, 96, 1100},
-                  {7, 2100, 40}, {300, 33, 17}, {64, 70, 1088}}; /* the last: A's tiles
-                                                 * read in place on the AMX path */
+                  {7, 2100, 40}, {300, 33, 17}, {64, 70, 1088},  /* A's tiles read in place
+                                                                  * on the AMX path */
+                  {120, 130, 37}}; /* each thread on its own columns, whole row blocks */
     int same = 1, copy_same = 1, gelu_same = 1, at_same = 1;
     for (size_t si = 0; si < sizeof shapes / sizeof shapes[0]; si++) {
         const int M = shapes[si].M, N = shapes[si].N, K = shapes[si].K;
