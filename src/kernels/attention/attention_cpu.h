@@ -25,8 +25,8 @@
  * Contract: the backward WRITES every value of dqkv (or of dqkv16, below), unlike the
  * other kernels' backwards, which accumulate: only attention's d q|k|v has a single
  * source, and writing it spares the model a pass that zeroes it. Results do not depend
- * on the thread count; every SIMD path (simd.h) gives the portable path's results within float
- * rounding. Kernels cannot fail and never allocate. */
+ * on the thread count; every SIMD path (simd.h) gives the portable path's results within
+ * float rounding. Kernels cannot fail and never allocate. */
 #ifndef GT_ATTENTION_CPU_H
 #define GT_ATTENTION_CPU_H
 
