@@ -372,20 +372,23 @@ static void bwd_head(float *dq, int dq_C, const float *dout, qkv_src q, const fl
         /* the block's P and dS, paired across its queries: P^T and dS^T as A */
         across(b.xp, d.Tp, b.p, (size_t)T, r1 - r0, r1);
         across(b.xd, d.Tp, b.d, (size_t)T, r1 - r0, r1);
+        /* dV and dK of every key tile: one span for the block (nothing but the
+         * micro-tiles runs in it; a span a tile was 2 x 43 time-stamp reads a block) */
+        const uint64_t t0 = dot_counts_span_begin();
+        uint64_t dots = 0;
         for (int j0 = 0; j0 < r1; j0 += PMR) {
             const int m = r1 - j0 < PMR ? r1 - j0 : PMR, q0 = j0 > r0 ? j0 : r0;
             const int pairs = (r1 - q0 + 1) / 2;
             const size_t at = (size_t)((q0 - r0) / 2) * d.Tp + (size_t)j0;
             const int add = j0 < r0; /* keys from r0 on meet their first queries here */
-            const uint64_t t0 = dot_counts_span_begin(); /* dV and dK: one span */
-            uint64_t dots = pairs_tile_run(m, hs, pairs, 1.0f, b.xp + at, 1, d.Tp,
-                                           b.oa + (size_t)(q0 / 2) * d.hsp, d.hsp,
-                                           dv + (size_t)j0 * ldd, ldd, add);
+            dots += pairs_tile_run(m, hs, pairs, 1.0f, b.xp + at, 1, d.Tp,
+                                   b.oa + (size_t)(q0 / 2) * d.hsp, d.hsp,
+                                   dv + (size_t)j0 * ldd, ldd, add);
             dots += pairs_tile_run(m, hs, pairs, scale, b.xd + at, 1, d.Tp,
                                    b.qa + (size_t)(q0 / 2) * d.hsp, d.hsp,
                                    dk + (size_t)j0 * ldd, ldd, add);
-            dot_counts_span_end(t0, dots);
         }
+        dot_counts_span_end(t0, dots);
     }
 }
 
