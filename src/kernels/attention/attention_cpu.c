@@ -272,7 +272,7 @@ static void one_head(const simd_kernels *kr, enum bf16_kind kind, const pass_io 
      * part past their own (rows of 3 hs), and it goes from there, while in cache, into
      * dqkv16 alone: dqkv in FP32 (9 MB a layer at the bench's shape) is neither written
      * nor read back */
-    const int to16 = dq && io->dqkv16;
+    const int to16 = dq && q16 && io->dqkv16; /* (dqkv16 comes only with q|k|v in BF16) */
     float *const dh = to16 ? sc + kernel_floats(T, hs) : dq;
     const int dh_C = to16 ? hs : C;
     if (kind == TILES && dq) /* the tiles and the pairs read stored values as they are */

@@ -165,9 +165,9 @@ static void gelu_fwd_bf16_avx512(uint16_t *pre16, uint16_t *gelu16, const float 
         _mm256_storeu_si256((__m256i *)(gelu16 + i), g);
     }
     if (i < n) {
-        const __mmask16 m = (__mmask16)((1u << (n - i)) - 1u);
-        vf v = _mm512_maskz_loadu_ps(m, c + i);
-        if (bias) v = vadd(v, _mm512_maskz_loadu_ps(m, bias + i));
+        const vlanes m = vlanes_first(n - i);
+        vf v = vload_lanes(c + i, m);
+        if (bias) v = vadd(v, vload_lanes(bias + i, m));
         _mm256_mask_storeu_epi16(pre16 + i, m, gelu_fwd_bf16_one(v, &g));
         _mm256_mask_storeu_epi16(gelu16 + i, m, g);
     }
@@ -194,10 +194,10 @@ static void gelu_bwd_bf16_avx512(uint16_t *dpre16, uint16_t *gelu16, const uint1
         _mm256_storeu_si256((__m256i *)(gelu16 + i), g);
     }
     if (i < n) {
-        const __mmask16 m = (__mmask16)((1u << (n - i)) - 1u);
+        const vlanes m = vlanes_first(n - i);
         const __m256i x = _mm256_maskz_loadu_epi16(m, x16 + i);
         _mm256_mask_storeu_epi16(dpre16 + i, m,
-                                 gelu_bwd_bf16_one(x, _mm512_maskz_loadu_ps(m, dout + i), &g));
+                                 gelu_bwd_bf16_one(x, vload_lanes(dout + i, m), &g));
         _mm256_mask_storeu_epi16(gelu16 + i, m, g);
     }
 }
@@ -212,9 +212,9 @@ static void bias_store_bf16_avx512(uint16_t *out16, const float *c, const float 
         _mm256_storeu_si256((__m256i *)(out16 + i), bf16_rne_avx512(v));
     }
     if (i < n) {
-        const __mmask16 m = (__mmask16)((1u << (n - i)) - 1u);
-        vf v = _mm512_maskz_loadu_ps(m, c + i);
-        if (bias) v = vadd(v, _mm512_maskz_loadu_ps(m, bias + i));
+        const vlanes m = vlanes_first(n - i);
+        vf v = vload_lanes(c + i, m);
+        if (bias) v = vadd(v, vload_lanes(bias + i, m));
         _mm256_mask_storeu_epi16(out16 + i, m, bf16_rne_avx512(v));
     }
 }
@@ -228,10 +228,10 @@ static void bias_residual_avx512(float *c, const float *bias, const float *resid
         vstore(c + i, vadd(v, vload(residual + i)));
     }
     if (i < n) {
-        const __mmask16 m = (__mmask16)((1u << (n - i)) - 1u);
-        vf v = _mm512_maskz_loadu_ps(m, c + i);
-        if (bias) v = vadd(v, _mm512_maskz_loadu_ps(m, bias + i));
-        _mm512_mask_storeu_ps(c + i, m, vadd(v, _mm512_maskz_loadu_ps(m, residual + i)));
+        const vlanes m = vlanes_first(n - i);
+        vf v = vload_lanes(c + i, m);
+        if (bias) v = vadd(v, vload_lanes(bias + i, m));
+        vstore_lanes(c + i, m, vadd(v, vload_lanes(residual + i, m)));
     }
 }
 
