@@ -49,12 +49,23 @@ static inline void transpose16(__m512i v[16])
     }
 }
 
+/* 16 words to out under mask m; stream: a whole vector to a 64-byte aligned out goes
+ * past the caches (a weight copy read a step later: no read for ownership), anything
+ * else is stored as usual. The caller fences (_mm_sfence) before others read it. */
+static inline void bf16_store_words(uint32_t *out, __mmask16 m, __m512i v, int stream)
+{
+    if (stream && m == 0xffff && ((uintptr_t)out & 63) == 0)
+        _mm512_stream_si512((void *)out, v);
+    else
+        _mm512_mask_storeu_epi32(out, m, v);
+}
+
 /* Pairs along rows stored with k contiguous: row r < nrows is x + r * ld, and its kc
  * values become kc2 pairs; pair j of row r goes to out[j * stride + r] for r < width
  * (rows from nrows on as zeros). 16 rows x 16 pairs at a time, turned by transpose16
- * so each store writes one j. */
-static inline void bf16_pairs_along_k(uint32_t *out, int stride, int width, const float *x,
-                                      size_t ld, int nrows, int kc)
+ * so each store writes one j. stream: bf16_store_words'. */
+static inline void bf16_pairs_along_k_to(uint32_t *out, int stride, int width, const float *x,
+                                         size_t ld, int nrows, int kc, int stream)
 {
     __m512i v[16];
     for (int kk = 0; kk < kc; kk += 32) {
@@ -72,22 +83,34 @@ static inline void bf16_pairs_along_k(uint32_t *out, int stride, int width, cons
         transpose16(v);
         const int npairs = (n + 1) / 2;
         for (int j = 0; j < npairs; j++)
-            _mm512_mask_storeu_epi32(out + (size_t)(kk / 2 + j) * stride, lanes(width), v[j]);
+            bf16_store_words(out + (size_t)(kk / 2 + j) * stride, lanes(width), v[j], stream);
     }
 }
 
+static inline void bf16_pairs_along_k(uint32_t *out, int stride, int width, const float *x,
+                                      size_t ld, int nrows, int kc)
+{
+    bf16_pairs_along_k_to(out, stride, width, x, ld, nrows, kc, 0);
+}
+
 /* Pairs across rows k, k+1 stored with the other index contiguous: `width` values of
- * each (the rest zero) to out[0 .. 16 * nvec). */
-static inline void bf16_pairs_across_k(uint32_t *out, int nvec, const float *r0,
-                                       const float *r1, int width)
+ * each (the rest zero) to out[0 .. 16 * nvec). stream: bf16_store_words'. */
+static inline void bf16_pairs_across_k_to(uint32_t *out, int nvec, const float *r0,
+                                          const float *r1, int width, int stream)
 {
     for (int v = 0; v < nvec; v++) {
         const int n = width - 16 * v;
         const __mmask16 m = lanes(n > 0 ? n : 0);
         __m512 x0 = _mm512_maskz_loadu_ps(m, r0 + 16 * v);
         __m512 x1 = r1 ? _mm512_maskz_loadu_ps(m, r1 + 16 * v) : _mm512_setzero_ps();
-        _mm512_storeu_si512(out + 16 * v, pairs_of(x0, x1));
+        bf16_store_words(out + 16 * v, 0xffff, pairs_of(x0, x1), stream);
     }
+}
+
+static inline void bf16_pairs_across_k(uint32_t *out, int nvec, const float *r0,
+                                       const float *r1, int width)
+{
+    bf16_pairs_across_k_to(out, nvec, r0, r1, width, 0);
 }
 
 /* The same two layouts from BF16 storage (bf16_store.h: uint16_t values, already

@@ -113,9 +113,11 @@ static void pack_a_block(uint32_t *ap, int transa, const float *A, int lda, int 
     if (sums && !fused) gemm_bf16_row_sums(sums, transa, A, lda, m0, mc, k0, kc);
 }
 
-/* B strip: columns n0 .. n0+nr of op(B), depth k0 .. k0+kc, into bp[kc2][NR] */
-static void pack_b(uint32_t *bp, int trans, const float *B, int ldb, int n0, int nr, int k0,
-                   int kc)
+/* B strip: columns n0 .. n0+nr of op(B), depth k0 .. k0+kc, into bp[kc2][NR]; stream
+ * (FP32 B only): a weight copy's packing, its whole vectors stored past the caches */
+static inline __attribute__((always_inline)) void
+pack_b_to(uint32_t *bp, int trans, const float *B, int ldb, int n0, int nr, int k0, int kc,
+          int stream)
 {
     const int kc2 = (kc + 1) / 2;
     if (trans == GEMM_BF16_STORED) { /* B[k][n] from BF16 storage */
@@ -129,24 +131,45 @@ static void pack_b(uint32_t *bp, int trans, const float *B, int ldb, int n0, int
     }
     if (trans) { /* B stored [n][k]: each column's pairs are contiguous */
         for (int g = 0; g < NR; g += 16)
-            bf16_pairs_along_k(bp + g, NR, 16, B + (size_t)(n0 + g) * ldb + k0, (size_t)ldb,
-                         nr - g, kc);
+            bf16_pairs_along_k_to(bp + g, NR, 16, B + (size_t)(n0 + g) * ldb + k0,
+                                  (size_t)ldb, nr - g, kc, stream);
         return;
     }
     for (int j = 0; j < kc2; j++) {
         const int k = k0 + 2 * j;
         const float *r0 = B + (size_t)k * ldb + n0;
-        bf16_pairs_across_k(bp + (size_t)j * NR, NR / 16, r0, 2 * j + 1 < kc ? r0 + ldb : NULL, nr);
+        bf16_pairs_across_k_to(bp + (size_t)j * NR, NR / 16, r0,
+                               2 * j + 1 < kc ? r0 + ldb : NULL, nr, stream);
     }
 }
 
+static void pack_b(uint32_t *bp, int trans, const float *B, int ldb, int n0, int nr, int k0,
+                   int kc)
+{
+    pack_b_to(bp, trans, B, ldb, n0, nr, k0, kc, 0);
+}
+
 /* Strip s of a block's panel (gemm_bf16_packer.h): the product's own packing of B, and
- * the packing of a weight matrix once per update */
+ * (copy) the packing of a weight matrix once per update, streamed */
+static inline __attribute__((always_inline)) void
+strip_to(uint32_t *panel, int s, int nc, int transb, const float *B, int ldb, int jc, int pc,
+         int kc, int copy)
+{
+    const int kc2 = (kc + 1) / 2, n0 = s * NR, nr = nc - n0 < NR ? nc - n0 : NR;
+    pack_b_to(panel + (size_t)s * kc2 * NR, transb, B, ldb, jc + n0, nr, pc, kc, copy);
+}
+
 static void pack_strip(uint32_t *panel, int s, int nc, int transb, const float *B, int ldb,
                        int jc, int pc, int kc)
 {
-    const int kc2 = (kc + 1) / 2, n0 = s * NR, nr = nc - n0 < NR ? nc - n0 : NR;
-    pack_b(panel + (size_t)s * kc2 * NR, transb, B, ldb, jc + n0, nr, pc, kc);
+    strip_to(panel, s, nc, transb, B, ldb, jc, pc, kc, 0);
+}
+
+static void copy_strip(uint32_t *panel, int s, int nc, int transb, const float *B, int ldb,
+                       int jc, int pc, int kc)
+{
+    strip_to(panel, s, nc, transb, B, ldb, jc, pc, kc, 1);
+    _mm_sfence(); /* streamed stores are weakly ordered: they land before what follows */
 }
 
 static size_t panel_words(int nc, int kc)
@@ -155,21 +178,43 @@ static size_t panel_words(int nc, int kc)
 }
 
 /* Depth d0 (even: a strip of NR) .. d0+dn of every strip: rows d0/2 .. of its pairs */
-static void pack_depth(uint32_t *panel, int nc, const float *B, int ldb, int jc, int pc,
-                       int kc, int d0, int dn)
+static inline __attribute__((always_inline)) void
+depth_to(uint32_t *panel, int nc, const float *B, int ldb, int jc, int pc, int kc, int d0,
+         int dn, int copy)
 {
     const int kc2 = (kc + 1) / 2;
     for (int s = 0, n0 = 0; n0 < nc; s++, n0 += NR)
-        pack_b(panel + ((size_t)s * kc2 + d0 / 2) * NR, 0, B, ldb, jc + n0,
-               nc - n0 < NR ? nc - n0 : NR, pc + d0, dn);
+        pack_b_to(panel + ((size_t)s * kc2 + d0 / 2) * NR, 0, B, ldb, jc + n0,
+                  nc - n0 < NR ? nc - n0 : NR, pc + d0, dn, copy);
 }
 
+static void pack_depth(uint32_t *panel, int nc, const float *B, int ldb, int jc, int pc,
+                       int kc, int d0, int dn)
+{
+    depth_to(panel, nc, B, ldb, jc, pc, kc, d0, dn, 0);
+}
+
+static void copy_depth(uint32_t *panel, int nc, const float *B, int ldb, int jc, int pc,
+                       int kc, int d0, int dn)
+{
+    depth_to(panel, nc, B, ldb, jc, pc, kc, d0, dn, 1);
+    _mm_sfence();
+}
+
+/* The product's own packing, and the weight copies' (the same layout and bits, the
+ * copies streamed: a copy is read a step later, as the AMX path's) */
 const gemm_bf16_packer gemm_bf16_avx512_packer = {.kc = KC,
                                                   .nc = NC,
                                                   .strip = NR,
                                                   .panel_words = panel_words,
                                                   .pack_strip = pack_strip,
                                                   .pack_depth = pack_depth};
+const gemm_bf16_packer gemm_bf16_avx512_copy_packer = {.kc = KC,
+                                                       .nc = NC,
+                                                       .strip = NR,
+                                                       .panel_words = panel_words,
+                                                       .pack_strip = copy_strip,
+                                                       .pack_depth = copy_depth};
 
 /* C[mr, nr] = alpha * (A strip @ B strip) + beta * C (beta = 0: C is not read), on the
  * strip's first `rows` rows (a constant, mr <= rows <= MR: a short strip runs only the

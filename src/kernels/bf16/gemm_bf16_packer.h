@@ -55,13 +55,14 @@ static inline size_t gemm_bf16_block_offset(const gemm_bf16_packer *p, int K, in
     return words;
 }
 
-/* The paths' packers. The AVX512_BF16 one exists only where GT_SIMD_X86_BF16 built it;
- * the AMX one serves the AMX path and its emulated twin, and its copy packer (the same
- * layout and bits) packs the weights once per update, storing past the caches: a copy
- * is read a step later, and at the GPT-2 124M shape its 0.5 GB would otherwise be read
- * for ownership and evict what the step is using. */
+/* The paths' packers. The AVX512_BF16 ones exist only where GT_SIMD_X86_BF16 built
+ * them; the AMX ones serve the AMX path and its emulated twin. The two copy packers (the
+ * same layout and bits as their path's own) pack the weights once per update, storing
+ * past the caches: a copy is read a step later, and at the GPT-2 124M shape its 0.5 GB
+ * would otherwise be read for ownership and evict what the step is using. */
 extern const gemm_bf16_packer gemm_bf16_portable_packer;
 extern const gemm_bf16_packer gemm_bf16_avx512_packer;
+extern const gemm_bf16_packer gemm_bf16_avx512_copy_packer;
 extern const gemm_bf16_packer gemm_bf16_amx_packer;
 extern const gemm_bf16_packer gemm_bf16_amx_copy_packer;
 

@@ -30,7 +30,7 @@ static const gemm_bf16_packer *packer_of(enum gemm_bf16_path p)
     case GEMM_BF16_AMX_EMULATED: return &gemm_bf16_amx_copy_packer;
     case GEMM_BF16_AVX512:
 #if GT_SIMD_X86_BF16
-        return &gemm_bf16_avx512_packer;
+        return &gemm_bf16_avx512_copy_packer;
 #else
         break;
 #endif
