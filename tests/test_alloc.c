@@ -1,6 +1,7 @@
 /* test_alloc — gt_malloc and gt_calloc (src/base/util.h): 64-byte aligned; from 8 MB on
  * on a 2 MB boundary (transparent huge pages advised), every byte usable; calloc's
- * zeros; an impossible size is one error line and NULL, not a crash. Whether Linux
+ * zeros; gt_zero_streamed zeros exactly its range at any start and length; an
+ * impossible size is one error line and NULL, not a crash. Whether Linux
  * then backs a big array with huge pages is its choice (the system's THP setting, free
  * huge pages): reported, not asserted. */
 #include <stdint.h>
@@ -51,6 +52,24 @@ int main(void)
     for (size_t i = 0; z && i < big / sizeof *z; i++) zeros &= z[i] == 0.0f;
     TU_CHECK(zeros && (uintptr_t)z % huge_page == 0, "gt_calloc: big, aligned, all zeros");
     free(z);
+
+    /* every start within a 16-byte line and lengths around the 4-float stores: the
+     * range zeroed (-0 would not be 0's bits), its neighbours untouched */
+    enum { N = 64 };
+    float buf[N + 8];
+    int exact = 1;
+    for (int start = 1; start <= 4; start++)
+        for (size_t len = 0; len <= 13; len++) {
+            for (int i = 0; i < N + 8; i++) buf[i] = -1.5f;
+            gt_zero_streamed(buf + start, len);
+            for (int i = 0; i < N + 8; i++) {
+                const int in = i >= start && (size_t)i < start + len;
+                uint32_t bits;
+                memcpy(&bits, &buf[i], sizeof bits);
+                exact &= in ? bits == 0 : buf[i] == -1.5f;
+            }
+        }
+    TU_CHECK(exact, "gt_zero_streamed: +0 over exactly its range, any start and length");
 
     TU_CHECK(gt_malloc(SIZE_MAX - 4096, "an impossible test array") == NULL,
              "an impossible size: NULL (and one error line above)");

@@ -19,6 +19,10 @@
 #include <time.h>
 #include <unistd.h>
 
+#if defined(__SSE2__)
+#include <emmintrin.h> /* gt_zero_streamed */
+#endif
+
 static int report_rank = -1;
 static int reports_muted = 0;
 
@@ -101,6 +105,20 @@ void *gt_malloc(size_t nbytes, const char *what)
     if (huge) (void)madvise(p, nbytes & ~(HUGE_PAGE - 1), MADV_HUGEPAGE);
 #endif
     return p;
+}
+
+void gt_zero_streamed(float *x, size_t n)
+{
+#if defined(__SSE2__)
+    size_t i = 0;
+    for (; i < n && ((uintptr_t)(x + i) & 15) != 0; i++) x[i] = 0.0f;
+    const __m128 zero = _mm_setzero_ps();
+    for (; i + 4 <= n; i += 4) _mm_stream_ps(x + i, zero);
+    for (; i < n; i++) x[i] = 0.0f;
+    _mm_sfence(); /* streamed stores are weakly ordered: they land before what follows */
+#else
+    memset(x, 0, n * sizeof *x);
+#endif
 }
 
 void *gt_calloc(size_t nbytes, const char *what)

@@ -40,6 +40,12 @@ void gt_mute_reports(int on);
  * them); free with free(). */
 void *gt_malloc(size_t nbytes, const char *what);
 void *gt_calloc(size_t nbytes, const char *what);
+/* x[0 .. n) = 0 with stores that go past the caches where the CPU has them (x86's
+ * SSE2), else memset: for a big buffer that is read again only much later (the
+ * gradients, zeroed before a backward that reaches most of them after many MB of other
+ * traffic), so its lines are neither read for ownership nor evicting what is in use.
+ * Ordered before anything that follows (a fence). */
+void gt_zero_streamed(float *x, size_t n);
 
 /* Bytes of physical memory of this machine, or 0 where the system does not say. */
 int64_t gt_physical_memory(void);

@@ -297,7 +297,9 @@ const float *gpt_logits(const gpt_model *m) { return m->acts->logits; }
 /* x[0..n) = 0, split over the threads past 16 MB: one core's memset is bound by what one
  * core can write (the 124M shape's 0.5 GB of gradients: 41 ms on one core, 21 on two);
  * below, a parallel region's barrier costs more than it saves (and one more barrier is
- * one more wait when another process takes a core) */
+ * one more wait when another process takes a core). Past 16 MB the stores go past the
+ * caches (gt_zero_streamed): such a buffer (the gradients) is not all read soon, and
+ * its lines are then not read for ownership (L6 C384 on Zen 4: 1.6 -> 0.6 ms a step) */
 static void zero_floats(float *x, size_t n)
 {
     enum { CHUNK = 1 << 18, PAR_CHUNKS = 16 }; /* floats: 1 MB; 16 MB */
@@ -308,7 +310,7 @@ static void zero_floats(float *x, size_t n)
     }
 #pragma omp parallel for schedule(static)
     for (size_t c = 0; c < chunks; c++)
-        memset(x + c * CHUNK, 0, (n - c * CHUNK < CHUNK ? n - c * CHUNK : CHUNK) * sizeof *x);
+        gt_zero_streamed(x + c * CHUNK, n - c * CHUNK < CHUNK ? n - c * CHUNK : CHUNK);
 }
 
 void gpt_zero_grad(gpt_model *m)
