@@ -52,7 +52,8 @@
  *   (o) an epilogue that leaves C unused (c_unused: the MLP's GELU forward and backward
  *       into BF16 storage, q|k|v into BF16 storage) gives the BF16 outputs of the same product that writes C,
  *       on a packed weight copy, past a column block and several depth blocks; the
- *       AMX and AVX512_BF16 paths never write C then;
+ *       AMX and AVX512_BF16 paths never write C then; a residual add on a packed
+ *       weight copy gives the C of the same product that packs B itself;
  *   (p) the AVX512_BF16 path counts the VDPBF16PS its micro-kernel runs, and times it;
  *   (q) in its timing mode (the bench's twin) it runs one FP32 multiply-add of the same
  *       pair words in place of each, counted alike;
@@ -1244,6 +1245,40 @@ static void check_c_unused(enum gemm_bf16_path path, const char *name)
     if (holds) TU_CHECK(untouched, "%s: ... and C is never written", name);
 }
 
+/* (o) C = A16 W^T + bias + residual (the attention's and MLP's projections) on W's
+ * packed copy, against the product that packs W itself: the same bits. C starts as a
+ * marker each time (beta 0 never reads it). */
+static int residual_case(int M, int N, int K)
+{
+    float *A = fnew_rand((size_t)M * K), *W = fnew_rand((size_t)N * K), *bias = fnew_rand(N),
+          *res = fnew_rand((size_t)M * N), *C[2];
+    uint16_t *A16 = stored_copy(A, M, K);
+    for (int v = 0; v < 2; v++)
+        if (!(C[v] = malloc((size_t)M * N * sizeof *C[v]))) exit(99);
+    for (int v = 0; v < 2; v++) { /* W packing itself, then W's copy */
+        if (v == 1 && (gemm_bf16_weights_add(W, N, K) != 0 || gemm_bf16_weights_refresh() != 0))
+            exit(99);
+        for (size_t i = 0; i < (size_t)M * N; i++) C[v][i] = 7.0f;
+        const gemm_bf16_epilogue ep = {.bias = bias, .residual = res, .ld_residual = (size_t)N};
+        gemm_bf16_fused(GEMM_BF16_STORED, 1, M, N, K, 1.0f, (const float *)(const void *)A16,
+                        K, W, K, 0.0f, C[v], N, &ep);
+    }
+    gemm_bf16_weights_clear();
+    const int same = memcmp(C[0], C[1], (size_t)M * N * sizeof *C[0]) == 0;
+    for (int v = 0; v < 2; v++) free(C[v]);
+    free(A), free(W), free(bias), free(res), free(A16);
+    return same;
+}
+
+static void check_residual_on_packed(const char *name)
+{
+    TU_CHECK(residual_case(100, 2100, 1100) && residual_case(200, 384, 1536) &&
+                 residual_case(96, 384, 384),
+             "%s: (o) a residual add on a packed weight gives the bits of the product that "
+             "packs B itself (past a column block and depth blocks; 384 columns 1,536 and "
+             "384 deep)", name);
+}
+
 /* (p) the avx512-bf16 path counts its VDPBF16PS (dot_counts.h, what the bench's
  * prediction for faster dot products reads): a 14 x 32 micro-tile a strip of each, a
  * short strip's rows rounded up to even, both vectors over each pair of depth, summed
@@ -1565,6 +1600,7 @@ int main(void)
         check_stored_on_packed(paths[i].name);
         check_row_sums(paths[i].name);
         check_c_unused(paths[i].path, paths[i].name);
+        check_residual_on_packed(paths[i].name);
         if (paths[i].path == GEMM_BF16_PORTABLE) continue;
         check_staged(paths[i].name);
         check_whole_b(paths[i].name);
