@@ -323,8 +323,10 @@ static void ln_run(void *p, float *res)
     float *out = res, *mean = res + n, *rstd = mean + c->N, *dx = rstd + c->N,
           *dw = dx + n, *db = dw + c->C;
     memset(dx, 0, (n + 2 * (size_t)c->C) * sizeof *res);
+    float *scratch = fnew(layernorm_backward_scratch_floats(c->N, c->C));
     layernorm_forward(out, mean, rstd, c->x, c->w, c->b, c->N, c->C);
-    layernorm_backward(dx, dw, db, c->R, c->x, c->w, mean, rstd, c->N, c->C);
+    layernorm_backward(dx, dw, db, c->R, c->x, c->w, mean, rstd, scratch, c->N, c->C);
+    free(scratch);
 }
 
 static void test_layernorm(size_t N, int C, size_t samples)
@@ -363,9 +365,10 @@ static void test_layernorm(size_t N, int C, size_t samples)
     e = fd_check(ln_ref_loss, &c, c.db, C, db, 0);
     TU_CHECK(e < TOL_FD, "%s: dbias vs finite differences %.2e", name, e);
 
-    float *dx2 = fnew(n), *dw2 = fnew(C), *db2 = fnew(C);
+    float *dx2 = fnew(n), *dw2 = fnew(C), *db2 = fnew(C),
+          *sc = fnew(layernorm_backward_scratch_floats(N, C));
     for (int k = 0; k < 2; k++)
-        layernorm_backward(dx2, dw2, db2, c.R, c.x, c.w, mean, rstd, N, C);
+        layernorm_backward(dx2, dw2, db2, c.R, c.x, c.w, mean, rstd, sc, N, C);
     check_doubled(name, dx, dx2, n);
     check_doubled(name, dw, dw2, C);
     check_doubled(name, db, db2, C);
@@ -378,7 +381,7 @@ static void test_layernorm(size_t N, int C, size_t samples)
         for (int t = 1; t <= 3; t += 2) {
             float *dx5 = fnew(n), *dw5 = fnew(C), *db5 = fnew(C);
             omp_set_num_threads(t);
-            layernorm_backward(dx5, dw5, db5, c.R, c.x, c.w, mean, rstd, N, C);
+            layernorm_backward(dx5, dw5, db5, c.R, c.x, c.w, mean, rstd, sc, N, C);
             omp_set_num_threads(team);
             same &= memcmp(dx5, dx, n * sizeof *dx) == 0 && memcmp(dw5, dw, C * sizeof *dw) == 0 &&
                     memcmp(db5, db, C * sizeof *db) == 0;
@@ -398,9 +401,9 @@ static void test_layernorm(size_t N, int C, size_t samples)
         memcpy(dx3, c.R, n * sizeof *dx3);
         memcpy(dx4, c.R, n * sizeof *dx4);
         memset(d16, 0xff, n * sizeof *d16);
-        layernorm_backward(dx3, dw3, db3, c.R, c.x, c.w, mean, rstd, N, C);
+        layernorm_backward(dx3, dw3, db3, c.R, c.x, c.w, mean, rstd, sc, N, C);
         backend_cpu_bf16.bf16_acts->layernorm_backward(dx4, d16, dw4, db4, c.R, c.x, c.w, mean,
-                                                       rstd, N, C);
+                                                       rstd, sc, N, C);
         bf16_store(want16, dx3, n);
         TU_CHECK(memcmp(dx3, dx4, n * sizeof *dx3) == 0 &&
                      memcmp(dw3, dw4, C * sizeof *dw3) == 0 &&
@@ -414,7 +417,7 @@ static void test_layernorm(size_t N, int C, size_t samples)
 
     check_paths(name, ln_run, &c, nres);
 
-    free(res), free(rout), free(rmean), free(rrstd), free(dx2), free(dw2), free(db2);
+    free(res), free(rout), free(rmean), free(rrstd), free(dx2), free(dw2), free(db2), free(sc);
     free(c.x), free(c.w), free(c.b), free(c.R), free(c.dx), free(c.dw), free(c.db);
     free(c.dR);
 }

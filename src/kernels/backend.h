@@ -34,7 +34,8 @@ typedef struct gt_bf16_acts {
      * inexact set, below) */
     void (*layernorm_backward)(float *dinp, uint16_t *dinp16, float *dw, float *db,
                                const float *dout, const float *inp, const float *w,
-                               const float *mean, const float *rstd, size_t N, int C);
+                               const float *mean, const float *rstd, float *scratch,
+                               size_t N, int C);
     /* matmul_forward from inp16; out16 (NULL: none) receives out's BF16 copy instead,
      * out then being scratch whose values afterwards are not the output */
     void (*matmul_forward)(float *out, uint16_t *out16, const uint16_t *inp16,
@@ -99,7 +100,11 @@ typedef struct gt_backend {
                               const float *w, const float *b, size_t N, int C);
     void (*layernorm_backward)(float *dinp, float *dw, float *db, const float *dout,
                                const float *inp, const float *w, const float *mean,
-                               const float *rstd, size_t N, int C);
+                               const float *rstd, float *scratch, size_t N, int C);
+    /* the floats of scratch a layernorm_backward of N rows of C takes (both backward
+     * members: the weight and bias gradients' partial sums), the caller's memory so
+     * that a pass has nothing to allocate and nothing to fail */
+    size_t (*layernorm_scratch_floats)(size_t N, int C);
     /* out[N,OC] = inp[N,C] @ w[OC,C]^T + bias[OC] (bias may be NULL); backward:
      * dinp[N,C] = (written: no zeroing pass before it), dw[OC,C], dbias[OC] += (dinp,
      * dbias may be NULL) */

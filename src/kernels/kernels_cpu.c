@@ -108,27 +108,27 @@ void layernorm_forward(float *out, float *mean, float *rstd, const float *inp,
  * the order of every sum, and the bits, do not depend on the thread count */
 enum { LN_SUM_ROWS = 32 };
 
+size_t layernorm_backward_scratch_floats(size_t N, int C)
+{
+    return (N + LN_SUM_ROWS - 1) / LN_SUM_ROWS * 2 * (size_t)(C > 0 ? C : 0);
+}
+
 /* layernorm_backward, and dinp16 (NULL: none) its BF16 copy, each row stored as it is
  * summed (while in cache). dw and db: the thread that has just made a chunk of
  * LN_SUM_ROWS rows' dinp sums the chunk's columns (each in row order, ln_wb_cols) into
- * the chunk's own partial sums while its rows are in that thread's cache; then each
- * column adds its chunks' sums in chunk order (colsum). The sums used to be a pass of
- * their own over all rows, each thread on its columns, which read half the rows back
- * from the other core's cache or L3: 60% of the backward's time at the bench shape (a
- * Zen 4, 2 threads). */
+ * the chunk's own partial sums (in the caller's scratch) while its rows are in that
+ * thread's cache; then each column adds its chunks' sums in chunk order (colsum). The
+ * sums used to be a pass of their own over all rows, each thread on its columns, which
+ * read half the rows back from the other core's cache or L3: 60% of the backward's time
+ * at the bench shape (a Zen 4, 2 threads). */
 static void layernorm_backward_to(float *dinp, uint16_t *dinp16, float *dw, float *db,
                                   const float *dout, const float *inp, const float *w,
-                                  const float *mean, const float *rstd, size_t N, int C)
+                                  const float *mean, const float *rstd, float *part, size_t N,
+                                  int C)
 {
     const simd_kernels *k = simd_kernels_get();
     const int nblk = (C + COL_BLOCK - 1) / COL_BLOCK;
     const size_t chunks = (N + LN_SUM_ROWS - 1) / LN_SUM_ROWS, width = 2 * (size_t)C;
-    float *const part = malloc((chunks * width > 0 ? chunks * width : 1) * sizeof *part);
-    if (!part) { /* no error path through the backend: say what and stop */
-        gt_error("out of memory: %zu bytes for the LayerNorm backward's partial sums",
-                 chunks * width * sizeof *part);
-        abort();
-    }
 #pragma omp parallel if (par_ok(N * (size_t)C))
     {
         /* rows: dinp, then the chunk's column sums (its barrier: every chunk summed) */
@@ -155,14 +155,13 @@ static void layernorm_backward_to(float *dinp, uint16_t *dinp16, float *dw, floa
             k->colsum(db, part + C, chunks, width, c0, wd);
         }
     }
-    free(part);
 }
 
 void layernorm_backward(float *dinp, float *dw, float *db, const float *dout,
                         const float *inp, const float *w, const float *mean,
-                        const float *rstd, size_t N, int C)
+                        const float *rstd, float *scratch, size_t N, int C)
 {
-    layernorm_backward_to(dinp, NULL, dw, db, dout, inp, w, mean, rstd, N, C);
+    layernorm_backward_to(dinp, NULL, dw, db, dout, inp, w, mean, rstd, scratch, N, C);
 }
 
 /* ------------------------------------------------------------------------------------ */
@@ -544,6 +543,7 @@ void crossentropy_forward_backward(float *losses, float *logits, const int32_t *
 #define CPU_BACKEND_SHARED                                                              \
     .encoder_forward = encoder_forward, .encoder_backward = encoder_backward,           \
     .layernorm_forward = layernorm_forward, .layernorm_backward = layernorm_backward,   \
+    .layernorm_scratch_floats = layernorm_backward_scratch_floats,                      \
     .gelu_forward = gelu_forward, .gelu_backward = gelu_backward,                       \
     .residual_forward = residual_forward,                                               \
     .residual_backward = residual_backward, .crossentropy_forward = crossentropy_forward, \

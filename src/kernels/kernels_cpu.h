@@ -45,10 +45,12 @@ void encoder_backward(float *dwte, float *dwpe, const float *dout, const int32_t
  * eps = 1e-5. */
 void layernorm_forward(float *out, float *mean, float *rstd, const float *inp,
                        const float *w, const float *b, size_t N, int C);
-/* dinp[N,C] += ..., dw[C] += ..., db[C] += ... */
+/* dinp[N,C] += ..., dw[C] += ..., db[C] += ...; scratch: the caller's
+ * layernorm_backward_scratch_floats(N, C) floats (the partial sums of dw and db) */
 void layernorm_backward(float *dinp, float *dw, float *db, const float *dout,
                         const float *inp, const float *w, const float *mean,
-                        const float *rstd, size_t N, int C);
+                        const float *rstd, float *scratch, size_t N, int C);
+size_t layernorm_backward_scratch_floats(size_t N, int C);
 
 /* out[N,OC] = inp[N,C] @ w[OC,C]^T + bias[OC] (bias may be NULL). */
 void matmul_forward(float *out, const float *inp, const float *w, const float *bias,

@@ -335,10 +335,11 @@ static const uint16_t *ln_backward(const gpt_model *m, gpt_acts *a, float *dw, f
 {
     if (a->dres16) {
         m->acts16->layernorm_backward(a->dres, a->dres16, dw, db, a->dln, inp, w, mean, rstd,
-                                      BT, C);
+                                      a->ln_scratch, BT, C);
         return a->dres16;
     }
-    m->be->layernorm_backward(a->dres, dw, db, a->dln, inp, w, mean, rstd, BT, C);
+    m->be->layernorm_backward(a->dres, dw, db, a->dln, inp, w, mean, rstd, a->ln_scratch, BT,
+                              C);
     return NULL;
 }
 

@@ -46,7 +46,7 @@ static gpt_acts *make_acts(const gpt_model *m, int B, int T)
         &a->attproj, &a->residual2, &a->ln2, &a->ln2_mean, &a->ln2_rstd, &a->fch,
         &a->fch_gelu, &a->fcproj, &a->residual3, &a->lnf, &a->lnf_mean, &a->lnf_rstd,
         &a->logits, &a->losses, &a->dres, &a->dln, &a->dqkv, &a->dfch, &a->dfch_gelu,
-        &a->att_scratch, &a->xmax, &a->xsums, &a->xent_scratch,
+        &a->att_scratch, &a->xmax, &a->xsums, &a->xent_scratch, &a->ln_scratch,
     };
     const size_t sizes[] = {
         BT * C, f32 * L * BT * C, L * BT, L * BT, f32 * L * BT * 3 * Cl, f32 * L * BT * Cl,
@@ -56,6 +56,7 @@ static gpt_acts *make_acts(const gpt_model *m, int B, int T)
         BT * 3 * Cl, BT * 4 * Cl, BT * 4 * Cl,
         m->be->attention_scratch_floats(T, (int)(C / (size_t)m->shape.n_head), m->threads),
         BT, 2 * BT, head16 ? (size_t)m->threads * V : 0,
+        m->be->layernorm_scratch_floats(BT, (int)C),
     };
     const size_t nslots = sizeof sizes / sizeof sizes[0];
     uint16_t **halves[] = {&a->ln1_16, &a->ln2_16, &a->qkv16, &a->atty16, &a->gelu16,

@@ -63,6 +63,7 @@ struct gpt_acts {
     uint16_t *dres16;       /* [B,T,C] with m->fch16: dres's BF16 copy, made by each
                              * LayerNorm's backward for the products that read it next */
     float *att_scratch;     /* attention_scratch_floats(T, hs, threads), both passes */
+    float *ln_scratch;      /* layernorm_scratch_floats(B T, C): each LayerNorm backward */
     int B, T;               /* shape of the last forward */
     int have_grad;          /* last forward left d loss / d logits in logits */
     int head16;             /* the head's products read lnf16, and a training forward
