@@ -99,7 +99,7 @@ enum epilogue_kind {
     EPI_NONE,      /* the logits' three products, the other input gradients */
     EPI_BIAS_BF16, /* q|k|v forward: bias, BF16 output only (c_unused) */
     EPI_BIAS_RES,  /* attention and MLP projections' forwards: bias and residual */
-    EPI_BIAS_GELU, /* MLP forward: bias, BF16 pre-activation and GELU (c_unused) */
+    EPI_BIAS_GELU, /* MLP forward: bias, GELU and its slope into BF16 (c_unused) */
     EPI_DGELU,     /* MLP projection's input gradient: GELU's backward into BF16 */
     EPI_DBIAS      /* weight gradients: the bias gradient as dout^T is packed */
 };
@@ -107,7 +107,7 @@ enum epilogue_kind {
 /* The epilogues' operands and outputs, sized for the largest product that has one */
 typedef struct {
     float *bias, *residual, *row_sums;
-    uint16_t *pre16, *out16, *gelu16;
+    uint16_t *slope16, *out16, *gelu16;
 } epilogue_buffers;
 
 static gemm_bf16_epilogue epilogue_of(const shape *s, const epilogue_buffers *e) {
@@ -123,12 +123,11 @@ static gemm_bf16_epilogue epilogue_of(const shape *s, const epilogue_buffers *e)
         break;
     case EPI_BIAS_GELU:
         ep = (gemm_bf16_epilogue){.bias = e->bias, .gelu_out16 = e->gelu16, .ld_gelu = n,
-                                  .out_bf16 = e->out16, .ld_out_bf16 = n, .round_c = 1,
-                                  .c_unused = 1};
+                                  .gelu_slope16 = e->out16, .c_unused = 1};
         break;
     case EPI_DGELU:
-        ep = (gemm_bf16_epilogue){.dgelu_x16 = e->pre16, .dgelu_out16 = e->out16,
-                                  .ld_dgelu = n, .dgelu_gelu16 = e->gelu16, .c_unused = 1};
+        ep = (gemm_bf16_epilogue){.dgelu_slope16 = e->slope16, .dgelu_out16 = e->out16,
+                                  .ld_dgelu = n, .c_unused = 1};
         break;
     case EPI_DBIAS: ep = (gemm_bf16_epilogue){.row_sums = e->row_sums}; break;
     default: break;
@@ -373,17 +372,17 @@ int main(int argc, char **argv) {
         eb.bias = alloc_filled(nrow, 4);
         eb.row_sums = alloc_filled(nrow, 5);
         eb.residual = alloc_filled(ne, 6);
-        float *pre = alloc_filled(ne, 7);
-        eb.pre16 = gt_malloc(ne * sizeof *eb.pre16, "bench epilogues");
+        float *slope = alloc_filled(ne, 7);
+        eb.slope16 = gt_malloc(ne * sizeof *eb.slope16, "bench epilogues");
         eb.out16 = gt_malloc(ne * sizeof *eb.out16, "bench epilogues");
         eb.gelu16 = gt_malloc(ne * sizeof *eb.gelu16, "bench epilogues");
-        if (!eb.bias || !eb.row_sums || !eb.residual || !pre || !eb.pre16 || !eb.out16 ||
+        if (!eb.bias || !eb.row_sums || !eb.residual || !slope || !eb.slope16 || !eb.out16 ||
             !eb.gelu16) {
             fprintf(stderr, "bench_sgemm: out of memory for the epilogues' %zu values\n", ne);
             return 1;
         }
-        bf16_store(eb.pre16, pre, ne);
-        free(pre);
+        bf16_store(eb.slope16, slope, ne);
+        free(slope);
     }
     float *A = alloc_filled(na, 1), *Bm = alloc_filled(nb, 2), *Cm = alloc_filled(nc, 3);
     double *t = malloc((size_t)reps * sizeof *t);
@@ -470,7 +469,7 @@ int main(int argc, char **argv) {
     free(A16);
     free(B16);
     free(eb.bias), free(eb.row_sums), free(eb.residual);
-    free(eb.pre16), free(eb.out16), free(eb.gelu16);
+    free(eb.slope16), free(eb.out16), free(eb.gelu16);
     free(A);
     free(Bm);
     free(Cm);

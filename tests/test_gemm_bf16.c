@@ -42,8 +42,8 @@
  *       weight packed once per update an A whose strips the dot-product path reads
  *       where A is stored), and the
  *       epilogue's BF16 copy of C is bf16_store of C (of GELU of C for the GELU output
- *       in BF16 storage; and, from GELU's backward on a BF16 pre-activation, of GELU of
- *       that); bf16_store's vector loop rounds ties, NaN, infinities and denormals as
+ *       in BF16 storage, and of its slope beside it; GELU's backward from that stored
+ *       slope is the widened slope times C); bf16_store's vector loop rounds ties, NaN, infinities and denormals as
  *       its scalar one; bf16_scale_pow2 is the FP32 product by 2^shift on every value;
  *   (n) the epilogue's row sums (a bias gradient summed while dout^T is packed) give
  *       the bits of the column-sum pass (simd colsum) and of a plain loop, past a row
@@ -844,60 +844,50 @@ static void check_stored(const char *name)
         forward_stored(A16, lda, W, ldw, M, N, K, got, &ep_gelu);
         simd_kernels_get()->gelu_fwd(got, want, mn);
         for (size_t i = 0; i < mn; i++) gelu_same &= C16[i] == bf16_store_one(got[i]);
-        /* the MLP's c_fc as a step runs it: a bias, the pre-activation into BF16
-         * storage and C rounded to it (round_c), GELU of that into BF16 storage:
-         * bf16_store of C with its bias as the bias alone gives it, C that value
-         * widened, bf16_store of gelu_fwd of it */
+        /* the MLP's c_fc as a step runs it: a bias, GELU and its slope into BF16
+         * storage: bf16_store of gelu_bwd_fwd's GELU and (on dout = 1 into zeros)
+         * slope, of C with its bias as the bias alone gives it */
+        float *slope = fnew_rand(mn), *bias = fnew_rand(N);
+        uint16_t *s16 = malloc(mn * sizeof *s16);
+        if (!s16) exit(99);
         {
-            float *bias = fnew_rand(N), *cb = fnew_rand(mn), *gx = fnew_rand(mn);
-            uint16_t *pre16 = malloc(mn * sizeof *pre16), *g16 = malloc(mn * sizeof *g16);
-            if (!pre16 || !g16) exit(99);
+            float *cb = fnew_rand(mn), *gx = fnew_rand(mn), *ones = fnew_rand(mn);
+            uint16_t *g16 = malloc(mn * sizeof *g16);
+            if (!g16) exit(99);
             forward_stored(A16, lda, W, ldw, M, N, K, cb, &(gemm_bf16_epilogue){.bias = bias});
             forward_stored(A16, lda, W, ldw, M, N, K, got,
-                           &(gemm_bf16_epilogue){.bias = bias, .out_bf16 = pre16,
-                                                 .ld_out_bf16 = (size_t)N, .round_c = 1,
-                                                 .gelu_out16 = g16, .ld_gelu = (size_t)N});
-            for (size_t i = 0; i < mn; i++) cb[i] = bf16_widen_one(bf16_store_one(cb[i]));
-            simd_kernels_get()->gelu_fwd(gx, cb, mn);
+                           &(gemm_bf16_epilogue){.bias = bias, .gelu_out16 = g16,
+                                                 .gelu_slope16 = s16, .ld_gelu = (size_t)N});
+            for (size_t i = 0; i < mn; i++) slope[i] = 0.0f, ones[i] = 1.0f;
+            simd_kernels_get()->gelu_bwd_fwd(slope, gx, cb, ones, mn);
             for (size_t i = 0; i < mn; i++)
-                gelu_same &= pre16[i] == bf16_store_one(cb[i]) &&
-                             memcmp(got + i, cb + i, sizeof *got) == 0 &&
-                             g16[i] == bf16_store_one(gx[i]);
-            free(bias), free(cb), free(gx), free(pre16), free(g16);
+                gelu_same &= g16[i] == bf16_store_one(gx[i]) &&
+                             s16[i] == bf16_store_one(slope[i]) &&
+                             memcmp(got + i, cb + i, sizeof *got) == 0;
+            free(cb), free(gx), free(ones), free(g16);
         }
-        /* GELU's backward from a BF16 pre-activation (the MLP's c_proj), and GELU of it
-         * into BF16 storage from the same pass: the backward's bits unchanged, the GELU
-         * bf16_store of gelu_fwd of the widened pre-activation */
+        /* GELU's backward from that stored slope (the MLP's c_proj): the widened slope
+         * times C, one rounded multiply; into BF16 storage, bf16_store of those bits */
         {
-            float *pre = fnew_rand(mn), *d1 = fnew_rand(mn), *d2 = fnew_rand(mn),
-                  *c2 = fnew_rand(mn), *pw = fnew_rand(mn);
-            uint16_t *pre16 = stored_copy(pre, M, N), *g16 = malloc(mn * sizeof *g16);
-            if (!g16) exit(99);
-            const gemm_bf16_epilogue ep_d = {.dgelu_x16 = pre16, .dgelu_out = d1,
+            float *d1 = fnew_rand(mn), *c2 = fnew_rand(mn);
+            uint16_t *d16 = malloc(mn * sizeof *d16);
+            if (!d16) exit(99);
+            const gemm_bf16_epilogue ep_d = {.dgelu_slope16 = s16, .dgelu_out = d1,
                                              .ld_dgelu = (size_t)N};
-            forward_stored(A16, lda, W, ldw, M, N, K, got, &ep_d);
-            gemm_bf16_epilogue ep_dg = ep_d;
-            ep_dg.dgelu_out = d2;
-            ep_dg.dgelu_gelu16 = g16;
-            forward_stored(A16, lda, W, ldw, M, N, K, c2, &ep_dg);
-            gelu_same &= memcmp(got, c2, mn * sizeof *got) == 0 &&
-                         memcmp(d1, d2, mn * sizeof *d1) == 0;
-            /* ... and with GELU's backward into BF16 storage: bf16_store of those bits */
-            uint16_t *d16 = malloc(mn * sizeof *d16), *g16b = malloc(mn * sizeof *g16b);
-            if (!d16 || !g16b) exit(99);
-            ep_dg.dgelu_out = NULL;
-            ep_dg.dgelu_out16 = d16;
-            ep_dg.dgelu_gelu16 = g16b;
-            forward_stored(A16, lda, W, ldw, M, N, K, c2, &ep_dg);
-            gelu_same &= memcmp(got, c2, mn * sizeof *got) == 0 &&
-                         memcmp(g16, g16b, mn * sizeof *g16) == 0;
+            forward_stored(A16, lda, W, ldw, M, N, K, c2, &ep_d);
+            gelu_same &= memcmp(c2, want, mn * sizeof *c2) == 0;
+            for (size_t i = 0; i < mn; i++) {
+                const float d = bf16_widen_one(s16[i]) * want[i];
+                gelu_same &= memcmp(d1 + i, &d, sizeof d) == 0;
+            }
+            gemm_bf16_epilogue ep_d16 = ep_d;
+            ep_d16.dgelu_out = NULL;
+            ep_d16.dgelu_out16 = d16;
+            forward_stored(A16, lda, W, ldw, M, N, K, c2, &ep_d16);
             for (size_t i = 0; i < mn; i++) gelu_same &= d16[i] == bf16_store_one(d1[i]);
-            free(d16), free(g16b);
-            bf16_widen(pw, pre16, mn);
-            simd_kernels_get()->gelu_fwd(pre, pw, mn);
-            for (size_t i = 0; i < mn; i++) gelu_same &= g16[i] == bf16_store_one(pre[i]);
-            free(pre), free(d1), free(d2), free(c2), free(pw), free(pre16), free(g16);
+            free(d1), free(c2), free(d16);
         }
+        free(slope), free(s16), free(bias);
         /* A transposed (FP32), B stored (the weight gradient), beta = 1 */
         memcpy(got, want, mn * sizeof *got);
         gemm_bf16(1, 0, M, N, K, 0.5f, At, M + 2, B, ldb, 1.0f, want, N);
@@ -941,10 +931,9 @@ static void check_stored(const char *name)
              "widened values' product, and its row sums theirs, summed in depth order", name);
     TU_CHECK(copy_same, "%s: the epilogue's BF16 copy of C is bf16_store of C", name);
     TU_CHECK(gelu_same, "%s: the epilogue's GELU in BF16 storage is bf16_store of GELU of C "
-             "(also after a bias and C's own rounding to BF16, as c_fc's); GELU's backward "
-             "from BF16 storage gives the same bits with the GELU of its pre-activation "
-             "stored from the same pass, which is bf16_store of GELU; into BF16 storage it "
-             "is bf16_store of those bits", name);
+             "(also after a bias, with its slope from the same sigmoid, as c_fc's); GELU's "
+             "backward from that stored slope is the widened slope times C, and into BF16 "
+             "storage bf16_store of those bits", name);
 }
 
 /* (m) on a weight packed once per update (the forward's products): A in BF16 storage
@@ -1064,8 +1053,7 @@ static void check_slices(const char *name)
                     {0},
                     {.bias = bias, .out_bf16 = h[v][0], .ld_out_bf16 = (size_t)N, .c_unused = 1},
                     {.bias = bias, .gelu_out16 = h[v][1], .ld_gelu = (size_t)N,
-                     .out_bf16 = h[v][0], .ld_out_bf16 = (size_t)N, .round_c = 1,
-                     .c_unused = 1}};
+                     .gelu_slope16 = h[v][0], .c_unused = 1}};
                 float *C = v ? got : want;
                 for (size_t i = 0; i < mn; i++) C[i] = 7.0f;
                 if (v) forward_stored(A16, K, W, K, M, N, K, C, &ep[e]);
@@ -1081,7 +1069,7 @@ static void check_slices(const char *name)
     }
     TU_CHECK(same, "%s: A read in place on a packed weight past L2 (column slices: 96 x 1,400 "
              "x 800, 64 x 2,100 x 2,336) gives the bits of the product on A's FP32 values: "
-             "plain, a bias into BF16 storage, a bias and GELU into BF16", name);
+             "plain, a bias into BF16 storage, a bias and GELU with its slope into BF16", name);
 }
 
 /* (s) a weight gradient C (M x N, ldc = N + 3) += alpha op(A) B with op(A) = A^T (FP32
@@ -1175,17 +1163,17 @@ static void check_row_sums(const char *name)
 }
 
 /* (o) W (R x Q) registered and packed; forward: gelu of A16 (M x Q, BF16 storage) W^T +
- * bias, into BF16 storage with the pre-activation, and A16 W^T + bias into BF16 storage
- * alone (the attention's q|k|v); backward: GELU's backward of dout
- * (M x R) W at a pre-activation in BF16 storage, with its GELU. Each with c_unused 0
+ * bias, into BF16 storage with its slope, and A16 W^T + bias into BF16 storage alone
+ * (the attention's q|k|v); backward: GELU's backward of dout (M x R) W from a slope in
+ * BF16 storage. Each with c_unused 0
  * and 1; C starts as a marker value every time. Returns whether both gave the same
  * outputs; *untouched &= whether C kept its marker where it was unused. */
 static int c_unused_case(int M, int R, int Q, int *untouched, const char *name)
 {
     float *A = fnew_rand((size_t)M * Q), *W = fnew_rand((size_t)R * Q), *bias = fnew_rand(R),
-          *dout = fnew_rand((size_t)M * R), *pre = fnew_rand((size_t)M * Q),
+          *dout = fnew_rand((size_t)M * R), *slope = fnew_rand((size_t)M * Q),
           *C = malloc((size_t)M * R * sizeof *C);
-    uint16_t *A16 = stored_copy(A, M, Q), *pre16 = stored_copy(pre, M, Q), *out[2][2];
+    uint16_t *A16 = stored_copy(A, M, Q), *slope16 = stored_copy(slope, M, Q), *out[2][2];
     if (!C) exit(99);
     for (int cu = 0; cu < 2; cu++)
         for (int o = 0; o < 2; o++)
@@ -1204,15 +1192,14 @@ static int c_unused_case(int M, int R, int Q, int *untouched, const char *name)
                                 (const float *)(const void *)A16, Q, W, Q, 0.0f, C, R, &ep);
             } else if (fwd) {
                 const gemm_bf16_epilogue ep = {.bias = bias, .gelu_out16 = out[cu][0],
-                                               .ld_gelu = (size_t)R, .out_bf16 = out[cu][1],
-                                               .ld_out_bf16 = (size_t)R, .round_c = 1,
-                                               .c_unused = cu};
+                                               .ld_gelu = (size_t)R,
+                                               .gelu_slope16 = out[cu][1], .c_unused = cu};
                 gemm_bf16_fused(GEMM_BF16_STORED, 1, M, R, Q, 1.0f,
                                 (const float *)(const void *)A16, Q, W, Q, 0.0f, C, R, &ep);
             } else {
-                const gemm_bf16_epilogue ep = {.dgelu_x16 = pre16, .dgelu_out16 = out[cu][0],
-                                               .ld_dgelu = (size_t)Q,
-                                               .dgelu_gelu16 = out[cu][1], .c_unused = cu};
+                const gemm_bf16_epilogue ep = {.dgelu_slope16 = slope16,
+                                               .dgelu_out16 = out[cu][0],
+                                               .ld_dgelu = (size_t)Q, .c_unused = cu};
                 gemm_bf16_fused(0, 0, M, Q, R, 1.0f, dout, R, W, Q, 0.0f, C, Q, &ep);
             }
             if (cu)
@@ -1224,7 +1211,7 @@ static int c_unused_case(int M, int R, int Q, int *untouched, const char *name)
     gemm_bf16_weights_clear();
     for (int cu = 0; cu < 2; cu++)
         for (int o = 0; o < 2; o++) free(out[cu][o]);
-    free(A), free(W), free(bias), free(dout), free(pre), free(C), free(A16), free(pre16);
+    free(A), free(W), free(bias), free(dout), free(slope), free(C), free(A16), free(slope16);
     return same;
 }
 

@@ -433,8 +433,8 @@ static float gelu_input(void)
 }
 
 /* (e) against the passes of gemm_bf16_epilogue.c on this path: acc of the bias,
- * bf16_store, the widening, gelu_fwd and bf16_store; gelu_bwd_fwd into zeros and
- * bf16_store of both */
+ * gelu_bwd_fwd on dout = 1 into zeros (or gelu_fwd alone) and bf16_store of both; the
+ * widened slope times dout and bf16_store */
 static void test_epilogues_bf16(void)
 {
     const simd_epilogues_bf16 *g = simd_epilogues_bf16_get();
@@ -448,11 +448,12 @@ static void test_epilogues_bf16(void)
         const size_t un = (size_t)n;
         float *c = malloc(un * sizeof *c), *bias = malloc(un * sizeof *bias),
               *ref = malloc(un * sizeof *ref), *gx = malloc(un * sizeof *gx),
-              *d = calloc(un, sizeof *d), *dout = malloc(un * sizeof *dout);
+              *d = calloc(un, sizeof *d), *dout = malloc(un * sizeof *dout),
+              *ones = malloc(un * sizeof *ones);
         uint16_t *pre = malloc(un * 2), *gel = malloc(un * 2), *pre_r = malloc(un * 2),
                  *gel_r = malloc(un * 2), *x16 = malloc(un * 2);
-        if (!c || !bias || !ref || !gx || !d || !dout || !pre || !gel || !pre_r || !gel_r ||
-            !x16)
+        if (!c || !bias || !ref || !gx || !d || !dout || !ones || !pre || !gel || !pre_r ||
+            !gel_r || !x16)
             exit(99);
         for (int i = 0; i < n; i++) {
             c[i] = gelu_input(), bias[i] = gelu_input(), dout[i] = gelu_input();
@@ -461,12 +462,17 @@ static void test_epilogues_bf16(void)
         for (int with_bias = 0; with_bias < 2; with_bias++) {
             memcpy(ref, c, un * sizeof *ref);
             if (with_bias) k->acc(ref, bias, un);
-            bf16_store(pre_r, ref, un);
-            bf16_widen(ref, pre_r, un);
-            k->gelu_fwd(gx, ref, un);
+            for (int i = 0; i < n; i++) d[i] = 0.0f, ones[i] = 1.0f;
+            k->gelu_bwd_fwd(d, gx, ref, ones, un);
+            bf16_store(pre_r, d, un);
             bf16_store(gel_r, gx, un);
-            g->gelu_fwd(pre, gel, c, with_bias ? bias : NULL, un);
+            g->gelu_fwd(gel, pre, c, with_bias ? bias : NULL, un);
             fwd_same &= memcmp(pre, pre_r, un * 2) == 0 && memcmp(gel, gel_r, un * 2) == 0;
+            k->gelu_fwd(gx, ref, un); /* without the slope: GELU alone */
+            bf16_store(gel_r, gx, un);
+            memset(gel, 0xff, un * 2);
+            g->gelu_fwd(gel, NULL, c, with_bias ? bias : NULL, un);
+            fwd_same &= memcmp(gel, gel_r, un * 2) == 0;
         }
         for (int with_bias = 0; with_bias < 2; with_bias++) { /* the plain ones */
             memcpy(ref, c, un * sizeof *ref);
@@ -479,19 +485,19 @@ static void test_epilogues_bf16(void)
             g->bias_residual(gx, with_bias ? bias : NULL, dout, un);
             plain_same &= memcmp(gx, ref, un * sizeof *gx) == 0;
         }
-        bf16_widen(ref, x16, un);
-        k->gelu_bwd_fwd(d, gx, ref, dout, un);
+        bf16_widen(ref, x16, un); /* x16: the slope */
+        for (int i = 0; i < n; i++) d[i] = ref[i] * dout[i];
         bf16_store(pre_r, d, un);
-        bf16_store(gel_r, gx, un);
-        g->gelu_bwd(pre, gel, x16, dout, un);
-        bwd_same &= memcmp(pre, pre_r, un * 2) == 0 && memcmp(gel, gel_r, un * 2) == 0;
-        free(c), free(bias), free(ref), free(gx), free(d), free(dout);
+        g->gelu_bwd(pre, x16, dout, un);
+        bwd_same &= memcmp(pre, pre_r, un * 2) == 0;
+        free(c), free(bias), free(ref), free(gx), free(d), free(dout), free(ones);
         free(pre), free(gel), free(pre_r), free(gel_r), free(x16);
     }
     TU_CHECK(fwd_same, "%s: the one-pass BF16 GELU forward gives the bits of the bias add, "
-             "bf16_store, gelu_fwd and bf16_store (lengths 1 .. 53, special values)", k->name);
-    TU_CHECK(bwd_same, "%s: the one-pass BF16 GELU backward gives the bits of gelu_bwd_fwd "
-             "and bf16_store of both (lengths 1 .. 53, special values)", k->name);
+             "gelu_bwd_fwd on dout = 1 and bf16_store of GELU and its slope, or of gelu_fwd "
+             "alone without the slope (lengths 1 .. 53, special values)", k->name);
+    TU_CHECK(bwd_same, "%s: the one-pass BF16 GELU backward gives the bits of the widened "
+             "slope times dout and bf16_store (lengths 1 .. 53, special values)", k->name);
     TU_CHECK(plain_same, "%s: the one-pass bias add into BF16 storage and bias-and-residual "
              "add give the bits of acc and bf16_store, and of two accs (lengths 1 .. 53, "
              "special values)", k->name);

@@ -40,24 +40,24 @@ typedef struct gt_bf16_acts {
      * out then being scratch whose values afterwards are not the output */
     void (*matmul_forward)(float *out, uint16_t *out16, const uint16_t *inp16,
                            const float *w, const float *bias, size_t N, int C, int OC);
-    /* out16 (NULL: none): out rounded to BF16 and stored, and GELU taken of that; the
-     * GELU output into gelu16, in BF16 (the next product reads nothing else). With
-     * out16, out is scratch: what it holds afterwards is unspecified (the AMX and
-     * AVX512_BF16 paths keep the product in cache and never write it) */
-    void (*matmul_forward_gelu)(float *out, uint16_t *out16, uint16_t *gelu16,
+    /* The GELU output into gelu16, in BF16 (the next product reads nothing else), and
+     * slope16 (NULL: none) GELU's slope at out in BF16, all its backward needs: out is
+     * then scratch, what it holds afterwards unspecified (the AMX and AVX512_BF16 paths
+     * keep the product in cache and never write it); without slope16, out receives the
+     * pre-activation */
+    void (*matmul_forward_gelu)(float *out, uint16_t *slope16, uint16_t *gelu16,
                                 const uint16_t *inp16, const float *w, const float *bias,
                                 size_t N, int C, int OC);
-    /* matmul_backward_gelu on a pre-activation in BF16 storage, whose GELU (the
-     * product's input, the weight gradient's operand) it writes into inp16 in BF16
-     * storage, the forward's bits, from the pass that takes GELU's backward; dpre into
-     * BF16 storage too (dpre16: all its consumer, matmul_backward_dout16, reads);
-     * dinp is scratch, as out of matmul_forward_gelu with out16; dout16 (NULL: none):
-     * dout in BF16 storage, which both products then read instead of dout (as
-     * matmul_backward_dout16, dbias summing its BF16 values) */
+    /* matmul_backward_gelu from the forward's GELU output inp16 (the weight gradient's
+     * operand) and slope16: dpre = slope dinp, into BF16 storage (dpre16: all its
+     * consumer, matmul_backward_dout16, reads); dinp is scratch, as out of
+     * matmul_forward_gelu with slope16; dout16 (NULL: none): dout in BF16 storage, which
+     * both products then read instead of dout (as matmul_backward_dout16, dbias summing
+     * its BF16 values) */
     void (*matmul_backward_gelu)(uint16_t *dpre16, float *dinp, float *dw, float *dbias,
-                                 const float *dout, const uint16_t *dout16, uint16_t *inp16,
-                                 const float *w, const uint16_t *pre16, size_t N, int C,
-                                 int OC);
+                                 const float *dout, const uint16_t *dout16,
+                                 const uint16_t *inp16, const float *w,
+                                 const uint16_t *slope16, size_t N, int C, int OC);
     void (*matmul_forward_residual)(float *out, const float *res, const uint16_t *inp16,
                                     const float *w, const float *bias, size_t N, int C,
                                     int OC);

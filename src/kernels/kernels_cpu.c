@@ -341,13 +341,12 @@ static void matmul_forward_stored(float *out, uint16_t *out16, const uint16_t *i
                     out, OC, &ep);
 }
 
-static void matmul_forward_gelu_stored(float *out, uint16_t *out16, uint16_t *gelu16,
+static void matmul_forward_gelu_stored(float *out, uint16_t *slope16, uint16_t *gelu16,
                                        const uint16_t *inp16, const float *w,
                                        const float *bias, size_t N, int C, int OC)
 {
     const gemm_bf16_epilogue ep = {.bias = bias, .gelu_out16 = gelu16, .ld_gelu = (size_t)OC,
-                                   .out_bf16 = out16, .ld_out_bf16 = (size_t)OC,
-                                   .round_c = out16 != NULL, .c_unused = out16 != NULL};
+                                   .gelu_slope16 = slope16, .c_unused = slope16 != NULL};
     gemm_bf16_fused(GEMM_BF16_STORED, 1, (int)N, OC, C, 1.0f, stored(inp16), C, w, C, 0.0f,
                     out, OC, &ep);
 }
@@ -430,17 +429,16 @@ static void crossentropy_forward_backward16(float *losses, float *logits, float 
     }
 }
 
-/* inp16 = gelu(pre16) is written by dinp's epilogue (with GELU's backward, one sigmoid
- * for both, dpre into BF16 storage), then read by the weight gradient; with dout16 both
- * products read dout from it, as matmul_backward_dout16 */
+/* dpre16 = slope dinp in dinp's epilogue (one multiply: the forward took GELU's
+ * sigmoid), then the weight gradient on the forward's gelu16; with dout16 both products
+ * read dout from it, as matmul_backward_dout16 */
 static void matmul_backward_gelu_stored(uint16_t *dpre16, float *dinp, float *dw, float *dbias,
                                         const float *dout, const uint16_t *dout16,
-                                        uint16_t *inp16, const float *w,
-                                        const uint16_t *pre16, size_t N, int C, int OC)
+                                        const uint16_t *inp16, const float *w,
+                                        const uint16_t *slope16, size_t N, int C, int OC)
 {
-    const gemm_bf16_epilogue ep = {.dgelu_x16 = pre16, .dgelu_out16 = dpre16,
-                                   .ld_dgelu = (size_t)C, .dgelu_gelu16 = inp16,
-                                   .c_unused = 1};
+    const gemm_bf16_epilogue ep = {.dgelu_slope16 = slope16, .dgelu_out16 = dpre16,
+                                   .ld_dgelu = (size_t)C, .c_unused = 1};
     if (dout16) {
         gemm_bf16_fused(GEMM_BF16_STORED, 0, (int)N, C, OC, 1.0f, stored(dout16), OC, w, C,
                         0.0f, dinp, C, &ep);

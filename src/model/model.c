@@ -171,7 +171,8 @@ const float *gpt_stage_forward(gpt_model *m, const int32_t *inputs, const float 
               *ln2_rstd = a->ln2_rstd + l * BT, *fch = a->fch ? a->fch + l * 4 * BTCl : a->dfch,
               *fch_gelu = a->fch_gelu, *fcproj = a->fcproj,
               *res3 = a->residual3 + l * BTC;
-        uint16_t *fch16 = a->fch16 ? a->fch16 + l * 4 * BTCl : NULL; /* then fch: scratch */
+        /* with m->fch16, GELU's slope and output are this layer's to keep; fch: scratch */
+        uint16_t *slope16 = a->gelu_slope16 ? a->gelu_slope16 + l * 4 * BTCl : NULL;
         /* x = x + attn(ln_1(x)) */
         ln_forward(m, ln1, a->dln, ln1_mean, ln1_rstd, x, param(m, layer_idx(m, l, GPT_LN1_W)),
                    param(m, layer_idx(m, l, GPT_LN1_B)), BT, C);
@@ -189,8 +190,8 @@ const float *gpt_stage_forward(gpt_model *m, const int32_t *inputs, const float 
                    param(m, layer_idx(m, l, GPT_LN2_B)), BT, C);
         act gelu = {fch_gelu, NULL}; /* c_proj's input */
         if (ln2.h) {
-            gelu = (act){NULL, a->gelu16};
-            m->acts16->matmul_forward_gelu(fch, fch16, gelu.h, ln2.h,
+            gelu = (act){NULL, a->gelu16 + (slope16 ? l * 4 * BTCl : 0)};
+            m->acts16->matmul_forward_gelu(fch, slope16, gelu.h, ln2.h,
                                            param(m, layer_idx(m, l, GPT_FC_W)),
                                            param(m, layer_idx(m, l, GPT_FC_B)), BT, C, 4 * Cl);
         } else if (be->matmul_forward_gelu) {
@@ -318,7 +319,7 @@ void gpt_zero_grad(gpt_model *m)
     zero_floats(m->bound_grads ? m->bound_grads : m->grads, m->n_params);
 }
 
-/* With the pre-activation in BF16 storage (m->fch16), the backward keeps dfch in BF16
+/* With GELU's slope in BF16 storage (m->fch16), the backward keeps dfch in BF16
  * storage too, in dfch's own memory (FP32 scratch of the forward, free in the
  * backward): the MLP's c_fc products read nothing else of it */
 static uint16_t *dfch16(gpt_acts *a) { return (uint16_t *)(void *)a->dfch; }
@@ -343,18 +344,20 @@ static const uint16_t *ln_backward(const gpt_model *m, gpt_acts *a, float *dw, f
     return NULL;
 }
 
-/* The MLP's c_proj backward with GELU's: c_proj's input gelu(fch) computed again (the
- * forward's bits) by the backend, then dfch = gelu'(fch) (dres @ w) and c_proj's dw,
- * dbias; from fch, or from its BF16 copy fch16 (m->fch16); where the backend can, GELU
- * comes from the pass that takes its backward, one sigmoid for both. */
+/* The MLP's c_proj backward with GELU's: dfch = gelu'(fch) (dres @ w) and c_proj's dw,
+ * dbias. From the layer's GELU output and slope the forward kept in BF16 (m->fch16: one
+ * multiply a value); else from fch, c_proj's input gelu(fch) computed again (the
+ * forward's bits) by the backend, where it can in the pass that takes GELU's backward,
+ * one sigmoid for both. */
 static void gelu_proj_backward(const gpt_model *m, gpt_acts *a, const float *fch,
-                               const uint16_t *fch16, const uint16_t *dres16, float *dw,
-                               float *dbias, const float *w, size_t BT, int H, int C)
+                               const uint16_t *gelu16, const uint16_t *slope16,
+                               const uint16_t *dres16, float *dw, float *dbias, const float *w,
+                               size_t BT, int H, int C)
 {
     const gt_backend *be = m->be;
-    if (fch16) { /* gelu16 = gelu(fch16), written by the GELU backward's pass */
+    if (slope16) {
         m->acts16->matmul_backward_gelu(dfch16(a), a->dfch_gelu, dw, dbias, a->dres, dres16,
-                                        a->gelu16, w, fch16, BT, H, C);
+                                        gelu16, w, slope16, BT, H, C);
         return;
     }
     be->matmul_backward_gelu(a->dfch, a->dfch_gelu, dw, dbias, a->dres, a->fch_gelu, w, fch, BT,
@@ -409,17 +412,20 @@ const float *gpt_stage_backward(gpt_model *m, const float *dout)
               *att = a->att + l * att_per_layer, *res2 = a->residual2 + l * BTC,
               *ln2_mean = a->ln2_mean + l * BT, *ln2_rstd = a->ln2_rstd + l * BT,
               *fch = a->fch ? a->fch + l * 4 * BTCl : NULL;
-        const uint16_t *fch16 = a->fch16 ? a->fch16 + l * 4 * BTCl : NULL; /* else fch */
+        /* with m->fch16 the layer's GELU slope and output (else fch) */
+        const uint16_t *slope16 = a->gelu_slope16 ? a->gelu_slope16 + l * 4 * BTCl : NULL,
+                       *gelu16 = slope16 ? a->gelu16 + l * 4 * BTCl : NULL;
         /* MLP branch: res3 = res2 + fcproj(gelu(fc(ln2(res2)))). With tensor
          * parallelism dres is whole on every shard, so the row-parallel c_proj's bias
          * gradient is too; the column-parallel c_fc's input gradient is a partial sum. */
-        gelu_proj_backward(m, a, fch, fch16, dres16, grad(m, layer_idx(m, l, GPT_FCPROJ_W)),
+        gelu_proj_backward(m, a, fch, gelu16, slope16, dres16,
+                           grad(m, layer_idx(m, l, GPT_FCPROJ_W)),
                            grad(m, layer_idx(m, l, GPT_FCPROJ_B)),
                            param(m, layer_idx(m, l, GPT_FCPROJ_W)), BT, 4 * Cl, C);
         grads_ready(m, layer_idx(m, l, GPT_FCPROJ_W), layer_idx(m, l, GPT_FCPROJ_B));
-        /* with fch16, gelu_proj_backward left dfch in BF16 storage only */
+        /* with slope16, gelu_proj_backward left dfch in BF16 storage only */
         product_backward(m, a->dln, grad(m, layer_idx(m, l, GPT_FC_W)),
-                         grad(m, layer_idx(m, l, GPT_FC_B)), a->dfch, fch16 ? dfch16(a) : NULL,
+                         grad(m, layer_idx(m, l, GPT_FC_B)), a->dfch, slope16 ? dfch16(a) : NULL,
                          ln2, param(m, layer_idx(m, l, GPT_FC_W)), BT, C, 4 * Cl);
         tp_sum(m, a->dln, BTC);
         grads_ready(m, layer_idx(m, l, GPT_FC_W), layer_idx(m, l, GPT_FC_B));

@@ -29,8 +29,9 @@ typedef struct gpt_model {
     /* be->bf16_acts, unless GENTRAIN_BF16_ACTS=0 (tests): the activations that only
      * products read kept in BF16 storage (backend.h), NULL: as floats */
     const gt_bf16_acts *acts16;
-    /* with acts16: the MLP's pre-activation stored in BF16 too (not exact: GELU then
-     * sees its BF16 value), unless GENTRAIN_BF16_ACTS=exact */
+    /* with acts16: the MLP's pre-activation kept in BF16 too, as GELU's slope there
+     * (not exact: GELU's backward then sees the BF16 slope), with every layer's GELU
+     * output, unless GENTRAIN_BF16_ACTS=exact */
     int fch16;
     size_t n_params;
     float *params;           /* [n_params] */

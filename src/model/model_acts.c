@@ -60,10 +60,11 @@ static gpt_acts *make_acts(const gpt_model *m, int B, int T)
     };
     const size_t nslots = sizeof sizes / sizeof sizes[0];
     uint16_t **halves[] = {&a->ln1_16, &a->ln2_16, &a->qkv16, &a->atty16, &a->gelu16,
-                           &a->lnf16, &a->fch16, &a->dres16};
+                           &a->lnf16, &a->gelu_slope16, &a->dres16};
     const size_t nhalves = m->acts16 ? (m->fch16 ? 8 : 6) : 0,
                  half_sizes[] = {L * BT * C, L * BT * C, L * BT * 3 * Cl, L * BT * Cl,
-                                 BT * 4 * Cl, head16 ? BT * C : 0, L * BT * 4 * Cl, BT * C};
+                                 (m->fch16 ? L : 1) * BT * 4 * Cl, head16 ? BT * C : 0,
+                                 L * BT * 4 * Cl, BT * C};
     /* The same sum in floating point first: batch_size and block_size come from the
      * user, and their products must not wrap around in size_t. */
     const double Ld = (double)L, BTd = (double)B * T;

@@ -43,10 +43,12 @@ struct gpt_acts {
     uint16_t *ln1_16, *ln2_16;  /* [L,B,T,C] */
     uint16_t *qkv16;            /* [L,B,T,3Cl] */
     uint16_t *atty16;           /* [L,B,T,Cl] */
-    uint16_t *fch16;            /* [L,B,T,4Cl] instead of fch with m->fch16 (the FP32
-                                 * rows pass through dfch) */
-    uint16_t *gelu16;           /* [B,T,4Cl] fch_gelu's role, in BF16 (with m->fch16
-                                 * instead of it; in the forward always) */
+    uint16_t *gelu_slope16;     /* [L,B,T,4Cl] instead of fch with m->fch16: GELU's slope
+                                 * at the pre-activation, all its backward needs of it
+                                 * (the FP32 rows pass through dfch) */
+    uint16_t *gelu16;           /* fch_gelu's role, in BF16 (in the forward always): with
+                                 * m->fch16 [L,B,T,4Cl], each layer's kept for c_proj's
+                                 * weight gradient, else [B,T,4Cl] */
     float *lnf, *lnf_mean, *lnf_rstd;   /* [B,T,C] [B,T] [B,T] */
     uint16_t *lnf16;        /* [B,T,C]: with head16, lnf in BF16 storage (lnf: scratch) */
     float *xent_scratch;    /* with head16: a row of V/tp floats per thread */

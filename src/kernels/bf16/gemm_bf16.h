@@ -68,11 +68,13 @@ void gemm_bf16(int transa, int transb, int M, int N, int K, float alpha, const f
 /* What a fused product does to C while each block of it is stored, instead of passes
  * over memory afterwards (every member optional, NULL: not done):
  *   C = alpha op(A) op(B) + beta C + bias + residual     (forward)
- *   gelu_out = gelu(C)                                   (GELU, tanh form)
+ *   gelu_out = gelu(C)                                   (GELU, tanh form; or into
+ *                                                         BF16 storage, gelu_out16,
+ *                                                         with its slope gelu'(C))
  *   dgelu_out = gelu'(dgelu_x) C                         (GELU's backward; or into
- *                                                         BF16 storage, dgelu_out16)
- *   out_bf16 = C rounded to BF16 (bf16_store.h)          (a stored copy; with round_c,
- *                                                         C = those values, then GELU)
+ *                                                         BF16 storage, dgelu_out16;
+ *                                                         or from a stored slope)
+ *   out_bf16 = C rounded to BF16 (bf16_store.h)          (a stored copy)
  *   row_sums += sum over k of op(A)[i, k]                 (a bias gradient)
  * with bias[N] added to the first depth block's sums and the rest done after the last,
  * so every output has the very bits of the unfused sequence: C = bias broadcast,
@@ -87,6 +89,10 @@ typedef struct gemm_bf16_epilogue {
     uint16_t *gelu_out16;  /* instead of gelu_out: gelu(C) in BF16 storage (bf16_store.h),
                             * ld_gelu apart: for a product that reads it, the values its
                             * packing would have made */
+    uint16_t *gelu_slope16; /* with gelu_out16 (or NULL): gelu'(C) in BF16 storage, ld_gelu
+                             * apart, from the same sigmoid (simd's gelu_bwd_fwd on dout
+                             * = 1 into zeros): all GELU's backward needs of C, so the
+                             * MLP keeps it instead of the pre-activation */
     const float *dgelu_x;  /* M rows, ld_dgelu apart, as dgelu_out */
     float *dgelu_out;
     size_t ld_dgelu;
@@ -95,11 +101,9 @@ typedef struct gemm_bf16_epilogue {
                             * would make of dgelu_out) */
     uint16_t *out_bf16;    /* M rows, ld_out_bf16 apart: C's final values in BF16 */
     size_t ld_out_bf16;
-    int round_c;           /* with out_bf16: C itself takes the BF16 values, before GELU */
-    const uint16_t *dgelu_x16; /* instead of dgelu_x: the same in BF16 storage */
-    uint16_t *dgelu_gelu16;    /* with dgelu_x16: gelu(dgelu_x) in BF16 storage, ld_dgelu
-                                * apart, from the same pass (simd's gelu_bwd_fwd): the
-                                * input of the MLP projection's weight gradient */
+    const uint16_t *dgelu_slope16; /* instead of dgelu_x: GELU's slope there in BF16
+                                    * storage (gelu_slope16's), ld_dgelu apart: dgelu =
+                                    * slope C, one rounded multiply */
     /* [M] += the FP32 sums over the depth of op(A)'s rows (transa 0, 1 or
      * GEMM_BF16_STORED_T, whose BF16 values are summed widened): a bias
      * gradient while its dout is packed as A^T, each row summed from zero in depth

@@ -335,7 +335,7 @@ static int rows_in_place(int nc, int K)
 static int slice_strips(const product *g, int in_place, int nc)
 {
     if (!in_place || !past_l2(g->K, nc)) return 0;
-    if (g->ep && (g->ep->residual || g->ep->dgelu_x || g->ep->dgelu_x16)) return 0;
+    if (g->ep && (g->ep->residual || g->ep->dgelu_x || g->ep->dgelu_slope16)) return 0;
     const size_t strips = SLICE_BYTES / ((size_t)g->K * 32 * 2);
     if (strips < SLICE_MIN) return 0;
     return strips < SLICE ? (int)strips : SLICE;

@@ -52,28 +52,47 @@ int gemm_bf16_epilogue_acts(const gemm_bf16_epilogue *ep, int first, int last)
 }
 
 /* GELU's backward of one row piece of C (nr values; the element offset `at` into the
- * dgelu arrays): gelu_bwd accumulates, into zeros, as the unfused pass. Into
- * dgelu_out, or through the stack into dgelu_out16; from dgelu_x, or dgelu_x16
- * widened a piece at a time on the stack (then with dgelu_gelu16, GELU itself from
- * the same sigmoid). */
+ * dgelu arrays): gelu_bwd accumulates, into zeros, as the unfused pass, from dgelu_x;
+ * from a stored slope, one rounded multiply (the slope widened, exact). Into
+ * dgelu_out, or through the stack into dgelu_out16. */
 static void dgelu_row(const gemm_bf16_epilogue *ep, const simd_kernels *k, const float *c,
                       size_t at, int nr)
 {
     enum { PIECE = 256 };
-    float x[PIECE], g[PIECE], d[PIECE];
+    float s[PIECE], d[PIECE];
     for (int j = 0; j < nr; j += PIECE) {
         const int n = nr - j < PIECE ? nr - j : PIECE;
         float *const out = ep->dgelu_out ? ep->dgelu_out + at + j : d;
-        memset(out, 0, (size_t)n * sizeof *out);
-        const float *xs = ep->dgelu_x ? ep->dgelu_x + at + j : x;
-        if (!ep->dgelu_x) bf16_widen(x, ep->dgelu_x16 + at + j, (size_t)n);
-        if (ep->dgelu_gelu16) {
-            k->gelu_bwd_fwd(out, g, xs, c + j, (size_t)n);
-            bf16_store(ep->dgelu_gelu16 + at + j, g, (size_t)n);
+        if (ep->dgelu_slope16) {
+            bf16_widen(s, ep->dgelu_slope16 + at + j, (size_t)n);
+            for (int i = 0; i < n; i++) out[i] = s[i] * c[j + i];
         } else {
-            k->gelu_bwd(out, xs, c + j, (size_t)n);
+            memset(out, 0, (size_t)n * sizeof *out);
+            k->gelu_bwd(out, ep->dgelu_x + at + j, c + j, (size_t)n);
         }
         if (!ep->dgelu_out) bf16_store(ep->dgelu_out16 + at + j, d, (size_t)n);
+    }
+}
+
+/* GELU of one row piece of C into BF16 storage (gelu_out16 at `at`), and its slope
+ * (gelu_slope16) from the same sigmoid: gelu_bwd_fwd on dout = 1 into zeros */
+static void gelu16_row(const gemm_bf16_epilogue *ep, const simd_kernels *k, const float *c,
+                       size_t at, int nr)
+{
+    enum { PIECE = 256 };
+    float g[PIECE], d[PIECE], ones[PIECE];
+    if (ep->gelu_slope16)
+        for (int i = 0; i < PIECE; i++) ones[i] = 1.0f;
+    for (int j = 0; j < nr; j += PIECE) {
+        const int n = nr - j < PIECE ? nr - j : PIECE;
+        if (ep->gelu_slope16) {
+            memset(d, 0, (size_t)n * sizeof *d);
+            k->gelu_bwd_fwd(d, g, c + j, ones, (size_t)n);
+            bf16_store(ep->gelu_slope16 + at + j, d, (size_t)n);
+        } else {
+            k->gelu_fwd(g, c + j, (size_t)n);
+        }
+        bf16_store(ep->gelu_out16 + at + j, g, (size_t)n);
     }
 }
 
@@ -85,35 +104,34 @@ void gemm_bf16_epilogue_block(const gemm_bf16_epilogue *ep, float *C, int ldc, i
 
 /* The epilogues as a step runs them, in one pass a row (simd.h's simd_epilogues_bf16)
  * where the SIMD path has it, on the last depth block (the bias with it when that is
- * also the first): 1 when done. Those that leave C unused: the MLP's forward (the
- * pre-activation into BF16 storage, GELU of it too), GELU's backward from a BF16
- * pre-activation into BF16 storage with GELU of it, a plain forward into BF16 storage;
- * and the residual add into C. */
+ * also the first): 1 when done. Those that leave C unused: the MLP's forward (GELU of
+ * the pre-activation into BF16 storage, and its slope), GELU's backward from a stored
+ * slope into BF16 storage, a plain forward into BF16 storage; and the residual add into
+ * C. */
 static int piece_one_pass(const gemm_bf16_epilogue *ep, float *piece, int ldc, int i0,
                           int j0, int mr, int nr, int first)
 {
     const simd_epilogues_bf16 *e = simd_epilogues_bf16_get();
     if (!e || ep->gelu_out || ep->dgelu_out || ep->dgelu_x) return 0;
     const float *const bias = first && ep->bias ? ep->bias + j0 : NULL;
-    const int gelu = ep->gelu_out16 != NULL,
-              dgelu = ep->dgelu_out16 || ep->dgelu_x16 || ep->dgelu_gelu16,
+    const int gelu = ep->gelu_out16 != NULL, dgelu = ep->dgelu_out16 || ep->dgelu_slope16,
               to16 = ep->out_bf16 != NULL, plain = !gelu && !dgelu;
-    const int gelu_fwd = !ep->residual && gelu && !dgelu && to16 && ep->round_c && ep->c_unused,
-              gelu_bwd = !ep->residual && !gelu && ep->dgelu_out16 && ep->dgelu_x16 &&
-                         ep->dgelu_gelu16 && !bias && !to16,
-              bias_store = !ep->residual && plain && to16 && !ep->round_c && ep->c_unused,
+    const int gelu_fwd = !ep->residual && gelu && !dgelu && !to16 && ep->c_unused,
+              gelu_bwd = !ep->residual && !gelu && ep->dgelu_out16 && ep->dgelu_slope16 &&
+                         !bias && !to16,
+              bias_store = !ep->residual && plain && to16 && ep->c_unused,
               bias_residual = ep->residual && plain && !to16;
     if (!gelu_fwd && !gelu_bwd && !bias_store && !bias_residual) return 0;
     for (int r = 0; r < mr; r++) {
         float *const c = piece + (size_t)r * ldc;
         const size_t row = (size_t)(i0 + r), n = (size_t)nr;
         if (gelu_fwd)
-            e->gelu_fwd(ep->out_bf16 + row * ep->ld_out_bf16 + j0,
-                        ep->gelu_out16 + row * ep->ld_gelu + j0, c, bias, n);
+            e->gelu_fwd(ep->gelu_out16 + row * ep->ld_gelu + j0,
+                        ep->gelu_slope16 ? ep->gelu_slope16 + row * ep->ld_gelu + j0 : NULL,
+                        c, bias, n);
         else if (gelu_bwd)
             e->gelu_bwd(ep->dgelu_out16 + row * ep->ld_dgelu + j0,
-                        ep->dgelu_gelu16 + row * ep->ld_dgelu + j0,
-                        ep->dgelu_x16 + row * ep->ld_dgelu + j0, c, n);
+                        ep->dgelu_slope16 + row * ep->ld_dgelu + j0, c, n);
         else if (bias_store)
             e->bias_store(ep->out_bf16 + row * ep->ld_out_bf16 + j0, c, bias, n);
         else
@@ -132,21 +150,10 @@ void gemm_bf16_epilogue_piece(const gemm_bf16_epilogue *ep, float *piece, int ld
         if (first && ep->bias) k->acc(c, ep->bias + j0, (size_t)nr);
         if (!last) continue;
         if (ep->residual) k->acc(c, ep->residual + (size_t)(i0 + r) * ep->ld_residual + j0, (size_t)nr);
-        if (ep->out_bf16) {
-            uint16_t *h = ep->out_bf16 + (size_t)(i0 + r) * ep->ld_out_bf16 + j0;
-            bf16_store(h, c, (size_t)nr);
-            if (ep->round_c) bf16_widen(c, h, (size_t)nr);
-        }
+        if (ep->out_bf16)
+            bf16_store(ep->out_bf16 + (size_t)(i0 + r) * ep->ld_out_bf16 + j0, c, (size_t)nr);
         if (ep->gelu_out) k->gelu_fwd(ep->gelu_out + (size_t)(i0 + r) * ep->ld_gelu + j0, c, (size_t)nr);
-        if (ep->gelu_out16) { /* through the stack a piece at a time, as dgelu_row */
-            float g[256];
-            uint16_t *h = ep->gelu_out16 + (size_t)(i0 + r) * ep->ld_gelu + j0;
-            for (int j = 0; j < nr; j += 256) {
-                const int n = nr - j < 256 ? nr - j : 256;
-                k->gelu_fwd(g, c + j, (size_t)n);
-                bf16_store(h + j, g, (size_t)n);
-            }
-        }
+        if (ep->gelu_out16) gelu16_row(ep, k, c, (size_t)(i0 + r) * ep->ld_gelu + j0, nr);
         if (ep->dgelu_out || ep->dgelu_out16)
             dgelu_row(ep, k, c, (size_t)(i0 + r) * ep->ld_dgelu + j0, nr);
     }

@@ -140,16 +140,16 @@ typedef struct simd_kernels {
  * gelu_bwd_fwd take two to five, each sending the row through memory again; the values
  * rounded to BF16 as bf16_store.h rounds (VCVTNEPS2BF16), GELU this path's, the sums in
  * the passes' order: the very bits of the passes. bias may be NULL (nothing added).
- *   gelu_fwd:      pre16 = bf16(c + bias), gelu16 = bf16(gelu(pre16))
- *   gelu_bwd:      dpre16 = bf16(0 + gelu'(x) dout), gelu16 = bf16(gelu(x)), x = x16
+ *   gelu_fwd:      x = c + bias, gelu16 = bf16(gelu(x)), slope16 = bf16(gelu'(x)) (the
+ *                  slope as gelu_bwd_fwd gives it on dout = 1 into zeros; slope16 may be
+ *                  NULL: not wanted)
+ *   gelu_bwd:      dpre16 = bf16(slope dout), slope = slope16 widened (exact)
  *   bias_store:    out16 = bf16(c + bias)
- *   bias_residual: c = (c + bias) + residual
- * (gelu of a BF16 value is of its widened, exact FP32 value). */
+ *   bias_residual: c = (c + bias) + residual */
 typedef struct simd_epilogues_bf16 {
-    void (*gelu_fwd)(uint16_t *pre16, uint16_t *gelu16, const float *c, const float *bias,
+    void (*gelu_fwd)(uint16_t *gelu16, uint16_t *slope16, const float *c, const float *bias,
                      size_t n);
-    void (*gelu_bwd)(uint16_t *dpre16, uint16_t *gelu16, const uint16_t *x16,
-                     const float *dout, size_t n);
+    void (*gelu_bwd)(uint16_t *dpre16, const uint16_t *slope16, const float *dout, size_t n);
     void (*bias_store)(uint16_t *out16, const float *c, const float *bias, size_t n);
     void (*bias_residual)(float *c, const float *bias, const float *residual, size_t n);
 } simd_epilogues_bf16;

@@ -144,16 +144,23 @@ static inline vf bf16_exact_avx512(__m256i h)
     return _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(h), 16));
 }
 
-static inline __m256i gelu_fwd_bf16_one(vf c, __m256i *g16)
+/* GELU and its slope of x from one sigmoid: gelu_fwd's and (gelu_bwd_fwd on dout = 1
+ * into zeros: fma(slope, 1, 0) is the slope, never -0) the slope's bits */
+static inline __m256i gelu_slope_bf16_one(vf x, __m256i *g16)
 {
-    const __m256i h = bf16_rne_avx512(c);
-    const vf x = bf16_exact_avx512(h);
     vf x2;
-    *g16 = bf16_rne_avx512(vmul(x, gelu_s_avx512(x, &x2)));
-    return h;
+    const vf s = gelu_s_avx512(x, &x2);
+    *g16 = bf16_rne_avx512(vmul(x, s));
+    return bf16_rne_avx512(gelu_grad_s_avx512(x, s, x2));
 }
 
-static void gelu_fwd_bf16_avx512(uint16_t *pre16, uint16_t *gelu16, const float *c,
+static inline __m256i gelu_only_bf16_one(vf x)
+{
+    vf x2;
+    return bf16_rne_avx512(vmul(x, gelu_s_avx512(x, &x2)));
+}
+
+static void gelu_fwd_bf16_avx512(uint16_t *gelu16, uint16_t *slope16, const float *c,
                                  const float *bias, size_t n)
 {
     size_t i = 0;
@@ -161,44 +168,40 @@ static void gelu_fwd_bf16_avx512(uint16_t *pre16, uint16_t *gelu16, const float 
     for (; i + VL <= n; i += VL) {
         vf v = vload(c + i);
         if (bias) v = vadd(v, vload(bias + i));
-        _mm256_storeu_si256((__m256i *)(pre16 + i), gelu_fwd_bf16_one(v, &g));
-        _mm256_storeu_si256((__m256i *)(gelu16 + i), g);
+        if (slope16) {
+            _mm256_storeu_si256((__m256i *)(slope16 + i), gelu_slope_bf16_one(v, &g));
+            _mm256_storeu_si256((__m256i *)(gelu16 + i), g);
+        } else {
+            _mm256_storeu_si256((__m256i *)(gelu16 + i), gelu_only_bf16_one(v));
+        }
     }
     if (i < n) {
         const vlanes m = vlanes_first(n - i);
         vf v = vload_lanes(c + i, m);
         if (bias) v = vadd(v, vload_lanes(bias + i, m));
-        _mm256_mask_storeu_epi16(pre16 + i, m, gelu_fwd_bf16_one(v, &g));
-        _mm256_mask_storeu_epi16(gelu16 + i, m, g);
+        if (slope16) {
+            _mm256_mask_storeu_epi16(slope16 + i, m, gelu_slope_bf16_one(v, &g));
+            _mm256_mask_storeu_epi16(gelu16 + i, m, g);
+        } else {
+            _mm256_mask_storeu_epi16(gelu16 + i, m, gelu_only_bf16_one(v));
+        }
     }
 }
 
-/* gelu_bwd_fwd's expressions on dinp = 0 */
-static inline __m256i gelu_bwd_bf16_one(__m256i x16, vf dout, __m256i *g16)
-{
-    const vf x = bf16_exact_avx512(x16);
-    vf d = vzero(), o;
-    gelu_both_avx512(x, dout, &d, &o);
-    *g16 = bf16_rne_avx512(o);
-    return bf16_rne_avx512(d);
-}
-
-static void gelu_bwd_bf16_avx512(uint16_t *dpre16, uint16_t *gelu16, const uint16_t *x16,
-                                 const float *dout, size_t n)
+/* One multiply a value: the forward already paid for the sigmoid */
+static void gelu_bwd_bf16_avx512(uint16_t *dpre16, const uint16_t *slope16, const float *dout,
+                                 size_t n)
 {
     size_t i = 0;
-    __m256i g;
     for (; i + VL <= n; i += VL) {
-        const __m256i x = _mm256_loadu_si256((const __m256i *)(x16 + i));
-        _mm256_storeu_si256((__m256i *)(dpre16 + i), gelu_bwd_bf16_one(x, vload(dout + i), &g));
-        _mm256_storeu_si256((__m256i *)(gelu16 + i), g);
+        const vf s = bf16_exact_avx512(_mm256_loadu_si256((const __m256i *)(slope16 + i)));
+        _mm256_storeu_si256((__m256i *)(dpre16 + i), bf16_rne_avx512(vmul(s, vload(dout + i))));
     }
     if (i < n) {
         const vlanes m = vlanes_first(n - i);
-        const __m256i x = _mm256_maskz_loadu_epi16(m, x16 + i);
+        const vf s = bf16_exact_avx512(_mm256_maskz_loadu_epi16(m, slope16 + i));
         _mm256_mask_storeu_epi16(dpre16 + i, m,
-                                 gelu_bwd_bf16_one(x, vload_lanes(dout + i, m), &g));
-        _mm256_mask_storeu_epi16(gelu16 + i, m, g);
+                                 bf16_rne_avx512(vmul(s, vload_lanes(dout + i, m))));
     }
 }
 
