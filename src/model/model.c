@@ -62,6 +62,14 @@ static act layer_act(float *f, uint16_t *h, size_t l, size_t per)
     return h ? (act){NULL, h + l * per} : (act){f + l * per, NULL};
 }
 
+/* GELU's output in BF16 (c_proj's input) for layer l: each layer's own where the forward
+ * keeps it with GELU's slope (m->gelu_slope_kept), else the one array every layer's
+ * forward reuses */
+static uint16_t *gelu16_of(const gpt_model *m, const gpt_acts *a, size_t l, size_t BTCl)
+{
+    return a->gelu16 + (m->gelu_slope_kept ? l * 4 * BTCl : 0);
+}
+
 /* The ops on such an activation: the FP32 backend op, or its BF16-storage twin
  * (backend.h's gt_bf16_acts), with the same bits. */
 static void ln_forward(const gpt_model *m, act out, float *scratch, float *mean, float *rstd,
@@ -171,7 +179,7 @@ const float *gpt_stage_forward(gpt_model *m, const int32_t *inputs, const float 
               *ln2_rstd = a->ln2_rstd + l * BT, *fch = a->fch ? a->fch + l * 4 * BTCl : a->dfch,
               *fch_gelu = a->fch_gelu, *fcproj = a->fcproj,
               *res3 = a->residual3 + l * BTC;
-        /* with m->fch16, GELU's slope and output are this layer's to keep; fch: scratch */
+        /* with m->gelu_slope_kept, GELU's slope and output are this layer's to keep; fch: scratch */
         uint16_t *slope16 = a->gelu_slope16 ? a->gelu_slope16 + l * 4 * BTCl : NULL;
         /* x = x + attn(ln_1(x)) */
         ln_forward(m, ln1, a->dln, ln1_mean, ln1_rstd, x, param(m, layer_idx(m, l, GPT_LN1_W)),
@@ -190,7 +198,7 @@ const float *gpt_stage_forward(gpt_model *m, const int32_t *inputs, const float 
                    param(m, layer_idx(m, l, GPT_LN2_B)), BT, C);
         act gelu = {fch_gelu, NULL}; /* c_proj's input */
         if (ln2.h) {
-            gelu = (act){NULL, a->gelu16 + (slope16 ? l * 4 * BTCl : 0)};
+            gelu = (act){NULL, gelu16_of(m, a, l, BTCl)};
             m->acts16->matmul_forward_gelu(fch, slope16, gelu.h, ln2.h,
                                            param(m, layer_idx(m, l, GPT_FC_W)),
                                            param(m, layer_idx(m, l, GPT_FC_B)), BT, C, 4 * Cl);
@@ -319,7 +327,7 @@ void gpt_zero_grad(gpt_model *m)
     zero_floats(m->bound_grads ? m->bound_grads : m->grads, m->n_params);
 }
 
-/* With GELU's slope in BF16 storage (m->fch16), the backward keeps dfch in BF16
+/* With GELU's slope in BF16 storage (m->gelu_slope_kept), the backward keeps dfch in BF16
  * storage too, in dfch's own memory (FP32 scratch of the forward, free in the
  * backward): the MLP's c_fc products read nothing else of it */
 static uint16_t *dfch16(gpt_acts *a) { return (uint16_t *)(void *)a->dfch; }
@@ -345,7 +353,7 @@ static const uint16_t *ln_backward(const gpt_model *m, gpt_acts *a, float *dw, f
 }
 
 /* The MLP's c_proj backward with GELU's: dfch = gelu'(fch) (dres @ w) and c_proj's dw,
- * dbias. From the layer's GELU output and slope the forward kept in BF16 (m->fch16: one
+ * dbias. From the layer's GELU output and slope the forward kept in BF16 (m->gelu_slope_kept: one
  * multiply a value); else from fch, c_proj's input gelu(fch) computed again (the
  * forward's bits) by the backend, where it can in the pass that takes GELU's backward,
  * one sigmoid for both. */
@@ -412,9 +420,9 @@ const float *gpt_stage_backward(gpt_model *m, const float *dout)
               *att = a->att + l * att_per_layer, *res2 = a->residual2 + l * BTC,
               *ln2_mean = a->ln2_mean + l * BT, *ln2_rstd = a->ln2_rstd + l * BT,
               *fch = a->fch ? a->fch + l * 4 * BTCl : NULL;
-        /* with m->fch16 the layer's GELU slope and output (else fch) */
+        /* with m->gelu_slope_kept the layer's GELU slope and output (else fch) */
         const uint16_t *slope16 = a->gelu_slope16 ? a->gelu_slope16 + l * 4 * BTCl : NULL,
-                       *gelu16 = slope16 ? a->gelu16 + l * 4 * BTCl : NULL;
+                       *gelu16 = slope16 ? gelu16_of(m, a, l, BTCl) : NULL;
         /* MLP branch: res3 = res2 + fcproj(gelu(fc(ln2(res2)))). With tensor
          * parallelism dres is whole on every shard, so the row-parallel c_proj's bias
          * gradient is too; the column-parallel c_fc's input gradient is a partial sum. */

@@ -32,7 +32,7 @@ typedef struct gpt_model {
     /* with acts16: the MLP's pre-activation kept in BF16 too, as GELU's slope there
      * (not exact: GELU's backward then sees the BF16 slope), with every layer's GELU
      * output, unless GENTRAIN_BF16_ACTS=exact */
-    int fch16;
+    int gelu_slope_kept;
     size_t n_params;
     float *params;           /* [n_params] */
     float *grads;            /* [n_params], allocated by gpt_alloc_grads */

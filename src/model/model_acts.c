@@ -35,7 +35,7 @@ static gpt_acts *make_acts(const gpt_model *m, int B, int T)
     if (!a) return NULL;
     /* With BF16 storage, four activations are BF16 arrays (below) instead of floats
      * (five with the pre-activation, whose GELU then needs no FP32 copy) */
-    const size_t f32 = m->acts16 ? 0 : 1, fch32 = m->fch16 ? 0 : 1;
+    const size_t f32 = m->acts16 ? 0 : 1, fch32 = m->gelu_slope_kept ? 0 : 1;
     /* The head on BF16 storage too (one shard: the vocabulary-parallel loss keeps FP32) */
     const int head16 = m->acts16 && m->has_head && m->tp_size == 1;
     a->head16 = head16;
@@ -61,9 +61,9 @@ static gpt_acts *make_acts(const gpt_model *m, int B, int T)
     const size_t nslots = sizeof sizes / sizeof sizes[0];
     uint16_t **halves[] = {&a->ln1_16, &a->ln2_16, &a->qkv16, &a->atty16, &a->gelu16,
                            &a->lnf16, &a->gelu_slope16, &a->dres16};
-    const size_t nhalves = m->acts16 ? (m->fch16 ? 8 : 6) : 0,
+    const size_t nhalves = m->acts16 ? (m->gelu_slope_kept ? 8 : 6) : 0,
                  half_sizes[] = {L * BT * C, L * BT * C, L * BT * 3 * Cl, L * BT * Cl,
-                                 (m->fch16 ? L : 1) * BT * 4 * Cl, head16 ? BT * C : 0,
+                                 (m->gelu_slope_kept ? L : 1) * BT * 4 * Cl, head16 ? BT * C : 0,
                                  L * BT * 4 * Cl, BT * C};
     /* The same sum in floating point first: batch_size and block_size come from the
      * user, and their products must not wrap around in size_t. */

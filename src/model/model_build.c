@@ -92,7 +92,7 @@ int gpt_create_stage(gpt_model *m, gpt_shape s, const gt_backend *be, int thread
      * exact set only (no fch, and so no BF16 dfch), else all */
     const char *keep = getenv("GENTRAIN_BF16_ACTS");
     m->acts16 = !be || (keep && strcmp(keep, "0") == 0) ? NULL : be->bf16_acts;
-    m->fch16 = m->acts16 && !(keep && strcmp(keep, "exact") == 0);
+    m->gelu_slope_kept = m->acts16 && !(keep && strcmp(keep, "exact") == 0);
     m->threads = threads > 0 ? threads : 1;
     m->loss_grad_scale = 1.0f;
     if (build_info(m) != 0) return -1;
