@@ -373,10 +373,12 @@ static void matmul_backward_stored(float *dinp, float *dw, float *dbias, const f
                                    const uint16_t *inp16, const float *w, size_t N, int C,
                                    int OC)
 {
-    /* dinp[N,C] = dout @ w; dw[OC,C] += dout^T @ inp (stored), dbias summed as dout^T
-     * is packed */
-    if (dinp) gemm_bf16(0, 0, (int)N, C, OC, 1.0f, dout, OC, w, C, 0.0f, dinp, C);
+    /* dw[OC,C] += dout^T @ inp (stored), dbias summed as dout^T is packed; then dinp[N,C]
+     * = dout @ w. The weight gradient first (here and below: independent products, the
+     * same bits), so that the input gradient, which the next pass reads, is the last
+     * thing written: Zen 4, L6 C384, 0.3-1.9 ms a step in alternated steps of one run */
     weight_grad_stored(dw, dbias, dout, inp16, N, C, OC);
+    if (dinp) gemm_bf16(0, 0, (int)N, C, OC, 1.0f, dout, OC, w, C, 0.0f, dinp, C);
 }
 
 /* dw[OC,C] += dout^T @ inp and dbias += dout's column sums, both operands in BF16
@@ -398,10 +400,10 @@ static void matmul_backward_dout16(float *dinp, float *dw, float *dbias, const u
                                    size_t ld_dout16, const uint16_t *inp16, const float *w,
                                    size_t N, int C, int OC)
 {
+    weight_grad_both_stored(dw, dbias, dout16, ld_dout16, inp16, N, C, OC);
     if (dinp)
         gemm_bf16(GEMM_BF16_STORED, 0, (int)N, C, OC, 1.0f, stored(dout16), (int)ld_dout16, w,
                   C, 0.0f, dinp, C);
-    weight_grad_both_stored(dw, dbias, dout16, ld_dout16, inp16, N, C, OC);
 }
 
 /* Each row's softmax gradient into the thread's scratch row, then stored as BF16 at
@@ -440,13 +442,13 @@ static void matmul_backward_gelu_stored(uint16_t *dpre16, float *dinp, float *dw
     const gemm_bf16_epilogue ep = {.dgelu_slope16 = slope16, .dgelu_out16 = dpre16,
                                    .ld_dgelu = (size_t)C, .c_unused = 1};
     if (dout16) {
+        weight_grad_both_stored(dw, dbias, dout16, (size_t)OC, inp16, N, C, OC);
         gemm_bf16_fused(GEMM_BF16_STORED, 0, (int)N, C, OC, 1.0f, stored(dout16), OC, w, C,
                         0.0f, dinp, C, &ep);
-        weight_grad_both_stored(dw, dbias, dout16, (size_t)OC, inp16, N, C, OC);
         return;
     }
-    gemm_bf16_fused(0, 0, (int)N, C, OC, 1.0f, dout, OC, w, C, 0.0f, dinp, C, &ep);
     weight_grad_stored(dw, dbias, dout, inp16, N, C, OC);
+    gemm_bf16_fused(0, 0, (int)N, C, OC, 1.0f, dout, OC, w, C, 0.0f, dinp, C, &ep);
 }
 
 static const gt_bf16_acts cpu_bf16_acts = {
