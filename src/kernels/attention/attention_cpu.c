@@ -253,9 +253,23 @@ static void stored_twin_head(const simd_kernels *kr, const pass_io *io, int j, f
                    dq + t * ld3 + (size_t)part * hs, (size_t)hs * sizeof *dq);
 }
 
-/* (batch, head) j of the pass, with the products of `kind` (bf16: BF16 operands) */
+/* The pairs' hint (attention_pairs_next) for head j: head j + team, the one this thread
+ * most likely takes next (the heads are equal work, handed out in turn) */
+static attention_pairs_next next_head(const pass_io *io, int j, int team, int jobs, int T,
+                                      int C, int NH)
+{
+    const int n = j + team;
+    if (!io->qkv16 || n >= jobs) return (attention_pairs_next){NULL, NULL};
+    const int hs = C / NH, b = n / NH, h = n % NH;
+    return (attention_pairs_next){
+        io->qkv16 + (size_t)b * T * 3 * C + (size_t)h * hs,
+        io->dqkv ? io->dout + (size_t)b * T * C + (size_t)h * hs : NULL};
+}
+
+/* (batch, head) j of the pass, with the products of `kind` (bf16: BF16 operands); next:
+ * the pairs' hint */
 static void one_head(const simd_kernels *kr, enum bf16_kind kind, const pass_io *io, int j,
-                     float *sc, int T, int C, int NH, int bf16)
+                     float *sc, int T, int C, int NH, int bf16, attention_pairs_next next)
 {
     const int hs = C / NH, b = j / NH, h = j % NH;
     const size_t qoff = (size_t)b * T * 3 * C + (size_t)h * hs,
@@ -280,11 +294,11 @@ static void one_head(const simd_kernels *kr, enum bf16_kind kind, const pass_io 
     else if (kind == TILES)
         attention_tiles_fwd_head(out, out16, lse_out, q, q16, sc, T, C, hs);
     else if (kind == PAIRS && dq && q16)
-        attention_pairs_bwd_head_stored(dh, dh_C, dout, q16, lse_in, sc, T, C, hs);
+        attention_pairs_bwd_head_stored(dh, dh_C, dout, q16, lse_in, sc, T, C, hs, next);
     else if (kind == PAIRS && dq)
         attention_pairs_bwd_head(dq, dout, q, lse_in, sc, T, C, hs);
     else if (kind == PAIRS && q16)
-        attention_pairs_fwd_head_stored(out16, lse_out, q16, sc, T, C, hs);
+        attention_pairs_fwd_head_stored(out16, lse_out, q16, sc, T, C, hs, next);
     else if (kind == PAIRS)
         attention_pairs_fwd_head(out, lse_out, q, sc, T, C, hs);
     else if (q16) { /* its own scratch layout, and its own stores */
@@ -309,11 +323,12 @@ static void each_head(const pass_io *io, float *scratch, int threads, int B, int
     const int hs = C / NH, jobs = B * NH, team = team_size(threads, jobs);
     const enum bf16_kind kind = bf16 ? bf16_kind_for(hs) : TWIN;
     const size_t per = per_thread(T, hs);
-    (void)team;
     if (kind == TILES) attention_tiles_pass_begin();
 #pragma omp parallel for schedule(dynamic, 1) num_threads(team) if (team > 1)
     for (int j = 0; j < jobs; j++)
-        one_head(kr, kind, io, j, scratch + (size_t)omp_get_thread_num() * per, T, C, NH, bf16);
+        one_head(kr, kind, io, j, scratch + (size_t)omp_get_thread_num() * per, T, C, NH, bf16,
+                 kind == PAIRS ? next_head(io, j, team, jobs, T, C, NH)
+                               : (attention_pairs_next){NULL, NULL});
     if (kind == TILES) attention_tiles_pass_end();
 }
 
