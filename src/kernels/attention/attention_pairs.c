@@ -28,7 +28,7 @@
 #include <stdint.h>
 
 #include "bf16_store.h" /* bf16_store_rows: a stored output */
-#include "bf16_x86.h" /* lanes, bf16_pairs_along_k, bf16_pairs_across_k (and _stored) */
+#include "bf16_x86.h" /* lanes, the pair layouts (and _stored), bf16_ask_l2 */
 #include "dot_counts.h" /* the bench's count of VDPBF16PS and kernel time */
 
 /* PMR rows of C per micro-tile (even: the key tiles start at even rows), PNV vectors
@@ -224,14 +224,6 @@ static void across_src(uint32_t *dst, size_t ldd, qkv_src src, size_t lds, int r
                                    r + 1 < rows ? src.h + (size_t)(r + 1) * lds : NULL, cols);
 }
 
-/* The lines of [p, p + bytes) asked for into L2 (PREFETCHT1; an asm statement, which
- * the compiler keeps as written) */
-static inline void lines_to_l2(const void *p, size_t bytes)
-{
-    const char *c = (const char *)((uintptr_t)p & ~(uintptr_t)63), *end = (const char *)p + bytes;
-    for (; c < end; c += 64) __asm__ volatile("prefetcht1 %0" ::"m"(*c));
-}
-
 /* Rows r .. r + n of the next head (its q|k|v, its dout): asked for at the pace this
  * head's tiles take its own rows, so they arrive spread over the head, not in a burst.
  * In the step the heads' rows come from memory (a layer's q|k|v is 4.7 MB at L6 C384,
@@ -243,8 +235,8 @@ static void next_rows(attention_pairs_next nx, int r, int n, int C, int hs)
     for (int t = r; t < r + n; t++) {
         if (nx.q16)
             for (int part = 0; part < 3; part++)
-                lines_to_l2(nx.q16 + (size_t)t * 3 * C + (size_t)part * C, (size_t)hs * 2);
-        if (nx.dout) lines_to_l2(nx.dout + (size_t)t * C, (size_t)hs * 4);
+                bf16_ask_l2(nx.q16 + (size_t)t * 3 * C + (size_t)part * C, (size_t)hs * 2);
+        if (nx.dout) bf16_ask_l2(nx.dout + (size_t)t * C, (size_t)hs * 4);
     }
 }
 

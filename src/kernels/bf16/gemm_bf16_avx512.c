@@ -28,7 +28,7 @@
 #include <immintrin.h>
 #include <stdint.h>
 
-#include "bf16_x86.h" /* lanes, pairs_of, bf16_pairs_along_k/across_k (and _stored) */
+#include "bf16_x86.h" /* lanes, pairs_of, the pair layouts (and _stored), bf16_ask_l2 */
 #include "gemm_split.h"
 #include "dot_counts.h" /* the bench's count of VDPBF16PS and kernel time */
 
@@ -95,6 +95,28 @@ static void pack_a(uint32_t *ap, int trans, const float *A, int lda, int m0, int
         _mm512_mask_storeu_epi32(ap + (size_t)j * MR, lanes(MR), pairs_of(x0, x1));
     }
     if (sums) _mm512_mask_storeu_ps(sums + m0, m, sum);
+}
+
+/* Part `part` of `parts` of the block of A a thread packs next (rows m0 .. m0+mc, depth
+ * k0 .. k0+kc), asked into L2 (bf16_ask_l2), where A is stored in BF16: a part per
+ * column strip of the block running now, so the lines come spread over it. For the
+ * weight gradients, whose A^T block is a short piece of each of KC rows (the output
+ * gradient's, 3-12 KB apart), which their packing otherwise waits on: Zen 4, L6 C384,
+ * the weight gradients 1.0-1.8 ms a step faster in alternated steps of one run (the
+ * other products, read in place, gained nothing from it). */
+static void ask_next_a(int transa, const float *A, int lda, int m0, int mc, int k0, int kc,
+                       int part, int parts)
+{
+    const uint16_t *const h = (const uint16_t *)(const void *)A;
+    if (transa == GEMM_BF16_STORED_T) { /* [k][m]: its rows k0 .. k0+kc, mc values each */
+        const int r0 = k0 + (int)((long long)kc * part / parts);
+        const int r1 = k0 + (int)((long long)kc * (part + 1) / parts);
+        for (int r = r0; r < r1; r++) bf16_ask_l2(h + (size_t)r * lda + m0, (size_t)mc * 2);
+    } else if (transa == GEMM_BF16_STORED) { /* [m][k]: rows m0 .. m0+mc, kc values each */
+        const int r0 = m0 + (int)((long long)mc * part / parts);
+        const int r1 = m0 + (int)((long long)mc * (part + 1) / parts);
+        for (int r = r0; r < r1; r++) bf16_ask_l2(h + (size_t)r * lda + k0, (size_t)kc * 2);
+    }
 }
 
 /* Rows m0 .. m0+mc of op(A) at depth k0 .. k0+kc into strips of MR at ap (kc2 x MR
@@ -439,8 +461,12 @@ static void columns_own(uint32_t *ap, uint32_t *bp, int transa, int transb, int 
             for (int m0 = 0; m0 < M; m0 += MC) {
                 const int mc = M - m0 < MC ? M - m0 : MC;
                 pack_a_block(ap, transa, A, lda, m0, mc, pc, kc, sums, 0);
+                /* the next block: the next rows at this depth, else the first at the next */
+                const int nm0 = m0 + MC < M ? m0 + MC : 0, npc = m0 + MC < M ? pc : pc + KC;
+                const int nmc = M - nm0 < MC ? M - nm0 : MC, nkc = K - npc < KC ? K - npc : KC;
                 const uint64_t t0 = dot_counts_span_begin();
                 for (int s = c0; s < c1; s++) {
+                    if (npc < K) ask_next_a(transa, A, lda, nm0, nmc, npc, nkc, s - c0, c1 - c0);
                     const int n0 = s * NR, nr = nc - n0 < NR ? nc - n0 : NR;
                     for (int i = 0; i < mc; i += MR)
                         kernel(kc2, ap + (size_t)(i / MR) * kc2 * MR,
@@ -531,8 +557,17 @@ void gemm_bf16_avx512(int transa, int transb, int M, int N, int K, float alpha,
                         pack_a_block(ap, transa, A, lda, m0, mc, pc, kc, sums, 0);
                         packed = rb;
                     }
+                    /* the next item's rows, where they are another block (the items of
+                     * one thread run in order; the last one's next may be the other's) */
+                    int nrb = rb, nm0 = 0, nm1 = 0, nc0, nc1;
+                    if (it + 1 < items)
+                        gemm_row_split_item(sp, it + 1, M, MR, nstrips, &nrb, &nm0, &nm1, &nc0,
+                                            &nc1);
+                    const int ask = nrb != rb && nm1 > nm0;
                     const uint64_t t0 = dot_counts_span_begin();
                     for (int s = c0; s < c1; s++) {
+                        if (ask)
+                            ask_next_a(transa, A, lda, nm0, nm1 - nm0, pc, kc, s - c0, c1 - c0);
                         const int n0 = s * NR, nr = nc - n0 < NR ? nc - n0 : NR;
                         for (int i = 0; i < mc; i += MR) {
                             const int mr = mc - i < MR ? mc - i : MR;
