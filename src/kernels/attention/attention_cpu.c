@@ -253,23 +253,22 @@ static void stored_twin_head(const simd_kernels *kr, const pass_io *io, int j, f
                    dq + t * ld3 + (size_t)part * hs, (size_t)hs * sizeof *dq);
 }
 
-/* The pairs' hint (attention_pairs_next) for head j: head j + team, the one this thread
- * most likely takes next (the heads are equal work, handed out in turn) */
-static attention_pairs_next next_head(const pass_io *io, int j, int team, int jobs, int T,
-                                      int C, int NH)
+/* The hint (attention_next.h) for head j: head j + team, the one this thread most
+ * likely takes next (the heads are equal work, handed out in turn) */
+static attention_next next_head(const pass_io *io, int j, int team, int jobs, int T, int C,
+                                int NH)
 {
     const int n = j + team;
-    if (!io->qkv16 || n >= jobs) return (attention_pairs_next){NULL, NULL};
+    if (!io->qkv16 || n >= jobs) return attention_next_none();
     const int hs = C / NH, b = n / NH, h = n % NH;
-    return (attention_pairs_next){
-        io->qkv16 + (size_t)b * T * 3 * C + (size_t)h * hs,
-        io->dqkv ? io->dout + (size_t)b * T * C + (size_t)h * hs : NULL};
+    return (attention_next){io->qkv16 + (size_t)b * T * 3 * C + (size_t)h * hs,
+                            io->dqkv ? io->dout + (size_t)b * T * C + (size_t)h * hs : NULL};
 }
 
 /* (batch, head) j of the pass, with the products of `kind` (bf16: BF16 operands); next:
- * the pairs' hint */
+ * the hint for the tiles and the pairs */
 static void one_head(const simd_kernels *kr, enum bf16_kind kind, const pass_io *io, int j,
-                     float *sc, int T, int C, int NH, int bf16, attention_pairs_next next)
+                     float *sc, int T, int C, int NH, int bf16, attention_next next)
 {
     const int hs = C / NH, b = j / NH, h = j % NH;
     const size_t qoff = (size_t)b * T * 3 * C + (size_t)h * hs,
@@ -290,9 +289,9 @@ static void one_head(const simd_kernels *kr, enum bf16_kind kind, const pass_io 
     float *const dh = to16 ? sc + kernel_floats(T, hs) : dq;
     const int dh_C = to16 ? hs : C;
     if (kind == TILES && dq) /* the tiles and the pairs read stored values as they are */
-        attention_tiles_bwd_head(dh, dh_C, dout, q, q16, lse_in, sc, T, C, hs);
+        attention_tiles_bwd_head(dh, dh_C, dout, q, q16, lse_in, sc, T, C, hs, next);
     else if (kind == TILES)
-        attention_tiles_fwd_head(out, out16, lse_out, q, q16, sc, T, C, hs);
+        attention_tiles_fwd_head(out, out16, lse_out, q, q16, sc, T, C, hs, next);
     else if (kind == PAIRS && dq && q16)
         attention_pairs_bwd_head_stored(dh, dh_C, dout, q16, lse_in, sc, T, C, hs, next);
     else if (kind == PAIRS && dq)
@@ -327,8 +326,7 @@ static void each_head(const pass_io *io, float *scratch, int threads, int B, int
 #pragma omp parallel for schedule(dynamic, 1) num_threads(team) if (team > 1)
     for (int j = 0; j < jobs; j++)
         one_head(kr, kind, io, j, scratch + (size_t)omp_get_thread_num() * per, T, C, NH, bf16,
-                 kind == PAIRS ? next_head(io, j, team, jobs, T, C, NH)
-                               : (attention_pairs_next){NULL, NULL});
+                 kind != TWIN ? next_head(io, j, team, jobs, T, C, NH) : attention_next_none());
     if (kind == TILES) attention_tiles_pass_end();
 }
 

@@ -28,7 +28,7 @@
 #include <stdint.h>
 
 #include "bf16_store.h" /* bf16_store_rows: a stored output */
-#include "bf16_x86.h" /* lanes, the pair layouts (and _stored), bf16_ask_l2 */
+#include "bf16_x86.h" /* lanes, bf16_pairs_along_k, bf16_pairs_across_k (and _stored) */
 #include "dot_counts.h" /* the bench's count of VDPBF16PS and kernel time */
 
 /* PMR rows of C per micro-tile (even: the key tiles start at even rows), PNV vectors
@@ -224,22 +224,6 @@ static void across_src(uint32_t *dst, size_t ldd, qkv_src src, size_t lds, int r
                                    r + 1 < rows ? src.h + (size_t)(r + 1) * lds : NULL, cols);
 }
 
-/* Rows r .. r + n of the next head (its q|k|v, its dout): asked for at the pace this
- * head's tiles take its own rows, so they arrive spread over the head, not in a burst.
- * In the step the heads' rows come from memory (a layer's q|k|v is 4.7 MB at L6 C384,
- * 256 rows a head each 4.6 KB from the last); unasked for, the packing waited on them:
- * Zen 4, in the step, 2.0 ms a layer's forward against 1.5 for the same heads in cache,
- * and this took 0.15-0.2 ms off the forward, 0.25-0.3 off the backward. */
-static void next_rows(attention_pairs_next nx, int r, int n, int C, int hs)
-{
-    for (int t = r; t < r + n; t++) {
-        if (nx.q16)
-            for (int part = 0; part < 3; part++)
-                bf16_ask_l2(nx.q16 + (size_t)t * 3 * C + (size_t)part * C, (size_t)hs * 2);
-        if (nx.dout) bf16_ask_l2(nx.dout + (size_t)t * C, (size_t)hs * 4);
-    }
-}
-
 /* The scratch's parts, in words (the FP32 rows of S / P and dS in floats) */
 typedef struct {
     int hs2, hsp, Tp, T2;
@@ -280,7 +264,7 @@ int attention_pairs_ready(void)
 /* The forward of one head from q|k|v in FP32 or BF16 storage, into out (FP32) or out16
  * (BF16 storage: each tile of rows stored through the scratch's last PMR x hs floats) */
 static void fwd_head(float *out, uint16_t *out16, float *lse, qkv_src q, float *scratch,
-                     int T, int C, int hs, attention_pairs_next next)
+                     int T, int C, int hs, attention_next next)
 {
     const simd_kernels *kr = simd_kernels_get();
     const qkv_src k = src_at(q, (size_t)C), v = src_at(q, 2 * (size_t)C);
@@ -295,7 +279,7 @@ static void fwd_head(float *out, uint16_t *out16, float *lse, qkv_src q, float *
     across_src(va, d.hsp, v, ld, T, hs);
     for (int i0 = 0; i0 < T; i0 += PMR) {
         const int m = T - i0 < PMR ? T - i0 : PMR, keys = i0 + m;
-        next_rows(next, i0, m, C, hs);
+        attention_next_rows(next, i0, m, C, hs);
         pairs_tile(m, keys, d.hs2, scale, qp + (size_t)i0 * d.hs2, d.hs2, 1, kt, d.Tp, s,
                    (size_t)T, 0);
         for (int i = 0; i < m; i++)
@@ -316,12 +300,12 @@ void attention_pairs_fwd_head(float *out, float *lse, const float *q, float *scr
                               int C, int hs)
 {
     fwd_head(out, NULL, lse, (qkv_src){q, NULL}, scratch, T, C, hs,
-             (attention_pairs_next){NULL, NULL});
+             attention_next_none());
 }
 
 void attention_pairs_fwd_head_stored(uint16_t *out, float *lse, const uint16_t *q,
                                      float *scratch, int T, int C, int hs,
-                                     attention_pairs_next next)
+                                     attention_next next)
 {
     fwd_head(NULL, out, lse, (qkv_src){NULL, q}, scratch, T, C, hs, next);
 }
@@ -352,7 +336,7 @@ static bwd_parts bwd_layout(float *scratch, int T, dims d)
 
 /* The backward of one head from q|k|v in FP32 or BF16 storage */
 static void bwd_head(float *dq, int dq_C, const float *dout, qkv_src q, const float *lse,
-                     float *scratch, int T, int C, int hs, attention_pairs_next next)
+                     float *scratch, int T, int C, int hs, attention_next next)
 {
     const simd_kernels *kr = simd_kernels_get();
     const qkv_src k = src_at(q, (size_t)C), v = src_at(q, 2 * (size_t)C);
@@ -373,7 +357,7 @@ static void bwd_head(float *dq, int dq_C, const float *dout, qkv_src q, const fl
         for (int i0 = r0; i0 < r1; i0 += PMR) {
             const int m = r1 - i0 < PMR ? r1 - i0 : PMR, keys = i0 + m;
             float *pb = b.p + (size_t)(i0 - r0) * T, *db = b.d + (size_t)(i0 - r0) * T;
-            next_rows(next, i0, m, C, hs);
+            attention_next_rows(next, i0, m, C, hs);
             const uint64_t t0 = dot_counts_span_begin(); /* S and dP: one span */
             uint64_t dots = pairs_tile_run(m, keys, d.hs2, scale, b.qp + (size_t)i0 * d.hs2,
                                            d.hs2, 1, b.kt, d.Tp, pb, (size_t)T, 0);
@@ -416,12 +400,12 @@ void attention_pairs_bwd_head(float *dq, const float *dout, const float *q,
                               const float *lse, float *scratch, int T, int C, int hs)
 {
     bwd_head(dq, C, dout, (qkv_src){q, NULL}, lse, scratch, T, C, hs,
-             (attention_pairs_next){NULL, NULL});
+             attention_next_none());
 }
 
 void attention_pairs_bwd_head_stored(float *dq, int dq_C, const float *dout,
                                      const uint16_t *q, const float *lse, float *scratch, int T,
-                                     int C, int hs, attention_pairs_next next)
+                                     int C, int hs, attention_next next)
 {
     bwd_head(dq, dq_C, dout, (qkv_src){NULL, q}, lse, scratch, T, C, hs, next);
 }
@@ -458,14 +442,14 @@ void attention_pairs_bwd_head(float *dq, const float *dout, const float *q,
 }
 void attention_pairs_fwd_head_stored(uint16_t *out, float *lse, const uint16_t *q,
                                      float *scratch, int T, int C, int hs,
-                                     attention_pairs_next next)
+                                     attention_next next)
 {
     (void)out, (void)lse, (void)q, (void)scratch, (void)T, (void)C, (void)hs, (void)next;
     not_built();
 }
 void attention_pairs_bwd_head_stored(float *dq, int dq_C, const float *dout,
                                      const uint16_t *q, const float *lse, float *scratch, int T,
-                                     int C, int hs, attention_pairs_next next)
+                                     int C, int hs, attention_next next)
 {
     (void)dq, (void)dq_C, (void)dout, (void)q, (void)lse, (void)scratch, (void)T, (void)C;
     (void)hs, (void)next;

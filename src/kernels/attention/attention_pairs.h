@@ -16,6 +16,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "attention_next.h"
+
 /* 1 when this build, CPU and the kernels' current choices run the pairs (SIMD path
  * AVX-512, the CPU with AVX512_BF16, gemm_bf16's path avx512-bf16 or amx-bf16) */
 int attention_pairs_ready(void);
@@ -29,24 +31,15 @@ void attention_pairs_fwd_head(float *out, float *lse, const float *q, float *scr
 void attention_pairs_bwd_head(float *dq, const float *dout, const float *q,
                               const float *lse, float *scratch, int T, int C, int hs);
 
-/* The head this thread will likely run next (the same pass, the same layout as q and
- * dout; either NULL when there is none): its rows are asked for into L2 a few at a
- * time while this head's tiles run, so that its packing finds them there. Only a hint:
- * the results never depend on it. */
-typedef struct {
-    const uint16_t *q16; /* its q (k, v at + C, + 2 C), rows 3 C apart */
-    const float *dout;   /* a backward's output gradient, rows C apart */
-} attention_pairs_next;
-
 /* The same with q|k|v (and the forward's out) in BF16 storage (bf16_store.h): the
  * bits of the FP32 calls on the stored values. The backward's dq has its own layout:
  * rows 3 dq_C apart, dk and dv at + dq_C, + 2 dq_C (C: in dqkv itself; hs: a head's
- * gradient in a buffer of its own, its rows 3 hs floats). next: see above. */
+ * gradient in a buffer of its own, its rows 3 hs floats). next: attention_next.h. */
 void attention_pairs_fwd_head_stored(uint16_t *out, float *lse, const uint16_t *q,
                                      float *scratch, int T, int C, int hs,
-                                     attention_pairs_next next);
+                                     attention_next next);
 void attention_pairs_bwd_head_stored(float *dq, int dq_C, const float *dout,
                                      const uint16_t *q, const float *lse, float *scratch, int T,
-                                     int C, int hs, attention_pairs_next next);
+                                     int C, int hs, attention_next next);
 
 #endif

@@ -160,7 +160,8 @@ static head head_begin(float **p, void *work, const float *q, const uint16_t *q1
 static void head_end(const head *h) { h->end(); }
 
 void attention_tiles_fwd_head(float *out, uint16_t *out16, float *lse, const float *q,
-                              const uint16_t *q16, float *scratch, int T, int C, int hs)
+                              const uint16_t *q16, float *scratch, int T, int C, int hs,
+                              attention_next next)
 {
     const simd_kernels *kr = simd_kernels_get();
     float *p = scratch;
@@ -171,6 +172,7 @@ void attention_tiles_fwd_head(float *out, uint16_t *out16, float *lse, const flo
     gemm_bf16_amx_pack_b(vb, h.V.plain, h.V.p, h.ld, 0, hs, h.nth, 0, T);
     for (int i0 = 0; i0 < T; i0 += RB) {
         const int m = T - i0 < RB ? T - i0 : RB, keys = i0 + m, nqk = up32(keys);
+        attention_next_rows(next, i0, m, C, hs);
         h.panel(h.qa + (size_t)(i0 / 16) * h.hrun, h.hrun, h.kb, h.hrun, m, keys, h.nqh,
                 h.s_alpha, 0, s, T, work);
         for (int i = 0; i < m; i++)
@@ -203,7 +205,7 @@ static void keys_panel(const head *h, const uint32_t *ta, const uint32_t *b, int
 
 void attention_tiles_bwd_head(float *dq, int dq_C, const float *dout, const float *q,
                               const uint16_t *q16, const float *lse, float *scratch, int T,
-                              int C, int hs)
+                              int C, int hs, attention_next next)
 {
     const simd_kernels *kr = simd_kernels_get();
     float *dk = dq + dq_C, *dv = dq + 2 * dq_C;
@@ -235,6 +237,7 @@ void attention_tiles_bwd_head(float *dq, int dq_C, const float *dout, const floa
     for (int r0 = 0; r0 < T; r0 += RB) {
         const int m = T - r0 < RB ? T - r0 : RB, keys = r0 + m, nqk = up32(keys);
         const size_t at = (size_t)(r0 / 16) * h.hrun;
+        attention_next_rows(next, r0, m, C, hs);
         h.panel(h.qa + at, h.hrun, h.kb, h.hrun, m, keys, h.nqh, h.s_alpha, 0, pr, T, work);
         h.panel(oa + at, h.hrun, vtb, h.hrun, m, keys, h.nqh, 1.0f, 0, dr, T, work);
         for (int i = 0; i < m; i++) { /* P, then dS, on FP32 rows (zero past the diagonal) */

@@ -17,6 +17,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "attention_next.h"
+
 /* 1 when gemm_bf16 runs the AMX path or its emulated twin (and the head fits one
  * depth block of the tiles: hs <= 512) */
 int attention_tiles_ready(int hs);
@@ -25,12 +27,13 @@ size_t attention_tiles_scratch_floats(int T, int hs);
 /* One (batch, head), as attention_pairs.h's: q|k|v rows 3C apart (FP32 q, or q16 in
  * BF16 storage: one of the two), out rows C apart (FP32 out, or out16 in BF16 storage),
  * lse[T]; the backward writes dq in the layout attention_pairs.h's _stored backward
- * describes (rows 3 dq_C apart, dk, dv at + dq_C, + 2 dq_C). */
+ * describes (rows 3 dq_C apart, dk, dv at + dq_C, + 2 dq_C). next: attention_next.h. */
 void attention_tiles_fwd_head(float *out, uint16_t *out16, float *lse, const float *q,
-                              const uint16_t *q16, float *scratch, int T, int C, int hs);
+                              const uint16_t *q16, float *scratch, int T, int C, int hs,
+                              attention_next next);
 void attention_tiles_bwd_head(float *dq, int dq_C, const float *dout, const float *q,
                               const uint16_t *q16, const float *lse, float *scratch, int T,
-                              int C, int hs);
+                              int C, int hs, attention_next next);
 /* The emulated twin's accounting (amx_emul_counts.h) around one pass over the heads, so
  * the bench's prediction takes its tile time out as for a product; nothing on the
  * real path */

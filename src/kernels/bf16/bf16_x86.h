@@ -2,9 +2,8 @@
  * (gemm_bf16_avx512.c, gemm_bf16_amx_pack_avx512.c, attention_pairs.c): masks for a
  * partial vector, pairs of rows rounded to BF16 (VCVTNEPS2BF16: nearest even; denormal
  * inputs become zero), a 16 x 16 transpose of 32-bit elements, the two pair layouts
- * of VDPBF16PS's operands, and a prefetch of a byte range into L2. Static inline;
- * include it only where the target avx512f,avx512bw,avx512bf16 is on (after the
- * including file's pragma). */
+ * of VDPBF16PS's operands. Static inline; include it only where the target
+ * avx512f,avx512bw,avx512bf16 is on (after the including file's pragma). */
 #ifndef GT_BF16_X86_H
 #define GT_BF16_X86_H
 
@@ -13,18 +12,6 @@
 #include <stdint.h>
 
 static inline __mmask16 lanes(int n) { return n >= 16 ? 0xffff : (__mmask16)((1u << n) - 1u); }
-
-/* The cache lines of [p, p + bytes) asked for into L2 (PREFETCHT1): for operands the
- * code reads soon from places no hardware prefetcher follows (a short piece of each of
- * many rows a page apart). An asm statement, which the compiler keeps as written (GCC 12
- * at -O2 dropped a loop of nothing but __builtin_prefetch). Only a hint: no result
- * depends on it. */
-static inline void bf16_ask_l2(const void *p, size_t bytes)
-{
-    const char *c = (const char *)((uintptr_t)p & ~(uintptr_t)63);
-    const char *const end = (const char *)p + bytes;
-    for (; c < end; c += 64) __asm__ volatile("prefetcht1 %0" ::"m"(*c));
-}
 
 /* 16 pairs from two vectors: element i of x0 (row k) low, of x1 (row k + 1) high */
 static inline __m512i pairs_of(__m512 x0, __m512 x1)

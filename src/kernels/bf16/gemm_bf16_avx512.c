@@ -28,7 +28,8 @@
 #include <immintrin.h>
 #include <stdint.h>
 
-#include "bf16_x86.h" /* lanes, pairs_of, the pair layouts (and _stored), bf16_ask_l2 */
+#include "bf16_x86.h" /* lanes, pairs_of, bf16_pairs_along_k/across_k (and _stored) */
+#include "prefetch.h" /* gt_prefetch_l2 */
 #include "gemm_split.h"
 #include "dot_counts.h" /* the bench's count of VDPBF16PS and kernel time */
 
@@ -98,7 +99,7 @@ static void pack_a(uint32_t *ap, int trans, const float *A, int lda, int m0, int
 }
 
 /* Part `part` of `parts` of the block of A a thread packs next (rows m0 .. m0+mc, depth
- * k0 .. k0+kc), asked into L2 (bf16_ask_l2), where A is stored in BF16: a part per
+ * k0 .. k0+kc), asked into L2 (gt_prefetch_l2), where A is stored in BF16: a part per
  * column strip of the block running now, so the lines come spread over it. For the
  * weight gradients, whose A^T block is a short piece of each of KC rows (the output
  * gradient's, 3-12 KB apart), which their packing otherwise waits on: Zen 4, L6 C384,
@@ -111,11 +112,11 @@ static void ask_next_a(int transa, const float *A, int lda, int m0, int mc, int 
     if (transa == GEMM_BF16_STORED_T) { /* [k][m]: its rows k0 .. k0+kc, mc values each */
         const int r0 = k0 + (int)((long long)kc * part / parts);
         const int r1 = k0 + (int)((long long)kc * (part + 1) / parts);
-        for (int r = r0; r < r1; r++) bf16_ask_l2(h + (size_t)r * lda + m0, (size_t)mc * 2);
+        for (int r = r0; r < r1; r++) gt_prefetch_l2(h + (size_t)r * lda + m0, (size_t)mc * 2);
     } else if (transa == GEMM_BF16_STORED) { /* [m][k]: rows m0 .. m0+mc, kc values each */
         const int r0 = m0 + (int)((long long)mc * part / parts);
         const int r1 = m0 + (int)((long long)mc * (part + 1) / parts);
-        for (int r = r0; r < r1; r++) bf16_ask_l2(h + (size_t)r * lda + k0, (size_t)kc * 2);
+        for (int r = r0; r < r1; r++) gt_prefetch_l2(h + (size_t)r * lda + k0, (size_t)kc * 2);
     }
 }
 
