@@ -1,8 +1,8 @@
 /* bf16_x86 — small AVX-512 helpers shared by the packing code of the BF16 products
  * (gemm_bf16_avx512.c, gemm_bf16_amx_pack_avx512.c, attention_pairs.c): masks for a
  * partial vector, pairs of rows rounded to BF16 (VCVTNEPS2BF16: nearest even; denormal
- * inputs become zero), a 16 x 16 transpose of 32-bit elements, the two pair layouts
- * of VDPBF16PS's operands. Static inline; include it only where the target
+ * inputs become zero), a 16 x 16 transpose of 32-bit elements, and the two pair
+ * layouts of VDPBF16PS's operands. Static inline; include it only where the target
  * avx512f,avx512bw,avx512bf16 is on (after the including file's pragma). */
 #ifndef GT_BF16_X86_H
 #define GT_BF16_X86_H

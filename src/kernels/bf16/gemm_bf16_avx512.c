@@ -101,10 +101,10 @@ static void pack_a(uint32_t *ap, int trans, const float *A, int lda, int m0, int
 /* Part `part` of `parts` of the block of A a thread packs next (rows m0 .. m0+mc, depth
  * k0 .. k0+kc), asked into L2 (gt_prefetch_l2), where A is stored in BF16: a part per
  * column strip of the block running now, so the lines come spread over it. For the
- * weight gradients, whose A^T block is a short piece of each of KC rows (the output
- * gradient's, 3-12 KB apart), which their packing otherwise waits on: Zen 4, L6 C384,
- * the weight gradients 1.0-1.8 ms a step faster in alternated steps of one run (the
- * other products, read in place, gained nothing from it). */
+ * weight gradients, whose A^T block is a short piece of each of KC rows of the output
+ * gradient (0.5-3 KB apart at L6 C384), which their packing otherwise waits on: Zen 4,
+ * L6 C384, the weight gradients 0.9-2.5 ms a step faster in alternated steps of one run
+ * (six runs; the other products, which read A in place, gained nothing from it). */
 static void ask_next_a(int transa, const float *A, int lda, int m0, int mc, int k0, int kc,
                        int part, int parts)
 {
