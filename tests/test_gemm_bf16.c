@@ -43,8 +43,9 @@
  *       where A is stored), and the
  *       epilogue's BF16 copy of C is bf16_store of C (of GELU of C for the GELU output
  *       in BF16 storage, and of its slope beside it; GELU's backward from that stored
- *       slope is the widened slope times C); bf16_store's vector loop rounds ties, NaN, infinities and denormals as
- *       its scalar one; bf16_scale_pow2 is the FP32 product by 2^shift on every value;
+ *       slope is the widened slope times C); bf16_store's vector loop rounds ties, NaN,
+ *       infinities and denormals as its scalar one; bf16_scale_pow2 is the FP32 product
+ *       by 2^shift on every value;
  *   (n) the epilogue's row sums (a bias gradient summed while dout^T is packed) give
  *       the bits of the column-sum pass (simd colsum) and of a plain loop, past a row
  *       block, a depth block and a column block, and past the rows the fused sums

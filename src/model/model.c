@@ -179,7 +179,8 @@ const float *gpt_stage_forward(gpt_model *m, const int32_t *inputs, const float 
               *ln2_rstd = a->ln2_rstd + l * BT, *fch = a->fch ? a->fch + l * 4 * BTCl : a->dfch,
               *fch_gelu = a->fch_gelu, *fcproj = a->fcproj,
               *res3 = a->residual3 + l * BTC;
-        /* with m->gelu_slope_kept, GELU's slope and output are this layer's to keep; fch: scratch */
+        /* with m->gelu_slope_kept, GELU's slope and output are this layer's to keep (fch:
+         * scratch) */
         uint16_t *slope16 = a->gelu_slope16 ? a->gelu_slope16 + l * 4 * BTCl : NULL;
         /* x = x + attn(ln_1(x)) */
         ln_forward(m, ln1, a->dln, ln1_mean, ln1_rstd, x, param(m, layer_idx(m, l, GPT_LN1_W)),
@@ -353,10 +354,10 @@ static const uint16_t *ln_backward(const gpt_model *m, gpt_acts *a, float *dw, f
 }
 
 /* The MLP's c_proj backward with GELU's: dfch = gelu'(fch) (dres @ w) and c_proj's dw,
- * dbias. From the layer's GELU output and slope the forward kept in BF16 (m->gelu_slope_kept: one
- * multiply a value); else from fch, c_proj's input gelu(fch) computed again (the
- * forward's bits) by the backend, where it can in the pass that takes GELU's backward,
- * one sigmoid for both. */
+ * dbias. From the layer's GELU output and slope the forward kept in BF16
+ * (m->gelu_slope_kept: one multiply a value); else from fch, c_proj's input gelu(fch)
+ * computed again (the forward's bits) by the backend, where it can in the pass that
+ * takes GELU's backward, one sigmoid for both. */
 static void gelu_proj_backward(const gpt_model *m, gpt_acts *a, const float *fch,
                                const uint16_t *gelu16, const uint16_t *slope16,
                                const uint16_t *dres16, float *dw, float *dbias, const float *w,

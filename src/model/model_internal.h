@@ -35,7 +35,8 @@ struct gpt_acts {
     float *fch_gelu;        /* [B,T,4Cl] one layer's gelu(fch): the backward computes
                              * it again from fch (one elementwise pass) instead of
                              * keeping L of them, the largest activation there is
-                             * (NULL with m->gelu_slope_kept: gelu16 below takes its place) */
+                             * (NULL with m->gelu_slope_kept: gelu16 below takes its
+                             * place) */
     float *fcproj;          /* [B,T,C] the same for the MLP's projection */
     float *residual3;       /* [L,B,T,C] block outputs */
     /* With BF16 storage (m->acts16): ln1, ln2, qkv and atty kept here instead, in BF16,
@@ -43,12 +44,12 @@ struct gpt_acts {
     uint16_t *ln1_16, *ln2_16;  /* [L,B,T,C] */
     uint16_t *qkv16;            /* [L,B,T,3Cl] */
     uint16_t *atty16;           /* [L,B,T,Cl] */
-    uint16_t *gelu_slope16;     /* [L,B,T,4Cl] instead of fch with m->gelu_slope_kept: GELU's slope
-                                 * at the pre-activation, all its backward needs of it
-                                 * (the FP32 rows pass through dfch) */
+    uint16_t *gelu_slope16;     /* [L,B,T,4Cl] instead of fch with m->gelu_slope_kept:
+                                 * GELU's slope at the pre-activation, all its backward
+                                 * needs of it (the FP32 rows pass through dfch) */
     uint16_t *gelu16;           /* fch_gelu's role, in BF16 (in the forward always): with
-                                 * m->gelu_slope_kept [L,B,T,4Cl], each layer's kept for c_proj's
-                                 * weight gradient, else [B,T,4Cl] */
+                                 * m->gelu_slope_kept [L,B,T,4Cl], each layer's kept for
+                                 * c_proj's weight gradient, else [B,T,4Cl] */
     float *lnf, *lnf_mean, *lnf_rstd;   /* [B,T,C] [B,T] [B,T] */
     uint16_t *lnf16;        /* [B,T,C]: with head16, lnf in BF16 storage (lnf: scratch) */
     float *xent_scratch;    /* with head16: a row of V/tp floats per thread */
@@ -60,10 +61,12 @@ struct gpt_acts {
     float *dres;            /* [B,T,C] gradient of the residual stream */
     float *dln;             /* [B,T,C] gradient of a LayerNorm output / attention out */
     float *dqkv;            /* [B,T,3Cl] */
-    float *dfch, *dfch_gelu;/* [B,T,4Cl] each (with m->gelu_slope_kept, dfch holds BF16: dfch16,
-                             * and in the attention's backward d q|k|v's copy: dqkv16) */
-    uint16_t *dres16;       /* [B,T,C] with m->gelu_slope_kept: dres's BF16 copy, made by each
-                             * LayerNorm's backward for the products that read it next */
+    float *dfch, *dfch_gelu;/* [B,T,4Cl] each (with m->gelu_slope_kept, dfch holds BF16:
+                             * dfch16, and in the attention's backward d q|k|v's copy:
+                             * dqkv16) */
+    uint16_t *dres16;       /* [B,T,C] with m->gelu_slope_kept: dres's BF16 copy, made by
+                             * each LayerNorm's backward for the products that read it
+                             * next */
     float *att_scratch;     /* attention_scratch_floats(T, hs, threads), both passes */
     float *ln_scratch;      /* layernorm_scratch_floats(B T, C): each LayerNorm backward */
     int B, T;               /* shape of the last forward */

@@ -416,10 +416,11 @@ int train_settle_batch(run *r)
 int train_pack_weights(run *r)
 {
     if (r->device == DEVICE_CPU && r->model.acts16 && par_is_root())
-        printf("bf16 activations: ln_1, ln_2, q|k|v, attention output and GELU output stored in BF16 "
-               "(the products read the same bits)%s\n",
-               r->model.gelu_slope_kept ? "; the MLP pre-activation too, as GELU's slope there (its backward multiplies by "
-                               "the BF16 slope)" : "");
+        printf("bf16 activations: ln_1, ln_2, q|k|v, attention output and GELU output stored "
+               "in BF16 (the products read the same bits)%s\n",
+               r->model.gelu_slope_kept ? "; the MLP pre-activation too, as GELU's slope there "
+                                          "(its backward multiplies by the BF16 slope)"
+                                        : "");
     const char *e = getenv("GENTRAIN_BF16_PREPACK");
     if (r->device != DEVICE_CPU || r->c->precision != PRECISION_BF16 || (e && strcmp(e, "0") == 0))
         return 0;

@@ -98,26 +98,22 @@ static void pack_a(uint32_t *ap, int trans, const float *A, int lda, int m0, int
     if (sums) _mm512_mask_storeu_ps(sums + m0, m, sum);
 }
 
-/* Part `part` of `parts` of the block of A a thread packs next (rows m0 .. m0+mc, depth
- * k0 .. k0+kc), asked into L2 (gt_prefetch_l2), where A is stored in BF16: a part per
- * column strip of the block running now, so the lines come spread over it. For the
- * weight gradients, whose A^T block is a short piece of each of KC rows of the output
- * gradient (0.5-3 KB apart at L6 C384), which their packing otherwise waits on: Zen 4,
- * L6 C384, the weight gradients 0.9-2.5 ms a step faster in alternated steps of one run
- * (six runs; the other products, which read A in place, gained nothing from it). */
+/* Part `part` of `parts` of the block of A^T a weight gradient packs next (rows m0 ..
+ * m0+mc of op(A), depth k0 .. k0+kc; A stored [k][m] in BF16, GEMM_BF16_STORED_T),
+ * asked into L2 (gt_prefetch_l2): a part per column strip of the block running now, so
+ * the lines come spread over it. That block is a short piece of each of KC rows of the
+ * output gradient (0.5-3 KB apart at L6 C384), which its packing otherwise waits on:
+ * Zen 4, L6 C384, the weight gradients 0.9-2.5 ms a step faster in alternated steps of
+ * one run (six runs). Other A: nothing (the products that read A in place gained
+ * nothing from it). */
 static void ask_next_a(int transa, const float *A, int lda, int m0, int mc, int k0, int kc,
                        int part, int parts)
 {
+    if (transa != GEMM_BF16_STORED_T) return;
     const uint16_t *const h = (const uint16_t *)(const void *)A;
-    if (transa == GEMM_BF16_STORED_T) { /* [k][m]: its rows k0 .. k0+kc, mc values each */
-        const int r0 = k0 + (int)((long long)kc * part / parts);
-        const int r1 = k0 + (int)((long long)kc * (part + 1) / parts);
-        for (int r = r0; r < r1; r++) gt_prefetch_l2(h + (size_t)r * lda + m0, (size_t)mc * 2);
-    } else if (transa == GEMM_BF16_STORED) { /* [m][k]: rows m0 .. m0+mc, kc values each */
-        const int r0 = m0 + (int)((long long)mc * part / parts);
-        const int r1 = m0 + (int)((long long)mc * (part + 1) / parts);
-        for (int r = r0; r < r1; r++) gt_prefetch_l2(h + (size_t)r * lda + k0, (size_t)kc * 2);
-    }
+    const int r0 = k0 + (int)((long long)kc * part / parts);
+    const int r1 = k0 + (int)((long long)kc * (part + 1) / parts);
+    for (int r = r0; r < r1; r++) gt_prefetch_l2(h + (size_t)r * lda + m0, (size_t)mc * 2);
 }
 
 /* Rows m0 .. m0+mc of op(A) at depth k0 .. k0+kc into strips of MR at ap (kc2 x MR
