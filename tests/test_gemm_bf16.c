@@ -269,14 +269,15 @@ static void check_nested(const char *path)
 /* (d) the same products on 1, 2 and 3 threads (gemm_split.h: 300 rows are parts of rows
  * split unevenly over 3 threads; 60 and 20 rows are too few for the threads, so the
  * columns are split too, into 2 or 3 groups, or on the avx512-bf16 path a thread's own
- * columns; 40 rows of 2,100 columns: own columns past a column block; 600 deep: 2 depth
- * blocks) */
+ * columns; 40 rows of 2,100 columns: own columns past a column block; 800 rows: on the
+ * avx512-bf16 path, 256 or more a thread, each thread packs B's panels itself; 600
+ * deep: 2 depth blocks) */
 static void check_threads(const char *path)
 {
 #ifdef _OPENMP
-    static const int rows[] = {300, 60, 20, 40}, cols[] = {200, 200, 200, 2100};
+    static const int rows[] = {300, 60, 20, 40, 800}, cols[] = {200, 200, 200, 2100, 200};
     int same = 1;
-    for (int t = 0; t < 16; t++) {
+    for (int t = 0; t < 20; t++) {
         prob p = make(rows[t / 4], cols[t / 4] + t, 600, t & 1, (t >> 1) & 1, 1.0f,
                       t % 4 == 0 ? 0.0f : 0.5f);
         omp_set_num_threads(1);
@@ -291,8 +292,8 @@ static void check_threads(const char *path)
         drop(&p);
     }
     omp_set_num_threads(2);
-    TU_CHECK(same, "%s: 1, 2 and 3 OpenMP threads give the same bits (300, 60 and 20 x "
-             "200 x 600 and 40 x 2,100 x 600, all four transpositions; rows and columns "
+    TU_CHECK(same, "%s: 1, 2 and 3 OpenMP threads give the same bits (800, 300, 60 and 20 "
+             "x 200 x 600 and 40 x 2,100 x 600, all four transpositions; rows and columns "
              "split)", path);
 #else
     printf("     %s: one thread only (no OpenMP)\n", path);
