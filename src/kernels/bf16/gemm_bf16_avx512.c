@@ -4,7 +4,8 @@
  * columns and KC depth, B is packed once into strips of NR = 32 columns, then each
  * thread takes its items (gemm_split.h's row split: its own part of the rows in blocks
  * of up to MC rows, or blocks of rows and columns where the rows are few for the
- * threads), packs their rows into strips of MR = 14 rows, and runs the micro-kernel on
+ * threads; on a packed weight, the other parts' last strips too once its own are done,
+ * gemm_steal.h), packs their rows into strips of MR = 14 rows, and runs the micro-kernel on
  * every (row strip, column strip) pair, a short strip only on the rows it has. Packing
  * rounds FP32 to BF16 and lays pairs of consecutive k side by side in one 32-bit word,
  * the operand layout of VDPBF16PS:
@@ -31,6 +32,7 @@
 #include "bf16_x86.h" /* lanes, pairs_of, bf16_pairs_along_k/across_k (and _stored) */
 #include "prefetch.h" /* gt_prefetch_l2 */
 #include "gemm_split.h"
+#include "gemm_steal.h"
 #include "dot_counts.h" /* the bench's count of VDPBF16PS and kernel time */
 
 #ifdef _OPENMP
@@ -361,15 +363,92 @@ static int a_in_place(int transa, const float *A, int lda, int K)
            K % 2 == 0;
 }
 
+/* One item of depth_inside: rows m0 .. m1 and column strips c0 .. c1 of the column
+ * block at jc (nc columns), every depth block in turn, its piece of C in C or in piece */
+static void depth_item(uint32_t *ap, float *piece, int transa, int N, int K, float alpha,
+                       const float *A, int lda, float beta, float *C, int ldc,
+                       const void *bpre, const gemm_bf16_epilogue *ep, int in_place, int jc,
+                       int nc, int m0, int m1, int c0, int c1)
+{
+    const uint16_t *const a16 = (const uint16_t *)(const void *)A;
+    const int mc = m1 - m0;
+    const int n_from = c0 * NR, n_to = c1 * NR < nc ? c1 * NR : nc;
+    float *const cp = piece ? piece : C + (size_t)m0 * ldc + jc + n_from;
+    const int ldp = piece ? NC : ldc;
+    for (int pc = 0; pc < K; pc += KC) {
+        const int kc = K - pc < KC ? K - pc : KC, kc2 = (kc + 1) / 2;
+        const uint32_t *bp = (const uint32_t *)bpre +
+                             gemm_bf16_block_offset(&gemm_bf16_avx512_packer, K, N, jc, pc);
+        float *const sums = ep && ep->row_sums && jc == 0 && c0 == 0 ? ep->row_sums : NULL;
+        pack_a_block(ap, transa, A, lda, m0, mc, pc, kc, sums, in_place);
+        const uint64_t t0 = dot_counts_span_begin();
+        for (int s = c0; s < c1; s++) {
+            const int n0 = s * NR, nr = nc - n0 < NR ? nc - n0 : NR;
+            const uint32_t *const bs = bp + (size_t)s * kc2 * NR;
+            for (int i = 0; i < mc; i += MR) {
+                float *const ci = cp + (size_t)i * ldp + (n0 - n_from);
+                const float bet = pc == 0 ? beta : 1.0f;
+                if (in_place && mc - i >= MR)
+                    kernel_in_place(kc2, a16 + (size_t)(m0 + i) * lda + pc, lda, bs, ci, ldp,
+                                    nr, alpha, bet);
+                else
+                    kernel(kc2, ap + (size_t)(i / MR) * kc2 * MR, bs, ci, ldp,
+                           mc - i < MR ? mc - i : MR, nr, alpha, bet);
+            }
+        }
+        dot_counts_span_end(t0, kernel_dots(c1 - c0, mc, kc2));
+        if (gemm_bf16_epilogue_acts(ep, pc == 0, pc + kc >= K))
+            gemm_bf16_epilogue_piece(ep, cp, ldp, m0, jc + n_from, mc, n_to - n_from, pc == 0,
+                                     pc + kc >= K);
+    }
+}
+
+/* Part p's rows [*lo, *hi) of M and its strips: gemm_row_split's parts */
+static int part_strips(int p, int parts, int M, int *lo, int *hi)
+{
+    gemm_split_part(p, parts, M, lo, hi);
+    return (*hi - *lo + MR - 1) / MR;
+}
+
+/* depth_inside's items handed out as they run (gemm_steal.h): this thread's own part a
+ * row block at a time, then the other parts' last strips */
+static void depth_stolen(uint32_t *ap, float *piece, int transa, int M, int N, int K,
+                         float alpha, const float *A, int lda, float beta, float *C, int ldc,
+                         const void *bpre, const gemm_bf16_epilogue *ep, int in_place,
+                         gemm_steal_part *steal, int thread, int nthreads)
+{
+    const int nstrips = (N + NR - 1) / NR;
+    for (int k = 0; k < nthreads; k++) {
+        const int p = (thread + k) % nthreads; /* its own part first */
+        int lo, hi, s0, s1;
+        gemm_steal_open(&steal[p], part_strips(p, nthreads, M, &lo, &hi));
+        while (k == 0 ? gemm_steal_front(&steal[p], MC / MR, &s0, &s1)
+                      : gemm_steal_back(&steal[p], &s0, &s1)) {
+            const int m0 = lo + s0 * MR, m1 = lo + s1 * MR < hi ? lo + s1 * MR : hi;
+            depth_item(ap, piece, transa, N, K, alpha, A, lda, beta, C, ldc, bpre, ep,
+                       in_place, 0, N, m0, m1, 0, nstrips);
+        }
+    }
+}
+
 /* The product on B's packed copy bpre, run by each thread of the team: its items' depth
  * blocks in turn; each piece of C (mc rows of the item's columns) in C, or where piece
- * is not NULL there (NC floats a row), the epilogue's outputs alone leaving it */
+ * is not NULL there (NC floats a row), the epilogue's outputs alone leaving it. With
+ * steal (room for the team's parts, reset), where the rows are cut one part a thread
+ * and the columns are one block, the items are handed out as they run (depth_stolen). */
 static void depth_inside(uint32_t *ap, float *piece, int transa, int M, int N, int K,
                          float alpha, const float *A, int lda, float beta, float *C, int ldc,
-                         const void *bpre, const gemm_bf16_epilogue *ep, int nthreads)
+                         const void *bpre, const gemm_bf16_epilogue *ep, int thread,
+                         int nthreads, gemm_steal_part *steal)
 {
     const int in_place = a_in_place(transa, A, lda, K);
-    const uint16_t *const a16 = (const uint16_t *)(const void *)A;
+    if (steal && N <= NC &&
+        gemm_row_split_for(M, MR, MC / MR, (N + NR - 1) / NR, nthreads).parts == nthreads &&
+        nthreads > 1) {
+        depth_stolen(ap, piece, transa, M, N, K, alpha, A, lda, beta, C, ldc, bpre, ep,
+                     in_place, steal, thread, nthreads);
+        return;
+    }
     for (int jc = 0; jc < N; jc += NC) {
         const int nc = N - jc < NC ? N - jc : NC, nstrips = (nc + NR - 1) / NR;
         const gemm_row_split sp = gemm_row_split_for(M, MR, MC / MR, nstrips, nthreads);
@@ -377,37 +456,9 @@ static void depth_inside(uint32_t *ap, float *piece, int transa, int M, int N, i
 #pragma omp for schedule(static) nowait
         for (int it = 0; it < items; it++) {
             int rb, m0, m1, c0, c1;
-            if (!gemm_row_split_item(sp, it, M, MR, nstrips, &rb, &m0, &m1, &c0, &c1)) continue;
-            const int mc = m1 - m0;
-            const int n_from = c0 * NR, n_to = c1 * NR < nc ? c1 * NR : nc;
-            float *const cp = piece ? piece : C + (size_t)m0 * ldc + jc + n_from;
-            const int ldp = piece ? NC : ldc;
-            for (int pc = 0; pc < K; pc += KC) {
-                const int kc = K - pc < KC ? K - pc : KC, kc2 = (kc + 1) / 2;
-                const uint32_t *bp = (const uint32_t *)bpre +
-                                     gemm_bf16_block_offset(&gemm_bf16_avx512_packer, K, N, jc, pc);
-                float *const sums = ep && ep->row_sums && jc == 0 && c0 == 0 ? ep->row_sums : NULL;
-                pack_a_block(ap, transa, A, lda, m0, mc, pc, kc, sums, in_place);
-                const uint64_t t0 = dot_counts_span_begin();
-                for (int s = c0; s < c1; s++) {
-                    const int n0 = s * NR, nr = nc - n0 < NR ? nc - n0 : NR;
-                    const uint32_t *const bs = bp + (size_t)s * kc2 * NR;
-                    for (int i = 0; i < mc; i += MR) {
-                        float *const ci = cp + (size_t)i * ldp + (n0 - n_from);
-                        const float bet = pc == 0 ? beta : 1.0f;
-                        if (in_place && mc - i >= MR)
-                            kernel_in_place(kc2, a16 + (size_t)(m0 + i) * lda + pc, lda, bs, ci,
-                                            ldp, nr, alpha, bet);
-                        else
-                            kernel(kc2, ap + (size_t)(i / MR) * kc2 * MR, bs, ci, ldp,
-                                   mc - i < MR ? mc - i : MR, nr, alpha, bet);
-                    }
-                }
-                dot_counts_span_end(t0, kernel_dots(c1 - c0, mc, kc2));
-                if (gemm_bf16_epilogue_acts(ep, pc == 0, pc + kc >= K))
-                    gemm_bf16_epilogue_piece(ep, cp, ldp, m0, jc + n_from, mc, n_to - n_from,
-                                             pc == 0, pc + kc >= K);
-            }
+            if (gemm_row_split_item(sp, it, M, MR, nstrips, &rb, &m0, &m1, &c0, &c1))
+                depth_item(ap, piece, transa, N, K, alpha, A, lda, beta, C, ldc, bpre, ep,
+                           in_place, jc, nc, m0, m1, c0, c1);
         }
     }
 }
@@ -509,6 +560,15 @@ void gemm_bf16_avx512(int transa, int transb, int M, int N, int K, float alpha,
 {
     uint32_t *const bbuf = bpack;
     const int mstrips = (M + MR - 1) / MR;
+    /* the parts' state for handing out a packed-copy product's rows (gemm_steal.h) */
+    gemm_steal_part steal[GEMM_STEAL_MAX];
+#ifdef _OPENMP
+    const int team_max = parallel ? omp_get_max_threads() : 1;
+#else
+    const int team_max = 1;
+#endif
+    const int stealing = bpre && team_max > 1 && team_max <= GEMM_STEAL_MAX;
+    if (stealing) gemm_steal_reset(steal, team_max);
 #pragma omp parallel if (parallel && (mstrips > 1 || N > NR))
     {
 #ifdef _OPENMP
@@ -536,7 +596,7 @@ void gemm_bf16_avx512(int transa, int transb, int M, int N, int K, float alpha,
                                      ? (float *)(ap + GEMM_BF16_APACK_PANEL / sizeof *ap)
                                      : NULL;
             depth_inside(ap, piece, transa, M, N, K, alpha, A, lda, beta, C, ldc, bpre, ep,
-                         nthreads);
+                         thread, nthreads, stealing && nthreads <= team_max ? steal : NULL);
         }
         int panels = 0; /* B panels packed so far: the next goes into the other buffer */
         /* (with a copy depth_inside did it, with own columns columns_own) */

@@ -60,7 +60,8 @@ static inline int gemm_split_item(gemm_split s, int it, int mstrips, int nstrips
  * of 14 and one of 2 each, where strips alone gave one thread 74 strips' work and the
  * other 73. Where the rows are few, the strips are split as gemm_split_for does (one
  * part) and the columns too. The items are (part, row block, column group), thread t
- * taking part t's under `omp for schedule(static)`. */
+ * taking part t's under `omp for schedule(static)`; or, for the avx512-bf16 path's
+ * products on a packed weight, handed out as they run (gemm_steal.h). */
 typedef struct {
     int parts;  /* near-equal parts of the rows: the thread count, or 1 */
     int blocks; /* row blocks a part (some empty in the shorter parts) */
