@@ -539,8 +539,10 @@ static void columns_own(uint32_t *ap, uint32_t *bp, int transa, int transb, int 
  * a panel fits a thread's part. Nothing then waits between panels; the price is B
  * packed by every thread, small beside the rows a thread multiplies into it. The weight
  * gradients with more rows than columns (q|k|v's and the MLP's, 1152 and 1536 x 384 x
- * 2048), Zen 4, 2 threads: 3.6 ms a step less (median of 7 runs, alternated steps; their
- * B comes from memory, and the threads finished packing it at different times). */
+ * 2048), Zen 4, 2 threads, on in alternate steps of one run: about 2 ms a step less
+ * (medians of the runs' paired steps: 3.6 ms over 7 runs with it on the even steps, 1.5
+ * over 5 with it on the odd ones; runs with nothing switched spread +-2 ms about -0.9).
+ * Their B comes from memory, and the threads finished packing it at different times. */
 enum { ROWS_PRIVATE_B = 256 };
 static size_t private_b_words(int nthreads)
 {

@@ -11,7 +11,9 @@
  * step of waits, the two threads summed, at L6 C384 on a Zen 4. A thread that has
  * finished its own rows now runs the slower one's last strips instead: the forward and
  * input-gradient products (on packed weights) handed out in alternate steps of one run
- * made the step 0.9-9.8 ms shorter in six runs (median 3.6 ms, of 390-410).
+ * made the step shorter in all eleven runs, 0.9-9.8 ms (medians of the runs' paired
+ * steps 3.6 ms with it on the even steps, six runs, and 4.0 on the odd ones, five; of
+ * 390-420 ms; runs with nothing switched spread +-2 ms about -0.9).
  *
  * The bits do not change: every row of C is summed by one thread, in the same order,
  * whichever thread it is and whichever strip it falls in.
