@@ -26,13 +26,7 @@
 #include "testutil.h"
 
 static uint64_t rs = 0x9e3779b97f4a7c15ull;
-static uint32_t next_u32(void)
-{
-    rs ^= rs << 13;
-    rs ^= rs >> 7;
-    rs ^= rs << 17;
-    return (uint32_t)(rs >> 32);
-}
+static uint32_t next_u32(void) { return (uint32_t)(tu_xorshift64(&rs) >> 32); }
 
 static float runif(void) { return (float)((next_u32() >> 8) * 0x1p-24) - 0.5f; }
 

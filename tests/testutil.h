@@ -5,6 +5,7 @@
 #define GT_TESTUTIL_H
 
 #include <math.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -26,6 +27,17 @@ static int tu_checks = 0;
         printf(__VA_ARGS__);                                                  \
         printf("\n");                                                         \
     } while (0)
+
+/* The next of Marsaglia's xorshift64 sequence in *state (never 0): the tests' own cheap,
+ * portable random numbers, the same on every machine. */
+static inline uint64_t tu_xorshift64(uint64_t *state)
+{
+    uint64_t x = *state;
+    x ^= x << 13;
+    x ^= x >> 7;
+    x ^= x << 17;
+    return *state = x;
+}
 
 /* Relative error |a-b| / max(|a|,|b|,floor). */
 static inline double tu_relerr(double a, double b, double floor_)
