@@ -8,7 +8,11 @@
  *   (b) the products that hand out their rows (a weight packed once, 700 and 300 rows,
  *       both orientations) give the bits of the same product on one thread, on 2 and 3
  *       threads (3 on a 2-core machine: the threads' progress differs, so strips change
- *       hands), 8 times each, and the bits of the product that packs B itself. */
+ *       hands), 8 times each, and the bits of the product that packs B itself;
+ *   (c) the weight gradients that hand out the rows of their last depth block (rows of
+ *       their own, B packed per thread: 900 x 96 x 1100, three depth blocks, and 800 x
+ *       130 x 300, one), with the bias gradient's row sums, give the one-thread bits of
+ *       C and the sums on 2 and 3 threads, 8 times each. */
 #include <stdatomic.h>
 #include <stdint.h>
 #include <stdlib.h>
@@ -154,6 +158,45 @@ static void check_products(void)
     TU_CHECK(same_unpacked, "... and the bits of the same products packing B themselves");
 }
 
+/* (c) */
+static void check_weight_gradients(void)
+{
+    static const struct {
+        int M, N, K;
+    } shapes[] = {{900, 96, 1100}, {800, 130, 300}};
+    int same = 1, cases = 0;
+    for (size_t si = 0; si < sizeof shapes / sizeof shapes[0]; si++) {
+        const int M = shapes[si].M, N = shapes[si].N, K = shapes[si].K;
+        float *A = malloc((size_t)K * M * sizeof *A), *B = malloc((size_t)K * N * sizeof *B);
+        float *one = malloc((size_t)M * N * sizeof *one), *C = malloc((size_t)M * N * sizeof *C);
+        float *sums1 = calloc((size_t)M, sizeof *sums1), *sums = malloc((size_t)M * sizeof *sums);
+        if (!A || !B || !one || !C || !sums1 || !sums) exit(99);
+        for (size_t i = 0; i < (size_t)K * M; i++) A[i] = runif();
+        for (size_t i = 0; i < (size_t)K * N; i++) B[i] = runif();
+        for (int threads = 1; threads <= 3; threads++)
+            for (int rep = 0; rep < (threads == 1 ? 1 : 8); rep++) {
+#ifdef _OPENMP
+                omp_set_num_threads(threads);
+#endif
+                float *const c = threads == 1 ? one : C, *const rs = threads == 1 ? sums1 : sums;
+                memset(rs, 0, (size_t)M * sizeof *rs);
+                gemm_bf16_fused(1, 0, M, N, K, 1.0f, A, M, B, N, 0.0f, c, N,
+                                &(gemm_bf16_epilogue){.row_sums = rs});
+                if (threads == 1) continue;
+                same &= memcmp(one, C, (size_t)M * N * sizeof *C) == 0 &&
+                        memcmp(sums1, sums, (size_t)M * sizeof *sums) == 0;
+                cases++;
+            }
+        free(A), free(B), free(one), free(C), free(sums1), free(sums);
+    }
+#ifdef _OPENMP
+    omp_set_num_threads(2);
+#endif
+    TU_CHECK(same, "weight gradients handing out their last depth block's rows give the "
+             "one-thread bits of C and of the row sums on 2 and 3 threads (%d runs: 900 x 96 "
+             "x 1100, 800 x 130 x 300)", cases);
+}
+
 int main(void)
 {
     check_claims();
@@ -161,6 +204,7 @@ int main(void)
     if (cpu_isa_level() >= CPU_ISA_AVX512_BF16) {
         gemm_bf16_force_path(GEMM_BF16_AVX512);
         check_products();
+        check_weight_gradients();
     } else {
         printf("     products: not run (this CPU lacks AVX512_BF16, whose path hands out "
                "rows); the claims above are the whole check here\n");

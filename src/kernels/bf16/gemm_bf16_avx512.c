@@ -555,6 +555,97 @@ static int private_b_panels(int M, int N, int nthreads)
            panel_words(N < NC ? N : NC, KC) <= private_b_words(nthreads);
 }
 
+/* Rows m0 .. m0+mc (at most MC) of a product on this thread's private panel `mine` (one
+ * column block jc, nc wide, at depth pc .. pc+kc): A packed, the kernels, the epilogue
+ * where the depth block asks for it; (nm0, nmc, npc) the block this thread runs next,
+ * whose A^T is asked into L2 meanwhile (npc >= K: none) */
+static void private_block(uint32_t *ap, const uint32_t *mine, int transa, int K, float alpha,
+                          const float *A, int lda, float beta, float *C, int ldc,
+                          const gemm_bf16_epilogue *ep, int jc, int nc, int pc, int kc, int m0,
+                          int mc, int nm0, int nmc, int npc)
+{
+    const int kc2 = (kc + 1) / 2, nstrips = (nc + NR - 1) / NR;
+    const float bet = pc == 0 ? beta : 1.0f;
+    /* the row sums once a row block and depth block, as A^T is packed */
+    float *const sums = ep && ep->row_sums && jc == 0 ? ep->row_sums : NULL;
+    pack_a_block(ap, transa, A, lda, m0, mc, pc, kc, sums, 0);
+    const int nkc = K - npc < KC ? K - npc : KC;
+    const uint64_t t0 = dot_counts_span_begin();
+    for (int s = 0; s < nstrips; s++) {
+        if (npc < K && nmc > 0) ask_next_a(transa, A, lda, nm0, nmc, npc, nkc, s, nstrips);
+        const int n0 = s * NR, nr = nc - n0 < NR ? nc - n0 : NR;
+        for (int i = 0; i < mc; i += MR)
+            kernel(kc2, ap + (size_t)(i / MR) * kc2 * MR, mine + (size_t)s * kc2 * NR,
+                   C + (size_t)(m0 + i) * ldc + jc + n0, ldc, mc - i < MR ? mc - i : MR, nr,
+                   alpha, bet);
+    }
+    dot_counts_span_end(t0, kernel_dots(nstrips, mc, kc2));
+    if (gemm_bf16_epilogue_acts(ep, pc == 0, pc + kc >= K))
+        gemm_bf16_epilogue_block(ep, C, ldc, m0, jc, mc, nc, pc == 0, pc + kc >= K);
+}
+
+/* The product with each thread on its own rows (gemm_row_split's parts: part_strips) in
+ * blocks of MC, every panel of B packed whole by that thread into its own part of the
+ * panel buffers (private_b_panels), so nothing waits between the panels.
+ * With steal (room for the team's parts, reset) and one column block, the last depth
+ * block's rows are handed out as they run (gemm_steal.h): a thread that has run its
+ * own part's earlier depth blocks opens its part, takes its strips from the front, then
+ * the other opened parts' last strips from the back. A part opens only once its owner
+ * has summed every earlier depth block of its rows (the open publishes them), so a
+ * stolen strip adds the last block to sums that are complete, in the same order: the
+ * same bits. Its panel of that depth block is the thief's own, packed as the owner's.
+ * Why: these weight gradients' threads finished 0.1-0.6 ms apart, either one last
+ * (not the same core's thread each time: rows dealt by each thread's measured speed
+ * did not shorten the waits), product after product; their parts cannot be handed out
+ * over the whole depth without a barrier between the depth blocks, and the last one (a
+ * quarter of the depth at K = 2048) holds more than the gap. Zen 4, L6 C384, 2 threads:
+ * the first thread done waited 8.4-8.8 ms a step at the ends of the weight gradients,
+ * 2.5 ms with this (the rest in those with columns of their own); on in alternate
+ * steps of ten runs, the step 1.0-1.5 ms shorter (medians of the paired steps: 1.5 with
+ * it on the even steps, five runs, all shorter; 0.8 on the odd ones, five runs, three
+ * shorter and two even). */
+static void rows_private(uint32_t *ap, uint32_t *bbuf, int transa, int transb, int M, int N,
+                         int K, float alpha, const float *A, int lda, const float *B, int ldb,
+                         float beta, float *C, int ldc, const gemm_bf16_epilogue *ep,
+                         int thread, int nthreads, gemm_steal_part *steal)
+{
+    uint32_t *const mine = bbuf + (size_t)thread * private_b_words(nthreads);
+    int lo, hi;
+    const int own = part_strips(thread, nthreads, M, &lo, &hi);
+    const int hand_out = steal && N <= NC;
+    for (int jc = 0; jc < N; jc += NC) {
+        const int nc = N - jc < NC ? N - jc : NC, nstrips = (nc + NR - 1) / NR;
+        for (int pc = 0; pc < K; pc += KC) {
+            const int kc = K - pc < KC ? K - pc : KC;
+            for (int s = 0; s < nstrips; s++)
+                pack_strip(mine, s, nc, transb, B, ldb, jc, pc, kc);
+            if (hand_out && pc + kc >= K) { /* the last depth block */
+                gemm_steal_open(&steal[thread], own);
+                for (int k = 0; k < nthreads; k++) {
+                    const int p = (thread + k) % nthreads; /* its own part first */
+                    int plo, phi, s0, s1;
+                    part_strips(p, nthreads, M, &plo, &phi);
+                    while (k == 0 ? gemm_steal_front(&steal[p], MC / MR, &s0, &s1)
+                                  : gemm_steal_back(&steal[p], &s0, &s1)) {
+                        const int m0 = plo + s0 * MR;
+                        const int m1 = plo + s1 * MR < phi ? plo + s1 * MR : phi;
+                        private_block(ap, mine, transa, K, alpha, A, lda, beta, C, ldc, ep, jc,
+                                      nc, pc, kc, m0, m1 - m0, 0, 0, K);
+                    }
+                }
+                continue;
+            }
+            for (int m0 = lo; m0 < hi; m0 += MC) {
+                const int mc = hi - m0 < MC ? hi - m0 : MC;
+                /* the next block: the next rows at this depth, else the first at the next */
+                const int nm0 = m0 + MC < hi ? m0 + MC : lo, npc = m0 + MC < hi ? pc : pc + KC;
+                private_block(ap, mine, transa, K, alpha, A, lda, beta, C, ldc, ep, jc, nc, pc,
+                              kc, m0, mc, nm0, hi - nm0 < MC ? hi - nm0 : MC, npc);
+            }
+        }
+    }
+}
+
 void gemm_bf16_avx512(int transa, int transb, int M, int N, int K, float alpha,
                       const float *A, int lda, const float *B, int ldb, float beta, float *C,
                       int ldc, void *bpack, void *const *apacks, int parallel,
@@ -569,7 +660,8 @@ void gemm_bf16_avx512(int transa, int transb, int M, int N, int K, float alpha,
 #else
     const int team_max = 1;
 #endif
-    const int stealing = bpre && team_max > 1 && team_max <= GEMM_STEAL_MAX;
+    const int stealing = (bpre || private_b_panels(M, N, team_max)) && team_max > 1 &&
+                         team_max <= GEMM_STEAL_MAX;
     if (stealing) gemm_steal_reset(steal, team_max);
 #pragma omp parallel if (parallel && (mstrips > 1 || N > NR))
     {
@@ -581,8 +673,8 @@ void gemm_bf16_avx512(int transa, int transb, int M, int N, int K, float alpha,
         uint32_t *const ap = apacks[parallel ? thread : 0];
         /* Every thread walks the same (column block, depth block) loops; the work inside
          * each is split by the omp for's, and one barrier a panel keeps packing B and its
-         * use apart (two buffers in turn: see gemm_bf16.h), or none where each thread
-         * packs its own panels (private_b_panels).
+         * use apart (two buffers in turn: see gemm_bf16.h); none where each thread packs
+         * its own panels for its own rows (private_b_panels: rows_private).
          * A packed copy (bpre) needs neither the packing nor the barriers: a thread's
          * items are the same C blocks at every depth block, so it alone follows up its
          * own sums, an item's depth blocks one after the other with its piece of C in
@@ -590,9 +682,14 @@ void gemm_bf16_avx512(int transa, int transb, int M, int N, int K, float alpha,
          * where the epilogue leaves C unused. Nor does a product whose threads each own
          * their columns (columns_owned): each packs and reads only its own strips. */
         const int owned = !bpre && columns_owned(M, N, nthreads);
+        const int private_b = !bpre && !owned && private_b_panels(M, N, nthreads);
         if (owned) {
             columns_own(ap, bbuf, transa, transb, M, N, K, alpha, A, lda, B, ldb, beta, C,
                         ldc, ep, thread, nthreads);
+        } else if (private_b) {
+            rows_private(ap, bbuf, transa, transb, M, N, K, alpha, A, lda, B, ldb, beta, C,
+                         ldc, ep, thread, nthreads,
+                         stealing && nthreads <= team_max ? steal : NULL);
         } else if (bpre) {
             float *const piece = ep && ep->c_unused && beta == 0.0f
                                      ? (float *)(ap + GEMM_BF16_APACK_PANEL / sizeof *ap)
@@ -601,10 +698,9 @@ void gemm_bf16_avx512(int transa, int transb, int M, int N, int K, float alpha,
                          thread, nthreads, stealing && nthreads <= team_max ? steal : NULL);
         }
         int panels = 0; /* B panels packed so far: the next goes into the other buffer */
-        /* (with a copy depth_inside did it, with own columns columns_own) */
-        const int private_b = !bpre && !owned && private_b_panels(M, N, nthreads);
-        uint32_t *const mine = bbuf + (size_t)thread * private_b_words(nthreads);
-        for (int jc = 0; jc < N && !bpre && !owned; jc += NC) {
+        /* (with a copy depth_inside did it, with own columns columns_own, with own rows
+         * and panels rows_private) */
+        for (int jc = 0; jc < N && !bpre && !owned && !private_b; jc += NC) {
             const int nc = N - jc < NC ? N - jc : NC, nstrips = (nc + NR - 1) / NR;
             /* (part, row block, column group) items, an equal share for every thread */
             const gemm_row_split sp = gemm_row_split_for(M, MR, MC / MR, nstrips, nthreads);
@@ -616,16 +712,10 @@ void gemm_bf16_avx512(int transa, int transb, int M, int N, int K, float alpha,
                  * passed the barrier after the last panel's packing, so every thread is
                  * done with the panel before, which was in it */
                 uint32_t *const bp =
-                    private_b ? mine
-                              : bbuf + (size_t)(panels++ & 1) * (GEMM_BF16_BPACK / sizeof *bbuf);
-                if (private_b) /* this thread's panel, read only by it: no barrier */
-                    for (int s = 0; s < nstrips; s++)
-                        pack_strip(bp, s, nc, transb, B, ldb, jc, pc, kc);
-                else {
+                    bbuf + (size_t)(panels++ & 1) * (GEMM_BF16_BPACK / sizeof *bbuf);
 #pragma omp for schedule(static) /* its barrier: the panel is whole before any use */
-                    for (int s = 0; s < nstrips; s++)
-                        pack_strip(bp, s, nc, transb, B, ldb, jc, pc, kc);
-                }
+                for (int s = 0; s < nstrips; s++)
+                    pack_strip(bp, s, nc, transb, B, ldb, jc, pc, kc);
                 int packed = -1; /* the row block in this thread's A buffer */
 #pragma omp for schedule(static) nowait
                 for (int it = 0; it < items; it++) {

@@ -15,6 +15,11 @@
  * steps 3.6 ms with it on the even steps, six runs, and 4.0 on the odd ones, five; of
  * 390-420 ms; runs with nothing switched spread +-2 ms about -0.9).
  *
+ * The weight gradients whose threads pack B for their own rows (gemm_bf16_avx512.c's
+ * rows_private) hand out their last depth block's strips the same way, with one
+ * difference: only an owner opens its part, once it has summed its rows' earlier depth
+ * blocks, and a thief finds nothing in a part not yet open (gemm_steal_back).
+ *
  * The bits do not change: every row of C is summed by one thread, in the same order,
  * whichever thread it is and whichever strip it falls in.
  *
@@ -69,7 +74,8 @@ static inline int gemm_steal_front(gemm_steal_part *p, int want, int *s0, int *s
     }
 }
 
-/* A thief's claim: the part's last strip into [*s0, *s1); 0 when the part is done */
+/* A thief's claim: the part's last strip into [*s0, *s1); 0 when the part is done, or
+ * not yet open (GEMM_STEAL_UNSET: first and end both UINT32_MAX) */
 static inline int gemm_steal_back(gemm_steal_part *p, int *s0, int *s1)
 {
     uint64_t v = atomic_load(&p->range);
