@@ -418,16 +418,14 @@ static void depth_stolen(uint32_t *ap, float *piece, int transa, int M, int N, i
                          gemm_steal_part *steal, int thread, int nthreads)
 {
     const int nstrips = (N + NR - 1) / NR;
-    for (int k = 0; k < nthreads; k++) {
-        const int p = (thread + k) % nthreads; /* its own part first */
-        int lo, hi, s0, s1;
-        gemm_steal_open(&steal[p], part_strips(p, nthreads, M, &lo, &hi));
-        while (k == 0 ? gemm_steal_front(&steal[p], MC / MR, &s0, &s1)
-                      : gemm_steal_back(&steal[p], &s0, &s1)) {
-            const int m0 = lo + s0 * MR, m1 = lo + s1 * MR < hi ? lo + s1 * MR : hi;
-            depth_item(ap, piece, transa, N, K, alpha, A, lda, beta, C, ldc, bpre, ep,
-                       in_place, 0, N, m0, m1, 0, nstrips);
-        }
+    int lo, hi, k = 0, p, s0, s1;
+    for (int q = 0; q < nthreads; q++) /* any thread may open any part: no order to keep */
+        gemm_steal_open(&steal[q], part_strips(q, nthreads, M, &lo, &hi));
+    while (gemm_steal_next(steal, thread, nthreads, MC / MR, &k, &p, &s0, &s1)) {
+        part_strips(p, nthreads, M, &lo, &hi);
+        const int m0 = lo + s0 * MR, m1 = lo + s1 * MR < hi ? lo + s1 * MR : hi;
+        depth_item(ap, piece, transa, N, K, alpha, A, lda, beta, C, ldc, bpre, ep, in_place,
+                   0, N, m0, m1, 0, nstrips);
     }
 }
 
@@ -479,6 +477,37 @@ static int columns_owned(int M, int N, int nthreads)
     return nthreads > 1 && M <= N && (N < NC ? N : NC) >= nthreads * NR;
 }
 
+/* Rows m0 .. m0+mc (at most MC) of A at depth pc .. pc+kc packed (sums, or NULL: the row
+ * sums, added as A^T is packed), times column strips [c0, c1) of the column block at jc
+ * (nc wide), packed at `strips` (strip c0 first, strip_words apart); the epilogue
+ * where the depth block asks for it. (nm0, nmc, npc): the block this thread runs next,
+ * whose A^T is asked into L2 meanwhile (npc >= K: none). The B panel is the caller's
+ * own (columns_own, rows_private): nothing else writes it while this runs. */
+static void block_on_strips(uint32_t *ap, const uint32_t *strips, size_t strip_words,
+                            int transa, int K, float alpha, const float *A, int lda,
+                            float beta, float *C, int ldc, const gemm_bf16_epilogue *ep,
+                            float *sums, int jc, int nc, int c0, int c1, int pc, int kc, int m0,
+                            int mc, int nm0, int nmc, int npc)
+{
+    const int kc2 = (kc + 1) / 2, n_to = c1 * NR < nc ? c1 * NR : nc;
+    const float bet = pc == 0 ? beta : 1.0f;
+    pack_a_block(ap, transa, A, lda, m0, mc, pc, kc, sums, 0);
+    const int nkc = K - npc < KC ? K - npc : KC;
+    const uint64_t t0 = dot_counts_span_begin();
+    for (int s = c0; s < c1; s++) {
+        if (npc < K && nmc > 0) ask_next_a(transa, A, lda, nm0, nmc, npc, nkc, s - c0, c1 - c0);
+        const int n0 = s * NR, nr = nc - n0 < NR ? nc - n0 : NR;
+        for (int i = 0; i < mc; i += MR)
+            kernel(kc2, ap + (size_t)(i / MR) * kc2 * MR, strips + (size_t)(s - c0) * strip_words,
+                   C + (size_t)(m0 + i) * ldc + jc + n0, ldc, mc - i < MR ? mc - i : MR, nr,
+                   alpha, bet);
+    }
+    dot_counts_span_end(t0, kernel_dots(c1 - c0, mc, kc2));
+    if (gemm_bf16_epilogue_acts(ep, pc == 0, pc + kc >= K))
+        gemm_bf16_epilogue_block(ep, C, ldc, m0, jc + c0 * NR, mc, n_to - c0 * NR, pc == 0,
+                                 pc + kc >= K);
+}
+
 /* The product with each thread on its own column strips of every column block (strips
  * split as gemm_split_part does), all rows, B packed by that thread alone into its own
  * part of both panel buffers (bp: GEMM_BF16_BPACKS bytes, 2 NC / NR strips of KC2
@@ -495,12 +524,10 @@ static void columns_own(uint32_t *ap, uint32_t *bp, int transa, int transb, int 
         const int nc = N - jc < NC ? N - jc : NC, nstrips = (nc + NR - 1) / NR;
         int c0, c1;
         gemm_split_part(thread, nthreads, nstrips, &c0, &c1);
-        const int n_to = c1 * NR < nc ? c1 * NR : nc;
         /* the row sums by the thread with the first columns, once a row and depth */
         float *const sums = ep && ep->row_sums && jc == 0 && c0 == 0 ? ep->row_sums : NULL;
         for (int pc = 0; pc < K && c0 < c1; pc += KC) {
-            const int kc = K - pc < KC ? K - pc : KC, kc2 = (kc + 1) / 2;
-            const float bet = pc == 0 ? beta : 1.0f;
+            const int kc = K - pc < KC ? K - pc : KC;
             for (int s = c0; s < c1; s++) {
                 const int n0 = s * NR;
                 pack_b(mine + (size_t)(s - c0) * KC2 * NR, transb, B, ldb, jc + n0,
@@ -508,24 +535,11 @@ static void columns_own(uint32_t *ap, uint32_t *bp, int transa, int transb, int 
             }
             for (int m0 = 0; m0 < M; m0 += MC) {
                 const int mc = M - m0 < MC ? M - m0 : MC;
-                pack_a_block(ap, transa, A, lda, m0, mc, pc, kc, sums, 0);
                 /* the next block: the next rows at this depth, else the first at the next */
                 const int nm0 = m0 + MC < M ? m0 + MC : 0, npc = m0 + MC < M ? pc : pc + KC;
-                const int nmc = M - nm0 < MC ? M - nm0 : MC, nkc = K - npc < KC ? K - npc : KC;
-                const uint64_t t0 = dot_counts_span_begin();
-                for (int s = c0; s < c1; s++) {
-                    if (npc < K) ask_next_a(transa, A, lda, nm0, nmc, npc, nkc, s - c0, c1 - c0);
-                    const int n0 = s * NR, nr = nc - n0 < NR ? nc - n0 : NR;
-                    for (int i = 0; i < mc; i += MR)
-                        kernel(kc2, ap + (size_t)(i / MR) * kc2 * MR,
-                               mine + (size_t)(s - c0) * KC2 * NR,
-                               C + (size_t)(m0 + i) * ldc + jc + n0, ldc,
-                               mc - i < MR ? mc - i : MR, nr, alpha, bet);
-                }
-                dot_counts_span_end(t0, kernel_dots(c1 - c0, mc, kc2));
-                if (gemm_bf16_epilogue_acts(ep, pc == 0, pc + kc >= K))
-                    gemm_bf16_epilogue_block(ep, C, ldc, m0, jc + c0 * NR, mc, n_to - c0 * NR,
-                                             pc == 0, pc + kc >= K);
+                block_on_strips(ap, mine, (size_t)KC2 * NR, transa, K, alpha, A, lda, beta, C,
+                                ldc, ep, sums, jc, nc, c0, c1, pc, kc, m0, mc, nm0,
+                                M - nm0 < MC ? M - nm0 : MC, npc);
             }
         }
     }
@@ -553,35 +567,6 @@ static int private_b_panels(int M, int N, int nthreads)
 {
     return nthreads > 1 && M / nthreads >= ROWS_PRIVATE_B &&
            panel_words(N < NC ? N : NC, KC) <= private_b_words(nthreads);
-}
-
-/* Rows m0 .. m0+mc (at most MC) of a product on this thread's private panel `mine` (one
- * column block jc, nc wide, at depth pc .. pc+kc): A packed, the kernels, the epilogue
- * where the depth block asks for it; (nm0, nmc, npc) the block this thread runs next,
- * whose A^T is asked into L2 meanwhile (npc >= K: none) */
-static void private_block(uint32_t *ap, const uint32_t *mine, int transa, int K, float alpha,
-                          const float *A, int lda, float beta, float *C, int ldc,
-                          const gemm_bf16_epilogue *ep, int jc, int nc, int pc, int kc, int m0,
-                          int mc, int nm0, int nmc, int npc)
-{
-    const int kc2 = (kc + 1) / 2, nstrips = (nc + NR - 1) / NR;
-    const float bet = pc == 0 ? beta : 1.0f;
-    /* the row sums once a row block and depth block, as A^T is packed */
-    float *const sums = ep && ep->row_sums && jc == 0 ? ep->row_sums : NULL;
-    pack_a_block(ap, transa, A, lda, m0, mc, pc, kc, sums, 0);
-    const int nkc = K - npc < KC ? K - npc : KC;
-    const uint64_t t0 = dot_counts_span_begin();
-    for (int s = 0; s < nstrips; s++) {
-        if (npc < K && nmc > 0) ask_next_a(transa, A, lda, nm0, nmc, npc, nkc, s, nstrips);
-        const int n0 = s * NR, nr = nc - n0 < NR ? nc - n0 : NR;
-        for (int i = 0; i < mc; i += MR)
-            kernel(kc2, ap + (size_t)(i / MR) * kc2 * MR, mine + (size_t)s * kc2 * NR,
-                   C + (size_t)(m0 + i) * ldc + jc + n0, ldc, mc - i < MR ? mc - i : MR, nr,
-                   alpha, bet);
-    }
-    dot_counts_span_end(t0, kernel_dots(nstrips, mc, kc2));
-    if (gemm_bf16_epilogue_acts(ep, pc == 0, pc + kc >= K))
-        gemm_bf16_epilogue_block(ep, C, ldc, m0, jc, mc, nc, pc == 0, pc + kc >= K);
 }
 
 /* The product with each thread on its own rows (gemm_row_split's parts: part_strips) in
@@ -615,23 +600,22 @@ static void rows_private(uint32_t *ap, uint32_t *bbuf, int transa, int transb, i
     const int hand_out = steal && N <= NC;
     for (int jc = 0; jc < N; jc += NC) {
         const int nc = N - jc < NC ? N - jc : NC, nstrips = (nc + NR - 1) / NR;
+        /* the row sums once a row block and depth block, as A^T is packed */
+        float *const sums = ep && ep->row_sums && jc == 0 ? ep->row_sums : NULL;
         for (int pc = 0; pc < K; pc += KC) {
             const int kc = K - pc < KC ? K - pc : KC;
+            const size_t strip_words = (size_t)((kc + 1) / 2) * NR; /* as pack_strip lays them */
             for (int s = 0; s < nstrips; s++)
                 pack_strip(mine, s, nc, transb, B, ldb, jc, pc, kc);
             if (hand_out && pc + kc >= K) { /* the last depth block */
-                gemm_steal_open(&steal[thread], own);
-                for (int k = 0; k < nthreads; k++) {
-                    const int p = (thread + k) % nthreads; /* its own part first */
-                    int plo, phi, s0, s1;
+                gemm_steal_open(&steal[thread], own); /* only its own, once summed */
+                int k = 0, p, s0, s1, plo, phi;
+                while (gemm_steal_next(steal, thread, nthreads, MC / MR, &k, &p, &s0, &s1)) {
                     part_strips(p, nthreads, M, &plo, &phi);
-                    while (k == 0 ? gemm_steal_front(&steal[p], MC / MR, &s0, &s1)
-                                  : gemm_steal_back(&steal[p], &s0, &s1)) {
-                        const int m0 = plo + s0 * MR;
-                        const int m1 = plo + s1 * MR < phi ? plo + s1 * MR : phi;
-                        private_block(ap, mine, transa, K, alpha, A, lda, beta, C, ldc, ep, jc,
-                                      nc, pc, kc, m0, m1 - m0, 0, 0, K);
-                    }
+                    const int m0 = plo + s0 * MR, m1 = plo + s1 * MR < phi ? plo + s1 * MR : phi;
+                    block_on_strips(ap, mine, strip_words, transa, K, alpha, A, lda, beta, C,
+                                    ldc, ep, sums, jc, nc, 0, nstrips, pc, kc, m0, m1 - m0, 0, 0,
+                                    K);
                 }
                 continue;
             }
@@ -639,8 +623,9 @@ static void rows_private(uint32_t *ap, uint32_t *bbuf, int transa, int transb, i
                 const int mc = hi - m0 < MC ? hi - m0 : MC;
                 /* the next block: the next rows at this depth, else the first at the next */
                 const int nm0 = m0 + MC < hi ? m0 + MC : lo, npc = m0 + MC < hi ? pc : pc + KC;
-                private_block(ap, mine, transa, K, alpha, A, lda, beta, C, ldc, ep, jc, nc, pc,
-                              kc, m0, mc, nm0, hi - nm0 < MC ? hi - nm0 : MC, npc);
+                block_on_strips(ap, mine, strip_words, transa, K, alpha, A, lda, beta, C, ldc,
+                                ep, sums, jc, nc, 0, nstrips, pc, kc, m0, mc, nm0,
+                                hi - nm0 < MC ? hi - nm0 : MC, npc);
             }
         }
     }

@@ -90,4 +90,20 @@ static inline int gemm_steal_back(gemm_steal_part *p, int *s0, int *s1)
     }
 }
 
+/* The next strips for `thread` of a product cut into nthreads parts: its own part's
+ * from the front (`want` at a time), then the other parts' last ones from the back, one
+ * at a time, part after part; part *p's [*s0, *s1). *k: the walk's place, 0 to begin.
+ * Returns 0 once every part is done (or, for a thief, not open). */
+static inline int gemm_steal_next(gemm_steal_part *parts, int thread, int nthreads, int want,
+                                  int *k, int *p, int *s0, int *s1)
+{
+    for (; *k < nthreads; (*k)++) {
+        *p = (thread + *k) % nthreads; /* its own part first */
+        if (*k == 0 ? gemm_steal_front(&parts[*p], want, s0, s1)
+                    : gemm_steal_back(&parts[*p], s0, s1))
+            return 1;
+    }
+    return 0;
+}
+
 #endif
